@@ -1,0 +1,40 @@
+# The two commands: `make demo` and `make test`. Everything else is a convenience.
+PRESET ?= dev
+JOBS   ?= $(shell nproc)
+BUILD  := build/$(PRESET)
+
+.PHONY: all deps configure build test test-asan test-tsan demo bench format clean
+
+all: build
+
+# Installs missing Debian packages when run as root; otherwise says what is missing.
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@test -f $(BUILD)/build.ninja || cmake --preset $(PRESET) >/dev/null
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	ctest --preset $(PRESET) -j $(JOBS) --timeout 300
+
+test-asan:
+	$(MAKE) test PRESET=asan
+
+test-tsan:
+	$(MAKE) test PRESET=tsan
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+bench:
+	$(MAKE) build PRESET=release
+	@bench/run.sh build/release
+
+format:
+	git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+clean:
+	rm -rf build

@@ -1,0 +1,90 @@
+#pragma once
+// The instance catalog: every figure of docs/reference/HARDWARE.md that the agent and the
+// simulator need, as constant data. Thread-safe (immutable after static initialisation).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace neuron {
+
+enum class Chip { kTrainium, kTrainium2, kInferentia2 };
+enum class LinkTopology { kNone, kTorus4x4, kRing, kChain };
+
+// Per-chip identity (driver strings, PCI id) and the per-core timing figures of HARDWARE.md §8.1.
+struct ChipSpec {
+  Chip chip;
+  uint16_t pci_device_id;          // vendor is always kPciVendorAmazon
+  std::string_view arch_type;      // info/architecture/arch_type, e.g. "NDv2"
+  std::string_view instance_type;  // info/architecture/instance_type, e.g. "Trn1"
+  std::string_view device_name;    // info/architecture/device_name, e.g. "Trainium1"
+  std::string_view nc_arch_type;   // neuron_core<i>/info/architecture/arch_type, e.g. "NCv2"
+  int physical_cores;              // core_count
+  uint64_t hbm_bytes;              // per device
+  double hbm_bytes_per_s;          // per device
+  // Per physical core (HARDWARE.md §8.1); a logical core at LNC=2 runs at twice these.
+  double peak_bf16_flops;
+  double peak_fp8_flops;
+  double peak_fp32_flops;
+  double core_mem_bytes_per_s;
+  // Chip totals, for display only (HARDWARE.md §2 and §9: they do not equal cores x per-core).
+  double chip_bf16_flops;
+  double chip_fp32_flops;
+  bool has_serial_number;  // info/serial_number (absent on Inf1, which we do not model)
+};
+
+inline constexpr uint16_t kPciVendorAmazon = 0x1d0f;
+
+struct DevicePlacement {
+  std::string bdf;      // "0000:10:1c.0"
+  int numa_node;
+  std::string cpulist;  // local_cpulist, e.g. "0-31,64-95"
+};
+
+struct EfaPlacement {
+  std::string bdf;
+  std::string name;  // RDMA device name after rdma-core's rename, e.g. "rdmap16s25"
+  int numa_node;
+};
+
+struct InstanceSpec {
+  std::string_view name;  // "trn1.32xlarge"
+  const ChipSpec* chip;
+  int devices;
+  int default_lnc;                 // 2 on trn2, 1 elsewhere
+  bool lnc_configurable;           // LNC applies only to Trn2
+  int vcpus;
+  uint64_t host_mem_bytes;
+  int numa_nodes;
+  LinkTopology topology;
+  double neuronlink_bytes_per_s;   // per device, all links together (HARDWARE.md §1)
+  int efa_count;
+  int efa_gbps;                    // per EFA device
+  // False where HARDWARE.md §9 lists the PCI/NUMA layout as unpublished and ours is derived.
+  bool placement_published;
+  std::vector<DevicePlacement> placement;  // indexed by device index (probe order)
+  std::vector<EfaPlacement> efas;
+};
+
+// Every modelled instance type, in catalog order.
+const std::vector<InstanceSpec>& AllInstances();
+
+// Looks up an instance type by name ("trn2.48xlarge"); NotFound names the known types.
+absl::StatusOr<const InstanceSpec*> FindInstance(std::string_view name);
+
+// Validates an LNC setting for the instance; 0 means "the instance's default".
+absl::StatusOr<int> ResolveLnc(const InstanceSpec& spec, int requested_lnc);
+
+// NeuronCores per device as the runtime numbers them (logical cores; physical / LNC).
+int LogicalCoresPerDevice(const InstanceSpec& spec, int lnc);
+
+// Neighbours of device d in the order the driver prints connected_devices (DRIVER-INTERFACE §2.5).
+std::vector<int> ConnectedDevices(const InstanceSpec& spec, int device);
+
+// "100 Gb/sec (4X EDR)": the EFA port rate string for the given speed.
+std::string EfaRateString(int gbps);
+
+}  // namespace neuron

@@ -1,0 +1,146 @@
+#pragma once
+// Byte layout of the per-process datastore (NDS), DRIVER-INTERFACE.md §4. The offsets and the
+// counter index order are ABI shared with the real runtime; the object-area placement and the
+// latency-histogram extension (deviation D13) are the simulator's own, documented in
+// driver-sim/README.md. Values are little-endian u64, written without locking.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace neuron::nds {
+
+inline constexpr size_t kSize = 262144;
+inline constexpr char kMagic[4] = {'n', 'd', 's', '\0'};
+inline constexpr int32_t kFormatVersion = 1;  // the real value is unverified (§4.2)
+
+inline constexpr size_t kDeviceCountersOffset = 8;
+inline constexpr int kDeviceCounterCount = 31;
+inline constexpr size_t kCoreCountersOffset = 256;  // cores 0-3, 31 counters each
+inline constexpr int kOriginalCoreCounters = 31;
+inline constexpr size_t kObjectAreaOffset = 1248;
+inline constexpr size_t kObjectAreaEnd = 44588;
+inline constexpr size_t kExtendedOffset = 55936;  // cores 0-3, counters 31..94, 64 slots each
+inline constexpr int kExtendedSlots = 64;
+inline constexpr size_t kFullSetsOffset = 57984;  // cores 4-15, 96 slots each (95 used)
+inline constexpr int kFullSetSlots = 96;
+inline constexpr size_t kRealLayoutEnd = 67200;
+
+inline constexpr int kMaxCores = 16;
+inline constexpr int kCoreCounterCount = 95;  // NC indices 0..94; 41..94 reserved
+
+// Core counter indices (order is ABI, DRIVER-INTERFACE §4.3).
+enum CoreCounter : int {
+  kTimeInUse = 0,
+  kInferCompleted = 1,
+  kInferCompletedWithErr = 2,
+  kInferCompletedWithNumErr = 3,
+  kInferTimedOut = 4,
+  kInferIncorrectInput = 5,
+  kInferFailedToQueue = 6,
+  kErrGeneric = 7,
+  kErrNumerical = 8,
+  kErrModel = 9,
+  kErrTransient = 10,
+  kErrHw = 11,
+  kErrRt = 12,
+  kLatencyDevice = 13,
+  kLatencyTotal = 14,
+  kNcTime = 15,
+  kGenericFail = 16,
+  kErrResource = 17,
+  kErrResourceNc = 18,
+  kErrInvalid = 19,
+  kErrUnsupportedNeffVersion = 20,
+  kCcTime = 21,
+  kMemUsageCodeDevice = 22,
+  kMemUsageTensorsDevice = 23,
+  kMemUsageConstantsDevice = 24,
+  kMemUsageScratchpadDevice = 25,
+  kMemUsageMiscDevice = 26,
+  kModelLoadCount = 27,
+  kInferenceCount = 28,
+  kMacCount = 29,
+  kOob = 30,
+  kHwErrCollectives = 31,
+  kHwErrHbmUe = 32,
+  kHwErrNcUe = 33,
+  kHwErrDmaAbort = 34,
+  kErrSwNqOverflow = 35,
+  kErrSwSemaphoreError = 36,
+  kErrSwEventError = 37,
+  kErrSwPsumCollision = 38,
+  kErrSwSequencerFatal = 39,
+  kHwErrRepairableHbmUe = 40,
+};
+
+// Device counter indices (DRIVER-INTERFACE §4.4).
+enum DeviceCounter : int {
+  kRuntimeVersion = 0,
+  kFrameworkVersion = 1,
+  kFalVersion = 2,
+  kFeatureBitmap = 3,
+  kMinNeffVersion = 4,
+  kMaxNeffVersion = 5,
+  kMemUsageCodeHost = 6,
+  kMemUsageTensorsHost = 7,
+  kMemUsageConstantsHost = 8,
+  kMemUsageScratchpadHost = 9,
+  kMemUsageMiscHost = 10,
+  kDynamicSysfsMetricBitmap = 11,
+  kDeviceClusterId = 12,
+};
+
+// Byte offset of core counter `index` of core `core`, or nullopt where the driver reads 0
+// (get_neuroncore_counter_value: cores >= 16, indices >= 95, or 95 on cores 4-15).
+constexpr std::optional<size_t> CoreCounterOffset(int core, int index) {
+  if (core < 0 || core >= kMaxCores || index < 0 || index >= kCoreCounterCount) return std::nullopt;
+  if (core < 4) {
+    if (index < kOriginalCoreCounters) {
+      return kCoreCountersOffset + (core * kOriginalCoreCounters + index) * 8;
+    }
+    return kExtendedOffset + (core * kExtendedSlots + (index - kOriginalCoreCounters)) * 8;
+  }
+  return kFullSetsOffset + ((core - 4) * kFullSetSlots + index) * 8;
+}
+
+constexpr size_t DeviceCounterOffset(int index) { return kDeviceCountersOffset + index * 8; }
+
+// ---- The simulator's object area (our placement; the real one is unpublished) ----
+inline constexpr char kObjectMagic[4] = {'s', 'i', 'm', 'o'};
+inline constexpr size_t kObjectHeaderOffset = kObjectAreaOffset;     // magic, u32 version
+inline constexpr size_t kProcessInfoOffset = kObjectAreaOffset + 8;  // 60-byte process info
+inline constexpr size_t kProcessInfoSize = 60;
+inline constexpr size_t kProcessTagOffset = kProcessInfoOffset + kProcessInfoSize;  // char[256]
+inline constexpr size_t kProcessTagSize = 256;
+inline constexpr size_t kModelCountOffset = kProcessTagOffset + kProcessTagSize;  // u32
+inline constexpr size_t kModelRecordsOffset = kModelCountOffset + 8;
+inline constexpr size_t kModelNodeInfoSize = 284;
+inline constexpr size_t kModelNodeMemorySize = 384;
+inline constexpr size_t kModelRecordSize = kModelNodeInfoSize + kModelNodeMemorySize;
+inline constexpr int kMaxModelRecords =
+    static_cast<int>((kObjectAreaEnd - kModelRecordsOffset) / kModelRecordSize);
+
+// Process info record (natural C alignment, 60 bytes): int8 framework_type at 0, char tag[32]
+// at 1, then framework, FAL and runtime versions, each {u8 major; u8 minor; u32 build} (8 bytes).
+inline constexpr size_t kPiFrameworkType = 0;
+inline constexpr size_t kPiTag = 1;
+inline constexpr size_t kPiTagSize = 32;
+inline constexpr size_t kPiFrameworkVersion = 36;
+inline constexpr size_t kPiFalVersion = 44;
+inline constexpr size_t kPiRuntimeVersion = 52;
+
+// ---- Deviation D13: latency histogram extension after the real layout ----
+inline constexpr char kHistogramMagic[4] = {'h', 'i', 's', 't'};
+inline constexpr size_t kHistogramOffset = kRealLayoutEnd;  // magic, u32 bucket count
+inline constexpr int kHistogramBuckets = 24;
+// u64 upper bounds in microseconds (the last is +Inf as UINT64_MAX), then per core
+// kHistogramBuckets non-cumulative counts, cores 0..kMaxCores-1.
+inline constexpr size_t kHistogramBoundsOffset = kHistogramOffset + 8;
+inline constexpr size_t kHistogramCountsOffset = kHistogramBoundsOffset + kHistogramBuckets * 8;
+inline constexpr size_t HistogramCountOffset(int core, int bucket) {
+  return kHistogramCountsOffset + (static_cast<size_t>(core) * kHistogramBuckets + bucket) * 8;
+}
+static_assert(HistogramCountOffset(kMaxCores, 0) <= kSize);
+
+}  // namespace neuron::nds

@@ -1,0 +1,30 @@
+#pragma once
+// ROOT/run/neuron/node.json: what the real driver answers by ioctl and the simulator writes as a
+// file (DESIGN decision 4, DRIVER-INTERFACE §8 D7): instance type and id, LNC, and the device
+// index to PCI address map (NEURON_IOCTL_DEVICE_BDF_EXT on hardware). driver-sim/README.md
+// documents the format field by field.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/sysfs_names.h"
+
+namespace neuron {
+
+struct NodeInfo {
+  std::string instance_type;            // "trn1.32xlarge"
+  std::string instance_id;              // "i-0123456789abcdef0"
+  std::string node_name;                // Kubernetes node name the simulator was given
+  int lnc = 1;                          // logical NeuronCore config (1 or 2)
+  std::vector<std::string> device_bdf;  // indexed by device index: "0000:10:1c.0"
+};
+
+std::string NodeInfoToJson(const NodeInfo& info);
+// `source` names the file in errors.
+absl::StatusOr<NodeInfo> ParseNodeInfo(std::string_view json, std::string_view source);
+// NotFound when the file is absent (a real node without the simulator).
+absl::StatusOr<NodeInfo> ReadNodeInfo(const RootPaths& paths);
+
+}  // namespace neuron

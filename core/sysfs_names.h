@@ -1,0 +1,127 @@
+#pragma once
+// Names and locations in the Neuron driver's sysfs tree, the datastore and the EFA tree
+// (DRIVER-INTERFACE.md §2, §4, §7). The reader in core and the writer in driver-sim share them,
+// so a name is spelled in exactly one place. Orders are the driver's table orders (ABI).
+
+#include <array>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace neuron {
+
+struct StatusCounterName {
+  std::string_view sysfs;  // neuron_core<i>/stats/status/<sysfs>/
+  int nds_index;           // datastore core counter folded into it at process exit
+};
+
+inline constexpr std::array<StatusCounterName, 24> kStatusCounters{{
+    {"success", 1},
+    {"failure", 16},
+    {"timeout", 4},
+    {"exec_bad_input", 5},
+    {"hw_error", 11},
+    {"execute_completed_with_error", 2},
+    {"execute_completed_with_num_error", 3},
+    {"generic_error", 7},
+    {"resource_error", 17},
+    {"resource_nc_error", 18},
+    {"execute_failed_to_queue", 6},
+    {"invalid_error", 19},
+    {"unsupported_neff_version", 20},
+    {"oob_error", 30},
+    {"hw_collectives_error", 31},
+    {"hw_hbm_ue_error", 32},
+    {"hw_nc_ue_error", 33},
+    {"hw_dma_abort_error", 34},
+    {"execute_sw_nq_overflow", 35},
+    {"execute_sw_semaphore_error", 36},
+    {"execute_sw_event_error", 37},
+    {"execute_sw_psum_collision", 38},
+    {"execute_sw_sequencer_fatal", 39},
+    {"hw_repairable_hbm_ue_error", 40},
+}};
+
+// Per-core device memory categories (neuron_core<i>/stats/memory_usage/device_mem/<name>/).
+inline constexpr std::array<std::string_view, 11> kDeviceMemCategories{
+    "model_code",      "tensors",       "constants",     "model_shared_scratchpad",
+    "runtime_memory",  "driver_memory", "collectives",   "nonshared_scratchpad",
+    "notifications",   "dma_rings",     "uncategorized"};
+
+// Per-device host memory categories (stats/memory_usage/host_mem/<name>/).
+inline constexpr std::array<std::string_view, 8> kHostMemCategories{
+    "dma_buffers",   "tensors",       "constants", "application_memory",
+    "driver_memory", "notifications", "dma_rings", "uncategorized"};
+
+// Per-core other_info counters ({total,present}).
+inline constexpr std::array<std::string_view, 6> kOtherInfo{
+    "model_load_count", "reset_req_count", "reset_fail_count",
+    "inference_count",  "flop_count",      "nc_time_in_use"};
+
+// stats/hardware/ files.
+inline constexpr std::array<std::string_view, 3> kHardwareCounters{
+    "sram_ecc_uncorrected", "mem_ecc_uncorrected", "mem_ecc_repairable_uncorrected"};
+
+// EFA port counters (ports/1/hw_counters/), the full set of a current kernel.
+inline constexpr std::array<std::string_view, 22> kEfaPortCounters{
+    "tx_bytes",         "tx_pkts",          "rx_bytes",
+    "rx_pkts",          "rx_drops",         "send_bytes",
+    "send_wrs",         "recv_bytes",       "recv_wrs",
+    "rdma_read_wrs",    "rdma_read_bytes",  "rdma_read_wr_err",
+    "rdma_read_resp_bytes", "rdma_write_wrs", "rdma_write_bytes",
+    "rdma_write_wr_err", "rdma_write_recv_bytes", "retrans_bytes",
+    "retrans_pkts",     "retrans_timeout_events", "unresponsive_remote_events",
+    "impaired_remote_conn_events"};
+
+// EFA device counters (<ibdev>/hw_counters/).
+inline constexpr std::array<std::string_view, 12> kEfaDeviceCounters{
+    "submitted_cmds", "completed_cmds", "cmds_err",       "no_completion_cmds",
+    "keep_alive_rcvd", "alloc_pd_err",  "create_qp_err",  "create_cq_err",
+    "reg_mr_err",     "alloc_ucontext_err", "create_ah_err", "mmap_err"};
+
+// Device state as the `reset` file prints it (DRIVER-INTERFACE §5).
+enum class DeviceState { kReset = 0, kReady = 1, kInvalid = 2 };
+std::string_view DeviceStateName(DeviceState s);
+
+inline constexpr std::string_view kPciDriverName = "neuron-driver";
+inline constexpr std::string_view kNeuronClass = "neuron_device";
+
+// Paths below an injected root (DESIGN "The root convention"). No other code spells /sys or /dev.
+class RootPaths {
+ public:
+  explicit RootPaths(std::filesystem::path root) : root_(std::move(root)) {}
+
+  const std::filesystem::path& root() const { return root_; }
+  std::filesystem::path Sys() const { return root_ / "sys"; }
+  std::filesystem::path NeuronDevicesDir() const {
+    return root_ / "sys/devices/virtual/neuron_device";
+  }
+  std::filesystem::path NeuronDevice(int index) const {
+    return NeuronDevicesDir() / ("neuron" + std::to_string(index));
+  }
+  std::filesystem::path NeuronClassDir() const { return root_ / "sys/class/neuron_device"; }
+  std::filesystem::path PciDevice(std::string_view bdf) const {
+    return root_ / "sys/bus/pci/devices" / bdf;
+  }
+  std::filesystem::path InfinibandClassDir() const { return root_ / "sys/class/infiniband"; }
+  std::filesystem::path UverbsClassDir() const { return root_ / "sys/class/infiniband_verbs"; }
+  std::filesystem::path DmiDir() const { return root_ / "sys/class/dmi/id"; }
+  std::filesystem::path Dev() const { return root_ / "dev"; }
+  std::filesystem::path DevNeuron(int index) const {
+    return Dev() / ("neuron" + std::to_string(index));
+  }
+  std::filesystem::path Kmsg() const { return root_ / "dev/kmsg"; }
+  std::filesystem::path Proc() const { return root_ / "proc"; }
+  // Simulator and runtime files (DESIGN decision 4; driver-sim/README.md documents them).
+  std::filesystem::path Run() const { return root_ / "run/neuron"; }
+  std::filesystem::path NodeJson() const { return Run() / "node.json"; }
+  std::filesystem::path SimReady() const { return Run() / "sim.ready"; }
+  std::filesystem::path CtlSocket() const { return Run() / "ctl.sock"; }
+  std::filesystem::path DatastoreDir() const { return Run() / "ds"; }
+  std::filesystem::path CoreLockDir() const { return Run() / "cores"; }
+
+ private:
+  std::filesystem::path root_;
+};
+
+}  // namespace neuron

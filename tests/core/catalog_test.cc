@@ -1,0 +1,131 @@
+#include "core/catalog.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/device_id.h"
+#include "core/topology.h"
+
+namespace neuron {
+namespace {
+
+using ::testing::ElementsAre;
+
+const InstanceSpec& Spec(std::string_view name) {
+  absl::StatusOr<const InstanceSpec*> spec = FindInstance(name);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return **spec;
+}
+
+TEST(Catalog, EveryInstanceHasConsistentPlacement) {
+  for (const InstanceSpec& spec : AllInstances()) {
+    SCOPED_TRACE(std::string(spec.name));
+    EXPECT_EQ(static_cast<int>(spec.placement.size()), spec.devices);
+    EXPECT_EQ(static_cast<int>(spec.efas.size()), spec.efa_count);
+    std::set<std::string> bdfs;
+    for (const auto& p : spec.placement) bdfs.insert(p.bdf);
+    for (const auto& e : spec.efas) bdfs.insert(e.bdf);
+    EXPECT_EQ(bdfs.size(), spec.placement.size() + spec.efas.size()) << "BDFs must be unique";
+    for (const auto& p : spec.placement) EXPECT_LT(p.numa_node, spec.numa_nodes);
+  }
+}
+
+TEST(Catalog, UnknownInstanceNamesKnownTypes) {
+  absl::StatusOr<const InstanceSpec*> spec = FindInstance("p4d.24xlarge");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), ::testing::HasSubstr("trn1.32xlarge"));
+}
+
+TEST(Catalog, Trn1FiguresMatchHardwareMd) {
+  const InstanceSpec& s = Spec("trn1.32xlarge");
+  EXPECT_EQ(s.devices, 16);
+  EXPECT_EQ(s.chip->physical_cores, 2);
+  EXPECT_EQ(s.chip->hbm_bytes, 32ull << 30);
+  EXPECT_EQ(s.chip->arch_type, "NDv2");
+  EXPECT_EQ(s.chip->pci_device_id, 0x7164);
+  EXPECT_EQ(s.efa_count, 8);
+  EXPECT_EQ(s.placement[0].bdf, "0000:10:1c.0");
+  EXPECT_EQ(s.placement[13].bdf, "0000:10:1b.0");
+  EXPECT_EQ(s.placement[2].cpulist, "32-63,96-127");
+  EXPECT_EQ(s.efas[0].name, "rdmap16s25");
+  EXPECT_EQ(s.efas[7].name, "rdmap160s26");
+  EXPECT_EQ(EfaRateString(s.efa_gbps), "100 Gb/sec (4X EDR)");
+}
+
+TEST(Catalog, LncRules) {
+  const InstanceSpec& trn2 = Spec("trn2.48xlarge");
+  EXPECT_EQ(*ResolveLnc(trn2, 0), 2);
+  EXPECT_EQ(LogicalCoresPerDevice(trn2, 2), 4);
+  EXPECT_EQ(LogicalCoresPerDevice(trn2, 1), 8);
+  EXPECT_FALSE(ResolveLnc(Spec("trn1.32xlarge"), 2).ok());
+  EXPECT_FALSE(ResolveLnc(trn2, 3).ok());
+}
+
+TEST(Topology, DriverNeighbourOrders) {
+  EXPECT_THAT(ConnectedDevices(Spec("trn1.32xlarge"), 0), ElementsAre(12, 3, 4, 1));
+  EXPECT_THAT(ConnectedDevices(Spec("trn1.32xlarge"), 15), ElementsAre(11, 14, 3, 12));
+  EXPECT_THAT(ConnectedDevices(Spec("trn2.48xlarge"), 0), ElementsAre(12, 1, 3, 4));
+  EXPECT_THAT(ConnectedDevices(Spec("trn2.48xlarge"), 15), ElementsAre(14, 3, 11, 12));
+  EXPECT_THAT(ConnectedDevices(Spec("inf2.48xlarge"), 0), ElementsAre(11, 1));
+  EXPECT_THAT(ConnectedDevices(Spec("inf2.48xlarge"), 11), ElementsAre(10, 0));
+  EXPECT_THAT(ConnectedDevices(Spec("inf2.24xlarge"), 0), ElementsAre(1));
+  EXPECT_THAT(ConnectedDevices(Spec("inf2.24xlarge"), 5), ElementsAre(4));
+  EXPECT_TRUE(ConnectedDevices(Spec("trn1.2xlarge"), 0).empty());
+}
+
+TEST(Topology, Trn2HasTheSameNeighbourSetsAsTrn1) {
+  for (int d = 0; d < 16; ++d) {
+    std::vector<int> a = ConnectedDevices(Spec("trn1.32xlarge"), d);
+    std::vector<int> b = ConnectedDevices(Spec("trn2.48xlarge"), d);
+    EXPECT_EQ(std::set<int>(a.begin(), a.end()), std::set<int>(b.begin(), b.end())) << d;
+  }
+}
+
+Topology TopologyOf(const InstanceSpec& s) {
+  std::vector<std::vector<int>> n;
+  for (int d = 0; d < s.devices; ++d) n.push_back(ConnectedDevices(s, d));
+  return Topology(n);
+}
+
+TEST(Topology, TorusDistancesAndConnectivity) {
+  const Topology t = TopologyOf(Spec("trn1.32xlarge"));
+  EXPECT_EQ(t.Distance(0, 0), 0);
+  EXPECT_EQ(t.Distance(0, 1), 1);
+  EXPECT_EQ(t.Distance(0, 3), 1);   // wrap-around
+  EXPECT_EQ(t.Distance(0, 10), 4);  // opposite corner of a 4x4 torus
+  EXPECT_TRUE(t.IsConnected({0, 1, 2, 3}));
+  EXPECT_TRUE(t.IsConnected({0, 4, 8, 12}));
+  EXPECT_FALSE(t.IsConnected({0, 2}));
+  int max = 0;
+  for (int a = 0; a < 16; ++a)
+    for (int b = 0; b < 16; ++b) max = std::max(max, t.Distance(a, b));
+  EXPECT_EQ(max, 4);
+}
+
+TEST(Topology, RingAndChain) {
+  const Topology ring = TopologyOf(Spec("inf2.48xlarge"));
+  EXPECT_EQ(ring.Distance(0, 6), 6);
+  EXPECT_EQ(ring.Distance(0, 11), 1);
+  const Topology chain = TopologyOf(Spec("inf2.24xlarge"));
+  EXPECT_EQ(chain.Distance(0, 5), 5);
+  const Topology none = TopologyOf(Spec("trn1.2xlarge"));
+  EXPECT_TRUE(none.IsConnected({0}));
+}
+
+TEST(DeviceId, Codec) {
+  EXPECT_EQ(IndexId(12), "12");
+  EXPECT_EQ(*ParseIndexId("5", 16), 5);
+  for (const char* bad : {"", "-1", "05", "1.0", " 3", "3 ", "abc", "99999999999"}) {
+    EXPECT_FALSE(ParseIndexId(bad, 16).ok()) << bad;
+  }
+  EXPECT_EQ(ParseIndexId("16", 16).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(ValidateEfaId("rdmap16s25").ok());
+  EXPECT_FALSE(ValidateEfaId("../etc").ok());
+  EXPECT_EQ(*ParseResourceName("aws.amazon.com/neuroncore"), Resource::kNeuronCore);
+  EXPECT_FALSE(ParseResourceName("nvidia.com/gpu").ok());
+}
+
+}  // namespace
+}  // namespace neuron
