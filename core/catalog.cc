@@ -1,10 +1,10 @@
 #include "core/catalog.h"
 
-#include <array>
-#include <cstdio>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <array>
+#include <cstdio>
 
 namespace neuron {
 namespace {
@@ -13,15 +13,15 @@ constexpr uint64_t kGiB = 1ull << 30;
 constexpr double kGiBf = 1024.0 * 1024.0 * 1024.0;
 
 // HARDWARE.md §1-§3 and §8.1. NC-v2 peak is the clock x array figure (91.75), FP32 a quarter.
-constexpr ChipSpec kTrainium{Chip::kTrainium, 0x7164, "NDv2", "Trn1", "Trainium1", "NCv2", 2,
-                             32 * kGiB, 820 * kGiBf, 91.75e12, 91.75e12, 22.9e12, 410 * kGiBf,
-                             190e12, 47.5e12, true};
-constexpr ChipSpec kInferentia2{Chip::kInferentia2, 0x7264, "NDv3", "Inf2", "Inferentia2", "NCv2",
-                                2, 32 * kGiB, 820 * kGiBf, 91.75e12, 91.75e12, 22.9e12,
-                                410 * kGiBf, 190e12, 47.5e12, true};
-constexpr ChipSpec kTrainium2{Chip::kTrainium2, 0x7364, "NDv3", "Trn2", "Trainium2", "NCv3", 8,
-                              96 * kGiB, 2.9e12, 79e12, 158e12, 20e12, 362.5e9, 667e12, 181e12,
-                              true};
+constexpr ChipSpec kTrainium{
+    Chip::kTrainium, 0x7164,   "NDv2",   "Trn1",  "Trainium1", "NCv2", 2,       32 * kGiB,
+    820 * kGiBf,     91.75e12, 91.75e12, 22.9e12, 410 * kGiBf, 190e12, 47.5e12, true};
+constexpr ChipSpec kInferentia2{
+    Chip::kInferentia2, 0x7264,   "NDv3",   "Inf2",  "Inferentia2", "NCv2", 2,       32 * kGiB,
+    820 * kGiBf,        91.75e12, 91.75e12, 22.9e12, 410 * kGiBf,   190e12, 47.5e12, true};
+constexpr ChipSpec kTrainium2{
+    Chip::kTrainium2, 0x7364, "NDv3", "Trn2", "Trainium2", "NCv3", 8,      96 * kGiB,
+    2.9e12,           79e12,  158e12, 20e12,  362.5e9,     667e12, 181e12, true};
 
 std::string Bdf(int bus, int slot) {
   char buf[16];
@@ -36,12 +36,14 @@ EfaPlacement Efa(int bus, int slot, int numa) {
 
 // trn1.32xlarge: HARDWARE.md §4 (BDF, CPUs, NUMA per device) and §5 (EFA on 19.0/1a.0).
 std::vector<DevicePlacement> Trn1Placement() {
+  // clang-format off
   constexpr std::array<std::array<int, 2>, 16> kBusSlot{{{0x10, 0x1c}, {0x10, 0x1d}, {0xa0, 0x1c},
                                                          {0xa0, 0x1d}, {0x20, 0x1b}, {0x20, 0x1c},
                                                          {0x90, 0x1b}, {0x90, 0x1c}, {0x20, 0x1d},
                                                          {0x20, 0x1e}, {0x90, 0x1d}, {0x90, 0x1e},
                                                          {0x10, 0x1e}, {0x10, 0x1b}, {0xa0, 0x1e},
                                                          {0xa0, 0x1b}}};
+  // clang-format on
   std::vector<DevicePlacement> out;
   for (const auto& [bus, slot] : kBusSlot) {
     const bool node1 = bus >= 0x90;
@@ -75,7 +77,8 @@ std::vector<DevicePlacement> Trn2Placement() {
 // minus 0x10, which collides with no chip bus, on the chip's NUMA node.
 std::vector<EfaPlacement> Trn2Efas() {
   std::vector<EfaPlacement> out;
-  for (int d = 0; d < 16; ++d) out.push_back(Efa(kTrn2Bus[d] - 0x10, 0, (d < 4 || d >= 12) ? 1 : 0));
+  for (int d = 0; d < 16; ++d)
+    out.push_back(Efa(kTrn2Bus[d] - 0x10, 0, (d < 4 || d >= 12) ? 1 : 0));
   return out;
 }
 
@@ -84,10 +87,18 @@ std::vector<DevicePlacement> Inf2_48Placement() {
   struct Row {
     int bus, slot, numa;
   };
-  constexpr std::array<Row, 12> kRows{{{0x80, 0x1e, 2}, {0x90, 0x1e, 3}, {0x80, 0x1d, 2},
-                                       {0x90, 0x1f, 3}, {0x80, 0x1f, 2}, {0x90, 0x1d, 3},
-                                       {0x20, 0x1e, 1}, {0x20, 0x1f, 1}, {0x10, 0x1e, 0},
-                                       {0x10, 0x1f, 0}, {0x10, 0x1d, 0}, {0x20, 0x1d, 1}}};
+  constexpr std::array<Row, 12> kRows{{{0x80, 0x1e, 2},
+                                       {0x90, 0x1e, 3},
+                                       {0x80, 0x1d, 2},
+                                       {0x90, 0x1f, 3},
+                                       {0x80, 0x1f, 2},
+                                       {0x90, 0x1d, 3},
+                                       {0x20, 0x1e, 1},
+                                       {0x20, 0x1f, 1},
+                                       {0x10, 0x1e, 0},
+                                       {0x10, 0x1f, 0},
+                                       {0x10, 0x1d, 0},
+                                       {0x20, 0x1d, 1}}};
   constexpr std::array<const char*, 4> kCpus{"0-23,96-119", "24-47,120-143", "48-71,144-167",
                                              "72-95,168-191"};
   std::vector<DevicePlacement> out;
@@ -113,35 +124,99 @@ std::vector<DevicePlacement> SinglePlacement(int vcpus) {
 
 std::vector<InstanceSpec> BuildCatalog() {
   std::vector<InstanceSpec> c;
-  c.push_back({"trn1.2xlarge", &kTrainium, 1, 1, false, 8, 32 * kGiB, 1, LinkTopology::kNone, 0,
-               0, 0, false, SinglePlacement(8), {}});
-  c.push_back({"trn1.32xlarge", &kTrainium, 16, 1, false, 128, 512 * kGiB, 2,
-               LinkTopology::kTorus4x4, 384 * kGiBf, 8, 100, true, Trn1Placement(),
-               Trn1Efas({0x19, 0x1a})});
+  c.push_back({.name = "trn1.2xlarge",
+               .chip = &kTrainium,
+               .devices = 1,
+               .vcpus = 8,
+               .host_mem_bytes = 32 * kGiB,
+               .numa_nodes = 1,
+               .placement = SinglePlacement(8)});
+  c.push_back({.name = "trn1.32xlarge",
+               .chip = &kTrainium,
+               .devices = 16,
+               .vcpus = 128,
+               .host_mem_bytes = 512 * kGiB,
+               .numa_nodes = 2,
+               .topology = LinkTopology::kTorus4x4,
+               .neuronlink_bytes_per_s = 384 * kGiBf,
+               .efa_count = 8,
+               .efa_gbps = 100,
+               .placement_published = true,
+               .placement = Trn1Placement(),
+               .efas = Trn1Efas({0x19, 0x1a})});
   // trn1n reuses the trn1.32xlarge layout (HARDWARE.md §4 allows it); its 16 EFA are derived.
-  c.push_back({"trn1n.32xlarge", &kTrainium, 16, 1, false, 128, 512 * kGiB, 2,
-               LinkTopology::kTorus4x4, 768 * kGiBf, 16, 100, false, Trn1Placement(),
-               Trn1Efas({0x17, 0x18, 0x19, 0x1a})});
-  c.push_back({"trn2.48xlarge", &kTrainium2, 16, 2, true, 192, 2048 * kGiB, 2,
-               LinkTopology::kTorus4x4, 1024e9, 16, 200, true, Trn2Placement(), Trn2Efas()});
-  c.push_back({"inf2.xlarge", &kInferentia2, 1, 1, false, 4, 16 * kGiB, 1, LinkTopology::kNone, 0,
-               0, 0, false, SinglePlacement(4), {}});
-  c.push_back({"inf2.8xlarge", &kInferentia2, 1, 1, false, 32, 128 * kGiB, 1,
-               LinkTopology::kNone, 0, 0, 0, false, SinglePlacement(32), {}});
-  c.push_back({"inf2.24xlarge", &kInferentia2, 6, 1, false, 96, 384 * kGiB, 2,
-               LinkTopology::kChain, 192 * kGiBf, 0, 0, false, Inf2_24Placement(), {}});
-  c.push_back({"inf2.48xlarge", &kInferentia2, 12, 1, false, 192, 768 * kGiB, 4,
-               LinkTopology::kRing, 192 * kGiBf, 0, 0, true, Inf2_48Placement(), {}});
+  c.push_back({.name = "trn1n.32xlarge",
+               .chip = &kTrainium,
+               .devices = 16,
+               .vcpus = 128,
+               .host_mem_bytes = 512 * kGiB,
+               .numa_nodes = 2,
+               .topology = LinkTopology::kTorus4x4,
+               .neuronlink_bytes_per_s = 768 * kGiBf,
+               .efa_count = 16,
+               .efa_gbps = 100,
+               .placement = Trn1Placement(),
+               .efas = Trn1Efas({0x17, 0x18, 0x19, 0x1a})});
+  c.push_back({.name = "trn2.48xlarge",
+               .chip = &kTrainium2,
+               .devices = 16,
+               .default_lnc = 2,
+               .lnc_configurable = true,
+               .vcpus = 192,
+               .host_mem_bytes = 2048 * kGiB,
+               .numa_nodes = 2,
+               .topology = LinkTopology::kTorus4x4,
+               .neuronlink_bytes_per_s = 1024e9,
+               .efa_count = 16,
+               .efa_gbps = 200,
+               .placement_published = true,
+               .placement = Trn2Placement(),
+               .efas = Trn2Efas()});
+  c.push_back({.name = "inf2.xlarge",
+               .chip = &kInferentia2,
+               .devices = 1,
+               .vcpus = 4,
+               .host_mem_bytes = 16 * kGiB,
+               .numa_nodes = 1,
+               .placement = SinglePlacement(4)});
+  c.push_back({.name = "inf2.8xlarge",
+               .chip = &kInferentia2,
+               .devices = 1,
+               .vcpus = 32,
+               .host_mem_bytes = 128 * kGiB,
+               .numa_nodes = 1,
+               .placement = SinglePlacement(32)});
+  c.push_back({.name = "inf2.24xlarge",
+               .chip = &kInferentia2,
+               .devices = 6,
+               .vcpus = 96,
+               .host_mem_bytes = 384 * kGiB,
+               .numa_nodes = 2,
+               .topology = LinkTopology::kChain,
+               .neuronlink_bytes_per_s = 192 * kGiBf,
+               .placement = Inf2_24Placement()});
+  c.push_back({.name = "inf2.48xlarge",
+               .chip = &kInferentia2,
+               .devices = 12,
+               .vcpus = 192,
+               .host_mem_bytes = 768 * kGiB,
+               .numa_nodes = 4,
+               .topology = LinkTopology::kRing,
+               .neuronlink_bytes_per_s = 192 * kGiBf,
+               .placement_published = true,
+               .placement = Inf2_48Placement()});
   return c;
 }
 
 // The trn2 driver lists the torus neighbours per engine group (DRIVER-INTERFACE §2.5).
+// clang-format off
 constexpr std::array<std::array<int, 4>, 16> kTrn2Neighbours{{
     {12, 1, 3, 4}, {0, 13, 5, 2}, {14, 3, 1, 6},  {2, 15, 7, 0},
     {8, 5, 7, 0},  {4, 9, 1, 6},  {10, 7, 5, 2},  {6, 11, 3, 4},
     {4, 9, 11, 12}, {8, 5, 13, 10}, {6, 11, 9, 14}, {10, 7, 15, 8},
     {0, 13, 15, 8}, {12, 1, 9, 14}, {2, 15, 13, 10}, {14, 3, 11, 12},
 }};
+// clang-format on
 
 }  // namespace
 

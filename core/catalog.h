@@ -39,7 +39,7 @@ struct ChipSpec {
 inline constexpr uint16_t kPciVendorAmazon = 0x1d0f;
 
 struct DevicePlacement {
-  std::string bdf;      // "0000:10:1c.0"
+  std::string bdf;  // "0000:10:1c.0"
   int numa_node;
   std::string cpulist;  // local_cpulist, e.g. "0-31,64-95"
 };
@@ -52,21 +52,21 @@ struct EfaPlacement {
 
 struct InstanceSpec {
   std::string_view name;  // "trn1.32xlarge"
-  const ChipSpec* chip;
-  int devices;
-  int default_lnc;                 // 2 on trn2, 1 elsewhere
-  bool lnc_configurable;           // LNC applies only to Trn2
-  int vcpus;
-  uint64_t host_mem_bytes;
-  int numa_nodes;
-  LinkTopology topology;
-  double neuronlink_bytes_per_s;   // per device, all links together (HARDWARE.md §1)
-  int efa_count;
-  int efa_gbps;                    // per EFA device
+  const ChipSpec* chip = nullptr;
+  int devices = 0;
+  int default_lnc = 1;            // 2 on trn2, 1 elsewhere
+  bool lnc_configurable = false;  // LNC applies only to Trn2
+  int vcpus = 0;
+  uint64_t host_mem_bytes = 0;
+  int numa_nodes = 1;
+  LinkTopology topology = LinkTopology::kNone;
+  double neuronlink_bytes_per_s = 0;  // per device, all links together (HARDWARE.md §1)
+  int efa_count = 0;
+  int efa_gbps = 0;  // per EFA device
   // False where HARDWARE.md §9 lists the PCI/NUMA layout as unpublished and ours is derived.
-  bool placement_published;
-  std::vector<DevicePlacement> placement;  // indexed by device index (probe order)
-  std::vector<EfaPlacement> efas;
+  bool placement_published = false;
+  std::vector<DevicePlacement> placement = {};  // indexed by device index (probe order)
+  std::vector<EfaPlacement> efas = {};
 };
 
 // Every modelled instance type, in catalog order.

@@ -1,9 +1,10 @@
 #include "core/device_id.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
-#include <fmt/format.h>
 
 namespace neuron {
 
@@ -22,8 +23,8 @@ std::string_view ResourceName(Resource r) {
 }
 
 absl::StatusOr<Resource> ParseResourceName(std::string_view name) {
-  for (Resource r : {Resource::kNeuron, Resource::kNeuronCore, Resource::kEfa,
-                     Resource::kNeuronDevice}) {
+  for (Resource r :
+       {Resource::kNeuron, Resource::kNeuronCore, Resource::kEfa, Resource::kNeuronDevice}) {
     if (ResourceName(r) == name) return r;
   }
   return absl::InvalidArgumentError(fmt::format("unknown resource name '{}'", name));
@@ -36,8 +37,7 @@ absl::StatusOr<int> ParseIndexId(std::string_view id, int limit) {
                            std::all_of(id.begin(), id.end(), absl::ascii_isdigit) &&
                            !(id.size() > 1 && id[0] == '0');
   if (!digits_only) {
-    return absl::InvalidArgumentError(
-        fmt::format("device ID '{}' is not a decimal index", id));
+    return absl::InvalidArgumentError(fmt::format("device ID '{}' is not a decimal index", id));
   }
   int value = 0;
   for (char c : id) value = value * 10 + (c - '0');
@@ -49,9 +49,9 @@ absl::StatusOr<int> ParseIndexId(std::string_view id, int limit) {
 }
 
 absl::Status ValidateEfaId(std::string_view id) {
-  const bool ok = !id.empty() && id.size() <= 64 &&
-                  std::all_of(id.begin(), id.end(),
-                              [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
+  const bool ok = !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '_';
+  });
   if (!ok) return absl::InvalidArgumentError(fmt::format("'{}' is not an EFA device name", id));
   return absl::OkStatus();
 }

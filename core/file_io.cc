@@ -1,6 +1,7 @@
 #include "core/file_io.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
-#include <fmt/format.h>
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -129,7 +129,8 @@ absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text,
       return Malformed(path, text, "a CPU list like 0-31,64-95");
     }
     hi = lo;
-    if (dash != std::string_view::npos && (!ParseWhole(part.substr(dash + 1), 10, &hi) || hi < lo)) {
+    if (dash != std::string_view::npos &&
+        (!ParseWhole(part.substr(dash + 1), 10, &hi) || hi < lo)) {
       return Malformed(path, text, "a CPU list like 0-31,64-95");
     }
     if (hi > 65535) return Malformed(path, text, "CPU numbers below 65536");

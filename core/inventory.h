@@ -19,31 +19,31 @@
 namespace neuron {
 
 struct NeuronDevice {
-  int index = -1;                  // N of /dev/neuronN; stable across replug
-  std::string arch_type;           // "NDv2"
-  std::string instance_type;       // "Trn1" (info/architecture/instance_type)
-  std::string device_name;         // "Trainium1"
-  std::string nc_arch_type;        // "NCv2" (neuron_core0/info/architecture/arch_type)
-  int physical_cores = 0;          // core_count
-  std::optional<uint64_t> memory_bytes;  // HBM, from the catalog by chip (sysfs has no file)
+  int index = -1;                            // N of /dev/neuronN; stable across replug
+  std::string arch_type;                     // "NDv2"
+  std::string instance_type;                 // "Trn1" (info/architecture/instance_type)
+  std::string device_name;                   // "Trainium1"
+  std::string nc_arch_type;                  // "NCv2" (neuron_core0/info/architecture/arch_type)
+  int physical_cores = 0;                    // core_count
+  std::optional<uint64_t> memory_bytes;      // HBM, from the catalog by chip (sysfs has no file)
   std::optional<std::string> serial_number;  // absent when the firmware read fails ("\n")
-  std::vector<int> connected;      // connected_devices, in the driver's order
+  std::vector<int> connected;                // connected_devices, in the driver's order
   std::optional<DeviceState> state;
-  std::string bdf;                 // "" when the index->BDF map is unavailable
-  std::optional<int> numa_node;    // absent when unknown or -1
-  std::string cpulist;             // local_cpulist as printed, "" when unknown
-  std::string dev_node;            // host path of the character device, "/dev/neuronN"
+  std::string bdf;               // "" when the index->BDF map is unavailable
+  std::optional<int> numa_node;  // absent when unknown or -1
+  std::string cpulist;           // local_cpulist as printed, "" when unknown
+  std::string dev_node;          // host path of the character device, "/dev/neuronN"
 
   bool operator==(const NeuronDevice&) const = default;
 };
 
 struct EfaInterface {
-  std::string name;               // "rdmap16s25"
-  std::optional<int> uverbs;      // N of /dev/infiniband/uverbsN
-  std::string port_state;         // "ACTIVE" (ports/1/state without the "4: " prefix)
-  std::string phys_state;         // "LinkUp"
-  std::string rate;               // "100 Gb/sec (4X EDR)"
-  std::optional<int> rate_gbps;   // 100
+  std::string name;              // "rdmap16s25"
+  std::optional<int> uverbs;     // N of /dev/infiniband/uverbsN
+  std::string port_state;        // "ACTIVE" (ports/1/state without the "4: " prefix)
+  std::string phys_state;        // "LinkUp"
+  std::string rate;              // "100 Gb/sec (4X EDR)"
+  std::optional<int> rate_gbps;  // 100
   std::string bdf;
   std::optional<int> numa_node;
 
@@ -51,9 +51,9 @@ struct EfaInterface {
 };
 
 struct Inventory {
-  std::string instance_type;  // "trn1.32xlarge", from DMI product_name (decision 11)
-  std::string instance_id;    // DMI board_asset_tag
-  int lnc = 1;                // logical NeuronCore config in force (decision 13)
+  std::string instance_type;          // "trn1.32xlarge", from DMI product_name (decision 11)
+  std::string instance_id;            // DMI board_asset_tag
+  int lnc = 1;                        // logical NeuronCore config in force (decision 13)
   std::vector<NeuronDevice> devices;  // ascending index; gaps where a device is absent
   std::vector<EfaInterface> efas;     // ascending name
   // Files that were present but malformed, each message naming the file. Absent files are not

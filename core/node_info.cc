@@ -1,8 +1,9 @@
 #include "core/node_info.h"
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
-#include <fmt/format.h>
 #include "core/file_io.h"
 
 namespace neuron {

@@ -44,9 +44,9 @@ inline constexpr std::array<StatusCounterName, 24> kStatusCounters{{
 
 // Per-core device memory categories (neuron_core<i>/stats/memory_usage/device_mem/<name>/).
 inline constexpr std::array<std::string_view, 11> kDeviceMemCategories{
-    "model_code",      "tensors",       "constants",     "model_shared_scratchpad",
-    "runtime_memory",  "driver_memory", "collectives",   "nonshared_scratchpad",
-    "notifications",   "dma_rings",     "uncategorized"};
+    "model_code",     "tensors",       "constants",    "model_shared_scratchpad",
+    "runtime_memory", "driver_memory", "collectives",  "nonshared_scratchpad",
+    "notifications",  "dma_rings",     "uncategorized"};
 
 // Per-device host memory categories (stats/memory_usage/host_mem/<name>/).
 inline constexpr std::array<std::string_view, 8> kHostMemCategories{
@@ -54,14 +54,15 @@ inline constexpr std::array<std::string_view, 8> kHostMemCategories{
     "driver_memory", "notifications", "dma_rings", "uncategorized"};
 
 // Per-core other_info counters ({total,present}).
-inline constexpr std::array<std::string_view, 6> kOtherInfo{
-    "model_load_count", "reset_req_count", "reset_fail_count",
-    "inference_count",  "flop_count",      "nc_time_in_use"};
+inline constexpr std::array<std::string_view, 6> kOtherInfo{"model_load_count", "reset_req_count",
+                                                            "reset_fail_count", "inference_count",
+                                                            "flop_count",       "nc_time_in_use"};
 
 // stats/hardware/ files.
 inline constexpr std::array<std::string_view, 3> kHardwareCounters{
     "sram_ecc_uncorrected", "mem_ecc_uncorrected", "mem_ecc_repairable_uncorrected"};
 
+// clang-format off
 // EFA port counters (ports/1/hw_counters/), the full set of a current kernel.
 inline constexpr std::array<std::string_view, 22> kEfaPortCounters{
     "tx_bytes",         "tx_pkts",          "rx_bytes",
@@ -78,6 +79,7 @@ inline constexpr std::array<std::string_view, 12> kEfaDeviceCounters{
     "submitted_cmds", "completed_cmds", "cmds_err",       "no_completion_cmds",
     "keep_alive_rcvd", "alloc_pd_err",  "create_qp_err",  "create_cq_err",
     "reg_mr_err",     "alloc_ucontext_err", "create_ah_err", "mmap_err"};
+// clang-format on
 
 // Device state as the `reset` file prints it (DRIVER-INTERFACE §5).
 enum class DeviceState { kReset = 0, kReady = 1, kInvalid = 2 };
