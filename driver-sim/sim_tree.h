@@ -11,6 +11,8 @@
 // Not thread-safe: the node daemon (neuron-sim up) is its one owner, as the kernel is the one
 // writer of sysfs on a real node.
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -28,9 +30,9 @@ namespace neuron::sim {
 
 struct NodeConfig {
   const InstanceSpec* spec = nullptr;
-  int lnc = 1;               // already resolved against the spec
-  std::string instance_id;   // "i-0a1b2c3d4e5f60718"; made up from the root when empty
-  std::string node_name;     // Kubernetes node name; "sim-<instance type>" when empty
+  int lnc = 1;              // already resolved against the spec
+  std::string instance_id;  // "i-0a1b2c3d4e5f60718"; made up from the root when empty
+  std::string node_name;    // Kubernetes node name; "sim-<instance type>" when empty
 };
 
 // How a counter file triple {total, present, peak} changes (DRIVER-INTERFACE §3.1).
@@ -93,11 +95,47 @@ class SimTree {
   NodeConfig config_;
   std::set<int> absent_devices_;
   std::set<std::string, std::less<>> absent_efas_;
-  uint64_t kmsg_seq_ = 0;
+  uint64_t kmsg_seq_ = 0;  // next seq at least; the file's own last record also counts
+
+  absl::Status CheckDevice(int device) const;
+  absl::StatusOr<size_t> EfaIndex(std::string_view name) const;
+  absl::Status WriteNeuronDevice(int device);
+  absl::Status WriteNeuronPci(int device);
+  absl::Status WriteEfaPci(size_t efa);
+  absl::Status WriteEfaIb(size_t efa);
+  absl::Status WriteDmi();
+  absl::Status WriteClassAttributes();
+  absl::Status WriteNodeJson();
 };
 
 // Writes `content` to `path` atomically (temporary file in the same directory, then rename),
 // creating parent directories as needed.
 absl::Status WriteFileAtomic(const std::filesystem::path& path, std::string_view content);
+// Same, with the file's final mode set before the rename (readers never see another mode).
+// Directories created on the way get 0755 whatever the umask.
+absl::Status WriteFileAtomic(const std::filesystem::path& path, std::string_view content,
+                             mode_t mode);
+
+// Char majors of the simulated tree: the neuron region's is dynamic on hardware (never
+// hard-code it when reading; DRIVER-INTERFACE §1), uverbs' is 231 with minors from 192 (§7).
+inline constexpr int kSimNeuronMajor = 239;
+inline constexpr int kUverbsMajor = 231;
+inline constexpr int kUverbsMinorBase = 192;
+// PCI device id of the simulated EFA functions (one of 0xefa0-0xefa4, DRIVER-INTERFACE §7).
+inline constexpr uint16_t kSimEfaPciDevice = 0xefa1;
+// Host NCDEV memory the probe allocates on core 0 (16 datastore slots of 262144 bytes, §3.3).
+inline constexpr uint64_t kProbeHostDriverMemory = 4194304;
+
+// Appends one kernel-log record "<prio>,<seq>,<usec>,-;<text>\n" to the kmsg file at `kmsg`
+// with a single O_APPEND write under flock, so several writers (the daemon, runtime processes)
+// can share it. seq continues the last record in the file (0 for an empty or new file); usec is
+// CLOCK_MONOTONIC. Bytes below 0x20, above 0x7e and '\\' are escaped "\xNN" as the kernel does.
+// seq is at least `min_seq` (a writer that remembers its last seq stays increasing even if the
+// file was truncated). Returns the seq written. Thread-safe and process-safe.
+absl::StatusOr<uint64_t> AppendKmsgRecord(const std::filesystem::path& kmsg, int priority,
+                                          std::string_view text, uint64_t min_seq = 0);
+
+// "0000:10:1c.0" -> its directory under ROOT/sys/devices ("pci0000:10/0000:10:1c.0").
+std::filesystem::path PciDeviceSysPath(const RootPaths& root, std::string_view bdf);
 
 }  // namespace neuron::sim

@@ -1,0 +1,118 @@
+#pragma once
+// The writer side of one per-process datastore (DRIVER-INTERFACE §4, deviation D6): the file
+// ROOT/run/neuron/ds/<device>.<pid>, 262144 bytes in the layout of core/datastore_layout.h,
+// mapped read-write. The runtime writes it live; the node daemon folds it into sysfs when the
+// process exits. driver-sim/README.md documents the object area and the histogram extension.
+//
+// Thread-safety: counter and histogram updates are relaxed atomic stores/adds on aligned u64
+// words (plain `mov`/`lock add` on x86), so several threads may update counters at once and a
+// reader never sees a torn value. The object-area setters (SetProcessInfo, SetProcessTag,
+// AddModel, RemoveModel, InitHistogram) must not run concurrently with each other.
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/datastore_layout.h"
+#include "core/sysfs_names.h"
+
+namespace neuron::sim {
+
+// {u8 major; u8 minor; u32 build} as the process info record stores versions.
+struct NdsVersion {
+  uint8_t major = 0;
+  uint8_t minor = 0;
+  uint32_t build = 0;
+};
+
+// Model memory locations (first index of the node-memory record); our order follows
+// nrt_tensor_placement_t (DEVICE = 0, HOST = 1).
+enum class NdsMemLocation { kDevice = 0, kHost = 1 };
+// Model memory slots (second index): 0 CODE, 1 TENSORS, 2 CONSTANTS, 3 SCRATCHPAD, 4 MISC.
+inline constexpr int kNdsMemSlots = 12;
+
+struct NdsModel {
+  uint32_t model_id = 0;
+  uint32_t model_node_id = 0;
+  std::string_view name;  // truncated to 255 bytes
+  std::array<uint8_t, 16> uuid{};
+  uint8_t nc_index = 0;  // logical core within the device
+  uint8_t sg_index = 0;
+  struct Usage {
+    uint64_t total_size = 0;
+    uint32_t chunk_count = 0;
+  };
+  std::array<std::array<Usage, kNdsMemSlots>, 2> memory{};  // [location][slot]
+};
+
+// METRICS.md §2.3's proposed latency buckets, in microseconds (+Inf is added).
+inline constexpr std::array<uint64_t, 14> kDefaultLatencyBoundsMicros{
+    500,    1000,   2500,   5000,    10000,   25000,   50000,
+    100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
+
+class DatastoreWriter {
+ public:
+  // Creates ROOT/run/neuron/ds/<device>.<pid> (replacing a stale file of the same name): the
+  // header and our object-area header are written under a hidden name before the file is
+  // renamed into place, so readers never see a file without its magic.
+  static absl::StatusOr<std::unique_ptr<DatastoreWriter>> Create(const RootPaths& root, int device,
+                                                                 pid_t pid);
+  ~DatastoreWriter();  // unmaps; the file stays (Remove() deletes it)
+  DatastoreWriter(const DatastoreWriter&) = delete;
+  DatastoreWriter& operator=(const DatastoreWriter&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  int device() const { return device_; }
+  pid_t pid() const { return pid_; }
+
+  // Core counters by NC index (nds::CoreCounter), `core` being the process's logical core within
+  // the device. InvalidArgument where the driver would read 0 (core >= 16, index >= 95).
+  absl::Status SetCoreCounter(int core, int index, uint64_t value);
+  absl::Status AddCoreCounter(int core, int index, uint64_t delta);
+  absl::StatusOr<uint64_t> CoreCounter(int core, int index) const;
+  // Device counters by ND index 0-30 (nds::DeviceCounter).
+  absl::Status SetDeviceCounter(int index, uint64_t value);
+  absl::Status AddDeviceCounter(int index, uint64_t delta);
+  absl::StatusOr<uint64_t> DeviceCounter(int index) const;
+
+  // The 60-byte process info record (tag truncated to 31 bytes) and the RUNTIME_VERSION device
+  // counter, packed as the driver's version word (build | minor << 32 | major << 40).
+  void SetProcessInfo(std::string_view tag, NdsVersion runtime, int8_t framework_type,
+                      NdsVersion framework = {}, NdsVersion fal = {});
+  // The extended 256-byte tag (NEURON_PROCESS_TAG), truncated to 255 bytes.
+  void SetProcessTag(std::string_view tag);
+
+  // Appends a model record; ResourceExhausted beyond nds::kMaxModelRecords. Returns its slot.
+  absl::StatusOr<int> AddModel(const NdsModel& model);
+  // Removes the record of (model_id, model_node_id) by moving the last record into its place.
+  absl::Status RemoveModel(uint32_t model_id, uint32_t model_node_id);
+  int ModelCount() const;
+
+  // D13 histogram: `finite_bounds` ascending, at most nds::kHistogramBuckets - 1 of them; +Inf
+  // is appended. Resets the counts. ObserveLatency is a no-op before InitHistogram.
+  absl::Status InitHistogram(std::span<const uint64_t> finite_bounds);
+  void ObserveLatency(int core, uint64_t micros);
+
+  // Deletes the file (the mapping stays valid until destruction).
+  absl::Status Remove();
+
+ private:
+  DatastoreWriter(std::filesystem::path path, int device, pid_t pid, uint8_t* base)
+      : path_(std::move(path)), device_(device), pid_(pid), base_(base) {}
+  uint64_t& Word(size_t offset) const;
+
+  std::filesystem::path path_;
+  int device_;
+  pid_t pid_;
+  uint8_t* base_;    // nds::kSize bytes, MAP_SHARED
+  int buckets_ = 0;  // histogram buckets in use, 0 before InitHistogram
+};
+
+}  // namespace neuron::sim

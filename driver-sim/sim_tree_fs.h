@@ -1,0 +1,27 @@
+#pragma once
+// Filesystem helpers of the tree writer (driver-sim internal). Thread-safe (no shared state).
+// WriteFileAtomic and AppendKmsgRecord, the public ones, are declared in sim_tree.h.
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace neuron::sim {
+
+// mkdir -p with mode 0755 on every directory it creates, whatever the umask.
+absl::Status MakeDirs(const std::filesystem::path& dir);
+// Creates (or replaces) `link` as a symlink to the relative `target`, making parent directories.
+absl::Status MakeSymlink(std::string_view target, const std::filesystem::path& link);
+// Writes a file in place (open, write, close) with its final mode. Only for files inside a
+// hidden directory that is being built and will be renamed into place whole: no reader can
+// see them yet, so the temporary-and-rename of WriteFileAtomic would only cost syscalls.
+absl::Status WriteNewFile(const std::filesystem::path& path, std::string_view content, mode_t mode);
+// rm -rf; a missing path is fine.
+absl::Status RemovePath(const std::filesystem::path& path);
+// Renames `from` to `to`, replacing a directory already at `to`.
+absl::Status RenamePath(const std::filesystem::path& from, const std::filesystem::path& to);
+
+}  // namespace neuron::sim

@@ -1,0 +1,231 @@
+// The datastore file's bytes at the offsets DRIVER-INTERFACE.md §4.2 and driver-sim/README.md
+// give, read back raw from the file (not through the writer).
+#include "driver-sim/datastore_writer.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DatastoreWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = tmp_.path();
+    absl::StatusOr<std::unique_ptr<DatastoreWriter>> w =
+        DatastoreWriter::Create(RootPaths(root_), 3, 4711);
+    ASSERT_TRUE(w.ok()) << w.status();
+    writer_ = std::move(*w);
+  }
+  void TearDown() override { writer_.reset(); }
+
+  std::vector<uint8_t> Bytes() const {
+    std::ifstream in(root_ / "run/neuron/ds/3.4711", std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  uint64_t U64At(size_t off) const {
+    const std::vector<uint8_t> b = Bytes();
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | b.at(off + i);  // little-endian
+    return v;
+  }
+  uint32_t U32At(size_t off) const {
+    const std::vector<uint8_t> b = Bytes();
+    return b.at(off) | b.at(off + 1) << 8 | b.at(off + 2) << 16 | uint32_t{b.at(off + 3)} << 24;
+  }
+  std::string StrAt(size_t off) const {
+    const std::vector<uint8_t> b = Bytes();
+    return std::string(reinterpret_cast<const char*>(b.data() + off));
+  }
+
+  ::neuron::testing::TempDir tmp_{"ds_test"};
+  fs::path root_;
+  std::unique_ptr<DatastoreWriter> writer_;
+};
+
+TEST_F(DatastoreWriterTest, FileHeaderAndPlacement) {
+  const fs::path file = root_ / "run/neuron/ds/3.4711";
+  EXPECT_EQ(writer_->path(), file);
+  ASSERT_TRUE(fs::exists(file));
+  EXPECT_EQ(fs::file_size(file), 262144u);
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  const std::vector<uint8_t> b = Bytes();
+  EXPECT_EQ(std::string(b.begin(), b.begin() + 4), std::string("nds\0", 4));
+  EXPECT_EQ(U32At(4), 1u);  // format version
+  EXPECT_EQ(std::string(b.begin() + 1248, b.begin() + 1252), "simo");
+  EXPECT_EQ(U32At(1252), 1u);
+  EXPECT_EQ(U32At(67200), 0u);  // no histogram until InitHistogram
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(file.parent_path())) ++entries;
+  EXPECT_EQ(entries, 1);  // no temporary left behind
+}
+
+TEST_F(DatastoreWriterTest, CoreCountersAtDriverOffsets) {
+  ASSERT_TRUE(writer_->SetCoreCounter(0, 1, 0x1122334455667788ull).ok());
+  EXPECT_EQ(U64At(256 + 8), 0x1122334455667788ull);
+  EXPECT_EQ(Bytes().at(264), 0x88);  // little-endian
+  ASSERT_TRUE(writer_->SetCoreCounter(5, 0, 77).ok());
+  EXPECT_EQ(U64At(57984 + 768), 77u);
+  ASSERT_TRUE(writer_->SetCoreCounter(2, 40, 5).ok());
+  EXPECT_EQ(U64At(55936 + 2 * 512 + 9 * 8), 5u);
+  ASSERT_TRUE(writer_->SetCoreCounter(3, 30, 6).ok());
+  EXPECT_EQ(U64At(256 + 3 * 248 + 30 * 8), 6u);
+  ASSERT_TRUE(writer_->SetCoreCounter(1, 31, 9).ok());
+  EXPECT_EQ(U64At(55936 + 512), 9u);
+  ASSERT_TRUE(writer_->SetCoreCounter(15, 94, 8).ok());
+  EXPECT_EQ(U64At(57984 + 11 * 768 + 94 * 8), 8u);
+
+  ASSERT_TRUE(writer_->AddCoreCounter(5, 0, 3).ok());
+  EXPECT_EQ(U64At(57984 + 768), 80u);
+  EXPECT_EQ(*writer_->CoreCounter(5, 0), 80u);
+
+  // Where the driver reads 0 there is nothing to write.
+  const std::vector<uint8_t> before = Bytes();
+  EXPECT_EQ(writer_->SetCoreCounter(16, 0, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer_->SetCoreCounter(4, 95, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer_->SetCoreCounter(0, 95, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer_->AddCoreCounter(-1, 0, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Bytes(), before);
+}
+
+TEST_F(DatastoreWriterTest, ConcurrentAddsAreNotLost) {
+  auto adder = [&] {
+    for (int i = 0; i < 10000; ++i) ASSERT_TRUE(writer_->AddCoreCounter(1, 28, 1).ok());
+  };
+  std::thread a(adder), b(adder);
+  a.join();
+  b.join();
+  EXPECT_EQ(U64At(256 + 248 + 28 * 8), 20000u);
+}
+
+TEST_F(DatastoreWriterTest, DeviceCountersAndProcessInfo) {
+  ASSERT_TRUE(writer_->SetDeviceCounter(12, 42).ok());
+  EXPECT_EQ(U64At(8 + 12 * 8), 42u);
+  ASSERT_TRUE(writer_->AddDeviceCounter(7, 4096).ok());
+  ASSERT_TRUE(writer_->AddDeviceCounter(7, 4096).ok());
+  EXPECT_EQ(U64At(8 + 7 * 8), 8192u);
+  EXPECT_EQ(writer_->SetDeviceCounter(31, 1).code(), absl::StatusCode::kInvalidArgument);
+
+  writer_->SetProcessInfo("a-tag-that-is-longer-than-thirty-one-bytes", {2, 21, 43}, 3, {1, 13, 7});
+  const size_t pi = 1256;
+  EXPECT_EQ(Bytes().at(pi), 3);                                 // framework_type
+  EXPECT_EQ(StrAt(pi + 1), "a-tag-that-is-longer-than-thirt");  // 31 bytes + NUL
+  EXPECT_EQ(Bytes().at(pi + 36), 1);                            // framework major
+  EXPECT_EQ(Bytes().at(pi + 37), 13);
+  EXPECT_EQ(U32At(pi + 40), 7u);
+  EXPECT_EQ(Bytes().at(pi + 52), 2);  // runtime major
+  EXPECT_EQ(Bytes().at(pi + 53), 21);
+  EXPECT_EQ(U32At(pi + 56), 43u);
+  // RUNTIME_VERSION packed as build | minor << 32 | major << 40.
+  EXPECT_EQ(U64At(8), 43u | (21ull << 32) | (2ull << 40));
+
+  writer_->SetProcessTag(std::string(300, 'x'));
+  EXPECT_EQ(StrAt(1316), std::string(255, 'x'));
+  writer_->SetProcessTag("job-7");
+  EXPECT_EQ(StrAt(1316), "job-7");
+}
+
+TEST_F(DatastoreWriterTest, ModelRecords) {
+  NdsModel m;
+  m.model_id = 1001;
+  m.model_node_id = 2;
+  m.name = "llama2-7b-tp8";
+  m.uuid = {0xde, 0xad, 0xbe, 0xef};
+  m.nc_index = 3;
+  m.sg_index = 1;
+  m.memory[0][1] = {123456789, 4};  // device, TENSORS
+  m.memory[1][0] = {4096, 1};       // host, CODE
+  absl::StatusOr<int> slot = writer_->AddModel(m);
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  EXPECT_EQ(*slot, 0);
+  EXPECT_EQ(U32At(1572), 1u);
+  const size_t r = 1580;
+  EXPECT_EQ(U32At(r), 1001u);
+  EXPECT_EQ(U32At(r + 4), 2u);
+  EXPECT_EQ(StrAt(r + 8), "llama2-7b-tp8");
+  EXPECT_EQ(Bytes().at(r + 264), 0xde);
+  EXPECT_EQ(Bytes().at(r + 267), 0xef);
+  EXPECT_EQ(Bytes().at(r + 280), 3);
+  EXPECT_EQ(Bytes().at(r + 281), 1);
+  EXPECT_EQ(U64At(r + 284 + 1 * 16), 123456789u);
+  EXPECT_EQ(U32At(r + 284 + 1 * 16 + 8), 4u);
+  EXPECT_EQ(U64At(r + 284 + 12 * 16), 4096u);
+
+  for (uint32_t i = 1; i < 64; ++i) {
+    m.model_id = 1001 + i;
+    ASSERT_TRUE(writer_->AddModel(m).ok()) << i;
+  }
+  EXPECT_EQ(writer_->ModelCount(), 64);
+  m.model_id = 5000;
+  EXPECT_EQ(writer_->AddModel(m).status().code(), absl::StatusCode::kResourceExhausted);
+  // The last record ends inside the object area (before 44588).
+  EXPECT_LE(1580u + 64 * 668, 44588u);
+
+  // Removing record 0 moves the last one (model 1064) into its place.
+  ASSERT_TRUE(writer_->RemoveModel(1001, 2).ok());
+  EXPECT_EQ(U32At(1572), 63u);
+  EXPECT_EQ(U32At(r), 1064u);
+  EXPECT_EQ(U32At(1580 + 63 * 668), 0u);
+  EXPECT_EQ(writer_->RemoveModel(1001, 2).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(DatastoreWriterTest, LatencyHistogramExtension) {
+  writer_->ObserveLatency(0, 100);  // no-op before InitHistogram
+  EXPECT_EQ(U64At(67400), 0u);
+  ASSERT_TRUE(writer_->InitHistogram(kDefaultLatencyBoundsMicros).ok());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(Bytes().data() + 67200), 4), "hist");
+  EXPECT_EQ(U32At(67204), 15u);  // 14 finite bounds + Inf
+  EXPECT_EQ(U64At(67208), 500u);
+  EXPECT_EQ(U64At(67208 + 13 * 8), 10000000u);
+  EXPECT_EQ(U64At(67208 + 14 * 8), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(U64At(67208 + 15 * 8), 0u);
+
+  writer_->ObserveLatency(2, 500);  // le 500 µs
+  writer_->ObserveLatency(2, 501);
+  writer_->ObserveLatency(2, 501);
+  writer_->ObserveLatency(2, 20000000);  // +Inf
+  writer_->ObserveLatency(16, 1);        // no such core: ignored
+  EXPECT_EQ(U64At(67400 + (2 * 24 + 0) * 8), 1u);
+  EXPECT_EQ(U64At(67400 + (2 * 24 + 1) * 8), 2u);
+  EXPECT_EQ(U64At(67400 + (2 * 24 + 14) * 8), 1u);
+  EXPECT_EQ(U64At(67400 + (1 * 24 + 0) * 8), 0u);
+
+  const std::vector<uint64_t> descending = {10, 5};
+  EXPECT_EQ(writer_->InitHistogram(descending).code(), absl::StatusCode::kInvalidArgument);
+  const std::vector<uint64_t> too_many(24, 1);
+  EXPECT_EQ(writer_->InitHistogram(too_many).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DatastoreWriterTest, RemoveUnlinksAndCreateReplacesAStaleFile) {
+  ASSERT_TRUE(writer_->SetCoreCounter(0, 0, 99).ok());
+  // A stale file of a reused PID is replaced by a fresh one.
+  absl::StatusOr<std::unique_ptr<DatastoreWriter>> again =
+      DatastoreWriter::Create(RootPaths(root_), 3, 4711);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(U64At(256), 0u);
+  ASSERT_TRUE((*again)->Remove().ok());
+  EXPECT_FALSE(fs::exists(root_ / "run/neuron/ds/3.4711"));
+  // The old mapping still works after the unlink; nothing reappears.
+  ASSERT_TRUE(writer_->SetCoreCounter(0, 0, 1).ok());
+  EXPECT_FALSE(fs::exists(root_ / "run/neuron/ds/3.4711"));
+  EXPECT_EQ(DatastoreWriter::Create(RootPaths(root_), 64, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace neuron::sim

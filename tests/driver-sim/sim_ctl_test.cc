@@ -1,0 +1,109 @@
+// The ctl protocol (request lines, replies) and the faults.json codec, in process. The daemon
+// behind them is tested through the real binary in sim_daemon_test.cc.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "driver-sim/ctl.h"
+#include "driver-sim/faults.h"
+
+namespace neuron::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CtlProtocol, RequestLinesRoundTrip) {
+  for (const std::vector<std::string>& words : std::vector<std::vector<std::string>>{
+           {"status"},
+           {"unplug", "--device", "3"},
+           {"plug", "--device=15"},
+           {"inject", "hbm-ue", "--device", "0", "--core", "1"},
+           {"inject", "hang", "--core", "3", "--device", "2"},
+           {"reset", "--fail", "--device", "4"},
+           {"link-down", "--device", "0", "--peer", "12"},
+           {"efa-down", "--efa", "rdmap16s25"},
+           {"clear-fault", "--id", "7"},
+       }) {
+    absl::StatusOr<CtlRequest> req = ParseCtlArgs(words);
+    ASSERT_TRUE(req.ok()) << req.status() << " " << ::testing::PrintToString(words);
+    absl::StatusOr<CtlRequest> again = ParseCtlLine(FormatCtlRequest(*req));
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(*again, *req);
+  }
+  absl::StatusOr<CtlRequest> r = ParseCtlLine("inject sram-ue --device 2 --core 1\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->fault, FaultKind::kSramUe);
+  EXPECT_EQ(r->device, 2);
+  EXPECT_EQ(r->core, 1);
+}
+
+TEST(CtlProtocol, UsageErrorsNameTheWord) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"frobnicate"}, "frobnicate"},
+      {{"inject", "nope", "--device", "1"}, "nope"},
+      {{"inject", "link-down", "--device", "1"}, "link-down"},
+      {{"unplug", "--device", "-1"}, "-1"},
+      {{"unplug", "--device", "1", "--device", "2"}, "--device given twice"},
+      {{"status", "--device", "1"}, "--device"},
+      {{"reset", "--device", "1", "--fail=yes"}, "--fail"},
+      {{"efa-down"}, "--efa"},
+      {{"unplug", "3"}, "'3'"},
+  };
+  for (const auto& [words, needle] : cases) {
+    absl::StatusOr<CtlRequest> req = ParseCtlArgs(words);
+    ASSERT_FALSE(req.ok()) << ::testing::PrintToString(words);
+    EXPECT_TRUE(absl::IsInvalidArgument(req.status()));
+    EXPECT_THAT(std::string(req.status().message()), HasSubstr(needle));
+  }
+}
+
+TEST(CtlProtocol, RepliesRoundTripAndMapToExitCodes) {
+  const CtlReply ok{CtlOutcome::kOk, "", "line 1\nline 2\n"};
+  EXPECT_EQ(FormatCtlReply(ok), "ok\nline 1\nline 2\n");
+  const CtlReply err{CtlOutcome::kError, "unknown device 99: x", ""};
+  EXPECT_EQ(FormatCtlReply(err), "error: unknown device 99: x\n");
+  for (const CtlReply& r : {ok, err, CtlReply{CtlOutcome::kUsage, "bad", "usage text\n"}}) {
+    absl::StatusOr<CtlReply> back = ParseCtlReply(FormatCtlReply(r));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, r);
+  }
+  EXPECT_FALSE(ParseCtlReply("hello\n").ok());
+  EXPECT_EQ(CtlExitCode(CtlOutcome::kOk), 0);
+  EXPECT_EQ(CtlExitCode(CtlOutcome::kError), 1);
+  EXPECT_EQ(CtlExitCode(CtlOutcome::kUsage), 2);
+}
+
+TEST(FaultsJson, RoundTripsAndRejectsBadInput) {
+  const std::vector<PendingFault> faults{
+      {1, FaultKind::kHbmUe, 3, 1, std::nullopt, 1735689600123},
+      {2, FaultKind::kNan, 0, std::nullopt, std::nullopt, 1735689600200},
+      {5, FaultKind::kLinkDown, 0, std::nullopt, 12, 1735689601000},
+  };
+  const std::string json = FaultsToJson(faults);
+  absl::StatusOr<std::vector<PendingFault>> back = ParseFaults(json, "faults.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, faults);
+  // The documented field names, checked without our parser.
+  const nlohmann::json doc = nlohmann::json::parse(json);
+  EXPECT_EQ(doc["version"], 1);
+  EXPECT_EQ(doc["faults"][0]["kind"], "hbm-ue");
+  EXPECT_EQ(doc["faults"][2]["kind"], "link-down");
+  EXPECT_EQ(doc["faults"][2]["peer"], 12);
+
+  for (const std::string& bad :
+       {std::string("{"), std::string("[]"), std::string(R"({"version":2,"faults":[]})"),
+        std::string(R"({"version":1,"faults":[{"id":1,"kind":"zap","device":0}]})"),
+        std::string(R"({"version":1,"faults":[{"id":1,"kind":"link-down","device":0}]})")}) {
+    absl::StatusOr<std::vector<PendingFault>> r = ParseFaults(bad, "/x/faults.json");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("/x/faults.json"));
+  }
+}
+
+}  // namespace
+}  // namespace neuron::sim
