@@ -1,0 +1,454 @@
+// The directory back end on simulated trees (expected values written literally from
+// HARDWARE.md §1, §4, §5 and DRIVER-INTERFACE.md §2, §7) and on hand-made broken trees.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/bdf.h"
+#include "core/catalog.h"
+#include "core/inventory.h"
+#include "core/node_info.h"
+#include "driver-sim/sim_tree.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+using TempRoot = ::neuron::testing::TempDir;
+
+void Write(const fs::path& p, std::string_view content) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << content;
+}
+
+Inventory ScanDir(const fs::path& root, int lnc = 0) {
+  absl::StatusOr<Inventory> inv = MakeDirectoryDiscovery(RootPaths(root), {.lnc = lnc})->Scan();
+  EXPECT_TRUE(inv.ok()) << inv.status();
+  return inv.ok() ? *inv : Inventory{};
+}
+
+class SimNode {
+ public:
+  SimNode(std::string_view instance, int lnc) {
+    absl::StatusOr<const InstanceSpec*> spec = FindInstance(instance);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    tree_ = std::make_unique<sim::SimTree>(RootPaths(root_.path()),
+                                           sim::NodeConfig{*spec, lnc, "", ""});
+    const absl::Status s = tree_->Create();
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  const fs::path& root() const { return root_.path(); }
+  sim::SimTree& tree() { return *tree_; }
+
+ private:
+  TempRoot root_;
+  std::unique_ptr<sim::SimTree> tree_;
+};
+
+std::vector<std::string> EfaNames(const Inventory& inv) {
+  std::vector<std::string> names;
+  for (const EfaInterface& e : inv.efas) names.push_back(e.name);
+  return names;
+}
+
+TEST(DirectoryDiscovery, Trn1_32xlargeMatchesTheCatalogTables) {
+  SimNode node("trn1.32xlarge", 1);
+  const Inventory inv = ScanDir(node.root());
+  EXPECT_THAT(inv.warnings, IsEmpty());
+  EXPECT_EQ(inv.instance_type, "trn1.32xlarge");
+  EXPECT_FALSE(inv.instance_id.empty());
+  EXPECT_EQ(inv.lnc, 1);
+  ASSERT_EQ(inv.devices.size(), 16u);
+
+  const NeuronDevice* d0 = inv.FindDevice(0);
+  ASSERT_NE(d0, nullptr);
+  EXPECT_EQ(d0->bdf, "0000:10:1c.0");
+  EXPECT_EQ(d0->numa_node, 0);
+  EXPECT_EQ(d0->cpulist, "0-31,64-95");
+  EXPECT_THAT(d0->connected, ElementsAre(12, 3, 4, 1));
+  EXPECT_EQ(d0->arch_type, "NDv2");
+  EXPECT_EQ(d0->instance_type, "Trn1");
+  EXPECT_EQ(d0->device_name, "Trainium1");
+  EXPECT_EQ(d0->nc_arch_type, "NCv2");
+  EXPECT_EQ(d0->physical_cores, 2);
+  EXPECT_EQ(d0->memory_bytes, 32 * kGiB);
+  EXPECT_EQ(d0->state, DeviceState::kReady);
+  EXPECT_EQ(d0->dev_node, "/dev/neuron0");  // the host path, never under the root
+  EXPECT_TRUE(d0->serial_number.has_value());
+
+  const NeuronDevice* d2 = inv.FindDevice(2);
+  ASSERT_NE(d2, nullptr);
+  EXPECT_EQ(d2->bdf, "0000:a0:1c.0");
+  EXPECT_EQ(d2->numa_node, 1);
+  EXPECT_EQ(d2->cpulist, "32-63,96-127");
+  const NeuronDevice* d15 = inv.FindDevice(15);
+  ASSERT_NE(d15, nullptr);
+  EXPECT_THAT(d15->connected, ElementsAre(11, 14, 3, 12));
+  EXPECT_EQ(d15->bdf, "0000:a0:1b.0");
+
+  EXPECT_EQ(inv.LogicalCoresPerDevice(), 2);
+  EXPECT_THAT(inv.CoreIds(5), ElementsAre(10, 11));
+  EXPECT_TRUE(inv.LinkTopology().Adjacent(0, 12));
+  EXPECT_FALSE(inv.LinkTopology().Adjacent(0, 5));
+
+  EXPECT_THAT(EfaNames(inv),
+              UnorderedElementsAre("rdmap16s25", "rdmap16s26", "rdmap32s25", "rdmap32s26",
+                                   "rdmap144s25", "rdmap144s26", "rdmap160s25", "rdmap160s26"));
+  const EfaInterface* e = inv.FindEfa("rdmap16s25");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->bdf, "0000:10:19.0");
+  EXPECT_EQ(e->numa_node, 0);
+  EXPECT_EQ(e->port_state, "ACTIVE");
+  EXPECT_EQ(e->phys_state, "LinkUp");
+  EXPECT_EQ(e->rate, "100 Gb/sec (4X EDR)");
+  EXPECT_EQ(e->rate_gbps, 100);
+  EXPECT_TRUE(e->uverbs.has_value());
+  const EfaInterface* e160 = inv.FindEfa("rdmap160s26");
+  ASSERT_NE(e160, nullptr);
+  EXPECT_EQ(e160->bdf, "0000:a0:1a.0");
+  EXPECT_EQ(e160->numa_node, 1);
+  // Each EFA has its own uverbs node.
+  std::set<int> uverbs;
+  for (const EfaInterface& x : inv.efas) uverbs.insert(x.uverbs.value_or(-1));
+  EXPECT_EQ(uverbs.size(), 8u);
+  EXPECT_FALSE(uverbs.contains(-1));
+}
+
+TEST(DirectoryDiscovery, Trn2LogicalCoresFollowLnc) {
+  SimNode lnc2("trn2.48xlarge", 2);
+  const Inventory inv2 = ScanDir(lnc2.root());
+  EXPECT_THAT(inv2.warnings, IsEmpty());
+  EXPECT_EQ(inv2.lnc, 2);
+  ASSERT_EQ(inv2.devices.size(), 16u);
+  EXPECT_THAT(inv2.CoreIds(1), ElementsAre(4, 5, 6, 7));
+  const NeuronDevice* d0 = inv2.FindDevice(0);
+  ASSERT_NE(d0, nullptr);
+  EXPECT_EQ(d0->bdf, "0000:cc:00.0");
+  EXPECT_EQ(d0->numa_node, 1);
+  EXPECT_EQ(d0->cpulist, "48-95,144-191");
+  EXPECT_THAT(d0->connected, ElementsAre(12, 1, 3, 4));  // the trn2 driver's order
+  EXPECT_EQ(d0->arch_type, "NDv3");
+  EXPECT_EQ(d0->nc_arch_type, "NCv3");
+  EXPECT_EQ(d0->physical_cores, 8);
+  EXPECT_EQ(d0->memory_bytes, 96 * kGiB);
+  EXPECT_EQ(inv2.efas.size(), 16u);
+
+  // --lnc overrides what the node recorded.
+  EXPECT_THAT(ScanDir(lnc2.root(), /*lnc=*/1).CoreIds(1),
+              ElementsAre(8, 9, 10, 11, 12, 13, 14, 15));
+  // The simulator records LNC only in node.json (sysfs shows physical cores), so rewriting it
+  // gives the LNC=1 node without building a second 13,500-file tree.
+  absl::StatusOr<NodeInfo> info = ReadNodeInfo(RootPaths(lnc2.root()));
+  ASSERT_TRUE(info.ok()) << info.status();
+  info->lnc = 1;
+  ASSERT_TRUE(sim::WriteFileAtomic(RootPaths(lnc2.root()).NodeJson(), NodeInfoToJson(*info)).ok());
+  const Inventory inv1 = ScanDir(lnc2.root());
+  EXPECT_EQ(inv1.lnc, 1);
+  EXPECT_EQ(inv1.LogicalCoresPerDevice(), 8);
+  EXPECT_THAT(inv1.CoreIds(1), ElementsAre(8, 9, 10, 11, 12, 13, 14, 15));
+}
+
+TEST(DirectoryDiscovery, Inf2_48xlargeRing) {
+  SimNode node("inf2.48xlarge", 1);
+  const Inventory inv = ScanDir(node.root());
+  EXPECT_THAT(inv.warnings, IsEmpty());
+  ASSERT_EQ(inv.devices.size(), 12u);
+  const NeuronDevice* d0 = inv.FindDevice(0);
+  ASSERT_NE(d0, nullptr);
+  EXPECT_EQ(d0->bdf, "0000:80:1e.0");
+  EXPECT_EQ(d0->numa_node, 2);
+  EXPECT_EQ(d0->cpulist, "48-71,144-167");
+  EXPECT_THAT(d0->connected, ElementsAre(11, 1));
+  EXPECT_EQ(d0->device_name, "Inferentia2");
+  EXPECT_EQ(d0->arch_type, "NDv3");
+  EXPECT_THAT(inv.efas, IsEmpty());
+}
+
+TEST(DirectoryDiscovery, UnpluggedDeviceAndRemovedEfaAreAbsent) {
+  SimNode node("trn1.32xlarge", 1);
+  ASSERT_TRUE(node.tree().RemoveDevice(3).ok());
+  ASSERT_TRUE(node.tree().RemoveEfa("rdmap16s25").ok());
+  Inventory inv = ScanDir(node.root());
+  EXPECT_THAT(inv.warnings, IsEmpty());
+  EXPECT_EQ(inv.devices.size(), 15u);
+  EXPECT_EQ(inv.FindDevice(3), nullptr);
+  EXPECT_THAT(inv.CoreIds(3), IsEmpty());
+  EXPECT_THAT(inv.CoreIds(4), ElementsAre(8, 9));  // neighbours keep their ids
+  EXPECT_EQ(inv.FindEfa("rdmap16s25"), nullptr);
+  EXPECT_EQ(inv.efas.size(), 7u);
+
+  ASSERT_TRUE(node.tree().AddDevice(3).ok());
+  ASSERT_TRUE(node.tree().SetDeviceState(4, DeviceState::kInvalid).ok());
+  inv = ScanDir(node.root());
+  ASSERT_NE(inv.FindDevice(3), nullptr);
+  EXPECT_EQ(inv.FindDevice(3)->bdf, "0000:a0:1d.0");
+  EXPECT_EQ(inv.FindDevice(4)->state, DeviceState::kInvalid);
+}
+
+TEST(DirectoryDiscovery, CorruptedSimFilesGiveWarningsNamingTheFile) {
+  SimNode node("inf2.24xlarge", 1);
+  const Inventory clean = ScanDir(node.root());
+  ASSERT_NE(clean.FindDevice(1), nullptr);
+  const std::string bdf = clean.FindDevice(1)->bdf;
+  ASSERT_FALSE(bdf.empty());
+  const fs::path dev = node.root() / "sys/class/neuron_device/neuron1";
+  const fs::path pci = node.root() / "sys/bus/pci/devices" / bdf;
+  Write(dev / "core_count", "two");
+  Write(dev / "connected_devices", "13, , 5\n");
+  Write(dev / "reset", "7\n");
+  Write(pci / "numa_node", "-5\n");
+  Write(pci / "local_cpulist", "31-0\n");
+  const Inventory inv = ScanDir(node.root());
+  const NeuronDevice* d1 = inv.FindDevice(1);
+  ASSERT_NE(d1, nullptr);
+  EXPECT_EQ(d1->physical_cores, 0);
+  EXPECT_THAT(d1->connected, IsEmpty());
+  EXPECT_FALSE(d1->state.has_value());
+  EXPECT_FALSE(d1->numa_node.has_value());
+  EXPECT_EQ(d1->cpulist, "");
+  EXPECT_EQ(d1->bdf, bdf);
+  EXPECT_EQ(d1->device_name, "Inferentia2");  // the rest of the device is still read
+  ASSERT_EQ(inv.warnings.size(), 5u);
+  const std::string all = ::testing::PrintToString(inv.warnings);
+  for (const fs::path& file : {dev / "core_count", dev / "connected_devices", dev / "reset",
+                               pci / "numa_node", pci / "local_cpulist"}) {
+    EXPECT_THAT(all, HasSubstr(file.string()));
+  }
+  // Other devices are unaffected.
+  EXPECT_EQ(inv.FindDevice(0)->physical_cores, 2);
+}
+
+TEST(DirectoryDiscovery, EmptyRootHasNothingAndNoWarnings) {
+  TempRoot root;
+  const Inventory inv = ScanDir(root.path());
+  EXPECT_THAT(inv.devices, IsEmpty());
+  EXPECT_THAT(inv.efas, IsEmpty());
+  EXPECT_THAT(inv.warnings, IsEmpty());
+  EXPECT_EQ(inv.instance_type, "");
+  EXPECT_EQ(inv.Spec(), nullptr);
+  EXPECT_EQ(inv.LogicalCoresPerDevice(), 0);
+}
+
+// A hand-made tree: class entries as real directories, values chosen to break parsers.
+struct BadValue {
+  std::string_view file;  // relative to the device directory
+  std::string_view value;
+};
+
+TEST(DirectoryDiscovery, MalformedValuesAreAbsentWithWarnings) {
+  const std::vector<BadValue> cases = {
+      {"core_count", "abc"},
+      {"core_count", "-2"},
+      {"core_count", "99999999999999999999999"},
+      {"core_count", ""},
+      {"connected_devices", "1,2"},
+      {"connected_devices", "-1\n"},
+      {"connected_devices", "4, 99999999999\n"},
+      {"reset", "READY\n"},
+      {"reset", "-1\n"},
+      {"reset", ""},
+      {"reset", "18446744073709551616\n"},
+  };
+  for (const BadValue& c : cases) {
+    SCOPED_TRACE(std::string(c.file) + "=\"" + std::string(c.value) + "\"");
+    TempRoot root;
+    const fs::path dev = root.path() / "sys/class/neuron_device/neuron0";
+    Write(dev / "info/architecture/arch_type", "NDv2\n");
+    Write(dev / c.file, c.value);
+    const Inventory inv = ScanDir(root.path());
+    ASSERT_EQ(inv.devices.size(), 1u);
+    const NeuronDevice& d = inv.devices[0];
+    EXPECT_EQ(d.arch_type, "NDv2");
+    EXPECT_EQ(d.physical_cores, 0);
+    EXPECT_THAT(d.connected, IsEmpty());
+    EXPECT_FALSE(d.state.has_value());
+    ASSERT_EQ(inv.warnings.size(), 1u);
+    EXPECT_THAT(inv.warnings[0], HasSubstr((dev / c.file).string()));
+  }
+}
+
+TEST(DirectoryDiscovery, MalformedPciValuesAreAbsentWithWarnings) {
+  for (std::string_view numa : {"x\n", "", "-2\n", "99999999999999999999\n", "1 \n"}) {
+    SCOPED_TRACE("numa_node=\"" + std::string(numa) + "\"");
+    TempRoot root;
+    Write(root.path() / "sys/class/neuron_device/neuron0/reset", "1\n");
+    Write(
+        root.path() / "run/neuron/node.json",
+        R"({"instance_type":"trn1.32xlarge","lnc":1,"devices":[{"index":0,"bdf":"0000:10:1c.0"}]})");
+    const fs::path pci = root.path() / "sys/bus/pci/devices/0000:10:1c.0";
+    Write(pci / "numa_node", numa);
+    Write(pci / "local_cpulist", "0-31,64-95\n");
+    const Inventory inv = ScanDir(root.path());
+    ASSERT_EQ(inv.devices.size(), 1u);
+    EXPECT_EQ(inv.devices[0].bdf, "0000:10:1c.0");
+    EXPECT_FALSE(inv.devices[0].numa_node.has_value());
+    EXPECT_EQ(inv.devices[0].cpulist, "0-31,64-95");
+    EXPECT_EQ(inv.devices[0].state, DeviceState::kReady);
+    ASSERT_EQ(inv.warnings.size(), 1u);
+    EXPECT_THAT(inv.warnings[0], HasSubstr((pci / "numa_node").string()));
+  }
+}
+
+TEST(DirectoryDiscovery, NumaMinusOneIsAbsentWithoutWarning) {
+  TempRoot root;
+  Write(root.path() / "sys/class/neuron_device/neuron0/reset", "1\n");
+  Write(root.path() / "run/neuron/node.json",
+        R"({"instance_type":"trn1.2xlarge","devices":[{"index":0,"bdf":"0000:00:1e.0"}]})");
+  Write(root.path() / "sys/bus/pci/devices/0000:00:1e.0/numa_node", "-1\n");
+  const Inventory inv = ScanDir(root.path());
+  ASSERT_EQ(inv.devices.size(), 1u);
+  EXPECT_FALSE(inv.devices[0].numa_node.has_value());
+  EXPECT_THAT(inv.warnings, IsEmpty());
+  EXPECT_EQ(inv.instance_type, "trn1.2xlarge");  // no DMI: node.json
+}
+
+TEST(DirectoryDiscovery, MissingFilesAreAbsentFields) {
+  TempRoot root;
+  // A device directory without any files, one without info/, and a dangling class link
+  // (a device unplugged between listing and reading).
+  fs::create_directories(root.path() / "sys/class/neuron_device/neuron0");
+  Write(root.path() / "sys/class/neuron_device/neuron1/core_count", "2");
+  Write(root.path() / "sys/class/neuron_device/neuron1/info/serial_number", "\n");
+  fs::create_symlink("../../devices/virtual/neuron_device/neuron2",
+                     root.path() / "sys/class/neuron_device/neuron2");
+  // Entries that are not neuron devices.
+  fs::create_directories(root.path() / "sys/class/neuron_device/neuron_extra");
+  Write(root.path() / "sys/class/neuron_device/node_id_2", "-1\n");
+  const Inventory inv = ScanDir(root.path());
+  EXPECT_THAT(inv.warnings, IsEmpty());
+  ASSERT_EQ(inv.devices.size(), 2u);
+  const NeuronDevice& d0 = inv.devices[0];
+  EXPECT_EQ(d0.index, 0);
+  EXPECT_EQ(d0.arch_type, "");
+  EXPECT_EQ(d0.physical_cores, 0);
+  EXPECT_FALSE(d0.state.has_value());
+  EXPECT_FALSE(d0.serial_number.has_value());
+  EXPECT_FALSE(d0.memory_bytes.has_value());
+  EXPECT_EQ(d0.bdf, "");
+  EXPECT_EQ(d0.dev_node, "/dev/neuron0");
+  const NeuronDevice& d1 = inv.devices[1];
+  EXPECT_EQ(d1.physical_cores, 2);
+  EXPECT_FALSE(d1.serial_number.has_value());  // "\n": the firmware read failed
+}
+
+TEST(DirectoryDiscovery, EfaIsToldApartByDriverNotName) {
+  TempRoot root;
+  const fs::path pci = root.path() / "sys/devices/pci0000:10";
+  // An EFA without ports/, and an mlx5 device whose name looks like an EFA's.
+  fs::create_directories(pci / "0000:10:19.0/infiniband/rdmap16s25");
+  fs::create_directories(pci / "0000:10:1a.0/infiniband/rdmap16s26");
+  fs::create_directories(root.path() / "sys/bus/pci/drivers/efa");
+  fs::create_directories(root.path() / "sys/bus/pci/drivers/mlx5_core");
+  fs::create_symlink("../../../bus/pci/drivers/efa", pci / "0000:10:19.0/driver");
+  fs::create_symlink("../../../bus/pci/drivers/mlx5_core", pci / "0000:10:1a.0/driver");
+  fs::create_symlink("../../../0000:10:19.0", pci / "0000:10:19.0/infiniband/rdmap16s25/device");
+  fs::create_symlink("../../../0000:10:1a.0", pci / "0000:10:1a.0/infiniband/rdmap16s26/device");
+  fs::create_directories(root.path() / "sys/class/infiniband");
+  fs::create_symlink("../../devices/pci0000:10/0000:10:19.0/infiniband/rdmap16s25",
+                     root.path() / "sys/class/infiniband/rdmap16s25");
+  fs::create_symlink("../../devices/pci0000:10/0000:10:1a.0/infiniband/rdmap16s26",
+                     root.path() / "sys/class/infiniband/rdmap16s26");
+  // An EFA as a real directory (deviation D12) with a malformed rate.
+  const fs::path real = root.path() / "sys/class/infiniband/efa_7";
+  fs::create_directories(real / "ports/1");
+  fs::create_symlink("../../../devices/pci0000:10/0000:10:19.0", real / "device");
+  Write(real / "ports/1/state", "1: DOWN\n");
+  Write(real / "ports/1/rate", "fast\n");
+  const Inventory inv = ScanDir(root.path());
+  ASSERT_EQ(inv.efas.size(), 2u);
+  const EfaInterface* e = inv.FindEfa("rdmap16s25");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->bdf, "0000:10:19.0");
+  EXPECT_EQ(e->port_state, "");
+  EXPECT_FALSE(e->rate_gbps.has_value());
+  EXPECT_FALSE(e->uverbs.has_value());
+  EXPECT_EQ(inv.FindEfa("rdmap16s26"), nullptr);
+  const EfaInterface* d12 = inv.FindEfa("efa_7");
+  ASSERT_NE(d12, nullptr);
+  EXPECT_EQ(d12->port_state, "DOWN");
+  EXPECT_EQ(d12->rate, "");
+  ASSERT_EQ(inv.warnings.size(), 1u);
+  EXPECT_THAT(inv.warnings[0], HasSubstr("efa_7/ports/1/rate"));
+}
+
+TEST(DirectoryDiscovery, MalformedNodeJsonIsAWarningNamingIt) {
+  TempRoot root;
+  Write(root.path() / "run/neuron/node.json", "{not json");
+  Write(root.path() / "sys/class/neuron_device/neuron0/reset", "1\n");
+  const Inventory inv = ScanDir(root.path());
+  ASSERT_EQ(inv.devices.size(), 1u);
+  EXPECT_EQ(inv.devices[0].bdf, "");
+  ASSERT_EQ(inv.warnings.size(), 1u);
+  EXPECT_THAT(inv.warnings[0], HasSubstr("node.json"));
+}
+
+TEST(DirectoryDiscovery, DmiNamesTheInstanceBeforeNodeJson) {
+  TempRoot root;
+  Write(root.path() / "sys/class/dmi/id/product_name", "trn1.32xlarge\n");
+  Write(root.path() / "sys/class/dmi/id/board_asset_tag", "i-0abc\n");
+  Write(root.path() / "run/neuron/node.json",
+        R"({"instance_type":"inf2.xlarge","instance_id":"i-other","devices":[]})");
+  const Inventory inv = ScanDir(root.path());
+  EXPECT_EQ(inv.instance_type, "trn1.32xlarge");
+  EXPECT_EQ(inv.instance_id, "i-0abc");
+  EXPECT_THAT(inv.warnings, IsEmpty());
+}
+
+TEST(BdfResolver, NodeJsonBackEnd) {
+  NodeInfo info;
+  info.device_bdf = {"0000:10:1c.0", "", "0000:zz:1d.0"};
+  std::unique_ptr<BdfResolver> r = MakeNodeInfoBdfResolver(info);
+  EXPECT_EQ(r->name(), "node.json");
+  EXPECT_EQ(*r->Resolve(0), "0000:10:1c.0");
+  EXPECT_TRUE(absl::IsNotFound(r->Resolve(1).status()));
+  EXPECT_TRUE(absl::IsNotFound(r->Resolve(3).status()));
+  EXPECT_TRUE(absl::IsNotFound(r->Resolve(-1).status()));
+  EXPECT_THAT(std::string(r->Resolve(2).status().message()), HasSubstr("0000:zz:1d.0"));
+}
+
+// The command word the driver compares against, worked out by hand from neuron_ioctl.h:
+// _IOR('N', 106, struct neuron_ioctl_device_bdf_ext *) = dir 2 << 30 | size 8 << 16 |
+// 0x4e << 8 | 0x6a.
+TEST(BdfResolver, IoctlNumberMatchesTheDriverHeader) { EXPECT_EQ(kIoctlDeviceBdfExt, 0x80084e6au); }
+
+TEST(BdfResolver, IoctlBackEndNeverTouchesPlaceholders) {
+  TempRoot root;
+  Write(root.path() / "dev/neuron0", "");  // a simulator placeholder (D8): a regular file
+  std::unique_ptr<BdfResolver> r = MakeIoctlBdfResolver(RootPaths(root.path()));
+  EXPECT_EQ(r->name(), "ioctl");
+  const absl::Status placeholder = r->Resolve(0).status();
+  EXPECT_TRUE(absl::IsNotFound(placeholder)) << placeholder;
+  EXPECT_THAT(std::string(placeholder.message()), HasSubstr("not a character device"));
+  EXPECT_TRUE(absl::IsNotFound(r->Resolve(1).status()));  // no node at all
+  // Without node.json the factory picks the driver.
+  EXPECT_EQ(MakeBdfResolver(RootPaths(root.path()), ReadNodeInfo(RootPaths(root.path())))->name(),
+            "ioctl");
+}
+
+TEST(BdfResolver, FormatAndValidate) {
+  EXPECT_EQ(FormatBdf(0, 0x10, 0x1c, 0), "0000:10:1c.0");
+  EXPECT_EQ(FormatBdf(0x10000, 0xa0, 0x1f, 7), "10000:a0:1f.7");
+  EXPECT_TRUE(IsBdf("0000:cc:00.0"));
+  EXPECT_TRUE(IsBdf("10000:a0:1f.7"));
+  for (std::string_view bad : {"", "0000:CC:00.0", "0000:cc:00.8", "000:cc:00.0", "0000-cc:00.0",
+                               "0000:cc:00.0\n", "../../etc"}) {
+    EXPECT_FALSE(IsBdf(bad)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace neuron
