@@ -1,0 +1,182 @@
+// Sampler cost on a simulated trn2.48xlarge (16 devices x 8 physical cores, ~13,300 counter
+// files, 16 EFA) with a few live datastore processes: the hot sample, the full sweep (one and
+// two threads), and for comparison a plain open/read/close of every file the full sweep reads.
+// Run with --benchmark_repetitions=N and quote the median aggregates.
+
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/catalog.h"
+#include "core/sampler.h"
+#include "driver-sim/datastore_writer.h"
+#include "driver-sim/sim_tree.h"
+
+namespace neuron {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One tree for the whole run: creating it takes seconds.
+class Node {
+ public:
+  static Node& Get() {
+    if (instance_ == nullptr) instance_ = new Node();
+    return *instance_;
+  }
+  static void CleanupIfCreated() {
+    if (instance_ != nullptr) instance_->Cleanup();
+  }
+  ~Node() = default;
+
+  const RootPaths& paths() const { return paths_; }
+  const Inventory& inventory() const { return inventory_; }
+  const std::vector<std::string>& files() const { return files_; }
+
+  void Cleanup() {
+    writers_.clear();
+    fs::remove_all(paths_.root());
+  }
+
+ private:
+  Node() : paths_(MakeRoot()) {
+    const InstanceSpec* spec = *FindInstance("trn2.48xlarge");
+    tree_ = std::make_unique<sim::SimTree>(paths_, sim::NodeConfig{spec, 2, "", ""});
+    if (absl::Status s = tree_->Create(); !s.ok()) {
+      std::fprintf(stderr, "SimTree::Create: %s\n", s.ToString().c_str());
+      std::abort();
+    }
+    inventory_.instance_type = std::string(spec->name);
+    inventory_.lnc = 2;
+    for (int d = 0; d < spec->devices; ++d) {
+      NeuronDevice dev;
+      dev.index = d;
+      dev.physical_cores = spec->chip->physical_cores;
+      inventory_.devices.push_back(dev);
+    }
+    for (const EfaPlacement& e : spec->efas) {
+      EfaInterface efa;
+      efa.name = e.name;
+      inventory_.efas.push_back(efa);
+    }
+    // Four runtime processes, one per device on devices 0-3, every logical core busy.
+    for (int d = 0; d < 4; ++d) {
+      auto w = sim::DatastoreWriter::Create(paths_, d, 10000 + d);
+      if (!w.ok()) std::abort();
+      (*w)->SetProcessInfo("bench", {2, 24, 7}, 1);
+      for (int k = 0; k < 4; ++k) {
+        (void)(*w)->SetCoreCounter(k, nds::kTimeInUse, uint64_t{1000} * k);
+      }
+      writers_.push_back(*std::move(w));
+    }
+    CollectFiles();
+  }
+
+  static fs::path MakeRoot() {
+    char tmpl[] = "/tmp/core_bench.XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) std::abort();
+    return tmpl;
+  }
+
+  // The files a full sweep reads: every file under neuronN/ and the EFA counter directories,
+  // less the inventory attributes the Sampler leaves to discovery.
+  void CollectFiles() {
+    static const std::set<std::string> kNotCounters = {
+        "dev",       "uevent",        "core_count",  "connected_devices", "notify_delay",
+        "arch_type", "instance_type", "device_name", "lifespan",          "node_type"};
+    auto walk = [&](const fs::path& dir) {
+      for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (e.is_regular_file() && !kNotCounters.contains(e.path().filename().string())) {
+          files_.push_back(e.path().string());
+        }
+      }
+    };
+    for (const NeuronDevice& d : inventory_.devices) walk(paths_.NeuronDevice(d.index));
+    for (const EfaInterface& e : inventory_.efas) {
+      const fs::path ib = fs::canonical(paths_.InfinibandClassDir() / e.name);
+      walk(ib / "hw_counters");
+      walk(ib / "ports/1");
+    }
+  }
+
+  static inline Node* instance_ = nullptr;
+  RootPaths paths_;
+  std::unique_ptr<sim::SimTree> tree_;
+  Inventory inventory_;
+  std::vector<std::unique_ptr<sim::DatastoreWriter>> writers_;
+  std::vector<std::string> files_;
+};
+
+// threads 1: all on the caller; 2: the default split (small samples stay on the caller);
+// 3: two threads whatever the sample's size.
+std::unique_ptr<Sampler> MakeSampler(int64_t mode) {
+  SamplerOptions options;
+  options.threads = mode == 1 ? 1 : 2;
+  if (mode == 3) options.min_files_for_threads = 0;
+  return std::make_unique<Sampler>(Node::Get().paths(), Node::Get().inventory(),
+                                   std::move(options));
+}
+
+void Report(benchmark::State& state, const Snapshot& s) {
+  if (!s.errors.empty()) state.SkipWithError(s.errors.front().c_str());
+  state.counters["devices"] = static_cast<double>(s.devices.size());
+  state.counters["processes"] = static_cast<double>(s.processes.size());
+}
+
+void BM_HotSample(benchmark::State& state) {
+  auto sampler = MakeSampler(state.range(0));
+  sampler->Sample(SampleKind::kFull);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(sampler->Sample(SampleKind::kHot));
+  }
+  Report(state, *sampler->last());
+}
+BENCHMARK(BM_HotSample)->ArgName("mode")->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMicrosecond);
+
+void BM_FullSweep(benchmark::State& state) {
+  auto sampler = MakeSampler(state.range(0));
+  sampler->Sample(SampleKind::kFull);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(sampler->Sample(SampleKind::kFull));
+  }
+  Report(state, *sampler->last());
+}
+BENCHMARK(BM_FullSweep)->ArgName("mode")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// The baseline of BUILD-NOTES.md: open, read, close every file by absolute path.
+void BM_PlainOpenReadClose(benchmark::State& state) {
+  const std::vector<std::string>& files = Node::Get().files();
+  char buf[512];
+  for (auto _ : state) {
+    size_t bytes = 0;
+    for (const std::string& f : files) {
+      const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) bytes += static_cast<size_t>(n);
+      ::close(fd);
+    }
+    benchmark::DoNotOptimize(bytes);
+  }
+  state.counters["files"] = static_cast<double>(files.size());
+}
+BENCHMARK(BM_PlainOpenReadClose)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace neuron
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  neuron::Node::CleanupIfCreated();
+  return 0;
+}
