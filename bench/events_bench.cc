@@ -1,14 +1,15 @@
-// events_bench: on a simulated trn2.48xlarge,
-//   1. the delay from SimTree::RemoveDevice to the DeviceRemoved event (and from AddDevice to
-//      DeviceAdded) over many unplug/plug cycles, directory watch mode; target p99 <= 100 ms;
+// events_bench: on a simulated trn2.48xlarge served by the real node daemon,
+//   1. the delay from sending `ctl unplug` over ctl.sock to the DeviceRemoved event (and from
+//      `ctl plug` to DeviceAdded) over many cycles, directory watch mode; target p99 <= 100 ms;
 //   2. Google Benchmark of Discovery::Scan, directory back end (target <= 5 ms), and the libudev
 //      back end too when run under umockdev's preload (LD_PRELOAD=libumockdev-preload.so.0).
 //
-// Usage: events_bench [--cycles=N] [--root=DIR] [benchmark flags]
-//   --root reuses an existing simulated trn2.48xlarge root instead of building one (slow disks
-//   take tens of seconds to write its 13,500 files).
+// Usage: events_bench [--cycles=N] [benchmark flags]. The tree goes under $TMPDIR.
 
 #include <benchmark/benchmark.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,7 +26,8 @@
 #include "core/catalog.h"
 #include "core/events.h"
 #include "core/inventory.h"
-#include "driver-sim/sim_tree.h"
+#include "driver-sim/ctl.h"
+#include "driver-sim/daemon.h"
 
 namespace neuron {
 namespace {
@@ -75,24 +77,52 @@ class Waiter {
   std::optional<Clock::time_point> seen_;
 };
 
-int RunLatency(sim::SimTree& tree, int cycles) {
+// The node daemon in a child process, as `neuron-sim up` runs it; nullopt if it never got ready.
+std::optional<pid_t> StartDaemon(const fs::path& root, const InstanceSpec* spec) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    spdlog::set_level(spdlog::level::warn);  // one info line per ctl command would flood the report
+    sim::DaemonOptions options;
+    options.root = root;
+    options.spec = spec;
+    options.lnc = 2;
+    sim::NodeDaemon daemon(options);
+    if (!daemon.Start().ok() || !daemon.Run().ok()) _exit(1);
+    _exit(daemon.Shutdown().ok() ? 0 : 1);
+  }
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(RootPaths(root).SimReady())) {
+    if (Clock::now() > deadline || ::waitpid(pid, nullptr, WNOHANG) == pid) return std::nullopt;
+    ::usleep(20000);
+  }
+  return pid;
+}
+
+int RunLatency(const RootPaths& paths, int cycles) {
   EventsOptions options;  // defaults: directory mode, 100 ms state poll, 1 s rescan
   options.watch_kmsg = false;
-  Events events(tree.paths(), options);
+  Events events(paths, options);
   Waiter waiter;
   events.Subscribe([&](const Event& e) { waiter.OnEvent(e); });
   if (absl::Status s = events.Start(); !s.ok()) {
     std::fprintf(stderr, "Events::Start: %s\n", s.ToString().c_str());
     return 1;
   }
-  std::vector<double> removed_ms, added_ms, remove_call_ms;
+  auto ctl = [&](sim::CtlCommand command, int device) {
+    sim::CtlRequest request;
+    request.command = command;
+    request.device = device;
+    absl::StatusOr<sim::CtlReply> reply =
+        sim::SendCtlRequest(paths, request, std::chrono::seconds(10));
+    return reply.ok() && reply->outcome == sim::CtlOutcome::kOk;
+  };
+  std::vector<double> removed_ms, added_ms;
   int missed = 0;
   for (int i = 0; i < cycles; ++i) {
     const int device = i % 16;
     waiter.Expect(EventKind::kDeviceRemoved, device);
     const Clock::time_point t0 = Clock::now();
-    if (!tree.RemoveDevice(device).ok()) return 1;
-    remove_call_ms.push_back(Ms(Clock::now() - t0));
+    if (!ctl(sim::CtlCommand::kUnplug, device)) return 1;
     if (std::optional<Clock::time_point> t = waiter.Wait()) {
       removed_ms.push_back(Ms(*t - t0));
     } else {
@@ -100,7 +130,7 @@ int RunLatency(sim::SimTree& tree, int cycles) {
     }
     waiter.Expect(EventKind::kDeviceAdded, device);
     const Clock::time_point t1 = Clock::now();
-    if (!tree.AddDevice(device).ok()) return 1;
+    if (!ctl(sim::CtlCommand::kPlug, device)) return 1;
     if (std::optional<Clock::time_point> t = waiter.Wait()) {
       added_ms.push_back(Ms(*t - t1));
     } else {
@@ -110,13 +140,12 @@ int RunLatency(sim::SimTree& tree, int cycles) {
   events.Stop();
   std::printf("unplug/plug cycles: %d on trn2.48xlarge (directory mode, inotify + 100 ms poll)\n",
               cycles);
-  std::printf("  RemoveDevice -> DeviceRemoved: median %.2f ms  p99 %.2f ms  max %.2f ms\n",
+  std::printf("  ctl unplug -> DeviceRemoved: median %.2f ms  p99 %.2f ms  max %.2f ms\n",
               Percentile(removed_ms, 0.5), Percentile(removed_ms, 0.99),
               Percentile(removed_ms, 1.0));
-  std::printf("  AddDevice    -> DeviceAdded:   median %.2f ms  p99 %.2f ms  max %.2f ms\n",
+  std::printf("  ctl plug   -> DeviceAdded:   median %.2f ms  p99 %.2f ms  max %.2f ms\n",
               Percentile(added_ms, 0.5), Percentile(added_ms, 0.99), Percentile(added_ms, 1.0));
-  std::printf("  (RemoveDevice call itself: median %.2f ms; events missed: %d)\n",
-              Percentile(remove_call_ms, 0.5), missed);
+  std::printf("  events missed: %d\n", missed);
   return missed == 0 ? 0 : 1;
 }
 
@@ -156,36 +185,27 @@ void BM_UdevScan(benchmark::State& state) {
 int main(int argc, char** argv) {
   using namespace neuron;
   int cycles = 200;
-  std::string reuse;
   std::vector<char*> rest{argv[0]};
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--cycles=", 9) == 0) {
       cycles = std::atoi(argv[i] + 9);
-    } else if (std::strncmp(argv[i], "--root=", 7) == 0) {
-      reuse = argv[i] + 7;
     } else {
       rest.push_back(argv[i]);
     }
   }
-  absl::StatusOr<const InstanceSpec*> spec = FindInstance("trn2.48xlarge");
-  std::string tmp;
-  if (reuse.empty()) {
-    char tmpl[] = "/tmp/events_bench.XXXXXX";
-    tmp = ::mkdtemp(tmpl);
-    g_root = tmp;
-  } else {
-    g_root = reuse;
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string tmpl =
+      std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/events_bench.XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) return 1;
+  g_root = tmpl;
+  const Clock::time_point t0 = Clock::now();
+  std::optional<pid_t> daemon = StartDaemon(g_root, *FindInstance("trn2.48xlarge"));
+  if (!daemon) {
+    std::fprintf(stderr, "the node daemon did not get ready under %s\n", g_root.c_str());
+    return 1;
   }
-  sim::SimTree tree(RootPaths(g_root), sim::NodeConfig{*spec, 2, "", ""});
-  if (reuse.empty()) {
-    const Clock::time_point t0 = Clock::now();
-    if (absl::Status s = tree.Create(); !s.ok()) {
-      std::fprintf(stderr, "SimTree::Create: %s\n", s.ToString().c_str());
-      return 1;
-    }
-    std::printf("built a trn2.48xlarge tree in %.0f ms\n", Ms(Clock::now() - t0));
-  }
-  int rc = cycles > 0 ? RunLatency(tree, cycles) : 0;
+  std::printf("node daemon ready with a trn2.48xlarge tree in %.0f ms\n", Ms(Clock::now() - t0));
+  int rc = cycles > 0 ? RunLatency(RootPaths(g_root), cycles) : 0;
 
   const char* preload = std::getenv("LD_PRELOAD");
   if (preload != nullptr && std::strstr(preload, "libumockdev-preload") != nullptr) {
@@ -195,6 +215,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&bargc, rest.data());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  if (!tmp.empty()) fs::remove_all(tmp);
+  ::kill(*daemon, SIGTERM);
+  ::waitpid(*daemon, nullptr, 0);
+  fs::remove_all(g_root);
   return rc;
 }

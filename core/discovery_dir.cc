@@ -48,18 +48,6 @@ Fd OpenDir(int at, const char* rel) {
 }
 
 // Entry names of a directory (symlinks and real directories alike), or none if it is absent.
-std::vector<std::string> ListDir(const std::filesystem::path& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view n = e->d_name;
-    if (n == "." || n == "..") continue;
-    names.emplace_back(n);
-  }
-  ::closedir(d);
-  return names;
-}
 
 // readlinkat() into a string; "" when it is not a link or absent.
 std::string ReadLink(int at, const char* rel) {
@@ -125,7 +113,7 @@ class DirectoryDiscovery final : public Discovery {
     const std::filesystem::path class_dir = root_.NeuronClassDir();
     const Fd class_fd = OpenDir(AT_FDCWD, class_dir.c_str());
     if (!class_fd.ok()) return;  // no driver loaded: no devices
-    for (const std::string& entry : ListDir(class_dir)) {
+    for (const std::string& entry : discovery_internal::ListDir(class_dir)) {
       const std::optional<int> index = discovery_internal::NeuronIndex(entry);
       if (!index) continue;
       const Fd dev_fd = OpenDir(class_fd.get(), entry.c_str());
@@ -137,15 +125,11 @@ class DirectoryDiscovery final : public Discovery {
       DirSource src(dev_fd.get(), class_dir / entry);
       discovery_internal::ReadNeuronDevice(src, &dev, &warnings);
       if (Unlinked(dev_fd.get())) continue;  // vanished mid-scan: skipped, not an error
-      absl::StatusOr<std::string> bdf = resolver.Resolve(*index);
-      if (bdf.ok()) {
-        dev.bdf = *bdf;
-        ReadPci(dev.bdf, &dev.numa_node, &dev.cpulist, &warnings);
-      } else if (!absl::IsNotFound(bdf.status())) {
-        warnings.push_back(std::string(bdf.status().message()));
-      }
-      inv->devices.push_back(std::move(dev));
-      inv->warnings.insert(inv->warnings.end(), warnings.begin(), warnings.end());
+      discovery_internal::AddNeuronDevice(
+          std::move(dev), std::move(warnings), resolver,
+          [this](const std::string& bdf, std::optional<int>* numa, std::string* cpulist,
+                 std::vector<std::string>* w) { ReadPci(bdf, numa, cpulist, w); },
+          inv);
     }
   }
 
@@ -161,7 +145,7 @@ class DirectoryDiscovery final : public Discovery {
   std::map<std::string, int> UverbsByIbdev(Inventory* inv) {
     std::map<std::string, int> out;
     const std::filesystem::path dir = root_.UverbsClassDir();
-    for (const std::string& entry : ListDir(dir)) {
+    for (const std::string& entry : discovery_internal::ListDir(dir)) {
       const std::optional<int> n = discovery_internal::UverbsIndex(entry);
       if (!n) continue;
       absl::StatusOr<std::string> ibdev = ReadText(dir / entry / "ibdev");
@@ -180,7 +164,7 @@ class DirectoryDiscovery final : public Discovery {
     if (!class_fd.ok()) return;
     std::map<std::string, int> uverbs;
     bool uverbs_read = false;
-    for (const std::string& entry : ListDir(class_dir)) {
+    for (const std::string& entry : discovery_internal::ListDir(class_dir)) {
       const Fd ib_fd = OpenDir(class_fd.get(), entry.c_str());
       if (!ib_fd.ok()) continue;
       // Only the driver link tells EFA apart; never the name (DRIVER-INTERFACE §7).

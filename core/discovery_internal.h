@@ -4,11 +4,13 @@
 // the way an attribute is fetched differ between them.
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/bdf.h"
 #include "core/inventory.h"
 #include "core/node_info.h"
 
@@ -35,6 +37,21 @@ void ReadEfaPort(AttributeSource& ib, EfaInterface* efa, std::vector<std::string
 std::optional<int> UverbsIndex(std::string_view name);
 // neuronN from a class entry's name; nullopt for anything else ("neuron_x", "neuron01").
 std::optional<int> NeuronIndex(std::string_view name);
+
+// Entry names of a directory (symlinks and real directories alike); none if it is absent.
+std::vector<std::string> ListDir(const std::filesystem::path& dir);
+
+// Reads numa_node (and local_cpulist unless null) of the PCI device `bdf`; each back end
+// reaches PCI devices its own way.
+using PciPlacementReader =
+    std::function<void(const std::string& bdf, std::optional<int>* numa, std::string* cpulist,
+                       std::vector<std::string>* warnings)>;
+
+// The last steps of reading a Neuron device, the same in both back ends: its BDF from the
+// resolver (absent when unknown; other resolver failures become warnings), its PCI placement,
+// then the device and its warnings join the inventory.
+void AddNeuronDevice(NeuronDevice dev, std::vector<std::string> warnings, BdfResolver& resolver,
+                     const PciPlacementReader& read_pci, Inventory* inv);
 
 // What both back ends read outside the device objects.
 struct NodeIdentity {

@@ -114,15 +114,11 @@ class UdevDiscovery final : public Discovery {
       UdevSource src(dev.get());
       discovery_internal::ReadNeuronDevice(src, &d, &warnings);
       if (!StillThere(syspath)) continue;  // vanished mid-scan: skipped, not an error
-      absl::StatusOr<std::string> bdf = resolver.Resolve(*index);
-      if (bdf.ok()) {
-        d.bdf = *bdf;
-        ReadPci(d.bdf, &d.numa_node, &d.cpulist, &warnings);
-      } else if (!absl::IsNotFound(bdf.status())) {
-        warnings.push_back(std::string(bdf.status().message()));
-      }
-      inv->devices.push_back(std::move(d));
-      inv->warnings.insert(inv->warnings.end(), warnings.begin(), warnings.end());
+      discovery_internal::AddNeuronDevice(
+          std::move(d), std::move(warnings), resolver,
+          [this](const std::string& bdf, std::optional<int>* numa, std::string* cpulist,
+                 std::vector<std::string>* w) { ReadPci(bdf, numa, cpulist, w); },
+          inv);
     }
   }
 

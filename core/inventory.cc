@@ -2,6 +2,7 @@
 
 #include "core/inventory.h"
 
+#include <dirent.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -162,6 +163,31 @@ void ReadNeuronDevice(AttributeSource& src, NeuronDevice* dev, std::vector<std::
   }
   // "\n" when the firmware read fails: absent, not empty.
   if (auto v = ReadText(src, "info/serial_number", w); v && !v->empty()) dev->serial_number = *v;
+}
+
+std::vector<std::string> ListDir(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  ::closedir(d);
+  return names;
+}
+
+void AddNeuronDevice(NeuronDevice dev, std::vector<std::string> warnings, BdfResolver& resolver,
+                     const PciPlacementReader& read_pci, Inventory* inv) {
+  absl::StatusOr<std::string> bdf = resolver.Resolve(dev.index);
+  if (bdf.ok()) {
+    dev.bdf = *bdf;
+    read_pci(dev.bdf, &dev.numa_node, &dev.cpulist, &warnings);
+  } else if (!absl::IsNotFound(bdf.status())) {
+    warnings.push_back(std::string(bdf.status().message()));
+  }
+  inv->devices.push_back(std::move(dev));
+  inv->warnings.insert(inv->warnings.end(), warnings.begin(), warnings.end());
 }
 
 void ReadPciPlacement(AttributeSource& pci, std::optional<int>* numa, std::string* cpulist,

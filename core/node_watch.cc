@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/component_log.h"
+#include "core/discovery_internal.h"
 #include "core/file_io.h"
 
 namespace neuron::events_internal {
@@ -47,18 +48,6 @@ std::string ReadLinkBase(const std::filesystem::path& link) {
   const ssize_t n = ::readlink(link.c_str(), buf, sizeof(buf));
   if (n <= 0 || static_cast<size_t>(n) >= sizeof(buf)) return "";
   return Basename(std::string_view(buf, static_cast<size_t>(n)));
-}
-
-std::vector<std::string> ListDir(const std::filesystem::path& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view n = e->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  ::closedir(d);
-  return names;
 }
 
 bool IsDir(const std::filesystem::path& p) {
@@ -256,13 +245,13 @@ Presence NodeWatch::ReadPresence() {
   Presence p;
   if (mode_ == WatchMode::kDirectory) {
     const std::filesystem::path cls = root_.NeuronClassDir();
-    for (const std::string& name : ListDir(cls)) {
+    for (const std::string& name : discovery_internal::ListDir(cls)) {
       const std::optional<int> index = NeuronIndexOf(name);
       // A dangling class link means the device is going away.
       if (index && IsDir(cls / name)) p.devices[*index] = ReadDeviceState(*index);
     }
     const std::filesystem::path ib = root_.InfinibandClassDir();
-    for (const std::string& name : ListDir(ib)) {
+    for (const std::string& name : discovery_internal::ListDir(ib)) {
       // Only the driver tells EFA apart (DRIVER-INTERFACE §7).
       if (ReadLinkBase(ib / name / "device/driver") != "efa") continue;
       p.efas[name] = ReadPortState(name).value_or("");

@@ -11,7 +11,7 @@ root=$(mktemp -d /tmp/neuron-demo.XXXXXX)
 sim_pid=""
 cleanup() {
   [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null && wait "$sim_pid" 2>/dev/null || true
-  rm -rf "$root"
+  rm -rf "$root" "$root.log"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -20,10 +20,11 @@ step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 ctl() { "$sim" ctl --root "$root" "$@"; }
 
 step "Starting a simulated trn1.32xlarge under $root"
-"$sim" up --instance trn1.32xlarge --root "$root" --node-name demo-node &
+"$sim" up --instance trn1.32xlarge --root "$root" --node-name demo-node 2>"$root.log" &
 sim_pid=$!
 for _ in $(seq 100); do [ -e "$root/run/neuron/sim.ready" ] && break; sleep 0.1; done
-[ -e "$root/run/neuron/sim.ready" ] || { echo "demo: the simulator did not become ready" >&2; exit 1; }
+[ -e "$root/run/neuron/sim.ready" ] || {
+  echo "demo: the simulator did not become ready:" >&2; cat "$root.log" >&2; exit 1; }
 
 step "The node, as the simulated driver reports it"
 ctl status
@@ -35,7 +36,7 @@ for f in info/architecture/device_name core_count connected_devices reset \
   printf '  %-50s %s\n' "$f" "$(tr -d '\n' < "$dev0/$f")"
 done
 printf '  %-50s %s\n' "files under neuron0 (driver: 36 + 101 per core = 238)" \
-  "$(find "$dev0" -type f ! -name uevent ! -name dev ! -path '*/power/*' | wc -l)"
+  "$(find "$dev0" -type f ! -name uevent ! -name dev ! -path "$dev0/power/*" | wc -l)"
 printf '  %-50s %s\n' "EFA interfaces" "$(ls "$root/sys/class/infiniband" | tr '\n' ' ')"
 
 step "Faults: an uncorrectable HBM error on device 3, then a failed reset"

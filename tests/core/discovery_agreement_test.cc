@@ -22,6 +22,7 @@
 #include "core/inventory.h"
 #include "core/node_info.h"
 #include "driver-sim/sim_tree.h"
+#include "tests/support/event_collector.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -30,7 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::IsEmpty;
 
-constexpr auto kCeiling = std::chrono::seconds(5);  // decision 15: generous
 
 bool PreloadActive() {
   const char* p = std::getenv("LD_PRELOAD");
@@ -166,35 +166,7 @@ EventsOptions MonitorOnlyOptions() {
   return o;
 }
 
-class Collector {
- public:
-  void Add(const Event& e) {
-    std::lock_guard<std::mutex> lock(mu_);
-    events_.push_back(e);
-    cv_.notify_all();
-  }
-  // Waits for an event matching `pred`; returns it or nullopt after the ceiling.
-  template <typename Pred>
-  std::optional<Event> WaitFor(Pred pred) {
-    std::unique_lock<std::mutex> lock(mu_);
-    std::optional<Event> found;
-    cv_.wait_for(lock, kCeiling, [&] {
-      for (const Event& e : events_) {
-        if (pred(e)) {
-          found = e;
-          return true;
-        }
-      }
-      return false;
-    });
-    return found;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Event> events_;
-};
+using Collector = ::neuron::testing::EventCollector;
 
 TEST(UdevEvents, TestbedUeventsBecomeEvents) {
   REQUIRE_UMOCKDEV();

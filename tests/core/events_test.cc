@@ -20,6 +20,7 @@
 
 #include "core/catalog.h"
 #include "driver-sim/sim_tree.h"
+#include "tests/support/event_collector.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -36,48 +37,7 @@ constexpr std::string_view kHwErrLine =
 
 using TempRoot = ::neuron::testing::TempDir;
 
-class Collector {
- public:
-  Events::Callback callback() {
-    return [this](const Event& e) {
-      std::lock_guard<std::mutex> lock(mu_);
-      events_.push_back(e);
-      cv_.notify_all();
-    };
-  }
-  // Waits until `n` events match `pred`.
-  template <typename Pred>
-  bool WaitForCount(Pred pred, size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, kCeiling, [&] {
-      return static_cast<size_t>(std::count_if(events_.begin(), events_.end(), pred)) >= n;
-    });
-  }
-  template <typename Pred>
-  std::optional<Event> WaitFor(Pred pred) {
-    std::unique_lock<std::mutex> lock(mu_);
-    std::optional<Event> found;
-    cv_.wait_for(lock, kCeiling, [&] {
-      for (const Event& e : events_) {
-        if (pred(e)) {
-          found = e;
-          return true;
-        }
-      }
-      return false;
-    });
-    return found;
-  }
-  std::vector<Event> Snapshot() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return events_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Event> events_;
-};
+using Collector = ::neuron::testing::EventCollector;
 
 auto Kind(EventKind k, int device) {
   return [=](const Event& e) { return e.kind == k && e.device == device; };

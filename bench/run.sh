@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The benchmark report: every figure quoted in closing notes, from one command (make bench).
+# Runs on a release build; trees go to tmpfs when there is one. The machine is shared and
+# noisy, so Google Benchmark runs are repeated and reported as medians.
+set -euo pipefail
+build=${1:-build/release}
+reps=${BENCH_REPETITIONS:-9}
+export TMPDIR=${TMPDIR:-$( [ -d /dev/shm ] && echo /dev/shm || echo /tmp )}
+gb_flags=(--benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true
+          --benchmark_display_aggregates_only=true)
+
+echo "== core: inventory scan, hot sample, full sweep (trn2.48xlarge)"
+"$build/bench/core_bench" "${gb_flags[@]}" --benchmark_filter='median' 2>/dev/null ||
+  "$build/bench/core_bench" "${gb_flags[@]}"
+echo
+echo "== core: ctl unplug -> DeviceRemoved event delay (trn2.48xlarge)"
+"$build/bench/events_bench" "${gb_flags[@]}"
