@@ -114,6 +114,10 @@ inline constexpr size_t kProcessInfoSize = 60;
 inline constexpr size_t kProcessTagOffset = kProcessInfoOffset + kProcessInfoSize;  // char[256]
 inline constexpr size_t kProcessTagSize = 256;
 inline constexpr size_t kModelCountOffset = kProcessTagOffset + kProcessTagSize;  // u32
+// u32, non-zero once the process released the entry (nrt_close: the driver's release ioctl 72).
+// The node daemon then folds the counters into sysfs and removes the file, as it does for a
+// process that died (DESIGN decision 2).
+inline constexpr size_t kReleasedOffset = kModelCountOffset + 4;
 inline constexpr size_t kModelRecordsOffset = kModelCountOffset + 8;
 inline constexpr size_t kModelNodeInfoSize = 284;
 inline constexpr size_t kModelNodeMemorySize = 384;
@@ -142,5 +146,24 @@ inline constexpr size_t HistogramCountOffset(int core, int bucket) {
   return kHistogramCountsOffset + (static_cast<size_t>(core) * kHistogramBuckets + bucket) * 8;
 }
 static_assert(HistogramCountOffset(kMaxCores, 0) <= kSize);
+
+// ---- Simulator extension: EFA traffic of this process (deviation D15) ----
+// The runtime cannot write sysfs (the daemon is the driver, decision 2), so it counts the bytes
+// and packets its collectives moved over each EFA here; the daemon adds the growth to the EFA's
+// ports/1/hw_counters live. Per EFA index (the node's EFA in catalog order), kEfaTrafficFields u64.
+inline constexpr char kEfaTrafficMagic[4] = {'e', 'f', 'a', 't'};
+inline constexpr size_t kEfaTrafficOffset = HistogramCountOffset(kMaxCores, 0);  // magic, u32 n
+inline constexpr int kMaxEfas = 32;
+enum EfaTrafficField : int {
+  kEfaTxBytes = 0,
+  kEfaTxPkts,
+  kEfaRxBytes,
+  kEfaRxPkts,
+  kEfaTrafficFields
+};
+inline constexpr size_t EfaTrafficFieldOffset(int efa, int field) {
+  return kEfaTrafficOffset + 8 + (static_cast<size_t>(efa) * kEfaTrafficFields + field) * 8;
+}
+static_assert(EfaTrafficFieldOffset(kMaxEfas, 0) <= kSize);
 
 }  // namespace neuron::nds
