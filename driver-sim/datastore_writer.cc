@@ -252,6 +252,48 @@ void DatastoreWriter::ObserveLatency(int core, uint64_t micros) {
       .fetch_add(1, std::memory_order_relaxed);
 }
 
+uint64_t* DatastoreWriter::CoreCounterWord(int core, int index) const {
+  const std::optional<size_t> off = nds::CoreCounterOffset(core, index);
+  return off ? &Word(*off) : nullptr;
+}
+
+void DatastoreWriter::SetReleased() {
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + nds::kReleasedOffset))
+      .store(1, std::memory_order_release);
+}
+
+bool DatastoreWriter::Released() const {
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + nds::kReleasedOffset))
+             .load(std::memory_order_acquire) != 0;
+}
+
+absl::Status DatastoreWriter::InitEfaTraffic(int efa_count) {
+  if (efa_count < 0 || efa_count > nds::kMaxEfas) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} EFAs exceed the datastore's {} traffic entries", efa_count, nds::kMaxEfas));
+  }
+  Put<uint32_t>(base_ + nds::kEfaTrafficOffset + 4, static_cast<uint32_t>(efa_count));
+  // Magic last, with release order: a reader that sees it sees the count.
+  uint32_t magic = 0;
+  std::memcpy(&magic, nds::kEfaTrafficMagic, 4);
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + nds::kEfaTrafficOffset))
+      .store(magic, std::memory_order_release);
+  efas_ = efa_count;
+  return absl::OkStatus();
+}
+
+void DatastoreWriter::AddEfaTraffic(int efa, int field, uint64_t delta) {
+  if (efa < 0 || efa >= efas_ || field < 0 || field >= nds::kEfaTrafficFields) return;
+  std::atomic_ref<uint64_t>(Word(nds::EfaTrafficFieldOffset(efa, field)))
+      .fetch_add(delta, std::memory_order_relaxed);
+}
+
+uint64_t DatastoreWriter::EfaTraffic(int efa, int field) const {
+  if (efa < 0 || efa >= nds::kMaxEfas || field < 0 || field >= nds::kEfaTrafficFields) return 0;
+  return std::atomic_ref<uint64_t>(Word(nds::EfaTrafficFieldOffset(efa, field)))
+      .load(std::memory_order_relaxed);
+}
+
 absl::Status DatastoreWriter::Remove() {
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) return Errno("unlink", path_);
   return absl::OkStatus();

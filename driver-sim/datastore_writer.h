@@ -100,6 +100,23 @@ class DatastoreWriter {
   absl::Status InitHistogram(std::span<const uint64_t> finite_bounds);
   void ObserveLatency(int core, uint64_t micros);
 
+  // The word behind core counter `index` of `core` for callers that update it on a hot path
+  // through std::atomic_ref (relaxed); nullptr where the driver would read 0.
+  uint64_t* CoreCounterWord(int core, int index) const;
+
+  // Marks the entry released (the driver's release ioctl 72, what nrt_close does): the node
+  // daemon then folds the counters into sysfs and removes the file (DESIGN decision 2).
+  void SetReleased();
+  bool Released() const;
+
+  // Simulator extension D15: EFA traffic of this process per EFA index (core/datastore_layout.h).
+  // InitEfaTraffic writes the magic and the EFA count (at most nds::kMaxEfas); AddEfaTraffic
+  // adds to one field (nds::EfaTrafficField) and is a no-op before InitEfaTraffic or for an
+  // index outside the count.
+  absl::Status InitEfaTraffic(int efa_count);
+  void AddEfaTraffic(int efa, int field, uint64_t delta);
+  uint64_t EfaTraffic(int efa, int field) const;
+
   // Deletes the file (the mapping stays valid until destruction).
   absl::Status Remove();
 
@@ -113,6 +130,7 @@ class DatastoreWriter {
   pid_t pid_;
   uint8_t* base_;    // nds::kSize bytes, MAP_SHARED
   int buckets_ = 0;  // histogram buckets in use, 0 before InitHistogram
+  int efas_ = 0;     // EFA traffic entries, 0 before InitEfaTraffic
 };
 
 }  // namespace neuron::sim

@@ -1,0 +1,109 @@
+#pragma once
+// Datastore accounting (RUNTIME.md §7.8, DRIVER-INTERFACE.md §4): one DatastoreWriter per device
+// the process holds cores on, per-core counters at each execution's completion, live memory
+// counters, EFA traffic (D15), the latency histogram (D13), and the released flag at nrt_close.
+//
+// Thread-safety: counter updates are relaxed atomic adds on the mapped words, safe from any
+// thread; model records and Release are serialised by an internal mutex.
+
+#include <sys/types.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "driver-sim/datastore_writer.h"
+#include "driver-sim/runtime/memory.h"
+#include "driver-sim/runtime/node_model.h"
+#include "nrt/nrt_status.h"
+
+namespace neuron::nrt {
+
+inline constexpr int kMaxProcessesPerDevice = 16;  // DRIVER-INTERFACE §1
+inline constexpr uint64_t kEfaPacketBytes = 8192;  // ours: EFA traffic counted in 8 KiB packets
+
+struct ProcessIdentity {
+  pid_t pid = 0;
+  std::string tag;  // NEURON_PROCESS_TAG, else the PID
+  int8_t framework_type = 1;
+  sim::NdsVersion framework;
+  sim::NdsVersion runtime;
+};
+
+// One execution's figures, accounted when it completes.
+struct ExecOutcome {
+  NRT_STATUS status = NRT_SUCCESS;
+  int64_t busy_ns = 0;    // the core was busy (collective waits included): TIME_IN_USE
+  int64_t cc_ns = 0;      // in collectives, waiting included: CC_TIME
+  int64_t device_ns = 0;  // from start on the core to completion: LATENCY_DEVICE, NC_TIME
+  int64_t total_ns = 0;   // from submission to completion: LATENCY_TOTAL, the histogram
+  double macs = 0;        // MAC_COUNT (success only)
+  uint32_t executions = 1;
+};
+
+struct CoreStatsSnapshot {
+  uint64_t executions = 0;
+  uint64_t busy_ns = 0;
+  uint64_t cc_ns = 0;
+  uint64_t last_exec_ns = 0;
+};
+
+class Accounting {
+ public:
+  // Creates ROOT/run/neuron/ds/<device>.<pid> for every device of `cores` (global range).
+  // ResourceExhausted when a device already has 16 live processes.
+  static absl::StatusOr<std::unique_ptr<Accounting>> Create(const NodeModel& node, int first_core,
+                                                            int core_count,
+                                                            const ProcessIdentity& who);
+  ~Accounting();
+
+  void RecordExecution(int vnc, const ExecOutcome& outcome);
+  // The counters of a failure that is not an execution outcome (load errors, QUEUE_FULL).
+  void CountStatus(int vnc, NRT_STATUS status);
+  void CountModelLoad(int vnc);
+  // Busy time outside executions (host-driven barrier and all-gather).
+  void AddBusy(int vnc, int64_t busy_ns, int64_t cc_ns);
+  void SetDeviceMemory(int vnc, MemCategory cat, uint64_t bytes);
+  void SetHostMemory(int device, MemCategory cat, uint64_t bytes);
+  // Bytes a collective of this core sent and received over its device's nearest EFA.
+  void AddEfaTraffic(int vnc, uint64_t tx_bytes, uint64_t rx_bytes);
+  void AddModelRecord(const sim::NdsModel& model, int vnc);
+  void RemoveModelRecord(uint32_t model_id, int vnc);
+
+  CoreStatsSnapshot Stats(int vnc) const;
+  // Sets the released flag on every datastore and unmaps them (nrt_close). Idempotent.
+  void Release();
+  // The datastore of a device (nullptr if the process has no core there); for tests.
+  const sim::DatastoreWriter* DatastoreOf(int device) const;
+
+ private:
+  struct Slot {
+    sim::DatastoreWriter* ds = nullptr;
+    int device = 0;
+    int device_core = 0;
+    int efa = -1;
+    std::array<uint64_t*, 64> word{};  // NC index -> mapped counter (indices 0..40 used)
+    std::atomic<uint64_t> executions{0};
+    std::atomic<uint64_t> busy_ns{0};
+    std::atomic<uint64_t> cc_ns{0};
+    std::atomic<uint64_t> latency_device_ns{0};
+    std::atomic<uint64_t> latency_total_ns{0};
+    std::atomic<uint64_t> last_exec_ns{0};
+    std::atomic<double> macs{0};
+  };
+  Accounting() = default;
+  void Add(Slot& s, int index, uint64_t delta);
+  void Store(Slot& s, int index, uint64_t value);
+
+  std::mutex mu_;
+  std::vector<std::unique_ptr<sim::DatastoreWriter>> datastores_;  // by device; null if unused
+  std::vector<std::unique_ptr<Slot>> slots_;                       // by vnc
+  bool released_ = false;
+};
+
+}  // namespace neuron::nrt

@@ -1,0 +1,283 @@
+// Executions on a core (RUNTIME.md §7.3-§7.8): the timing model, collectives, faults, and the
+// accounting at completion. The path of an execution without collectives, faults or profiling
+// makes no system call besides the clock's sleep, and none at all on a ManualClock.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "driver-sim/runtime/log.h"
+#include "driver-sim/runtime/runtime.h"
+#include "driver-sim/runtime/timing.h"
+
+namespace neuron::nrt {
+namespace {
+
+constexpr int64_t kHangRecordIntervalNs = 10'000'000'000;  // one HANG record per core per 10 s
+
+int64_t SteadyNowNs() { return SteadyClock().NowNs(); }
+
+const char* FaultToken(sim::FaultKind k) {
+  switch (k) {
+    case sim::FaultKind::kHbmUe:
+      return "HBM_UNCORRECTABLE_ERROR";
+    case sim::FaultKind::kSramUe:
+      return "SRAM_UNCORRECTABLE_ERROR";
+    case sim::FaultKind::kDmaAbort:
+      return "DMA_ERROR";
+    default:
+      return nullptr;
+  }
+}
+
+// What the runtime log says for each failure (RUNTIME.md §6, "Runtime log says").
+std::string Describe(NRT_STATUS s) {
+  switch (s) {
+    case NRT_EXEC_HW_ERR_HBM_UE:
+      return "uncorrectable HBM memory error";
+    case NRT_EXEC_HW_ERR_NC_UE:
+      return "uncorrectable memory error detected";
+    case NRT_EXEC_HW_ERR_DMA_ABORT:
+      return "DMA TX/RX engine in an abort state";
+    case NRT_EXEC_COMPLETED_WITH_NUM_ERR:
+      return "execution completed with numerical errors (NaN)";
+    case NRT_EXEC_HW_ERR_COLLECTIVES:
+      return "missing collectives status, suspected hang";
+    case NRT_EXEC_UNIT_UNRECOVERABLE:
+      return "execution unit unrecoverable after a hardware error; the device needs a reset";
+    case NRT_HW_ERROR:
+      return "the device is not READY (reset, unplugged or INVALID)";
+    default:
+      return nrt_get_status_as_str(s);
+  }
+}
+
+}  // namespace
+
+NRT_STATUS Runtime::Execute(nrt_model_t* model, const TensorSet* in, TensorSet* out, int repeat) {
+  for (const TensorSpec& spec : model->program->inputs) {
+    const nrt_tensor_t* t = in != nullptr ? in->Find(spec.name.c_str()) : nullptr;
+    if (t == nullptr || t->size != spec.size) {
+      const std::string msg =
+          t == nullptr ? fmt::format("input tensor \"{}\" is missing from the input set", spec.name)
+                       : fmt::format("input tensor \"{}\" has {} bytes; the model takes {}",
+                                     spec.name, t->size, spec.size);
+      Log()->error("nrt_execute {}", msg);
+      SetLastError(msg);
+      accounting_->CountStatus(model->vnc, NRT_EXEC_BAD_INPUT);
+      return NRT_EXEC_BAD_INPUT;
+    }
+  }
+  CoreScheduler& c = core(model->vnc);
+  Job job;
+  job.model = model;
+  job.inputs = in;
+  job.outputs = out;
+  job.repeat = std::max(1, repeat);
+  job.submit_ns = clock_->NowNs();
+  job.job_id = c.NextJobId();
+  const NRT_STATUS s = c.Submit(job, async_max_);
+  if (s == NRT_QUEUE_FULL) {
+    accounting_->CountStatus(model->vnc, NRT_QUEUE_FULL);
+    Log()->warn("nrt_execute NeuronCore {} already has {} executions in flight", model->vnc,
+                async_max_);
+  }
+  return s;
+}
+
+NRT_STATUS Runtime::RunJob(Job& job) {
+  nrt_model_t& m = *job.model;
+  CoreScheduler& c = core(m.vnc);
+  c.interrupt().Reset();  // before the checks: a reset or close after this point still aborts
+  if (c.closing()) return NRT_CLOSED;
+  const CoreLocation loc = Loc(m.vnc);
+  const int64_t start = std::max(clock_->NowNs(), c.free_at_ns);
+  ExecOutcome o;
+  o.executions = static_cast<uint32_t>(job.repeat);
+  NRT_STATUS status = NRT_SUCCESS;
+  if (!faults_->DeviceReady(loc.device)) {
+    status = NRT_HW_ERROR;
+  } else if (c.faulted.load(std::memory_order_acquire)) {
+    status = NRT_EXEC_UNIT_UNRECOVERABLE;
+  }
+  if (status != NRT_SUCCESS) {
+    o.status = status;
+    o.total_ns = start - job.submit_ns;
+    accounting_->RecordExecution(m.vnc, o);
+    Log()->error("nrt_execute NeuronCore {} (nd{} nc{}): {}", m.vnc, loc.device, loc.device_core,
+                 Describe(status));
+    return status;
+  }
+  std::optional<sim::PendingFault> fault;
+  if (faults_->MayHaveFault(loc.device)) fault = faults_->TakeFault(loc.device, loc.device_core);
+  const bool profiling = profiler_.Wants(m.id);
+  std::vector<Span> spans;
+  const int64_t deadline = start + exec_timeout_ns_;
+  const int64_t real_deadline = SteadyNowNs() + exec_timeout_ns_;
+  int64_t t = start;
+  int64_t cc = 0;
+  for (int rep = 0; rep < job.repeat && status == NRT_SUCCESS; ++rep) {
+    if (!profiling && !m.program->has_collectives) {
+      t += m.compute_ns;
+      continue;
+    }
+    t += kLaunchNs;
+    for (LoadedOp& op : m.ops) {
+      if (op.op->engine == Engine::kCollectives) {
+        status = RunCollective(m, op, &t, real_deadline, &cc, profiling ? &spans : nullptr);
+        if (status != NRT_SUCCESS) break;
+        continue;
+      }
+      if (profiling) {
+        spans.push_back({m.vnc, loc.global, op.op->engine, op.op->name, t, op.ns, m.id});
+      }
+      t += op.ns;
+    }
+  }
+  if (status == NRT_SUCCESS && fault) {
+    switch (fault->kind) {
+      case sim::FaultKind::kHang:
+        status = NRT_TIMEOUT;
+        t = deadline;
+        break;
+      case sim::FaultKind::kHbmUe:
+        status = NRT_EXEC_HW_ERR_HBM_UE;
+        break;
+      case sim::FaultKind::kSramUe:
+        status = NRT_EXEC_HW_ERR_NC_UE;
+        break;
+      case sim::FaultKind::kDmaAbort:
+        status = NRT_EXEC_HW_ERR_DMA_ABORT;
+        break;
+      case sim::FaultKind::kNan:
+        status = NRT_EXEC_COMPLETED_WITH_NUM_ERR;
+        break;
+      case sim::FaultKind::kLinkDown:
+        break;
+    }
+  }
+  if (status == NRT_SUCCESS && t > deadline) {
+    status = NRT_TIMEOUT;
+    t = deadline;
+  }
+  if (status == NRT_EXEC_HW_ERR_COLLECTIVES) {  // stuck in it (at time t) until the timeout
+    cc += std::max<int64_t>(0, deadline - t);
+    t = deadline;
+  }
+  if (!clock_->SleepUntil(t, c.interrupt())) {
+    status = c.closing() ? NRT_CLOSED : NRT_HW_ERROR;
+    t = std::max(start, std::min(t, clock_->NowNs()));
+  }
+  c.free_at_ns = t;
+  if (status == NRT_CLOSED) return status;
+
+  o.status = status;
+  o.busy_ns = t - start;
+  o.cc_ns = cc;
+  o.device_ns = t - start;
+  o.total_ns = t - job.submit_ns;
+  o.macs = m.macs * job.repeat;
+  for (int i = 0; i < m.ncores; ++i) accounting_->RecordExecution(m.vnc + i, o);
+  if (profiling) profiler_.Record(std::move(spans));
+  if (status == NRT_SUCCESS) {
+    if (job.outputs != nullptr) {
+      for (auto& [name, tensor] : job.outputs->items) {
+        tensor->completions.fetch_add(1, std::memory_order_release);
+      }
+    }
+    return status;
+  }
+  if (fault && (status == NRT_EXEC_HW_ERR_HBM_UE || status == NRT_EXEC_HW_ERR_NC_UE ||
+                status == NRT_EXEC_HW_ERR_DMA_ABORT)) {
+    c.faulted.store(true, std::memory_order_release);  // until the device is reset
+    ReportHwError(m.vnc, FaultToken(fault->kind));
+  }
+  if (status == NRT_EXEC_HW_ERR_COLLECTIVES) RecordHangOnCollectives(m.vnc);
+  if (status == NRT_TIMEOUT) {
+    Log()->error(
+        "nrt_execute execution timeout ({} ms) on NeuronCore {} (nd{} nc{}), waiting "
+        "for execution completion notification",
+        exec_timeout_ns_ / 1'000'000, m.vnc, loc.device, loc.device_core);
+  } else {
+    Log()->error("nrt_execute NeuronCore {} (nd{} nc{}) model \"{}\": {} ({})", m.vnc, loc.device,
+                 loc.device_core, m.name, Describe(status), static_cast<int>(status));
+  }
+  return status;
+}
+
+void Runtime::RecordHangOnCollectives(int vnc) {
+  CoreScheduler& c = core(vnc);
+  const int64_t now = SteadyNowNs();
+  if (now - c.last_hang_record_ns < kHangRecordIntervalNs) return;
+  c.last_hang_record_ns = now;
+  ReportHwError(vnc, "HANG_ON_COLLECTIVES");
+}
+
+void Runtime::ComputeRing(LoadedOp& op, const std::vector<int>& devices) const {
+  const Op& o = *op.op;
+  const size_t n = op.members.size();
+  op.crosses_efa = o.nodes > 1 || o.remote_ranks > 0;
+  op.ring_ranks = uint64_t{n} * o.nodes + o.remote_ranks;
+  op.links.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const int a = devices[i];
+    const int b = devices[(i + 1) % n];
+    if (a == b) continue;
+    const std::vector<int> route = node_.Route(a, b);
+    for (size_t k = 0; k + 1 < route.size(); ++k) {
+      op.links.emplace_back(std::min(route[k], route[k + 1]), std::max(route[k], route[k + 1]));
+    }
+  }
+  const RingPath path = PathFor(node_, devices, op.crosses_efa);
+  op.ring_ns = CollectiveNs(o.coll, o.bytes, op.ring_ranks, path);
+  op.wire_bytes = CollectiveWireBytes(o.coll, o.bytes, op.ring_ranks);
+  op.ring_known = true;
+}
+
+NRT_STATUS Runtime::RunCollective(nrt_model_t& m, LoadedOp& op, int64_t* t, int64_t real_deadline,
+                                  int64_t* cc_ns, std::vector<Span>* spans) {
+  CoreScheduler& c = core(m.vnc);
+  const int64_t arrive = *t;
+  const CommWorld::Result r =
+      m.world->Arrive(m.rank, op.members, arrive, real_deadline, &c.interrupt());
+  if (!r.complete) {
+    if (!c.interrupt().fired()) {
+      std::vector<uint32_t> missing(r.missing.begin(),
+                                    r.missing.begin() + std::min<size_t>(r.missing.size(), 16));
+      Log()->error(
+          "nrt_execute collective \"{}\" of rank {} timed out after {} ms: rank(s) {}{} "
+          "never arrived",
+          op.op->name, m.rank, exec_timeout_ns_ / 1'000'000, fmt::join(missing, ","),
+          r.missing.size() > missing.size() ? ",..." : "");
+    }
+    return NRT_EXEC_HW_ERR_COLLECTIVES;
+  }
+  if (!op.ring_known) ComputeRing(op, r.devices);
+  if (faults_->AnyLinkDown() && !op.links.empty()) {
+    for (const auto& down : faults_->DownLinks()) {
+      if (std::find(op.links.begin(), op.links.end(), down) != op.links.end()) {
+        Log()->error(
+            "nrt_execute collective \"{}\" of rank {} crosses the NeuronLink between "
+            "devices {} and {}, which is down",
+            op.op->name, m.rank, down.first, down.second);
+        return NRT_EXEC_HW_ERR_COLLECTIVES;
+      }
+    }
+  }
+  const int64_t begin = std::max(arrive, r.start_ns);
+  const int64_t end = begin + op.ring_ns;
+  if (spans != nullptr) {
+    spans->push_back({m.vnc, Loc(m.vnc).global, Engine::kCollectives,
+                      fmt::format("{} ({})", op.op->name, CollKindName(op.op->coll)), arrive,
+                      end - arrive, m.id});
+  }
+  *cc_ns += end - arrive;
+  *t = end;
+  if (op.crosses_efa) {
+    const auto wire = static_cast<uint64_t>(op.wire_bytes);
+    accounting_->AddEfaTraffic(m.vnc, wire, wire);
+  }
+  return NRT_SUCCESS;
+}
+
+}  // namespace neuron::nrt

@@ -1,0 +1,1 @@
+// libnrt.so (target nrt_shared) is all of nrt_sim; CMake needs one source file per library.

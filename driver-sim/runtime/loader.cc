@@ -1,0 +1,212 @@
+// nrt_load, nrt_load_collectives and nrt_unload (RUNTIME.md §1, §5, §7.2).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "driver-sim/runtime/log.h"
+#include "driver-sim/runtime/runtime.h"
+#include "driver-sim/runtime/timing.h"
+
+namespace neuron::nrt {
+namespace {
+
+NrtResult Fail(NRT_STATUS status, std::string message) {
+  Log()->error("nrt_load {}", message);
+  SetLastError(message);
+  return {status, std::move(message)};
+}
+
+}  // namespace
+
+NrtResult Runtime::Load(const void* bytes, size_t size, int32_t vnc, uint32_t rank, uint32_t world,
+                        nrt_model_t** out) {
+  if (bytes == nullptr || out == nullptr) return Fail(NRT_INVALID, "NULL NEFF or model pointer");
+  const std::string_view neff(static_cast<const char*>(bytes), size);
+  absl::StatusOr<NeffHeader> header = DecodeNeffHeader(neff);
+  if (!header.ok()) return Fail(NRT_INVALID, std::string(header.status().message()));
+  if (header->neff_version_major < kNeffMinMajor || header->neff_version_major > kNeffMaxMajor) {
+    if (vnc >= 0 && vnc < range_.count) accounting_->CountStatus(vnc, NRT_UNSUPPORTED_NEFF_VERSION);
+    return Fail(
+        NRT_UNSUPPORTED_NEFF_VERSION,
+        fmt::format("NEFF version mismatch supported: {}.0-{}.x received: {}.{}", kNeffMinMajor,
+                    kNeffMaxMajor, header->neff_version_major, header->neff_version_minor));
+  }
+  const int ncores = std::max<int>(1, static_cast<int>(header->num_tpb));
+  if (ncores > range_.count) {
+    return Fail(NRT_LOAD_NOT_ENOUGH_NC,
+                fmt::format("NEFF \"{}\" needs {} NeuronCores; {} are visible", header->name,
+                            ncores, range_.count));
+  }
+  if (header->lnc_size != 0 && static_cast<int>(header->lnc_size) != node_.lnc()) {
+    return Fail(NRT_INVALID,
+                fmt::format("NEFF \"{}\" was compiled for logical NeuronCore size {} but the "
+                            "node runs NEURON_LOGICAL_NC_CONFIG={}",
+                            header->name, header->lnc_size, node_.lnc()));
+  }
+  absl::StatusOr<Program> parsed = ParseOpList(neff.substr(kNeffHeaderSize));
+  if (!parsed.ok()) return Fail(NRT_INVALID, std::string(parsed.status().message()));
+  auto program = std::make_shared<const Program>(std::move(*parsed));
+  if (program->has_collectives && world == 0) {
+    return Fail(NRT_INVALID, "the NEFF has collectives: load it with nrt_load_collectives");
+  }
+  if (world > 0) {
+    if (comm_id_.empty()) {
+      return Fail(NRT_INVALID, "NEURON_RT_ROOT_COMM_ID must be set for NEFFs with collectives");
+    }
+    if (rank >= world) {
+      return Fail(NRT_INVALID, fmt::format("ctx_device_id {} is outside the {} devices of the "
+                                           "collective context",
+                                           rank, world));
+    }
+  }
+  if (vnc < 0) vnc = PickCore(ncores);
+  if (vnc < 0 || vnc + ncores > range_.count) {
+    return Fail(NRT_INVALID, fmt::format("NeuronCore {} (+{}) is outside the {} visible cores", vnc,
+                                         ncores - 1, range_.count));
+  }
+
+  auto model = std::make_unique<nrt_model_t>();
+  model->runtime = this;
+  model->vnc = vnc;
+  model->ncores = ncores;
+  model->name = header->name;
+  model->uuid = header->uuid;
+  model->program = program;
+  model->rank = rank;
+  const CorePerf perf = node_.Perf();
+  model->compute_ns = kLaunchNs;
+  for (const Op& op : program->ops) {
+    LoadedOp lop;
+    lop.op = &op;
+    model->flops += op.flops;
+    model->macs += op.macs;
+    if (op.engine == Engine::kCollectives) {
+      if (op.groups.empty()) {
+        for (uint32_t r = 0; r < world; ++r) lop.members.push_back(r);
+      } else {
+        for (const auto& g : op.groups) {
+          if (std::find(g.begin(), g.end(), rank) != g.end()) lop.members = g;
+        }
+        if (lop.members.empty()) {
+          return Fail(NRT_INVALID, fmt::format("rank {} is in none of the replica groups of "
+                                               "collective \"{}\"",
+                                               rank, op.name));
+        }
+        for (uint32_t r : lop.members) {
+          if (r >= world) {
+            return Fail(NRT_INVALID, fmt::format("collective \"{}\" names rank {} of a world "
+                                                 "of {}",
+                                                 op.name, r, world));
+          }
+        }
+      }
+    } else {
+      lop.ns = OpNs(op, perf);
+      model->compute_ns += lop.ns;
+    }
+    model->ops.push_back(std::move(lop));
+  }
+
+  if (world > 0) {
+    absl::StatusOr<std::shared_ptr<CommWorld>> w = GetCommWorld(node_.root(), comm_id_, world);
+    absl::Status joined = w.ok() ? (*w)->Join(rank, Loc(vnc).device) : w.status();
+    if (!joined.ok()) return Fail(NRT_INVALID, std::string(joined.message()));
+    model->world = *w;
+  }
+  model->charged[static_cast<int>(MemCategory::kCode)] = size + program->memory.code;
+  model->charged[static_cast<int>(MemCategory::kConstants)] = program->memory.constants;
+  model->charged[static_cast<int>(MemCategory::kScratchpad)] = program->memory.scratchpad;
+  model->charged[static_cast<int>(MemCategory::kMisc)] = program->memory.misc;
+  std::lock_guard<std::mutex> lock(models_mu_);
+  for (int i = 0; i < ncores; ++i) {
+    absl::Status mem = ChargeModelOnCore(*model, vnc + i);
+    if (!mem.ok()) {
+      for (int j = 0; j < i; ++j) ReleaseModelOnCore(*model, vnc + j);
+      if (model->world) model->world->Leave(rank);
+      accounting_->CountStatus(vnc + i, NRT_RESOURCE);
+      Log()->error("nrt_load {}", std::string(mem.message()));
+      return {NRT_RESOURCE, std::string(mem.message())};
+    }
+  }
+  ledger_->ChargeHost(Loc(vnc).device, MemCategory::kCode, size);
+  model->id = next_model_id_++;
+  for (int i = 0; i < ncores; ++i) {
+    accounting_->CountModelLoad(vnc + i);
+    sim::NdsModel rec;
+    rec.model_id = model->id;
+    rec.name = model->name;
+    rec.uuid = model->uuid;
+    rec.nc_index = static_cast<uint8_t>(Loc(vnc + i).device_core);
+    for (size_t c = 0; c < kMemCategories; ++c) {
+      rec.memory[0][c] = {model->charged[c], model->charged[c] > 0 ? 1u : 0u};
+    }
+    accounting_->AddModelRecord(rec, vnc + i);
+  }
+  *out = model.get();
+  models_.insert(model.release());
+  return {};
+}
+
+absl::Status Runtime::ChargeModelOnCore(const nrt_model_t& model, int core) {
+  const std::string what = fmt::format("NEFF \"{}\"", model.name);
+  // The microcode comes with a core's first model (HARDWARE.md §7).
+  uint64_t code = model.charged[static_cast<int>(MemCategory::kCode)];
+  if (models_per_core_[static_cast<size_t>(core)] == 0) {
+    code += kMicrocodeBytesPerPhysicalCore * static_cast<uint64_t>(node_.lnc());
+  }
+  const uint64_t constants = model.charged[static_cast<int>(MemCategory::kConstants)];
+  const uint64_t misc = model.charged[static_cast<int>(MemCategory::kMisc)];
+  const uint64_t scratch = model.charged[static_cast<int>(MemCategory::kScratchpad)];
+  auto& pads = scratchpads_[static_cast<size_t>(core)];
+  const uint64_t pad = std::max(pads.empty() ? 0 : *pads.rbegin(), scratch);
+  absl::Status s = ledger_->ChargeDevice(core, MemCategory::kCode, code, what);
+  if (s.ok()) {
+    s = ledger_->ChargeDevice(core, MemCategory::kConstants, constants, what);
+    if (s.ok()) {
+      s = ledger_->ChargeDevice(core, MemCategory::kMisc, misc, what);
+      if (s.ok()) {
+        s = ledger_->SetDevice(core, MemCategory::kScratchpad, pad, what);
+        if (s.ok()) {
+          pads.insert(scratch);
+          ++models_per_core_[static_cast<size_t>(core)];
+          return s;
+        }
+        ledger_->ReleaseDevice(core, MemCategory::kMisc, misc);
+      }
+      ledger_->ReleaseDevice(core, MemCategory::kConstants, constants);
+    }
+    ledger_->ReleaseDevice(core, MemCategory::kCode, code);
+  }
+  return s;
+}
+
+void Runtime::ReleaseModelOnCore(const nrt_model_t& model, int core) {
+  for (MemCategory c : {MemCategory::kCode, MemCategory::kConstants, MemCategory::kMisc}) {
+    ledger_->ReleaseDevice(core, c, model.charged[static_cast<int>(c)]);
+  }
+  if (--models_per_core_[static_cast<size_t>(core)] == 0) {
+    ledger_->ReleaseDevice(core, MemCategory::kCode,
+                           kMicrocodeBytesPerPhysicalCore * static_cast<uint64_t>(node_.lnc()));
+  }
+  auto& pads = scratchpads_[static_cast<size_t>(core)];
+  pads.erase(pads.find(model.charged[static_cast<int>(MemCategory::kScratchpad)]));
+  (void)ledger_->SetDevice(core, MemCategory::kScratchpad, pads.empty() ? 0 : *pads.rbegin(), "");
+}
+
+NrtResult Runtime::Unload(nrt_model_t* model) {
+  std::lock_guard<std::mutex> lock(models_mu_);
+  if (models_.erase(model) == 0) return {NRT_INVALID_HANDLE, "unknown model"};
+  for (int i = 0; i < model->ncores; ++i) {
+    ReleaseModelOnCore(*model, model->vnc + i);
+    accounting_->RemoveModelRecord(model->id, model->vnc + i);
+  }
+  ledger_->ReleaseHost(
+      Loc(model->vnc).device, MemCategory::kCode,
+      model->charged[static_cast<int>(MemCategory::kCode)] - model->program->memory.code);
+  if (model->world) model->world->Leave(model->rank);
+  model->magic = 0;
+  delete model;
+  return {};
+}
+
+}  // namespace neuron::nrt

@@ -1,0 +1,95 @@
+#pragma once
+// A simulated NEFF (driver-sim/README.md, "Simulated NEFF and the op list"): the real 1024-byte
+// header (RUNTIME.md §5) and the op list that stands in for the tarball, parsed into a Program.
+// Thread-safe (pure functions; a Program is immutable once parsed).
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace neuron::nrt {
+
+inline constexpr size_t kNeffHeaderSize = 1024;
+inline constexpr uint64_t kNeffMinMajor = 1;  // versions nrt_load accepts
+inline constexpr uint64_t kNeffMaxMajor = 2;
+
+// The header fields at their offsets (RUNTIME.md §5, little-endian, natural alignment).
+struct NeffHeader {
+  uint64_t pkg_version = 1;
+  uint64_t header_size = kNeffHeaderSize;
+  uint64_t data_size = 0;
+  uint64_t neff_version_major = 2;
+  uint64_t neff_version_minor = 0;
+  std::string build_version = "nrtsim";  // 128 bytes
+  uint32_t num_tpb = 1;
+  std::array<uint8_t, 32> hash{};
+  std::array<uint8_t, 16> uuid{};
+  std::string name;  // 256 bytes
+  uint32_t requested_tpb_count = 1;
+  uint64_t feature_bits = 0;
+  uint32_t lnc_size = 0;
+};
+
+std::array<uint8_t, kNeffHeaderSize> EncodeNeffHeader(const NeffHeader& h);
+// InvalidArgument when `bytes` is shorter than the header or the sizes disagree with it.
+absl::StatusOr<NeffHeader> DecodeNeffHeader(std::string_view bytes);
+// FNV-1a-64 of the payload repeated to 32 bytes (the sim's `hash`).
+std::array<uint8_t, 32> PayloadHash(std::string_view payload);
+
+enum class Engine : uint8_t { kTensor, kVector, kScalar, kDma, kCollectives };
+inline constexpr int kEngineCount = 5;
+const char* EngineName(Engine e);  // "TensorE", "VectorE", "ScalarE", "DMA", "Collectives"
+
+enum class CollKind : uint8_t { kAllReduce, kAllGather, kReduceScatter };
+const char* CollKindName(CollKind k);  // "allreduce", ...
+
+struct TensorSpec {
+  std::string name;
+  int dtype = 0;  // nrt_dtype_t
+  std::vector<uint32_t> shape;
+  uint64_t size = 0;  // bytes
+};
+
+struct Op {
+  Engine engine = Engine::kTensor;
+  int dtype = 0x6;  // NRT_DTYPE_BFLOAT16
+  double flops = 0;
+  double bytes = 0;
+  double macs = 0;  // TensorE only
+  std::string name;
+  // Collectives.
+  CollKind coll = CollKind::kAllReduce;
+  std::vector<std::vector<uint32_t>> groups;  // empty: the whole world
+  uint32_t nodes = 1;
+  uint32_t remote_ranks = 0;
+};
+
+struct ProgramMemory {
+  uint64_t code = 0;
+  uint64_t constants = 0;
+  uint64_t scratchpad = 0;
+  uint64_t misc = 0;
+};
+
+struct Program {
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  ProgramMemory memory;
+  std::vector<Op> ops;  // flat: `repeat` and `count` expanded
+  bool has_collectives = false;
+};
+
+inline constexpr size_t kMaxOps = 1000000;
+
+// Parses the op list (version 1). InvalidArgument naming the JSON path of the first problem,
+// e.g. "ops[3].m: expected a non-negative number".
+absl::StatusOr<Program> ParseOpList(std::string_view json);
+
+// Element size in bytes of an nrt_dtype_t value, 0 for unknown.
+int DtypeSize(int dtype);
+
+}  // namespace neuron::nrt

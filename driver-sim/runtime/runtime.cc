@@ -1,0 +1,270 @@
+#include "driver-sim/runtime/runtime.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "core/file_io.h"
+#include "driver-sim/runtime/log.h"
+#include "driver-sim/runtime/testing.h"
+
+namespace neuron::nrt {
+namespace {
+
+std::mutex g_callback_mu;
+NRT_ASYNC_EXEC_STATUS_CALLBACK g_callback = nullptr;
+void* g_callback_params = nullptr;
+
+std::mutex g_clock_mu;
+std::shared_ptr<Clock> g_test_clock;
+
+thread_local std::string t_last_error;
+
+std::atomic<Runtime*> g_runtime{nullptr};
+std::atomic<NRT_STATUS> g_no_runtime{NRT_UNINITIALIZED};
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+sim::NdsVersion ParseVersion(const char* text) {
+  sim::NdsVersion v;
+  if (text == nullptr) return v;
+  unsigned major = 0, minor = 0, build = 0;
+  if (std::sscanf(text, "%u.%u.%u", &major, &minor, &build) >= 1) {
+    v.major = static_cast<uint8_t>(major);
+    v.minor = static_cast<uint8_t>(minor);
+    v.build = build;
+  }
+  return v;
+}
+
+// NEURON_RT_EXEC_TIMEOUT in seconds (fractions allowed: ours); 0 or bad: the default.
+int64_t ExecTimeoutFromEnv() {
+  const std::string v = Env("NEURON_RT_EXEC_TIMEOUT");
+  if (v.empty()) return kDefaultExecTimeoutNs;
+  char* end = nullptr;
+  const double s = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0' || !(s > 0) || s > 2147483647.0) {
+    Log()->warn(
+        "nrt_init NEURON_RT_EXEC_TIMEOUT=\"{}\" is not a positive number of seconds; "
+        "using {} s",
+        v, kDefaultExecTimeoutNs / 1'000'000'000);
+    return kDefaultExecTimeoutNs;
+  }
+  return static_cast<int64_t>(s * 1e9);
+}
+
+}  // namespace
+
+Runtime* CurrentRuntime() { return g_runtime.load(std::memory_order_acquire); }
+NRT_STATUS NoRuntimeStatus() { return g_no_runtime.load(std::memory_order_acquire); }
+void SetLastError(std::string message) { t_last_error = std::move(message); }
+const std::string& LastError() { return t_last_error; }
+
+void SetAsyncCallback(NRT_ASYNC_EXEC_STATUS_CALLBACK cb, void* params) {
+  std::lock_guard<std::mutex> lock(g_callback_mu);
+  g_callback = cb;
+  g_callback_params = params;
+}
+
+void InvokeAsyncCallback(uint32_t model_id, uint32_t vnc, uint64_t job_id, NRT_STATUS status) {
+  NRT_ASYNC_EXEC_STATUS_CALLBACK cb;
+  void* params;
+  {
+    std::lock_guard<std::mutex> lock(g_callback_mu);
+    cb = g_callback;
+    params = g_callback_params;
+  }
+  if (cb != nullptr) {
+    cb(params, model_id, vnc, job_id, status);
+  } else if (status != NRT_SUCCESS) {
+    Log()->warn("nrt_async_exec job {} on NeuronCore {} completed with {}", job_id, vnc,
+                nrt_get_status_as_str(status));
+  }
+}
+
+void SetClockForTesting(std::shared_ptr<Clock> clock) {
+  std::lock_guard<std::mutex> lock(g_clock_mu);
+  g_test_clock = std::move(clock);
+}
+Runtime* RuntimeForTesting() { return CurrentRuntime(); }
+void RefreshForTesting() {
+  if (Runtime* rt = CurrentRuntime()) rt->faults().RefreshNow();
+}
+
+void PublishRuntime(std::unique_ptr<Runtime> rt) {
+  g_runtime.store(rt.release(), std::memory_order_release);
+}
+void RetireRuntime() {
+  Runtime* rt = g_runtime.exchange(nullptr, std::memory_order_acq_rel);
+  if (rt == nullptr) return;
+  g_no_runtime.store(NRT_CLOSED, std::memory_order_release);
+  rt->Close();
+  delete rt;
+}
+
+NrtResult Runtime::Create(nrt_framework_type_t framework, const char* fw_version,
+                          std::unique_ptr<Runtime>* out) {
+  ConfigureLogLevelFromEnv();
+  auto fail = [](NRT_STATUS status, std::string message) {
+    Log()->error("nrt_init {}", message);
+    return NrtResult{status, std::move(message)};
+  };
+  const std::string root_env = Env("NEURON_ROOT");
+  const RootPaths root(root_env.empty() ? "/" : root_env);
+  absl::StatusOr<NodeModel> node = NodeModel::Load(root);
+  if (!node.ok()) return fail(NRT_FAILURE, std::string(node.status().message()));
+  std::unique_ptr<Runtime> rt(new Runtime(std::move(*node)));
+
+  absl::StatusOr<ReservationRequest> req = RequestFromEnv(rt->node_.total_cores());
+  if (!req.ok()) return fail(NRT_INVALID, std::string(req.status().message()));
+  absl::StatusOr<std::unique_ptr<CoreReservation>> res = CoreReservation::Acquire(root, *req);
+  if (!res.ok()) {
+    if (absl::IsResourceExhausted(res.status())) {
+      Log()->error("nrt_allocate_neuron_cores {}", std::string(res.status().message()));
+      return NrtResult{NRT_RESOURCE, std::string(res.status().message())};
+    }
+    return fail(NRT_FAILURE, std::string(res.status().message()));
+  }
+  rt->reservation_ = std::move(*res);
+  rt->range_ = rt->reservation_->range();
+
+  ProcessIdentity who;
+  who.pid = ::getpid();
+  who.tag = Env("NEURON_PROCESS_TAG");
+  if (who.tag.empty()) who.tag = std::to_string(who.pid);
+  who.framework_type = static_cast<int8_t>(framework);
+  who.framework = ParseVersion(fw_version);
+  who.runtime = kRuntimeVersion;
+  absl::StatusOr<std::unique_ptr<Accounting>> acc =
+      Accounting::Create(rt->node_, rt->range_.first, rt->range_.count, who);
+  if (!acc.ok()) {
+    return fail(absl::IsResourceExhausted(acc.status()) ? NRT_RESOURCE : NRT_FAILURE,
+                std::string(acc.status().message()));
+  }
+  rt->accounting_ = std::move(*acc);
+  Accounting* accounting = rt->accounting_.get();
+  rt->ledger_ = std::make_shared<MemoryLedger>(
+      rt->range_.count, rt->node_.CoreHbmBytes(),
+      [accounting](int vnc, MemCategory c, uint64_t v) { accounting->SetDeviceMemory(vnc, c, v); },
+      rt->node_.spec().devices,
+      [accounting](int dev, MemCategory c, uint64_t v) { accounting->SetHostMemory(dev, c, v); });
+
+  {
+    std::lock_guard<std::mutex> lock(g_clock_mu);
+    rt->clock_ = g_test_clock;
+  }
+  if (!rt->clock_) {
+    const std::string mode = Env("NEURON_SIM_CLOCK");
+    if (mode == "manual") {
+      rt->clock_ = std::make_shared<ManualClock>(SteadyClock().NowNs());
+    } else {
+      if (!mode.empty() && mode != "steady") {
+        Log()->warn("nrt_init NEURON_SIM_CLOCK=\"{}\" is neither steady nor manual; using steady",
+                    mode);
+      }
+      rt->clock_ = std::make_shared<SteadyClock>();
+    }
+  }
+  rt->exec_timeout_ns_ = ExecTimeoutFromEnv();
+  const std::string inflight = Env("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS");
+  if (!inflight.empty()) rt->async_max_ = std::max(0, std::atoi(inflight.c_str()));
+  rt->comm_id_ = Env("NEURON_RT_ROOT_COMM_ID");
+  rt->hostname_ = rt->node_.info().node_name;
+
+  std::vector<int> devices;
+  rt->serials_.assign(static_cast<size_t>(rt->node_.spec().devices), "");
+  for (int vnc = 0; vnc < rt->range_.count; ++vnc) {
+    const int d = rt->Loc(vnc).device;
+    if (std::find(devices.begin(), devices.end(), d) != devices.end()) continue;
+    devices.push_back(d);
+    absl::StatusOr<std::string> serial = ReadText(root.NeuronDevice(d) / "info" / "serial_number");
+    if (serial.ok()) rt->serials_[static_cast<size_t>(d)] = *serial;
+  }
+  Runtime* self = rt.get();
+  rt->faults_ = std::make_unique<FaultWatch>(
+      root, devices, rt->node_.spec().devices,
+      [self](int d, bool ready, bool reset) { self->OnDeviceState(d, ready, reset); });
+  rt->models_per_core_.assign(static_cast<size_t>(rt->range_.count), 0);
+  rt->scratchpads_.resize(static_cast<size_t>(rt->range_.count));
+  for (int vnc = 0; vnc < rt->range_.count; ++vnc) {
+    rt->cores_.push_back(std::make_unique<CoreScheduler>(
+        [self](Job& job) { return self->RunJob(job); },
+        [vnc](const Job& job, NRT_STATUS status) {
+          InvokeAsyncCallback(job.model != nullptr ? job.model->id : 0, static_cast<uint32_t>(vnc),
+                              job.job_id, status);
+        }));
+  }
+  rt->faults_->RefreshNow();
+  rt->faults_->Start();
+  Log()->info("nrt_init reserved NeuronCores nc{}-nc{} ({}) on {} at {}", rt->range_.first,
+              rt->range_.last(), req->what, rt->node_.spec().name, root.root().string());
+  *out = std::move(rt);
+  return {};
+}
+
+Runtime::~Runtime() { Close(); }
+
+void Runtime::Close() {
+  if (closing_.exchange(true)) return;
+  for (auto& core : cores_) core->Shutdown();
+  std::set<nrt_model_t*> models;
+  {
+    std::lock_guard<std::mutex> lock(models_mu_);
+    models.swap(models_);
+  }
+  for (nrt_model_t* m : models) {
+    if (m->world) m->world->Leave(m->rank);
+    m->magic = 0;
+    delete m;
+  }
+  {
+    std::lock_guard<std::mutex> lock(host_mu_);
+    for (auto& [key, world] : host_worlds_) world->Leave(key.second);
+    host_worlds_.clear();
+  }
+  // A runtime whose nrt_init failed half-way has only some of its parts.
+  if (ledger_) ledger_->ClearAndDetach();
+  if (reservation_) reservation_->Release();
+  if (accounting_) accounting_->Release();
+  if (faults_) faults_->Stop();
+}
+
+void Runtime::OnDeviceState(int device, bool ready, bool reset_completed) {
+  for (int vnc = 0; vnc < range_.count; ++vnc) {
+    if (Loc(vnc).device != device) continue;
+    CoreScheduler& c = core(vnc);
+    if (!ready) c.interrupt().Fire();  // a reset aborts in-flight executions
+    if (reset_completed) c.faulted.store(false, std::memory_order_release);
+  }
+  if (!ready) Log()->warn("nrt_device_watch nd{} left READY; executions on it fail", device);
+}
+
+void Runtime::ReportHwError(int vnc, const char* token) {
+  const CoreLocation loc = Loc(vnc);
+  faults_->Printk(3, fmt::format("nrt: NEURON_HW_ERR={} instance-id={} hostname={} nd-id={} "
+                                 "nc-id={} serial-num={} action=TERMINATE_INSTANCE",
+                                 token, node_.info().instance_id, hostname_, loc.device,
+                                 loc.device_core, serials_[static_cast<size_t>(loc.device)]));
+}
+
+int Runtime::PickCore(int ncores) {
+  std::lock_guard<std::mutex> lock(models_mu_);
+  int best = -1;
+  for (int vnc = 0; vnc + ncores <= range_.count; ++vnc) {
+    if (best < 0 ||
+        models_per_core_[static_cast<size_t>(vnc)] < models_per_core_[static_cast<size_t>(best)]) {
+      best = vnc;
+    }
+  }
+  return best;
+}
+
+}  // namespace neuron::nrt

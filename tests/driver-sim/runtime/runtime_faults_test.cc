@@ -1,0 +1,214 @@
+// Faults as a runtime process sees them (DESIGN decision 6, RUNTIME.md §6, §7.7): each injected
+// fault's status and datastore counters, FAULTED cores until a device reset, device states, a
+// reset aborting an execution in flight, and, with a real node daemon, the NEURON_HW_ERR= kmsg
+// record and the one-shot clear.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <future>
+#include <vector>
+
+#include "driver-sim/ctl.h"
+#include "driver-sim/daemon.h"
+#include "driver-sim/runtime/clock.h"
+#include "tests/driver-sim/runtime/runtime_test_util.h"
+
+namespace neuron::nrt::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+sim::PendingFault Fault(uint64_t id, sim::FaultKind kind, int device, std::optional<int> core) {
+  return {id, kind, device, core, std::nullopt, 1735689600000 + static_cast<int64_t>(id)};
+}
+
+class FaultsTest : public SimNodeTest {
+ protected:
+  void SetUp() override {
+    SimNodeTest::SetUp();
+    MakeNode("trn1.2xlarge");
+    SetClockForTesting(std::make_shared<ManualClock>(1'000'000'000));
+    ::setenv("NEURON_RT_EXEC_TIMEOUT", "2", 1);
+    ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+    model_ = Load(Neff(Ops(R"({"op": "vector", "flops": 1e8})")), 0);
+    ASSERT_NE(model_, nullptr);
+  }
+  NRT_STATUS Exec() { return nrt_execute(model_, nullptr, nullptr); }
+  nrt_model_t* model_ = nullptr;
+};
+
+struct Case {
+  sim::FaultKind kind;
+  NRT_STATUS status;
+  std::vector<int> counters;  // NC indices that each rise by one
+  bool faults_core;           // later executions get 101 until a reset
+};
+
+class FaultKindsTest : public FaultsTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(FaultKindsTest, ExecutionFailsWithTheMappedStatusAndCounters) {
+  const Case& c = GetParam();
+  StderrCapture quiet(dir_.path() / "err.txt");
+  ASSERT_EQ(Exec(), NRT_SUCCESS);
+  WriteFaults({Fault(7, c.kind, 0, 0)});
+  EXPECT_EQ(Exec(), c.status);
+  for (int index : c.counters) EXPECT_EQ(DsCounter(0, 0, index), 1u) << "NC index " << index;
+  EXPECT_EQ(DsCounter(0, 0, nds::kInferCompleted), 1u);  // only the first
+  // One-shot per process: the fault is still pending (no daemon clears it), yet not repeated.
+  const NRT_STATUS next = Exec();
+  if (c.faults_core) {
+    EXPECT_EQ(next, NRT_EXEC_UNIT_UNRECOVERABLE);
+    // Until the device is reset: RESET, then READY again.
+    SetDeviceState(0, 0);
+    RefreshForTesting();
+    EXPECT_EQ(Exec(), NRT_HW_ERROR);
+    SetDeviceState(0, 1);
+    RefreshForTesting();
+    EXPECT_EQ(Exec(), NRT_SUCCESS);
+  } else {
+    EXPECT_EQ(next, NRT_SUCCESS);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllKinds, FaultKindsTest,
+    ::testing::Values(
+        Case{sim::FaultKind::kHbmUe, NRT_EXEC_HW_ERR_HBM_UE, {nds::kHwErrHbmUe, nds::kErrHw}, true},
+        Case{sim::FaultKind::kSramUe,
+             NRT_EXEC_HW_ERR_NC_UE,
+             {nds::kHwErrNcUe, nds::kInferCompletedWithErr, nds::kErrHw},
+             true},
+        Case{sim::FaultKind::kDmaAbort,
+             NRT_EXEC_HW_ERR_DMA_ABORT,
+             {nds::kHwErrDmaAbort, nds::kErrHw},
+             true},
+        Case{sim::FaultKind::kNan,
+             NRT_EXEC_COMPLETED_WITH_NUM_ERR,
+             {nds::kInferCompletedWithNumErr, nds::kErrNumerical},
+             false},
+        Case{sim::FaultKind::kHang, NRT_TIMEOUT, {nds::kInferTimedOut}, false}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      std::string name(sim::FaultKindName(info.param.kind));
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
+TEST_F(FaultsTest, HangIsBusyUntilTheTimeout) {
+  StderrCapture quiet(dir_.path() / "err.txt");
+  WriteFaults({Fault(1, sim::FaultKind::kHang, 0, std::nullopt)});
+  EXPECT_EQ(Exec(), NRT_TIMEOUT);
+  EXPECT_EQ(DsCounter(0, 0, nds::kTimeInUse), 2'000'000u);  // NEURON_RT_EXEC_TIMEOUT=2
+}
+
+TEST_F(FaultsTest, FaultForAnotherCoreLeavesThisOneAlone) {
+  WriteFaults({Fault(3, sim::FaultKind::kHbmUe, 0, 1)});
+  EXPECT_EQ(Exec(), NRT_SUCCESS);  // the model runs on core 0
+  nrt_model_t* other = Load(Neff(Ops(R"({"op": "vector", "flops": 1e8})")), 1);
+  ASSERT_NE(other, nullptr);
+  StderrCapture quiet(dir_.path() / "err.txt");
+  EXPECT_EQ(nrt_execute(other, nullptr, nullptr), NRT_EXEC_HW_ERR_HBM_UE);
+  EXPECT_EQ(DsCounter(0, 1, nds::kHwErrHbmUe), 1u);
+  EXPECT_EQ(DsCounter(0, 0, nds::kHwErrHbmUe), 0u);
+}
+
+TEST_F(FaultsTest, DeviceNotReadyFailsExecutionsWithHwError) {
+  StderrCapture quiet(dir_.path() / "err.txt");
+  SetDeviceState(0, 2);  // INVALID (a failed reset)
+  RefreshForTesting();
+  EXPECT_EQ(Exec(), NRT_HW_ERROR);
+  EXPECT_EQ(DsCounter(0, 0, nds::kErrHw), 1u);
+  SetDeviceState(0, 1);
+  RefreshForTesting();
+  EXPECT_EQ(Exec(), NRT_SUCCESS);
+}
+
+TEST_F(FaultsTest, UnpluggedDeviceFailsExecutionsWithHwError) {
+  StderrCapture quiet(dir_.path() / "err.txt");
+  ASSERT_TRUE(tree_->RemoveDevice(0).ok());
+  RefreshForTesting();
+  EXPECT_EQ(Exec(), NRT_HW_ERROR);
+}
+
+// A reset while an execution runs aborts it (decision 6), on the wall clock.
+class ResetInFlightTest : public SimNodeTest {};
+
+TEST_F(ResetInFlightTest, ResetAbortsTheRunningExecution) {
+  MakeNode("trn1.2xlarge");
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  nrt_model_t* m = Load(Neff(Ops(R"({"op": "dma", "bytes": 2e12})")), 0);  // ~5.7 s
+  ASSERT_NE(m, nullptr);
+  StderrCapture quiet(dir_.path() / "err.txt");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto result = std::async(std::launch::async, [m] { return nrt_execute(m, nullptr, nullptr); });
+  std::this_thread::sleep_for(200ms);
+  SetDeviceState(0, 0);  // RESET; the runtime's watch notices within its poll period
+  EXPECT_EQ(result.get(), NRT_HW_ERROR);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+// With a real daemon: ctl inject, the kmsg record through printk, and the fault cleared.
+class FaultsWithDaemonTest : public SimNodeTest {
+ protected:
+  void TearDown() override {
+    SimNodeTest::TearDown();
+    if (daemon_ > 0) {
+      ::kill(daemon_, SIGTERM);
+      WaitChild(daemon_, 30s);
+    }
+  }
+  pid_t daemon_ = -1;
+};
+
+TEST_F(FaultsWithDaemonTest, HbmUeWritesTheKmsgRecordAndClearsTheFault) {
+  // The daemon keeps ctl.sock under ROOT, which must stay short (README "ctl protocol").
+  neuron::testing::TempDir short_root("nrtd");
+  if (short_root.str().size() > 60) GTEST_SKIP() << "TMPDIR too long for ctl.sock";
+  const RootPaths paths(short_root.path());
+  daemon_ = Fork([&] {
+    sim::DaemonOptions opts;
+    opts.root = short_root.path();
+    opts.spec = *FindInstance("trn1.2xlarge");
+    opts.lnc = 1;
+    opts.instance_id = "i-0123456789abcdef0";
+    return sim::RunNodeDaemon(opts);
+  });
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(paths.SimReady()); }, 30s));
+  ::setenv("NEURON_ROOT", short_root.str().c_str(), 1);
+  ::setenv("NEURON_RT_VISIBLE_CORES", "1", 1);
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  nrt_model_t* m = Load(Neff(Ops(R"({"op": "vector", "flops": 1e6})")), 0);
+  ASSERT_NE(m, nullptr);
+  sim::CtlRequest inject;
+  inject.command = sim::CtlCommand::kInject;
+  inject.fault = sim::FaultKind::kHbmUe;
+  inject.device = 0;
+  inject.core = 1;
+  absl::StatusOr<sim::CtlReply> reply = sim::SendCtlRequest(paths, inject, 5000ms);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->outcome, sim::CtlOutcome::kOk) << reply->message;
+  RefreshForTesting();
+  StderrCapture quiet(dir_.path() / "err.txt");
+  EXPECT_EQ(nrt_execute(m, nullptr, nullptr), NRT_EXEC_HW_ERR_HBM_UE);
+  // RUNTIME.md §6: the record names the device and core, with a prefix so NPD's pattern matches.
+  std::string kmsg;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        kmsg = ReadFileText(paths.Kmsg());
+        return kmsg.find("NEURON_HW_ERR=") != std::string::npos;
+      },
+      10s));
+  EXPECT_THAT(kmsg, HasSubstr("nrt: NEURON_HW_ERR=HBM_UNCORRECTABLE_ERROR "
+                              "instance-id=i-0123456789abcdef0 hostname=sim-trn1.2xlarge "
+                              "nd-id=0 nc-id=1 serial-num="));
+  EXPECT_THAT(kmsg, HasSubstr(" action=TERMINATE_INSTANCE"));
+  EXPECT_THAT(kmsg, HasSubstr("3,"));  // KERN_ERR record prefix "<prio>,<seq>,..."
+  // The acted-on fault is cleared with ctl clear-fault.
+  EXPECT_TRUE(WaitFor(
+      [&] { return ReadFileText(sim::FaultsPath(paths)).find("hbm-ue") == std::string::npos; },
+      10s));
+}
+
+}  // namespace
+}  // namespace neuron::nrt::testing

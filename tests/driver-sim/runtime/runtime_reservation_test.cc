@@ -1,0 +1,214 @@
+// Core reservation across real processes (DESIGN decision 3, RUNTIME.md §3-§4): VISIBLE_CORES
+// and NUM_CORES, logical indices from 0, the exact failure line, cleanup after SIGKILL, and the
+// driver's limit of 16 processes per device.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/file.h>
+
+#include <vector>
+
+#include "tests/driver-sim/runtime/runtime_test_util.h"
+
+namespace neuron::nrt::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ReservationTest : public SimNodeTest {
+ protected:
+  void SetUp() override {
+    SimNodeTest::SetUp();
+    MakeNode("trn1.32xlarge");  // 16 devices x 2 cores
+  }
+
+  // A child that reserves with `env` (NAME=VALUE), reports the status through a pipe byte and
+  // then waits to be killed. Returns its pid; *status gets nrt_init's result.
+  pid_t Holder(const std::string& name, const std::string& value, int* status) {
+    int fds[2];
+    EXPECT_EQ(::pipe(fds), 0);
+    const pid_t pid = Fork([&]() {
+      ::close(fds[0]);
+      ::setenv(name.c_str(), value.c_str(), 1);
+      const unsigned char s =
+          static_cast<unsigned char>(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""));
+      (void)!::write(fds[1], &s, 1);
+      ::pause();
+      return 0;
+    });
+    ::close(fds[1]);
+    unsigned char s = 255;
+    EXPECT_EQ(::read(fds[0], &s, 1), 1);
+    ::close(fds[0]);
+    *status = s;
+    return pid;
+  }
+
+  static void Kill(pid_t pid) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+};
+
+TEST_F(ReservationTest, AllCoresByDefault) {
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  uint32_t n = 0;
+  ASSERT_EQ(nrt_get_visible_vnc_count(&n), NRT_SUCCESS);
+  EXPECT_EQ(n, 32u);
+}
+
+TEST_F(ReservationTest, VisibleCoresAreNumberedFromZeroInsideTheProcess) {
+  ::setenv("NEURON_RT_VISIBLE_CORES", "3-4", 1);
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  uint32_t n = 0;
+  ASSERT_EQ(nrt_get_visible_vnc_count(&n), NRT_SUCCESS);
+  EXPECT_EQ(n, 2u);
+  nrtsim_core_info_t info{};
+  ASSERT_EQ(nrtsim_get_core_info(0, &info), NRT_SUCCESS);
+  EXPECT_EQ(info.global_core, 3u);  // HARDWARE.md §1: trn1 device d holds cores 2d, 2d+1
+  EXPECT_EQ(info.device, 1u);
+  EXPECT_EQ(info.device_core, 1u);
+  ASSERT_EQ(nrtsim_get_core_info(1, &info), NRT_SUCCESS);
+  EXPECT_EQ(info.global_core, 4u);
+  EXPECT_EQ(info.device, 2u);
+  EXPECT_EQ(info.device_core, 0u);
+  EXPECT_EQ(nrtsim_get_core_info(2, &info), NRT_INVALID);
+  // Logical core 1 is global core 4: its model shows in device 2's datastore, slot 0.
+  nrt_model_t* m = Load(Neff(Ops("")), 1);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(DsCounter(2, 0, nds::kModelLoadCount), 1u);
+  EXPECT_EQ(DsCounter(1, 1, nds::kModelLoadCount), 0u);
+  // The lock files of global cores 3 and 4 are held; 5 is free.
+  for (int core : {3, 4, 5}) {
+    const int fd = ::open((root().CoreLockDir() / std::to_string(core)).c_str(),
+                          O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(::flock(fd, LOCK_EX | LOCK_NB) == 0, core == 5) << "core " << core;
+    ::close(fd);
+  }
+}
+
+TEST_F(ReservationTest, MalformedOrOutOfRangeVisibleCoresAreInvalid) {
+  for (const char* v : {"3,5,6", "31-32", "x"}) {
+    ::setenv("NEURON_RT_VISIBLE_CORES", v, 1);
+    EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_INVALID) << v;
+  }
+  ::unsetenv("NEURON_RT_VISIBLE_CORES");
+  ::setenv("NEURON_RT_NUM_CORES", "-2", 1);
+  EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_INVALID);
+}
+
+TEST_F(ReservationTest, NumCoresTakesTheFirstFreeRunLargeEnough) {
+  int status = -1;
+  const pid_t holder = Holder("NEURON_RT_VISIBLE_CORES", "1-2", &status);
+  ASSERT_EQ(status, NRT_SUCCESS);
+  // Core 0 alone is too short for 3: first fit is 3-5 (RUNTIME.md §4).
+  ::setenv("NEURON_RT_NUM_CORES", "3", 1);
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  nrtsim_core_info_t info{};
+  ASSERT_EQ(nrtsim_get_core_info(0, &info), NRT_SUCCESS);
+  EXPECT_EQ(info.global_core, 3u);
+  nrt_close();
+  // 29 cores (3-31) is the longest free run: 30 fail with the searched window and that run.
+  ::setenv("NEURON_RT_NUM_CORES", "30", 1);
+  StderrCapture err(dir_.path() / "err.txt");
+  EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_RESOURCE);
+  const std::string log = err.Text();
+  err.Restore();
+  EXPECT_THAT(log, HasSubstr("ERROR NRT:nrt_allocate_neuron_cores NeuronCore(s) not available - "
+                             "Requested:nc0-nc31 Available:29"));
+  ::setenv("NEURON_RT_NUM_CORES", "29", 1);
+  EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  Kill(holder);
+}
+
+TEST_F(ReservationTest, SecondProcessForTheSameCoreGetsResourceAndTheLogLine) {
+  int status = -1;
+  const pid_t holder = Holder("NEURON_RT_VISIBLE_CORES", "1", &status);
+  ASSERT_EQ(status, NRT_SUCCESS);
+  const fs::path err = dir_.path() / "second.err";
+  const pid_t second = Fork(
+      [] {
+        ::setenv("NEURON_RT_VISIBLE_CORES", "1", 1);
+        return static_cast<int>(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""));
+      },
+      err);
+  EXPECT_EQ(WaitChild(second), NRT_RESOURCE);
+  // The troubleshooting guide's line (RUNTIME.md §4).
+  EXPECT_THAT(ReadFileText(err),
+              HasSubstr("ERROR NRT:nrt_allocate_neuron_cores NeuronCore(s) not available - "
+                        "Requested:nc1-nc1 Available:0"));
+  Kill(holder);
+}
+
+TEST_F(ReservationTest, KilledOwnersCoresAreFreeAtOnce) {
+  int status = -1;
+  const pid_t holder = Holder("NEURON_RT_NUM_CORES", "0", &status);  // 0: all cores
+  ASSERT_EQ(status, NRT_SUCCESS);
+  ::setenv("NEURON_RT_VISIBLE_CORES", "31", 1);
+  {
+    StderrCapture quiet(dir_.path() / "err.txt");
+    EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_RESOURCE);
+  }
+  Kill(holder);  // SIGKILL: no nrt_close, the kernel drops the flocks
+  EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+}
+
+TEST_F(ReservationTest, CloseReleasesTheCoresAndMarksTheDatastoreReleased) {
+  ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  EXPECT_EQ(DsWord(0, nds::kReleasedOffset) & 0xffffffff, 0u);
+  nrt_close();
+  // No daemon runs here, so the file stays, flagged released for the daemon to fold.
+  EXPECT_EQ(DsWord(0, nds::kReleasedOffset) & 0xffffffff, 1u);
+  const pid_t other = Fork([] {
+    ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
+    return static_cast<int>(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""));
+  });
+  EXPECT_EQ(WaitChild(other), NRT_SUCCESS);
+}
+
+TEST_F(ReservationTest, ProcessTagAndRuntimeVersionGoToTheDatastore) {
+  ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
+  ::setenv("NEURON_PROCESS_TAG", "llama-worker-7", 1);
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_PYTORCH, "2.1.0", ""), NRT_SUCCESS);
+  const std::string ds = ReadFileText(root().DatastoreDir() / ("0." + std::to_string(::getpid())));
+  ASSERT_EQ(ds.size(), nds::kSize);
+  EXPECT_EQ(std::string(ds.data() + nds::kProcessTagOffset), "llama-worker-7");
+  EXPECT_EQ(static_cast<int>(ds[nds::kProcessInfoOffset + nds::kPiFrameworkType]),
+            NRT_FRAMEWORK_TYPE_PYTORCH);
+  // RUNTIME_VERSION packs major in bits 40-47: a 2.x runtime.
+  EXPECT_EQ((DsWord(0, nds::DeviceCounterOffset(nds::kRuntimeVersion)) >> 40) & 0xff, 2u);
+}
+
+TEST_F(ReservationTest, SixteenProcessesPerDeviceAtMost) {
+  // 16 live processes with a datastore on device 0 (DRIVER-INTERFACE §1: 16 per device).
+  std::vector<pid_t> sleepers;
+  std::filesystem::create_directories(root().DatastoreDir());
+  for (int i = 0; i < 16; ++i) {
+    const pid_t p = Fork([] {
+      ::pause();
+      return 0;
+    });
+    sleepers.push_back(p);
+    std::ofstream(root().DatastoreDir() / ("0." + std::to_string(p)))
+        << std::string(nds::kSize, '\0');
+  }
+  ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
+  {
+    StderrCapture err(dir_.path() / "err.txt");
+    EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_RESOURCE);
+    EXPECT_THAT(err.Text(), HasSubstr("16 processes already use the device"));
+  }
+  // Device 1 is another device.
+  ::setenv("NEURON_RT_VISIBLE_CORES", "2", 1);
+  EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  nrt_close();
+  Kill(sleepers.back());  // one leaves: there is room again
+  sleepers.pop_back();
+  ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
+  EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  for (pid_t p : sleepers) Kill(p);
+}
+
+}  // namespace
+}  // namespace neuron::nrt::testing

@@ -1,0 +1,201 @@
+#pragma once
+// Shared pieces of the libnrt-sim tests: a simulated node per test (SimTree on a TempDir, no
+// daemon), NEFF building, datastore reads, forked children and stderr capture.
+// Header-only; each test links nrt_sim.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "core/catalog.h"
+#include "core/datastore_layout.h"
+#include "core/sysfs_names.h"
+#include "driver-sim/faults.h"
+#include "driver-sim/runtime/testing.h"
+#include "driver-sim/sim_tree.h"
+#include "nrt/nrt.h"
+#include "nrt/nrt_experimental.h"
+#include "nrt/nrtsim.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::nrt::testing {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+inline std::string ReadFileText(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runtime environment variables a test may set; cleared before and after every test.
+inline void ClearRuntimeEnv() {
+  for (const char* v : {"NEURON_RT_VISIBLE_CORES", "NEURON_RT_NUM_CORES", "NEURON_RT_EXEC_TIMEOUT",
+                        "NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS", "NEURON_RT_ROOT_COMM_ID",
+                        "NEURON_SIM_CLOCK", "NEURON_PROCESS_TAG", "NEURON_RT_LOG_LEVEL"}) {
+    ::unsetenv(v);
+  }
+}
+
+// A simulated node (the tree and node.json, no daemon) with NEURON_ROOT pointing at it.
+class SimNodeTest : public ::testing::Test {
+ protected:
+  void MakeNode(const char* instance, int lnc = 0) {
+    absl::StatusOr<const InstanceSpec*> spec = FindInstance(instance);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    absl::StatusOr<int> resolved = ResolveLnc(**spec, lnc);
+    ASSERT_TRUE(resolved.ok());
+    root_ = std::make_unique<RootPaths>(dir_.path());
+    tree_ = std::make_unique<sim::SimTree>(*root_, sim::NodeConfig{*spec, *resolved, "", ""});
+    ASSERT_TRUE(tree_->Create().ok());
+    ::setenv("NEURON_ROOT", dir_.str().c_str(), 1);
+  }
+  void SetUp() override { ClearRuntimeEnv(); }
+  void TearDown() override {
+    nrt_close();
+    SetClockForTesting(nullptr);
+    ClearRuntimeEnv();
+    ::unsetenv("NEURON_ROOT");
+  }
+
+  const RootPaths& root() const { return *root_; }
+
+  // The PID's datastore counter for (device, logical core in the device, NC index).
+  uint64_t DsCounter(int device, int core, int index, pid_t pid = ::getpid()) const {
+    const std::string bytes =
+        ReadFileText(root_->DatastoreDir() / (std::to_string(device) + "." + std::to_string(pid)));
+    const std::optional<size_t> off = nds::CoreCounterOffset(core, index);
+    if (!off || bytes.size() < nds::kSize) return UINT64_MAX;
+    uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + *off, 8);
+    return v;
+  }
+  uint64_t DsWord(int device, size_t offset, pid_t pid = ::getpid()) const {
+    const std::string bytes =
+        ReadFileText(root_->DatastoreDir() / (std::to_string(device) + "." + std::to_string(pid)));
+    if (bytes.size() < offset + 8) return UINT64_MAX;
+    uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + offset, 8);
+    return v;
+  }
+
+  // Writes faults.json as the daemon would, then makes the runtime notice it now.
+  void WriteFaults(const std::vector<sim::PendingFault>& faults) {
+    ASSERT_TRUE(sim::WriteFileAtomic(sim::FaultsPath(*root_), sim::FaultsToJson(faults)).ok());
+    RefreshForTesting();
+  }
+  void SetDeviceState(int device, int state) {
+    ASSERT_TRUE(
+        sim::WriteFileAtomic(root_->NeuronDevice(device) / "reset", std::to_string(state) + "\n")
+            .ok());
+  }
+
+  neuron::testing::TempDir dir_{"nrt_test"};
+  std::unique_ptr<RootPaths> root_;
+  std::unique_ptr<sim::SimTree> tree_;
+};
+
+// A NEFF from an op list; fails the test when the op list is rejected.
+inline std::string Neff(const std::string& ops_json, nrtsim_neff_options_t opts = {}) {
+  void* buf = nullptr;
+  size_t size = 0;
+  const NRT_STATUS s = nrtsim_build_neff(ops_json.c_str(), &opts, &buf, &size);
+  EXPECT_EQ(s, NRT_SUCCESS) << nrtsim_last_error();
+  if (s != NRT_SUCCESS) return {};
+  std::string out(static_cast<const char*>(buf), size);
+  nrtsim_free_neff(buf);
+  return out;
+}
+
+// {"version":1,"ops":[...]} around a list of ops.
+inline std::string Ops(const std::string& ops) { return R"({"version": 1, "ops": [)" + ops + "]}"; }
+
+inline nrt_model_t* Load(const std::string& neff, int32_t vnc = -1) {
+  nrt_model_t* m = nullptr;
+  EXPECT_EQ(nrt_load(neff.data(), neff.size(), vnc, -1, &m), NRT_SUCCESS);
+  return m;
+}
+
+// Runs `body` in a forked child whose exit code is body's result (stderr to `err` if given).
+inline pid_t Fork(const std::function<int()>& body, const fs::path& err = {}) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!err.empty()) {
+      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 2);
+    }
+    const int code = body();
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  return pid;
+}
+
+// The child's exit code, -signal if it was killed, -1000 if it outlived `ceiling`.
+inline int WaitChild(pid_t pid, std::chrono::milliseconds ceiling = 60s) {
+  const auto deadline = std::chrono::steady_clock::now() + ceiling;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    std::this_thread::sleep_for(10ms);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1000;
+}
+
+inline bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds ceiling) {
+  const auto deadline = std::chrono::steady_clock::now() + ceiling;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+// Captures what this process writes to stderr while alive.
+class StderrCapture {
+ public:
+  explicit StderrCapture(const fs::path& file) : file_(file) {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~StderrCapture() { Restore(); }
+  std::string Text() {
+    std::fflush(stderr);
+    return ReadFileText(file_);
+  }
+  void Restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+
+ private:
+  fs::path file_;
+  int saved_ = -1;
+};
+
+}  // namespace neuron::nrt::testing
