@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -17,7 +18,7 @@
 namespace neuron::sim {
 namespace {
 
-constexpr std::array<std::pair<CtlCommand, std::string_view>, 9> kCommandNames{{
+constexpr std::array<std::pair<CtlCommand, std::string_view>, 10> kCommandNames{{
     {CtlCommand::kStatus, "status"},
     {CtlCommand::kUnplug, "unplug"},
     {CtlCommand::kPlug, "plug"},
@@ -27,6 +28,7 @@ constexpr std::array<std::pair<CtlCommand, std::string_view>, 9> kCommandNames{{
     {CtlCommand::kEfaDown, "efa-down"},
     {CtlCommand::kEfaUp, "efa-up"},
     {CtlCommand::kClearFault, "clear-fault"},
+    {CtlCommand::kPrintk, "printk"},
 }};
 
 constexpr std::string_view kUsage =
@@ -39,11 +41,13 @@ constexpr std::string_view kUsage =
     "  link-down --device A --peer B\n"
     "  efa-down --efa NAME\n"
     "  efa-up --efa NAME\n"
-    "  clear-fault --id ID\n";
+    "  clear-fault --id ID\n"
+    "  printk [--level N] -- TEXT...\n";
 
 // Which options a command takes; the parser rejects the rest.
 struct OptionSet {
-  bool device = false, core = false, peer = false, fail = false, efa = false, id = false;
+  bool device = false, core = false, peer = false, fail = false, efa = false, id = false,
+       level = false;
 };
 
 OptionSet OptionsOf(CtlCommand c) {
@@ -64,6 +68,8 @@ OptionSet OptionsOf(CtlCommand c) {
       return {.efa = true};
     case CtlCommand::kClearFault:
       return {.id = true};
+    case CtlCommand::kPrintk:
+      return {.level = true};
   }
   return {};
 }
@@ -90,11 +96,41 @@ constexpr size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
+// What the driver's printk ioctl and our one-line protocol accept (ctl.h).
+absl::Status CheckPrintkText(std::string_view text) {
+  if (text.empty()) return Usage("printk needs text after --");
+  if (text.size() > kPrintkMaxText) {
+    return Usage(fmt::format("printk text is {} bytes; the driver takes at most {}", text.size(),
+                             kPrintkMaxText));
+  }
+  if (text.find_first_of(std::string_view("\n\r\0", 3)) != std::string_view::npos) {
+    return Usage("printk text cannot hold a newline, carriage return or NUL");
+  }
+  return absl::OkStatus();
+}
+
+// `words` are the words before printk's "--" (all of them for other commands); `text` is what
+// follows it, or nullopt when there was no "--".
+absl::StatusOr<CtlRequest> ParseWords(const std::vector<std::string>& words,
+                                      std::optional<std::string> text);
+
 }  // namespace
 
 std::string_view CtlUsage() { return kUsage; }
 
 absl::StatusOr<CtlRequest> ParseCtlArgs(const std::vector<std::string>& words) {
+  const auto sep = std::find(words.begin(), words.end(), "--");
+  if (sep == words.end() || words.empty() || words[0] != "printk") {
+    return ParseWords(words, std::nullopt);
+  }
+  return ParseWords(std::vector<std::string>(words.begin(), sep),
+                    fmt::format("{}", fmt::join(sep + 1, words.end(), " ")));
+}
+
+namespace {
+
+absl::StatusOr<CtlRequest> ParseWords(const std::vector<std::string>& words,
+                                      std::optional<std::string> text) {
   if (words.empty()) return Usage("missing command");
   CtlRequest req;
   bool known = false;
@@ -180,6 +216,12 @@ absl::StatusOr<CtlRequest> ParseCtlArgs(const std::vector<std::string>& words) {
       if (!v.ok()) return v.status();
       if (v->empty()) return Usage("--efa needs a name");
       req.efa = *v;
+    } else if (name == "--level" && allowed.level) {
+      absl::StatusOr<std::string> v = take_value();
+      if (!v.ok()) return v.status();
+      absl::StatusOr<uint64_t> n = ParseNumber(name, *v, 7);
+      if (!n.ok()) return n.status();
+      req.level = static_cast<int>(*n);
     } else if (is_flag && allowed.fail) {
       if (value) return Usage("--fail takes no value");
       if (absl::Status s = reject_repeat(req.fail); !s.ok()) return s;
@@ -193,8 +235,15 @@ absl::StatusOr<CtlRequest> ParseCtlArgs(const std::vector<std::string>& words) {
   if (allowed.peer && !req.peer) return Usage("link-down needs --peer B");
   if (allowed.efa && req.efa.empty()) return Usage(fmt::format("{} needs --efa NAME", cmd_name));
   if (allowed.id && !req.fault_id) return Usage("clear-fault needs --id ID");
+  if (req.command == CtlCommand::kPrintk) {
+    if (!text) return Usage("printk needs -- before its text: printk [--level N] -- TEXT...");
+    if (absl::Status s = CheckPrintkText(*text); !s.ok()) return s;
+    req.text = std::move(*text);
+  }
   return req;
 }
+
+}  // namespace
 
 std::string FormatCtlRequest(const CtlRequest& req) {
   std::string line(CommandName(req.command));
@@ -205,6 +254,8 @@ std::string FormatCtlRequest(const CtlRequest& req) {
   if (req.fail) line += " --fail";
   if (!req.efa.empty()) line += fmt::format(" --efa {}", req.efa);
   if (req.fault_id) line += fmt::format(" --id {}", *req.fault_id);
+  if (req.command == CtlCommand::kPrintk)
+    line += fmt::format(" --level {} -- {}", req.level, req.text);
   return line;
 }
 
@@ -218,8 +269,38 @@ absl::StatusOr<CtlRequest> ParseCtlLine(std::string_view line) {
     if (end == std::string_view::npos) end = line.size();
     words.emplace_back(line.substr(start, end - start));
     pos = end;
+    // printk's text is the rest of the line after "-- ", verbatim (a CRLF client's '\r' aside).
+    if (words.size() > 1 && words.back() == "--" && words.front() == "printk") {
+      words.pop_back();
+      std::string_view text = end < line.size() ? line.substr(end + 1) : std::string_view();
+      if (text.ends_with('\r')) text.remove_suffix(1);
+      return ParseWords(words, std::string(text));
+    }
   }
   return ParseCtlArgs(words);
+}
+
+absl::Status SendPrintk(const RootPaths& paths, int level, std::string_view text,
+                        std::chrono::milliseconds timeout) {
+  if (level < 0 || level > 7) {
+    return absl::InvalidArgumentError(fmt::format("printk level {} is not 0-7", level));
+  }
+  if (absl::Status s = CheckPrintkText(text); !s.ok()) return s;
+  CtlRequest req;
+  req.command = CtlCommand::kPrintk;
+  req.level = level;
+  req.text = std::string(text);
+  absl::StatusOr<CtlReply> reply = SendCtlRequest(paths, req, timeout);
+  if (!reply.ok()) return reply.status();
+  switch (reply->outcome) {
+    case CtlOutcome::kOk:
+      return absl::OkStatus();
+    case CtlOutcome::kUsage:
+      return absl::InvalidArgumentError(reply->message);
+    case CtlOutcome::kError:
+      break;
+  }
+  return absl::InternalError(reply->message);
 }
 
 std::string FormatCtlReply(const CtlReply& reply) {
@@ -363,6 +444,24 @@ absl::StatusOr<CtlReply> SendCtlRequest(const RootPaths& paths, const CtlRequest
         "the daemon at {} closed the connection without a reply", paths.root().string()));
   }
   return ParseCtlReply(reply);
+}
+
+absl::Status SendClearFault(const RootPaths& paths, uint64_t id,
+                            std::chrono::milliseconds timeout) {
+  CtlRequest req;
+  req.command = CtlCommand::kClearFault;
+  req.fault_id = id;
+  absl::StatusOr<CtlReply> reply = SendCtlRequest(paths, req, timeout);
+  if (!reply.ok()) return reply.status();
+  switch (reply->outcome) {
+    case CtlOutcome::kOk:
+      return absl::OkStatus();
+    case CtlOutcome::kUsage:
+      return absl::InvalidArgumentError(reply->message);
+    case CtlOutcome::kError:
+      break;
+  }
+  return absl::NotFoundError(reply->message);
 }
 
 absl::StatusOr<int> ListenCtlSocket(const std::filesystem::path& path) {

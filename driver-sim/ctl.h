@@ -32,7 +32,14 @@ enum class CtlCommand {
   kEfaDown,
   kEfaUp,
   kClearFault,
+  kPrintk,
 };
+
+// printk (the driver's NEURON_IOCTL_PRINTK, DRIVER-INTERFACE §6): KERN_ERR unless told, at most
+// 511 bytes of text (the ioctl's 512-byte buffer with its NUL; longer is refused, as the driver
+// refuses it with EFAULT).
+inline constexpr int kPrintkDefaultLevel = 3;
+inline constexpr size_t kPrintkMaxText = 511;
 
 struct CtlRequest {
   CtlCommand command = CtlCommand::kStatus;
@@ -43,6 +50,8 @@ struct CtlRequest {
   bool fail = false;                 // reset --fail
   std::string efa;                   // efa-down, efa-up
   std::optional<uint64_t> fault_id;  // clear-fault
+  int level = kPrintkDefaultLevel;   // printk: syslog priority 0-7
+  std::string text;                  // printk: the message, verbatim
 
   bool operator==(const CtlRequest&) const = default;
 };
@@ -56,7 +65,8 @@ std::string_view CtlUsage();
 absl::StatusOr<CtlRequest> ParseCtlArgs(const std::vector<std::string>& words);
 // The canonical request line (no newline): words joined by single spaces.
 std::string FormatCtlRequest(const CtlRequest& request);
-// Splits a request line on whitespace and parses it.
+// Splits a request line on whitespace and parses it. For printk, everything after the first
+// " -- " is the text, verbatim (runs of spaces and tabs included).
 absl::StatusOr<CtlRequest> ParseCtlLine(std::string_view line);
 
 // A reply's first line is "ok", "error: <message>" or "usage: <message>"; the payload lines after
@@ -83,6 +93,20 @@ absl::Status CheckCtlSocketPath(const RootPaths& paths);
 // a message saying how to start one; DeadlineExceeded when the daemon does not answer in time.
 absl::StatusOr<CtlReply> SendCtlRequest(const RootPaths& paths, const CtlRequest& request,
                                         std::chrono::milliseconds timeout);
+
+// `ctl printk`: appends `text` to ROOT/dev/kmsg at syslog priority `level` through the daemon, as a
+// runtime's NEURON_IOCTL_PRINTK does on hardware. InvalidArgument for text the one-line protocol
+// cannot carry (newline, carriage return, NUL), longer than kPrintkMaxText, or a level outside
+// 0-7; FailedPrecondition without a daemon; otherwise the daemon's answer. Other control
+// characters are allowed: the kmsg writer escapes them ("\xNN") as the kernel does.
+absl::Status SendPrintk(const RootPaths& paths, int level, std::string_view text,
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+
+// `ctl clear-fault --id ID`, for a runtime that treats a fault as one-shot (README "faults.json").
+// NotFound when the daemon has no such pending fault (already cleared, e.g. by a reset);
+// FailedPrecondition without a daemon.
+absl::Status SendClearFault(const RootPaths& paths, uint64_t id,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
 // Server: creates the listening socket at `path` (mode 0600, non-blocking, close-on-exec),
 // replacing a stale socket file. Returns the fd.

@@ -197,6 +197,9 @@ absl::Status NodeDaemon::Impl::Start() {
   if (absl::Status s = faults_.Write(); !s.ok()) return fail(s);
   if (absl::Status s = MakeDir(paths_.DatastoreDir()); !s.ok()) return fail(s);
   if (absl::Status s = MakeDir(paths_.CoreLockDir()); !s.ok()) return fail(s);
+  mirror_ = std::make_unique<DatastoreMirror>(tree_.get(), *opts_.spec, opts_.lnc, log_);
+  mirror_->Poll(now);  // runtimes that outlived a previous daemon are mirrored at once
+  next_mirror_ = now + daemon_internal::kMirrorPeriod;
 
   power_period_ = opts_.power_period.count() > 0 ? opts_.power_period : milliseconds(60000);
   last_minute_ = EpochMs() / 60000;
@@ -236,6 +239,7 @@ absl::Status NodeDaemon::Impl::Shutdown() {
       fs::remove(paths_.CtlSocket(), ec);
     }
     note(faults_.RemoveFile());
+    mirror_.reset();
     if (tree_) note(tree_->Destroy());
     tree_.reset();
   }
@@ -309,7 +313,7 @@ absl::Status NodeDaemon::Impl::Run() {
 }
 
 void NodeDaemon::Impl::ArmTimer() {
-  Clock::time_point next = next_power_;
+  Clock::time_point next = std::min(next_power_, next_mirror_);
   for (const Device& dev : devices_) {
     if (dev.reset_pending) next = std::min(next, dev.reset_done_at);
   }
@@ -326,6 +330,11 @@ void NodeDaemon::Impl::ArmTimer() {
 }
 
 void NodeDaemon::Impl::ProcessDue(Clock::time_point now) {
+  // Datastores first, so a power rollup in this pass sees the latest busy time.
+  if (now >= next_mirror_ && mirror_) {
+    mirror_->Poll(now);
+    next_mirror_ = now + daemon_internal::kMirrorPeriod;
+  }
   for (size_t d = 0; d < devices_.size(); ++d) {
     if (devices_[d].reset_pending && devices_[d].reset_done_at <= now) {
       CompleteReset(static_cast<int>(d));

@@ -36,14 +36,22 @@ CtlReply Error(const absl::Status& s) { return Error(std::string(s.message())); 
 struct PowerFigures {
   uint32_t min_bp, max_bp, avg_bp;
 };
-PowerFigures IdlePower(Chip chip, int device, int64_t minute) {
+// Busy cores draw more (README "Power"): each figure moves from the idle level towards
+// kFullLoadPowerBp in proportion to the share of the cores' time that was busy, the average by
+// the minute's mean share, min and max by the least and most busy poll interval.
+constexpr uint32_t kFullLoadPowerBp = 9000;
+PowerFigures ModelPower(Chip chip, int device, int64_t minute, const BusyWindow& busy) {
   int base = 1650;
   if (chip == Chip::kTrainium2) base = 1400;
   if (chip == Chip::kInferentia2) base = 1100;
   const int offset = (device * 37) % 60;
   const int wiggle = static_cast<int>((minute * 13 + device * 7) % 21) - 10;
-  const auto avg = static_cast<uint32_t>(base + offset + wiggle);
-  return {avg - 85, avg + 140, avg};
+  const auto idle = static_cast<uint32_t>(base + offset + wiggle);
+  auto at = [idle](double share) {
+    share = std::clamp(share, 0.0, 1.0);
+    return idle + static_cast<uint32_t>(share * (kFullLoadPowerBp - idle) + 0.5);
+  };
+  return {at(busy.min) - 85, std::min<uint32_t>(at(busy.max) + 140, 10000), at(busy.mean)};
 }
 
 std::string_view TopologyName(LinkTopology t) {
@@ -156,6 +164,11 @@ CtlReply NodeDaemon::Impl::Handle(const CtlRequest& req) {
       return Efa(req.efa, /*up=*/true);
     case CtlCommand::kClearFault:
       return ClearFault(*req.fault_id);
+    case CtlCommand::kPrintk:
+      // NEURON_IOCTL_PRINTK: the caller's text verbatim; the kmsg writer escapes what the
+      // kernel would.
+      if (absl::Status s = tree_->AppendKmsg(req.level, req.text); !s.ok()) return Error(s);
+      return Ok("");
   }
   return Error("unhandled command");
 }
@@ -195,6 +208,7 @@ CtlReply NodeDaemon::Impl::Plug(int d) {
   if (absl::Status s = tree_->AddDevice(d); !s.ok()) return Error(s);
   dev = Device{};
   dev.ready_since = Clock::now();
+  mirror_->ForgetDevice(d);
   WatchDevice(d);
   if (notify_delay_ != "-1") WriteNotifyDelay(d);
   const std::string& bdf = opts_.spec->placement[static_cast<size_t>(d)].bdf;
@@ -472,11 +486,15 @@ void NodeDaemon::Impl::RollUpPower(Clock::time_point now) {
     }
     const int64_t samples = dev.ready_in_window / sample_interval;
     dev.ready_in_window = {};
-    if (dev.state != DeviceState::kReady) continue;  // no rollup while not READY
     const int d = static_cast<int>(i);
+    if (dev.state != DeviceState::kReady) {  // no rollup while not READY
+      mirror_->TakeBusyWindow(d);
+      continue;
+    }
     absl::Status s;
     if (samples >= daemon_internal::kPowerMinSamples) {
-      const PowerFigures p = IdlePower(opts_.spec->chip->chip, d, epoch_s / 60);
+      const PowerFigures p =
+          ModelPower(opts_.spec->chip->chip, d, epoch_s / 60, mirror_->TakeBusyWindow(d));
       s = tree_->WritePower(d, "POWER_STATUS_VALID", epoch_s, p.min_bp, p.max_bp, p.avg_bp);
     } else {
       s = tree_->WritePower(d, "POWER_STATUS_NO_DATA", epoch_s, 0, 0, 0);
@@ -487,6 +505,32 @@ void NodeDaemon::Impl::RollUpPower(Clock::time_point now) {
 
 // ---------------------------------------------------------------------------------------------
 // status
+
+// Runtime processes: one row per (device, pid) datastore; CORES are the global logical cores
+// whose lock the process holds, SLOTS the device's logical cores its datastore has counted on.
+std::string NodeDaemon::Impl::ProcessStatus() const {
+  const std::vector<DatastoreProcess> procs = mirror_->Processes();
+  if (procs.empty()) return "\nprocesses: none\n";
+  const std::map<pid_t, std::vector<int>> locks = CoreLockHolders(paths_);
+  const int per_device = LogicalCoresPerDevice(*opts_.spec, opts_.lnc);
+  constexpr std::string_view kRow = "{:>6}  {:>8}  {:<24}  {:<12}  {:<8}  {:>12}  {}\n";
+  std::string out =
+      "\n" + fmt::format(kRow, "DEVICE", "PID", "TAG", "CORES", "SLOTS", "DEVICE_MEM", "STATE");
+  for (const DatastoreProcess& p : procs) {
+    std::vector<int> cores;
+    if (const auto it = locks.find(p.pid); it != locks.end()) {
+      for (int c : it->second) {
+        if (c / per_device == p.device) cores.push_back(c);
+      }
+    }
+    std::string tag = p.tag.size() > 24 ? p.tag.substr(0, 21) + "..." : p.tag;
+    out += fmt::format(kRow, p.device, p.pid, tag,
+                       cores.empty() ? "-" : fmt::format("{}", fmt::join(cores, ",")),
+                       p.slots.empty() ? "-" : fmt::format("{}", fmt::join(p.slots, ",")),
+                       p.device_bytes, p.released ? "released" : "running");
+  }
+  return out;
+}
 
 std::string NodeDaemon::Impl::Status() const {
   const InstanceSpec& spec = *opts_.spec;
@@ -529,6 +573,7 @@ std::string NodeDaemon::Impl::Status() const {
     }
   }
   out += resets;
+  out += ProcessStatus();
 
   if (!spec.efas.empty()) {
     constexpr std::string_view kEfaRow = "{:<14}  {:<12}  {:<8}  {}\n";

@@ -21,6 +21,7 @@
 #include "core/sysfs_names.h"
 #include "driver-sim/ctl.h"
 #include "driver-sim/daemon.h"
+#include "driver-sim/ds_mirror.h"
 #include "driver-sim/faults.h"
 #include "driver-sim/sim_tree.h"
 
@@ -38,6 +39,8 @@ inline constexpr uint32_t kResetRequestAll = 0xffffffffu;
 // (DRIVER-INTERFACE §2.3); an accelerated period scales the sample interval with it.
 inline constexpr int kPowerSamplesPerMinute = 1200;
 inline constexpr int kPowerMinSamples = 60;
+// How often the datastores are mirrored into sysfs (DESIGN decision 2: at most every 100 ms).
+inline constexpr std::chrono::milliseconds kMirrorPeriod{80};
 
 std::shared_ptr<spdlog::logger> Logger();
 int64_t EpochMs();
@@ -89,6 +92,7 @@ class NodeDaemon::Impl {
   CtlReply Efa(const std::string& name, bool up);
   CtlReply ClearFault(uint64_t id);
   std::string Status() const;
+  std::string ProcessStatus() const;
 
   // Driver behaviour (daemon_commands.cc).
   void StartReset(int d, bool fail);
@@ -111,6 +115,8 @@ class NodeDaemon::Impl {
   FaultBook faults_;
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<SimTree> tree_;
+  std::unique_ptr<DatastoreMirror> mirror_;  // reads ROOT/run/neuron/ds, writes through tree_
+  Clock::time_point next_mirror_;
   NodeInfo node_;
   std::vector<Device> devices_;
   std::vector<std::unique_ptr<CtlConnection>> clients_;

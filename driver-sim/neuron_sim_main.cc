@@ -1,6 +1,7 @@
 // neuron-sim: the simulated Neuron node. Subcommands (DESIGN "Command-line contracts"):
 //   up   the node daemon (the simulated driver)
 //   ctl  talk to a running daemon: status and fault injection
+//   run  run a workload on the node through libnrt-sim
 // Exit codes: 0 success, 1 failure, 2 usage (DESIGN decision 5).
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "core/sysfs_names.h"
 #include "driver-sim/ctl.h"
 #include "driver-sim/daemon.h"
+#include "driver-sim/workloads/workload.h"
 
 namespace {
 
@@ -91,6 +93,17 @@ Command AddUp(CLI::App& app) {
           }};
 }
 
+// `ctl printk [--level N] -- TEXT...`: CLI11 would treat the words after "--" as unexpected
+// positionals, so main() takes them out before parsing and hands them over here.
+std::vector<std::string>& CtlTail() {
+  static std::vector<std::string> tail;
+  return tail;
+}
+bool& CtlHasTail() {
+  static bool has = false;
+  return has;
+}
+
 Command AddCtl(CLI::App& app) {
   struct Flags {
     std::string root = "/";
@@ -107,29 +120,74 @@ Command AddCtl(CLI::App& app) {
   ctl->allow_extras();
   ctl->footer(fmt::format("usage: neuron-sim ctl --root DIR COMMAND\n{}", neuron::sim::CtlUsage()));
 
-  return {
-      ctl, [f, ctl]() -> int {
-        absl::StatusOr<neuron::sim::CtlRequest> req = neuron::sim::ParseCtlArgs(ctl->remaining());
-        if (!req.ok()) {
-          std::cerr << fmt::format(
-              "neuron-sim ctl: {}\nusage: neuron-sim ctl --root DIR COMMAND\n{}",
-              std::string(req.status().message()), neuron::sim::CtlUsage());
-          return kExitUsage;
-        }
-        const neuron::RootPaths paths(std::filesystem::absolute(f->root).lexically_normal());
-        absl::StatusOr<neuron::sim::CtlReply> reply = neuron::sim::SendCtlRequest(
-            paths, *req, std::chrono::milliseconds(std::max(f->timeout_ms, 1)));
-        if (!reply.ok()) {
-          std::cerr << fmt::format("neuron-sim ctl: {}\n", std::string(reply.status().message()));
-          return kExitFailure;
-        }
-        if (reply->outcome == neuron::sim::CtlOutcome::kOk) {
-          std::cout << reply->payload << std::flush;
-        } else {
-          std::cerr << fmt::format("neuron-sim ctl: {}\n{}", reply->message, reply->payload);
-        }
-        return neuron::sim::CtlExitCode(reply->outcome);
-      }};
+  return {ctl, [f, ctl]() -> int {
+            std::vector<std::string> words = ctl->remaining();
+            if (CtlHasTail()) {
+              words.emplace_back("--");
+              words.insert(words.end(), CtlTail().begin(), CtlTail().end());
+            }
+            absl::StatusOr<neuron::sim::CtlRequest> req = neuron::sim::ParseCtlArgs(words);
+            if (!req.ok()) {
+              std::cerr << fmt::format(
+                  "neuron-sim ctl: {}\nusage: neuron-sim ctl --root DIR COMMAND\n{}",
+                  std::string(req.status().message()), neuron::sim::CtlUsage());
+              return kExitUsage;
+            }
+            const neuron::RootPaths paths(std::filesystem::absolute(f->root).lexically_normal());
+            absl::StatusOr<neuron::sim::CtlReply> reply = neuron::sim::SendCtlRequest(
+                paths, *req, std::chrono::milliseconds(std::max(f->timeout_ms, 1)));
+            if (!reply.ok()) {
+              std::cerr << fmt::format("neuron-sim ctl: {}\n",
+                                       std::string(reply.status().message()));
+              return kExitFailure;
+            }
+            if (reply->outcome == neuron::sim::CtlOutcome::kOk) {
+              std::cout << reply->payload << std::flush;
+            } else {
+              std::cerr << fmt::format("neuron-sim ctl: {}\n{}", reply->message, reply->payload);
+            }
+            return neuron::sim::CtlExitCode(reply->outcome);
+          }};
+}
+
+Command AddRun(CLI::App& app) {
+  struct Flags {
+    std::string root = "/";
+    neuron::workloads::WorkloadOptions w;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "run a workload on the simulated node through libnrt-sim, on every core the process is "
+      "given (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES); SIGTERM or SIGINT stops it cleanly");
+  AddRootOption(run, &f->root);
+  run->add_option("--workload", f->w.name,
+                  fmt::format("workload: {}", fmt::join(neuron::workloads::WorkloadNames(), ", ")))
+      ->required();
+  run->add_option("--steps", f->w.steps, "steps to run; 0 (default) runs until SIGTERM/SIGINT");
+  run->add_option("--micro-steps", f->w.micro_steps,
+                  "llama2-7b: accumulation micro-steps per optimizer step (32)");
+  run->add_option("--seq", f->w.seq, "sequence length (llama2-7b 4096, bert-large 128)");
+  run->add_option("--tp", f->w.tp, "llama2-7b: tensor-parallel group size (8)");
+  run->add_option("--nodes", f->w.nodes,
+                  "llama2-7b: nodes in the data-parallel job, the others modelled (2)");
+  run->add_option("--scale", f->w.scale,
+                  "multiply every op's work and the training workloads' memory (1.0)");
+  run->add_option("--batch", f->w.batch, "bert-large: micro-batch per core (16)");
+  run->add_option("--accum", f->w.accum, "bert-large: micro-steps per optimizer step (32)");
+  run->add_option("--kernels", f->w.kernels,
+                  "matmul, empty: executions per core per step (10, 1000)");
+  run->add_flag("--estimate", f->w.estimate,
+                "load the models, print the timing model's prediction for one step, and exit");
+  run->footer(neuron::workloads::WorkloadHelp());
+
+  return {run, [f]() -> int {
+            const std::filesystem::path root =
+                std::filesystem::absolute(f->root).lexically_normal();
+            // The runtime finds the node through NEURON_ROOT (driver-sim/README.md, libnrt-sim).
+            setenv("NEURON_ROOT", root.c_str(), 1);
+            return neuron::workloads::RunWorkload(f->w, stdout, stderr);
+          }};
 }
 
 }  // namespace
@@ -140,7 +198,16 @@ int main(int argc, char** argv) {
   CLI::App app{
       "neuron-sim: a simulated AWS Neuron node (driver, faults; see driver-sim/README.md)"};
   app.require_subcommand(1);
-  const std::vector<Command> commands{AddUp(app), AddCtl(app)};
+  const std::vector<Command> commands{AddUp(app), AddCtl(app), AddRun(app)};
+  if (argc > 1 && std::string_view(argv[1]) == "ctl") {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string_view(argv[i]) != "--") continue;
+      CtlHasTail() = true;
+      CtlTail().assign(argv + i + 1, argv + argc);
+      argc = i;
+      break;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

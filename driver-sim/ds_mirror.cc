@@ -1,0 +1,429 @@
+#include "driver-sim/ds_mirror.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/datastore_layout.h"
+
+namespace neuron::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kFirstDeviceMemIndex = nds::kMemUsageCodeDevice;  // 22..26
+constexpr int kFirstHostMemIndex = nds::kMemUsageCodeHost;      // 6..10
+constexpr std::array<std::string_view, nds::kEfaTrafficFields> kEfaFieldCounters{
+    "tx_bytes", "tx_pkts", "rx_bytes", "rx_pkts"};
+
+template <typename T>
+bool ParseWhole(std::string_view text, T* out, int base = 10) {
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *out, base);
+  return !text.empty() && ec == std::errc() && ptr == text.data() + text.size();
+}
+
+// "<device>.<pid>"; the writer's temporaries start with '.'.
+bool ParseName(std::string_view name, int* device, pid_t* pid) {
+  const size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string_view::npos) return false;
+  return ParseWhole(name.substr(0, dot), device) && ParseWhole(name.substr(dot + 1), pid) &&
+         *pid > 0;
+}
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+// Without a pidfd: gone when kill() says so, or a zombie its parent has not reaped yet.
+bool GoneByKill(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+}  // namespace
+
+struct DatastoreMirror::Entry {
+  std::string name;
+  int device = -1;
+  pid_t pid = 0;
+  dev_t st_dev = 0;
+  ino_t st_ino = 0;
+  const uint8_t* base = nullptr;  // nds::kSize bytes, read-only shared mapping
+  int pidfd = -1;
+  // What sysfs holds for this process: device memory by [physical core][category], host memory
+  // by category; the counters already accounted for EFA traffic and busy time.
+  std::vector<std::array<uint64_t, kDeviceMemMirror.size()>> dev_mem;
+  std::array<uint64_t, kHostMemMirror.size()> host_mem{};
+  std::vector<std::array<uint64_t, nds::kEfaTrafficFields>> efa_seen;
+  std::vector<uint64_t> busy_seen;
+
+  uint64_t Word(size_t offset) const {
+    return __atomic_load_n(reinterpret_cast<const uint64_t*>(base + offset), __ATOMIC_RELAXED);
+  }
+  uint32_t Word32(size_t offset) const {
+    return __atomic_load_n(reinterpret_cast<const uint32_t*>(base + offset), __ATOMIC_RELAXED);
+  }
+  uint64_t Core(int slot, int index) const {
+    const std::optional<size_t> off = nds::CoreCounterOffset(slot, index);
+    return off ? Word(*off) : 0;
+  }
+  bool HasObjects() const { return std::memcmp(base + nds::kObjectHeaderOffset, "simo", 4) == 0; }
+  bool Released() const { return HasObjects() && Word32(nds::kReleasedOffset) != 0; }
+};
+
+DatastoreMirror::DatastoreMirror(SimTree* tree, const InstanceSpec& spec, int lnc,
+                                 std::shared_ptr<spdlog::logger> log)
+    : tree_(tree),
+      spec_(spec),
+      lnc_(lnc),
+      slots_per_device_(std::min(LogicalCoresPerDevice(spec, lnc), nds::kMaxCores)),
+      physical_cores_(spec.chip->physical_cores),
+      log_(std::move(log)),
+      busy_(static_cast<size_t>(spec.devices)) {}
+
+DatastoreMirror::~DatastoreMirror() {
+  for (auto& [name, e] : entries_) {
+    munmap(const_cast<uint8_t*>(e->base), nds::kSize);
+    if (e->pidfd >= 0) close(e->pidfd);
+  }
+}
+
+void DatastoreMirror::Track(const std::string& name, int device, pid_t pid) {
+  const fs::path path = tree_->paths().DatastoreDir() / name;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // removed meanwhile
+  struct stat st {};
+  void* map = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= nds::kSize) {
+    map = mmap(nullptr, nds::kSize, PROT_READ, MAP_SHARED, fd, 0);
+  }
+  close(fd);
+  if (map == MAP_FAILED) {
+    log_->warn("datastore {}: cannot map it ({} bytes; {} expected); ignored", path.string(),
+               st.st_size, nds::kSize);
+    return;
+  }
+  auto e = std::make_unique<Entry>();
+  e->name = name;
+  e->device = device;
+  e->pid = pid;
+  e->st_dev = st.st_dev;
+  e->st_ino = st.st_ino;
+  e->base = static_cast<const uint8_t*>(map);
+  if (std::memcmp(e->base, nds::kMagic, sizeof(nds::kMagic)) != 0) {
+    log_->warn("datastore {}: bad magic; ignored", path.string());
+    munmap(map, nds::kSize);
+    return;
+  }
+  e->pidfd = PidfdOpen(pid);  // -1 with ESRCH: already gone, folded below
+  e->dev_mem.assign(static_cast<size_t>(physical_cores_), {});
+  e->efa_seen.assign(spec_.efas.size(), {});
+  e->busy_seen.assign(static_cast<size_t>(slots_per_device_), 0);
+  // A daemon that starts while runtimes run counts their traffic and busy time from now on;
+  // later processes count from their start.
+  if (!polled_) {
+    for (int k = 0; k < slots_per_device_; ++k) {
+      e->busy_seen[static_cast<size_t>(k)] = e->Core(k, nds::kTimeInUse);
+    }
+    for (size_t i = 0; i < e->efa_seen.size() && i < static_cast<size_t>(nds::kMaxEfas); ++i) {
+      for (int f = 0; f < nds::kEfaTrafficFields; ++f) {
+        e->efa_seen[i][static_cast<size_t>(f)] =
+            e->Word(nds::EfaTrafficFieldOffset(static_cast<int>(i), f));
+      }
+    }
+  }
+  log_->info("runtime pid {} attached to device {}", pid, device);
+  entries_[name] = std::move(e);
+}
+
+bool DatastoreMirror::ProcessGone(const Entry& e) const {
+  if (e.pidfd < 0) return GoneByKill(e.pid);
+  pollfd p{e.pidfd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;  // a pidfd polls readable once the process has exited
+}
+
+void DatastoreMirror::Apply(const fs::path& dir, int64_t delta) {
+  if (delta == 0) return;
+  const CounterOp op = delta > 0 ? CounterOp::kInc : CounterOp::kDec;
+  const uint64_t magnitude =
+      delta > 0 ? static_cast<uint64_t>(delta) : static_cast<uint64_t>(-(delta + 1)) + 1;
+  if (absl::Status s = tree_->ApplyCounter(dir, op, magnitude); !s.ok()) {
+    log_->warn("{}", std::string(s.message()));
+  }
+}
+
+void DatastoreMirror::Sync(Entry& e, bool release) {
+  const size_t d = static_cast<size_t>(e.device);
+  // Busy time feeds the power model whether or not sysfs can be written.
+  for (int k = 0; k < slots_per_device_; ++k) {
+    const uint64_t now = e.Core(k, nds::kTimeInUse);
+    uint64_t& seen = e.busy_seen[static_cast<size_t>(k)];
+    if (now > seen) busy_[d].pending_us += now - seen;
+    seen = now;
+  }
+  // EFA traffic: monotonic port counters grow by what the process moved since the last pass.
+  if (std::memcmp(e.base + nds::kEfaTrafficOffset, nds::kEfaTrafficMagic, 4) == 0) {
+    const size_t n = std::min<size_t>({e.Word32(nds::kEfaTrafficOffset + 4), e.efa_seen.size(),
+                                       static_cast<size_t>(nds::kMaxEfas)});
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& efa = spec_.efas[i].name;
+      for (int f = 0; f < nds::kEfaTrafficFields; ++f) {
+        const uint64_t now = e.Word(nds::EfaTrafficFieldOffset(static_cast<int>(i), f));
+        uint64_t& seen = e.efa_seen[i][static_cast<size_t>(f)];
+        if (now > seen && tree_->EfaPresent(efa)) {
+          if (absl::Status s =
+                  tree_->AddEfaCounter(efa, kEfaFieldCounters[static_cast<size_t>(f)], now - seen);
+              !s.ok()) {
+            log_->warn("{}", std::string(s.message()));
+          }
+        }
+        seen = now;  // traffic over a downed EFA is lost, as its counters restart at 0
+      }
+    }
+  }
+  if (!tree_->DevicePresent(e.device)) return;
+  // Device memory: a logical slot's bytes split over its physical cores (the first takes the
+  // odd byte), each change one inc or dec on the category and on device_mem/ itself.
+  for (int k = 0; k < slots_per_device_; ++k) {
+    for (size_t c = 0; c < kDeviceMemMirror.size(); ++c) {
+      const uint64_t v = release ? 0 : e.Core(k, kFirstDeviceMemIndex + static_cast<int>(c));
+      const uint64_t share = v / static_cast<uint64_t>(lnc_);
+      for (int j = 0; j < lnc_; ++j) {
+        const int p = k * lnc_ + j;
+        if (p >= physical_cores_) break;
+        const uint64_t target = j == 0 ? v - share * static_cast<uint64_t>(lnc_ - 1) : share;
+        uint64_t& mirrored = e.dev_mem[static_cast<size_t>(p)][c];
+        if (target == mirrored) continue;
+        const int64_t delta = static_cast<int64_t>(target - mirrored);
+        Apply(tree_->DeviceMemDir(e.device, p, kDeviceMemMirror[c]), delta);
+        Apply(tree_->CoreDir(e.device, p) / "stats/memory_usage/device_mem", delta);
+        mirrored = target;
+      }
+    }
+  }
+  for (size_t c = 0; c < kHostMemMirror.size(); ++c) {
+    const uint64_t v =
+        release ? 0 : e.Word(nds::DeviceCounterOffset(kFirstHostMemIndex + static_cast<int>(c)));
+    if (v == e.host_mem[c]) continue;
+    Apply(tree_->HostMemDir(e.device, kHostMemMirror[c]), static_cast<int64_t>(v - e.host_mem[c]));
+    e.host_mem[c] = v;
+  }
+}
+
+void DatastoreMirror::Fold(Entry& e) {
+  Sync(e, /*release=*/false);  // the last traffic and busy time
+  if (tree_->DevicePresent(e.device)) {
+    auto inc = [&](const fs::path& dir, uint64_t v) {
+      if (v == 0) return;
+      if (absl::Status s = tree_->ApplyCounter(dir, CounterOp::kInc, v); !s.ok()) {
+        log_->warn("{}", std::string(s.message()));
+      }
+    };
+    for (int k = 0; k < slots_per_device_; ++k) {
+      const int first = k * lnc_;
+      for (const StatusCounterName& s : kStatusCounters) {
+        inc(tree_->StatusDir(e.device, first, s.sysfs), e.Core(k, s.nds_index));
+      }
+      inc(tree_->OtherInfoDir(e.device, first, "model_load_count"),
+          e.Core(k, nds::kModelLoadCount));
+      inc(tree_->OtherInfoDir(e.device, first, "inference_count"), e.Core(k, nds::kInferenceCount));
+      inc(tree_->OtherInfoDir(e.device, first, "flop_count"), 2 * e.Core(k, nds::kMacCount));
+      // Both physical cores of a logical core were busy for all of its time (README).
+      for (int j = 0; j < lnc_ && first + j < physical_cores_; ++j) {
+        inc(tree_->OtherInfoDir(e.device, first + j, "nc_time_in_use"), e.Core(k, nds::kTimeInUse));
+      }
+    }
+  }
+  Sync(e, /*release=*/true);  // frees its memory
+}
+
+void DatastoreMirror::Drop(std::map<std::string, std::unique_ptr<Entry>>::iterator it) {
+  Entry& e = *it->second;
+  // Only the file this entry mapped goes; a new incarnation under the same name stays.
+  const fs::path path = tree_->paths().DatastoreDir() / e.name;
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && st.st_ino == e.st_ino && st.st_dev == e.st_dev) {
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      log_->warn("remove {}: {}", path.string(), std::strerror(errno));
+    }
+  }
+  munmap(const_cast<uint8_t*>(e.base), nds::kSize);
+  if (e.pidfd >= 0) close(e.pidfd);
+  entries_.erase(it);
+}
+
+void DatastoreMirror::Poll(Clock::time_point now) {
+  const fs::path dir = tree_->paths().DatastoreDir();
+  std::set<std::string> listed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int device = -1;
+    pid_t pid = 0;
+    if (!ParseName(name, &device, &pid) || device < 0 || device >= spec_.devices) continue;
+    listed.insert(name);
+    auto it = entries_.find(name);
+    if (it != entries_.end()) {
+      struct stat st {};
+      if (stat(entry.path().c_str(), &st) != 0 ||
+          (st.st_ino == it->second->st_ino && st.st_dev == it->second->st_dev)) {
+        continue;
+      }
+      // The same process opened the device again (nrt_close, nrt_init): the old datastore is
+      // finished whatever its flag says.
+      Fold(*it->second);
+      Drop(it);
+    }
+    Track(name, device, pid);
+  }
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    Entry& e = *it->second;
+    // A file that vanished without our doing is folded too: its counters happened.
+    const bool done = !listed.contains(it->first) || e.Released() || ProcessGone(e);
+    if (!done) {
+      Sync(e, /*release=*/false);
+      ++it;
+      continue;
+    }
+    if (!polled_) {
+      // Finished before this daemon started: the driver that held it is gone and the tree is
+      // fresh (as after a driver reload), so it is removed without folding.
+      log_->info("removing the stale datastore of runtime pid {} on device {}", e.pid, e.device);
+    } else {
+      log_->info("runtime pid {} {} device {}; folding its datastore into sysfs", e.pid,
+                 e.Released() ? "released" : "is gone from", e.device);
+      Fold(e);
+    }
+    auto next = std::next(it);
+    Drop(it);
+    it = next;
+  }
+
+  // Credit busy time to this poll interval, per device, carrying what does not fit.
+  if (polled_ && now > last_poll_) {
+    const double seconds = std::chrono::duration<double>(now - last_poll_).count();
+    const auto capacity_us = static_cast<uint64_t>(seconds * 1e6) *
+                             static_cast<uint64_t>(std::max(slots_per_device_, 1));
+    for (DeviceBusy& b : busy_) {
+      const uint64_t credit = std::min(b.pending_us, capacity_us);
+      b.pending_us -= credit;
+      const double share = capacity_us ? static_cast<double>(credit) / capacity_us : 0.0;
+      b.weighted += share * seconds;
+      b.seconds += seconds;
+      b.min = std::min(b.min, share);
+      b.max = std::max(b.max, share);
+    }
+  }
+  last_poll_ = now;
+  polled_ = true;
+}
+
+void DatastoreMirror::ForgetDevice(int device) {
+  for (auto& [name, e] : entries_) {
+    if (e->device != device) continue;
+    for (auto& row : e->dev_mem) row.fill(0);
+    e->host_mem.fill(0);
+  }
+  busy_[static_cast<size_t>(device)] = DeviceBusy{};
+}
+
+BusyWindow DatastoreMirror::TakeBusyWindow(int device) {
+  DeviceBusy& b = busy_[static_cast<size_t>(device)];
+  BusyWindow w;
+  if (b.seconds > 0) w = {b.weighted / b.seconds, b.min, b.max};
+  b.weighted = 0;
+  b.seconds = 0;
+  b.min = 1;
+  b.max = 0;
+  return w;
+}
+
+std::vector<DatastoreProcess> DatastoreMirror::Processes() const {
+  std::vector<DatastoreProcess> out;
+  for (const auto& [name, e] : entries_) {
+    DatastoreProcess p;
+    p.device = e->device;
+    p.pid = e->pid;
+    p.released = e->Released();
+    if (e->HasObjects()) {
+      const char* long_tag = reinterpret_cast<const char*>(e->base + nds::kProcessTagOffset);
+      const char* short_tag =
+          reinterpret_cast<const char*>(e->base + nds::kProcessInfoOffset + nds::kPiTag);
+      p.tag = std::string(long_tag, strnlen(long_tag, nds::kProcessTagSize - 1));
+      if (p.tag.empty()) p.tag = std::string(short_tag, strnlen(short_tag, nds::kPiTagSize - 1));
+    }
+    if (p.tag.empty()) p.tag = std::to_string(e->pid);
+    for (int k = 0; k < slots_per_device_; ++k) {
+      bool used = false;
+      for (int i = 0; i < nds::kCoreCounterCount && !used; ++i) used = e->Core(k, i) != 0;
+      if (used) p.slots.push_back(k);
+      for (size_t c = 0; c < kDeviceMemMirror.size(); ++c) {
+        p.device_bytes += e->Core(k, kFirstDeviceMemIndex + static_cast<int>(c));
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end(), [](const DatastoreProcess& a, const DatastoreProcess& b) {
+    return std::tie(a.device, a.pid) < std::tie(b.device, b.pid);
+  });
+  return out;
+}
+
+std::map<pid_t, std::vector<int>> CoreLockHolders(const RootPaths& paths) {
+  // Lock files by (major, minor, inode).
+  std::map<std::tuple<unsigned, unsigned, uint64_t>, int> cores;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(paths.CoreLockDir(), ec)) {
+    int core = -1;
+    if (!ParseWhole(entry.path().filename().string(), &core)) continue;
+    struct stat st {};
+    if (stat(entry.path().c_str(), &st) != 0) continue;
+    cores[{major(st.st_dev), minor(st.st_dev), static_cast<uint64_t>(st.st_ino)}] = core;
+  }
+  std::map<pid_t, std::vector<int>> holders;
+  if (cores.empty()) return holders;
+  // "1: FLOCK  ADVISORY  WRITE 4711 00:2e:123456 0 EOF"; waiters carry "->" and hold nothing.
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    std::istringstream words(line);
+    std::string id, kind, advisory, mode, pid_text, where;
+    words >> id >> kind;
+    if (kind != "FLOCK") continue;
+    words >> advisory >> mode >> pid_text >> where;
+    pid_t pid = 0;
+    const size_t c1 = where.find(':');
+    const size_t c2 = where.find(':', c1 == std::string::npos ? 0 : c1 + 1);
+    unsigned maj = 0, min = 0;
+    uint64_t ino = 0;
+    if (!ParseWhole(pid_text, &pid) || c1 == std::string::npos || c2 == std::string::npos ||
+        !ParseWhole(std::string_view(where).substr(0, c1), &maj, 16) ||
+        !ParseWhole(std::string_view(where).substr(c1 + 1, c2 - c1 - 1), &min, 16) ||
+        !ParseWhole(std::string_view(where).substr(c2 + 1), &ino)) {
+      continue;
+    }
+    const auto it = cores.find({maj, min, ino});
+    if (it != cores.end()) holders[pid].push_back(it->second);
+  }
+  for (auto& [pid, list] : holders) std::sort(list.begin(), list.end());
+  return holders;
+}
+
+}  // namespace neuron::sim

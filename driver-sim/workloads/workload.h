@@ -1,0 +1,54 @@
+#pragma once
+// Workloads that `neuron-sim run` runs on a simulated node through libnrt-sim (DESIGN
+// "driver-sim", RUNTIME.md §8): each uses every core the process was given
+// (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES), one thread per logical core, prints one
+// progress line per step, and on SIGTERM or SIGINT finishes the step under way on every core,
+// calls nrt_close and returns 0. driver-sim/README.md ("Workloads") documents each workload's
+// model and calibration.
+//
+//   matmul      BF16 [4096,8192] x [8192,8192] on every core (HARDWARE.md §8.3 row 1: 6.97 ms)
+//   llama2-7b   the AI-on-EKS Llama-2-7B recipe: TP groups of 8, gradient accumulation, a
+//               data-parallel all-reduce over EFA with the peers on other nodes (§8)
+//   bert-large  BERT-Large phase 1, data parallel on every core, micro-batch 16, seq 128
+//   empty       kernels that do nothing: the runtime's own cost per execution
+//
+// Thread-safety: RunWorkload runs one workload at a time per process (the runtime is
+// process-wide); it installs SIGTERM and SIGINT handlers for its duration.
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace neuron::workloads {
+
+struct WorkloadOptions {
+  std::string name;
+  int steps = 0;  // 0: until SIGTERM/SIGINT
+  // llama2-7b
+  int micro_steps = 32;  // gradient-accumulation micro-steps per optimizer step
+  int seq = 0;           // sequence length; 0: the workload's own (llama2 4096, bert 128)
+  int tp = 8;            // tensor-parallel group size (llama2)
+  int nodes = 2;         // nodes of the data-parallel job; peers elsewhere are modelled (llama2)
+  double scale = 1.0;    // multiplies every op's work (compute, traffic, collective bytes)
+  // bert-large
+  int batch = 16;  // micro-batch per core
+  int accum = 32;  // micro-steps per optimizer step (gradient all-reduce)
+  // matmul and empty: executions per core per step (0: the workload's own)
+  int kernels = 0;
+  // Load the models, print what the timing model predicts for one step (nrtsim's estimates,
+  // without waiting for peers) and exit without executing.
+  bool estimate = false;
+};
+
+// Names of the workloads, for --help and error messages.
+std::vector<std::string_view> WorkloadNames();
+// One paragraph per workload and option, for `neuron-sim run --help`.
+std::string WorkloadHelp();
+
+// Runs the workload in this process: nrt_init, one thread per visible core, nrt_close. Progress
+// goes to `out`, errors to `err`. Returns 0 when every step ran or a signal stopped the job,
+// 1 on a runtime failure (the message names the core and the status), 2 on bad options.
+int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err);
+
+}  // namespace neuron::workloads
