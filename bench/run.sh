@@ -15,3 +15,9 @@ echo "== core: inventory scan, hot sample, full sweep (trn2.48xlarge)"
 echo
 echo "== core: ctl unplug -> DeviceRemoved event delay (trn2.48xlarge)"
 "$build/bench/events_bench" "${gb_flags[@]}"
+echo
+echo "== runtime: host CPU cost per execution (empty kernel), 1 process and 32 processes"
+"$build/bench/runtime_bench"
+echo
+echo "== top: neuron-ls wall time, neuron-top start-up and CPU at a 1 s refresh"
+"$build/bench/top_bench"

@@ -1,0 +1,287 @@
+// neuron-ls and neuron-top cost on a simulated trn2.48xlarge (16 devices, 64 logical cores), with
+// a runtime on every device whose cores this program keeps busy (DatastoreWriter, as libnrt-sim
+// would). Prints medians:
+//   1. neuron-ls wall time, default table and --wide (target <= 20 ms);
+//   2. neuron-top start-up to first frame under tmux (target <= 200 ms): from just before the
+//      tmux command to the "first frame" line neuron-top logs with its realtime clock;
+//   3. neuron-top CPU at a 1 s refresh under tmux (target <= 1 % of a core): utime + stime from
+//      /proc/<pid>/stat over --cpu-seconds (20), after a warm-up;
+//   4. for reference, the collector's hot and full steps in process.
+//
+//   top_bench [--runs N] [--cpu-seconds S] [--cpu-runs N]
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/catalog.h"
+#include "core/datastore_layout.h"
+#include "driver-sim/datastore_writer.h"
+#include "driver-sim/sim_tree.h"
+#include "top/collector.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+// Runs argv with stdout/stderr to /dev/null; returns the exit code.
+int RunQuiet(std::vector<std::string> args) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) return -1;
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string Capture(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    size_t n = 0;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    pclose(p);
+  }
+  return out;
+}
+
+// Runs a shell command; failures show in the figures (no frame, no pid), so the code is ignored.
+void Sh(const std::string& cmd) {
+  if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "failed: %s\n", cmd.c_str());
+}
+
+int64_t RealtimeNanos() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// utime + stime of a process in seconds.
+double CpuSeconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(text.substr(close + 2));
+  std::string field;
+  std::vector<std::string> f;
+  while (rest >> field) f.push_back(field);
+  if (f.size() < 13) return -1;
+  // f[0] is field 3; utime is 14, stime 15.
+  return static_cast<double>(std::stoull(f[11]) + std::stoull(f[12])) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A trn2.48xlarge tree with a runtime (this process) on every device, cores kept 60 % busy.
+class BusyNode {
+ public:
+  explicit BusyNode(const fs::path& root) : root_(root) {
+    const neuron::InstanceSpec* spec = *neuron::FindInstance("trn2.48xlarge");
+    tree_ = std::make_unique<neuron::sim::SimTree>(
+        neuron::RootPaths(root), neuron::sim::NodeConfig{spec, 2, "i-0bench0000000000", ""});
+    if (absl::Status s = tree_->Create(); !s.ok()) {
+      std::fprintf(stderr, "SimTree::Create: %s\n", s.ToString().c_str());
+      std::exit(1);
+    }
+    for (int d = 0; d < 16; ++d) {
+      auto w = neuron::sim::DatastoreWriter::Create(neuron::RootPaths(root), d, ::getpid());
+      if (!w.ok()) std::exit(1);
+      (*w)->SetProcessTag("bench");
+      writers_.push_back(*std::move(w));
+    }
+    thread_ = std::thread([this] {
+      auto last = Clock::now();
+      while (!stop_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const auto now = Clock::now();
+        const auto us = static_cast<uint64_t>(
+            0.6 * std::chrono::duration<double, std::micro>(now - last).count());
+        last = now;
+        for (auto& w : writers_) {
+          for (int k = 0; k < 4; ++k) (void)w->AddCoreCounter(k, neuron::nds::kTimeInUse, us);
+        }
+      }
+    });
+  }
+  ~BusyNode() {
+    stop_ = true;
+    thread_.join();
+    writers_.clear();
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+
+ private:
+  fs::path root_;
+  std::unique_ptr<neuron::sim::SimTree> tree_;
+  std::vector<std::unique_ptr<neuron::sim::DatastoreWriter>> writers_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+void BenchLs(const fs::path& root, int runs) {
+  for (const bool wide : {false, true}) {
+    std::vector<double> ms;
+    for (int i = 0; i < runs; ++i) {
+      std::vector<std::string> args{NEURON_LS_BIN, "--root", root.string()};
+      if (wide) args.push_back("--wide");
+      const auto t0 = Clock::now();
+      if (RunQuiet(args) != 0) std::fprintf(stderr, "neuron-ls failed\n");
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    std::printf(
+        "neuron-ls%s, 16 devices: median %.1f ms, p90 %.1f ms over %d runs (target <= 20 ms)\n",
+        wide ? " --wide" : "", Median(ms), Percentile(ms, 0.9), runs);
+  }
+}
+
+struct TopRun {
+  std::string tmux;  // "tmux -S <sock>"
+  fs::path log;
+};
+
+void BenchTop(const fs::path& root, const fs::path& work, int runs, int cpu_seconds, int cpu_runs) {
+  const std::string tmux = "/usr/bin/tmux -S " + (work / "tmux.sock").string();
+  // A server that stays up, so each run pays for a session, not for starting tmux.
+  Sh(tmux + " new-session -d -s keep -x 80 -y 24 'sleep 100000'");
+  auto start = [&](const std::string& name, const fs::path& log, double delay) {
+    const std::string cmd = tmux + " new-session -d -s " + name + " -x 200 -y 60 'exec " +
+                            NEURON_TOP_BIN + " --root " + root.string() + " --delay " +
+                            std::to_string(delay) + " --log-file " + log.string() + "'";
+    Sh(cmd);
+  };
+  std::vector<double> startup_ms;
+  for (int i = 0; i < runs; ++i) {
+    const fs::path log = work / ("startup." + std::to_string(i) + ".log");
+    const int64_t t0 = RealtimeNanos();
+    start("s" + std::to_string(i), log, 1.0);
+    int64_t frame = 0;
+    for (int k = 0; k < 1000 && frame == 0; ++k) {
+      std::ifstream in(log);
+      std::string line;
+      while (std::getline(in, line)) {
+        const size_t at = line.find("realtime_ns=");
+        if (at != std::string::npos) frame = std::stoll(line.substr(at + 12));
+      }
+      if (frame == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    Sh(tmux + " kill-session -t s" + std::to_string(i));
+    if (frame > 0) startup_ms.push_back(static_cast<double>(frame - t0) / 1e6);
+  }
+  std::printf(
+      "neuron-top start-up to first frame (trn2.48xlarge, tmux): median %.0f ms, p90 %.0f "
+      "ms over %zu runs (target <= 200 ms)\n",
+      Median(startup_ms), Percentile(startup_ms, 0.9), startup_ms.size());
+
+  std::vector<double> cpu;
+  for (int i = 0; i < cpu_runs; ++i) {
+    const std::string name = "c" + std::to_string(i);
+    start(name, work / (name + ".log"), 1.0);
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // warm-up: first samples, full sweep
+    const std::string pid_text = Capture(tmux + " list-panes -t " + name + " -F '#{pane_pid}'");
+    const int pid = std::atoi(pid_text.c_str());
+    const double c0 = CpuSeconds(pid);
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(cpu_seconds));
+    const double c1 = CpuSeconds(pid);
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    Sh(tmux + " kill-session -t " + name);
+    if (pid > 0 && c0 >= 0 && c1 >= c0) cpu.push_back(100.0 * (c1 - c0) / wall);
+  }
+  std::printf(
+      "neuron-top CPU at --delay 1 (trn2.48xlarge, 16 runtimes, tmux 200x60): median "
+      "%.2f %% of a core over %zu runs of %d s (target <= 1 %%)\n",
+      Median(cpu), cpu.size(), cpu_seconds);
+  Sh(tmux + " kill-server");
+}
+
+void BenchCollector(const fs::path& root, int runs) {
+  // One collector that never needs a full sweep (nothing allocates), one that always takes one.
+  auto measure = [&](std::chrono::milliseconds max_age) {
+    neuron::top::CollectorOptions options;
+    options.root = root;
+    options.full_sweep_max_age = max_age;
+    neuron::top::Collector c(options, nullptr);
+    std::vector<double> ms;
+    if (!c.Init().ok()) return ms;
+    for (int i = 0; i < runs; ++i) {
+      const auto t0 = Clock::now();
+      c.Step();
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    return ms;
+  };
+  const std::vector<double> hot = measure(std::chrono::hours(1));
+  const std::vector<double> full = measure(std::chrono::milliseconds(0));
+  std::printf(
+      "collector step in process (trn2.48xlarge): hot median %.2f ms, full median %.2f "
+      "ms over %d runs\n",
+      Median(hot), Median(full), runs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 21;
+  int cpu_seconds = 20;
+  int cpu_runs = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--runs") runs = std::atoi(argv[i + 1]);
+    if (flag == "--cpu-seconds") cpu_seconds = std::atoi(argv[i + 1]);
+    if (flag == "--cpu-runs") cpu_runs = std::atoi(argv[i + 1]);
+  }
+  const char* tmpdir = std::getenv("TMPDIR");
+  const fs::path base = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  const fs::path work = base / ("top_bench." + std::to_string(::getpid()));
+  fs::create_directories(work);
+  {
+    BusyNode node(work / "root");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    BenchLs(work / "root", runs);
+    BenchCollector(work / "root", runs);
+    BenchTop(work / "root", work, std::max(1, runs / 2), cpu_seconds, cpu_runs);
+  }
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  return 0;
+}

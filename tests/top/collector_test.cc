@@ -1,0 +1,179 @@
+// neuron-top's Collector against simulated nodes: views from real samples, the cost policy (hot
+// samples unless memory moved or detail is wanted), pods from cgroups, and the collection
+// thread publishing views to the drawing side.
+
+#include "top/collector.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "core/datastore_layout.h"
+#include "tests/support/temp_dir.h"
+#include "tests/top/top_test_util.h"
+
+namespace neuron::top {
+namespace {
+
+using namespace ::neuron::top::testing;
+using ::testing::HasSubstr;
+
+class CollectorTest : public ::testing::Test {
+ protected:
+  void Start(std::string_view instance, CollectorOptions options = {}) {
+    tree_ = MakeTree(tmp_.path(), instance);
+    options.root = tmp_.path();
+    collector_ = std::make_unique<Collector>(
+        options, MakeCgroupPodLocator(ProcReader(RootPaths(tmp_.path()))));
+    const absl::Status s = collector_->Init();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  void TearDown() override { collector_.reset(); }
+
+  ::neuron::testing::TempDir tmp_{"collector"};
+  std::unique_ptr<sim::SimTree> tree_;
+  std::unique_ptr<Collector> collector_;
+};
+
+TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
+  Start("trn1.32xlarge");
+  std::shared_ptr<const TopView> v = collector_->Latest();
+  ASSERT_NE(v, nullptr);
+  EXPECT_FALSE(v->runtime_attached);
+  EXPECT_EQ(v->instance_type, "trn1.32xlarge");
+  EXPECT_EQ(v->apps[0].grid.size(), 16u);
+
+  // This test process plays the runtime: device 3, core slot 1 busy far more than the window.
+  auto w = sim::DatastoreWriter::Create(RootPaths(tmp_.path()), 3, ::getpid());
+  ASSERT_TRUE(w.ok());
+  (*w)->SetProcessTag("tagged-job");
+  v = collector_->Step();
+  EXPECT_TRUE(v->runtime_attached);
+  ASSERT_EQ(v->processes.size(), 1u);
+  EXPECT_EQ(v->processes[0].pid, ::getpid());
+  EXPECT_THAT(v->processes[0].command, HasSubstr("top_collector_test"));
+  EXPECT_TRUE(v->processes[0].pod_known);
+  // In a pod exactly when this test runs in one.
+  EXPECT_EQ(v->processes[0].pod.has_value(),
+            ParsePodFromCgroup(ReadFile("/proc/self/cgroup")).has_value());
+  ASSERT_EQ(v->apps.size(), 2u);
+  EXPECT_EQ(v->apps[1].label, "tagged-job");
+
+  ASSERT_TRUE((*w)->AddCoreCounter(1, nds::kTimeInUse, 3600ull * 1000000).ok());
+  v = collector_->Step();
+  const DeviceRow& d3 = v->apps[0].grid[3];
+  EXPECT_EQ(d3.cores[1].core_id, 7);
+  EXPECT_EQ(d3.cores[1].utilization, 1.0);  // clamped: the busy total outran the window
+  EXPECT_EQ(d3.cores[0].utilization, 0.0);
+  EXPECT_EQ(v->processes[0].core_ids, (std::vector<int>{7}));
+  ASSERT_FALSE(v->history.utilization.empty());
+  EXPECT_TRUE(v->history.utilization.back().has_value());
+  ASSERT_TRUE((*w)->Remove().ok());
+}
+
+TEST_F(CollectorTest, FullSweepOnlyWhenMemoryMoves) {
+  CollectorOptions options;
+  options.full_sweep_min_gap = std::chrono::hours(1);  // the summary alone never asks for one
+  Start("trn1.32xlarge", options);
+  EXPECT_EQ(collector_->full_samples(), 1u);  // the first sample reads everything
+  collector_->Step();
+  collector_->Step();
+  EXPECT_EQ(collector_->full_samples(), 1u);
+  EXPECT_EQ(collector_->hot_samples(), 2u);
+  collector_->SetDetailWanted(true);  // per-core categories on screen, but nothing moved
+  collector_->Step();
+  EXPECT_EQ(collector_->full_samples(), 1u);
+
+  // An allocation: the hot set sees the total move; with detail on screen the next sample
+  // refreshes the categories.
+  const fs::path core = tree_->CoreDir(2, 0);
+  auto allocate = [&] {
+    ASSERT_TRUE(
+        tree_->ApplyCounter(core / "stats/memory_usage/device_mem", sim::CounterOp::kInc, 1 << 20)
+            .ok());
+    ASSERT_TRUE(
+        tree_->ApplyCounter(tree_->DeviceMemDir(2, 0, "tensors"), sim::CounterOp::kInc, 1 << 20)
+            .ok());
+  };
+  allocate();
+  std::shared_ptr<const TopView> v = collector_->Step();  // hot: sees the total move
+  EXPECT_EQ(v->apps[0].device.total, 1u << 20);
+  EXPECT_EQ(v->apps[0].device.categories[kTensors], 0u);
+  v = collector_->Step();  // full: categories
+  EXPECT_EQ(collector_->full_samples(), 2u);
+  EXPECT_EQ(v->apps[0].device.categories[kTensors], 1u << 20);
+  collector_->Step();
+  EXPECT_EQ(collector_->full_samples(), 2u);
+
+  // Without detail on screen, the minimum gap holds the full sweep back.
+  collector_->SetDetailWanted(false);
+  allocate();
+  collector_->Step();
+  v = collector_->Step();
+  EXPECT_EQ(collector_->full_samples(), 2u);
+  EXPECT_EQ(v->apps[0].device.total, 2u << 20);
+  EXPECT_EQ(v->apps[0].device.categories[kTensors], 1u << 20);  // stale until the gap passes
+}
+
+TEST_F(CollectorTest, MemoryMoveTriggersFullSweepAfterTheGap) {
+  CollectorOptions options;
+  options.full_sweep_min_gap = std::chrono::milliseconds(0);
+  Start("inf2.24xlarge", options);
+  collector_->Step();
+  EXPECT_EQ(collector_->full_samples(), 1u);
+  ASSERT_TRUE(tree_
+                  ->ApplyCounter(tree_->CoreDir(1, 1) / "stats/memory_usage/device_mem",
+                                 sim::CounterOp::kInc, 4096)
+                  .ok());
+  collector_->Step();
+  collector_->Step();
+  EXPECT_EQ(collector_->full_samples(), 2u);
+}
+
+TEST_F(CollectorTest, PodFromCgroupInRootProc) {
+  tree_ = MakeTree(tmp_.path(), "inf2.24xlarge");
+  AddFakeProcess(tmp_.path(), {4242,
+                               {"python3", "infer.py"},
+                               {},
+                               "0::/kubepods.slice/kubepods-burstable.slice/"
+                               "kubepods-burstable-pod0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d.slice/"
+                               "cri-containerd-0123456789abcdef.scope\n"});
+  WriteProcStat(tmp_.path(), 100, 100, 800, 96);
+  auto w = sim::DatastoreWriter::Create(RootPaths(tmp_.path()), 1, 4242);
+  ASSERT_TRUE(w.ok());
+  CollectorOptions options;
+  options.root = tmp_.path();
+  collector_ = std::make_unique<Collector>(
+      options, MakeCgroupPodLocator(ProcReader(RootPaths(tmp_.path()))));
+  ASSERT_TRUE(collector_->Init().ok());
+  const std::shared_ptr<const TopView> v = collector_->Latest();
+  ASSERT_EQ(v->processes.size(), 1u);
+  EXPECT_EQ(v->processes[0].command, "python3 infer.py");
+  ASSERT_TRUE(v->processes[0].pod.has_value());
+  EXPECT_EQ(v->processes[0].pod->uid, "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d");
+  EXPECT_EQ(v->processes[0].pod->qos, "burstable");
+}
+
+TEST_F(CollectorTest, ThreadPublishesViewsAndSignalsTheDrawingSide) {
+  CollectorOptions options;
+  options.delay = std::chrono::milliseconds(100);
+  options.first_delay = std::chrono::milliseconds(50);
+  Start("inf2.24xlarge", options);
+  const uint64_t first = collector_->Latest()->generation;
+  uint64_t drained = 0;
+  while (::read(collector_->notify_fd(), &drained, sizeof(drained)) > 0) {
+  }
+  collector_->Start();
+  pollfd p{collector_->notify_fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 20000), 1) << "no view published within 20 s";
+  EXPECT_TRUE(WaitUntil([&] { return collector_->Latest()->generation >= first + 3; },
+                        std::chrono::seconds(20)));
+  collector_->Stop();
+  const uint64_t stopped = collector_->Latest()->generation;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(collector_->Latest()->generation, stopped);
+}
+
+}  // namespace
+}  // namespace neuron::top

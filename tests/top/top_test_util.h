@@ -1,0 +1,195 @@
+#pragma once
+// Helpers shared by the neuron-ls / neuron-top tests: running binaries, golden files, simulated
+// trees with runtime processes, and fake ROOT/proc entries (DESIGN decision 14: the tools read
+// ROOT/proc when it exists, so tests can give a process any PID, command line and cgroup).
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/catalog.h"
+#include "driver-sim/datastore_writer.h"
+#include "driver-sim/sim_tree.h"
+
+extern char** environ;
+
+namespace neuron::top::testing {
+
+namespace fs = std::filesystem;
+
+inline std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Written whole and renamed into place, so a reader never sees half a file.
+inline void WriteFile(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  const fs::path tmp = p.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  fs::rename(tmp, p);
+}
+
+inline bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds ceiling) {
+  const auto deadline = std::chrono::steady_clock::now() + ceiling;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+// Starts `args` with stdout/stderr to files (or /dev/null when empty) and our environment
+// without NEURON_ROOT plus `env`.
+inline pid_t Spawn(std::vector<std::string> args, const fs::path& out, const fs::path& err,
+                   const std::vector<std::string>& env = {}) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!std::string_view(*e).starts_with("NEURON_ROOT=")) envs.emplace_back(*e);
+  }
+  envs.insert(envs.end(), env.begin(), env.end());
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out.empty() ? "/dev/null" : out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.empty() ? "/dev/null" : err.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (std::string& e : envs) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_EQ(rc, 0) << "posix_spawn " << args[0];
+  return rc == 0 ? pid : -1;
+}
+
+// Exit code (128 + signal when killed), or nullopt when still running at the ceiling.
+inline std::optional<int> WaitExit(pid_t pid, std::chrono::milliseconds ceiling) {
+  const auto deadline = std::chrono::steady_clock::now() + ceiling;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs to completion (killed after `ceiling`), capturing stdout and stderr via files in `work`.
+inline RunResult RunCommand(const fs::path& work, std::vector<std::string> args,
+                            const std::vector<std::string>& env = {},
+                            std::chrono::milliseconds ceiling = std::chrono::seconds(60)) {
+  static int counter = 0;
+  const std::string tag = std::to_string(::getpid()) + "." + std::to_string(++counter);
+  const fs::path out = work / ("run." + tag + ".out");
+  const fs::path err = work / ("run." + tag + ".err");
+  const pid_t pid = Spawn(std::move(args), out, err, env);
+  RunResult r;
+  if (pid < 0) return r;
+  std::optional<int> code = WaitExit(pid, ceiling);
+  if (!code) {
+    kill(pid, SIGKILL);
+    WaitExit(pid, std::chrono::seconds(10));
+  }
+  r.code = code.value_or(-1);
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+// Compares `actual` with tests/fixtures/top/<name>; NEURON_UPDATE_GOLDENS=1 rewrites it.
+inline void ExpectGolden(const std::string& name, const std::string& actual) {
+  const fs::path golden = fs::path(NEURON_SOURCE_DIR) / "tests/fixtures/top" / name;
+  const char* update = std::getenv("NEURON_UPDATE_GOLDENS");
+  if (update != nullptr && std::string_view(update) == "1") {
+    WriteFile(golden, actual);
+    return;
+  }
+  ASSERT_TRUE(fs::exists(golden)) << golden << " is missing; run with NEURON_UPDATE_GOLDENS=1";
+  EXPECT_EQ(actual, ReadFile(golden))
+      << "differs from " << golden << " (NEURON_UPDATE_GOLDENS=1 rewrites it)";
+}
+
+// A simulated node's tree under `root` with a fixed instance id (goldens must not depend on the
+// temporary path, from which the simulator otherwise derives the id).
+inline std::unique_ptr<sim::SimTree> MakeTree(const fs::path& root, std::string_view instance,
+                                              int lnc = 0) {
+  const InstanceSpec* spec = *FindInstance(instance);
+  const int resolved = *ResolveLnc(*spec, lnc);
+  auto tree = std::make_unique<sim::SimTree>(
+      RootPaths(root), sim::NodeConfig{spec, resolved, "i-aabbccdd123456789", ""});
+  const absl::Status s = tree->Create();
+  EXPECT_TRUE(s.ok()) << s;
+  return tree;
+}
+
+// ROOT/proc/<pid>/{cmdline,stat,cgroup} and fd links, as the host's /proc would show them.
+struct FakeProcess {
+  int pid = 0;
+  std::vector<std::string> argv;
+  std::vector<std::string> open_files;  // fd targets, e.g. "/dev/neuron0"
+  std::string cgroup = "0::/user.slice\n";
+  uint64_t utime = 0;
+  uint64_t stime = 0;
+};
+
+inline void AddFakeProcess(const fs::path& root, const FakeProcess& p) {
+  const fs::path dir = root / "proc" / std::to_string(p.pid);
+  std::string cmdline;
+  for (const std::string& a : p.argv) cmdline += a + '\0';
+  WriteFile(dir / "cmdline", cmdline);
+  const std::string comm = p.argv.empty() ? "x" : fs::path(p.argv.front()).filename().string();
+  WriteFile(dir / "stat", std::to_string(p.pid) + " (" + comm + ") S 1 1 1 0 -1 4194304 0 0 0 0 " +
+                              std::to_string(p.utime) + " " + std::to_string(p.stime) +
+                              " 0 0 20 0 1 0 12345 1000000 250 18446744073709551615\n");
+  WriteFile(dir / "cgroup", p.cgroup);
+  fs::create_directories(dir / "fd");
+  int fd = 3;
+  for (const std::string& target : p.open_files) {
+    fs::create_symlink(target, dir / "fd" / std::to_string(fd++));
+  }
+}
+
+inline void WriteProcStat(const fs::path& root, uint64_t user, uint64_t system, uint64_t idle,
+                          int cpus) {
+  std::string text = "cpu  " + std::to_string(user) + " 0 " + std::to_string(system) + " " +
+                     std::to_string(idle) + " 0 0 0 0 0 0\n";
+  for (int i = 0; i < cpus; ++i) text += "cpu" + std::to_string(i) + " 1 0 1 1 0 0 0 0 0 0\n";
+  WriteFile(root / "proc/stat", text);
+}
+
+}  // namespace neuron::top::testing

@@ -1,0 +1,238 @@
+#include "top/collector.h"
+
+#include <fmt/format.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/component_log.h"
+
+namespace neuron::top {
+namespace {
+
+spdlog::logger& Log() {
+  static std::shared_ptr<spdlog::logger> log = ComponentLogger("top.collector");
+  return *log;
+}
+
+// Changes whenever any memory total the hot sample reads changes.
+uint64_t MemorySignature(const Snapshot& s) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::optional<uint64_t> v) {
+    h ^= v.value_or(~0ull);
+    h *= 1099511628211ull;
+  };
+  for (const DeviceSample& d : s.devices) {
+    mix(static_cast<uint64_t>(d.index));
+    for (const MemCounter& m : d.host_mem) mix(m.total);
+    for (const CoreSample& c : d.cores) {
+      mix(c.device_mem.total);
+      mix(c.host_mem.total);
+    }
+  }
+  return h;
+}
+
+template <typename T>
+std::vector<T> ToVector(const std::deque<T>& d) {
+  return {d.begin(), d.end()};
+}
+
+}  // namespace
+
+Collector::Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods)
+    : options_(std::move(options)),
+      root_(options_.root),
+      pods_(std::move(pods)),
+      proc_(root_),
+      notify_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+Collector::~Collector() {
+  Stop();
+  if (notify_fd_ >= 0) ::close(notify_fd_);
+}
+
+absl::Status Collector::Init() {
+  discovery_ = MakeDirectoryDiscovery(root_, DiscoveryOptions{.lnc = options_.lnc});
+  absl::StatusOr<Inventory> inv = discovery_->Scan();
+  if (!inv.ok()) return inv.status();
+  inventory_ = *std::move(inv);
+  for (const std::string& w : inventory_.warnings) Log().warn("{}", w);
+  SamplerOptions so;
+  so.threads = std::clamp(options_.sampler_threads, 1, 2);
+  sampler_ = std::make_unique<Sampler>(root_, inventory_, std::move(so));
+  last_rescan_ = std::chrono::steady_clock::now();
+  Step();
+  return absl::OkStatus();
+}
+
+SampleKind Collector::ChooseKind(std::chrono::steady_clock::time_point now) const {
+  if (prev_ == nullptr) return SampleKind::kFull;
+  const auto age = now - last_full_;
+  if (age >= options_.full_sweep_max_age) return SampleKind::kFull;
+  // Categories cannot change unless a total the hot sample reads changed too.
+  if (memory_signature_ != memory_signature_at_full_ &&
+      (age >= options_.full_sweep_min_gap || detail_wanted_.load(std::memory_order_relaxed))) {
+    return SampleKind::kFull;
+  }
+  return SampleKind::kHot;
+}
+
+ProcSample Collector::SampleProcesses(const Snapshot& snap) const {
+  ProcSample p;
+  absl::StatusOr<SystemCpuTimes> sys = proc_.SystemCpu();
+  if (sys.ok()) {
+    p.system = *sys;
+  } else {
+    Log().debug("{}", std::string(sys.status().message()));
+  }
+  for (const int pid : RuntimePids(snap)) {
+    absl::StatusOr<ProcessStat> st = proc_.Stat(pid);
+    if (st.ok()) p.processes.emplace(pid, *st);
+  }
+  p.at = std::chrono::steady_clock::now();
+  return p;
+}
+
+void Collector::RefreshDetails(const Snapshot& snap) {
+  const std::vector<int> pids = RuntimePids(snap);
+  std::erase_if(details_, [&pids](const auto& kv) {
+    return !std::binary_search(pids.begin(), pids.end(), kv.first);
+  });
+  const int cpd = inventory_.LogicalCoresPerDevice();
+  for (const int pid : pids) {
+    auto [it, inserted] = details_.try_emplace(pid);
+    ProcessDetails& d = it->second;
+    if (inserted) {
+      absl::StatusOr<std::string> cmd = proc_.CommandLine(pid, 1024);
+      if (cmd.ok()) d.command = *cmd;
+    }
+    if (d.pod_known || pods_ == nullptr) continue;
+    ProcessRef ref;
+    ref.pid = pid;
+    for (const DatastoreRecord& r : snap.processes) {
+      if (r.pid != pid) continue;
+      ref.devices.push_back(r.device);
+      for (int k = 0; k < cpd && k < nds::kMaxCores; ++k) {
+        if (r.Core(k, nds::kTimeInUse) != 0) ref.core_ids.push_back(r.device * cpd + k);
+      }
+    }
+    absl::StatusOr<std::optional<PodIdentity>> pod = pods_->Locate(ref);
+    if (pod.ok()) {
+      d.pod = *pod;
+      d.pod_known = true;
+    } else {
+      Log().debug("pod of pid {}: {}", pid, std::string(pod.status().message()));
+    }
+  }
+}
+
+std::shared_ptr<const TopView> Collector::Step() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_rescan_ >= options_.rescan) {
+    last_rescan_ = now;
+    absl::StatusOr<Inventory> inv = discovery_->Scan();
+    if (!inv.ok()) {
+      Log().warn("rescan: {}", std::string(inv.status().message()));
+    } else if (!(*inv == inventory_)) {
+      Log().info("inventory changed: {} devices", inv->devices.size());
+      inventory_ = *std::move(inv);
+      sampler_->SetInventory(inventory_);
+    }
+  }
+  const SampleKind kind = ChooseKind(now);
+  std::shared_ptr<const Snapshot> snap = sampler_->Sample(kind);
+  if (kind == SampleKind::kFull) {
+    ++full_samples_;
+    last_full_ = now;
+  } else {
+    ++hot_samples_;
+  }
+  memory_signature_ = MemorySignature(*snap);
+  if (kind == SampleKind::kFull) memory_signature_at_full_ = memory_signature_;
+  for (const std::string& e : snap->errors) Log().warn("{}", e);
+
+  ProcSample proc = SampleProcesses(*snap);
+  RefreshDetails(*snap);
+  ViewInputs in;
+  in.inventory = &inventory_;
+  in.before = prev_.get();
+  in.after = snap.get();
+  in.proc_before = prev_ != nullptr ? &prev_proc_ : nullptr;
+  in.proc_after = &proc;
+  in.details = &details_;
+  in.ticks_per_second = ProcReader::TicksPerSecond();
+  auto view = std::make_shared<TopView>(BuildView(in));
+
+  const AppView& all = view->apps.front();
+  std::optional<double> mem_ratio;
+  if (all.device.total && view->device_memory_capacity && *view->device_memory_capacity > 0) {
+    mem_ratio =
+        static_cast<double>(*all.device.total) / static_cast<double>(*view->device_memory_capacity);
+  }
+  if (prev_ != nullptr) {  // the first sample has no rates to chart
+    util_history_.push_back(all.average_utilization);
+    mem_history_.push_back(mem_ratio);
+  }
+  while (util_history_.size() > options_.history) util_history_.pop_front();
+  while (mem_history_.size() > options_.history) mem_history_.pop_front();
+  view->history.utilization = ToVector(util_history_);
+  view->history.device_memory = ToVector(mem_history_);
+  view->history.capacity = options_.history;
+
+  prev_ = std::move(snap);
+  prev_proc_ = std::move(proc);
+  Publish(view);
+  return view;
+}
+
+void Collector::Publish(std::shared_ptr<const TopView> view) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    latest_ = std::move(view);
+  }
+  const uint64_t one = 1;
+  if (notify_fd_ >= 0 && ::write(notify_fd_, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+    Log().warn("notify: {}", std::strerror(errno));
+  }
+}
+
+std::shared_ptr<const TopView> Collector::Latest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+void Collector::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Collector::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Collector::Loop() {
+  auto next = std::chrono::steady_clock::now() + options_.first_delay;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_until(lock, next, [this] { return stop_; })) return;
+    }
+    Step();
+    // A fixed cadence from the previous deadline, unless sampling fell behind.
+    next = std::max(next + options_.delay, std::chrono::steady_clock::now() + options_.delay / 4);
+  }
+}
+
+}  // namespace neuron::top

@@ -1,0 +1,109 @@
+#pragma once
+// neuron-top's collection side (TOOLS-UX.md §4 Q5, Q6): owns discovery, the Sampler, process
+// information and the pod locator; every --delay it takes a hot sample, turns the last two
+// snapshots into a TopView and publishes it. The drawing thread never waits on file I/O: it
+// takes Latest() (an immutable view) and polls notify_fd() to learn that a new one is there.
+//
+// Cost control: the hot sample reads only what the screen needs (core state, ECC, memory totals
+// and the live datastores). The full sweep, which alone refreshes per-category memory, runs
+// only when memory totals moved since the last one (categories cannot change without a total
+// changing): at most every 2 s for the summary line, at once while the memory tree shows
+// per-core categories (SetDetailWanted); and at least every minute.
+//
+// Thread-safety: Latest(), notify_fd() and SetDetailWanted() may be called from any thread.
+// Init() and Step() are for the owner before Start() (or instead of it, as --snapshot does).
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "core/inventory.h"
+#include "core/pod_identity.h"
+#include "core/procinfo.h"
+#include "core/sampler.h"
+#include "top/view_model.h"
+
+namespace neuron::top {
+
+struct CollectorOptions {
+  std::filesystem::path root = "/";
+  int lnc = 0;  // 0: the node's (decision 13)
+  std::chrono::milliseconds delay{1000};
+  // The second sample comes this soon after the first, so rates appear quickly at start-up.
+  std::chrono::milliseconds first_delay{250};
+  std::chrono::milliseconds rescan{10000};  // inventory rescan (devices unplugged or added)
+  std::chrono::milliseconds full_sweep_max_age{60000};
+  std::chrono::milliseconds full_sweep_min_gap{2000};
+  size_t history = 300;  // samples kept for the charts
+  int sampler_threads = 1;
+};
+
+class Collector {
+ public:
+  // `pods` may be null (no POD column data).
+  Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods);
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+
+  // Scans the inventory and takes the first (full) sample; the first view has no rates.
+  absl::Status Init();
+  const Inventory& inventory() const { return inventory_; }
+  // One sample now, published and returned. Owner only, never while the thread runs.
+  std::shared_ptr<const TopView> Step();
+
+  // Samples on a thread of its own: first_delay after the last Step()/Init(), then every delay.
+  void Start();
+  void Stop();
+
+  std::shared_ptr<const TopView> Latest() const;
+  // An eventfd that becomes readable when a view is published; the reader drains it.
+  int notify_fd() const { return notify_fd_; }
+  void SetDetailWanted(bool wanted) { detail_wanted_.store(wanted, std::memory_order_relaxed); }
+
+  // Samples taken so far, by kind (benchmarks and tests check the cost policy).
+  uint64_t full_samples() const { return full_samples_.load(); }
+  uint64_t hot_samples() const { return hot_samples_.load(); }
+
+ private:
+  void Loop();
+  SampleKind ChooseKind(std::chrono::steady_clock::time_point now) const;
+  ProcSample SampleProcesses(const Snapshot& snap) const;
+  void RefreshDetails(const Snapshot& snap);
+  void Publish(std::shared_ptr<const TopView> view);
+
+  CollectorOptions options_;
+  RootPaths root_;
+  std::unique_ptr<PodLocator> pods_;
+  ProcReader proc_;
+  std::unique_ptr<Discovery> discovery_;
+  Inventory inventory_;
+  std::unique_ptr<Sampler> sampler_;
+  std::shared_ptr<const Snapshot> prev_;
+  ProcSample prev_proc_;
+  std::map<int, ProcessDetails> details_;
+  std::deque<std::optional<double>> util_history_;
+  std::deque<std::optional<double>> mem_history_;
+  std::chrono::steady_clock::time_point last_rescan_;
+  std::chrono::steady_clock::time_point last_full_;
+  uint64_t memory_signature_at_full_ = 0;
+  uint64_t memory_signature_ = 0;
+  std::atomic<bool> detail_wanted_{false};
+  std::atomic<uint64_t> full_samples_{0};
+  std::atomic<uint64_t> hot_samples_{0};
+
+  int notify_fd_ = -1;
+  mutable std::mutex mu_;
+  std::shared_ptr<const TopView> latest_;  // guarded by mu_
+  bool stop_ = false;                      // guarded by mu_
+  std::condition_variable cv_;
+  std::thread thread_;
+};
+
+}  // namespace neuron::top

@@ -1,0 +1,258 @@
+#include "top/ls_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "top/format.h"
+
+namespace neuron::top {
+namespace {
+
+// COMMAND is cut to 40 characters, 80 with --wide (TOOLS-UX §1.2).
+constexpr size_t kCommandWidth = 40;
+constexpr size_t kWideCommandWidth = 80;
+
+struct Header {
+  std::string_view line1;
+  std::string_view line2;
+};
+
+struct Table {
+  std::vector<Header> headers;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> rule_after;  // per row: a rule line follows it
+};
+
+std::string Centered(std::string_view word, size_t width) {
+  const size_t len = DisplayWidth(word);
+  const size_t left = (width - len) / 2;
+  return std::string(left, ' ') + std::string(word) + std::string(width - len - left, ' ');
+}
+
+std::string RenderTable(const Table& t) {
+  std::vector<size_t> width(t.headers.size());
+  for (size_t c = 0; c < t.headers.size(); ++c) {
+    width[c] = std::max(t.headers[c].line1.size(), t.headers[c].line2.size());
+    for (const auto& row : t.rows) width[c] = std::max(width[c], DisplayWidth(row[c]));
+    width[c] += 2;
+  }
+  std::string rule = "+";
+  for (const size_t w : width) rule += std::string(w, '-') + "+";
+  rule += "\n";
+  std::string out = rule;
+  for (const int line : {1, 2}) {
+    out += "|";
+    for (size_t c = 0; c < width.size(); ++c) {
+      out += Centered(line == 1 ? t.headers[c].line1 : t.headers[c].line2, width[c]) + "|";
+    }
+    out += "\n";
+  }
+  out += rule;
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    out += "|";
+    for (size_t c = 0; c < width.size(); ++c) {
+      const std::string& cell = t.rows[r][c];
+      out += " " + cell + std::string(width[c] - 1 - DisplayWidth(cell), ' ') + "|";
+    }
+    out += "\n";
+    if (t.rule_after[r] && r + 1 < t.rows.size()) out += rule;
+  }
+  out += rule;
+  return out;
+}
+
+std::string OrNA(const std::string& s) { return s.empty() ? "NA" : s; }
+
+std::string Memory(const LsDevice& d) { return d.memory_bytes ? FormatGiB(*d.memory_bytes) : "NA"; }
+
+std::string Numa(const LsDevice& d) { return d.numa_node ? std::to_string(*d.numa_node) : "NA"; }
+
+std::string HeaderLines(const LsReport& r) {
+  std::string out = fmt::format("instance-type: {}\ninstance-id: {}\n", OrNA(r.instance_type),
+                                OrNA(r.instance_id));
+  if (r.lnc_applies) out += fmt::format("logical-neuroncore-config: {}\n", r.lnc);
+  return out;
+}
+
+Table DefaultTable(const LsReport& r) {
+  Table t;
+  t.headers = {{"NEURON", "DEVICE"}, {"NEURON", "CORES"},      {"NEURON", "CORE IDS"},
+               {"NEURON", "MEMORY"}, {"CONNECTED", "DEVICES"}, {"PCI", "BDF"},
+               {"CPU", "AFFINITY"},  {"NUMA", "NODE"}};
+  for (const LsDevice& d : r.devices) {
+    t.rows.push_back({std::to_string(d.index), std::to_string(d.cores), FormatRanges(d.core_ids),
+                      Memory(d), JoinIds(d.connected), OrNA(d.bdf), OrNA(d.cpu_affinity), Numa(d)});
+    t.rule_after.push_back(false);
+  }
+  return t;
+}
+
+Table ProcessTable(const LsReport& r, bool wide, bool rule_per_device) {
+  Table t;
+  t.headers = {{"NEURON", "DEVICE"},     {"NEURON", "CORES"},   {"NEURON", "MEMORY"},
+               {"CONNECTED", "DEVICES"}, {"PCI", "BDF"},        {"PID", ""},
+               {"COMMAND", ""},          {"RUNTIME", "VERSION"}};
+  const size_t cut = wide ? kWideCommandWidth : kCommandWidth;
+  for (const LsDevice& d : r.devices) {
+    std::vector<std::string> lead{std::to_string(d.index), std::to_string(d.cores), Memory(d),
+                                  JoinIds(d.connected), d.bdf.empty() ? "NA" : ShortBdf(d.bdf)};
+    if (d.processes.empty()) {
+      lead.insert(lead.end(), {"NA", "NA", "NA"});
+      t.rows.push_back(lead);
+      t.rule_after.push_back(rule_per_device);
+      continue;
+    }
+    for (size_t i = 0; i < d.processes.size(); ++i) {
+      const LsProcess& p = d.processes[i];
+      std::vector<std::string> row =
+          i == 0 ? lead : std::vector<std::string>(lead.size(), std::string());
+      row.insert(row.end(),
+                 {std::to_string(p.pid), TruncateEllipsis(p.command, cut), p.runtime_version});
+      t.rows.push_back(row);
+      t.rule_after.push_back(rule_per_device && i + 1 == d.processes.size());
+    }
+  }
+  return t;
+}
+
+Table TopologyTable(const LsReport& r) {
+  Table t;
+  t.headers = {{"NEURON", "DEVICE"},
+               {"NEURON", "CORES"},
+               {"NEURON", "MEMORY"},
+               {"CONNECTED", "DEVICES"},
+               {"PCI", "BDF"}};
+  for (const LsDevice& d : r.devices) {
+    t.rows.push_back({std::to_string(d.index), std::to_string(d.cores), Memory(d),
+                      JoinIds(d.connected), d.bdf.empty() ? "NA" : ShortBdf(d.bdf)});
+    t.rule_after.push_back(false);
+  }
+  return t;
+}
+
+}  // namespace
+
+LsReport BuildLsReport(const LsSources& src) {
+  const Inventory& inv = *src.inventory;
+  LsReport r;
+  r.instance_type = inv.instance_type;
+  r.instance_id = inv.instance_id;
+  r.lnc = inv.lnc;
+  if (const InstanceSpec* spec = inv.Spec()) {
+    r.lnc_applies = spec->lnc_configurable;
+  } else {
+    r.lnc_applies = std::any_of(inv.devices.begin(), inv.devices.end(),
+                                [](const NeuronDevice& d) { return d.device_name == "Trainium2"; });
+  }
+  r.link = DetectLinkShape(inv);
+  r.inventory = inv;
+
+  std::map<int, std::string> commands;
+  auto command = [&](int pid) -> const std::string& {
+    auto [it, inserted] = commands.try_emplace(pid, "NA");
+    if (inserted && src.proc != nullptr) {
+      absl::StatusOr<std::string> line = src.proc->CommandLine(pid);
+      if (line.ok() && !line->empty()) it->second = *line;
+    }
+    return it->second;
+  };
+
+  std::map<std::filesystem::path, std::vector<int>> holders;
+  if (src.all_processes && src.proc != nullptr) {
+    std::vector<std::filesystem::path> targets;
+    for (const auto& paths : src.device_node_paths)
+      targets.insert(targets.end(), paths.begin(), paths.end());
+    holders = src.proc->PidsWithOpen(targets);
+  }
+
+  for (size_t i = 0; i < inv.devices.size(); ++i) {
+    const NeuronDevice& nd = inv.devices[i];
+    LsDevice d;
+    d.index = nd.index;
+    d.cores = inv.LogicalCoresPerDevice();
+    d.core_ids = inv.CoreIds(nd.index);
+    d.memory_bytes = nd.memory_bytes;
+    d.connected = DisplayNeighbours(nd, r.link);
+    d.bdf = nd.bdf;
+    d.cpu_affinity = nd.cpulist;
+    d.numa_node = nd.numa_node;
+    std::set<int> seen;
+    if (src.datastores != nullptr) {
+      for (const DatastoreRecord& rec : *src.datastores) {
+        if (rec.device != nd.index || !seen.insert(rec.pid).second) continue;
+        d.processes.push_back({rec.pid, command(rec.pid), RuntimeVersion(rec)});
+      }
+    }
+    std::sort(d.processes.begin(), d.processes.end(),
+              [](const LsProcess& a, const LsProcess& b) { return a.pid < b.pid; });
+    if (src.all_processes && i < src.device_node_paths.size()) {
+      std::set<int> extra;
+      for (const std::string& path : src.device_node_paths[i]) {
+        const auto it = holders.find(path);
+        if (it == holders.end()) continue;
+        for (const int pid : it->second) {
+          if (!seen.contains(pid)) extra.insert(pid);
+        }
+      }
+      for (const int pid : extra) d.processes.push_back({pid, command(pid), "NA"});
+    }
+    r.devices.push_back(std::move(d));
+  }
+  return r;
+}
+
+std::string RenderLsText(const LsReport& r, LsFormat format) {
+  std::string out = HeaderLines(r);
+  switch (format) {
+    case LsFormat::kDefault:
+      return out + RenderTable(DefaultTable(r));
+    case LsFormat::kWide:
+      return out + RenderTable(ProcessTable(r, /*wide=*/true, /*rule_per_device=*/false));
+    case LsFormat::kAllProcs:
+      return out + RenderTable(ProcessTable(r, /*wide=*/false, /*rule_per_device=*/true));
+    case LsFormat::kWideAllProcs:
+      return out + RenderTable(ProcessTable(r, /*wide=*/true, /*rule_per_device=*/true));
+    case LsFormat::kTopology:
+      // Two empty lines between the table and the drawing, as the trn2 sample has.
+      return out + RenderTable(TopologyTable(r)) + "\n\n" + DrawTopology(r.inventory, r.link);
+  }
+  return out;
+}
+
+std::string RenderLsJson(const LsReport& r) {
+  nlohmann::ordered_json devices = nlohmann::ordered_json::array();
+  for (const LsDevice& d : r.devices) {
+    nlohmann::ordered_json j;
+    j["neuron_device"] = d.index;
+    j["bdf"] = d.bdf.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(ShortBdf(d.bdf));
+    j["cpu_affinity"] =
+        d.cpu_affinity.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d.cpu_affinity);
+    // A string in neuron-ls's output (TOOLS-UX §1.7).
+    j["numa_node"] = d.numa_node ? nlohmann::ordered_json(std::to_string(*d.numa_node))
+                                 : nlohmann::ordered_json();
+    j["connected_to"] = d.connected;
+    j["nc_count"] = d.cores;
+    j["logical_neuroncore_config"] = r.lnc;
+    j["memory_size"] =
+        d.memory_bytes ? nlohmann::ordered_json(*d.memory_bytes) : nlohmann::ordered_json();
+    j["neuroncore_ids"] = d.core_ids;
+    nlohmann::ordered_json procs = nlohmann::ordered_json::array();
+    for (const LsProcess& p : d.processes) {
+      nlohmann::ordered_json pj;
+      pj["pid"] = p.pid;
+      pj["command"] = TruncateEllipsis(p.command, kCommandWidth);
+      pj["neuron_runtime_version"] = p.runtime_version;
+      procs.push_back(std::move(pj));
+    }
+    j["neuron_processes"] = std::move(procs);
+    devices.push_back(std::move(j));
+  }
+  // Command lines may hold invalid UTF-8; replace rather than throw.
+  return devices.dump(4, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace neuron::top

@@ -1,0 +1,66 @@
+#pragma once
+// neuron-ls: what it shows (LsReport, built from core's Inventory, the live datastores and
+// process information) and how (the table, --wide, --show-all-procs, --topology and
+// --json-output formats of TOOLS-UX.md §1). Building reads only through core; rendering is
+// pure. Plain values; thread-safe to read.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/datastore.h"
+#include "core/inventory.h"
+#include "core/procinfo.h"
+#include "top/link_shape.h"
+
+namespace neuron::top {
+
+struct LsProcess {
+  int pid = 0;
+  std::string command;          // whole command line; "NA" when it cannot be read
+  std::string runtime_version;  // "2.0.0"; "NA" for processes without a datastore (-a)
+};
+
+struct LsDevice {
+  int index = 0;
+  int cores = 0;              // logical NeuronCores
+  std::vector<int> core_ids;  // global logical core ids (NEURON_RT_VISIBLE_CORES numbering)
+  std::optional<uint64_t> memory_bytes;
+  std::vector<int> connected;  // display order (link_shape.h)
+  std::string bdf;             // full form; "" when unknown
+  std::string cpu_affinity;    // local_cpulist; "" when unknown
+  std::optional<int> numa_node;
+  std::vector<LsProcess> processes;  // datastore processes by PID, then -a extras by PID
+};
+
+struct LsReport {
+  std::string instance_type;
+  std::string instance_id;
+  int lnc = 1;
+  bool lnc_applies = false;  // trn2: print logical-neuroncore-config
+  std::vector<LsDevice> devices;
+  Inventory inventory;  // for the drawing
+  LinkLayout link;
+};
+
+struct LsSources {
+  const Inventory* inventory = nullptr;
+  const std::vector<DatastoreRecord>* datastores = nullptr;  // null: no process columns wanted
+  const ProcReader* proc = nullptr;                          // command lines; null: "NA"
+  // With --show-all-procs: also processes holding a device node without a datastore.
+  bool all_processes = false;
+  // The device node paths a process may hold for device N: the host's (NeuronDevice::dev_node)
+  // and the simulator's (ROOT/dev/neuronN). Filled by the caller from RootPaths.
+  std::vector<std::vector<std::string>> device_node_paths;
+};
+
+LsReport BuildLsReport(const LsSources& sources);
+
+enum class LsFormat { kDefault, kWide, kAllProcs, kWideAllProcs, kTopology };
+
+// The header lines and the table (and the drawing for kTopology), '\n'-terminated.
+std::string RenderLsText(const LsReport& report, LsFormat format);
+// The --json-output array (§1.7), pretty-printed with 4 spaces, '\n'-terminated.
+std::string RenderLsJson(const LsReport& report);
+
+}  // namespace neuron::top

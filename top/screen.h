@@ -1,0 +1,33 @@
+#pragma once
+// Paints one neuron-top frame onto a Canvas (TOOLS-UX.md §2.2 layout, plus the history chart
+// and the process table): pure, so frames are testable as text; the ncurses renderer copies
+// the canvas to the terminal. Thread-safe (no state).
+
+#include <string_view>
+
+#include "top/canvas.h"
+#include "top/layout.h"
+#include "top/ui_state.h"
+#include "top/view_model.h"
+
+namespace neuron::top {
+
+// The layout request for a view on a terminal of the given size. `view` may be null (before
+// the first sample).
+LayoutRequest RequestFor(const TopView* view, const UiState& ui, int width, int height);
+
+// Paints a full frame. `version` goes into the title bar.
+Canvas Paint(const TopView* view, const UiState& ui, const Layout& layout,
+             std::string_view version);
+
+// The sections, each drawing only inside its rectangle (screen_sections.cc).
+void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, const UiState& ui,
+               const GridGeometry& g);
+void PaintVcpu(Canvas& c, const Rect& r, const TopView& v, const AppView& app);
+void PaintMemorySummary(Canvas& c, const Rect& r, const AppView& app);
+void PaintTree(Canvas& c, const Rect& r, const AppView& app, const UiState& ui);
+void PaintChart(Canvas& c, const Rect& r, const TopView& v);
+void PaintProcesses(Canvas& c, const Rect& r, const TopView& v, const UiState& ui);
+void PaintTabs(Canvas& c, const Rect& r, const TopView& v, const UiState& ui);
+
+}  // namespace neuron::top

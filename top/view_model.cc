@@ -1,0 +1,455 @@
+// BuildView: from two snapshots to what neuron-top shows (TOOLS-UX.md §2.7).
+
+#include "top/view_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "core/datastore_layout.h"
+#include "top/format.h"
+
+namespace neuron::top {
+namespace {
+
+// Sums present values; absent only when nothing was present (partial data is normal).
+struct Acc {
+  std::optional<uint64_t> value;
+  void Add(std::optional<uint64_t> v) {
+    if (v) value = value.value_or(0) + *v;
+  }
+};
+
+template <size_t N>
+int IndexOf(const std::array<std::string_view, N>& names, std::string_view name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (names[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// sysfs device_mem/<devcat> index of each neuron-top category.
+const std::array<int, kDeviceCategoryCount>& SysfsCategoryIndex() {
+  static const std::array<int, kDeviceCategoryCount> idx = [] {
+    std::array<int, kDeviceCategoryCount> out{};
+    for (int c = 0; c < kDeviceCategoryCount; ++c) {
+      out[c] = IndexOf(kDeviceMemCategories, kDeviceCategoryKeys[c]);
+    }
+    return out;
+  }();
+  return idx;
+}
+
+// Datastore core counter of each category (DRIVER-INTERFACE §4.3, §2.2 allocation types).
+constexpr std::array<int, kDeviceCategoryCount> kNdsCategoryCounter{
+    nds::kMemUsageTensorsDevice, nds::kMemUsageConstantsDevice, nds::kMemUsageCodeDevice,
+    nds::kMemUsageMiscDevice, nds::kMemUsageScratchpadDevice};
+// Model node memory slot of each category (0 CODE, 1 TENSORS, 2 CONSTANTS, 3 SCRATCHPAD, 4 MISC).
+constexpr std::array<int, kDeviceCategoryCount> kModelSlot{1, 2, 0, 4, 3};
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+std::string NcVersion(const Inventory& inv, int lnc) {
+  std::string arch;
+  for (const NeuronDevice& d : inv.devices) {
+    if (!d.nc_arch_type.empty()) {
+      arch = d.nc_arch_type;
+      break;
+    }
+  }
+  if (arch.size() > 2 && arch.starts_with("NC")) arch = arch.substr(2);
+  std::transform(arch.begin(), arch.end(), arch.begin(), [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  });
+  if (arch == "v3" && lnc == 2) arch += "d";
+  return arch;
+}
+
+CpuUsage SystemCpu(const ProcSample* a, const ProcSample* b) {
+  if (a == nullptr || b == nullptr || !a->system || !b->system) return {};
+  const uint64_t total_a = a->system->TotalTicks();
+  const uint64_t total_b = b->system->TotalTicks();
+  if (total_b <= total_a) return {};
+  const double dt = static_cast<double>(total_b - total_a);
+  auto frac = [dt](uint64_t x, uint64_t y) -> std::optional<double> {
+    if (y < x) return std::nullopt;
+    return std::clamp(static_cast<double>(y - x) / dt, 0.0, 1.0);
+  };
+  return {frac(a->system->UserTicks(), b->system->UserTicks()),
+          frac(a->system->SystemTicks(), b->system->SystemTicks())};
+}
+
+// CPU ticks of `pid` between the two samples: {user, system}; absent when the PID was not seen
+// in both or was reused (start time changed).
+std::optional<std::pair<uint64_t, uint64_t>> ProcessTicks(const ProcSample* a, const ProcSample* b,
+                                                          int pid) {
+  if (a == nullptr || b == nullptr) return std::nullopt;
+  const auto ia = a->processes.find(pid);
+  const auto ib = b->processes.find(pid);
+  if (ia == a->processes.end() || ib == b->processes.end()) return std::nullopt;
+  const ProcessStat& x = ia->second;
+  const ProcessStat& y = ib->second;
+  if (x.start_time != y.start_time || y.utime < x.utime || y.stime < x.stime) return std::nullopt;
+  return std::make_pair(y.utime - x.utime, y.stime - x.stime);
+}
+
+CpuUsage RuntimeCpu(const ViewInputs& in, const std::vector<int>& pids) {
+  const ProcSample* a = in.proc_before;
+  const ProcSample* b = in.proc_after;
+  if (a == nullptr || b == nullptr || !b->system || b->system->cpus <= 0) return {};
+  const double capacity = Seconds(b->at - a->at) * static_cast<double>(in.ticks_per_second) *
+                          static_cast<double>(b->system->cpus);
+  if (capacity <= 0) return {};
+  uint64_t user = 0;
+  uint64_t sys = 0;
+  bool any = false;
+  for (const int pid : pids) {
+    if (auto t = ProcessTicks(a, b, pid)) {
+      user += t->first;
+      sys += t->second;
+      any = true;
+    }
+  }
+  if (!any) return {};
+  return {std::clamp(static_cast<double>(user) / capacity, 0.0, 1.0),
+          std::clamp(static_cast<double>(sys) / capacity, 0.0, 1.0)};
+}
+
+std::optional<double> Mean(const std::vector<std::optional<double>>& xs) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& x : xs) {
+    if (x) {
+      sum += *x;
+      ++n;
+    }
+  }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
+ModelMemory ModelOf(const DatastoreModel& m, int pid) {
+  ModelMemory out;
+  out.model_id = m.model_id;
+  out.name = m.name;
+  out.pid = pid;
+  uint64_t device = 0;
+  uint64_t host = 0;
+  for (int s = 0; s < 5; ++s) {
+    device += m.memory[DatastoreModel::kLocationDevice][s].total_size;
+    host += m.memory[DatastoreModel::kLocationHost][s].total_size;
+  }
+  out.device_bytes = device;
+  out.host_bytes = host;
+  for (int c = 0; c < kDeviceCategoryCount; ++c) {
+    out.categories[c] = m.memory[DatastoreModel::kLocationDevice][kModelSlot[c]].total_size;
+  }
+  return out;
+}
+
+std::vector<const DatastoreRecord*> RecordsOf(const Snapshot& s, int pid) {
+  std::vector<const DatastoreRecord*> out;
+  for (const DatastoreRecord& r : s.processes) {
+    if (r.pid == pid) out.push_back(&r);
+  }
+  return out;
+}
+
+const DatastoreRecord* FindRecord(const Snapshot* s, int device, int pid) {
+  if (s == nullptr) return nullptr;
+  for (const DatastoreRecord& r : s->processes) {
+    if (r.device == device && r.pid == pid) return &r;
+  }
+  return nullptr;
+}
+
+// Logical core slots a process uses on a device: busy time, memory, or a model placed there.
+std::vector<int> SlotsUsed(const DatastoreRecord& r, int cores_per_device) {
+  std::set<int> slots;
+  const int n = std::min(cores_per_device, nds::kMaxCores);
+  for (int k = 0; k < n; ++k) {
+    if (r.Core(k, nds::kTimeInUse) != 0) slots.insert(k);
+    for (const int counter : kNdsCategoryCounter) {
+      if (r.Core(k, counter) != 0) slots.insert(k);
+    }
+  }
+  for (const DatastoreModel& m : r.models) {
+    if (m.nc_index < n) slots.insert(m.nc_index);
+  }
+  return {slots.begin(), slots.end()};
+}
+
+HostMemory HostFromRecords(const std::vector<const DatastoreRecord*>& records) {
+  HostMemory h;
+  uint64_t total = 0;
+  uint64_t tensors = 0;
+  uint64_t constants = 0;
+  uint64_t dma = 0;
+  uint64_t app = 0;
+  for (const DatastoreRecord* r : records) {
+    const auto& dc = r->device_counters;
+    dma += dc[nds::kMemUsageCodeHost];
+    tensors += dc[nds::kMemUsageTensorsHost];
+    constants += dc[nds::kMemUsageConstantsHost];
+    app += dc[nds::kMemUsageMiscHost];
+    total += dc[nds::kMemUsageCodeHost] + dc[nds::kMemUsageTensorsHost] +
+             dc[nds::kMemUsageConstantsHost] + dc[nds::kMemUsageScratchpadHost] +
+             dc[nds::kMemUsageMiscHost];
+  }
+  h.total = total;
+  h.tensors = tensors;
+  h.constants = constants;
+  h.dma_buffers = dma;
+  h.app_memory = app;
+  return h;
+}
+
+AppView BuildAll(const ViewInputs& in, const std::vector<int>& pids) {
+  const Snapshot& after = *in.after;
+  const Snapshot* before = in.before;
+  AppView app;
+  app.label = "all";
+  const double dt = before != nullptr ? Seconds(after.steady - before->steady) : 0;
+  const int dma = IndexOf(kHostMemCategories, "dma_buffers");
+  const int tensors = IndexOf(kHostMemCategories, "tensors");
+  const int constants = IndexOf(kHostMemCategories, "constants");
+  const int appmem = IndexOf(kHostMemCategories, "application_memory");
+  Acc host_total, host_tensors, host_constants, host_dma, host_app, dev_total;
+  std::array<Acc, kDeviceCategoryCount> dev_cat;
+  std::vector<std::optional<double>> utils;
+  std::optional<double> flops_sum;
+  for (const DeviceSample& d : after.devices) {
+    DeviceRow row;
+    row.index = d.index;
+    row.state = d.state;
+    Acc ecc;
+    for (const auto& e : d.ecc) ecc.Add(e);
+    row.ecc_errors = ecc.value;
+    const std::vector<LogicalCoreTotals> now = LogicalCores(after, d);
+    const DeviceSample* prev_dev = before != nullptr ? before->FindDevice(d.index) : nullptr;
+    const std::vector<LogicalCoreTotals> prev =
+        prev_dev != nullptr ? LogicalCores(*before, *prev_dev) : std::vector<LogicalCoreTotals>();
+    const int cpd = static_cast<int>(now.size());
+    DeviceMemoryNode node;
+    node.index = d.index;
+    Acc node_dev, node_host;
+    for (int k = 0; k < cpd; ++k) {
+      CoreCell cell;
+      cell.core_id = d.index * cpd + k;
+      if (before != nullptr) cell.utilization = Utilization(*before, after, d.index, k);
+      if (k < static_cast<int>(prev.size()) && prev[k].flops && now[k].flops && dt > 0 &&
+          *now[k].flops >= *prev[k].flops) {
+        cell.flops_per_s = static_cast<double>(*now[k].flops - *prev[k].flops) / dt;
+        flops_sum = flops_sum.value_or(0) + *cell.flops_per_s;
+      }
+      utils.push_back(cell.utilization);
+      row.cores.push_back(cell);
+
+      CoreMemory cm;
+      cm.local_index = k;
+      const PhysicalRange r = PhysicalCoresOf(k, after.lnc);
+      Acc cdev, chost;
+      std::array<Acc, kDeviceCategoryCount> ccat;
+      for (int p = r.first; p < r.first + r.count && p < static_cast<int>(d.cores.size()); ++p) {
+        const CoreSample& c = d.cores[p];
+        cdev.Add(c.device_mem.total);
+        chost.Add(c.host_mem.total);
+        for (int cat = 0; cat < kDeviceCategoryCount; ++cat) {
+          const int si = SysfsCategoryIndex()[cat];
+          if (si >= 0) ccat[cat].Add(c.device_mem_by_category[si].total);
+        }
+      }
+      cm.device_bytes = cdev.value;
+      cm.host_bytes = chost.value;
+      for (int cat = 0; cat < kDeviceCategoryCount; ++cat) {
+        cm.categories[cat] = ccat[cat].value;
+        dev_cat[cat].Add(ccat[cat].value);
+      }
+      node_dev.Add(cdev.value);
+      dev_total.Add(cdev.value);
+      for (const DatastoreRecord& rec : after.processes) {
+        if (rec.device != d.index) continue;
+        for (const DatastoreModel& m : rec.models) {
+          if (m.nc_index == k) cm.models.push_back(ModelOf(m, rec.pid));
+        }
+      }
+      node.cores.push_back(std::move(cm));
+    }
+    Acc dev_host_all;
+    for (const MemCounter& m : d.host_mem) dev_host_all.Add(m.total);
+    node.host_bytes = dev_host_all.value;
+    node.device_bytes = node_dev.value;
+    host_total.Add(dev_host_all.value);
+    if (dma >= 0) host_dma.Add(d.host_mem[dma].total);
+    if (tensors >= 0) host_tensors.Add(d.host_mem[tensors].total);
+    if (constants >= 0) host_constants.Add(d.host_mem[constants].total);
+    if (appmem >= 0) host_app.Add(d.host_mem[appmem].total);
+    app.grid.push_back(std::move(row));
+    app.memory_tree.push_back(std::move(node));
+  }
+  app.average_utilization = Mean(utils);
+  app.total_flops_per_s = flops_sum;
+  app.runtime_cpu = RuntimeCpu(in, pids);
+  app.host = {host_total.value, host_tensors.value, host_constants.value, host_dma.value,
+              host_app.value};
+  app.device.total = dev_total.value;
+  for (int c = 0; c < kDeviceCategoryCount; ++c) app.device.categories[c] = dev_cat[c].value;
+  return app;
+}
+
+AppView BuildProcess(const ViewInputs& in, int pid, int cpd, std::vector<int>* core_ids) {
+  const Snapshot& after = *in.after;
+  const Snapshot* before = in.before;
+  const double dt_us =
+      before != nullptr
+          ? std::chrono::duration<double, std::micro>(after.steady - before->steady).count()
+          : 0;
+  const std::vector<const DatastoreRecord*> records = RecordsOf(after, pid);
+  AppView app;
+  app.pid = pid;
+  app.label = records.empty() ? std::to_string(pid) : records.front()->Tag();
+  std::vector<std::optional<double>> utils;
+  std::optional<double> flops_sum;
+  for (const DeviceSample& d : after.devices) {
+    DeviceRow row;
+    row.index = d.index;
+    row.state = d.state;
+    const DatastoreRecord* now = FindRecord(&after, d.index, pid);
+    const DatastoreRecord* prev = FindRecord(before, d.index, pid);
+    const std::vector<int> slots = now != nullptr ? SlotsUsed(*now, cpd) : std::vector<int>();
+    for (int k = 0; k < cpd; ++k) {
+      CoreCell cell;
+      cell.core_id = d.index * cpd + k;
+      if (before != nullptr && dt_us > 0) {
+        if (now == nullptr) {
+          cell.utilization = 0.0;  // the process does not use this device
+          cell.flops_per_s = 0.0;
+        } else if (prev != nullptr && k < nds::kMaxCores) {
+          const uint64_t b0 = prev->Core(k, nds::kTimeInUse);
+          const uint64_t b1 = now->Core(k, nds::kTimeInUse);
+          if (b1 >= b0) cell.utilization = std::clamp((b1 - b0) / dt_us, 0.0, 1.0);
+          const uint64_t m0 = prev->Core(k, nds::kMacCount);
+          const uint64_t m1 = now->Core(k, nds::kMacCount);
+          if (m1 >= m0) cell.flops_per_s = 2.0 * static_cast<double>(m1 - m0) / (dt_us / 1e6);
+        }
+      }
+      if (std::find(slots.begin(), slots.end(), k) != slots.end()) {
+        utils.push_back(cell.utilization);
+        core_ids->push_back(cell.core_id);
+        if (cell.flops_per_s) flops_sum = flops_sum.value_or(0) + *cell.flops_per_s;
+      }
+      row.cores.push_back(cell);
+    }
+    app.grid.push_back(std::move(row));
+    if (now == nullptr) continue;
+    DeviceMemoryNode node;
+    node.index = d.index;
+    uint64_t node_dev = 0;
+    for (const int k : slots) {
+      CoreMemory cm;
+      cm.local_index = k;
+      uint64_t sum = 0;
+      for (int c = 0; c < kDeviceCategoryCount; ++c) {
+        cm.categories[c] = now->Core(k, kNdsCategoryCounter[c]);
+        sum += *cm.categories[c];
+      }
+      cm.device_bytes = sum;
+      node_dev += sum;
+      for (const DatastoreModel& m : now->models) {
+        if (m.nc_index == k) cm.models.push_back(ModelOf(m, pid));
+      }
+      node.cores.push_back(std::move(cm));
+    }
+    node.device_bytes = node_dev;
+    node.host_bytes = HostFromRecords({now}).total;
+    app.memory_tree.push_back(std::move(node));
+  }
+  app.average_utilization = Mean(utils);
+  app.total_flops_per_s = flops_sum;
+  app.runtime_cpu = RuntimeCpu(in, {pid});
+  app.host = HostFromRecords(records);
+  uint64_t total = 0;
+  CategoryBytes cats{};
+  for (const DeviceMemoryNode& n : app.memory_tree) {
+    for (const CoreMemory& c : n.cores) {
+      for (int k = 0; k < kDeviceCategoryCount; ++k) {
+        cats[k] = cats[k].value_or(0) + c.categories[k].value_or(0);
+        total += c.categories[k].value_or(0);
+      }
+    }
+  }
+  app.device.total = total;
+  app.device.categories = cats;
+  for (auto& c : app.device.categories) c = c.value_or(0);
+  return app;
+}
+
+}  // namespace
+
+std::vector<int> RuntimePids(const Snapshot& snap) {
+  std::set<int> pids;
+  for (const DatastoreRecord& r : snap.processes) pids.insert(r.pid);
+  return {pids.begin(), pids.end()};
+}
+
+TopView BuildView(const ViewInputs& in) {
+  const Inventory& inv = *in.inventory;
+  const Snapshot& after = *in.after;
+  TopView v;
+  v.generation = after.generation;
+  v.wall = after.wall;
+  v.interval_s = in.before != nullptr ? Seconds(after.steady - in.before->steady) : 0;
+  v.instance_type = inv.instance_type;
+  v.instance_id = inv.instance_id;
+  v.lnc = after.lnc;
+  v.nc_version = NcVersion(inv, after.lnc);
+  v.cores_per_device = inv.LogicalCoresPerDevice();
+  if (const InstanceSpec* spec = inv.Spec(); spec != nullptr && spec->chip != nullptr) {
+    v.peak_flops_per_core = spec->chip->peak_bf16_flops * std::max(1, after.lnc);
+  }
+  v.runtime_attached = !after.processes.empty();
+  v.system_cpu = SystemCpu(in.proc_before, in.proc_after);
+  v.errors = after.errors;
+  Acc capacity;
+  for (const DeviceSample& d : after.devices) {
+    if (const NeuronDevice* nd = inv.FindDevice(d.index)) capacity.Add(nd->memory_bytes);
+  }
+  v.device_memory_capacity = capacity.value;
+
+  const std::vector<int> pids = RuntimePids(after);
+  v.apps.push_back(BuildAll(in, pids));
+  const int cpd = v.cores_per_device;
+  for (const int pid : pids) {
+    ProcessRow row;
+    row.pid = pid;
+    AppView app = BuildProcess(in, pid, cpd, &row.core_ids);
+    const std::vector<const DatastoreRecord*> records = RecordsOf(after, pid);
+    row.tag = app.label;
+    for (const DatastoreRecord* r : records) row.devices.push_back(r->device);
+    if (!records.empty()) row.runtime_version = RuntimeVersion(*records.front());
+    row.device_bytes = app.device.total;
+    row.host_bytes = app.host.total;
+    row.utilization = app.average_utilization;
+    if (in.details != nullptr) {
+      if (const auto it = in.details->find(pid); it != in.details->end()) {
+        row.command = it->second.command;
+        row.pod = it->second.pod;
+        row.pod_known = it->second.pod_known;
+      }
+    }
+    if (in.proc_before != nullptr && in.proc_after != nullptr) {
+      const double dt = Seconds(in.proc_after->at - in.proc_before->at);
+      if (auto t = ProcessTicks(in.proc_before, in.proc_after, pid); t && dt > 0) {
+        row.cpu = static_cast<double>(t->first + t->second) /
+                  (dt * static_cast<double>(in.ticks_per_second));
+      }
+    }
+    v.processes.push_back(std::move(row));
+    v.apps.push_back(std::move(app));
+  }
+  return v;
+}
+
+}  // namespace neuron::top
