@@ -29,6 +29,10 @@ for _ in $(seq 100); do [ -e "$root/run/neuron/sim.ready" ] && break; sleep 0.1;
 step "The node, as the simulated driver reports it"
 ctl status
 
+step "neuron-ls: the node as the agent's core library sees it"
+"$build/top/neuron-ls" --root "$root"
+"$build/top/neuron-ls" --root "$root" --topology
+
 step "What the agent reads: the driver's sysfs tree (device 0)"
 dev0="$root/sys/devices/virtual/neuron_device/neuron0"
 for f in info/architecture/device_name core_count connected_devices reset \
