@@ -27,8 +27,7 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
-
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::sim {
@@ -38,73 +37,20 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
+using ::neuron::testing::ReadFile;
+using ::neuron::testing::Spawn;
+using ::neuron::testing::WaitExit;
+using ::neuron::testing::WaitUntil;
 
 // Ceilings, not expectations (DESIGN decision 15): building a tree is thousands of files, and
 // this machine is shared and may run sanitizers.
 constexpr auto kReadyCeiling = 90s;
 constexpr auto kEffectCeiling = 30s;
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
+// In place, as a user writes a sysfs file (the daemon watches IN_CLOSE_WRITE); not renamed.
 void WriteFile(const fs::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << text;
-}
-
-bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds ceiling) {
-  const auto deadline = std::chrono::steady_clock::now() + ceiling;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
-
-std::vector<char*> Argv(std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  return argv;
-}
-
-// Starts `args` with stdout/stderr in files; the environment is ours without NEURON_ROOT, plus
-// `env`.
-pid_t Spawn(std::vector<std::string> args, const fs::path& out, const fs::path& err,
-            const std::vector<std::string>& env = {}) {
-  std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with("NEURON_ROOT=")) envs.emplace_back(*e);
-  }
-  envs.insert(envs.end(), env.begin(), env.end());
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv = Argv(args);
-  std::vector<char*> envp = Argv(envs);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  EXPECT_EQ(rc, 0) << "posix_spawn " << args[0];
-  return rc == 0 ? pid : -1;
-}
-
-// Exit code (128 + signal when killed), or nullopt when still running at the ceiling.
-std::optional<int> WaitExit(pid_t pid, std::chrono::milliseconds ceiling) {
-  const auto deadline = std::chrono::steady_clock::now() + ceiling;
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r < 0) return std::nullopt;
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(20ms);
-  }
 }
 
 struct RunResult {

@@ -21,19 +21,18 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "tests/support/process.h"
 
 namespace neuron::sim::testing {
 
+using ::neuron::testing::ReadFile;
+using ::neuron::testing::Spawn;
+using ::neuron::testing::Stop;
+using ::neuron::testing::WaitExit;
+using ::neuron::testing::WaitUntil;
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-inline std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A counter file's value ("%llu\n"), or nullopt when missing or malformed.
 inline std::optional<uint64_t> ReadU64File(const fs::path& p) {
@@ -42,68 +41,6 @@ inline std::optional<uint64_t> ReadU64File(const fs::path& p) {
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || std::string_view(ptr) != "\n") return std::nullopt;
   return v;
-}
-
-inline bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds ceiling) {
-  const auto deadline = std::chrono::steady_clock::now() + ceiling;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
-
-// Starts `args` with stdout/stderr in files; the environment is ours without NEURON_ROOT and
-// NEURON_RT_*, plus `env`.
-inline pid_t Spawn(std::vector<std::string> args, const fs::path& out, const fs::path& err,
-                   const std::vector<std::string>& env = {}) {
-  std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view v(*e);
-    if (!v.starts_with("NEURON_ROOT=") && !v.starts_with("NEURON_RT_")) envs.emplace_back(v);
-  }
-  envs.insert(envs.end(), env.begin(), env.end());
-  auto argv_of = [](std::vector<std::string>& v) {
-    std::vector<char*> a;
-    for (std::string& s : v) a.push_back(s.data());
-    a.push_back(nullptr);
-    return a;
-  };
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv = argv_of(args);
-  std::vector<char*> envp = argv_of(envs);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  EXPECT_EQ(rc, 0) << "posix_spawn " << args[0];
-  return rc == 0 ? pid : -1;
-}
-
-// Exit code (128 + signal when killed), or nullopt when still running at the ceiling.
-inline std::optional<int> WaitExit(pid_t pid, std::chrono::milliseconds ceiling) {
-  const auto deadline = std::chrono::steady_clock::now() + ceiling;
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r < 0) return std::nullopt;
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(20ms);
-  }
-}
-
-// Stops `pid` with SIGTERM (SIGKILL after `ceiling`) and returns its exit code.
-inline std::optional<int> Stop(pid_t pid, std::chrono::milliseconds ceiling) {
-  kill(pid, SIGTERM);
-  std::optional<int> code = WaitExit(pid, ceiling);
-  if (!code) {
-    kill(pid, SIGKILL);
-    WaitExit(pid, 10s);
-  }
-  return code;
 }
 
 // `neuron-sim up` in `root` for one test; stopped with SIGTERM in the destructor, which must

@@ -25,81 +25,17 @@
 #include "core/catalog.h"
 #include "driver-sim/datastore_writer.h"
 #include "driver-sim/sim_tree.h"
-
-extern char** environ;
+#include "tests/support/process.h"
 
 namespace neuron::top::testing {
 
+using ::neuron::testing::ReadFile;
+using ::neuron::testing::Spawn;
+using ::neuron::testing::WaitExit;
+using ::neuron::testing::WaitUntil;
+using ::neuron::testing::WriteFile;
+
 namespace fs = std::filesystem;
-
-inline std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Written whole and renamed into place, so a reader never sees half a file.
-inline void WriteFile(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  const fs::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-  }
-  fs::rename(tmp, p);
-}
-
-inline bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds ceiling) {
-  const auto deadline = std::chrono::steady_clock::now() + ceiling;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
-}
-
-// Starts `args` with stdout/stderr to files (or /dev/null when empty) and our environment
-// without NEURON_ROOT plus `env`.
-inline pid_t Spawn(std::vector<std::string> args, const fs::path& out, const fs::path& err,
-                   const std::vector<std::string>& env = {}) {
-  std::vector<std::string> envs;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with("NEURON_ROOT=")) envs.emplace_back(*e);
-  }
-  envs.insert(envs.end(), env.begin(), env.end());
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out.empty() ? "/dev/null" : out.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.empty() ? "/dev/null" : err.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (std::string& e : envs) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  EXPECT_EQ(rc, 0) << "posix_spawn " << args[0];
-  return rc == 0 ? pid : -1;
-}
-
-// Exit code (128 + signal when killed), or nullopt when still running at the ceiling.
-inline std::optional<int> WaitExit(pid_t pid, std::chrono::milliseconds ceiling) {
-  const auto deadline = std::chrono::steady_clock::now() + ceiling;
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r < 0) return std::nullopt;
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
 
 struct RunResult {
   int code = -1;

@@ -1,0 +1,100 @@
+#include "tests/support/process.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+#include <string_view>
+#include <thread>
+
+extern char** environ;
+
+namespace neuron::testing {
+namespace {
+
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::filesystem::path& p, const std::string& text) {
+  std::filesystem::create_directories(p.parent_path());
+  const std::filesystem::path tmp = p.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  std::filesystem::rename(tmp, p);
+}
+
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds ceiling) {
+  const auto deadline = std::chrono::steady_clock::now() + ceiling;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+pid_t Spawn(std::vector<std::string> args, const std::filesystem::path& out,
+            const std::filesystem::path& err, const std::vector<std::string>& env) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view v(*e);
+    if (!v.starts_with("NEURON_ROOT=") && !v.starts_with("NEURON_RT_")) envs.emplace_back(v);
+  }
+  envs.insert(envs.end(), env.begin(), env.end());
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out.empty() ? "/dev/null" : out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.empty() ? "/dev/null" : err.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> argv = Pointers(args);
+  std::vector<char*> envp = Pointers(envs);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_EQ(rc, 0) << "posix_spawn " << args[0];
+  return rc == 0 ? pid : -1;
+}
+
+std::optional<int> WaitExit(pid_t pid, std::chrono::milliseconds ceiling) {
+  const auto deadline = std::chrono::steady_clock::now() + ceiling;
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::optional<int> Stop(pid_t pid, std::chrono::milliseconds ceiling) {
+  ::kill(pid, SIGTERM);
+  std::optional<int> code = WaitExit(pid, ceiling);
+  if (!code) {
+    ::kill(pid, SIGKILL);
+    WaitExit(pid, std::chrono::seconds(10));
+  }
+  return code;
+}
+
+}  // namespace neuron::testing
