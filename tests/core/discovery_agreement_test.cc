@@ -31,7 +31,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::IsEmpty;
 
-
 bool PreloadActive() {
   const char* p = std::getenv("LD_PRELOAD");
   return p != nullptr && std::strstr(p, "libumockdev-preload") != nullptr;
