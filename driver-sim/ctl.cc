@@ -182,34 +182,24 @@ absl::StatusOr<CtlRequest> ParseWords(const std::vector<std::string>& words,
       if (seen) return Usage(fmt::format("{} given twice", name));
       return absl::OkStatus();
     };
+    // A numeric option once, parsed within `limit`, into the request field it names.
+    auto take_number = [&]<typename T>(std::optional<T>* field, uint64_t limit) -> absl::Status {
+      if (absl::Status s = reject_repeat(field->has_value()); !s.ok()) return s;
+      absl::StatusOr<std::string> v = take_value();
+      if (!v.ok()) return v.status();
+      absl::StatusOr<uint64_t> n = ParseNumber(name, *v, limit);
+      if (!n.ok()) return n.status();
+      *field = static_cast<T>(*n);
+      return absl::OkStatus();
+    };
     if (name == "--device" && allowed.device) {
-      if (absl::Status s = reject_repeat(req.device.has_value()); !s.ok()) return s;
-      absl::StatusOr<std::string> v = take_value();
-      if (!v.ok()) return v.status();
-      absl::StatusOr<uint64_t> n = ParseNumber(name, *v, kMaxIndex);
-      if (!n.ok()) return n.status();
-      req.device = static_cast<int>(*n);
+      if (absl::Status s = take_number(&req.device, kMaxIndex); !s.ok()) return s;
     } else if (name == "--core" && allowed.core) {
-      if (absl::Status s = reject_repeat(req.core.has_value()); !s.ok()) return s;
-      absl::StatusOr<std::string> v = take_value();
-      if (!v.ok()) return v.status();
-      absl::StatusOr<uint64_t> n = ParseNumber(name, *v, kMaxIndex);
-      if (!n.ok()) return n.status();
-      req.core = static_cast<int>(*n);
+      if (absl::Status s = take_number(&req.core, kMaxIndex); !s.ok()) return s;
     } else if (name == "--peer" && allowed.peer) {
-      if (absl::Status s = reject_repeat(req.peer.has_value()); !s.ok()) return s;
-      absl::StatusOr<std::string> v = take_value();
-      if (!v.ok()) return v.status();
-      absl::StatusOr<uint64_t> n = ParseNumber(name, *v, kMaxIndex);
-      if (!n.ok()) return n.status();
-      req.peer = static_cast<int>(*n);
+      if (absl::Status s = take_number(&req.peer, kMaxIndex); !s.ok()) return s;
     } else if (name == "--id" && allowed.id) {
-      if (absl::Status s = reject_repeat(req.fault_id.has_value()); !s.ok()) return s;
-      absl::StatusOr<std::string> v = take_value();
-      if (!v.ok()) return v.status();
-      absl::StatusOr<uint64_t> n = ParseNumber(name, *v, UINT64_MAX);
-      if (!n.ok()) return n.status();
-      req.fault_id = *n;
+      if (absl::Status s = take_number(&req.fault_id, UINT64_MAX); !s.ok()) return s;
     } else if (name == "--efa" && allowed.efa) {
       if (absl::Status s = reject_repeat(!req.efa.empty()); !s.ok()) return s;
       absl::StatusOr<std::string> v = take_value();
