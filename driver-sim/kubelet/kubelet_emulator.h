@@ -1,0 +1,123 @@
+#pragma once
+// The kubelet emulator: the kubelet's side of the device-plugin and PodResources APIs, behaving
+// as KUBELET-API.md §2-§3 says the real kubelet does, failure modes included, so the device
+// plugin is tested against what a kubelet really does. It also plays the container runtime of
+// DESIGN decision 9: device host paths are resolved under the simulated ROOT.
+//
+// Files under KUBELET_DIR, as on a node:
+//   device-plugins/kubelet.sock               Registration service
+//   device-plugins/kubelet_internal_checkpoint the allocations, rewritten after every change
+//   pod-resources/kubelet.sock                PodResources v1 (List, GetAllocatableResources, Get)
+//   neuron-sim-kubelet.sock                   the emulator's own control service for `neuron-sim pod`
+//
+// Thread-safe: every public method may be called from any thread.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace neuron::sim {
+
+struct ContainerSpec {
+  std::string name = "main";
+  std::map<std::string, int> requests;  // resource name -> count (limits == requests)
+  bool init = false;                    // init containers are admitted first; devices reused
+};
+
+struct PodSpec {
+  std::string namespace_name = "default";
+  std::string name;
+  std::vector<ContainerSpec> containers;
+};
+
+struct DeviceSpecOut {
+  std::string container_path;
+  std::string host_path;
+  std::string permissions;
+  bool operator==(const DeviceSpecOut&) const = default;
+};
+
+// What one container got: per resource the IDs, and the merged Allocate answers.
+struct ContainerAllocation {
+  std::string container;
+  std::map<std::string, std::vector<std::string>> ids;  // resource -> device IDs
+  std::map<std::string, std::string> envs;  // plugin's envs, plus NEURON_ROOT (decision 9)
+  std::vector<DeviceSpecOut> devices;       // host paths as the plugin gave them
+  std::vector<std::string> cdi_devices;
+  std::map<std::string, std::string> annotations;
+};
+
+struct AdmittedPod {
+  std::string namespace_name;
+  std::string name;
+  std::string uid;
+  std::vector<ContainerAllocation> containers;
+};
+
+// One extended resource as the kubelet accounts it (§2.2-§2.4).
+struct ResourceState {
+  std::string name;
+  std::string endpoint;            // socket file name, "" when never registered
+  bool connected = false;          // a ListAndWatch stream is open
+  int capacity = 0;                // healthy + unhealthy (0 after a restart until re-registered)
+  int allocatable = 0;             // healthy; 0 while disconnected
+  int in_use = 0;                  // IDs held by admitted pods
+  std::map<std::string, bool> devices;  // id -> healthy, from the last ListAndWatch message
+  std::map<std::string, std::vector<int64_t>> numa;  // id -> NUMA nodes of its TopologyInfo
+  uint64_t updates = 0;            // ListAndWatch messages received
+  bool get_preferred_allocation = false;  // from GetDevicePluginOptions
+};
+
+class KubeletEmulator {
+ public:
+  struct Options {
+    std::string kubelet_dir;  // holds device-plugins/ and pod-resources/
+    std::string root = "/";   // the simulated node's root, for the container-runtime role
+    std::chrono::milliseconds dial_timeout{10'000};     // Register's dial-back (DM client.go)
+    std::chrono::milliseconds grace_period{300'000};    // endpointStopGracePeriod (DM types.go)
+    // false models a kubelet that never asks the plugin (for comparisons): then the kubelet's
+    // own choice is taken.
+    bool use_preferred_allocation = true;
+  };
+
+  // Creates the directories, deletes every socket in device-plugins/ (CleanupPluginDirectory),
+  // reads the checkpoint, and serves Registration, PodResources and the control service.
+  static absl::StatusOr<std::unique_ptr<KubeletEmulator>> Start(Options options);
+  ~KubeletEmulator();  // stops serving and removes the sockets it created
+
+  // A kubelet restart (§2.4): servers stop, every socket in device-plugins/ is deleted, the
+  // checkpoint is read back (resources at capacity 0 until their plugin re-registers), admitted
+  // pods keep their devices, and kubelet.sock is created again.
+  absl::Status Restart();
+
+  // Admission (§2.5-§2.6): per container (init containers first), per resource: available =
+  // healthy and not in use; GetPreferredAllocation when the plugin offers it; the answer is
+  // completed or corrected as the kubelet does; then Allocate. Errors are the kubelet's:
+  // FailedPrecondition "Insufficient <resource>" / "no healthy devices present..." and
+  // Unknown "UnexpectedAdmissionError: ..." carrying the plugin's message. A failed admission
+  // holds nothing.
+  absl::StatusOr<AdmittedPod> AdmitPod(const PodSpec& pod);
+  // Frees the pod's devices (the plugin is not told; it learns through PodResources).
+  absl::Status DeletePod(std::string_view namespace_name, std::string_view name);
+
+  std::vector<AdmittedPod> Pods() const;
+  std::optional<ResourceState> Resource(std::string_view name) const;
+  std::vector<ResourceState> Resources() const;
+  uint64_t registrations() const;  // successful Register calls since Start
+  uint64_t restarts() const;
+  const Options& options() const;
+
+ private:
+  class Impl;
+  explicit KubeletEmulator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace neuron::sim

@@ -1,0 +1,89 @@
+#pragma once
+// Who holds which device IDs, from the kubelet's PodResources API (KUBELET-API.md §3), and a
+// cache that refreshes it off every caller's path.
+//
+// The plugin learns releases from it (the kubelet has no Deallocate), the exporter and the tools
+// attribute devices and cores to pods with it. A slow or absent kubelet must never slow those
+// callers, so they read the cache's latest answer and never call the kubelet themselves.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace neuron {
+
+// One container's IDs of one resource.
+struct PodDeviceAssignment {
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string container;
+  std::string resource;  // "aws.amazon.com/neuroncore"
+  std::vector<std::string> ids;
+  bool operator==(const PodDeviceAssignment&) const = default;
+};
+
+// An immutable answer of List, indexed by (resource, id). Thread-safe (const).
+class PodAssignments {
+ public:
+  PodAssignments() = default;
+  explicit PodAssignments(std::vector<PodDeviceAssignment> assignments);
+
+  const std::vector<PodDeviceAssignment>& all() const { return assignments_; }
+  // The assignment holding `id` of `resource`, or nullptr. If the kubelet listed an ID twice
+  // (it should not), the first holder wins.
+  const PodDeviceAssignment* Holder(std::string_view resource, std::string_view id) const;
+
+ private:
+  std::vector<PodDeviceAssignment> assignments_;
+  absl::flat_hash_map<std::pair<std::string, std::string>, size_t> index_;
+};
+
+// One List call on the PodResources socket (a path, e.g. KUBELET_DIR/pod-resources/kubelet.sock)
+// with a deadline. Unavailable when nothing listens there, DeadlineExceeded on a slow kubelet.
+// Containers with no devices are left out.
+absl::StatusOr<PodAssignments> ListPodResources(const std::string& socket_path,
+                                                std::chrono::milliseconds timeout);
+
+// Refreshes PodAssignments every `period` on its own thread. Readers get the latest successful
+// answer (empty before the first) without waiting. After a failure the channel is dropped and
+// re-created, because a restarted kubelet makes a new socket file that an old channel would only
+// find after gRPC's reconnect backoff. Thread-safe.
+class PodResourcesCache {
+ public:
+  struct Options {
+    std::string socket_path;
+    std::chrono::milliseconds period{1000};
+    std::chrono::milliseconds timeout{500};
+    // Called on the refresh thread after every successful refresh whose answer differs from the
+    // previous one (the first success counts as a change).
+    std::function<void(std::shared_ptr<const PodAssignments>)> on_change;
+  };
+
+  explicit PodResourcesCache(Options options);
+  ~PodResourcesCache();  // stops and joins the refresh thread
+  PodResourcesCache(const PodResourcesCache&) = delete;
+  PodResourcesCache& operator=(const PodResourcesCache&) = delete;
+
+  std::shared_ptr<const PodAssignments> Latest() const;
+  // The outcome of the most recent refresh; Unavailable until the first one ran.
+  absl::Status LastStatus() const;
+  // Successful and failed refreshes so far (self-metrics).
+  uint64_t refreshes() const;
+  uint64_t failures() const;
+  // Wakes the refresh thread now instead of at the end of the period.
+  void RefreshSoon();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace neuron
