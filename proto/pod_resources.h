@@ -64,7 +64,7 @@ class PodResourcesCache {
     std::chrono::milliseconds timeout{500};
     // Called on the refresh thread after every successful refresh whose answer differs from the
     // previous one (the first success counts as a change).
-    std::function<void(std::shared_ptr<const PodAssignments>)> on_change;
+    std::function<void(std::shared_ptr<const PodAssignments>)> on_change{};
   };
 
   explicit PodResourcesCache(Options options);

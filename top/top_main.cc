@@ -21,6 +21,7 @@
 #include "core/pod_identity.h"
 #include "core/presence.h"
 #include "core/procinfo.h"
+#include "proto/pod_resources_locator.h"
 #include "top/collector.h"
 #include "top/curses_ui.h"
 #include "top/view_model.h"
@@ -91,8 +92,7 @@ int main(int argc, char** argv) {
   bool no_color = false;
   app.add_option("--root", root, "root of the node's filesystem (default $NEURON_ROOT or /)");
   app.add_option("--kubelet-dir", kubelet_dir,
-                 "kubelet directory (pod-resources/); pods come from cgroups until the "
-                 "PodResources client lands");
+                 "kubelet directory: pod names come from its pod-resources/kubelet.sock");
   app.add_option("--delay", delay, "seconds between samples (at least 0.1)")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_flag("--snapshot", snapshot, "print one JSON document and exit");
@@ -117,8 +117,14 @@ int main(int argc, char** argv) {
   options.lnc = lnc;
   options.delay = std::chrono::milliseconds(static_cast<int64_t>(delay * 1000));
   options.first_delay = std::min(options.delay, std::chrono::milliseconds(250));
-  neuron::top::Collector collector(options,
-                                   neuron::MakeCgroupPodLocator(neuron::ProcReader(paths)));
+  // Pods: the cgroup tells the UID and container id, PodResources the names (pod_identity.h).
+  neuron::PodResourcesCache::Options pod_options;
+  pod_options.socket_path = kubelet_dir + "/pod-resources/kubelet.sock";
+  auto pod_resources = std::make_shared<neuron::PodResourcesCache>(pod_options);
+  std::vector<std::unique_ptr<neuron::PodLocator>> locators;
+  locators.push_back(neuron::MakeCgroupPodLocator(neuron::ProcReader(paths)));
+  locators.push_back(neuron::MakePodResourcesLocator(pod_resources));
+  neuron::top::Collector collector(options, neuron::MakeChainedPodLocator(std::move(locators)));
   if (absl::Status s = collector.Init(); !s.ok()) {
     std::cerr << "neuron-top: " << s.message() << "\n";
     return kExitFailure;

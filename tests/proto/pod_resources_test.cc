@@ -2,6 +2,7 @@
 // flattened per container and resource, a missing kubelet is an error that leaves the last
 // answer in place, and a kubelet that restarts (new socket file) is found again.
 #include "proto/pod_resources.h"
+#include "proto/pod_resources_locator.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -131,6 +132,40 @@ TEST(PodResourcesTest, CacheKeepsTheLastAnswerAndFindsARestartedKubelet) {
       10s));
   EXPECT_TRUE(cache.LastStatus().ok());
   EXPECT_EQ(changes, 2);
+  server->Shutdown();
+}
+
+TEST(PodResourcesTest, LocatorFindsThePodByCoreOrDeviceAndWaitsForTheKubelet) {
+  TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  PodResourcesCache::Options options;
+  options.socket_path = socket;
+  options.period = 50ms;
+  auto cache = std::make_shared<PodResourcesCache>(options);
+  std::unique_ptr<PodLocator> locator = MakePodResourcesLocator(cache);
+  // No kubelet yet: cannot tell, which is not the same as "not in a pod".
+  EXPECT_FALSE(locator->Locate({.pid = 1, .devices = {2}, .core_ids = {4}}).ok());
+
+  FakeLister lister;
+  v1::ListPodResourcesResponse r = OnePod("bert-0", {"4", "5"});
+  v1::ContainerDevices* whole = r.mutable_pod_resources(0)->mutable_containers(0)->add_devices();
+  whole->set_resource_name("aws.amazon.com/neuron");
+  whole->add_device_ids("7");
+  lister.Set(r);
+  auto server = Serve(socket, lister);
+  ASSERT_TRUE(WaitUntil([&] { return cache->refreshes() > 0; }, 10s));
+
+  auto by_core = locator->Locate({.pid = 1, .devices = {2}, .core_ids = {5}});
+  ASSERT_TRUE(by_core.ok() && by_core->has_value()) << by_core.status();
+  EXPECT_EQ((*by_core)->name, "bert-0");
+  EXPECT_EQ((*by_core)->namespace_name, "training");
+  EXPECT_EQ((*by_core)->container, "main");
+  auto by_device = locator->Locate({.pid = 2, .devices = {7}, .core_ids = {14}});
+  ASSERT_TRUE(by_device.ok() && by_device->has_value());
+  EXPECT_EQ((*by_device)->name, "bert-0");
+  auto none = locator->Locate({.pid = 3, .devices = {3}, .core_ids = {6}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
   server->Shutdown();
 }
 
