@@ -3,7 +3,7 @@ PRESET ?= dev
 JOBS   ?= $(shell nproc)
 BUILD  := build/$(PRESET)
 
-.PHONY: all deps configure build test test-asan test-tsan demo bench format clean
+.PHONY: all deps configure build test test-asan test-tsan demo bench format deploy-gen clean
 
 all: build
 
@@ -32,6 +32,10 @@ demo: build
 bench:
 	$(MAKE) build PRESET=release
 	@bench/run.sh build/release
+
+# Regenerates deploy files that are derived from one source (tests/deploy checks they agree).
+deploy-gen:
+	@scripts/gen-deploy.sh
 
 format:
 	git ls-files '*.h' '*.cc' | xargs clang-format -i

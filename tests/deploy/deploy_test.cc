@@ -1,0 +1,243 @@
+// deploy/: every kustomize overlay renders (the real `kubectl kustomize`) into objects with the
+// mounts, security context, probes and tolerations the DaemonSet needs; the alert rules pass
+// `promtool check rules`; the generated PrometheusRule matches its source; and every PromQL
+// expression of the dashboard parses.
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::ReadFile;
+using testing::Spawn;
+using testing::TempDir;
+using testing::WaitExit;
+
+const fs::path kDeploy = fs::path(NEURON_SOURCE_DIR) / "deploy";
+
+struct ToolRun {
+  int code = -1;
+  std::string out, err;
+};
+
+ToolRun RunTool(const std::vector<std::string>& argv) {
+  TempDir dir;
+  const pid_t pid = Spawn(argv, dir.path() / "out", dir.path() / "err");
+  ToolRun r;
+  r.code = WaitExit(pid, 120s).value_or(-1);
+  r.out = ReadFile(dir.path() / "out");
+  r.err = ReadFile(dir.path() / "err");
+  return r;
+}
+
+bool OnPath(const std::string& tool) {
+  return RunTool({"sh", "-c", "command -v " + tool}).code == 0;
+}
+
+std::vector<YAML::Node> Render(const std::string& overlay) {
+  ToolRun r = RunTool({"kubectl", "kustomize", (kDeploy / overlay).string()});
+  EXPECT_EQ(r.code, 0) << overlay << ": " << r.err;
+  return YAML::LoadAll(r.out);
+}
+
+YAML::Node Find(const std::vector<YAML::Node>& objects, const std::string& kind) {
+  for (const YAML::Node& o : objects) {
+    if (o["kind"].as<std::string>() == kind) return o;
+  }
+  return YAML::Node();
+}
+
+YAML::Node Container(const YAML::Node& daemonset, const std::string& name) {
+  for (const YAML::Node& c : daemonset["spec"]["template"]["spec"]["containers"]) {
+    if (c["name"].as<std::string>() == name) return c;
+  }
+  return YAML::Node();
+}
+
+class OverlayTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!OnPath("kubectl")) GTEST_SKIP() << "kubectl is not installed";
+  }
+};
+
+TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
+  const std::vector<YAML::Node> objects = Render(GetParam());
+  ASSERT_FALSE(objects.empty());
+  for (const YAML::Node& o : objects) {
+    if (o["kind"].as<std::string>() == "Namespace") continue;
+    EXPECT_EQ(o["metadata"]["namespace"].as<std::string>(""), "neuron-system")
+        << o["kind"] << " " << o["metadata"]["name"];
+  }
+  const YAML::Node ds = Find(objects, "DaemonSet");
+  ASSERT_TRUE(ds) << "no DaemonSet in " << GetParam();
+  const YAML::Node pod = ds["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["priorityClassName"].as<std::string>(), "system-node-critical");
+  EXPECT_FALSE(pod["automountServiceAccountToken"].as<bool>());
+  EXPECT_FALSE(pod["hostNetwork"].as<bool>(false));
+  EXPECT_FALSE(pod["hostPID"].as<bool>(false));
+
+  bool tolerates_neuron = false;
+  for (const YAML::Node& t : pod["tolerations"]) {
+    tolerates_neuron |= t["key"].as<std::string>("") == "aws.amazon.com/neuron" &&
+                        t["operator"].as<std::string>("") == "Exists";
+  }
+  EXPECT_TRUE(tolerates_neuron);
+  std::set<std::string> instance_types;
+  for (const YAML::Node& term : pod["affinity"]["nodeAffinity"]
+                                     ["requiredDuringSchedulingIgnoredDuringExecution"]
+                                     ["nodeSelectorTerms"]) {
+    for (const YAML::Node& e : term["matchExpressions"]) {
+      if (e["key"].as<std::string>() != "node.kubernetes.io/instance-type") continue;
+      for (const YAML::Node& v : e["values"]) instance_types.insert(v.as<std::string>());
+    }
+  }
+  for (const char* t : {"trn1.32xlarge", "trn2.48xlarge", "inf2.48xlarge"}) {
+    EXPECT_TRUE(instance_types.count(t)) << t;
+  }
+
+  std::map<std::string, std::string> host_paths;  // volume name -> host path
+  for (const YAML::Node& v : pod["volumes"]) {
+    host_paths[v["name"].as<std::string>()] = v["hostPath"]["path"].as<std::string>("");
+  }
+  for (const std::string name : {"device-plugin", "exporter"}) {
+    SCOPED_TRACE(name);
+    const YAML::Node c = Container(ds, name);
+    ASSERT_TRUE(c);
+    const YAML::Node sc = c["securityContext"];
+    EXPECT_TRUE(sc["readOnlyRootFilesystem"].as<bool>(false));
+    EXPECT_FALSE(sc["allowPrivilegeEscalation"].as<bool>(true));
+    EXPECT_FALSE(sc["privileged"].as<bool>(false));
+    ASSERT_TRUE(sc["capabilities"]["drop"]);
+    EXPECT_EQ(sc["capabilities"]["drop"][0].as<std::string>(), "ALL");
+    EXPECT_FALSE(sc["capabilities"]["add"]) << "capabilities added";
+    EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"].as<std::string>(), "/healthz");
+    EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/readyz");
+    EXPECT_TRUE(c["resources"]["requests"]["memory"]);
+    EXPECT_TRUE(c["resources"]["limits"]["memory"]);
+
+    std::map<std::string, std::pair<std::string, bool>> mounts;  // path -> (host path, ro)
+    for (const YAML::Node& m : c["volumeMounts"]) {
+      mounts[m["mountPath"].as<std::string>()] = {host_paths[m["name"].as<std::string>()],
+                                                  m["readOnly"].as<bool>(false)};
+    }
+    // The root convention: the host's /sys, /dev and /run/neuron under /host, read-only.
+    for (const std::string p : {"/sys", "/dev", "/run/neuron"}) {
+      ASSERT_TRUE(mounts.count("/host" + p)) << p;
+      EXPECT_EQ(mounts["/host" + p].first, p);
+      EXPECT_TRUE(mounts["/host" + p].second) << p << " is writable";
+    }
+    ASSERT_TRUE(mounts.count("/var/lib/kubelet/pod-resources"));
+    EXPECT_EQ(mounts["/var/lib/kubelet/pod-resources"].first, "/var/lib/kubelet/pod-resources");
+    const YAML::Node args = c["args"];
+    std::string joined;
+    for (const YAML::Node& a : args) joined += a.as<std::string>() + " ";
+    EXPECT_NE(joined.find("--root=/host"), std::string::npos) << joined;
+  }
+  // Only the plugin writes, and only into the kubelet's device-plugins/ directory.
+  bool plugin_dir_writable = false;
+  for (const YAML::Node& m : Container(ds, "device-plugin")["volumeMounts"]) {
+    if (m["mountPath"].as<std::string>() == "/var/lib/kubelet/device-plugins") {
+      plugin_dir_writable = !m["readOnly"].as<bool>(false);
+    }
+  }
+  EXPECT_TRUE(plugin_dir_writable);
+}
+
+INSTANTIATE_TEST_SUITE_P(Deploy, OverlayTest,
+                         ::testing::Values("base", "overlays/prometheus-operator",
+                                           "overlays/prometheus"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n) ch = std::isalnum(ch) ? ch : '_';
+                           return n;
+                         });
+
+TEST(DeployTest, OperatorOverlayScrapesBothEndpointsAndShipsRulesAndDashboard) {
+  if (!OnPath("kubectl")) GTEST_SKIP() << "kubectl is not installed";
+  const std::vector<YAML::Node> objects = Render("overlays/prometheus-operator");
+  const YAML::Node monitor = Find(objects, "PodMonitor");
+  ASSERT_TRUE(monitor);
+  std::set<std::string> ports;
+  for (const YAML::Node& e : monitor["spec"]["podMetricsEndpoints"]) {
+    ports.insert(e["port"].as<std::string>());
+  }
+  EXPECT_EQ(ports, (std::set<std::string>{"metrics", "plugin-http"}));
+  EXPECT_TRUE(Find(objects, "PrometheusRule"));
+  const YAML::Node dashboard = Find(objects, "ConfigMap");
+  ASSERT_TRUE(dashboard);
+  EXPECT_EQ(dashboard["metadata"]["labels"]["grafana_dashboard"].as<std::string>(), "1");
+}
+
+TEST(DeployTest, PrometheusRuleIsGeneratedFromTheRulesFile) {
+  const YAML::Node rules =
+      YAML::LoadFile((kDeploy / "overlays/prometheus/neuron-alerts.rules.yml").string());
+  const YAML::Node wrapped =
+      YAML::LoadFile((kDeploy / "overlays/prometheus-operator/prometheusrule.yaml").string());
+  EXPECT_EQ(YAML::Dump(wrapped["spec"]), YAML::Dump(rules))
+      << "stale: run `make deploy-gen`";
+}
+
+TEST(DeployTest, PromtoolAcceptsTheAlertRules) {
+  if (!OnPath("promtool")) GTEST_SKIP() << "promtool is not installed";
+  ToolRun r = RunTool(
+      {"promtool", "check", "rules", (kDeploy / "overlays/prometheus/neuron-alerts.rules.yml").string()});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const YAML::Node rules =
+      YAML::LoadFile((kDeploy / "overlays/prometheus/neuron-alerts.rules.yml").string());
+  std::set<std::string> alerts;
+  for (const YAML::Node& rule : rules["groups"][0]["rules"]) {
+    alerts.insert(rule["alert"].as<std::string>());
+  }
+  // The issue's four: device unhealthy, uncorrectable ECC, allocated core idle, exporter down.
+  for (const char* a : {"NeuronDeviceUnhealthy", "NeuronUncorrectableEccErrors",
+                        "NeuronCoreAllocatedButIdle", "NeuronExporterDown"}) {
+    EXPECT_TRUE(alerts.count(a)) << a;
+  }
+}
+
+TEST(DeployTest, EveryDashboardExpressionParses) {
+  if (!OnPath("promtool")) GTEST_SKIP() << "promtool is not installed";
+  std::ifstream in(kDeploy / "overlays/prometheus-operator/dashboards/neuron-node.json");
+  const nlohmann::json dashboard = nlohmann::json::parse(in);
+  std::vector<std::string> exprs;
+  for (const auto& panel : dashboard["panels"]) {
+    for (const auto& target : panel.value("targets", nlohmann::json::array())) {
+      exprs.push_back(target["expr"].get<std::string>());
+    }
+  }
+  ASSERT_GE(exprs.size(), 15u);
+  // Grafana's variables, as Grafana would substitute them.
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "groups" << YAML::Value << YAML::BeginSeq << YAML::BeginMap
+      << YAML::Key << "name" << YAML::Value << "dashboard" << YAML::Key << "rules" << YAML::Value
+      << YAML::BeginSeq;
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    std::string e = std::regex_replace(exprs[i], std::regex(R"(\$__rate_interval)"), "1m");
+    e = std::regex_replace(e, std::regex(R"(\$instance)"), ".*");
+    out << YAML::BeginMap << YAML::Key << "record" << YAML::Value
+        << "dashboard:expr_" + std::to_string(i) << YAML::Key << "expr" << YAML::Value << e
+        << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
+  TempDir dir;
+  testing::WriteFile(dir.path() / "dashboard.rules.yml", out.c_str());
+  ToolRun r = RunTool({"promtool", "check", "rules", (dir.path() / "dashboard.rules.yml").string()});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+}
+
+}  // namespace
+}  // namespace neuron
