@@ -3,7 +3,7 @@ PRESET ?= dev
 JOBS   ?= $(shell nproc)
 BUILD  := build/$(PRESET)
 
-.PHONY: all deps configure build test test-asan test-tsan demo bench format deploy-gen clean
+.PHONY: all deps configure build test test-asan test-tsan demo bench fuzz format deploy-gen clean
 
 all: build
 
@@ -32,6 +32,10 @@ demo: build
 bench:
 	$(MAKE) build PRESET=release
 	@bench/run.sh build/release
+
+# Coverage-guided fuzzing with libFuzzer (clang preset `fuzz`), FUZZ_SECONDS per target.
+fuzz: deps
+	@scripts/fuzz.sh
 
 # Regenerates deploy files that are derived from one source (tests/deploy checks they agree).
 deploy-gen:

@@ -122,6 +122,9 @@ absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text,
   std::vector<int> cpus;
   const std::string_view v = StripNewline(text);
   if (v.empty()) return cpus;
+  // A set, not a list: overlapping ranges ("0-31,16-47", found by fuzzing) must not repeat
+  // CPUs, and a repeated "0-65535" must not grow memory with every repetition.
+  std::vector<bool> listed(65536);
   for (std::string_view part : Split(v, ",")) {
     const size_t dash = part.find('-');
     int lo = 0, hi = 0;
@@ -134,9 +137,11 @@ absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text,
       return Malformed(path, text, "a CPU list like 0-31,64-95");
     }
     if (hi > 65535) return Malformed(path, text, "CPU numbers below 65536");
-    for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+    for (int c = lo; c <= hi; ++c) listed[c] = true;
   }
-  std::sort(cpus.begin(), cpus.end());
+  for (int c = 0; c < static_cast<int>(listed.size()); ++c) {
+    if (listed[c]) cpus.push_back(c);
+  }
   return cpus;
 }
 
