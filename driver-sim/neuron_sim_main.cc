@@ -2,12 +2,15 @@
 //   up   the node daemon (the simulated driver)
 //   ctl  talk to a running daemon: status and fault injection
 //   run  run a workload on the node through libnrt-sim
+//   kubelet  the kubelet emulator (restart|status talk to a running one)
+//   pod  admit, delete and list pods through the kubelet emulator (run ... -- CMD runs CMD in it)
 // Exit codes: 0 success, 1 failure, 2 usage (DESIGN decision 5).
 
 #include <fmt/format.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <chrono>
 #include <functional>
 #include <iostream>
@@ -19,6 +22,7 @@
 #include "core/sysfs_names.h"
 #include "driver-sim/ctl.h"
 #include "driver-sim/daemon.h"
+#include "driver-sim/kubelet/kubelet_control.h"
 #include "driver-sim/workloads/workload.h"
 
 namespace {
@@ -190,6 +194,131 @@ Command AddRun(CLI::App& app) {
           }};
 }
 
+void AddKubeletDirOption(CLI::App* cmd, std::string* dir) {
+  cmd->add_option("--kubelet-dir", *dir,
+                  "the kubelet's directory (device-plugins/, pod-resources/)");
+}
+
+Command AddKubelet(CLI::App& app) {
+  struct Flags {
+    std::string root = "/";
+    std::string kubelet_dir = "/var/lib/kubelet";
+    int dial_timeout_ms = 10'000;
+    int grace_period_ms = 300'000;
+    bool no_preferred = false;
+    uint64_t seed = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* kubelet = app.add_subcommand(
+      "kubelet",
+      "run the kubelet emulator (device-plugin registration, admission, PodResources) until "
+      "SIGTERM/SIGINT; `restart` and `status` talk to a running one");
+  AddRootOption(kubelet, &f->root);
+  AddKubeletDirOption(kubelet, &f->kubelet_dir);
+  // Knobs for tests and comparisons, outside the contract: hidden.
+  kubelet->add_option("--dial-timeout-ms", f->dial_timeout_ms, "Register's dial-back timeout")
+      ->group("");
+  kubelet->add_option("--grace-period-ms", f->grace_period_ms, "endpointStopGracePeriod")
+      ->group("");
+  kubelet
+      ->add_flag("--no-preferred-allocation", f->no_preferred,
+                 "never call GetPreferredAllocation (the kubelet's own choice)")
+      ->group("");
+  kubelet->add_option("--seed", f->seed, "seed of the kubelet's random choices")->group("");
+  kubelet->require_subcommand(0, 1);
+  CLI::App* restart = kubelet->add_subcommand(
+      "restart", "simulate a kubelet restart: sockets deleted, checkpoint read, kubelet.sock anew");
+  CLI::App* status =
+      kubelet->add_subcommand("status", "resources: capacity, allocatable, in use, endpoint");
+  restart->fallthrough();
+  status->fallthrough();
+
+  return {kubelet, [f, restart, status]() -> int {
+            if (restart->parsed()) {
+              return neuron::sim::KubeletRestartCommand(f->kubelet_dir, std::cout, std::cerr);
+            }
+            if (status->parsed()) {
+              return neuron::sim::KubeletStatusCommand(f->kubelet_dir, std::cout, std::cerr);
+            }
+            if (f->dial_timeout_ms <= 0 || f->grace_period_ms < 0) {
+              return Usage("kubelet", "--dial-timeout-ms must be > 0, --grace-period-ms >= 0");
+            }
+            neuron::sim::KubeletEmulator::Options options;
+            options.kubelet_dir = std::filesystem::absolute(f->kubelet_dir).lexically_normal();
+            options.root = std::filesystem::absolute(f->root).lexically_normal();
+            options.dial_timeout = std::chrono::milliseconds(f->dial_timeout_ms);
+            options.grace_period = std::chrono::milliseconds(f->grace_period_ms);
+            options.use_preferred_allocation = !f->no_preferred;
+            options.seed = f->seed;
+            return neuron::sim::RunKubelet(options);
+          }};
+}
+
+Command AddPod(CLI::App& app) {
+  struct Flags {
+    std::string kubelet_dir = "/var/lib/kubelet";
+    std::string name;
+    std::string namespace_name = "default";
+    std::string container = "main";
+    std::vector<std::string> requests;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* pod = app.add_subcommand(
+      "pod", "admit (run), delete and list pods through a running kubelet emulator");
+  AddKubeletDirOption(pod, &f->kubelet_dir);
+  pod->require_subcommand(1);
+  CLI::App* run = pod->add_subcommand(
+      "run",
+      "admit a pod and print its allocation; with -- CMD, run CMD with the pod's environment, "
+      "delete the pod when it ends and exit with its code");
+  CLI::App* del = pod->add_subcommand("delete", "delete a pod; its devices are freed");
+  CLI::App* list = pod->add_subcommand("list", "one line per pod, container and resource");
+  for (CLI::App* sub : {run, del}) {
+    sub->add_option("--name", f->name, "pod name")->required();
+    sub->add_option("--namespace", f->namespace_name, "pod namespace (default)");
+  }
+  run->add_option("--request", f->requests, "RES=N, e.g. aws.amazon.com/neuroncore=2 (repeatable)");
+  run->add_option("--container", f->container, "container name (main)");
+  // `-- CMD [ARGS...]` is taken out of argv by main() before parsing, as for ctl printk.
+  run->footer(
+      "usage: neuron-sim pod run --kubelet-dir DIR --name NAME [--request RES=N ...] "
+      "[-- CMD [ARGS...]]");
+  for (CLI::App* sub : {run, del, list}) sub->fallthrough();
+
+  return {pod, [f, run, del]() -> int {
+            if (run->parsed()) {
+              neuron::sim::PodRunArgs args;
+              args.kubelet_dir = f->kubelet_dir;
+              args.namespace_name = f->namespace_name;
+              args.name = f->name;
+              args.container = f->container;
+              if (CtlHasTail()) args.command = CtlTail();
+              if (CtlHasTail() && args.command.empty()) {
+                return Usage("pod run", "nothing to run after --");
+              }
+              for (const std::string& r : f->requests) {
+                const size_t eq = r.rfind('=');
+                int count = -1;
+                if (eq != std::string::npos) {
+                  const char* end = r.data() + r.size();
+                  auto [ptr, ec] = std::from_chars(r.data() + eq + 1, end, count);
+                  if (ec != std::errc() || ptr != end) count = -1;
+                }
+                if (eq == std::string::npos || eq == 0 || count < 0) {
+                  return Usage("pod run", fmt::format("--request {}: expected RES=N", r));
+                }
+                args.requests[r.substr(0, eq)] += count;
+              }
+              return neuron::sim::PodRunCommand(args, std::cout, std::cerr);
+            }
+            if (del->parsed()) {
+              return neuron::sim::PodDeleteCommand(f->kubelet_dir, f->namespace_name, f->name,
+                                                   std::cout, std::cerr);
+            }
+            return neuron::sim::PodListCommand(f->kubelet_dir, std::cout, std::cerr);
+          }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -198,8 +327,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "neuron-sim: a simulated AWS Neuron node (driver, faults; see driver-sim/README.md)"};
   app.require_subcommand(1);
-  const std::vector<Command> commands{AddUp(app), AddCtl(app), AddRun(app)};
-  if (argc > 1 && std::string_view(argv[1]) == "ctl") {
+  const std::vector<Command> commands{AddUp(app), AddCtl(app), AddRun(app), AddKubelet(app),
+                                      AddPod(app)};
+  // `ctl printk -- TEXT` and `pod run -- CMD`: the words after "--" are not for CLI11.
+  if (argc > 1 && (std::string_view(argv[1]) == "ctl" || std::string_view(argv[1]) == "pod")) {
     for (int i = 2; i < argc; ++i) {
       if (std::string_view(argv[i]) != "--") continue;
       CtlHasTail() = true;

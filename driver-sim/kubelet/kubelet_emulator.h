@@ -8,11 +8,13 @@
 //   device-plugins/kubelet.sock               Registration service
 //   device-plugins/kubelet_internal_checkpoint the allocations, rewritten after every change
 //   pod-resources/kubelet.sock                PodResources v1 (List, GetAllocatableResources, Get)
-//   neuron-sim-kubelet.sock                   the emulator's own control service for `neuron-sim pod`
+//   neuron-sim-kubelet.sock                   the emulator's own control service for `neuron-sim
+//   pod`
 //
 // Thread-safe: every public method may be called from any thread.
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,15 +66,15 @@ struct AdmittedPod {
 // One extended resource as the kubelet accounts it (§2.2-§2.4).
 struct ResourceState {
   std::string name;
-  std::string endpoint;            // socket file name, "" when never registered
-  bool connected = false;          // a ListAndWatch stream is open
-  int capacity = 0;                // healthy + unhealthy (0 after a restart until re-registered)
-  int allocatable = 0;             // healthy; 0 while disconnected
-  int in_use = 0;                  // IDs held by admitted pods
+  std::string endpoint;    // socket file name, "" when never registered
+  bool connected = false;  // a ListAndWatch stream is open
+  int capacity = 0;        // healthy + unhealthy (0 after a restart until re-registered)
+  int allocatable = 0;     // healthy; 0 while disconnected
+  int in_use = 0;          // IDs held by admitted pods
   std::map<std::string, bool> devices;  // id -> healthy, from the last ListAndWatch message
   std::map<std::string, std::vector<int64_t>> numa;  // id -> NUMA nodes of its TopologyInfo
-  uint64_t updates = 0;            // ListAndWatch messages received
-  bool get_preferred_allocation = false;  // from GetDevicePluginOptions
+  uint64_t updates = 0;                              // ListAndWatch messages received
+  bool get_preferred_allocation = false;             // from GetDevicePluginOptions
 };
 
 class KubeletEmulator {
@@ -80,11 +82,18 @@ class KubeletEmulator {
   struct Options {
     std::string kubelet_dir;  // holds device-plugins/ and pod-resources/
     std::string root = "/";   // the simulated node's root, for the container-runtime role
-    std::chrono::milliseconds dial_timeout{10'000};     // Register's dial-back (DM client.go)
-    std::chrono::milliseconds grace_period{300'000};    // endpointStopGracePeriod (DM types.go)
+    std::chrono::milliseconds dial_timeout{10'000};   // Register's dial-back (DM client.go)
+    std::chrono::milliseconds grace_period{300'000};  // endpointStopGracePeriod (DM types.go)
     // false models a kubelet that never asks the plugin (for comparisons): then the kubelet's
     // own choice is taken.
     bool use_preferred_allocation = true;
+    // Deadline of GetDevicePluginOptions, GetPreferredAllocation and Allocate. The kubelet sets
+    // none (a hung plugin stalls admission, KUBELET-API.md §2.5-§2.6), so neither do we by
+    // default; tests set one so that they cannot hang.
+    std::optional<std::chrono::milliseconds> rpc_deadline;
+    // Seeds the order in which the kubelet's own choice takes devices. The kubelet iterates Go
+    // sets, whose order is random; 0 seeds from std::random_device.
+    uint64_t seed = 0;
   };
 
   // Creates the directories, deletes every socket in device-plugins/ (CleanupPluginDirectory),
@@ -101,8 +110,9 @@ class KubeletEmulator {
   // healthy and not in use; GetPreferredAllocation when the plugin offers it; the answer is
   // completed or corrected as the kubelet does; then Allocate. Errors are the kubelet's:
   // FailedPrecondition "Insufficient <resource>" / "no healthy devices present..." and
-  // Unknown "UnexpectedAdmissionError: ..." carrying the plugin's message. A failed admission
-  // holds nothing.
+  // Unknown "UnexpectedAdmissionError: ..." carrying the plugin's message; the container runtime's
+  // FailedPrecondition "CreateContainerError: ..." when a device node is missing under ROOT. A
+  // failed admission holds nothing.
   absl::StatusOr<AdmittedPod> AdmitPod(const PodSpec& pod);
   // Frees the pod's devices (the plugin is not told; it learns through PodResources).
   absl::Status DeletePod(std::string_view namespace_name, std::string_view name);
@@ -110,12 +120,14 @@ class KubeletEmulator {
   std::vector<AdmittedPod> Pods() const;
   std::optional<ResourceState> Resource(std::string_view name) const;
   std::vector<ResourceState> Resources() const;
-  uint64_t registrations() const;  // successful Register calls since Start
+  uint64_t registrations() const;   // successful Register calls since Start
+  uint64_t register_calls() const;  // every Register call, as the kubelet counts them
   uint64_t restarts() const;
   const Options& options() const;
 
+  class Impl;  // internal (emulator_impl.h); public only so the implementation files can name it
+
  private:
-  class Impl;
   explicit KubeletEmulator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,323 @@
+// Pod admission (KUBELET-API.md §2.5-§2.6) and the container-runtime role (DESIGN decision 9).
+//
+// DevicesToAllocate follows kubernetes/kubernetes pkg/kubelet/cm/devicemanager/manager.go
+// devicesToAllocate (read for this emulator; the kubelet's order of steps is kept):
+//   1. no healthy device -> "no healthy devices present; cannot allocate unhealthy devices";
+//   2. take from the devices reusable from init containers first; if that is enough, done
+//      (no GetPreferredAllocation call, but still an Allocate call);
+//   3. available = healthy minus in use; fewer than needed -> "requested number of devices
+//      unavailable";
+//   4. filterByAffinity: we model no TopologyManager hint (policy none), so `aligned` and
+//      `unaligned` are empty and every available device is `noAffinity`: the second branch runs;
+//   5. GetPreferredAllocation(available ∪ allocated, must_include = allocated, size = required),
+//      the mutex released around it; an RPC error aborts admission;
+//   6. take from preferred ∩ available, then complete from `unaligned`, then `noAffinity`.
+// Go iterates sets in random order, so wherever the kubelet walks a set (the completion, the
+// ID lists it sends) we walk it shuffled with our seeded generator: a plugin must not depend on
+// the order, and the kubelet's own choice without a preference is random.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "driver-sim/kubelet/emulator_impl.h"
+
+namespace neuron::sim {
+
+namespace {
+
+std::string RpcError(const grpc::Status& s) {
+  return fmt::format("rpc error: code = {} desc = {}", static_cast<int>(s.error_code()),
+                     s.error_message());
+}
+
+// The kubelet's admission message for any error of the device manager's Allocate.
+absl::Status Unexpected(const std::string& cause) {
+  return absl::UnknownError(fmt::format(
+      "UnexpectedAdmissionError: Allocate failed due to {}, which is unexpected", cause));
+}
+
+std::string NewUid(std::mt19937_64& rng) {
+  const uint64_t a = rng();
+  const uint64_t b = rng();
+  return fmt::format("{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xffff, a & 0xfff,
+                     0x8000 | (b >> 48 & 0x3fff), b & 0xffffffffffffULL);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> KubeletEmulator::Impl::DevicesToAllocate(
+    std::unique_lock<std::mutex>& lock, const std::string& resource, int required,
+    const std::set<std::string>& reusable) {
+  ExpireLocked();
+  auto it = resources.find(resource);
+  if (it == resources.end()) {
+    // Not a device-plugin resource: the kubelet's predicate admission sees capacity 0.
+    return absl::FailedPreconditionError(
+        fmt::format("Insufficient {}: no device plugin registered it (node capacity 0)", resource));
+  }
+  std::vector<std::string> healthy;
+  for (const auto& [id, dev] : it->second.devices) {
+    if (dev.healthy) healthy.push_back(id);
+  }
+  if (healthy.empty()) {
+    return absl::FailedPreconditionError(
+        fmt::format("no healthy devices present; cannot allocate unhealthy devices {}", resource));
+  }
+
+  int needed = required;
+  std::vector<std::string> allocated;
+  std::set<std::string>& taken = admitting[resource];
+  auto take_from = [&](std::vector<std::string> candidates) {
+    std::shuffle(candidates.begin(), candidates.end(), rng);
+    for (const std::string& d : candidates) {
+      if (std::find(allocated.begin(), allocated.end(), d) != allocated.end()) continue;
+      allocated.push_back(d);
+      taken.insert(d);
+      if (--needed == 0) return true;
+    }
+    return false;
+  };
+  if (take_from({reusable.begin(), reusable.end()})) return allocated;
+
+  std::set<std::string> in_use;
+  for (const PodRecord& pod : pods) {
+    for (const ContainerRecord& c : pod.containers) {
+      if (auto ids = c.ids.find(resource); ids != c.ids.end()) {
+        in_use.insert(ids->second.begin(), ids->second.end());
+      }
+    }
+  }
+  in_use.insert(taken.begin(), taken.end());
+  std::vector<std::string> available;
+  for (const std::string& id : healthy) {
+    if (!in_use.contains(id)) available.push_back(id);
+  }
+  if (static_cast<int>(available.size()) < needed) {
+    return absl::FailedPreconditionError(fmt::format(
+        "Insufficient {}: requested number of devices unavailable for {}. Requested: {}, "
+        "Available: {}",
+        resource, resource, needed, available.size()));
+  }
+
+  Endpoint& ep = it->second;
+  if (options.use_preferred_allocation && ep.options.get_preferred_allocation_available()) {
+    std::shared_ptr<PluginClient> client = ep.client;
+    if (!client) {
+      return Unexpected(
+          fmt::format("endpoint not found in cache for a registered resource: {}", resource));
+    }
+    v1beta1::PreferredAllocationRequest request;
+    v1beta1::ContainerPreferredAllocationRequest* r = request.add_container_requests();
+    std::vector<std::string> offer = available;
+    offer.insert(offer.end(), allocated.begin(), allocated.end());
+    std::shuffle(offer.begin(), offer.end(), rng);
+    std::vector<std::string> must = allocated;
+    std::shuffle(must.begin(), must.end(), rng);
+    for (const std::string& id : offer) r->add_available_deviceids(id);
+    for (const std::string& id : must) r->add_must_include_deviceids(id);
+    r->set_allocation_size(required);
+    v1beta1::PreferredAllocationResponse response;
+    grpc::ClientContext context;
+    SetDeadline(context);
+    lock.unlock();
+    const grpc::Status s = client->stub().GetPreferredAllocation(&context, request, &response);
+    lock.lock();
+    if (!s.ok()) {
+      return Unexpected(
+          fmt::format("device plugin GetPreferredAllocation rpc failed with err: {}", RpcError(s)));
+    }
+    std::vector<std::string> preferred;
+    if (response.container_responses_size() > 0) {
+      for (const std::string& id : response.container_responses(0).deviceids()) {
+        if (std::find(available.begin(), available.end(), id) != available.end() &&
+            std::find(preferred.begin(), preferred.end(), id) == preferred.end()) {
+          preferred.push_back(id);
+        }
+      }
+    }
+    if (take_from(preferred)) return allocated;
+  }
+  // Completion: `unaligned` is empty without a hint, then `noAffinity` (= available).
+  if (take_from(available)) return allocated;
+  return Unexpected(
+      fmt::format("unexpectedly allocated less resources than required. Requested: {}, Got: {}",
+                  required, required - needed));
+}
+
+absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
+  if (spec.name.empty()) return absl::InvalidArgumentError("pod name is empty");
+  std::set<std::string> names;
+  for (const ContainerSpec& c : spec.containers) {
+    if (c.name.empty() || !names.insert(c.name).second) {
+      return absl::InvalidArgumentError(
+          fmt::format("pod {}: container names must be unique and non-empty", spec.name));
+    }
+    for (const auto& [resource, count] : c.requests) {
+      if (count < 0) {
+        return absl::InvalidArgumentError(
+            fmt::format("container {}: negative request for {}", c.name, resource));
+      }
+    }
+  }
+  std::lock_guard admit(admit_mu);
+  std::unique_lock lock(mu);
+  for (const PodRecord& p : pods) {
+    if (p.namespace_name == spec.namespace_name && p.name == spec.name) {
+      return absl::AlreadyExistsError(
+          fmt::format("pod {}/{} already exists", spec.namespace_name, spec.name));
+    }
+  }
+  PodRecord pod;
+  pod.namespace_name = spec.namespace_name;
+  pod.name = spec.name;
+  pod.uid = NewUid(rng);
+  admitting.clear();
+  auto fail = [&](absl::Status s) {
+    // A failed admission holds nothing (the kubelet restores allocatedDevices from podDevices
+    // and garbage-collects the rejected pod's entries).
+    admitting.clear();
+    log->warn("pod {}/{} rejected: {}", spec.namespace_name, spec.name, std::string(s.message()));
+    return s;
+  };
+
+  // Init containers first, then app containers (kubelet Allocate's contract).
+  std::vector<const ContainerSpec*> order;
+  for (const ContainerSpec& c : spec.containers) {
+    if (c.init) order.push_back(&c);
+  }
+  for (const ContainerSpec& c : spec.containers) {
+    if (!c.init) order.push_back(&c);
+  }
+  std::map<std::string, std::set<std::string>> reuse;  // devicesToReuse of this pod
+  for (const ContainerSpec* c : order) {
+    ContainerRecord rec;
+    rec.name = c->name;
+    rec.init = c->init;
+    for (const auto& [resource, count] : c->requests) {
+      if (count == 0) continue;
+      absl::StatusOr<std::vector<std::string>> ids =
+          DevicesToAllocate(lock, resource, count, reuse[resource]);
+      if (!ids.ok()) return fail(ids.status());
+      auto ep = resources.find(resource);
+      std::shared_ptr<PluginClient> client = ep == resources.end() ? nullptr : ep->second.client;
+      if (!client) return fail(Unexpected(fmt::format("unknown Device Plugin {}", resource)));
+      v1beta1::AllocateRequest request;
+      v1beta1::ContainerAllocateRequest* r = request.add_container_requests();
+      for (const std::string& id : *ids) r->add_devices_ids(id);
+      v1beta1::AllocateResponse response;
+      grpc::ClientContext context;
+      SetDeadline(context);
+      lock.unlock();
+      const grpc::Status s = client->stub().Allocate(&context, request, &response);
+      lock.lock();
+      if (!s.ok()) return fail(Unexpected(RpcError(s)));
+      if (response.container_responses_size() == 0) {
+        return fail(Unexpected("no containers return in allocation response"));
+      }
+      rec.ids[resource] = *ids;
+      rec.responses[resource] = response.container_responses(0);
+    }
+    for (const auto& [resource, ids] : rec.ids) {
+      // addContainerAllocatedResources for init containers, remove... for app containers.
+      for (const std::string& id : ids) {
+        if (c->init) {
+          reuse[resource].insert(id);
+        } else {
+          reuse[resource].erase(id);
+        }
+      }
+    }
+    pod.containers.push_back(std::move(rec));
+  }
+
+  // The container runtime: every device node must exist under ROOT, as runc would require.
+  const AdmittedPod admitted = ToAdmitted(pod);
+  for (const ContainerAllocation& c : admitted.containers) {
+    for (const DeviceSpecOut& d : c.devices) {
+      const std::filesystem::path host =
+          std::filesystem::path(options.root) / std::filesystem::path(d.host_path).relative_path();
+      struct stat st;
+      if (stat(host.c_str(), &st) != 0) {
+        return fail(absl::FailedPreconditionError(fmt::format(
+            "CreateContainerError: container {}: error gathering device information while adding "
+            "custom device \"{}\": no such file or directory ({} does not exist)",
+            c.container, d.host_path, host.string())));
+      }
+    }
+  }
+  pods.push_back(std::move(pod));
+  admitting.clear();
+  if (absl::Status s = WriteCheckpointLocked(); !s.ok()) log->error("{}", std::string(s.message()));
+  log->info("pod {}/{} admitted", spec.namespace_name, spec.name);
+  return admitted;
+}
+
+absl::Status KubeletEmulator::Impl::Delete(std::string_view namespace_name, std::string_view name) {
+  std::lock_guard lock(mu);
+  for (auto it = pods.begin(); it != pods.end(); ++it) {
+    if (it->namespace_name == namespace_name && it->name == name) {
+      pods.erase(it);
+      if (absl::Status s = WriteCheckpointLocked(); !s.ok())
+        log->error("{}", std::string(s.message()));
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(fmt::format("pod {}/{} not found", namespace_name, name));
+}
+
+namespace {
+
+bool NaturalLess(const std::string& a, const std::string& b) {
+  const bool na = !a.empty() && std::all_of(a.begin(), a.end(), ::isdigit);
+  const bool nb = !b.empty() && std::all_of(b.begin(), b.end(), ::isdigit);
+  if (na && nb && a.size() != b.size()) return a.size() < b.size();
+  return a < b;
+}
+
+}  // namespace
+
+AdmittedPod KubeletEmulator::Impl::ToAdmitted(const PodRecord& pod) const {
+  AdmittedPod out;
+  out.namespace_name = pod.namespace_name;
+  out.name = pod.name;
+  out.uid = pod.uid;
+  for (const ContainerRecord& rec : pod.containers) {
+    ContainerAllocation c;
+    c.container = rec.name;
+    for (const auto& [resource, ids] : rec.ids) {
+      std::vector<std::string> sorted = ids;
+      std::sort(sorted.begin(), sorted.end(), NaturalLess);
+      c.ids[resource] = std::move(sorted);
+    }
+    // deviceRunContainerOptions (DM pod_devices.go): the first answer to set an env, a device's
+    // container path or an annotation wins; a conflicting later one is logged and dropped. The
+    // kubelet walks resources in Go map order (random); we walk them by name.
+    for (const auto& [resource, resp] : rec.responses) {
+      for (const auto& [k, v] : resp.envs()) {
+        auto [pos, inserted] = c.envs.emplace(k, v);
+        if (!inserted && pos->second != v) {
+          log->error("Environment variable has conflicting setting: {} expected {} got {}", k, v,
+                     pos->second);
+        }
+      }
+      for (const v1beta1::DeviceSpec& d : resp.devices()) {
+        auto same = [&](const DeviceSpecOut& o) { return o.container_path == d.container_path(); };
+        if (std::any_of(c.devices.begin(), c.devices.end(), same)) continue;
+        c.devices.push_back({d.container_path(), d.host_path(), d.permissions()});
+      }
+      for (const auto& [k, v] : resp.annotations()) c.annotations.emplace(k, v);
+      for (const v1beta1::CDIDevice& cdi : resp.cdi_devices()) {
+        if (std::find(c.cdi_devices.begin(), c.cdi_devices.end(), cdi.name()) ==
+            c.cdi_devices.end()) {
+          c.cdi_devices.push_back(cdi.name());
+        }
+      }
+    }
+    c.envs["NEURON_ROOT"] = options.root;  // decision 9: the runtime points the pod at ROOT
+    out.containers.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace neuron::sim

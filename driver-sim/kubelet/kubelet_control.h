@@ -1,0 +1,46 @@
+#pragma once
+// The command lines over the kubelet emulator (DESIGN "Command-line contracts"):
+//   neuron-sim kubelet --root DIR --kubelet-dir DIR        RunKubelet
+//   neuron-sim kubelet restart|status --kubelet-dir DIR    KubeletRestartCommand,
+//   KubeletStatusCommand neuron-sim pod run|delete|list ...                     PodRunCommand,
+//   PodDeleteCommand, PodListCommand
+// The commands talk to a running emulator over KUBELET_DIR/neuron-sim-kubelet.sock (control.proto).
+// Each returns the process exit code: 0 success, 1 failure (DESIGN decision 5).
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "driver-sim/kubelet/kubelet_emulator.h"
+
+namespace neuron::sim {
+
+std::string KubeletControlSocket(const std::string& kubelet_dir);
+
+// Serves until SIGTERM or SIGINT, then removes its sockets. The caller must not have started
+// threads yet: the signals are blocked process-wide and taken with sigwait.
+int RunKubelet(const KubeletEmulator::Options& options);
+
+int KubeletRestartCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
+int KubeletStatusCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
+
+struct PodRunArgs {
+  std::string kubelet_dir;
+  std::string namespace_name = "default";
+  std::string name;
+  std::string container = "main";
+  std::map<std::string, int> requests;
+  std::vector<std::string> command;  // empty: admit and leave the pod running
+};
+
+// Admits the pod and prints its allocation (`RES id...` lines, then `KEY=VALUE` env lines;
+// on stdout without a command, on stderr with one so that the command's stdout stays its own).
+// With a command: runs it with the pod's envs added to ours, forwards SIGTERM/SIGINT to it,
+// deletes the pod when it ends and returns its exit code (128 + signal if killed).
+int PodRunCommand(const PodRunArgs& args, std::ostream& out, std::ostream& err);
+int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespace_name,
+                     const std::string& name, std::ostream& out, std::ostream& err);
+int PodListCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
+
+}  // namespace neuron::sim
