@@ -13,6 +13,9 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev umockdev libumockdev-dev prometheus tmux
   util-linux procps
+  # exporter: TLS and bcrypt for the web config, curl/openssl in its tests, node_exporter for the
+  # side-by-side benchmark
+  libssl-dev libcrypt-dev curl openssl prometheus-node-exporter
 )
 
 missing=()
