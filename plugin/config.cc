@@ -1,0 +1,299 @@
+#include "plugin/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "fmt/format.h"
+
+namespace neuron::plugin {
+namespace {
+
+absl::Status Bad(std::string_view source, const YAML::Mark& mark, std::string_view what) {
+  // yaml-cpp lines are 0-based; editors count from 1.
+  return absl::InvalidArgumentError(fmt::format("{}:{}: {}", source, mark.line + 1, what));
+}
+
+std::string ScalarOf(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : std::string(); }
+
+absl::StatusOr<bool> ParseBool(std::string_view text) {
+  if (text == "true" || text == "yes" || text == "on" || text == "1") return true;
+  if (text == "false" || text == "no" || text == "off" || text == "0") return false;
+  return absl::InvalidArgumentError(fmt::format("'{}' is not a boolean (true or false)", text));
+}
+
+// Reads one scalar of a map entry with `parse`, reporting the value's line on failure.
+template <typename T, typename Parse>
+absl::Status Get(const YAML::Node& value, std::string_view source, std::string_view key,
+                 Parse parse, T* out) {
+  if (!value.IsScalar()) return Bad(source, value.Mark(), fmt::format("{}: expected a value", key));
+  absl::StatusOr<T> parsed = parse(value.Scalar());
+  if (!parsed.ok()) return Bad(source, value.Mark(), fmt::format("{}: {}", key, std::string(parsed.status().message())));
+  *out = *parsed;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> AnyString(std::string_view text) { return std::string(text); }
+
+// Walks a map, calling `each(key, value)`; a non-map or a non-scalar key is an error.
+template <typename Each>
+absl::Status ForEachEntry(const YAML::Node& map, std::string_view source, std::string_view what,
+                          Each each) {
+  if (map.IsNull()) return absl::OkStatus();
+  if (!map.IsMap()) return Bad(source, map.Mark(), fmt::format("{} must be a map", what));
+  for (const auto& entry : map) {
+    const std::string key = ScalarOf(entry.first);
+    if (absl::Status s = each(key, entry.second, entry.first.Mark()); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Unknown(std::string_view source, const YAML::Mark& mark, std::string_view section,
+                     std::string_view key, std::string_view known) {
+  return Bad(source, mark,
+             fmt::format("unknown key '{}{}' (known: {})", section, key, known));
+}
+
+absl::Status ApplyResources(const YAML::Node& node, std::string_view source, Config* c) {
+  return ForEachEntry(node, source, "resources", [&](const std::string& key, const YAML::Node& v,
+                                                     const YAML::Mark& mark) -> absl::Status {
+    for (Resource r : kAllResources) {
+      if (key == ShortName(r)) return Get(v, source, "resources." + key, ParseBool, &c->resources[r]);
+    }
+    return Unknown(source, mark, "resources.", key, "neuron, neuroncore, efa, neurondevice");
+  });
+}
+
+absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, HealthPolicy* h) {
+  return ForEachEntry(node, source, "health", [&](const std::string& key, const YAML::Node& v,
+                                                  const YAML::Mark& mark) -> absl::Status {
+    const std::string name = "health." + key;
+    if (key == "absence") return Get(v, source, name, ParseBool, &h->absence);
+    if (key == "state") return Get(v, source, name, ParseBool, &h->state);
+    if (key == "ecc") return Get(v, source, name, ParseBool, &h->ecc);
+    if (key == "hw_errors") return Get(v, source, name, ParseBool, &h->hw_errors);
+    if (key == "efa_port") return Get(v, source, name, ParseBool, &h->efa_port);
+    if (key == "poll_period") return Get(v, source, name, ParseDuration, &h->poll_period);
+    return Unknown(source, mark, "health.", key,
+                   "absence, state, ecc, hw_errors, efa_port, poll_period");
+  });
+}
+
+}  // namespace
+
+bool Config::enabled(Resource r) const {
+  const auto it = resources.find(r);
+  return it != resources.end() && it->second;
+}
+
+std::string_view ShortName(Resource r) {
+  switch (r) {
+    case Resource::kNeuron:
+      return "neuron";
+    case Resource::kNeuronCore:
+      return "neuroncore";
+    case Resource::kEfa:
+      return "efa";
+    case Resource::kNeuronDevice:
+      return "neurondevice";
+  }
+  return "unknown";
+}
+
+std::string_view NonContiguousPolicyName(NonContiguousPolicy p) {
+  return p == NonContiguousPolicy::kWarn ? "warn" : "reject";
+}
+
+absl::StatusOr<NonContiguousPolicy> ParseNonContiguousPolicy(std::string_view text) {
+  if (text == "warn") return NonContiguousPolicy::kWarn;
+  if (text == "reject") return NonContiguousPolicy::kReject;
+  return absl::InvalidArgumentError(fmt::format("'{}' is not warn or reject", text));
+}
+
+absl::StatusOr<DiscoveryMode> ParseDiscoveryMode(std::string_view text) {
+  if (text == "auto") return DiscoveryMode::kAuto;
+  if (text == "directory") return DiscoveryMode::kDirectory;
+  if (text == "udev") return DiscoveryMode::kUdev;
+  return absl::InvalidArgumentError(fmt::format("'{}' is not auto, directory or udev", text));
+}
+
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const std::string_view unit(ptr, text.data() + text.size() - ptr);
+  if (ec != std::errc() || value < 0 || ptr == text.data()) {
+    return absl::InvalidArgumentError(
+        fmt::format("'{}' is not a duration (e.g. 250ms, 1s, 2m)", text));
+  }
+  if (unit.empty() || unit == "ms") return std::chrono::milliseconds(value);
+  if (unit == "s") return std::chrono::milliseconds(value * 1000);
+  if (unit == "m") return std::chrono::milliseconds(value * 60000);
+  return absl::InvalidArgumentError(
+      fmt::format("'{}' has an unknown unit '{}' (ms, s or m)", text, unit));
+}
+
+absl::Status ParseResourceList(std::string_view text, Config* config) {
+  std::map<Resource, bool> chosen;
+  for (Resource r : kAllResources) chosen[r] = false;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view item = text.substr(start, end - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) {
+      bool found = false;
+      for (Resource r : kAllResources) {
+        if (item == ShortName(r) || item == ResourceName(r)) chosen[r] = found = true;
+      }
+      if (!found) {
+        return absl::InvalidArgumentError(fmt::format(
+            "unknown resource '{}' (known: neuron, neuroncore, efa, neurondevice)", item));
+      }
+    }
+    start = end + 1;
+  }
+  config->resources = chosen;
+  return absl::OkStatus();
+}
+
+absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Config* config) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return Bad(source, e.mark, e.msg);
+  }
+  if (root.IsNull()) return absl::OkStatus();  // an empty file changes nothing
+  Config c = *config;  // applied whole or not at all
+  absl::Status status = ForEachEntry(
+      root, source, "the top level",
+      [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {
+        if (key == "resources") return ApplyResources(v, source, &c);
+        if (key == "health") return ApplyHealth(v, source, &c.health);
+        if (key == "noncontiguous") {
+          return Get(v, source, key, ParseNonContiguousPolicy, &c.noncontiguous);
+        }
+        if (key == "cdi") return Get(v, source, key, ParseBool, &c.cdi);
+        if (key == "socket_suffix") return Get(v, source, key, AnyString, &c.socket_suffix);
+        if (key == "listen") return Get(v, source, key, AnyString, &c.listen);
+        if (key == "log_level") return Get(v, source, key, AnyString, &c.log_level);
+        if (key == "discovery") return Get(v, source, key, ParseDiscoveryMode, &c.discovery);
+        if (key == "podresources_period") {
+          return Get(v, source, key, ParseDuration, &c.podresources_period);
+        }
+        if (key == "allocation_grace") {
+          return Get(v, source, key, ParseDuration, &c.allocation_grace);
+        }
+        return Unknown(source, mark, "", key,
+                       "resources, health, noncontiguous, cdi, socket_suffix, listen, log_level, "
+                       "discovery, podresources_period, allocation_grace");
+      });
+  if (!status.ok()) return status;
+  *config = std::move(c);
+  return absl::OkStatus();
+}
+
+absl::Status ApplyConfigFile(const std::string& path, Config* config) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(fmt::format("cannot read config file {}", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ApplyConfigYaml(text.str(), path, config);
+}
+
+std::optional<std::string> RealGetEnv(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
+  Config c = *config;
+  auto bad = [](const char* name, const absl::Status& s) {
+    return absl::InvalidArgumentError(fmt::format("{}: {}", name, std::string(s.message())));
+  };
+  if (auto v = getenv("NEURON_ROOT"); v && !v->empty()) c.root = *v;
+  if (auto v = getenv("NEURON_LOGICAL_NC_CONFIG"); v && !v->empty()) {
+    if (*v == "1" || *v == "2") {
+      c.lnc = (*v)[0] - '0';
+    } else {
+      return absl::InvalidArgumentError(
+          fmt::format("NEURON_LOGICAL_NC_CONFIG: '{}' is not 1 or 2", *v));
+    }
+  }
+  if (auto v = getenv("NEURON_DP_KUBELET_DIR"); v && !v->empty()) c.kubelet_dir = *v;
+  if (auto v = getenv("NEURON_DP_LISTEN"); v && !v->empty()) c.listen = *v;
+  if (auto v = getenv("NEURON_DP_LOG_LEVEL"); v && !v->empty()) c.log_level = *v;
+  if (auto v = getenv("NEURON_DP_SOCKET_SUFFIX"); v && !v->empty()) c.socket_suffix = *v;
+  if (auto v = getenv("NEURON_DP_RESOURCES"); v && !v->empty()) {
+    if (absl::Status s = ParseResourceList(*v, &c); !s.ok()) return bad("NEURON_DP_RESOURCES", s);
+  }
+  if (auto v = getenv("NEURON_DP_NONCONTIGUOUS"); v && !v->empty()) {
+    absl::StatusOr<NonContiguousPolicy> p = ParseNonContiguousPolicy(*v);
+    if (!p.ok()) return bad("NEURON_DP_NONCONTIGUOUS", p.status());
+    c.noncontiguous = *p;
+  }
+  if (auto v = getenv("NEURON_DP_CDI"); v && !v->empty()) {
+    absl::StatusOr<bool> b = ParseBool(*v);
+    if (!b.ok()) return bad("NEURON_DP_CDI", b.status());
+    c.cdi = *b;
+  }
+  if (auto v = getenv("NEURON_DP_DISCOVERY"); v && !v->empty()) {
+    absl::StatusOr<DiscoveryMode> m = ParseDiscoveryMode(*v);
+    if (!m.ok()) return bad("NEURON_DP_DISCOVERY", m.status());
+    c.discovery = *m;
+  }
+  *config = std::move(c);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Config> ResolveConfig(const Flags& flags, GetEnvFn getenv) {
+  Config c;
+  std::optional<std::string> file = flags.config_file;
+  if (!file) file = getenv("NEURON_DP_CONFIG");
+  if (file && !file->empty()) {
+    c.config_file = *file;
+    if (absl::Status s = ApplyConfigFile(*file, &c); !s.ok()) return s;
+  }
+  if (absl::Status s = ApplyEnvironment(getenv, &c); !s.ok()) return s;
+  auto bad = [](std::string_view flag, const absl::Status& s) {
+    return absl::InvalidArgumentError(fmt::format("--{}: {}", flag, std::string(s.message())));
+  };
+  if (flags.root) c.root = *flags.root;
+  if (flags.kubelet_dir) c.kubelet_dir = *flags.kubelet_dir;
+  if (flags.listen) c.listen = *flags.listen;
+  if (flags.log_level) c.log_level = *flags.log_level;
+  if (flags.socket_suffix) c.socket_suffix = *flags.socket_suffix;
+  if (flags.lnc) {
+    if (*flags.lnc != 1 && *flags.lnc != 2) {
+      return absl::InvalidArgumentError(fmt::format("--lnc: {} is not 1 or 2", *flags.lnc));
+    }
+    c.lnc = *flags.lnc;
+  }
+  if (flags.cdi) c.cdi = *flags.cdi;
+  if (flags.resources) {
+    if (absl::Status s = ParseResourceList(*flags.resources, &c); !s.ok()) {
+      return bad("resources", s);
+    }
+  }
+  if (flags.noncontiguous) {
+    absl::StatusOr<NonContiguousPolicy> p = ParseNonContiguousPolicy(*flags.noncontiguous);
+    if (!p.ok()) return bad("noncontiguous", p.status());
+    c.noncontiguous = *p;
+  }
+  if (flags.discovery) {
+    absl::StatusOr<DiscoveryMode> m = ParseDiscoveryMode(*flags.discovery);
+    if (!m.ok()) return bad("discovery", m.status());
+    c.discovery = *m;
+  }
+  if (c.root.empty()) return absl::InvalidArgumentError("--root: empty");
+  if (c.kubelet_dir.empty()) return absl::InvalidArgumentError("--kubelet-dir: empty");
+  return c;
+}
+
+}  // namespace neuron::plugin

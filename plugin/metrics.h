@@ -1,0 +1,49 @@
+#pragma once
+// The plugin's own /metrics (plugin/README.md lists every series): RPC counts and latency per RPC
+// and resource, registrations, kubelet restarts seen, devices by hardware health and by mask,
+// non-contiguous allocations. prometheus-cpp underneath. Thread-safe (prometheus-cpp's metrics
+// are; the device gauges are set whole under a mutex).
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "core/device_id.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace neuron::plugin {
+
+struct NodeView;
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // `code` is the gRPC status name ("OK", "INVALID_ARGUMENT").
+  void ObserveRpc(Resource r, std::string_view rpc, std::string_view code, double seconds);
+  void Registration(Resource r, bool ok);
+  // `signal`: "kubelet_sock_created", "socket_deleted", "stream_ended", "periodic_check".
+  void KubeletRestart(std::string_view signal);
+  void NonContiguous(Resource r);
+  void ListAndWatchSent(Resource r);
+  // Device gauges from a published view.
+  void SetView(const NodeView& view);
+
+  // Prometheus text exposition format 0.0.4.
+  std::string Serialize() const;
+  std::shared_ptr<prometheus::Registry> registry() const;
+
+ private:
+  struct Families;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<Families> f_;
+};
+
+}  // namespace neuron::plugin

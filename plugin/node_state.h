@@ -1,0 +1,147 @@
+#pragma once
+// What the plugin tells the kubelet: per resource the device list with health, combined from
+// hardware health (NodeWatcher, decision 8) and the double-booking mask (decision 8,
+// KUBELET-API §2.8): holdings learned from Allocate and from PodResources.
+//
+// Thread-safety: every method may be called from any thread. One mutex guards the hardware
+// picture and the holdings; nothing slow runs under it (no file or network I/O: callers do their
+// I/O first and hand in results), so Allocate never waits behind a slow path. Readers get an
+// immutable NodeView (std::shared_ptr<const NodeView>) that stays valid while they hold it.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/base/thread_annotations.h"
+#include "core/allocator.h"
+#include "core/device_id.h"
+#include "core/topology.h"
+#include "plugin/config.h"
+#include "proto/pod_resources.h"
+
+namespace neuron::plugin {
+
+// The hardware picture NodeWatcher hands over after applying the health policy.
+struct HardwareDevice {
+  int index = -1;
+  bool present = false;
+  bool healthy = false;
+  std::string reason;  // why unhealthy ("absent", "state INVALID", "uncorrected ECC", ...)
+  std::optional<int> numa;
+  bool operator==(const HardwareDevice&) const = default;
+};
+
+struct HardwareEfa {
+  std::string name;
+  bool present = false;
+  bool healthy = false;
+  std::string reason;
+  std::optional<int> numa;
+  std::optional<int> uverbs;
+  bool operator==(const HardwareEfa&) const = default;
+};
+
+struct Hardware {
+  std::vector<HardwareDevice> devices;  // known device indices, ascending (absent ones too)
+  std::vector<HardwareEfa> efas;        // known EFA interfaces, ascending name
+  int cores_per_device = 0;             // logical cores per device at the LNC in force
+  std::vector<std::vector<int>> links;  // NeuronLink neighbours per device index
+  bool operator==(const Hardware&) const = default;
+};
+
+// One entry of a resource's ListAndWatch list.
+struct ResourceDevice {
+  std::string id;
+  bool healthy = false;      // what the kubelet sees: hardware healthy and not masked
+  bool hw_healthy = false;   // hardware health alone
+  bool masked = false;       // held by an overlapping resource
+  std::optional<int> numa;
+  int device = -1;           // device index (neuron, neuroncore, neurondevice), -1 for EFA
+  bool operator==(const ResourceDevice&) const = default;
+};
+
+struct ResourceView {
+  Resource resource = Resource::kNeuron;
+  std::vector<ResourceDevice> devices;  // ascending numeric id; EFA by name
+  absl::flat_hash_map<std::string, size_t> index;  // id -> position in devices
+
+  const ResourceDevice* Find(std::string_view id) const;
+};
+
+// An immutable picture of everything the RPC handlers need.
+struct NodeView {
+  uint64_t generation = 0;  // increases with every published view
+  std::map<Resource, ResourceView> resources;
+  std::shared_ptr<const Allocator> allocator;  // never null
+  int cores_per_device = 0;
+  std::map<std::string, HardwareEfa, std::less<>> efas;
+  std::map<int, HardwareDevice> devices;
+  // Which resource holds each device index / core id (for error messages and metrics).
+  std::map<int, Resource> device_holder;
+  std::map<int, Resource> core_holder;
+
+  const ResourceView& Get(Resource r) const { return resources.at(r); }
+};
+
+class NodeState {
+ public:
+  using Listener = std::function<void(std::shared_ptr<const NodeView>)>;
+
+  explicit NodeState(std::chrono::milliseconds allocation_grace);
+
+  std::shared_ptr<const NodeView> view() const;
+
+  // Listeners run on the thread that changed the state, after the lock is released, with the
+  // new view. Views from racing changes may arrive out of order: compare generations.
+  void AddListener(Listener listener);
+
+  // From NodeWatcher. Publishes when anything changed.
+  void SetHardware(Hardware hardware);
+
+  // From the PodResources cache: the kubelet's current holdings, taken at `when`.
+  void SetPodAssignments(const PodAssignments& assignments,
+                         std::chrono::steady_clock::time_point when);
+
+  // Allocate: under the lock, runs `validate` on the current view (it returns the IDs to hold,
+  // or an error that leaves everything unchanged), records the holding and publishes. Returns
+  // the view the allocation was validated against.
+  using Validator =
+      std::function<absl::StatusOr<std::vector<std::string>>(const NodeView& view)>;
+  absl::StatusOr<std::shared_ptr<const NodeView>> Commit(Resource resource,
+                                                          const Validator& validate);
+
+  // Allocate holdings not yet confirmed by PodResources (metrics, tests).
+  size_t pending_allocations() const;
+
+ private:
+  struct Holding {
+    std::vector<std::string> ids;
+    std::chrono::steady_clock::time_point when;
+  };
+
+  // Rebuilds the view from hardware_ and holdings; returns it when it differs.
+  std::shared_ptr<const NodeView> RebuildLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Notify(const std::shared_ptr<const NodeView>& view);
+
+  const std::chrono::milliseconds grace_;
+  mutable std::mutex mu_;
+  Hardware hardware_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Allocator> allocator_ ABSL_GUARDED_BY(mu_);
+  std::map<Resource, std::vector<Holding>> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<Resource, std::set<std::string>> pod_ids_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const NodeView> view_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Listener> listeners_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace neuron::plugin

@@ -1,0 +1,148 @@
+// Config parsing and precedence: defaults < config file < environment < flags.
+
+#include "plugin/config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::plugin {
+namespace {
+
+using ::neuron::testing::TempDir;
+using ::neuron::testing::WriteFile;
+
+GetEnvFn Env(std::map<std::string, std::string> vars) {
+  return [vars](const char* name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(ConfigTest, DefaultsServeThreeResourcesWithLegacyOff) {
+  absl::StatusOr<Config> c = ResolveConfig(Flags{}, Env({}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->enabled(Resource::kNeuron));
+  EXPECT_TRUE(c->enabled(Resource::kNeuronCore));
+  EXPECT_TRUE(c->enabled(Resource::kEfa));
+  EXPECT_FALSE(c->enabled(Resource::kNeuronDevice));
+  EXPECT_EQ(c->noncontiguous, NonContiguousPolicy::kWarn);
+  EXPECT_FALSE(c->cdi);
+  EXPECT_EQ(c->root, "/");
+  EXPECT_EQ(c->kubelet_dir, "/var/lib/kubelet");
+}
+
+TEST(ConfigTest, FileSetsEveryKnob) {
+  Config c;
+  const absl::Status s = ApplyConfigYaml(R"(
+resources:
+  neurondevice: true
+  efa: false
+noncontiguous: reject
+cdi: true
+socket_suffix: node7
+health:
+  ecc: false
+  efa_port: no
+  poll_period: 2s
+allocation_grace: 10s
+)",
+                                         "plugin.yaml", &c);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(c.enabled(Resource::kNeuronDevice));
+  EXPECT_FALSE(c.enabled(Resource::kEfa));
+  EXPECT_TRUE(c.enabled(Resource::kNeuron));
+  EXPECT_EQ(c.noncontiguous, NonContiguousPolicy::kReject);
+  EXPECT_TRUE(c.cdi);
+  EXPECT_EQ(c.socket_suffix, "node7");
+  EXPECT_FALSE(c.health.ecc);
+  EXPECT_FALSE(c.health.efa_port);
+  EXPECT_TRUE(c.health.absence);
+  EXPECT_EQ(c.health.poll_period, std::chrono::milliseconds(2000));
+  EXPECT_EQ(c.allocation_grace, std::chrono::milliseconds(10000));
+}
+
+TEST(ConfigTest, BadLinesAreNamedWithTheirLineNumberAndChangeNothing) {
+  Config c;
+  absl::Status s = ApplyConfigYaml("cdi: true\nresources:\n  neuron: maybe\n", "p.yaml", &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("p.yaml:3:"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("maybe"), std::string::npos) << s;
+  EXPECT_FALSE(c.cdi) << "a bad file is applied whole or not at all";
+
+  s = ApplyConfigYaml("health:\n  poll_period: 1s\n  eccc: true\n", "p.yaml", &c);
+  EXPECT_NE(s.message().find("p.yaml:3:"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("health.eccc"), std::string::npos) << s;
+
+  s = ApplyConfigYaml("noncontiguous: [warn\n", "p.yaml", &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("p.yaml:"), std::string::npos) << s;
+
+  s = ApplyConfigYaml("\n\nnoncontiguous: sometimes\n", "p.yaml", &c);
+  EXPECT_NE(s.message().find("p.yaml:3:"), std::string::npos) << s;
+}
+
+TEST(ConfigTest, FlagsBeatEnvironmentWhichBeatsTheFile) {
+  TempDir tmp;
+  const auto file = tmp.path() / "p.yaml";
+  WriteFile(file, "noncontiguous: reject\ncdi: true\nsocket_suffix: fromfile\nlisten: 1.2.3.4:1\n");
+  Flags flags;
+  flags.config_file = file.string();
+  flags.listen = "127.0.0.1:0";
+  absl::StatusOr<Config> c = ResolveConfig(
+      flags, Env({{"NEURON_DP_NONCONTIGUOUS", "warn"},
+                  {"NEURON_DP_LISTEN", "0.0.0.0:1"},
+                  {"NEURON_ROOT", "/host"},
+                  {"NEURON_LOGICAL_NC_CONFIG", "1"}}));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->noncontiguous, NonContiguousPolicy::kWarn) << "environment beats the file";
+  EXPECT_TRUE(c->cdi) << "the file beats the default";
+  EXPECT_EQ(c->socket_suffix, "fromfile");
+  EXPECT_EQ(c->listen, "127.0.0.1:0") << "the flag beats environment and file";
+  EXPECT_EQ(c->root, "/host");
+  EXPECT_EQ(c->lnc, 1);
+
+  flags.lnc = 2;
+  flags.resources = "neuron,efa";
+  c = ResolveConfig(flags, Env({{"NEURON_LOGICAL_NC_CONFIG", "1"}}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->lnc, 2);
+  EXPECT_FALSE(c->enabled(Resource::kNeuronCore));
+
+  // The config file can come from the environment too.
+  c = ResolveConfig(Flags{}, Env({{"NEURON_DP_CONFIG", file.string()}}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->socket_suffix, "fromfile");
+}
+
+TEST(ConfigTest, BadEnvironmentAndFlagsAreNamed) {
+  absl::StatusOr<Config> c = ResolveConfig(Flags{}, Env({{"NEURON_LOGICAL_NC_CONFIG", "3"}}));
+  EXPECT_NE(c.status().message().find("NEURON_LOGICAL_NC_CONFIG"), std::string::npos);
+  c = ResolveConfig(Flags{}, Env({{"NEURON_DP_RESOURCES", "neuron,gpu"}}));
+  EXPECT_NE(c.status().message().find("gpu"), std::string::npos);
+  Flags f;
+  f.noncontiguous = "never";
+  c = ResolveConfig(f, Env({}));
+  EXPECT_NE(c.status().message().find("--noncontiguous"), std::string::npos);
+  f = Flags{};
+  f.config_file = "/nonexistent/plugin.yaml";
+  c = ResolveConfig(f, Env({}));
+  EXPECT_NE(c.status().message().find("/nonexistent/plugin.yaml"), std::string::npos);
+}
+
+TEST(ConfigTest, Durations) {
+  EXPECT_EQ(*ParseDuration("250ms"), std::chrono::milliseconds(250));
+  EXPECT_EQ(*ParseDuration("3s"), std::chrono::milliseconds(3000));
+  EXPECT_EQ(*ParseDuration("2m"), std::chrono::milliseconds(120000));
+  EXPECT_EQ(*ParseDuration("40"), std::chrono::milliseconds(40));
+  EXPECT_FALSE(ParseDuration("fast").ok());
+  EXPECT_FALSE(ParseDuration("5h").ok());
+  EXPECT_FALSE(ParseDuration("-1s").ok());
+}
+
+}  // namespace
+}  // namespace neuron::plugin

@@ -1,0 +1,129 @@
+// The real neuron-device-plugin binary: its HTTP endpoints, SIGTERM removing its sockets, a bad
+// config file's exit code and message, and stale-socket cleanup at start.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <charconv>
+
+#include "core/device_id.h"
+#include "tests/driver-sim/sim_process.h"
+#include "tests/plugin/fake_kubelet.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::plugin {
+namespace {
+
+using namespace ::neuron::plugin::testing;
+using ::neuron::sim::testing::SimNode;
+using ::neuron::testing::ReadFile;
+using ::neuron::testing::Spawn;
+using ::neuron::testing::Stop;
+using ::neuron::testing::TempDir;
+using ::neuron::testing::WaitExit;
+using ::neuron::testing::WaitUntil;
+using ::neuron::testing::WriteFile;
+
+// GET on 127.0.0.1:port; returns "<status line>\r\n...body", "" on failure.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+int PortFrom(const std::string& stdout_text) {
+  const std::string key = "listening on port ";
+  const size_t at = stdout_text.find(key);
+  if (at == std::string::npos) return 0;
+  int port = 0;
+  const char* p = stdout_text.data() + at + key.size();
+  std::from_chars(p, stdout_text.data() + stdout_text.size(), port);
+  return port;
+}
+
+TEST(PluginBinaryTest, ServesEndpointsRegistersAndRemovesSocketsOnSigterm) {
+  TempDir tmp("plb");
+  const fs::path root = tmp.path() / "root", kdir = tmp.path() / "k";
+  fs::create_directories(root);
+  SimNode sim(NEURON_SIM_BIN, root, tmp.path());
+  sim.Up("trn1.32xlarge");
+  FakeKubelet kubelet(kdir);
+  // A stale socket of ours from an earlier run, and someone else's socket that must survive.
+  const std::string iid = "i-0123456789abcdef0";
+  WriteFile(kdir / "device-plugins" / ("neuron-" + iid + ".sock"), "");
+  WriteFile(kdir / "device-plugins/nvidia-gpu.sock", "");
+  kubelet.Start();
+  const pid_t pid = Spawn({NEURON_PLUGIN_BIN, "--root", root.string(), "--kubelet-dir",
+                           kdir.string(), "--listen", "127.0.0.1:0", "--socket-suffix", iid},
+                          tmp.path() / "p.out", tmp.path() / "p.err");
+  int port = 0;
+  ASSERT_TRUE(WaitUntil([&] { return (port = PortFrom(ReadFile(tmp.path() / "p.out"))) > 0; },
+                        kCeiling))
+      << ReadFile(tmp.path() / "p.err");
+  ASSERT_TRUE(kubelet.WaitRegistered(std::string(kResourceNeuron), 1));
+  ASSERT_TRUE(kubelet.WaitRegistered(std::string(kResourceEfa), 1));
+  EXPECT_EQ(kubelet.Socket(std::string(kResourceNeuron)).filename(), "neuron-" + iid + ".sock");
+  EXPECT_TRUE(fs::exists(kdir / "device-plugins/nvidia-gpu.sock")) << "not ours: left alone";
+
+  EXPECT_NE(HttpGet(port, "/healthz").find(" 200 "), std::string::npos);
+  EXPECT_TRUE(WaitUntil([&] { return HttpGet(port, "/readyz").find(" 200 ") != std::string::npos; },
+                        kCeiling))
+      << HttpGet(port, "/readyz");
+  {
+    auto stub = PluginStub(kubelet.Socket(std::string(kResourceNeuron)));
+    v1beta1::AllocateResponse r;
+    ASSERT_TRUE(Allocate(stub.get(), {{"0"}}, &r).ok());
+    ASSERT_FALSE(Allocate(stub.get(), {{"77"}}, &r).ok());
+  }
+  const std::string metrics = HttpGet(port, "/metrics");
+  EXPECT_NE(metrics.find("neuron_plugin_registrations_total{resource=\"aws.amazon.com/neuron\","
+                         "result=\"ok\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("neuron_plugin_rpcs_total{code=\"INVALID_ARGUMENT\",resource=\"aws."
+                         "amazon.com/neuron\",rpc=\"Allocate\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("neuron_plugin_rpc_duration_seconds_count{resource=\"aws.amazon.com/"
+                         "neuron\",rpc=\"Allocate\"} 2"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("neuron_plugin_devices_masked{resource=\"aws.amazon.com/neuroncore\"} 2"),
+            std::string::npos)
+      << "device 0's two cores are masked";
+
+  EXPECT_EQ(Stop(pid, kCeiling), 0) << ReadFile(tmp.path() / "p.err");
+  for (const char* name : {"neuron-", "neuroncore-", "efa-"}) {
+    EXPECT_FALSE(fs::exists(kdir / "device-plugins" / (name + iid + ".sock"))) << name;
+  }
+  EXPECT_TRUE(fs::exists(kdir / "device-plugins/kubelet.sock")) << "the kubelet's stays";
+}
+
+TEST(PluginBinaryTest, BadConfigFileExitsTwoNamingTheLine) {
+  TempDir tmp("plc");
+  WriteFile(tmp.path() / "p.yaml", "cdi: true\nhealth:\n  poll_period: soon\n");
+  const pid_t pid = Spawn({NEURON_PLUGIN_BIN, "--root", tmp.str(), "--kubelet-dir", tmp.str(),
+                           "--config", (tmp.path() / "p.yaml").string()},
+                          "", tmp.path() / "err");
+  EXPECT_EQ(WaitExit(pid, kCeiling), 2);
+  EXPECT_NE(ReadFile(tmp.path() / "err").find("p.yaml:3:"), std::string::npos)
+      << ReadFile(tmp.path() / "err");
+}
+
+}  // namespace
+}  // namespace neuron::plugin

@@ -1,0 +1,337 @@
+// The plugin library against a simulated node (`neuron-sim up`) and an in-test kubelet, over
+// real gRPC on Unix sockets: registration, lists, Allocate contents, bad requests, the mask,
+// health faults and kubelet restarts.
+
+#include "plugin/plugin.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/node_info.h"
+#include "tests/driver-sim/sim_process.h"
+#include "tests/plugin/fake_kubelet.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::plugin {
+namespace {
+
+using namespace ::neuron::plugin::testing;
+using ::neuron::sim::testing::SimNode;
+using ::neuron::testing::TempDir;
+
+const std::string kNeuron(kResourceNeuron);
+const std::string kCore(kResourceNeuronCore);
+const std::string kEfa(kResourceEfa);
+
+class PluginTest : public ::testing::Test {
+ protected:
+  fs::path root() const { return tmp_.path() / "root"; }
+  fs::path kdir() const { return tmp_.path() / "k"; }
+
+  void StartSim(const std::string& instance, const std::vector<std::string>& extra = {}) {
+    fs::create_directories(root());
+    sim_ = std::make_unique<SimNode>(NEURON_SIM_BIN, root(), tmp_.path());
+    sim_->Up(instance, extra);
+  }
+
+  void StartPlugin(const std::function<void(Config&)>& tweak = {}) {
+    kubelet_ = std::make_unique<FakeKubelet>(kdir());
+    kubelet_->Start();
+    Config c;
+    c.root = root().string();
+    c.kubelet_dir = kdir().string();
+    c.discovery = DiscoveryMode::kDirectory;
+    c.podresources_period = 100ms;
+    c.allocation_grace = 1000ms;
+    c.health.poll_period = 100ms;
+    if (tweak) tweak(c);
+    plugin_ = std::make_unique<Plugin>(c);
+    ASSERT_TRUE(plugin_->Start().ok());
+  }
+
+  void Boot(const std::string& instance, const std::vector<std::string>& extra = {},
+            const std::function<void(Config&)>& tweak = {}) {
+    StartSim(instance, extra);
+    StartPlugin(tweak);
+    for (const std::string& r : {kNeuron, kCore, kEfa}) {
+      ASSERT_TRUE(kubelet_->WaitRegistered(r, 1)) << r << " never registered";
+    }
+  }
+
+  void Ctl(const std::vector<std::string>& words) {
+    std::vector<std::string> argv{NEURON_SIM_BIN, "ctl", "--root", root().string()};
+    argv.insert(argv.end(), words.begin(), words.end());
+    const pid_t pid = ::neuron::testing::Spawn(argv, "", tmp_.path() / "ctl.err");
+    ASSERT_EQ(::neuron::testing::WaitExit(pid, kCeiling), 0)
+        << ::neuron::testing::ReadFile(tmp_.path() / "ctl.err");
+  }
+
+  std::unique_ptr<v1beta1::DevicePlugin::Stub> Stub(const std::string& resource) {
+    return PluginStub(kubelet_->Socket(resource));
+  }
+
+  std::string FirstEfa() {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(root() / "sys/class/infiniband")) {
+      names.insert(e.path().filename().string());
+    }
+    return names.empty() ? "" : *names.begin();
+  }
+
+  // Declaration order is teardown order in reverse: the plugin stops before the kubelet and
+  // the simulated node.
+  TempDir tmp_{"plg"};
+  std::unique_ptr<SimNode> sim_;
+  std::unique_ptr<FakeKubelet> kubelet_;
+  std::unique_ptr<FakePodResources> pod_resources_;
+  std::unique_ptr<Plugin> plugin_;
+};
+
+std::vector<std::string> Paths(const v1beta1::ContainerAllocateResponse& r) {
+  std::vector<std::string> out;
+  for (const auto& d : r.devices()) {
+    EXPECT_EQ(d.host_path(), d.container_path());
+    EXPECT_EQ(d.permissions(), "rw");
+    out.push_back(d.host_path());
+  }
+  return out;
+}
+
+std::vector<std::string> Cdi(const v1beta1::ContainerAllocateResponse& r) {
+  std::vector<std::string> out;
+  for (const auto& d : r.cdi_devices()) out.push_back(d.name());
+  return out;
+}
+
+size_t CountHealth(const std::map<std::string, Listed>& l, const std::string& health) {
+  return std::count_if(l.begin(), l.end(), [&](const auto& e) { return e.second.health == health; });
+}
+
+TEST_F(PluginTest, RegistersEveryResourceWithCountsAndNumaOnTrn1) {
+  Boot("trn1.32xlarge");
+  absl::StatusOr<NodeInfo> node = ReadNodeInfo(RootPaths(root()));
+  ASSERT_TRUE(node.ok());
+  for (const Registration& r : kubelet_->registrations()) {
+    EXPECT_EQ(r.version, "v1beta1");
+    EXPECT_TRUE(r.options_answered) << "GetDevicePluginOptions not answered during Register";
+    EXPECT_TRUE(r.get_preferred_allocation);
+    EXPECT_FALSE(r.pre_start_required);
+    EXPECT_NE(r.resource, std::string(kResourceNeuronDevice)) << "legacy resource is off";
+    EXPECT_TRUE(r.endpoint.ends_with("-" + node->instance_id + ".sock")) << r.endpoint;
+  }
+  EXPECT_EQ(kubelet_->Socket(kNeuron).filename(), "neuron-" + node->instance_id + ".sock");
+  const std::map<std::string, size_t> want{{kNeuron, 16}, {kCore, 32}, {kEfa, 8}};
+  for (const auto& [resource, n] : want) {
+    ListWatcher w(kubelet_->Socket(resource));
+    ASSERT_TRUE(w.WaitFor([&](const auto& l) { return CountHealth(l, "Healthy") == n; }))
+        << resource << " lists " << w.latest().size();
+    for (const auto& [id, listed] : w.latest()) {
+      EXPECT_EQ(listed.numa.size(), 1u) << resource << " " << id << " has no NUMA node";
+    }
+  }
+  EXPECT_TRUE(::neuron::testing::WaitUntil([&] { return plugin_->Ready(); }, kCeiling));
+}
+
+TEST_F(PluginTest, AllocateContentsOnTrn1) {
+  Boot("trn1.32xlarge", {}, [](Config& c) { c.cdi = true; });
+  auto neuron = Stub(kNeuron);
+  v1beta1::AllocateResponse r;
+  ASSERT_TRUE(Allocate(neuron.get(), {{"3", "2"}, {"5"}}, &r).ok());
+  ASSERT_EQ(r.container_responses_size(), 2);
+  EXPECT_EQ(Paths(r.container_responses(0)),
+            (std::vector<std::string>{"/dev/neuron2", "/dev/neuron3"}));
+  EXPECT_EQ(r.container_responses(0).envs().at("NEURON_RT_VISIBLE_CORES"), "4-7");
+  EXPECT_EQ(Cdi(r.container_responses(0)),
+            (std::vector<std::string>{"aws.amazon.com/neuron=2", "aws.amazon.com/neuron=3"}));
+  EXPECT_EQ(r.container_responses(1).envs().at("NEURON_RT_VISIBLE_CORES"), "10-11");
+
+  auto core = Stub(kCore);
+  r.Clear();
+  ASSERT_TRUE(Allocate(core.get(), {{"16", "17", "18"}}, &r).ok());
+  EXPECT_EQ(Paths(r.container_responses(0)),
+            (std::vector<std::string>{"/dev/neuron8", "/dev/neuron9"}));
+  EXPECT_EQ(r.container_responses(0).envs().at("NEURON_RT_VISIBLE_CORES"), "16-18");
+
+  const std::string efa = FirstEfa();
+  auto efa_stub = Stub(kEfa);
+  r.Clear();
+  ASSERT_TRUE(Allocate(efa_stub.get(), {{efa}}, &r).ok());
+  ASSERT_EQ(r.container_responses(0).devices_size(), 1);
+  EXPECT_TRUE(r.container_responses(0).devices(0).host_path().starts_with("/dev/infiniband/uverbs"));
+  EXPECT_TRUE(fs::exists(root().string() + r.container_responses(0).devices(0).host_path()))
+      << "the sim has no " << r.container_responses(0).devices(0).host_path();
+  EXPECT_EQ(Cdi(r.container_responses(0)), (std::vector<std::string>{"vpc.amazonaws.com/efa=" + efa}));
+  EXPECT_EQ(r.container_responses(0).envs_size(), 0);
+}
+
+TEST_F(PluginTest, AllocateContentsOnTrn2AtLnc2) {
+  Boot("trn2.48xlarge", {"--lnc", "2"}, [](Config& c) { c.lnc = 2; });
+  ListWatcher cores(kubelet_->Socket(kCore));
+  ASSERT_TRUE(cores.WaitFor([](const auto& l) { return l.size() == 64; }))
+      << "trn2.48xlarge at LNC 2: 16 devices x 4 logical cores, got " << cores.latest().size();
+  auto neuron = Stub(kNeuron);
+  v1beta1::AllocateResponse r;
+  ASSERT_TRUE(Allocate(neuron.get(), {{"1"}}, &r).ok());
+  EXPECT_EQ(Paths(r.container_responses(0)), std::vector<std::string>{"/dev/neuron1"});
+  EXPECT_EQ(r.container_responses(0).envs().at("NEURON_RT_VISIBLE_CORES"), "4-7");
+  EXPECT_EQ(r.container_responses(0).cdi_devices_size(), 0) << "CDI is off by default";
+  auto core = Stub(kCore);
+  r.Clear();
+  ASSERT_TRUE(Allocate(core.get(), {{"10", "11"}}, &r).ok());
+  EXPECT_EQ(Paths(r.container_responses(0)), std::vector<std::string>{"/dev/neuron2"});
+  EXPECT_EQ(r.container_responses(0).envs().at("NEURON_RT_VISIBLE_CORES"), "10-11");
+}
+
+TEST_F(PluginTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
+  Boot("trn1.32xlarge");
+  auto neuron = Stub(kNeuron);
+  ListWatcher cores(kubelet_->Socket(kCore));
+  auto expect_invalid = [&](const std::vector<std::vector<std::string>>& req,
+                            const std::vector<std::string>& named) {
+    v1beta1::AllocateResponse r;
+    const grpc::Status s = Allocate(neuron.get(), req, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    for (const std::string& n : named) {
+      EXPECT_NE(s.error_message().find(n), std::string::npos) << n << " in " << s.error_message();
+    }
+  };
+  expect_invalid({{"0", "99", "x"}}, {"unknown", "\"99\"", "\"x\""});
+  expect_invalid({{"1", "1"}}, {"duplicate", "\"1\""});
+  expect_invalid({{}}, {"no device IDs"});
+  std::vector<std::string> many;
+  for (int i = 0; i < 17; ++i) many.push_back(std::to_string(i));
+  expect_invalid({many}, {"asks for 17 IDs, the node has 16"});
+  // A refused request changes nothing: device 0's cores were never masked.
+  ASSERT_TRUE(cores.WaitFor([](const auto& l) { return l.size() == 32; }));
+  EXPECT_EQ(cores.latest().at("0").health, "Healthy");
+  EXPECT_EQ(cores.latest().at("1").health, "Healthy");
+
+  Ctl({"unplug", "--device", "5"});
+  ASSERT_TRUE(cores.WaitHealth("10", "Unhealthy"));
+  expect_invalid({{"4", "5"}}, {"unhealthy", "\"5\""});
+
+  v1beta1::PreferredAllocationRequest req;
+  auto* c = req.add_container_requests();
+  for (const char* id : {"x", "-1", "007", "3", "4", "6", "7", "", "99999999999999"}) {
+    c->add_available_deviceids(id);
+  }
+  c->add_must_include_deviceids("zz");
+  c->add_must_include_deviceids("4");
+  c->set_allocation_size(2);
+  auto* big = req.add_container_requests();
+  big->add_available_deviceids("0");
+  big->set_allocation_size(40);
+  v1beta1::PreferredAllocationResponse resp;
+  grpc::ClientContext ctx;
+  const grpc::Status s = neuron->GetPreferredAllocation(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.container_responses_size(), 2);
+  const auto& ids = resp.container_responses(0).deviceids();
+  ASSERT_EQ(ids.size(), 2);
+  EXPECT_TRUE(std::find(ids.begin(), ids.end(), "4") != ids.end());
+  for (const std::string& id : ids) EXPECT_TRUE(id == "3" || id == "4" || id == "6" || id == "7");
+  EXPECT_EQ(resp.container_responses(1).deviceids_size(), 1) << "best effort: what exists";
+}
+
+TEST_F(PluginTest, MaskKeepsWholeDevicesAndCoresApartUntilPodResourcesReleases) {
+  StartSim("trn1.32xlarge");
+  pod_resources_ = std::make_unique<FakePodResources>(kdir());
+  StartPlugin([](Config& c) { c.allocation_grace = 3000ms; });
+  for (const std::string& r : {kNeuron, kCore}) ASSERT_TRUE(kubelet_->WaitRegistered(r, 1));
+  ListWatcher devices(kubelet_->Socket(kNeuron));
+  ListWatcher cores(kubelet_->Socket(kCore));
+  auto neuron = Stub(kNeuron);
+  auto core = Stub(kCore);
+  v1beta1::AllocateResponse r;
+  ASSERT_TRUE(Allocate(neuron.get(), {{"0"}}, &r).ok());
+  EXPECT_TRUE(cores.WaitHealth("0", "Unhealthy"));
+  EXPECT_TRUE(cores.WaitHealth("1", "Unhealthy"));
+  EXPECT_EQ(cores.latest().at("2").health, "Healthy");
+  ASSERT_TRUE(Allocate(core.get(), {{"5"}}, &r).ok());
+  EXPECT_TRUE(devices.WaitHealth("2", "Unhealthy"));
+  EXPECT_EQ(devices.latest().at("0").health, "Healthy") << "a holder is not masked in its own list";
+  const grpc::Status s = Allocate(core.get(), {{"1"}}, &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("\"1\""), std::string::npos) << s.error_message();
+
+  // The kubelet records both; past the grace period they stay masked.
+  pod_resources_->Set({{"whole", {{kNeuron, {"0"}}}}, {"cores", {{kCore, {"5"}}}}});
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(cores.latest().at("0").health, "Unhealthy");
+  EXPECT_EQ(devices.latest().at("2").health, "Unhealthy");
+  // The pods end: their IDs vanish from PodResources and the mask lifts.
+  pod_resources_->Set({});
+  EXPECT_TRUE(cores.WaitHealth("0", "Healthy"));
+  EXPECT_TRUE(devices.WaitHealth("2", "Healthy"));
+}
+
+TEST_F(PluginTest, HardwareFaultsTurnDevicesUnhealthyAndRecover) {
+  Boot("trn1.32xlarge");
+  ListWatcher devices(kubelet_->Socket(kNeuron));
+  ListWatcher cores(kubelet_->Socket(kCore));
+  ListWatcher efas(kubelet_->Socket(kEfa));
+  ASSERT_TRUE(devices.WaitFor([](const auto& l) { return CountHealth(l, "Healthy") == 16; }));
+
+  Ctl({"unplug", "--device", "2"});
+  EXPECT_TRUE(devices.WaitHealth("2", "Unhealthy"));
+  EXPECT_TRUE(cores.WaitHealth("5", "Unhealthy"));
+  EXPECT_EQ(devices.latest().size(), 16u) << "an unplugged device stays listed";
+  Ctl({"plug", "--device", "2"});
+  EXPECT_TRUE(devices.WaitHealth("2", "Healthy"));
+  EXPECT_TRUE(cores.WaitHealth("5", "Healthy"));
+
+  Ctl({"inject", "hbm-ue", "--device", "3"});
+  EXPECT_TRUE(devices.WaitHealth("3", "Unhealthy"));
+  Ctl({"reset", "--device", "3"});
+  EXPECT_TRUE(devices.WaitHealth("3", "Healthy"));
+
+  Ctl({"reset", "--device", "4", "--fail"});
+  EXPECT_TRUE(devices.WaitHealth("4", "Unhealthy"));
+  ASSERT_TRUE(::neuron::testing::WaitUntil(
+      [&] { return ::neuron::testing::ReadFile(sim_->Device(4) / "reset") == "2\n"; }, kCeiling))
+      << "the failed reset ends in INVALID";
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(devices.latest().at("4").health, "Unhealthy") << "INVALID stays Unhealthy";
+  Ctl({"reset", "--device", "4"});
+  EXPECT_TRUE(devices.WaitHealth("4", "Healthy"));
+
+  const std::string efa = FirstEfa();
+  Ctl({"efa-down", "--efa", efa});
+  EXPECT_TRUE(efas.WaitHealth(efa, "Unhealthy"));
+  Ctl({"efa-up", "--efa", efa});
+  EXPECT_TRUE(efas.WaitHealth(efa, "Healthy"));
+  EXPECT_EQ(CountHealth(devices.latest(), "Healthy"), 16u);
+}
+
+TEST_F(PluginTest, ReRegistersAfterEveryKubeletRestart) {
+  Boot("trn1.32xlarge");
+  for (size_t round = 2; round <= 4; ++round) {
+    kubelet_->Restart();  // deletes our sockets, re-creates kubelet.sock
+    for (const std::string& r : {kNeuron, kCore, kEfa}) {
+      ASSERT_TRUE(::neuron::testing::WaitUntil(
+          [&] { return kubelet_->count(r) >= round && fs::exists(kubelet_->Socket(r)); },
+          kCeiling))
+          << r << " round " << round << ": not registered again with its socket re-created";
+    }
+    ListWatcher w(kubelet_->Socket(kNeuron));
+    EXPECT_TRUE(w.WaitFor([](const auto& l) { return l.size() == 16; })) << "served again";
+  }
+  EXPECT_TRUE(::neuron::testing::WaitUntil([&] { return plugin_->Ready(); }, 10s));
+}
+
+TEST_F(PluginTest, IdlesWithoutDevicesAndPicksThemUpWhenTheyAppear) {
+  fs::create_directories(root());
+  StartPlugin();
+  std::this_thread::sleep_for(1s);
+  EXPECT_TRUE(plugin_->Ready()) << plugin_->ReadyDetail();
+  EXPECT_EQ(kubelet_->registrations().size(), 0u) << "nothing to serve, nothing registered";
+  StartSim("trn1.32xlarge");
+  ASSERT_TRUE(kubelet_->WaitRegistered(kNeuron, 1, 20s)) << plugin_->ReadyDetail();
+  ListWatcher w(kubelet_->Socket(kNeuron));
+  EXPECT_TRUE(w.WaitFor([](const auto& l) { return CountHealth(l, "Healthy") == 16; }));
+}
+
+}  // namespace
+}  // namespace neuron::plugin
