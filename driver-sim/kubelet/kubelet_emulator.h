@@ -90,7 +90,7 @@ class KubeletEmulator {
     // Deadline of GetDevicePluginOptions, GetPreferredAllocation and Allocate. The kubelet sets
     // none (a hung plugin stalls admission, KUBELET-API.md §2.5-§2.6), so neither do we by
     // default; tests set one so that they cannot hang.
-    std::optional<std::chrono::milliseconds> rpc_deadline;
+    std::optional<std::chrono::milliseconds> rpc_deadline{};
     // Seeds the order in which the kubelet's own choice takes devices. The kubelet iterates Go
     // sets, whose order is random; 0 seeds from std::random_device.
     uint64_t seed = 0;
