@@ -1,0 +1,73 @@
+#pragma once
+// One collector per metric group (METRICS.md §2.7: device, memory, core, execution, health,
+// power, efa, allocation, compat). Each turns a NodeView into metric families; none reads a file
+// itself (STYLE 5), except compat's `system_*`, which read ROOT/proc as the compat set requires.
+// Collectors are stateless or guard their own state: scrapes may run concurrently.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "monitor/families.h"
+#include "monitor/node_source.h"
+
+namespace neuron::monitor {
+
+struct ExporterOptions {
+  bool compat = false;
+  // Compat mode's instance labels (METRICS.md §3.1); region and zone come from flags (decision
+  // 11), instance id and type from the inventory.
+  bool compat_instance_labels = true;
+  std::string region;
+  std::string availability_zone;
+  std::string instance_name;
+  std::string subnet_id;
+  std::string version = "0.1.0";
+  std::string revision = "unknown";
+};
+
+struct ScrapeContext {
+  const NodeView& view;
+  const ExporterOptions& options;
+  NodeSource& source;  // Monotonic()
+
+  const Inventory& inventory() const { return *view.inventory; }
+  const Snapshot& snap() const { return *view.current; }
+  // A counter value that never goes below what was exported before.
+  double Mono(int device, const std::string& key, double value) const {
+    return source.Monotonic(device, key, value);
+  }
+};
+
+class Collector {
+ public:
+  virtual ~Collector() = default;
+  virtual std::string_view name() const = 0;
+  // Appends families. An error marks the collector failed for this scrape (success gauge 0); the
+  // families appended before it are still served.
+  virtual absl::Status Collect(const ScrapeContext& ctx, Families& out) = 0;
+};
+
+std::unique_ptr<Collector> MakeDeviceCollector();
+std::unique_ptr<Collector> MakeMemoryCollector();
+std::unique_ptr<Collector> MakeCoreCollector();
+std::unique_ptr<Collector> MakeExecutionCollector();
+std::unique_ptr<Collector> MakeHealthCollector();
+std::unique_ptr<Collector> MakePowerCollector();
+std::unique_ptr<Collector> MakeEfaCollector();
+std::unique_ptr<Collector> MakeAllocationCollector();
+std::unique_ptr<Collector> MakeCompatCollector();
+
+// The explicit list, in output order; compat only with options.compat.
+std::vector<std::unique_ptr<Collector>> MakeCollectors(const ExporterOptions& options);
+
+// Label helpers shared by collectors.
+inline std::string Str(int v) { return std::to_string(v); }
+Labels DeviceLabels(int device);
+Labels CoreLabels(int device, int logical_core);
+// Compat mode's instance labels, empty when turned off.
+Labels InstanceLabels(const ScrapeContext& ctx);
+
+}  // namespace neuron::monitor

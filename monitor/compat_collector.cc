@@ -1,0 +1,355 @@
+// compat: the names, labels and HELP of AWS's neuron-monitor-prometheus.py (METRICS.md §3.1,
+// §3.4), so dashboards built for it keep working. Computed from the same NodeView as the native
+// metrics; per-process series come from live datastores and vanish at the first scrape after
+// the process exits. `system_*` read ROOT/proc (else /proc, decision 14).
+#include <array>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "core/procinfo.h"
+#include "monitor/collector.h"
+#include "monitor/latency.h"
+
+namespace neuron::monitor {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct CoreMemCategory {
+  std::string_view metric_suffix;
+  int nds_index;
+};
+constexpr std::array<CoreMemCategory, 5> kCoreMem{{
+    {"constants", nds::kMemUsageConstantsDevice},
+    {"model_code", nds::kMemUsageCodeDevice},
+    {"model_shared_scratchpad", nds::kMemUsageScratchpadDevice},
+    {"runtime_memory", nds::kMemUsageMiscDevice},
+    {"tensors", nds::kMemUsageTensorsDevice},
+}};
+constexpr std::array<std::pair<std::string_view, int>, 6> kErrorTypes{{
+    {"generic", nds::kErrGeneric},
+    {"numerical", nds::kErrNumerical},
+    {"transient", nds::kErrTransient},
+    {"model", nds::kErrModel},
+    {"runtime", nds::kErrRt},
+    {"hardware", nds::kErrHw},
+}};
+constexpr std::array<std::pair<std::string_view, int>, 6> kStatusTypes{{
+    {"completed", nds::kInferCompleted},
+    {"completed_with_err", nds::kInferCompletedWithErr},
+    {"completed_with_num_err", nds::kInferCompletedWithNumErr},
+    {"timed_out", nds::kInferTimedOut},
+    {"incorrect_input", nds::kInferIncorrectInput},
+    {"failed_to_queue", nds::kInferFailedToQueue},
+}};
+
+// A core slot the process holds: it has run or loaded something there.
+bool Holds(const DatastoreRecord& rec, int slot) {
+  if (rec.Core(slot, nds::kTimeInUse) != 0 || rec.Core(slot, nds::kModelLoadCount) != 0) {
+    return true;
+  }
+  for (const DatastoreModel& m : rec.models) {
+    if (m.nc_index == slot) return true;
+  }
+  return false;
+}
+
+const DatastoreRecord* FindRecord(const Snapshot& s, int device, int pid) {
+  for (const DatastoreRecord& r : s.processes) {
+    if (r.device == device && r.pid == pid) return &r;
+  }
+  return nullptr;
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> ReadMeminfo(const std::filesystem::path& proc,
+                                                         std::string_view total_key,
+                                                         std::string_view free_key) {
+  std::ifstream in(proc / "meminfo");
+  if (!in) return std::nullopt;
+  std::optional<uint64_t> total, avail;
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    if (!(ls >> key >> kb)) continue;
+    if (key.size() > 1) key.pop_back();  // "MemTotal:" -> "MemTotal"
+    if (key == total_key) total = kb * 1024;
+    if (key == free_key) avail = kb * 1024;
+  }
+  if (!total || !avail || *avail > *total) return std::nullopt;
+  return std::pair{*total, *total - *avail};
+}
+
+class CompatCollector final : public Collector {
+ public:
+  std::string_view name() const override { return "compat"; }
+  absl::Status Collect(const ScrapeContext& ctx, Families& out) override;
+
+ private:
+  struct CpuState {
+    Clock::time_point when;
+    SystemCpuTimes times;
+  };
+  struct ProcCpu {
+    Clock::time_point when;
+    uint64_t utime = 0;
+    uint64_t stime = 0;
+    std::optional<std::pair<double, double>> ratio;  // user, system
+  };
+
+  void SystemMetrics(const ScrapeContext& ctx, const Labels& inst, Families& out);
+  std::optional<std::pair<double, double>> ProcessCpu(const ProcReader& proc, int pid);
+
+  std::mutex mu_;  // guards the CPU-time history below (scrapes run concurrently)
+  std::optional<CpuState> cpu_prev_;
+  std::optional<std::pair<double, double>> cpu_ratio_;  // last computed (user, system)
+  Clock::time_point cpu_ratio_at_;
+  std::map<int, ProcCpu> proc_cpu_;
+};
+
+void CompatCollector::SystemMetrics(const ScrapeContext& ctx, const Labels& inst,
+                                    Families& out) {
+  ProcReader proc{RootPaths(ctx.source.options().root)};
+  FamilyBuilder count = Gauge("system_vcpu_count", "System vCPU count");
+  FamilyBuilder usage = Gauge("system_vcpu_usage_ratio", "System CPU utilization ratio");
+  absl::StatusOr<SystemCpuTimes> cpu = proc.SystemCpu();
+  if (cpu.ok()) {
+    count.Add(inst, cpu->cpus);
+    std::lock_guard<std::mutex> lock(mu_);
+    const Clock::time_point now = Clock::now();
+    // Ratios over at least a second: concurrent scrapes would otherwise see zero-length windows.
+    if (cpu_prev_ && now - cpu_prev_->when >= std::chrono::seconds(1)) {
+      const SystemCpuTimes& a = cpu_prev_->times;
+      const double total = static_cast<double>(cpu->TotalTicks() - a.TotalTicks());
+      if (total > 0 && cpu->TotalTicks() >= a.TotalTicks()) {
+        const double user = static_cast<double>(cpu->UserTicks() - a.UserTicks()) / total;
+        const double sys =
+            static_cast<double>(cpu->SystemTicks() + cpu->iowait - a.SystemTicks() - a.iowait) /
+            total;
+        cpu_ratio_ = std::pair{std::min(1.0, user), std::min(1.0, sys)};
+      }
+      cpu_prev_ = CpuState{now, *cpu};
+    } else if (!cpu_prev_) {
+      cpu_prev_ = CpuState{now, *cpu};
+    }
+    if (cpu_ratio_) {
+      Labels u = inst;
+      u.push_back(L("usage_type", "user"));
+      usage.Add(std::move(u), cpu_ratio_->first);
+      Labels s = inst;
+      s.push_back(L("usage_type", "system"));
+      usage.Add(std::move(s), cpu_ratio_->second);
+    }
+  }
+  count.Finish(out);
+  usage.Finish(out);
+  struct MemPair {
+    std::string_view total_metric, used_metric, help_total, help_used, total_key, free_key;
+  };
+  for (const MemPair& m :
+       {MemPair{"system_memory_total_bytes", "system_memory_used_bytes",
+                "System memory total_bytes bytes", "System memory used_bytes bytes", "MemTotal",
+                "MemAvailable"},
+        MemPair{"system_swap_total_bytes", "system_swap_used_bytes",
+                "System swap total_bytes bytes", "System swap used_bytes bytes", "SwapTotal",
+                "SwapFree"}}) {
+    const auto v = ReadMeminfo(proc.proc_dir(), m.total_key, m.free_key);
+    if (!v) continue;
+    FamilyBuilder t = Gauge(std::string(m.total_metric), std::string(m.help_total));
+    t.Add(inst, static_cast<double>(v->first));
+    t.Finish(out);
+    FamilyBuilder u = Gauge(std::string(m.used_metric), std::string(m.help_used));
+    u.Add(inst, static_cast<double>(v->second));
+    u.Finish(out);
+  }
+}
+
+std::optional<std::pair<double, double>> CompatCollector::ProcessCpu(const ProcReader& proc,
+                                                                     int pid) {
+  absl::StatusOr<ProcessStat> st = proc.Stat(pid);
+  if (!st.ok()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  const Clock::time_point now = Clock::now();
+  auto [it, inserted] = proc_cpu_.try_emplace(pid);
+  ProcCpu& p = it->second;
+  if (inserted) {
+    p = ProcCpu{now, st->utime, st->stime, std::nullopt};
+    return std::nullopt;
+  }
+  const double dt = std::chrono::duration<double>(now - p.when).count();
+  if (dt >= 1.0 && st->utime >= p.utime && st->stime >= p.stime) {
+    const double tps = static_cast<double>(ProcReader::TicksPerSecond());
+    p.ratio = std::pair{static_cast<double>(st->utime - p.utime) / tps / dt,
+                        static_cast<double>(st->stime - p.stime) / tps / dt};
+    p.when = now;
+    p.utime = st->utime;
+    p.stime = st->stime;
+  }
+  return p.ratio;
+}
+
+absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
+  const Labels inst = InstanceLabels(ctx);
+  const Snapshot& snap = ctx.snap();
+  const Inventory& inv = ctx.inventory();
+  const int per_device = inv.LogicalCoresPerDevice();
+  auto with = [&](std::initializer_list<prometheus::ClientMetric::Label> extra) {
+    Labels l = inst;
+    l.insert(l.end(), extra.begin(), extra.end());
+    return l;
+  };
+
+  FamilyBuilder instance = Gauge("instance_info", "EC2 instance information");
+  instance.Add(inst, 1);
+  instance.Finish(out);
+  FamilyBuilder hw = Gauge("neuron_hardware_info", "Neuron Hardware Information");
+  std::optional<uint64_t> mem;
+  for (const NeuronDevice& d : inv.devices) mem = d.memory_bytes ? d.memory_bytes : mem;
+  hw.Add(with({L("neuron_device_count", Str(static_cast<int>(inv.devices.size()))),
+               L("neuron_device_memory_size", mem ? std::to_string(*mem) : ""),
+               L("neuroncore_per_device_count", Str(per_device))}),
+         1);
+  hw.Finish(out);
+  SystemMetrics(ctx, inst, out);
+
+  FamilyBuilder util = Gauge("neuroncore_utilization_ratio", "NeuronCore utilization ratio");
+  FamilyBuilder rt_mem = Gauge("neuron_runtime_memory_used_bytes", "Runtime memory used bytes");
+  FamilyBuilder rt_cpu = Gauge("neuron_runtime_vcpu_usage_ratio", "Runtime vCPU utilization ratio");
+  std::vector<FamilyBuilder> core_mem;
+  for (const CoreMemCategory& c : kCoreMem) {
+    core_mem.push_back(Gauge("neuroncore_memory_usage_" + std::string(c.metric_suffix),
+                             "NeuronCore memory utilization for " + std::string(c.metric_suffix)));
+  }
+  FamilyBuilder errors = Counter("execution_errors_total", "Execution errors total");
+  FamilyBuilder status = Counter("execution_status_total", "Execution status total");
+  FamilyBuilder latency = Gauge(
+      "execution_latency_seconds",
+      "Execution latency in seconds (approximate: interpolated from the runtime's latency "
+      "histogram over the sampling window)");
+  FamilyBuilder ecc = Counter("hardware_ecc_events_total", "Hardware ecc events total");
+
+  // Per process: a runtime may span devices, one datastore per device.
+  struct Proc {
+    std::string tag;
+    uint64_t host = 0, device = 0;
+    std::array<uint64_t, kErrorTypes.size()> errors{};
+    std::array<uint64_t, kStatusTypes.size()> status{};
+    std::vector<uint64_t> bounds_us;
+    std::vector<uint64_t> window_counts;
+  };
+  std::map<int, Proc> procs;
+  const double dt = ctx.view.base == nullptr
+                        ? 0
+                        : std::chrono::duration<double, std::micro>(snap.steady -
+                                                                    ctx.view.base->steady)
+                              .count();
+  for (const DatastoreRecord& rec : snap.processes) {
+    Proc& p = procs[rec.pid];
+    p.tag = rec.Tag();
+    for (int i = nds::kMemUsageCodeHost; i <= nds::kMemUsageMiscHost; ++i) {
+      p.host += rec.device_counters[i];
+    }
+    const DatastoreRecord* before =
+        ctx.view.base != nullptr ? FindRecord(*ctx.view.base, rec.device, rec.pid) : nullptr;
+    for (int slot = 0; slot < per_device && slot < nds::kMaxCores; ++slot) {
+      for (size_t i = 0; i < kErrorTypes.size(); ++i) {
+        p.errors[i] += rec.Core(slot, kErrorTypes[i].second);
+      }
+      for (size_t i = 0; i < kStatusTypes.size(); ++i) {
+        p.status[i] += rec.Core(slot, kStatusTypes[i].second);
+      }
+      uint64_t dev_bytes = 0;
+      for (const CoreMemCategory& c : kCoreMem) dev_bytes += rec.Core(slot, c.nds_index);
+      p.device += dev_bytes;
+      if (!Holds(rec, slot)) continue;
+      const std::string core = Str(rec.device * per_device + slot);
+      for (size_t c = 0; c < kCoreMem.size(); ++c) {
+        core_mem[c].Add(with({L("memory_location", "None"), L("neuroncore", core),
+                              L("runtime_tag", p.tag)}),
+                        static_cast<double>(rec.Core(slot, kCoreMem[c].nds_index)));
+      }
+      if (before != nullptr && dt > 0) {
+        const uint64_t a = before->Core(slot, nds::kTimeInUse);
+        const uint64_t b = rec.Core(slot, nds::kTimeInUse);
+        if (b >= a) {
+          util.Add(with({L("neuron_device", Str(rec.device)), L("neuroncore", core),
+                         L("runtime_tag", p.tag)}),
+                   std::clamp(static_cast<double>(b - a) / dt, 0.0, 1.0));
+        }
+      }
+    }
+    // Latency over the window: this process's bucket counts now minus at the base snapshot.
+    if (rec.histogram && rec.histogram->num_buckets > 0) {
+      const LatencyHistogram& h = *rec.histogram;
+      const int nb = h.num_buckets;
+      if (p.window_counts.size() != static_cast<size_t>(nb)) {
+        p.window_counts.assign(nb, 0);
+        p.bounds_us.assign(h.bounds_us.begin(), h.bounds_us.begin() + (nb - 1));
+      }
+      for (int slot = 0; slot < nds::kMaxCores; ++slot) {
+        for (int b = 0; b < nb; ++b) {
+          const uint64_t now_n = h.counts[slot][b];
+          const uint64_t was = before != nullptr && before->histogram &&
+                                       before->histogram->num_buckets == nb
+                                   ? before->histogram->counts[slot][b]
+                                   : 0;
+          if (now_n >= was) p.window_counts[b] += now_n - was;
+        }
+      }
+    }
+  }
+  ProcReader proc_reader{RootPaths(ctx.source.options().root)};
+  for (auto& [pid, p] : procs) {
+    rt_mem.Add(with({L("memory_location", "host"), L("runtime_tag", p.tag)}),
+               static_cast<double>(p.host));
+    rt_mem.Add(with({L("memory_location", "neuron_device"), L("runtime_tag", p.tag)}),
+               static_cast<double>(p.device));
+    for (size_t i = 0; i < kErrorTypes.size(); ++i) {
+      errors.Add(with({L("error_type", std::string(kErrorTypes[i].first)),
+                       L("runtime_tag", p.tag)}),
+                 static_cast<double>(p.errors[i]));
+    }
+    for (size_t i = 0; i < kStatusTypes.size(); ++i) {
+      status.Add(with({L("status_type", std::string(kStatusTypes[i].first)),
+                       L("runtime_tag", p.tag)}),
+                 static_cast<double>(p.status[i]));
+    }
+    for (const auto& [label, value] : Percentiles(p.bounds_us, p.window_counts)) {
+      latency.Add(with({L("percentile", label), L("runtime_tag", p.tag)}), value);
+    }
+    if (const auto cpu = ProcessCpu(proc_reader, pid)) {
+      rt_cpu.Add(with({L("runtime_tag", p.tag), L("usage_type", "user")}), cpu->first);
+      rt_cpu.Add(with({L("runtime_tag", p.tag), L("usage_type", "system")}), cpu->second);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(proc_cpu_, [&](const auto& kv) { return procs.count(kv.first) == 0; });
+  }
+  for (const DeviceSample& d : snap.devices) {
+    for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
+      const std::string_view n = kHardwareCounters[i];
+      if (!d.ecc[i] || (n != "mem_ecc_uncorrected" && n != "sram_ecc_uncorrected")) continue;
+      ecc.Add(with({L("event_type", std::string(n)), L("neuron_device_index", Str(d.index))}),
+              static_cast<double>(*d.ecc[i]));
+    }
+  }
+  util.Finish(out);
+  rt_cpu.Finish(out);
+  rt_mem.Finish(out);
+  for (FamilyBuilder& f : core_mem) f.Finish(out);
+  errors.Finish(out);
+  status.Finish(out);
+  latency.Finish(out);
+  ecc.Finish(out);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::unique_ptr<Collector> MakeCompatCollector() { return std::make_unique<CompatCollector>(); }
+
+}  // namespace neuron::monitor

@@ -1,0 +1,111 @@
+// execution: executions and failure outcomes per core, device error counts by status name, and
+// the device latency histogram (METRICS.md §2.3).
+#include <array>
+
+#include "monitor/collector.h"
+
+namespace neuron::monitor {
+namespace {
+
+// status/ name -> outcome label (METRICS.md §2.3).
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kOutcomes{{
+    {"execute_completed_with_error", "completed_with_err"},
+    {"execute_completed_with_num_error", "completed_with_num_err"},
+    {"timeout", "timed_out"},
+    {"exec_bad_input", "incorrect_input"},
+    {"execute_failed_to_queue", "failed_to_queue"},
+    {"failure", "generic_failure"},
+}};
+
+std::optional<std::string_view> OutcomeOf(std::string_view status) {
+  for (const auto& [s, o] : kOutcomes) {
+    if (s == status) return o;
+  }
+  return std::nullopt;
+}
+
+class ExecutionCollector final : public Collector {
+ public:
+  std::string_view name() const override { return "execution"; }
+  absl::Status Collect(const ScrapeContext& ctx, Families& out) override {
+    FamilyBuilder execs = Counter(
+        "neuroncore_executions_total",
+        "Executions: sum of status/success and the six failure outcomes (sysfs total plus "
+        "datastore).");
+    FamilyBuilder fails = Counter(
+        "neuroncore_execution_failures_total",
+        "Failed executions by outcome: neuron_core<i>/stats/status/<name>/total plus datastore.");
+    FamilyBuilder errors = Counter(
+        "neuron_device_execution_errors_total",
+        "Execution errors by status name, summed over the device's cores: "
+        "stats/status/<error>/total plus datastore.");
+    FamilyBuilder latency = Histogram(
+        "neuron_execution_latency_seconds",
+        "Execution latency (submission to end) from the runtime's datastore histogram buckets, "
+        "accumulated over every process that ran on the device since the exporter started.");
+    const Snapshot& snap = ctx.snap();
+    const int per_device = ctx.inventory().LogicalCoresPerDevice();
+    for (const DeviceSample& d : snap.devices) {
+      std::array<std::optional<uint64_t>, kStatusCounters.size()> device_sum{};
+      for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
+        const int global = d.index * per_device + lc.logical_index;
+        std::optional<uint64_t> total;
+        for (size_t i = 0; i < kStatusCounters.size(); ++i) {
+          const std::optional<uint64_t>& v = lc.status[i];
+          if (!v) continue;
+          const std::string_view sname = kStatusCounters[i].sysfs;
+          const std::optional<std::string_view> outcome = OutcomeOf(sname);
+          if (sname == "success" || outcome) total = total.value_or(0) + *v;
+          if (outcome) {
+            Labels l = CoreLabels(d.index, global);
+            l.push_back(L("outcome", std::string(*outcome)));
+            fails.Add(std::move(l), ctx.Mono(d.index, Key("fail", sname, global), *v));
+          } else if (sname != "success") {
+            device_sum[i] = device_sum[i].value_or(0) + *v;
+          }
+        }
+        if (total) {
+          execs.Add(CoreLabels(d.index, global), ctx.Mono(d.index, Key("execs", "", global),
+                                                          static_cast<double>(*total)));
+        }
+      }
+      for (size_t i = 0; i < kStatusCounters.size(); ++i) {
+        if (!device_sum[i]) continue;
+        Labels l = DeviceLabels(d.index);
+        l.push_back(L("error", std::string(kStatusCounters[i].sysfs)));
+        errors.Add(std::move(l),
+                   ctx.Mono(d.index, Key("err", kStatusCounters[i].sysfs, -1), *device_sum[i]));
+      }
+      const auto lat = ctx.view.latency.find(d.index);
+      if (lat != ctx.view.latency.end() && !lat->second.counts.empty()) {
+        const DeviceLatency& dl = lat->second;
+        std::vector<std::pair<double, uint64_t>> buckets;
+        uint64_t cumulative = 0;
+        for (size_t b = 0; b < dl.bounds_us.size(); ++b) {
+          cumulative += dl.counts[b];
+          buckets.emplace_back(static_cast<double>(dl.bounds_us[b]) / 1e6, cumulative);
+        }
+        cumulative += dl.counts.back();
+        latency.AddHistogram(DeviceLabels(d.index), buckets, cumulative, dl.sum_seconds);
+      }
+    }
+    execs.Finish(out);
+    fails.Finish(out);
+    errors.Finish(out);
+    latency.Finish(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  static std::string Key(std::string_view what, std::string_view name, int core) {
+    return std::string(what) + "/" + std::string(name) + "/" + std::to_string(core);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Collector> MakeExecutionCollector() {
+  return std::make_unique<ExecutionCollector>();
+}
+
+}  // namespace neuron::monitor

@@ -1,0 +1,178 @@
+#include "monitor/exporter.h"
+
+#include <prometheus/text_serializer.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/procinfo.h"
+
+namespace neuron::monitor {
+
+Labels DeviceLabels(int device) { return {L("neuron_device", Str(device))}; }
+Labels CoreLabels(int device, int logical_core) {
+  return {L("neuron_device", Str(device)), L("neuroncore", Str(logical_core))};
+}
+Labels InstanceLabels(const ScrapeContext& ctx) {
+  if (!ctx.options.compat_instance_labels) return {};
+  const Inventory& inv = ctx.inventory();
+  return {L("availability_zone", ctx.options.availability_zone),
+          L("instance_id", inv.instance_id),
+          L("instance_name", ctx.options.instance_name),
+          L("instance_type", inv.instance_type),
+          L("region", ctx.options.region),
+          L("subnet_id", ctx.options.subnet_id)};
+}
+
+std::vector<std::unique_ptr<Collector>> MakeCollectors(const ExporterOptions& options) {
+  std::vector<std::unique_ptr<Collector>> c;
+  c.push_back(MakeDeviceCollector());
+  c.push_back(MakeMemoryCollector());
+  c.push_back(MakeCoreCollector());
+  c.push_back(MakeExecutionCollector());
+  c.push_back(MakeHealthCollector());
+  c.push_back(MakePowerCollector());
+  c.push_back(MakeEfaCollector());
+  c.push_back(MakeAllocationCollector());
+  if (options.compat) c.push_back(MakeCompatCollector());
+  return c;
+}
+
+namespace {
+
+// process_* from /proc/self (prometheus-cpp has no process collector).
+void ProcessMetrics(Families& out) {
+  static const double start_time = [] {
+    const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
+    return std::chrono::duration<double>(since_epoch).count();
+  }();
+  std::ifstream in("/proc/self/stat");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  absl::StatusOr<ProcessStat> st = ParseProcessStat(ss.str(), "/proc/self/stat");
+  if (st.ok()) {
+    const double tps = static_cast<double>(ProcReader::TicksPerSecond());
+    FamilyBuilder cpu = Counter("process_cpu_seconds_total",
+                                "Total user and system CPU time spent in seconds.");
+    cpu.Add({}, static_cast<double>(st->utime + st->stime) / tps);
+    cpu.Finish(out);
+    FamilyBuilder rss =
+        Gauge("process_resident_memory_bytes", "Resident memory size in bytes.");
+    rss.Add({}, static_cast<double>(st->rss_pages) * static_cast<double>(sysconf(_SC_PAGESIZE)));
+    rss.Finish(out);
+  }
+  std::error_code ec;
+  int fds = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++fds;
+  }
+  if (!ec) {
+    FamilyBuilder f = Gauge("process_open_fds", "Number of open file descriptors.");
+    f.Add({}, fds);
+    f.Finish(out);
+  }
+  FamilyBuilder start = Gauge("process_start_time_seconds",
+                              "Start time of the process since unix epoch in seconds.");
+  start.Add({}, start_time);
+  start.Finish(out);
+}
+
+}  // namespace
+
+Exporter::Exporter(NodeSource& source, ExporterOptions options)
+    : source_(source), options_(std::move(options)), collectors_(MakeCollectors(options_)) {
+  Families ignored;
+  ProcessMetrics(ignored);  // fixes process_start_time_seconds at construction
+}
+
+Exporter::~Exporter() = default;
+
+std::vector<prometheus::MetricFamily> Exporter::Collect() const {
+  Families out;
+  const NodeView view = source_.Get();
+  const ScrapeContext ctx{view, options_, source_};
+  FamilyBuilder duration = Gauge("neuron_exporter_collector_duration_seconds",
+                                 "Time this scrape spent in each collector.");
+  FamilyBuilder success = Gauge("neuron_exporter_collector_success",
+                                "1 if the collector succeeded in this scrape; absent data is not "
+                                "a failure.");
+  for (const auto& c : collectors_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = c->Collect(ctx, out);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const Labels l{L("collector", std::string(c->name()))};
+    duration.Add(l, secs);
+    success.Add(l, s.ok() ? 1 : 0);
+  }
+  duration.Finish(out);
+  success.Finish(out);
+
+  FamilyBuilder up = Gauge("neuron_up",
+                           "1 when the Neuron device class directory is present and at least one "
+                           "device was read.");
+  up.Add({}, view.current->devices.empty() ? 0 : 1);
+  up.Finish(out);
+  FamilyBuilder build = Gauge("neuron_exporter_build_info", "Exporter version and revision.");
+  build.Add({L("version", options_.version), L("revision", options_.revision)}, 1);
+  build.Finish(out);
+  FamilyBuilder errors = Counter(
+      "neuron_exporter_read_errors_total",
+      "Counter files or datastores found malformed (their series are left out); the log names "
+      "each file.");
+  errors.Add({}, static_cast<double>(source_.read_errors()));
+  errors.Finish(out);
+  FamilyBuilder samples = Counter(
+      "neuron_exporter_samples_total",
+      "Samples taken; scrapes within the sharing window reuse the latest one.");
+  samples.Add({}, static_cast<double>(source_.samples()));
+  samples.Finish(out);
+  if (const PodResourcesCache* pods = source_.pod_cache()) {
+    FamilyBuilder perr = Counter("neuron_exporter_pod_resources_errors_total",
+                                 "Failed PodResources List() refreshes.");
+    perr.Add({}, static_cast<double>(pods->failures()));
+    perr.Finish(out);
+    if (const auto last = source_.pod_last_success()) {
+      FamilyBuilder ok = Gauge("neuron_exporter_pod_resources_last_success_timestamp_seconds",
+                               "Time of the last successful PodResources List().");
+      ok.Add({}, std::chrono::duration<double>(last->time_since_epoch()).count());
+      ok.Finish(out);
+    }
+  }
+  ProcessMetrics(out);
+  return out;
+}
+
+std::string Exporter::RenderMetrics() const {
+  return prometheus::TextSerializer().Serialize(Collect());
+}
+
+std::map<std::string, HttpHandler> Exporter::Handlers() const {
+  std::map<std::string, HttpHandler> h;
+  h["/metrics"] = [this](const HttpRequest&) {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = RenderMetrics();
+    return r;
+  };
+  h["/healthz"] = [](const HttpRequest&) {
+    HttpResponse r;
+    r.body = "ok\n";
+    return r;
+  };
+  h["/"] = [](const HttpRequest&) {
+    HttpResponse r;
+    r.content_type = "text/html; charset=utf-8";
+    r.body =
+        "<html><head><title>Neuron Exporter</title></head><body><h1>Neuron Exporter</h1>"
+        "<p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
+    return r;
+  };
+  return h;
+}
+
+}  // namespace neuron::monitor

@@ -1,0 +1,92 @@
+// health: ECC counters, reset requests and failures, NEURON_HW_ERR kernel-log records
+// (METRICS.md §2.4).
+#include <array>
+#include <set>
+
+#include "monitor/collector.h"
+
+namespace neuron::monitor {
+namespace {
+
+// Types AWS's Node Problem Detector matches; their series start at 0 (known in advance).
+constexpr std::array<std::string_view, 4> kKnownHwErrors{
+    "SRAM_UNCORRECTABLE_ERROR", "NC_UNCORRECTABLE_ERROR", "HBM_UNCORRECTABLE_ERROR", "DMA_ERROR"};
+
+int HardwareIndex(std::string_view name) {
+  for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
+    if (kHardwareCounters[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+class HealthCollector final : public Collector {
+ public:
+  std::string_view name() const override { return "health"; }
+  absl::Status Collect(const ScrapeContext& ctx, Families& out) override {
+    FamilyBuilder ue = Counter(
+        "neuron_device_ecc_uncorrected_errors_total",
+        "Uncorrected ECC errors: stats/hardware/mem_ecc_uncorrected (hbm) and "
+        "sram_ecc_uncorrected (sram; the driver keeps its low 16 bits).");
+    FamilyBuilder repairable = Counter(
+        "neuron_device_hbm_repairable_uncorrected_errors_total",
+        "Repairable uncorrected HBM errors: stats/hardware/mem_ecc_repairable_uncorrected.");
+    FamilyBuilder resets = Counter(
+        "neuroncore_reset_requests_total",
+        "Reset requests: neuron_core<i>/stats/other_info/reset_req_count/total.");
+    FamilyBuilder reset_fail = Counter(
+        "neuron_device_reset_failures_total",
+        "Failed resets: neuron_core0/stats/other_info/reset_fail_count/total.");
+    FamilyBuilder hw_log = Counter(
+        "neuron_device_hw_error_log_events_total",
+        "NEURON_HW_ERR=<type> records in the kernel log (ROOT/dev/kmsg) since the exporter "
+        "started.");
+    const Snapshot& snap = ctx.snap();
+    const int per_device = ctx.inventory().LogicalCoresPerDevice();
+    const int mem = HardwareIndex("mem_ecc_uncorrected");
+    const int sram = HardwareIndex("sram_ecc_uncorrected");
+    const int rep = HardwareIndex("mem_ecc_repairable_uncorrected");
+    for (const DeviceSample& d : snap.devices) {
+      for (const auto& [idx, label] : {std::pair{mem, "hbm"}, std::pair{sram, "sram"}}) {
+        if (idx < 0 || !d.ecc[idx]) continue;
+        Labels l = DeviceLabels(d.index);
+        l.push_back(L("memory", label));
+        ue.Add(std::move(l), ctx.Mono(d.index, std::string("ecc/") + label, *d.ecc[idx]));
+      }
+      if (rep >= 0 && d.ecc[rep]) {
+        repairable.Add(DeviceLabels(d.index), ctx.Mono(d.index, "ecc/rep", *d.ecc[rep]));
+      }
+      for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
+        if (!lc.reset_requests) continue;
+        const int global = d.index * per_device + lc.logical_index;
+        resets.Add(CoreLabels(d.index, global),
+                   ctx.Mono(d.index, "reset/" + Str(global), *lc.reset_requests));
+      }
+      if (!d.cores.empty() && d.cores[0].other_info[kResetFailCount].total) {
+        reset_fail.Add(DeviceLabels(d.index),
+                       ctx.Mono(d.index, "resetfail", *d.cores[0].other_info[kResetFailCount].total));
+      }
+      std::map<std::string, uint64_t> counts;
+      for (std::string_view t : kKnownHwErrors) counts[std::string(t)] = 0;
+      if (const auto it = ctx.view.hw_errors.find(d.index); it != ctx.view.hw_errors.end()) {
+        for (const auto& [type, n] : it->second) counts[type] = n;
+      }
+      for (const auto& [type, n] : counts) {
+        Labels l = DeviceLabels(d.index);
+        l.push_back(L("error", type));
+        hw_log.Add(std::move(l), static_cast<double>(n));
+      }
+    }
+    ue.Finish(out);
+    repairable.Finish(out);
+    resets.Finish(out);
+    reset_fail.Finish(out);
+    hw_log.Finish(out);
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Collector> MakeHealthCollector() { return std::make_unique<HealthCollector>(); }
+
+}  // namespace neuron::monitor

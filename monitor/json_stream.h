@@ -1,0 +1,30 @@
+#pragma once
+// `--format=json`: neuron-monitor-shaped JSON documents (METRICS.md §4), one per line, built
+// from the same NodeSource as /metrics. Per-period figures (utilization, FLOP/s, execution
+// counts, latency percentiles) are differences between this document's snapshot and the
+// previous document's. Not thread-safe: one owner (the output loop).
+
+#include <memory>
+#include <string>
+
+#include "core/procinfo.h"
+#include "monitor/collector.h"
+#include "monitor/node_source.h"
+
+namespace neuron::monitor {
+
+class JsonStream {
+ public:
+  JsonStream(NodeSource& source, ExporterOptions options);
+  // The next document (no trailing newline).
+  std::string Next();
+
+ private:
+  NodeSource& source_;
+  ExporterOptions options_;
+  std::shared_ptr<const Snapshot> previous_;
+  std::shared_ptr<const Snapshot> before_previous_;
+  std::optional<SystemCpuTimes> cpu_;
+};
+
+}  // namespace neuron::monitor

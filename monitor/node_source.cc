@@ -1,0 +1,229 @@
+#include "monitor/node_source.h"
+
+#include <algorithm>
+
+#include "core/component_log.h"
+
+namespace neuron::monitor {
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("exporter"); }
+
+}  // namespace
+
+NodeSource::NodeSource(NodeSourceOptions options)
+    : options_(std::move(options)), root_(options_.root) {}
+
+NodeSource::~NodeSource() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  pod_cache_.reset();
+}
+
+absl::Status NodeSource::Init() {
+  discovery_ = MakeDirectoryDiscovery(root_, DiscoveryOptions{.lnc = options_.lnc});
+  absl::StatusOr<Inventory> inv = discovery_->Scan();
+  if (!inv.ok()) return inv.status();
+  for (const std::string& w : inv->warnings) Log()->warn("inventory: {}", w);
+  SamplerOptions so;
+  so.threads = options_.sampler_threads;
+  sampler_ = std::make_unique<Sampler>(root_, *inv, std::move(so));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inventory_ = std::make_shared<const Inventory>(*std::move(inv));
+  }
+  std::lock_guard<std::mutex> lock(sample_mu_);
+  std::shared_ptr<const Snapshot> snap = sampler_->Sample(SampleKind::kFull);
+  last_full_ = snap->steady;
+  history_.push_back(snap);
+  AfterSample(*snap);
+  return absl::OkStatus();
+}
+
+void NodeSource::Start() {
+  if (options_.pod_resources) {
+    PodResourcesCache::Options po;
+    po.socket_path = (options_.kubelet_dir / "pod-resources" / "kubelet.sock").string();
+    po.period = options_.pod_refresh;
+    Log()->info("pod attribution from {} every {} ms", po.socket_path, po.period.count());
+    pod_cache_ = std::make_unique<PodResourcesCache>(std::move(po));
+  }
+  // Kernel-log counts are "since start": records already in the log are history.
+  absl::StatusOr<std::unique_ptr<KmsgReader>> kmsg = KmsgReader::Open(root_.Kmsg());
+  if (kmsg.ok()) kmsg_ = *std::move(kmsg);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+std::optional<std::chrono::system_clock::time_point> NodeSource::pod_last_success() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pod_last_success_;
+}
+
+void NodeSource::Loop() {
+  auto last_rescan = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> stop_lock(stop_mu_);
+  while (!stop_cv_.wait_for(stop_lock, std::chrono::seconds(1), [&] { return stop_.load(); })) {
+    stop_lock.unlock();
+    TailKmsg();
+    if (pod_cache_ != nullptr) {
+      const uint64_t n = pod_cache_->refreshes();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (n != pod_refreshes_seen_) {
+        pod_refreshes_seen_ = n;
+        pod_last_success_ = std::chrono::system_clock::now();
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_rescan >= options_.rescan_interval) {
+      last_rescan = now;
+      absl::StatusOr<Inventory> inv = discovery_->Scan();
+      if (inv.ok()) {
+        bool changed;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          changed = !(*inventory_ == *inv);
+          if (changed) inventory_ = std::make_shared<const Inventory>(*inv);
+        }
+        if (changed) {
+          Log()->info("inventory changed: {} devices, {} EFA", inv->devices.size(),
+                      inv->efas.size());
+          std::lock_guard<std::mutex> lock(sample_mu_);
+          sampler_->SetInventory(*std::move(inv));
+        }
+      } else {
+        Log()->warn("rescan: {}", inv.status().ToString());
+      }
+    }
+    stop_lock.lock();
+  }
+}
+
+void NodeSource::TailKmsg() {
+  if (kmsg_ == nullptr) {
+    // The log may appear later (a simulator started after us): every record in it is new.
+    absl::StatusOr<std::unique_ptr<KmsgReader>> r =
+        KmsgReader::Open(root_.Kmsg(), KmsgReader::StartAt::kBeginning);
+    if (!r.ok()) return;
+    kmsg_ = *std::move(r);
+  }
+  std::map<int, std::map<std::string, uint64_t>> seen;
+  absl::Status s = kmsg_->ReadAvailable(
+      [&](const KmsgRecord& rec) {
+        std::optional<HwErrorRecord> hw = ParseHwError(rec.text);
+        if (hw && hw->nd_id) ++seen[*hw->nd_id][hw->type];
+      },
+      {});
+  if (!s.ok()) Log()->debug("kmsg: {}", s.ToString());
+  if (seen.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [dev, types] : seen) {
+    for (const auto& [type, n] : types) hw_errors_[dev][type] += n;
+  }
+}
+
+// Bookkeeping for a new snapshot: error counting, forgetting vanished devices, histograms.
+// Called with sample_mu_ held.
+void NodeSource::AfterSample(const Snapshot& snap) {
+  samples_.fetch_add(1);
+  if (!snap.errors.empty()) {
+    read_errors_.fetch_add(snap.errors.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& e : snap.errors) {
+      // Each distinct message once: a malformed file would otherwise log on every scrape.
+      if (logged_errors_.size() < 1000 && logged_errors_.insert(e).second) {
+        Log()->warn("read error: {}", e);
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(monotonic_, [&](const auto& kv) {
+      return kv.first >= 0 && snap.FindDevice(kv.first) == nullptr;
+    });
+  }
+  // Latency: add each live process's new counts since we last saw it.
+  std::map<std::pair<int, int>, std::vector<uint64_t>> now_hist;
+  std::map<std::pair<int, int>, uint64_t> now_total;
+  for (const DatastoreRecord& rec : snap.processes) {
+    if (!rec.histogram || rec.histogram->num_buckets < 1) continue;
+    const LatencyHistogram& h = *rec.histogram;
+    const int nb = h.num_buckets;
+    std::vector<uint64_t> counts(nb, 0);
+    uint64_t latency_total = 0;
+    for (int slot = 0; slot < nds::kMaxCores; ++slot) {
+      for (int b = 0; b < nb; ++b) counts[b] += h.counts[slot][b];
+      latency_total += rec.Core(slot, nds::kLatencyTotal);
+    }
+    const std::pair<int, int> key{rec.device, rec.pid};
+    DeviceLatency& dl = latency_[rec.device];
+    std::vector<uint64_t> bounds(h.bounds_us.begin(), h.bounds_us.begin() + (nb - 1));
+    if (dl.bounds_us != bounds) {
+      // First process on the device (or bounds changed): start over with these bounds.
+      dl = DeviceLatency{bounds, std::vector<uint64_t>(nb, 0), 0, false};
+    }
+    const auto prev = last_histograms_.find(key);
+    for (int b = 0; b < nb; ++b) {
+      const uint64_t before =
+          prev != last_histograms_.end() && prev->second.size() == counts.size() ? prev->second[b]
+                                                                                 : 0;
+      if (counts[b] >= before) dl.counts[b] += counts[b] - before;
+    }
+    const auto prev_total = last_latency_total_.find(key);
+    const uint64_t before_total =
+        prev_total != last_latency_total_.end() ? prev_total->second : 0;
+    if (latency_total >= before_total) {
+      dl.sum_seconds += static_cast<double>(latency_total - before_total) / 1e6;
+      dl.has_sum = true;
+    }
+    now_hist[key] = std::move(counts);
+    now_total[key] = latency_total;
+  }
+  last_histograms_ = std::move(now_hist);
+  last_latency_total_ = std::move(now_total);
+  std::erase_if(latency_, [&](const auto& kv) { return snap.FindDevice(kv.first) == nullptr; });
+}
+
+NodeView NodeSource::Get() {
+  NodeView view;
+  {
+    std::lock_guard<std::mutex> lock(sample_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    std::shared_ptr<const Snapshot> latest = history_.empty() ? nullptr : history_.back();
+    if (latest == nullptr || now - latest->steady >= options_.share_window) {
+      const bool full = now - last_full_ >= options_.full_sweep_interval;
+      std::shared_ptr<const Snapshot> snap =
+          sampler_->Sample(full ? SampleKind::kFull : SampleKind::kHot);
+      if (full) last_full_ = snap->steady;
+      history_.push_back(snap);
+      AfterSample(*snap);
+      view.sampled_now = true;
+    }
+    // Keep the newest snapshot that is at least a window older than the latest as the base.
+    const auto newest = history_.back()->steady;
+    while (history_.size() > 2 && newest - history_[1]->steady >= options_.utilization_window) {
+      history_.pop_front();
+    }
+    view.current = history_.back();
+    view.base = history_.size() > 1 ? history_.front() : nullptr;
+    view.latency = latency_;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  view.inventory = inventory_;
+  view.hw_errors = hw_errors_;
+  if (pod_cache_ != nullptr) view.pods = pod_cache_->Latest();
+  if (view.pods == nullptr) view.pods = std::make_shared<const PodAssignments>();
+  return view;
+}
+
+double NodeSource::Monotonic(int device, const std::string& key, double value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  double& last = monotonic_[device][key];
+  last = std::max(last, value);
+  return last;
+}
+
+}  // namespace neuron::monitor

@@ -1,0 +1,137 @@
+#pragma once
+// What every scrape reads: the node's inventory, the latest Snapshot and the one the rates are
+// taken against, pod assignments and the kernel-log counts. Owns the Sampler.
+//
+// Sharing (DESIGN decision 10): Get() samples at most once per `share_window`; scrapes that
+// arrive meanwhile (an HA Prometheus pair, a browser) get the same snapshot, and a scrape that
+// arrives while a sample runs waits for it instead of starting another. Each sample reads the
+// hot set; a full sweep runs when the last one is older than `full_sweep_interval`.
+//
+// A background thread (not the scrape path) rescans the inventory and tails ROOT/dev/kmsg; the
+// PodResources cache refreshes on a thread of its own, so a slow or absent kubelet never slows a
+// scrape.
+//
+// Counters never go backwards (METRICS.md §2.1): Monotonic() keeps the last exported value per
+// series and device, forgotten when the device disappears (a replugged device may restart).
+// Latency histograms live only in datastores, which vanish with their process, so their counts
+// are accumulated here per device.
+//
+// Thread-safety: every public method may be called from any thread.
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/inventory.h"
+#include "core/kmsg.h"
+#include "core/sampler.h"
+#include "proto/pod_resources.h"
+
+namespace neuron::monitor {
+
+struct NodeSourceOptions {
+  std::filesystem::path root = "/";
+  std::filesystem::path kubelet_dir = "/var/lib/kubelet";
+  int lnc = 0;  // 0: the node's (decision 13)
+  std::chrono::milliseconds share_window{1000};
+  std::chrono::milliseconds full_sweep_interval{10000};
+  // Utilization is measured between the latest snapshot and the newest one at least this much
+  // older (or the oldest kept, when none is).
+  std::chrono::milliseconds utilization_window{5000};
+  std::chrono::milliseconds rescan_interval{30000};
+  std::chrono::milliseconds pod_refresh{5000};
+  bool pod_resources = true;
+  int sampler_threads = 2;
+};
+
+// Per-device latency histogram accumulated over every process that ran on it.
+struct DeviceLatency {
+  std::vector<uint64_t> bounds_us;  // finite bounds, ascending
+  std::vector<uint64_t> counts;     // non-cumulative, bounds_us.size() + 1 (last = +Inf)
+  double sum_seconds = 0;
+  bool has_sum = false;
+};
+
+struct NodeView {
+  std::shared_ptr<const Inventory> inventory;
+  std::shared_ptr<const Snapshot> current;
+  std::shared_ptr<const Snapshot> base;  // may be null (only one sample so far)
+  std::shared_ptr<const PodAssignments> pods;  // never null
+  // device -> hw error type -> NEURON_HW_ERR records seen since start
+  std::map<int, std::map<std::string, uint64_t>> hw_errors;
+  std::map<int, DeviceLatency> latency;
+  bool sampled_now = false;  // this Get() took the sample (false: shared)
+};
+
+class NodeSource {
+ public:
+  explicit NodeSource(NodeSourceOptions options);
+  ~NodeSource();
+  NodeSource(const NodeSource&) = delete;
+  NodeSource& operator=(const NodeSource&) = delete;
+
+  // Scans the inventory and takes the first (full) sample. Fails when ROOT cannot be scanned.
+  absl::Status Init();
+  // Starts the background thread and the PodResources cache.
+  void Start();
+
+  NodeView Get();
+  // The last exported value of a counter series on `device` (-1: not a device's), raised to
+  // `value` if larger: counters never go down between scrapes.
+  double Monotonic(int device, const std::string& key, double value);
+
+  // Self-metrics.
+  uint64_t read_errors() const { return read_errors_.load(); }
+  uint64_t samples() const { return samples_.load(); }
+  const PodResourcesCache* pod_cache() const { return pod_cache_.get(); }
+  std::optional<std::chrono::system_clock::time_point> pod_last_success() const;
+  const NodeSourceOptions& options() const { return options_; }
+
+ private:
+  void Loop();
+  void AfterSample(const Snapshot& snap);
+  void TailKmsg();
+
+  NodeSourceOptions options_;
+  RootPaths root_;
+  std::unique_ptr<Discovery> discovery_;
+  std::unique_ptr<PodResourcesCache> pod_cache_;
+
+  std::mutex sample_mu_;  // guards the sampler and the history; held while sampling
+  std::unique_ptr<Sampler> sampler_;
+  std::deque<std::shared_ptr<const Snapshot>> history_;  // oldest first
+  std::chrono::steady_clock::time_point last_full_;
+  std::map<std::pair<int, int>, std::vector<uint64_t>> last_histograms_;  // (device, pid)
+  std::map<std::pair<int, int>, uint64_t> last_latency_total_;
+  std::map<int, DeviceLatency> latency_;
+
+  mutable std::mutex mu_;  // guards the fields below
+  std::shared_ptr<const Inventory> inventory_;
+  std::map<int, std::map<std::string, uint64_t>> hw_errors_;
+  std::map<int, std::map<std::string, double>> monotonic_;
+  std::set<std::string> logged_errors_;
+  uint64_t pod_refreshes_seen_ = 0;
+  std::optional<std::chrono::system_clock::time_point> pod_last_success_;
+
+  std::atomic<uint64_t> read_errors_{0};
+  std::atomic<uint64_t> samples_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  std::thread thread_;
+  std::unique_ptr<KmsgReader> kmsg_;
+};
+
+}  // namespace neuron::monitor

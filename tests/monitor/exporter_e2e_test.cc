@@ -1,0 +1,398 @@
+// neuron-exporter end to end: the real binary against `neuron-sim up` with `neuron-sim run
+// --workload matmul` busy on core 0 of a trn1.2xlarge (core 1 idle), a PodResources server in
+// the test (the kubelet emulator will replace it), a real Prometheus server scraping it, real
+// promtool, curl for TLS and auth, 64 concurrent scrapers, and the JSON stream.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <grpcpp/grpcpp.h>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "podresources/v1/api.grpc.pb.h"
+#include "tests/monitor/http_client.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::HttpGet;
+using testing::ReadFile;
+using testing::Spawn;
+using testing::Stop;
+using testing::TempDir;
+using testing::WaitExit;
+using testing::WaitUntil;
+using testing::WriteFile;
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string UrlEncode(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// A kubelet's PodResources service: core 0 belongs to training/llama-0/main.
+class FakeLister final : public v1::PodResourcesLister::Service {
+ public:
+  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
+                    v1::ListPodResourcesResponse* out) override {
+    v1::PodResources* pod = out->add_pod_resources();
+    pod->set_name("llama-0");
+    pod->set_namespace_("training");
+    v1::ContainerResources* c = pod->add_containers();
+    c->set_name("main");
+    v1::ContainerDevices* d = c->add_devices();
+    d->set_resource_name("aws.amazon.com/neuroncore");
+    d->add_device_ids("0");
+    return grpc::Status::OK;
+  }
+};
+
+// One simulated node with a workload on core 0, shared by every test of the suite (start-up is
+// the slow part).
+class ExporterE2eTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("exp_e2e");
+    root_ = dir_->path() / "root";
+    kubelet_ = dir_->path() / "kubelet";
+    fs::create_directories(kubelet_ / "pod-resources");
+    sim_ = Spawn({NEURON_SIM_BIN, "up", "--instance", "trn1.2xlarge", "--root", root_.string()},
+                 dir_->path() / "sim.out", dir_->path() / "sim.err");
+    ASSERT_TRUE(WaitUntil([] { return fs::exists(root_ / "run/neuron/sim.ready"); }, 60s))
+        << ReadFile(dir_->path() / "sim.err");
+    workload_ = Spawn({NEURON_SIM_BIN, "run", "--root", root_.string(), "--workload", "matmul"},
+                      dir_->path() / "run.out", dir_->path() / "run.err",
+                      {"NEURON_RT_VISIBLE_CORES=0"});
+    lister_ = new FakeLister;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + (kubelet_ / "pod-resources/kubelet.sock").string(),
+                             grpc::InsecureServerCredentials());
+    builder.RegisterService(lister_);
+    kubelet_server_ = builder.BuildAndStart().release();
+    ASSERT_NE(kubelet_server_, nullptr);
+    // The workload's datastore shows it has started executing.
+    ASSERT_TRUE(WaitUntil(
+        [] {
+          return fs::exists(root_ / "run/neuron/ds") && !fs::is_empty(root_ / "run/neuron/ds");
+        },
+        60s))
+        << ReadFile(dir_->path() / "run.err");
+  }
+  static void TearDownTestSuite() {
+    if (workload_ > 0) Stop(workload_, 30s);
+    if (sim_ > 0) Stop(sim_, 30s);
+    if (kubelet_server_ != nullptr) kubelet_server_->Shutdown();
+    delete kubelet_server_;
+    delete lister_;
+    delete dir_;
+  }
+
+  struct Exporter {
+    pid_t pid = -1;
+    int port = 0;
+  };
+  // Starts neuron-exporter and reads the bound port from its log.
+  Exporter StartExporter(std::vector<std::string> flags, const std::string& name,
+                         const std::vector<std::string>& env = {}) {
+    std::vector<std::string> args = {NEURON_EXPORTER_BIN, "--root", root_.string(),
+                                     "--kubelet-dir", kubelet_.string(),
+                                     "--web.listen-address", "127.0.0.1:0"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const fs::path out = dir_->path() / (name + ".out");
+    Exporter e;
+    e.pid = Spawn(args, out, dir_->path() / (name + ".err"), env);
+    static const std::regex kPort("listening on port ([0-9]+)");
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          std::smatch m;
+          const std::string text = ReadFile(out);
+          if (!std::regex_search(text, m, kPort)) return false;
+          e.port = std::stoi(m[1]);
+          return true;
+        },
+        30s))
+        << ReadFile(out) << ReadFile(dir_->path() / (name + ".err"));
+    started_.push_back(e.pid);
+    return e;
+  }
+  void TearDown() override {
+    for (pid_t p : started_) Stop(p, 20s);
+  }
+
+  static inline TempDir* dir_ = nullptr;
+  static inline fs::path root_, kubelet_;
+  static inline pid_t sim_ = -1, workload_ = -1;
+  static inline FakeLister* lister_ = nullptr;
+  static inline grpc::Server* kubelet_server_ = nullptr;
+  std::vector<pid_t> started_;
+};
+
+// `promtool check metrics` on the exporter's real output: clean natively; in compat mode the
+// only findings are the names the compat set must keep (system_vcpu_count's "_count").
+TEST_F(ExporterE2eTest, PromtoolAcceptsRealOutput) {
+  for (const bool compat : {false, true}) {
+    Exporter e = StartExporter(compat ? std::vector<std::string>{"--compat"}
+                                      : std::vector<std::string>{},
+                               compat ? "promtool_compat" : "promtool_native");
+    const testing::HttpResult r = HttpGet(e.port, "/metrics");
+    ASSERT_EQ(r.status, 200);
+    const fs::path metrics = dir_->path() / "metrics.txt";
+    WriteFile(metrics, r.body);
+    const pid_t pid = Spawn({"sh", "-c", "promtool check metrics < " + metrics.string()},
+                            dir_->path() / "promtool.out", dir_->path() / "promtool.err");
+    const std::optional<int> rc = WaitExit(pid, 60s);
+    const std::string findings =
+        ReadFile(dir_->path() / "promtool.out") + ReadFile(dir_->path() / "promtool.err");
+    if (!compat) {
+      EXPECT_EQ(rc, 0) << findings;
+    } else {
+      std::istringstream in(findings);
+      std::string line;
+      while (std::getline(in, line)) {
+        EXPECT_NE(line.find("system_vcpu_count"), std::string::npos) << line;
+      }
+    }
+  }
+}
+
+TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
+  Exporter e = StartExporter({"--compat", "--region", "us-east-2"}, "prom_target");
+  const int prom_port = FreePort();
+  const fs::path config = dir_->path() / "prometheus.yml";
+  WriteFile(config, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                    "scrape_configs:\n  - job_name: neuron\n    static_configs:\n"
+                    "      - targets: ['127.0.0.1:" + std::to_string(e.port) + "']\n");
+  const pid_t prom = Spawn({"prometheus", "--config.file=" + config.string(),
+                            "--storage.tsdb.path=" + (dir_->path() / "tsdb").string(),
+                            "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
+                           dir_->path() / "prom.out", dir_->path() / "prom.err");
+  started_.push_back(prom);
+  auto query = [&](const std::string& promql) -> json {
+    const testing::HttpResult r =
+        HttpGet(prom_port, "/api/v1/query?query=" + UrlEncode(promql));
+    if (r.status != 200) return json::array();
+    const json j = json::parse(r.body, nullptr, false);
+    if (j.is_discarded() || j.value("status", "") != "success") return json::array();
+    return j["data"]["result"];
+  };
+  auto scalar = [&](const std::string& promql) -> std::optional<double> {
+    const json r = query(promql);
+    if (!r.is_array() || r.size() != 1) return std::nullopt;
+    return std::stod(r[0]["value"][1].get<std::string>());
+  };
+  // Rates need a few scrapes; the ceiling is generous (decision 15).
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"0\"}[10s])").has_value();
+      },
+      90s))
+      << ReadFile(dir_->path() / "prom.err");
+  std::optional<double> busy;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        busy = scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"0\"}[10s])");
+        return busy && *busy > 0.9;
+      },
+      60s))
+      << "busy core rate " << busy.value_or(-1);
+  const std::optional<double> idle =
+      scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"1\"}[10s])");
+  ASSERT_TRUE(idle);
+  EXPECT_LT(*idle, 0.1);
+  // The compat gauge: the busy core held by the process, the idle one absent.
+  const std::optional<double> util = scalar("neuroncore_utilization_ratio{neuroncore=\"0\"}");
+  ASSERT_TRUE(util);
+  EXPECT_GT(*util, 0.9);
+  EXPECT_EQ(query("neuroncore_utilization_ratio{neuroncore=\"1\"}").size(), 0u);
+
+  // Pod labels through the documented join.
+  const json joined = query(
+      "rate(neuroncore_busy_seconds_total[10s]) * on(neuroncore) "
+      "group_left(namespace,pod,container) neuroncore_allocation_info");
+  ASSERT_EQ(joined.size(), 1u) << joined.dump();
+  EXPECT_EQ(joined[0]["metric"]["pod"], "llama-0");
+  EXPECT_EQ(joined[0]["metric"]["namespace"], "training");
+  EXPECT_EQ(joined[0]["metric"]["neuroncore"], "0");
+
+  // The AWS dashboard's expressions return data (METRICS.md §3.2).
+  EXPECT_EQ(scalar("count(instance_info)"), 1);
+  EXPECT_GT(scalar("sum (system_vcpu_count)").value_or(0), 0);
+  EXPECT_GT(scalar("avg(system_memory_used_bytes / system_memory_total_bytes)").value_or(0), 0);
+  EXPECT_EQ(scalar("count(neuroncore_utilization_ratio > 0)"), 1);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return scalar("sum(rate(execution_status_total{status_type=\"completed\"}[10s]))")
+                   .value_or(0) > 0;
+      },
+      30s));
+  EXPECT_EQ(query("avg by (percentile) (execution_latency_seconds)").size(), 7u);
+  EXPECT_FALSE(query("avg by (usage_type) (system_vcpu_usage_ratio)").empty());
+  EXPECT_FALSE(query("avg by (memory_location) (sum by (instance_id, memory_location) "
+                     "(neuron_runtime_memory_used_bytes))")
+                   .empty());
+  const json inst = query("instance_info");
+  ASSERT_EQ(inst.size(), 1u);
+  EXPECT_EQ(inst[0]["metric"]["region"], "us-east-2");
+  EXPECT_EQ(inst[0]["metric"]["instance_type"], "trn1.2xlarge");
+}
+
+TEST_F(ExporterE2eTest, TlsAndBasicAuth) {
+  const fs::path crt = dir_->path() / "tls.crt";
+  const fs::path key = dir_->path() / "tls.key";
+  const pid_t ssl = Spawn({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                           "2", "-subj", "/CN=localhost", "-addext",
+                           "subjectAltName=DNS:localhost", "-keyout", key.string(), "-out",
+                           crt.string()},
+                          dir_->path() / "openssl.out", dir_->path() / "openssl.err");
+  ASSERT_EQ(WaitExit(ssl, 60s), 0);
+  // bcrypt of "secret" (cost 4).
+  const fs::path web = dir_->path() / "web.yml";
+  WriteFile(web, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+                 "basic_auth_users:\n  prom: $2y$04$0MZNcw7rSjThVvRjPTEvsO5As0foLqF9P7R9wYReVIyGqQLtCzICq\n");
+  Exporter e = StartExporter({"--web.config.file", web.string()}, "tls");
+  auto curl = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                                     "--max-time", "20", "--cacert", crt.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("https://localhost:" + std::to_string(e.port) + "/metrics");
+    const pid_t pid = Spawn(args, dir_->path() / "curl.out", dir_->path() / "curl.err");
+    const std::optional<int> rc = WaitExit(pid, 60s);
+    return rc == 0 ? ReadFile(dir_->path() / "curl.out") : "exit " + std::to_string(*rc);
+  };
+  EXPECT_EQ(curl({"-u", "prom:secret"}), "200");
+  EXPECT_EQ(curl({"-u", "prom:wrong"}), "401");
+  EXPECT_EQ(curl({}), "401");
+  EXPECT_EQ(HttpGet(e.port, "/metrics").status, -1) << "plain HTTP to the TLS listener";
+  // A bad web config stops start-up with the field named.
+  WriteFile(web, "tls_server_config:\n  cert_file: tls.crt\n");
+  const pid_t bad = Spawn({NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir",
+                           kubelet_.string(), "--web.config.file", web.string()},
+                          dir_->path() / "bad.out", dir_->path() / "bad.err");
+  EXPECT_EQ(WaitExit(bad, 30s), 1);
+  EXPECT_NE((ReadFile(dir_->path() / "bad.out") + ReadFile(dir_->path() / "bad.err"))
+                .find("tls_server_config.key_file"),
+            std::string::npos);
+}
+
+long RssKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+// ASan keeps freed memory in quarantine (256 MiB by default): keep it small and the bound loose.
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
+
+TEST_F(ExporterE2eTest, SixtyFourConcurrentScrapersFor30Seconds) {
+  Exporter e = StartExporter({"--compat"}, "load",
+                             kAsan ? std::vector<std::string>{"ASAN_OPTIONS=quarantine_size_mb=16"}
+                                   : std::vector<std::string>{});
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(HttpGet(e.port, "/metrics").status, 200);
+  const long rss_before = RssKiB(e.pid);
+  std::atomic<int> ok{0}, failed{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> scrapers;
+  for (int i = 0; i < 64; ++i) {
+    scrapers.emplace_back([&] {
+      while (!stop.load()) {
+        const testing::HttpResult r = HttpGet(e.port, "/metrics");
+        (r.status == 200 && r.body.find("neuron_up 1") != std::string::npos ? ok : failed)++;
+      }
+    });
+  }
+  std::this_thread::sleep_for(30s);
+  stop = true;
+  for (auto& t : scrapers) t.join();
+  const long rss_after = RssKiB(e.pid);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_GT(ok.load(), 64);
+  // Bounded: fixed worker threads and buffers; generous ceilings for a loaded machine.
+  EXPECT_LT(rss_after - rss_before, (kAsan ? 128 : 32) * 1024)
+      << rss_before << " -> " << rss_after << " KiB";
+  if (!kAsan) {
+    EXPECT_LT(rss_after, 128 * 1024);
+  }
+  std::cout << "64 scrapers x 30 s: " << ok.load() << " scrapes, RSS " << rss_before << " -> "
+            << rss_after << " KiB\n";
+}
+
+TEST_F(ExporterE2eTest, JsonStreamIsNeuronMonitorShaped) {
+  const fs::path out = dir_->path() / "json.out";
+  const pid_t pid = Spawn({NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir",
+                           kubelet_.string(), "--format", "json", "--period", "0.5",
+                           "--log-level", "warn"},
+                          out, dir_->path() / "json.err");
+  started_.push_back(pid);
+  std::vector<json> docs;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        docs.clear();
+        std::istringstream in(ReadFile(out));
+        std::string line;
+        while (std::getline(in, line)) {
+          json j = json::parse(line, nullptr, false);
+          if (j.is_discarded()) return false;  // every line must be a whole document
+          docs.push_back(std::move(j));
+        }
+        return docs.size() >= 4;
+      },
+      60s))
+      << ReadFile(dir_->path() / "json.err");
+  const json& doc = docs.back();
+  ASSERT_TRUE(doc.contains("neuron_runtime_data"));
+  ASSERT_TRUE(doc.contains("system_data"));
+  EXPECT_EQ(doc["neuron_hardware_info"]["neuron_device_count"], 1);
+  EXPECT_TRUE(doc["system_data"]["neuron_hw_counters"]["neuron_devices"].is_array());
+  ASSERT_EQ(doc["neuron_runtime_data"].size(), 1u);
+  const json& report = doc["neuron_runtime_data"][0]["report"];
+  const json& in_use = report["neuroncore_counters"]["neuroncores_in_use"];
+  ASSERT_TRUE(in_use.contains("0")) << in_use.dump();
+  EXPECT_GT(in_use["0"]["neuroncore_utilization"].get<double>(), 50);
+  EXPECT_FALSE(in_use.contains("1"));
+  EXPECT_GT(report["execution_stats"]["execution_summary"]["completed"].get<int>(), 0);
+  EXPECT_GT(report["memory_used"]["neuron_runtime_used_bytes"]["neuron_device"].get<uint64_t>(),
+            0u);
+}
+
+}  // namespace
+}  // namespace neuron

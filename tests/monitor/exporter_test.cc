@@ -1,0 +1,280 @@
+// The exporter in-process on simulated trees (driver-sim's tree and datastore writers): golden
+// /metrics (native and compat) with NEURON_UPDATE_GOLDENS=1, malformed files (series absent,
+// error counted, scrape 200), scrapes sharing one sample, counters that never go down, and pod
+// labels from a real PodResources gRPC server on a Unix socket.
+#include "monitor/exporter.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <regex>
+#include <sstream>
+
+#include "core/catalog.h"
+#include "core/http_server.h"
+#include "driver-sim/datastore_writer.h"
+#include "driver-sim/sim_tree.h"
+#include "podresources/v1/api.grpc.pb.h"
+#include "tests/monitor/http_client.h"
+#include "tests/support/process.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::monitor {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using neuron::testing::ReadFile;
+using neuron::testing::TempDir;
+using neuron::testing::WriteFile;
+
+constexpr int kPid = 4242;
+
+std::unique_ptr<sim::SimTree> MakeTree(const fs::path& root, std::string_view instance) {
+  const InstanceSpec* spec = *FindInstance(instance);
+  auto tree = std::make_unique<sim::SimTree>(
+      RootPaths(root), sim::NodeConfig{spec, *ResolveLnc(*spec, 0), "i-aabbccdd123456789", ""});
+  EXPECT_TRUE(tree->Create().ok());
+  return tree;
+}
+
+// Lines whose values depend on time or on this process, dropped before comparing with goldens.
+std::string Stable(const std::string& text) {
+  static const std::regex kVolatile(
+      "^(# (HELP|TYPE) )?(process_|neuron_exporter_collector_duration|"
+      "neuron_exporter_samples_total|neuron_exporter_pod_resources|system_|"
+      "neuron_runtime_vcpu).*$");
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, kVolatile)) continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+void ExpectGolden(const std::string& name, const std::string& actual) {
+  const fs::path golden = fs::path(NEURON_SOURCE_DIR) / "tests/fixtures/monitor" / name;
+  const char* update = std::getenv("NEURON_UPDATE_GOLDENS");
+  if (update != nullptr && std::string_view(update) == "1") {
+    fs::create_directories(golden.parent_path());
+    WriteFile(golden, actual);
+    return;
+  }
+  ASSERT_TRUE(fs::exists(golden)) << golden << " is missing; run with NEURON_UPDATE_GOLDENS=1";
+  EXPECT_EQ(actual, ReadFile(golden))
+      << "differs from " << golden << " (NEURON_UPDATE_GOLDENS=1 rewrites it)";
+}
+
+// The value of the one sample `series` (name{labels} exactly as rendered), or nullopt.
+std::optional<double> Value(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nullopt;
+}
+
+bool HasMetric(const std::string& text, const std::string& prefix) {
+  return text.find("\n" + prefix) != std::string::npos;
+}
+
+class ExporterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { root_ = dir_.path() / "root"; }
+
+  // A trn1.2xlarge with one runtime on device 0 using both cores, ECC errors, a valid power
+  // reading, a folded-in past process (sysfs totals) and a NEURON_HW_ERR record.
+  void BuildNode(std::string_view instance = "trn1.2xlarge") {
+    tree_ = MakeTree(root_, instance);
+    auto w = sim::DatastoreWriter::Create(RootPaths(root_), 0, kPid);
+    ASSERT_TRUE(w.ok()) << w.status();
+    writer_ = *std::move(w);
+    writer_->SetProcessInfo("train", {2, 28, 0}, 1);
+    writer_->SetProcessTag("llama-train");
+    const uint64_t bounds[] = {500, 1000, 2500, 5000, 10000};
+    ASSERT_TRUE(writer_->InitHistogram(bounds).ok());
+    for (int core = 0; core < 2; ++core) {
+      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kTimeInUse, 3'000'000 + core).ok());
+      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kInferCompleted, 100 + core).ok());
+      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kInferTimedOut, 2).ok());
+      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kErrNumerical, 1).ok());
+      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kMacCount, 1'000'000).ok());
+      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kMemUsageTensorsDevice, 1 << 20).ok());
+      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kModelLoadCount, 1).ok());
+      for (int i = 0; i < 10; ++i) writer_->ObserveLatency(core, 700 + 500 * i);
+    }
+    ASSERT_TRUE(writer_->SetDeviceCounter(nds::kMemUsageTensorsHost, 4096).ok());
+    ASSERT_TRUE(tree_->AddHardwareErrors(0, "mem_ecc_uncorrected", 3).ok());
+    ASSERT_TRUE(tree_->WritePower(0, "POWER_STATUS_VALID", 1700000000, 1000, 4000, 2550).ok());
+    ASSERT_TRUE(tree_->ApplyCounter(tree_->StatusDir(0, 1, "hw_error"), sim::CounterOp::kInc, 5)
+                    .ok());
+    ASSERT_TRUE(tree_->ApplyCounter(tree_->OtherInfoDir(0, 0, "nc_time_in_use"),
+                                    sim::CounterOp::kInc, 2'000'000)
+                    .ok());
+    ASSERT_TRUE(tree_->ApplyCounter(tree_->DeviceMemDir(0, 0, "tensors"), sim::CounterOp::kInc,
+                                    1 << 20)
+                    .ok());
+  }
+
+  void Start(bool compat, bool pods = false, std::chrono::milliseconds share = 0ms) {
+    NodeSourceOptions so;
+    so.root = root_;
+    so.kubelet_dir = dir_.path() / "kubelet";
+    so.share_window = share;
+    so.pod_resources = pods;
+    so.pod_refresh = 100ms;
+    so.sampler_threads = 1;
+    source_ = std::make_unique<NodeSource>(so);
+    ASSERT_TRUE(source_->Init().ok());
+    source_->Start();
+    ExporterOptions eo;
+    eo.compat = compat;
+    eo.region = "us-east-2";
+    eo.availability_zone = "us-east-2b";
+    exporter_ = std::make_unique<Exporter>(*source_, eo);
+  }
+
+  TempDir dir_;
+  fs::path root_;
+  std::unique_ptr<sim::SimTree> tree_;
+  std::unique_ptr<sim::DatastoreWriter> writer_;
+  std::unique_ptr<NodeSource> source_;
+  std::unique_ptr<Exporter> exporter_;
+};
+
+TEST_F(ExporterTest, GoldenNativeAndCompat) {
+  BuildNode();
+  Start(/*compat=*/false);
+  const std::string native = exporter_->RenderMetrics();
+  // The utilization gauge needs two samples; the first scrape already has them (Init sampled).
+  EXPECT_TRUE(HasMetric(native, "neuroncore_busy_seconds_total{"));
+  EXPECT_EQ(Value(native, "neuroncore_busy_seconds_total{neuron_device=\"0\",neuroncore=\"0\"}"),
+            2.0 + 3.0);  // sysfs nc_time_in_use 2 s + the datastore's TIME_IN_USE 3 s
+  ExpectGolden("trn1.2xlarge.native.prom", Stable(native));
+  source_.reset();
+
+  Start(/*compat=*/true);
+  exporter_->RenderMetrics();
+  const std::string compat = exporter_->RenderMetrics();
+  ExpectGolden("trn1.2xlarge.compat.prom", Stable(compat));
+  EXPECT_TRUE(HasMetric(compat, "instance_info{availability_zone=\"us-east-2b\""));
+  EXPECT_TRUE(HasMetric(compat, "execution_status_total{"));
+  EXPECT_TRUE(HasMetric(compat, "system_vcpu_count{"));
+  EXPECT_NE(compat.find("runtime_tag=\"llama-train\""), std::string::npos);
+  // Decision 12: one neuroncore_utilization_ratio family, in the compat shape.
+  EXPECT_EQ(compat.find("# TYPE neuroncore_utilization_ratio"),
+            compat.rfind("# TYPE neuroncore_utilization_ratio"));
+  // Never a PID or instance label outside compat mode.
+  EXPECT_EQ(native.find("runtime_tag"), std::string::npos);
+  EXPECT_EQ(native.find("instance_id"), std::string::npos);
+}
+
+TEST_F(ExporterTest, MalformedFilesDropTheirSeriesCountAnErrorAndStillAnswer200) {
+  BuildNode();
+  Start(false);
+  const std::string before = exporter_->RenderMetrics();
+  ASSERT_TRUE(Value(before, "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
+                            "memory=\"hbm\"}"));
+  EXPECT_EQ(Value(before, "neuron_exporter_read_errors_total"), 0);
+  // A garbage ECC file (sysfs) and a truncated datastore.
+  WriteFile(root_ / "sys/devices/virtual/neuron_device/neuron0/stats/hardware/mem_ecc_uncorrected",
+            "banana\n");
+  auto other = sim::DatastoreWriter::Create(RootPaths(root_), 0, kPid + 1);
+  ASSERT_TRUE(other.ok());
+  const fs::path ds = (*other)->path();
+  other->reset();
+  fs::resize_file(ds, 100);
+
+  HttpServer::Options ho;
+  ho.handlers = exporter_->Handlers();
+  auto server = HttpServer::Start(std::move(ho));
+  ASSERT_TRUE(server.ok());
+  const testing::HttpResult r = testing::HttpGet((*server)->port(), "/metrics");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_FALSE(Value(r.body, "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
+                             "memory=\"hbm\"}"))
+      << "a malformed file's series must be absent";
+  EXPECT_TRUE(Value(r.body, "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
+                            "memory=\"sram\"}"))
+      << "its neighbours stay";
+  EXPECT_GE(Value(r.body, "neuron_exporter_read_errors_total").value_or(0), 2);
+  EXPECT_EQ(Value(r.body, "neuron_up"), 1);
+}
+
+TEST_F(ExporterTest, ScrapesWithinTheWindowShareOneSample) {
+  BuildNode();
+  Start(false, false, /*share=*/3000ms);
+  const double first = *Value(exporter_->RenderMetrics(), "neuron_exporter_samples_total");
+  for (int i = 0; i < 5; ++i) exporter_->RenderMetrics();
+  const double after = *Value(exporter_->RenderMetrics(), "neuron_exporter_samples_total");
+  EXPECT_LE(after - first, 1) << "scrapes inside the sharing window must reuse the sample";
+  std::this_thread::sleep_for(3100ms);
+  EXPECT_GT(*Value(exporter_->RenderMetrics(), "neuron_exporter_samples_total"), after);
+}
+
+TEST_F(ExporterTest, CountersNeverGoDownAndAbsentFilesLeaveSeriesOut) {
+  BuildNode();
+  Start(false);
+  const std::string series = "neuroncore_inferences_total{neuron_device=\"0\",neuroncore=\"0\"}";
+  ASSERT_TRUE(writer_->SetCoreCounter(0, nds::kInferenceCount, 50).ok());
+  const double high = *Value(exporter_->RenderMetrics(), series);
+  ASSERT_TRUE(writer_->SetCoreCounter(0, nds::kInferenceCount, 10).ok());  // a dip
+  EXPECT_EQ(*Value(exporter_->RenderMetrics(), series), high);
+  // No EFA on a trn1.2xlarge, no power file removed -> no series, never 0.
+  const std::string text = exporter_->RenderMetrics();
+  EXPECT_FALSE(HasMetric(text, "neuron_efa_"));
+  fs::remove(root_ / "sys/devices/virtual/neuron_device/neuron0/stats/power/utilization");
+  std::this_thread::sleep_for(50ms);
+}
+
+// A kubelet's PodResources service with one answer.
+class FakeLister final : public v1::PodResourcesLister::Service {
+ public:
+  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
+                    v1::ListPodResourcesResponse* out) override {
+    v1::PodResources* pod = out->add_pod_resources();
+    pod->set_name("llama-0");
+    pod->set_namespace_("training");
+    v1::ContainerResources* c = pod->add_containers();
+    c->set_name("main");
+    v1::ContainerDevices* d = c->add_devices();
+    d->set_resource_name("aws.amazon.com/neuroncore");
+    d->add_device_ids("1");
+    return grpc::Status::OK;
+  }
+};
+
+TEST_F(ExporterTest, PodLabelsFromPodResources) {
+  BuildNode();
+  const fs::path sock_dir = dir_.path() / "kubelet/pod-resources";
+  fs::create_directories(sock_dir);
+  FakeLister lister;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + (sock_dir / "kubelet.sock").string(),
+                           grpc::InsecureServerCredentials());
+  builder.RegisterService(&lister);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  Start(false, /*pods=*/true);
+  const std::string series =
+      "neuroncore_allocation_info{neuron_device=\"0\",neuroncore=\"1\",resource=\"aws.amazon.com/"
+      "neuroncore\",namespace=\"training\",pod=\"llama-0\",container=\"main\"}";
+  EXPECT_TRUE(neuron::testing::WaitUntil(
+      [&] { return Value(exporter_->RenderMetrics(), series) == 1; }, 10s));
+  const std::string text = exporter_->RenderMetrics();
+  EXPECT_TRUE(HasMetric(text, "neuron_device_allocation_info{neuron_device=\"0\""));
+  EXPECT_FALSE(HasMetric(text, "neuroncore_allocation_info{neuron_device=\"0\",neuroncore=\"0\""));
+  EXPECT_EQ(Value(text, "neuron_exporter_pod_resources_errors_total"), 0);
+  // The kubelet going away keeps the scrape fast and the last answer.
+  server->Shutdown();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string later = exporter_->RenderMetrics();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_EQ(Value(later, series), 1);
+}
+
+}  // namespace
+}  // namespace neuron::monitor
