@@ -1,61 +1,100 @@
 #!/usr/bin/env bash
-# make demo: start a simulated trn1.32xlarge and show it. Later stages add the kubelet emulator,
-# the device plugin, the exporter, the Llama-2-7B pods and neuron-top.
-# Ctrl-C (or the end of the script) stops everything it started.
+# make demo: the story of DESIGN.md "Two commands" on one simulated trn1.32xlarge.
+#   the simulated driver (neuron-sim up) -> the kubelet emulator (neuron-sim kubelet) ->
+#   neuron-device-plugin -> neuron-exporter -> the Llama-2-7B worker pod admitted through the
+#   plugin (16 devices, 8 EFA; its data-parallel peer on the second node is modelled by the cost
+#   of the all-reduce over EFA) -> neuron-top.
+# Without a terminal (or with DEMO_NONINTERACTIVE=1) it prints neuron-ls, the allocation per pod
+# and a metrics excerpt instead of opening neuron-top, and ends. Ctrl-C stops everything it started.
 set -euo pipefail
 build=${1:-build/dev}
 sim="$build/driver-sim/neuron-sim"
-[ -x "$sim" ] || { echo "demo: $sim is missing; run make build" >&2; exit 1; }
+plugin="$build/plugin/neuron-device-plugin"
+exporter="$build/monitor/neuron-exporter"
+for b in "$sim" "$plugin" "$exporter" "$build/top/neuron-ls" "$build/top/neuron-top"; do
+  [ -x "$b" ] || { echo "demo: $b is missing; run make build" >&2; exit 1; }
+done
+interactive=1
+{ [ -t 0 ] && [ -t 1 ] && [ -z "${DEMO_NONINTERACTIVE:-}" ]; } || interactive=0
 
-root=$(mktemp -d /tmp/neuron-demo.XXXXXX)
-sim_pid=""
+work=$(mktemp -d "${TMPDIR:-/tmp}/neuron-demo.XXXXXX")
+root="$work/root" kubelet_dir="$work/kubelet" logs="$work/logs"
+mkdir -p "$root" "$kubelet_dir" "$logs"
+pids=()
 cleanup() {
-  [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null && wait "$sim_pid" 2>/dev/null || true
-  rm -rf "$root" "$root.log"
+  # Reverse order: the pod first, the simulated driver last (it removes what it created).
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do wait "${pids[i]}" 2>/dev/null || true; done
+  rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-ctl() { "$sim" ctl --root "$root" "$@"; }
+fail() { echo "demo: $1" >&2; [ -f "${2:-}" ] && tail -n 20 "$2" >&2; exit 1; }
+wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.2; done
+}
+bound_port() { sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$1" | tail -n 1; }
+scrape() { curl -fsS "http://127.0.0.1:$metrics_port/metrics"; }
 
-step "Starting a simulated trn1.32xlarge under $root"
-"$sim" up --instance trn1.32xlarge --root "$root" --node-name demo-node 2>"$root.log" &
-sim_pid=$!
-for _ in $(seq 100); do [ -e "$root/run/neuron/sim.ready" ] && break; sleep 0.1; done
-[ -e "$root/run/neuron/sim.ready" ] || {
-  echo "demo: the simulator did not become ready:" >&2; cat "$root.log" >&2; exit 1; }
-
-step "The node, as the simulated driver reports it"
-ctl status
-
-step "neuron-ls: the node as the agent's core library sees it"
+step "A simulated trn1.32xlarge (the driver: sysfs, /dev, the datastore) under $root"
+"$sim" up --instance trn1.32xlarge --root "$root" --node-name demo-node 2>"$logs/sim.log" &
+pids+=($!)
+wait_for 30 test -e "$root/run/neuron/sim.ready" || fail "the simulator did not start" "$logs/sim.log"
 "$build/top/neuron-ls" --root "$root"
-"$build/top/neuron-ls" --root "$root" --topology
 
-step "What the agent reads: the driver's sysfs tree (device 0)"
-dev0="$root/sys/devices/virtual/neuron_device/neuron0"
-for f in info/architecture/device_name core_count connected_devices reset \
-         neuron_core0/stats/other_info/reset_req_count/total stats/power/utilization; do
-  printf '  %-50s %s\n' "$f" "$(tr -d '\n' < "$dev0/$f")"
+step "The kubelet emulator, the device plugin and the exporter"
+"$sim" kubelet --root "$root" --kubelet-dir "$kubelet_dir" >"$logs/kubelet.log" 2>&1 &
+pids+=($!)
+wait_for 30 test -S "$kubelet_dir/device-plugins/kubelet.sock" ||
+  fail "the kubelet emulator did not start" "$logs/kubelet.log"
+"$plugin" --root "$root" --kubelet-dir "$kubelet_dir" --listen 127.0.0.1:0 >"$logs/plugin.log" 2>&1 &
+pids+=($!)
+"$exporter" --root "$root" --kubelet-dir "$kubelet_dir" --web.listen-address 127.0.0.1:0 \
+  >"$logs/exporter.log" 2>&1 &
+pids+=($!)
+wait_for 30 sh -c "\"$sim\" kubelet status --kubelet-dir \"$kubelet_dir\" | grep -q 'aws.amazon.com/neuron.*16'" ||
+  fail "the plugin did not register" "$logs/plugin.log"
+wait_for 30 grep -q "listening on port" "$logs/exporter.log" || fail "no exporter" "$logs/exporter.log"
+metrics_port=$(bound_port "$logs/exporter.log")
+"$sim" kubelet status --kubelet-dir "$kubelet_dir"
+
+step "The Llama-2-7B worker pod (TP=8, 16 devices, 8 EFA), admitted through the plugin"
+"$sim" pod run --kubelet-dir "$kubelet_dir" --namespace training --name llama2-7b-worker-0 \
+  --request aws.amazon.com/neuron=16 --request vpc.amazonaws.com/efa=8 \
+  -- "$sim" run --workload llama2-7b --nodes 2 >"$logs/pod.out" 2>"$logs/pod.log" &
+pids+=($!)
+# With a command, pod run prints the allocation on stderr (stdout is the command's).
+wait_for 60 grep -q NEURON_RT_VISIBLE_CORES "$logs/pod.log" || fail "the pod was not admitted" "$logs/pod.log"
+grep -v '^$' "$logs/pod.log" | head -n 8
+
+if ((interactive)); then
+  step "neuron-top (q quits and stops the demo)"
+  sleep 1
+  "$build/top/neuron-top" --root "$root" --kubelet-dir "$kubelet_dir"
+  exit 0
+fi
+
+busy() {  # the mean utilization the exporter reports for the pod's cores
+  scrape | awk '/^neuroncore_utilization_ratio\{/ { s += $NF; n++ } END { printf "%.2f", n ? s / n : 0 }'
+}
+memory_seen() {  # memory by category comes with the exporter's slower full sweep (10 s)
+  scrape | grep -qE '^neuron_device_memory_used_bytes\{neuron_device="0",category="model_code"\} [1-9]'
+}
+for _ in $(seq 60); do awk "BEGIN { exit !($(busy) > 0.9) }" && memory_seen && break; sleep 1; done
+
+step "neuron-ls, with the training processes"
+"$build/top/neuron-ls" --root "$root" --show-all-procs
+step "Allocation per pod (the kubelet's PodResources view)"
+"$sim" pod list --kubelet-dir "$kubelet_dir"
+step "Metrics excerpt (neuron-exporter on 127.0.0.1:$metrics_port)"
+scrape >"$work/metrics.txt"
+# grep -m, not head: with pipefail, head closing the pipe early would end the script.
+for pattern in '^neuroncore_utilization_ratio\{' '^neuroncore_allocation_info\{' \
+               '^neuron_device_memory_used_bytes\{neuron_device="0"' '^neuron_efa_tx_bytes_total\{'; do
+  grep -m 3 -E "$pattern" "$work/metrics.txt" || true
 done
-printf '  %-50s %s\n' "files under neuron0 (driver: 36 + 101 per core = 238)" \
-  "$(find "$dev0" -type f ! -name uevent ! -name dev ! -path "$dev0/power/*" | wc -l)"
-printf '  %-50s %s\n' "EFA interfaces" "$(ls "$root/sys/class/infiniband" | tr '\n' ' ')"
-
-step "Faults: an uncorrectable HBM error on device 3, then a failed reset"
-ctl inject hbm-ue --device 3
-ctl reset --device 3 --fail
-sleep 1
-printf '  mem_ecc_uncorrected = %s, state = %s (2 = INVALID)\n' \
-  "$(cat "$root/sys/devices/virtual/neuron_device/neuron3/stats/hardware/mem_ecc_uncorrected")" \
-  "$(cat "$root/sys/devices/virtual/neuron_device/neuron3/reset")"
-step "Kernel log records the driver wrote"
-tail -n 4 "$root/dev/kmsg"
-
-step "Recovery: a good reset returns device 3 to READY"
-ctl reset --device 3
-sleep 1
-printf '  state = %s (1 = READY)\n' "$(cat "$root/sys/devices/virtual/neuron_device/neuron3/reset")"
-echo
-echo "demo: done; stopping the simulator (it removes everything it created)"
+printf '\nmean utilization of the pod'"'"'s cores: %s\n' "$(busy)"
+echo "demo: done; stopping everything it started"
