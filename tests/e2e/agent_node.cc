@@ -108,6 +108,16 @@ void AgentNode::StopPlugin() {
 
 std::string AgentNode::PluginLog() const { return ReadFile(logs_ / "plugin.err"); }
 
+int AgentNode::PluginHttpPort() const {
+  return ListeningPort(ReadFile(logs_ / "plugin.out") + ReadFile(logs_ / "plugin.err"));
+}
+
+int ListeningPort(const std::string& log) {
+  static constexpr std::string_view kLine = "listening on port ";
+  const size_t at = log.rfind(kLine);
+  return at == std::string::npos ? 0 : std::atoi(log.c_str() + at + kLine.size());
+}
+
 void AgentNode::Ctl(const std::vector<std::string>& args) {
   std::vector<std::string> argv{NEURON_SIM_BIN, "ctl", "--root", root_.string()};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -51,6 +51,8 @@ class AgentNode {
   const fs::path& root() const { return root_; }
   const fs::path& kubelet_dir() const { return kubelet_dir_; }
   std::string PluginLog() const;
+  // The port of the plugin's /healthz, /readyz and /metrics ("listening on port N"); 0 if unknown.
+  int PluginHttpPort() const;
 
   // `neuron-sim ctl --root ROOT args...`; fails the test unless it exits 0.
   void Ctl(const std::vector<std::string>& args);
@@ -83,6 +85,10 @@ class AgentNode {
 inline const std::string kNeuron = "aws.amazon.com/neuron";
 inline const std::string kCore = "aws.amazon.com/neuroncore";
 inline const std::string kEfa = "vpc.amazonaws.com/efa";
+
+// The N of the last "listening on port N" line in a binary's log (the plugin and the exporter
+// print one), or 0.
+int ListeningPort(const std::string& log);
 
 // Integer IDs of a container's allocation of `resource`, sorted.
 std::vector<int> Ids(const sim::AdmittedPod& pod, const std::string& resource);

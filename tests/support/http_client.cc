@@ -1,0 +1,55 @@
+#include "tests/support/http_client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace neuron::testing {
+
+HttpResult HttpRaw(int port, const std::string& raw, int timeout_ms) {
+  HttpResult result;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return result;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return result;
+  }
+  size_t sent = 0;
+  while (sent < raw.size()) {
+    const ssize_t n = send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  std::string in;
+  char buf[16384];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) break;
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  if (in.rfind("HTTP/1.", 0) != 0 || in.size() < 12) return result;
+  result.status = std::atoi(in.c_str() + 9);
+  const size_t end = in.find("\r\n\r\n");
+  if (end == std::string::npos) return result;
+  result.headers = in.substr(0, end);
+  result.body = in.substr(end + 4);
+  return result;
+}
+
+HttpResult HttpGet(int port, const std::string& target, const std::string& extra_headers) {
+  return HttpRaw(port, "GET " + target + " HTTP/1.0\r\nHost: localhost\r\n" + extra_headers +
+                           "\r\n");
+}
+
+}  // namespace neuron::testing
