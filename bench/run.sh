@@ -21,3 +21,12 @@ echo "== runtime: host CPU cost per execution (empty kernel), 1 process and 32 p
 echo
 echo "== top: neuron-ls wall time, neuron-top start-up and CPU at a 1 s refresh"
 "$build/bench/top_bench"
+echo
+echo "== plugin: allocator cost per GetPreferredAllocation answer (half the node in use)"
+"$build/bench/plugin_alloc_bench" "${gb_flags[@]}"
+echo
+echo "== plugin: Allocate/GetPreferredAllocation over the socket, re-registration, health -> ListAndWatch, RSS"
+"$build/bench/plugin_bench"
+echo
+echo "== exporter: scrape latency (full read, shared snapshot), RSS and CPU, beside node_exporter"
+"$build/bench/monitor_bench"
