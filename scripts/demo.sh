@@ -81,7 +81,7 @@ busy() {  # the mean utilization the exporter reports for the pod's cores
   scrape | awk '/^neuroncore_utilization_ratio\{/ { s += $NF; n++ } END { printf "%.2f", n ? s / n : 0 }'
 }
 memory_seen() {  # memory by category comes with the exporter's slower full sweep (10 s)
-  scrape | grep -qE '^neuron_device_memory_used_bytes\{neuron_device="0",category="model_code"\} [1-9]'
+  scrape | grep -E '^neuron_device_memory_used_bytes\{neuron_device="0",category="model_code"\} [1-9]' >/dev/null
 }
 for _ in $(seq 60); do awk "BEGIN { exit !($(busy) > 0.9) }" && memory_seen && break; sleep 1; done
 
