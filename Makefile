@@ -23,8 +23,11 @@ test: build
 test-asan:
 	$(MAKE) test PRESET=asan
 
-test-tsan:
-	$(MAKE) test PRESET=tsan
+# ThreadSanitizer on our own libraries' tests (tests/CMakeLists.txt NEURON_TSAN_TESTS).
+test-tsan: deps
+	@test -f build/tsan/build.ninja || cmake --preset tsan >/dev/null
+	cmake --build build/tsan -j $(JOBS) --target tsan_tests neuron-sim
+	ctest --preset tsan -j $(JOBS) --timeout 600 -L tsan
 
 demo: build
 	@scripts/demo.sh $(BUILD)

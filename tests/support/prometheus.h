@@ -9,14 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace neuron::testing {
-
-// A TCP port on 127.0.0.1 that was free a moment ago.
-int FreePort();
-std::string UrlEncode(std::string_view s);
 
 class PrometheusServer {
  public:
