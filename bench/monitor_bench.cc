@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/http_client.h"
+
 extern char** environ;
 
 namespace {
@@ -98,18 +100,6 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::seconds ceiling) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return pred();
-}
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 // GET /metrics over a fresh connection; returns the body size, or -1.
@@ -284,7 +274,7 @@ int main(int argc, char** argv) {
               "(target <= 24 MiB)\n",
               full_cost.rss_kib / 1024.0, shared_cost.rss_kib / 1024.0);
 
-  const int ne_port = FreePort();
+  const int ne_port = neuron::testing::FreePort();
   const pid_t ne = Start({"prometheus-node-exporter",
                           "--web.listen-address=127.0.0.1:" + std::to_string(ne_port)},
                          work / "node_exporter.log");

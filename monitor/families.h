@@ -47,6 +47,14 @@ inline FamilyBuilder Histogram(std::string name, std::string help) {
   return FamilyBuilder(std::move(name), std::move(help), prometheus::MetricType::Histogram);
 }
 
+// Appends the text exposition format (version 0.0.4) of `families` to `out`, as
+// prometheus::TextSerializer writes it (same number format: 16 significant digits, "Nan",
+// "+Inf"; histograms as _count, _sum, then cumulative buckets ending in le="+Inf"), without its
+// per-value std::ostream cost: a trn2.48xlarge's ~2,500 series serialise in well under a
+// millisecond. HELP text is escaped as the format requires (prometheus-cpp 1.0 does not).
+// Summary families, which no collector makes, go through prometheus::TextSerializer.
+void AppendText(const Families& families, std::string& out);
+
 // {"neuron_device", "3"}
 inline prometheus::ClientMetric::Label L(std::string name, std::string value) {
   return {std::move(name), std::move(value)};

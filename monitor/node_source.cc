@@ -36,12 +36,27 @@ absl::Status NodeSource::Init() {
     std::lock_guard<std::mutex> lock(mu_);
     inventory_ = std::make_shared<const Inventory>(*std::move(inv));
   }
+  stage_ = 1;
   std::lock_guard<std::mutex> lock(sample_mu_);
   std::shared_ptr<const Snapshot> snap = sampler_->Sample(SampleKind::kFull);
   last_full_ = snap->steady;
   history_.push_back(snap);
   AfterSample(*snap);
+  stage_ = 2;
   return absl::OkStatus();
+}
+
+absl::Status NodeSource::Ready() const {
+  switch (stage_.load()) {
+    case 0:
+      return absl::UnavailableError("the device inventory has not been read yet");
+    case 1:
+      return absl::UnavailableError("the first sample has not been taken yet");
+    case 2:
+      return absl::UnavailableError("starting");
+    default:
+      return absl::OkStatus();
+  }
 }
 
 void NodeSource::Start() {
@@ -56,6 +71,7 @@ void NodeSource::Start() {
   absl::StatusOr<std::unique_ptr<KmsgReader>> kmsg = KmsgReader::Open(root_.Kmsg());
   if (kmsg.ok()) kmsg_ = *std::move(kmsg);
   thread_ = std::thread([this] { Loop(); });
+  if (stage_.load() == 2) stage_ = 3;
 }
 
 std::optional<std::chrono::system_clock::time_point> NodeSource::pod_last_success() const {
@@ -123,6 +139,7 @@ void NodeSource::TailKmsg() {
   for (const auto& [dev, types] : seen) {
     for (const auto& [type, n] : types) hw_errors_[dev][type] += n;
   }
+  ++hw_errors_version_;
 }
 
 // Bookkeeping for a new snapshot: error counting, forgetting vanished devices, histograms.
@@ -198,8 +215,8 @@ NodeView NodeSource::Get() {
       std::shared_ptr<const Snapshot> snap =
           sampler_->Sample(full ? SampleKind::kFull : SampleKind::kHot);
       if (full) last_full_ = snap->steady;
-      history_.push_back(snap);
       AfterSample(*snap);
+      PushSnapshot(std::move(snap));
       view.sampled_now = true;
     }
     // Keep the newest snapshot that is at least a window older than the latest as the base.
@@ -214,9 +231,29 @@ NodeView NodeSource::Get() {
   std::lock_guard<std::mutex> lock(mu_);
   view.inventory = inventory_;
   view.hw_errors = hw_errors_;
+  view.hw_errors_version = hw_errors_version_;
   if (pod_cache_ != nullptr) view.pods = pod_cache_->Latest();
-  if (view.pods == nullptr) view.pods = std::make_shared<const PodAssignments>();
+  // One shared empty set: the rendering cache compares the pointer.
+  static const auto* const kNoPods = new std::shared_ptr<const PodAssignments>(
+      std::make_shared<const PodAssignments>());
+  if (view.pods == nullptr) view.pods = *kNoPods;
   return view;
+}
+
+size_t NodeSource::history_size() const {
+  std::lock_guard<std::mutex> lock(sample_mu_);
+  return history_.size();
+}
+
+// Called with sample_mu_ held.
+void NodeSource::PushSnapshot(std::shared_ptr<const Snapshot> snap) {
+  history_.push_back(std::move(snap));
+  // The snapshot that was the latest stays only if it is far enough from the one before it.
+  const auto spacing = options_.utilization_window / 4;
+  const size_t n = history_.size();
+  if (n >= 3 && history_[n - 2]->steady - history_[n - 3]->steady < spacing) {
+    history_.erase(history_.end() - 2);
+  }
 }
 
 double NodeSource::Monotonic(int device, const std::string& key, double value) {

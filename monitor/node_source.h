@@ -7,6 +7,11 @@
 // arrives while a sample runs waits for it instead of starting another. Each sample reads the
 // hot set; a full sweep runs when the last one is older than `full_sweep_interval`.
 //
+// History: utilization needs a snapshot about `utilization_window` old, but scrapes without
+// sharing may sample every few milliseconds, and each trn2.48xlarge snapshot holds ~0.3 MB
+// (datastores included). So apart from the latest, kept snapshots are at least a quarter window
+// apart: at most ~6 are alive, whatever the scrape rate.
+//
 // A background thread (not the scrape path) rescans the inventory and tails ROOT/dev/kmsg; the
 // PodResources cache refreshes on a thread of its own, so a slow or absent kubelet never slows a
 // scrape.
@@ -71,6 +76,7 @@ struct NodeView {
   std::shared_ptr<const PodAssignments> pods;  // never null
   // device -> hw error type -> NEURON_HW_ERR records seen since start
   std::map<int, std::map<std::string, uint64_t>> hw_errors;
+  uint64_t hw_errors_version = 0;  // changes whenever hw_errors does
   std::map<int, DeviceLatency> latency;
   bool sampled_now = false;  // this Get() took the sample (false: shared)
 };
@@ -86,11 +92,18 @@ class NodeSource {
   absl::Status Init();
   // Starts the background thread and the PodResources cache.
   void Start();
+  // OK once Init() and Start() have run (the inventory is read and the first sample taken);
+  // before, Unavailable saying which step is still missing. Get() may be called only once this
+  // is OK: /metrics answers 503 until then, and /readyz says why.
+  absl::Status Ready() const;
 
   NodeView Get();
   // The last exported value of a counter series on `device` (-1: not a device's), raised to
   // `value` if larger: counters never go down between scrapes.
   double Monotonic(int device, const std::string& key, double value);
+
+  // Snapshots kept for utilization (tests: bounded whatever the scrape rate).
+  size_t history_size() const;
 
   // Self-metrics.
   uint64_t read_errors() const { return read_errors_.load(); }
@@ -101,6 +114,7 @@ class NodeSource {
 
  private:
   void Loop();
+  void PushSnapshot(std::shared_ptr<const Snapshot> snap);
   void AfterSample(const Snapshot& snap);
   void TailKmsg();
 
@@ -109,7 +123,7 @@ class NodeSource {
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<PodResourcesCache> pod_cache_;
 
-  std::mutex sample_mu_;  // guards the sampler and the history; held while sampling
+  mutable std::mutex sample_mu_;  // guards the sampler and the history; held while sampling
   std::unique_ptr<Sampler> sampler_;
   std::deque<std::shared_ptr<const Snapshot>> history_;  // oldest first
   std::chrono::steady_clock::time_point last_full_;
@@ -120,6 +134,7 @@ class NodeSource {
   mutable std::mutex mu_;  // guards the fields below
   std::shared_ptr<const Inventory> inventory_;
   std::map<int, std::map<std::string, uint64_t>> hw_errors_;
+  uint64_t hw_errors_version_ = 0;
   std::map<int, std::map<std::string, double>> monotonic_;
   std::set<std::string> logged_errors_;
   uint64_t pod_refreshes_seen_ = 0;
@@ -127,6 +142,8 @@ class NodeSource {
 
   std::atomic<uint64_t> read_errors_{0};
   std::atomic<uint64_t> samples_{0};
+  // 0 nothing yet, 1 inventory read, 2 first sample taken (Init done), 3 started (ready).
+  std::atomic<int> stage_{0};
   std::atomic<bool> stop_{false};
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -1,7 +1,10 @@
-// neuron-exporter end to end: the real binary against `neuron-sim up` with `neuron-sim run
-// --workload matmul` busy on core 0 of a trn1.2xlarge (core 1 idle), a PodResources server in
-// the test (the kubelet emulator will replace it), a real Prometheus server scraping it, real
-// promtool, curl for TLS and auth, 64 concurrent scrapers, and the JSON stream.
+// neuron-exporter end to end: the real binary against `neuron-sim up` (a trn1.2xlarge) with the
+// real chain a pod goes through: `neuron-sim kubelet` (the kubelet emulator), the real
+// neuron-device-plugin registered with it, and `neuron-sim pod run training/llama-0` asking for
+// one NeuronCore, whose command is `neuron-sim run --workload matmul` on the core the plugin
+// allocated (NEURON_RT_VISIBLE_CORES and NEURON_ROOT from the plugin's Allocate answer); the
+// other core stays idle. Then a real Prometheus server scraping the exporter, real promtool,
+// curl for TLS and auth, 64 concurrent scrapers, and the JSON stream.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -11,14 +14,12 @@
 
 #include <atomic>
 #include <fstream>
-#include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
 
-#include "podresources/v1/api.grpc.pb.h"
-#include "tests/monitor/http_client.h"
+#include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -28,97 +29,88 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::FreePort;
 using testing::HttpGet;
 using testing::ReadFile;
 using testing::Spawn;
 using testing::Stop;
 using testing::TempDir;
+using testing::UrlEncode;
 using testing::WaitExit;
 using testing::WaitUntil;
 using testing::WriteFile;
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-std::string UrlEncode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-// A kubelet's PodResources service: core 0 belongs to training/llama-0/main.
-class FakeLister final : public v1::PodResourcesLister::Service {
- public:
-  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
-                    v1::ListPodResourcesResponse* out) override {
-    v1::PodResources* pod = out->add_pod_resources();
-    pod->set_name("llama-0");
-    pod->set_namespace_("training");
-    v1::ContainerResources* c = pod->add_containers();
-    c->set_name("main");
-    v1::ContainerDevices* d = c->add_devices();
-    d->set_resource_name("aws.amazon.com/neuroncore");
-    d->add_device_ids("0");
-    return grpc::Status::OK;
-  }
-};
-
-// One simulated node with a workload on core 0, shared by every test of the suite (start-up is
-// the slow part).
+// One simulated node with the pod's workload on one core, shared by every test of the suite
+// (start-up is the slow part).
 class ExporterE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir("exp_e2e");
     root_ = dir_->path() / "root";
     kubelet_ = dir_->path() / "kubelet";
-    fs::create_directories(kubelet_ / "pod-resources");
+    const fs::path logs = dir_->path();
     sim_ = Spawn({NEURON_SIM_BIN, "up", "--instance", "trn1.2xlarge", "--root", root_.string()},
-                 dir_->path() / "sim.out", dir_->path() / "sim.err");
+                 logs / "sim.out", logs / "sim.err");
     ASSERT_TRUE(WaitUntil([] { return fs::exists(root_ / "run/neuron/sim.ready"); }, 60s))
-        << ReadFile(dir_->path() / "sim.err");
-    workload_ = Spawn({NEURON_SIM_BIN, "run", "--root", root_.string(), "--workload", "matmul"},
-                      dir_->path() / "run.out", dir_->path() / "run.err",
-                      {"NEURON_RT_VISIBLE_CORES=0"});
-    lister_ = new FakeLister;
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + (kubelet_ / "pod-resources/kubelet.sock").string(),
-                             grpc::InsecureServerCredentials());
-    builder.RegisterService(lister_);
-    kubelet_server_ = builder.BuildAndStart().release();
-    ASSERT_NE(kubelet_server_, nullptr);
+        << ReadFile(logs / "sim.err");
+    kubelet_pid_ = Spawn({NEURON_SIM_BIN, "kubelet", "--root", root_.string(), "--kubelet-dir",
+                          kubelet_.string()},
+                         logs / "kubelet.out", logs / "kubelet.err");
+    ASSERT_TRUE(WaitUntil([] { return fs::exists(kubelet_ / "neuron-sim-kubelet.sock"); }, 30s))
+        << ReadFile(logs / "kubelet.err");
+    plugin_ = Spawn({NEURON_PLUGIN_BIN, "--root", root_.string(), "--kubelet-dir",
+                     kubelet_.string(), "--listen", "127.0.0.1:0"},
+                    logs / "plugin.out", logs / "plugin.err");
+    // The plugin has registered both cores with the kubelet.
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          const pid_t st = Spawn(
+              {NEURON_SIM_BIN, "kubelet", "status", "--kubelet-dir", kubelet_.string()},
+              logs / "status.out", logs / "status.err");
+          return WaitExit(st, 20s) == 0 &&
+                 ReadFile(logs / "status.out").find("aws.amazon.com/neuroncore capacity=2") !=
+                     std::string::npos;
+        },
+        60s))
+        << ReadFile(logs / "status.out") << ReadFile(logs / "plugin.err");
+    // The pod: its command gets the allocation from the plugin and the emulator; with a
+    // command, `pod run` prints the allocation on stderr ("aws.amazon.com/neuroncore <id>").
+    pod_ = Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", kubelet_.string(),
+                  "--namespace", "training", "--name", "llama-0", "--request",
+                  "aws.amazon.com/neuroncore=1", "--", NEURON_SIM_BIN, "run", "--workload",
+                  "matmul"},
+                 logs / "pod.out", logs / "pod.err");
+    static const std::regex kCore("aws\\.amazon\\.com/neuroncore ([0-9]+)");
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          std::smatch m;
+          const std::string err = ReadFile(logs / "pod.err");
+          if (!std::regex_search(err, m, kCore)) return false;
+          busy_core_ = std::stoi(m[1]);
+          return true;
+        },
+        60s))
+        << ReadFile(logs / "pod.err") << ReadFile(logs / "plugin.err");
+    ASSERT_TRUE(busy_core_ == 0 || busy_core_ == 1) << busy_core_;
+    idle_core_ = 1 - busy_core_;
     // The workload's datastore shows it has started executing.
     ASSERT_TRUE(WaitUntil(
         [] {
           return fs::exists(root_ / "run/neuron/ds") && !fs::is_empty(root_ / "run/neuron/ds");
         },
         60s))
-        << ReadFile(dir_->path() / "run.err");
+        << ReadFile(logs / "pod.err");
   }
   static void TearDownTestSuite() {
-    if (workload_ > 0) Stop(workload_, 30s);
+    if (pod_ > 0) Stop(pod_, 30s);
+    if (plugin_ > 0) Stop(plugin_, 30s);
+    if (kubelet_pid_ > 0) Stop(kubelet_pid_, 30s);
     if (sim_ > 0) Stop(sim_, 30s);
-    if (kubelet_server_ != nullptr) kubelet_server_->Shutdown();
-    delete kubelet_server_;
-    delete lister_;
     delete dir_;
   }
+
+  static std::string Busy() { return std::to_string(busy_core_); }
+  static std::string Idle() { return std::to_string(idle_core_); }
 
   struct Exporter {
     pid_t pid = -1;
@@ -146,6 +138,9 @@ class ExporterE2eTest : public ::testing::Test {
         30s))
         << ReadFile(out) << ReadFile(dir_->path() / (name + ".err"));
     started_.push_back(e.pid);
+    // The port is logged once the first sample is taken: ready from then on.
+    const testing::HttpResult ready = HttpGet(e.port, "/readyz");
+    EXPECT_TRUE(ready.status == 200 || ready.status == -1) << ready.status << " " << ready.body;
     return e;
   }
   void TearDown() override {
@@ -154,9 +149,8 @@ class ExporterE2eTest : public ::testing::Test {
 
   static inline TempDir* dir_ = nullptr;
   static inline fs::path root_, kubelet_;
-  static inline pid_t sim_ = -1, workload_ = -1;
-  static inline FakeLister* lister_ = nullptr;
-  static inline grpc::Server* kubelet_server_ = nullptr;
+  static inline pid_t sim_ = -1, kubelet_pid_ = -1, plugin_ = -1, pod_ = -1;
+  static inline int busy_core_ = -1, idle_core_ = -1;
   std::vector<pid_t> started_;
 };
 
@@ -216,36 +210,48 @@ TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
   // Rates need a few scrapes; the ceiling is generous (decision 15).
   ASSERT_TRUE(WaitUntil(
       [&] {
-        return scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"0\"}[10s])").has_value();
+        return scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"" + Busy() + "\"}[10s])")
+            .has_value();
       },
       90s))
       << ReadFile(dir_->path() / "prom.err");
   std::optional<double> busy;
   EXPECT_TRUE(WaitUntil(
       [&] {
-        busy = scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"0\"}[10s])");
+        busy = scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"" + Busy() + "\"}[10s])");
         return busy && *busy > 0.9;
       },
       60s))
       << "busy core rate " << busy.value_or(-1);
   const std::optional<double> idle =
-      scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"1\"}[10s])");
+      scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"" + Idle() + "\"}[10s])");
   ASSERT_TRUE(idle);
   EXPECT_LT(*idle, 0.1);
   // The compat gauge: the busy core held by the process, the idle one absent.
-  const std::optional<double> util = scalar("neuroncore_utilization_ratio{neuroncore=\"0\"}");
+  const std::optional<double> util =
+      scalar("neuroncore_utilization_ratio{neuroncore=\"" + Busy() + "\"}");
   ASSERT_TRUE(util);
   EXPECT_GT(*util, 0.9);
-  EXPECT_EQ(query("neuroncore_utilization_ratio{neuroncore=\"1\"}").size(), 0u);
+  EXPECT_EQ(query("neuroncore_utilization_ratio{neuroncore=\"" + Idle() + "\"}").size(), 0u);
 
-  // Pod labels through the documented join.
-  const json joined = query(
-      "rate(neuroncore_busy_seconds_total[10s]) * on(neuroncore) "
-      "group_left(namespace,pod,container) neuroncore_allocation_info");
+  // Pod labels from the kubelet emulator (the plugin's allocation, as PodResources lists it)
+  // through the documented join: the busy core is the pod's.
+  json joined;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        joined = query(
+            "rate(neuroncore_busy_seconds_total[10s]) * on(neuroncore) "
+            "group_left(namespace,pod,container) neuroncore_allocation_info");
+        return joined.size() == 1;
+      },
+      30s))
+      << joined.dump();
   ASSERT_EQ(joined.size(), 1u) << joined.dump();
   EXPECT_EQ(joined[0]["metric"]["pod"], "llama-0");
   EXPECT_EQ(joined[0]["metric"]["namespace"], "training");
-  EXPECT_EQ(joined[0]["metric"]["neuroncore"], "0");
+  EXPECT_EQ(joined[0]["metric"]["container"], "main");
+  EXPECT_EQ(joined[0]["metric"]["neuroncore"], Busy());
+  EXPECT_GT(std::stod(joined[0]["value"][1].get<std::string>()), 0.9);
 
   // The AWS dashboard's expressions return data (METRICS.md §3.2).
   EXPECT_EQ(scalar("count(instance_info)"), 1);
@@ -386,9 +392,9 @@ TEST_F(ExporterE2eTest, JsonStreamIsNeuronMonitorShaped) {
   ASSERT_EQ(doc["neuron_runtime_data"].size(), 1u);
   const json& report = doc["neuron_runtime_data"][0]["report"];
   const json& in_use = report["neuroncore_counters"]["neuroncores_in_use"];
-  ASSERT_TRUE(in_use.contains("0")) << in_use.dump();
-  EXPECT_GT(in_use["0"]["neuroncore_utilization"].get<double>(), 50);
-  EXPECT_FALSE(in_use.contains("1"));
+  ASSERT_TRUE(in_use.contains(Busy())) << in_use.dump();
+  EXPECT_GT(in_use[Busy()]["neuroncore_utilization"].get<double>(), 50);
+  EXPECT_FALSE(in_use.contains(Idle()));
   EXPECT_GT(report["execution_stats"]["execution_summary"]["completed"].get<int>(), 0);
   EXPECT_GT(report["memory_used"]["neuron_runtime_used_bytes"]["neuron_device"].get<uint64_t>(),
             0u);

@@ -1,13 +1,18 @@
 // The exporter in-process on simulated trees (driver-sim's tree and datastore writers): golden
 // /metrics (native and compat) with NEURON_UPDATE_GOLDENS=1, malformed files (series absent,
-// error counted, scrape 200), scrapes sharing one sample, counters that never go down, and pod
-// labels from a real PodResources gRPC server on a Unix socket.
+// error counted, scrape 200), scrapes sharing one sample and one rendering, the snapshot history
+// staying bounded, /readyz before and after the first sample, our text serializer against
+// prometheus-cpp's, counters that never go down, and pod labels from a real PodResources gRPC
+// server on a Unix socket, kept when the kubelet dies.
 #include "monitor/exporter.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <limits>
 #include <regex>
 #include <sstream>
 
@@ -16,7 +21,7 @@
 #include "driver-sim/datastore_writer.h"
 #include "driver-sim/sim_tree.h"
 #include "podresources/v1/api.grpc.pb.h"
-#include "tests/monitor/http_client.h"
+#include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -204,15 +209,131 @@ TEST_F(ExporterTest, MalformedFilesDropTheirSeriesCountAnErrorAndStillAnswer200)
   EXPECT_EQ(Value(r.body, "neuron_up"), 1);
 }
 
-TEST_F(ExporterTest, ScrapesWithinTheWindowShareOneSample) {
+TEST_F(ExporterTest, ScrapesWithinTheWindowShareOneSampleAndOneRendering) {
   BuildNode();
   Start(false, false, /*share=*/3000ms);
-  const double first = *Value(exporter_->RenderMetrics(), "neuron_exporter_samples_total");
+  const uint64_t renders_before = exporter_->renders();
+  const std::string first_text = exporter_->RenderMetrics();
+  const double first = *Value(first_text, "neuron_exporter_samples_total");
   for (int i = 0; i < 5; ++i) exporter_->RenderMetrics();
-  const double after = *Value(exporter_->RenderMetrics(), "neuron_exporter_samples_total");
+  const std::string last_text = exporter_->RenderMetrics();
+  const double after = *Value(last_text, "neuron_exporter_samples_total");
   EXPECT_LE(after - first, 1) << "scrapes inside the sharing window must reuse the sample";
+  EXPECT_LE(exporter_->renders() - renders_before, 2u)
+      << "scrapes of one snapshot must reuse its rendered text";
+  EXPECT_EQ(Stable(last_text), Stable(exporter_->RenderMetrics()));
+  // The counters in the cached text still move once the window passes (a new sample renders).
+  ASSERT_TRUE(writer_->SetCoreCounter(0, nds::kInferenceCount, 77).ok());
   std::this_thread::sleep_for(3100ms);
-  EXPECT_GT(*Value(exporter_->RenderMetrics(), "neuron_exporter_samples_total"), after);
+  const uint64_t renders_mid = exporter_->renders();
+  const std::string later = exporter_->RenderMetrics();
+  EXPECT_GT(*Value(later, "neuron_exporter_samples_total"), after);
+  EXPECT_EQ(exporter_->renders(), renders_mid + 1);
+  EXPECT_EQ(Value(later, "neuroncore_inferences_total{neuron_device=\"0\",neuroncore=\"0\"}"),
+            77);
+}
+
+TEST_F(ExporterTest, HistoryStaysBoundedWhateverTheScrapeRate) {
+  BuildNode();
+  NodeSourceOptions so;
+  so.root = root_;
+  so.share_window = 0ms;
+  so.utilization_window = 400ms;
+  so.pod_resources = false;
+  so.sampler_threads = 1;
+  NodeSource source(so);
+  ASSERT_TRUE(source.Init().ok());
+  source.Start();
+  const auto end = std::chrono::steady_clock::now() + 1500ms;
+  int samples = 0;
+  size_t most = 0;
+  bool had_base = false;
+  while (std::chrono::steady_clock::now() < end) {
+    const NodeView v = source.Get();
+    ++samples;
+    most = std::max(most, source.history_size());
+    // Once the window has passed, the base is at least a window older than the latest.
+    if (v.base != nullptr && v.current->steady - v.base->steady >= 400ms) had_base = true;
+    std::this_thread::sleep_for(2ms);
+  }
+  EXPECT_GT(samples, 50);
+  // Kept snapshots are a quarter window apart: the window's four, the latest and the base.
+  EXPECT_LE(most, 7u) << samples << " samples";
+  EXPECT_TRUE(had_base);
+}
+
+TEST_F(ExporterTest, ReadyzAnswers503UntilTheFirstSampleThen200) {
+  BuildNode();
+  NodeSourceOptions so;
+  so.root = root_;
+  so.pod_resources = false;
+  NodeSource source(so);
+  Exporter exporter(source, ExporterOptions{});
+  HttpServer::Options ho;
+  ho.handlers = exporter.Handlers();
+  auto server = HttpServer::Start(std::move(ho));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  testing::HttpResult r = testing::HttpGet(port, "/readyz");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("inventory"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find('\n'), r.body.size() - 1) << "one line: " << r.body;
+  EXPECT_EQ(testing::HttpGet(port, "/metrics").status, 503);
+  EXPECT_EQ(testing::HttpGet(port, "/healthz").status, 200) << "alive while not ready";
+  ASSERT_TRUE(source.Init().ok());
+  EXPECT_EQ(testing::HttpGet(port, "/readyz").status, 503);
+  source.Start();
+  r = testing::HttpGet(port, "/readyz");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "ok\n");
+  r = testing::HttpGet(port, "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Value(r.body, "neuron_up"), 1);
+}
+
+// Our serializer writes what prometheus::TextSerializer writes (the goldens were made with it),
+// numbers and label escapes included.
+TEST(AppendTextTest, MatchesPrometheusCppSerializer) {
+  Families families;
+  FamilyBuilder g = Gauge("g", "a gauge with \"quotes\"");
+  const double values[] = {0.0,
+                           -0.0,
+                           1,
+                           0.1,
+                           1.0 / 3,
+                           1e6,
+                           1e16,
+                           1e17,
+                           123456789012345678.0,
+                           2.5e-7,
+                           34359738368,
+                           18446744073709551615.0,
+                           std::numeric_limits<double>::quiet_NaN(),
+                           std::numeric_limits<double>::infinity(),
+                           -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::denorm_min()};
+  int i = 0;
+  for (const double v : values) g.Add({L("i", Str(i++)), L("esc", "a\\b\"c\nd")}, v);
+  g.Add({}, 42);
+  g.Finish(families);
+  FamilyBuilder c = Counter("c_total", "");
+  c.Add({L("x", "")}, 7);
+  c.Finish(families);
+  FamilyBuilder h = Histogram("h_seconds", "latency");
+  h.AddHistogram({L("d", "0")}, {{0.0005, 1}, {0.001, 3}, {2.5, 3}}, 4, 0.0123);
+  h.AddHistogram({}, {}, 0, 0);
+  h.Finish(families);
+  std::string ours;
+  AppendText(families, ours);
+  EXPECT_EQ(ours, prometheus::TextSerializer().Serialize(families));
+  // HELP text is escaped as the format requires (prometheus-cpp 1.0 writes it raw).
+  Families help;
+  FamilyBuilder e = Gauge("e", "line\nbreak \\ slash");
+  e.Add({}, 1);
+  e.Finish(help);
+  std::string text;
+  AppendText(help, text);
+  EXPECT_EQ(text, "# HELP e line\\nbreak \\\\ slash\n# TYPE e gauge\ne 1\n");
 }
 
 TEST_F(ExporterTest, CountersNeverGoDownAndAbsentFilesLeaveSeriesOut) {

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/web_config.h"
-#include "tests/monitor/http_client.h"
+#include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
