@@ -3,7 +3,7 @@ PRESET ?= dev
 JOBS   ?= $(shell nproc)
 BUILD  := build/$(PRESET)
 
-.PHONY: all deps configure build test test-asan test-tsan demo bench fuzz format deploy-gen clean
+.PHONY: all deps configure build test test-asan test-tsan demo bench fuzz soak reliability format deploy-gen clean
 
 all: build
 
@@ -39,6 +39,14 @@ bench:
 # Coverage-guided fuzzing with libFuzzer (clang preset `fuzz`), FUZZ_SECONDS per target.
 fuzz: deps
 	@scripts/fuzz.sh
+
+# The soak (issue 8): faults, pods, kubelet restarts and scrapes for SOAK_SECONDS (default 600).
+soak: deps
+	@scripts/soak.sh
+
+# docs/RELIABILITY.md from fresh runs of fuzzing, the soak and the sanitizer suites.
+reliability: deps
+	@scripts/reliability.sh
 
 # Regenerates deploy files that are derived from one source (tests/deploy checks they agree).
 deploy-gen:

@@ -15,25 +15,6 @@ using neuron::testing::Stop;
 using neuron::testing::WaitExit;
 using neuron::testing::WaitUntil;
 
-ProcessUsage ReadUsage(pid_t pid) {
-  const fs::path proc = fs::path("/proc") / std::to_string(pid);
-  ProcessUsage u;
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(proc / "fd", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    ++u.fds;
-  }
-  for (auto it = fs::directory_iterator(proc / "task", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    ++u.threads;
-  }
-  std::ifstream status(proc / "status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) u.rss_kib = std::stoll(line.substr(6));
-  }
-  return u;
-}
-
 AgentNode::AgentNode(Options options) : options_(std::move(options)) {
   root_ = dir_.path() / "root";
   kubelet_dir_ = dir_.path() / "kubelet";
@@ -110,12 +91,6 @@ std::string AgentNode::PluginLog() const { return ReadFile(logs_ / "plugin.err")
 
 int AgentNode::PluginHttpPort() const {
   return ListeningPort(ReadFile(logs_ / "plugin.out") + ReadFile(logs_ / "plugin.err"));
-}
-
-int ListeningPort(const std::string& log) {
-  static constexpr std::string_view kLine = "listening on port ";
-  const size_t at = log.rfind(kLine);
-  return at == std::string::npos ? 0 : std::atoi(log.c_str() + at + kLine.size());
 }
 
 void AgentNode::Ctl(const std::vector<std::string>& args) {

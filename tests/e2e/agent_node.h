@@ -15,20 +15,16 @@
 
 #include "driver-sim/kubelet/kubelet_emulator.h"
 #include "tests/driver-sim/sim_process.h"
+#include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::e2e {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-// What /proc says about a process, for leak checks.
-struct ProcessUsage {
-  int fds = 0;
-  int threads = 0;
-  int64_t rss_kib = 0;
-};
-ProcessUsage ReadUsage(pid_t pid);
+using neuron::testing::ListeningPort;
+using neuron::testing::ProcessUsage;
+using neuron::testing::ReadUsage;
 
 class AgentNode {
  public:
@@ -85,10 +81,6 @@ class AgentNode {
 inline const std::string kNeuron = "aws.amazon.com/neuron";
 inline const std::string kCore = "aws.amazon.com/neuroncore";
 inline const std::string kEfa = "vpc.amazonaws.com/efa";
-
-// The N of the last "listening on port N" line in a binary's log (the plugin and the exporter
-// print one), or 0.
-int ListeningPort(const std::string& log);
 
 // Integer IDs of a container's allocation of `resource`, sorted.
 std::vector<int> Ids(const sim::AdmittedPod& pod, const std::string& resource);

@@ -3,6 +3,8 @@
 // leaking, and a plugin restart picks up the allocations of running pods from PodResources.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "tests/e2e/agent_node.h"
 #include "tests/support/process.h"
 
@@ -102,6 +104,10 @@ TEST(PluginLifecycleTest, HundredKubeletRestartsReRegisterEveryTimeWithoutLeaks)
   ASSERT_TRUE(node.WaitForResource(kEfa, [](auto& r) { return r.connected && r.capacity == 8; }));
   ASSERT_TRUE(node.WaitForResource(kCore, [](auto& r) { return r.connected && r.capacity == 32; }));
   const ProcessUsage after = ReadUsage(node.plugin_pid());
+  // One line for docs/RELIABILITY.md (scripts/reliability.sh reads it).
+  std::cout << "100 kubelet restarts: fds " << base.fds << " -> " << after.fds << ", threads "
+            << base.threads << " -> " << after.threads << ", RSS " << base.rss_kib << " -> "
+            << after.rss_kib << " KiB\n";
   EXPECT_LE(after.fds, base.fds + 2) << "fds " << base.fds << " -> " << after.fds;
   EXPECT_LE(after.threads, base.threads + 2) << "threads " << base.threads << " -> "
                                              << after.threads;

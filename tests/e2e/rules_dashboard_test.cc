@@ -6,10 +6,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <map>
 #include <set>
+#include <sstream>
 #include <yaml-cpp/yaml.h>
 
 #include "tests/e2e/agent_node.h"
+#include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/prometheus.h"
 
@@ -147,6 +150,80 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
   }
   Stop(pod, 30s);
   Stop(exporter, 30s);
+}
+
+struct DocumentedMetric {
+  bool always = false;  // "always" in the Present column
+  bool compat = false;  // in the compat table
+};
+
+// The metric tables of monitor/README.md: "| `name` | type | labels | collector | present |".
+std::map<std::string, DocumentedMetric> ReadmeMetrics() {
+  std::map<std::string, DocumentedMetric> out;
+  const std::string text = ReadFile(fs::path(NEURON_SOURCE_DIR) / "monitor/README.md");
+  const std::regex row(R"(^\| `([a-z_]+)` \| [a-z]+ \| .* \| ([a-z]+) \| (.*) \|$)");
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    out[m[1]] = {.always = m[3].str().rfind("always", 0) == 0, .compat = m[2] == "compat"};
+  }
+  return out;
+}
+
+std::set<std::string> FamilyNames(const std::string& exposition) {
+  std::set<std::string> names;
+  std::istringstream lines(exposition);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) names.insert(line.substr(7, line.find(' ', 7) - 7));
+  }
+  return names;
+}
+
+// monitor/README.md's metric list against what the exporter really emits, in both modes, on a
+// node with a pod running a workload.
+TEST(RulesAndDashboardTest, TheReadmeListsExactlyTheMetricsTheExporterEmits) {
+  AgentNode node({});
+  const fs::path dir = node.root().parent_path();
+  const pid_t pod =
+      Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", node.kubelet_dir().string(),
+             "--name", "matmul-0", "--request", kCore + "=2", "--request", kEfa + "=1", "--",
+             NEURON_SIM_BIN, "run", "--workload", "matmul"},
+            dir / "pod.out", dir / "pod.err");
+  const std::map<std::string, DocumentedMetric> documented = ReadmeMetrics();
+  ASSERT_GE(documented.size(), 60u) << "the README's metric tables did not parse";
+  for (const bool compat : {false, true}) {
+    SCOPED_TRACE(compat ? "--compat" : "native");
+    const std::string tag = compat ? "compat" : "native";
+    std::vector<std::string> argv{NEURON_EXPORTER_BIN, "--root", node.root().string(),
+                                  "--kubelet-dir", node.kubelet_dir().string(),
+                                  "--web.listen-address", "127.0.0.1:0"};
+    if (compat) argv.push_back("--compat");
+    const pid_t exporter = Spawn(argv, dir / (tag + ".out"), dir / (tag + ".err"));
+    int port = 0;
+    ASSERT_TRUE(WaitUntil(
+        [&] { return (port = ListeningPort(ReadFile(dir / (tag + ".out")))) > 0; }, 60s));
+    // Wait until the pod shows up in the allocation series and its process in the datastore.
+    std::set<std::string> emitted;
+    WaitUntil(
+        [&] {
+          emitted = FamilyNames(neuron::testing::HttpGet(port, "/metrics").body);
+          return emitted.count("neuroncore_allocation_info") &&
+                 emitted.count("neuron_execution_latency_seconds") &&
+                 (!compat || emitted.count("execution_status_total"));
+        },
+        60s);
+    for (const std::string& name : emitted) {
+      EXPECT_TRUE(documented.count(name)) << name << " is emitted but not in monitor/README.md";
+    }
+    for (const auto& [name, doc] : documented) {
+      if (doc.always && !doc.compat) {
+        EXPECT_TRUE(emitted.count(name)) << name << " is documented as always present";
+      }
+    }
+    Stop(exporter, 30s);
+  }
+  Stop(pod, 30s);
 }
 
 }  // namespace

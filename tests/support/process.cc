@@ -6,6 +6,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -95,6 +96,47 @@ std::optional<int> Stop(pid_t pid, std::chrono::milliseconds ceiling) {
     WaitExit(pid, std::chrono::seconds(10));
   }
   return code;
+}
+
+int ListeningPort(const std::string& log) {
+  static constexpr std::string_view kLine = "listening on port ";
+  const size_t at = log.rfind(kLine);
+  return at == std::string::npos ? 0 : std::atoi(log.c_str() + at + kLine.size());
+}
+
+ProcessUsage ReadUsage(pid_t pid) {
+  namespace fs = std::filesystem;
+  const fs::path proc = fs::path("/proc") / std::to_string(pid);
+  const std::string main_comm = ReadFile(proc / "comm");
+  ProcessUsage u;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(proc / "fd", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    ++u.fds;
+  }
+  for (auto it = fs::directory_iterator(proc / "task", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    ++u.threads;
+    if (ReadFile(it->path() / "comm") != main_comm) ++u.library_threads;
+  }
+  std::ifstream status(proc / "status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) u.rss_kib = std::stoll(line.substr(6));
+  }
+  return u;
+}
+
+ProcessUsage QuietUsage(pid_t pid, int samples, std::chrono::milliseconds gap) {
+  ProcessUsage least = ReadUsage(pid);
+  for (int i = 1; i < samples; ++i) {
+    std::this_thread::sleep_for(gap);
+    const ProcessUsage u = ReadUsage(pid);
+    least.fds = std::min(least.fds, u.fds);
+    least.threads = std::min(least.threads, u.threads);
+    least.library_threads = std::min(least.library_threads, u.library_threads);
+    least.rss_kib = std::min(least.rss_kib, u.rss_kib);
+  }
+  return least;
 }
 
 }  // namespace neuron::testing

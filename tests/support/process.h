@@ -32,4 +32,23 @@ std::optional<int> WaitExit(pid_t pid, std::chrono::milliseconds ceiling);
 // Stops `pid` with SIGTERM (SIGKILL after `ceiling`) and returns its exit code.
 std::optional<int> Stop(pid_t pid, std::chrono::milliseconds ceiling);
 
+// The N of the last "listening on port N" line in a log (the plugin and the exporter print one
+// when they bind port 0), or 0.
+int ListeningPort(const std::string& log);
+
+// What /proc says about a process, for leak checks; all zero when the process is gone.
+struct ProcessUsage {
+  int fds = 0;
+  int threads = 0;
+  // Of `threads`, those a library named (gRPC names its pools: event_engine, timer_manager,
+  // default-executor, ...; ours keep the process's name). gRPC grows those pools when all their
+  // threads are busy and keeps them, so a peak of load shows up there without a leak.
+  int library_threads = 0;
+  int64_t rss_kib = 0;
+};
+ProcessUsage ReadUsage(pid_t pid);
+// The least of `samples` readings taken `gap` apart, field by field: transient fds and threads
+// (a scrape or an RPC in flight) are not what a leak looks like.
+ProcessUsage QuietUsage(pid_t pid, int samples, std::chrono::milliseconds gap);
+
 }  // namespace neuron::testing
