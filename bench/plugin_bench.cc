@@ -93,6 +93,18 @@ void ProcFigures(pid_t pid, long* rss_kib, size_t* fds, size_t* threads) {
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "task")) ++*threads;
 }
 
+// smaps_rollup's split of the resident set, in KiB: anonymous pages (heap, stacks, relocated
+// data) and file pages (code and read-only data of the binary and its shared libraries).
+void RssSplit(pid_t pid, long* anon_kib, long* file_kib) {
+  const std::string rollup = Read(fs::path("/proc") / std::to_string(pid) / "smaps_rollup");
+  auto field = [&](const std::string& name) -> long {
+    const size_t at = rollup.find("\n" + name + ":");
+    return at == std::string::npos ? 0 : std::stol(rollup.substr(at + name.size() + 2));
+  };
+  *anon_kib = field("Anonymous");
+  *file_kib = field("Rss") - *anon_kib;
+}
+
 class Kubelet final : public v1beta1::Registration::Service {
  public:
   explicit Kubelet(fs::path dir) : dir_(std::move(dir)) { fs::create_directories(dir_); }
@@ -212,9 +224,10 @@ int main(int argc, char** argv) {
                 Pct(gpa, 0.5), Pct(gpa, 0.99));
   }
 
-  long rss0 = 0;
+  long rss0 = 0, anon0 = 0, file0 = 0;
   size_t fds0 = 0, threads0 = 0;
   ProcFigures(plugin, &rss0, &fds0, &threads0);
+  RssSplit(plugin, &anon0, &file0);
 
   // 2. kubelet.sock re-created -> every resource registered again.
   {
@@ -282,6 +295,8 @@ int main(int argc, char** argv) {
   }
   std::printf("  plugin RSS %.1f MiB (after %d restarts: %.1f MiB); fds %zu -> %zu; threads %zu "
               "-> %zu\n", rss0 / 1024.0, rounds, rss1 / 1024.0, fds0, fds1, threads0, threads1);
+  std::printf("  plugin RSS split: anonymous %.1f MiB, file-backed (code, read-only data) %.1f "
+              "MiB\n", anon0 / 1024.0, file0 / 1024.0);
 
   kill(plugin, SIGTERM);
   const int code = Wait(plugin);

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "fmt/format.h"
@@ -128,9 +129,15 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
     return absl::InvalidArgumentError(
         fmt::format("'{}' is not a duration (e.g. 250ms, 1s, 2m)", text));
   }
-  if (unit.empty() || unit == "ms") return std::chrono::milliseconds(value);
-  if (unit == "s") return std::chrono::milliseconds(value * 1000);
-  if (unit == "m") return std::chrono::milliseconds(value * 60000);
+  // "9223372036854775807m" must not wrap around to a negative duration.
+  const int64_t scale = unit.empty() || unit == "ms" ? 1
+                        : unit == "s"                ? 1000
+                        : unit == "m"                ? 60000
+                                                     : 0;
+  if (scale != 0 && value > std::numeric_limits<int64_t>::max() / scale) {
+    return absl::InvalidArgumentError(fmt::format("'{}' is too long a duration", text));
+  }
+  if (scale != 0) return std::chrono::milliseconds(value * scale);
   return absl::InvalidArgumentError(
       fmt::format("'{}' has an unknown unit '{}' (ms, s or m)", text, unit));
 }

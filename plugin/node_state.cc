@@ -25,6 +25,7 @@ bool SameContent(const NodeView& a, const NodeView& b) {
 
 void Index(ResourceView* view) {
   view->index.clear();
+  view->index.reserve(view->devices.size());
   for (size_t i = 0; i < view->devices.size(); ++i) view->index[view->devices[i].id] = i;
 }
 

@@ -109,10 +109,17 @@ TEST(PluginLifecycleTest, HundredKubeletRestartsReRegisterEveryTimeWithoutLeaks)
             << base.threads << " -> " << after.threads << ", RSS " << base.rss_kib << " -> "
             << after.rss_kib << " KiB\n";
   EXPECT_LE(after.fds, base.fds + 2) << "fds " << base.fds << " -> " << after.fds;
-  EXPECT_LE(after.threads, base.threads + 2) << "threads " << base.threads << " -> "
-                                             << after.threads;
+  // Our own threads must not grow; gRPC's named pools grow at a peak of load and keep their
+  // threads, so they get a bound instead (a leak would pass it within 100 restarts).
+  EXPECT_LE(after.threads - after.library_threads, base.threads - base.library_threads)
+      << "threads " << base.threads << " -> " << after.threads;
+  EXPECT_LE(after.library_threads, base.library_threads + 8)
+      << "gRPC threads " << base.library_threads << " -> " << after.library_threads;
+#if !defined(__SANITIZE_ADDRESS__)
+  // (Under ASan, freed memory stays in the quarantine and allocator caches: RSS says nothing.)
   EXPECT_LE(after.rss_kib, base.rss_kib + 4096) << "RSS " << base.rss_kib << " -> "
                                                 << after.rss_kib << " KiB";
+#endif
 }
 
 // A pod admitted before the plugin restarts keeps its devices masked from the other resource:
