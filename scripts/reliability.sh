@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Refreshes docs/RELIABILITY.md (`make reliability`): runs every reliability check of issue 8
 # and writes its figures into the document. Durations are settings; the document says which were
-# used. Takes about FUZZ_SECONDS x 7 + SOAK_SECONDS + the two sanitizer suites.
+# used. Takes about FUZZ_SECONDS x 7 + SOAK_SECONDS + the two sanitizer suites. Each step's
+# output stays in build/reliability/; RELIABILITY_REUSE=1 rewrites the document from the steps
+# already run there and runs only the missing ones.
 #   FUZZ_SECONDS  libFuzzer time per target (default 60)
 #   SOAK_SECONDS  soak duration (default 600, the issue's ten minutes)
 set -uo pipefail
@@ -9,20 +11,21 @@ cd "$(dirname "$0")/.."
 fuzz_seconds=${FUZZ_SECONDS:-60}
 soak_seconds=${SOAK_SECONDS:-600}
 out=docs/RELIABILITY.md
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+work=build/reliability  # each step's output; RELIABILITY_REUSE=1 keeps those already there
+mkdir -p "$work"
 export TMPDIR=${TMPDIR:-/dev/shm}
-
-echo "reliability: fuzzing (${fuzz_seconds} s per target)"
-FUZZ_SECONDS=$fuzz_seconds scripts/fuzz.sh >"$work/fuzz.txt" 2>&1
-echo "reliability: soak (${soak_seconds} s)"
-SOAK_SECONDS=$soak_seconds SOAK_REPORT="$work/soak.txt" scripts/soak.sh >"$work/soak.out" 2>&1
-soak_status=$?
-echo "reliability: make test under ASan+UBSan, then TSan"
-make test PRESET=asan >"$work/asan.txt" 2>&1
-asan_status=$?
-make test-tsan >"$work/tsan.txt" 2>&1
-tsan_status=$?
+step() {  # step NAME COMMAND...: runs COMMAND into $work/NAME.txt, its status into NAME.status
+  if [ -n "${RELIABILITY_REUSE:-}" ] && [ -s "$work/$1.status" ]; then return; fi
+  echo "reliability: $1"
+  "${@:2}" >"$work/$1.txt" 2>&1
+  echo $? >"$work/$1.status"
+}
+step fuzz env FUZZ_SECONDS="$fuzz_seconds" scripts/fuzz.sh
+step soak env SOAK_SECONDS="$soak_seconds" SOAK_REPORT="$work/soak-report.txt" scripts/soak.sh
+step asan make test PRESET=asan
+step tsan make test-tsan
+soak_status=$(cat "$work/soak.status") asan_status=$(cat "$work/asan.status")
+tsan_status=$(cat "$work/tsan.status")
 
 # Figures out of the outputs.
 fuzz_rows=$(awk '
@@ -64,7 +67,7 @@ ${fuzz_rows}
 \`make soak\` (SOAK_SECONDS=${soak_seconds}; exit status ${soak_status}):
 
 \`\`\`
-$(cat "$work/soak.txt" 2>/dev/null || tail -n 20 "$work/soak.out")
+$(cat "$work/soak-report.txt" 2>/dev/null || tail -n 20 "$work/soak.txt")
 \`\`\`
 
 ## Sanitizers
