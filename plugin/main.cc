@@ -2,6 +2,7 @@
 // the kubelet's device-plugin API. plugin/README.md documents the flags and the config file.
 
 #include <malloc.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -87,6 +88,9 @@ int main(int argc, char** argv) {
   // each keep one resident. Two are plenty for a process that answers from memory (RSS target
   // 16 MiB).
   mallopt(M_ARENA_MAX, 2);
+  // Our sockets are 0600 (resource_server.cc); with this umask they are never wider, even
+  // between bind() and chmod().
+  ::umask(077);
   CLI::App app{"neuron-device-plugin: Neuron devices, NeuronCores and EFA for the kubelet"};
   neuron::plugin::Flags f;
   std::string root, kubelet_dir, config_file, listen, log_level, suffix, resources, noncontig,

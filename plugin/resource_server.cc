@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <grpcpp/grpcpp.h>
 
 #include <mutex>
@@ -289,6 +292,11 @@ absl::StatusOr<std::unique_ptr<ResourceServer>> ResourceServer::Start(Options op
   impl->server_ = builder.BuildAndStart();
   if (impl->server_ == nullptr) {
     return absl::UnavailableError(fmt::format("cannot serve {} on {}", impl->name_, path));
+  }
+  // Only root (the kubelet) may connect: connecting needs write permission on the socket.
+  // main() sets umask 077 as well, so the socket is never open to others, even briefly.
+  if (::chmod(path.c_str(), 0600) != 0) {
+    impl->log_->warn("{}: chmod 0600 {}: {}", impl->name_, path, std::strerror(errno));
   }
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) impl->inode_ = st.st_ino;

@@ -144,6 +144,13 @@ TEST(PluginLifecycleTest, SigtermRemovesThePluginsSockets) {
   const fs::path dir = node.kubelet_dir() / "device-plugins";
   const std::string endpoint = node.kubelet().Resource(kNeuron)->endpoint;
   ASSERT_TRUE(fs::exists(dir / endpoint));
+  // Only the kubelet (root) may connect.
+  for (const std::string& resource : {kNeuron, kCore, kEfa}) {
+    const fs::path socket = dir / node.kubelet().Resource(resource)->endpoint;
+    EXPECT_EQ(fs::status(socket).permissions(),
+              fs::perms::owner_read | fs::perms::owner_write)
+        << socket;
+  }
   node.StopPlugin();
   EXPECT_FALSE(fs::exists(dir / endpoint));
   for (const auto& entry : fs::directory_iterator(dir)) {
