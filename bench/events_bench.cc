@@ -28,23 +28,19 @@
 #include "core/inventory.h"
 #include "driver-sim/ctl.h"
 #include "driver-sim/daemon.h"
+#include "bench/stats.h"
 
 namespace neuron {
 namespace {
+
+using neuron::bench::Median;
+using neuron::bench::Ms;
+using neuron::bench::Percentile;
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 fs::path g_root;
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
-  return v[i];
-}
 
 // Waits for the next event of `kind` for `device`, returning when the callback saw it.
 class Waiter {

@@ -33,24 +33,18 @@
 #include <vector>
 
 #include "tests/support/http_client.h"
+#include "bench/stats.h"
 
 extern char** environ;
 
 namespace {
 
+using neuron::bench::Median;
+using neuron::bench::Ms;
+using neuron::bench::Percentile;
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-double P99(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(v.size())))];
-}
 
 pid_t Start(const std::vector<std::string>& args, const fs::path& out,
             const std::vector<std::string>& extra_env = {}) {
@@ -186,7 +180,7 @@ Figures Measure(pid_t pid, int port, int scrapes, int burst = 0,
   }
   const ProcCost after = Cost(pid);
   f.median_ms = Median(ms);
-  f.p99_ms = P99(ms);
+  f.p99_ms = Percentile(ms, 0.99);
   f.cpu_ms_per_scrape = (after.cpu_s - before.cpu_s) * 1000 / std::max(1, taken);
   return f;
 }

@@ -30,22 +30,19 @@
 #include <vector>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "bench/stats.h"
 
 extern char** environ;
 
 namespace {
 
+using neuron::bench::Median;
+using neuron::bench::Ms;
+using neuron::bench::Percentile;
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-double Pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
-}
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& out) {
   std::vector<char*> argv;
@@ -219,9 +216,9 @@ int main(int argc, char** argv) {
       gpa.push_back(Ms(Clock::now() - t2));
     }
     std::printf("  Allocate (neuroncore, 4 cores)        p50 %.3f ms  p99 %.3f ms  (%d calls)\n",
-                Pct(alloc, 0.5), Pct(alloc, 0.99), calls);
+                Percentile(alloc, 0.5), Percentile(alloc, 0.99), calls);
     std::printf("  GetPreferredAllocation (64 cores, 1-16) p50 %.3f ms  p99 %.3f ms\n",
-                Pct(gpa, 0.5), Pct(gpa, 0.99));
+                Percentile(gpa, 0.5), Percentile(gpa, 0.99));
   }
 
   long rss0 = 0, anon0 = 0, file0 = 0;
@@ -240,7 +237,7 @@ int main(int argc, char** argv) {
       rereg.push_back(Ms(Clock::now() - t));
     }
     std::printf("  kubelet restart -> all 3 re-registered p50 %.1f ms  p99 %.1f ms  max %.1f ms (%d)\n",
-                Pct(rereg, 0.5), Pct(rereg, 0.99), Pct(rereg, 1.0), rounds);
+                Percentile(rereg, 0.5), Percentile(rereg, 0.99), Percentile(rereg, 1.0), rounds);
   }
   std::this_thread::sleep_for(1s);
   long rss1 = 0;
@@ -291,7 +288,7 @@ int main(int argc, char** argv) {
     ctx.TryCancel();
     t.join();
     std::printf("  ctl unplug -> ListAndWatch Unhealthy  p50 %.1f ms  p99 %.1f ms (%d; includes "
-                "spawning ctl)\n", Pct(lat, 0.5), Pct(lat, 0.99), rounds);
+                "spawning ctl)\n", Percentile(lat, 0.5), Percentile(lat, 0.99), rounds);
   }
   std::printf("  plugin RSS %.1f MiB (after %d restarts: %.1f MiB); fds %zu -> %zu; threads %zu "
               "-> %zu\n", rss0 / 1024.0, rounds, rss1 / 1024.0, fds0, fds1, threads0, threads1);

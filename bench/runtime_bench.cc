@@ -36,10 +36,15 @@
 #include "driver-sim/sim_tree.h"
 #include "nrt/nrt.h"
 #include "nrt/nrtsim.h"
+#include "bench/stats.h"
 
 extern char** environ;
 
 namespace {
+
+using neuron::bench::Median;
+using neuron::bench::Ms;
+using neuron::bench::Percentile;
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -50,12 +55,6 @@ double CpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
 struct Runtime {

@@ -35,26 +35,18 @@
 #include "driver-sim/datastore_writer.h"
 #include "driver-sim/sim_tree.h"
 #include "top/collector.h"
+#include "bench/stats.h"
 
 extern char** environ;
 
 namespace {
 
+using neuron::bench::Median;
+using neuron::bench::Ms;
+using neuron::bench::Percentile;
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
 
 // Runs argv with stdout/stderr to /dev/null; returns the exit code.
 int RunQuiet(std::vector<std::string> args) {

@@ -43,13 +43,8 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
       for (const auto& [resource, ids] : c.ids) {
         // DeviceIDs per NUMA node, -1 for devices without topology (DM pod_devices.go).
         json per_numa = json::object();
-        const Endpoint* ep = nullptr;
-        if (auto it = resources.find(resource); it != resources.end()) ep = &it->second;
         for (const std::string& id : ids) {
-          std::vector<int64_t> numa;
-          if (ep != nullptr) {
-            if (auto d = ep->devices.find(id); d != ep->devices.end()) numa = d->second.numa;
-          }
+          std::vector<int64_t> numa = NumaNodesOf(resources, resource, id);
           if (numa.empty()) numa.push_back(-1);
           for (int64_t n : numa) per_numa[std::to_string(n)].push_back(id);
         }

@@ -74,6 +74,16 @@ struct Endpoint {
   std::shared_ptr<PluginClient> client;
 };
 
+// The NUMA nodes of device `id` of `resource` as its plugin last listed them; empty when the
+// resource, the device or its topology is unknown.
+inline std::vector<int64_t> NumaNodesOf(const std::map<std::string, Endpoint>& resources,
+                                        const std::string& resource, const std::string& id) {
+  auto ep = resources.find(resource);
+  if (ep == resources.end()) return {};
+  auto d = ep->second.devices.find(id);
+  return d == ep->second.devices.end() ? std::vector<int64_t>{} : d->second.numa;
+}
+
 struct ContainerRecord {
   std::string name;
   bool init = false;

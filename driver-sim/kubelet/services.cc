@@ -15,13 +15,8 @@ namespace {
 void AddDevices(const std::string& resource, const std::vector<std::string>& ids,
                 const std::map<std::string, Endpoint>& resources,
                 google::protobuf::RepeatedPtrField<v1::ContainerDevices>* out) {
-  const Endpoint* ep = nullptr;
-  if (auto it = resources.find(resource); it != resources.end()) ep = &it->second;
   for (const std::string& id : ids) {
-    std::vector<int64_t> numa;
-    if (ep != nullptr) {
-      if (auto d = ep->devices.find(id); d != ep->devices.end()) numa = d->second.numa;
-    }
+    const std::vector<int64_t> numa = NumaNodesOf(resources, resource, id);
     if (numa.empty()) {
       v1::ContainerDevices* cd = out->Add();
       cd->set_resource_name(resource);
