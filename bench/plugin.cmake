@@ -1,5 +1,5 @@
 # device plugin: a scenario program against the real binary (latencies, re-registration, health
-# propagation, RSS), and the allocator's microbenchmarks when present.
+# propagation, RSS), and the allocator's microbenchmarks.
 add_executable(plugin_bench plugin_bench.cc)
 target_link_libraries(plugin_bench PRIVATE neuron::proto)
 target_compile_definitions(plugin_bench PRIVATE
@@ -8,8 +8,6 @@ target_compile_definitions(plugin_bench PRIVATE
 add_dependencies(plugin_bench neuron-sim neuron-device-plugin)
 neuron_target_options(plugin_bench)
 
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/plugin_alloc_bench.cc)
-  add_executable(plugin_alloc_bench plugin_alloc_bench.cc)
-  target_link_libraries(plugin_alloc_bench PRIVATE neuron::core benchmark::benchmark)
-  neuron_target_options(plugin_alloc_bench)
-endif()
+add_executable(plugin_alloc_bench plugin_alloc_bench.cc)
+target_link_libraries(plugin_alloc_bench PRIVATE neuron::core benchmark::benchmark)
+neuron_target_options(plugin_alloc_bench)
