@@ -143,7 +143,10 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
         return true;
       },
       30s));
-  for (const auto& group : (*prometheus.Api("/api/v1/rules"))["groups"]) {
+  // A local, not a temporary: range-for keeps only the outermost temporary alive.
+  const std::optional<nlohmann::json> rules = prometheus.Api("/api/v1/rules");
+  ASSERT_TRUE(rules.has_value());
+  for (const auto& group : (*rules)["groups"]) {
     for (const auto& rule : group["rules"]) {
       EXPECT_EQ(rule.value("health", ""), "ok") << rule["name"] << ": " << rule.value("lastError", "");
     }
