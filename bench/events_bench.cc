@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/stats.h"
 #include "core/catalog.h"
 #include "core/events.h"
 #include "core/inventory.h"
 #include "driver-sim/ctl.h"
 #include "driver-sim/daemon.h"
-#include "bench/stats.h"
 
 namespace neuron {
 namespace {

@@ -10,12 +10,12 @@
 //   monitor_bench [--scrapes N]
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,8 +32,8 @@
 #include <thread>
 #include <vector>
 
-#include "tests/support/http_client.h"
 #include "bench/stats.h"
+#include "tests/support/http_client.h"
 
 extern char** environ;
 
@@ -208,15 +208,15 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--scrapes") scrapes = std::atoi(argv[++i]);
   }
   const char* tmp = std::getenv("TMPDIR");
-  const fs::path work = fs::path(tmp != nullptr ? tmp : "/tmp") /
-                        ("monitor_bench." + std::to_string(getpid()));
+  const fs::path work =
+      fs::path(tmp != nullptr ? tmp : "/tmp") / ("monitor_bench." + std::to_string(getpid()));
   fs::create_directories(work);
   const fs::path root = work / "root";
   std::printf("== exporter on trn2.48xlarge (LNC 2, 64 cores), matmul on cores 0-31, %d scrapes\n",
               scrapes);
-  const pid_t sim = Start({NEURON_SIM_BIN, "up", "--instance", "trn2.48xlarge", "--root",
-                           root.string()},
-                          work / "sim.log");
+  const pid_t sim =
+      Start({NEURON_SIM_BIN, "up", "--instance", "trn2.48xlarge", "--root", root.string()},
+            work / "sim.log");
   if (!WaitFor([&] { return fs::exists(root / "run/neuron/sim.ready"); },
                std::chrono::seconds(120))) {
     std::fprintf(stderr, "neuron-sim up did not get ready:\n%s\n", Slurp(work / "sim.log").c_str());
@@ -224,14 +224,19 @@ int main(int argc, char** argv) {
   }
   const pid_t job = Start({NEURON_SIM_BIN, "run", "--root", root.string(), "--workload", "matmul"},
                           work / "run.log", {"NEURON_RT_VISIBLE_CORES=0-31"});
-  WaitFor([&] { return fs::exists(root / "run/neuron/ds") && !fs::is_empty(root / "run/neuron/ds"); },
-          std::chrono::seconds(60));
+  WaitFor(
+      [&] { return fs::exists(root / "run/neuron/ds") && !fs::is_empty(root / "run/neuron/ds"); },
+      std::chrono::seconds(60));
   std::this_thread::sleep_for(std::chrono::seconds(2));
 
   auto exporter = [&](const std::vector<std::string>& flags, const std::string& name) {
-    std::vector<std::string> args = {NEURON_EXPORTER_BIN, "--root", root.string(),
-                                     "--kubelet-dir", (work / "kubelet").string(),
-                                     "--web.listen-address", "127.0.0.1:0",
+    std::vector<std::string> args = {NEURON_EXPORTER_BIN,
+                                     "--root",
+                                     root.string(),
+                                     "--kubelet-dir",
+                                     (work / "kubelet").string(),
+                                     "--web.listen-address",
+                                     "127.0.0.1:0",
                                      "--no-pod-resources"};
     args.insert(args.end(), flags.begin(), flags.end());
     const pid_t pid = Start(args, work / (name + ".log"));
@@ -256,37 +261,41 @@ int main(int argc, char** argv) {
   const ProcCost shared_cost = Cost(shared_pid);
   StopPid(shared_pid);
 
-  std::printf("  scrape reading everything: median %.2f ms, p99 %.2f ms (target p99 <= 25 ms), "
-              "%ld bytes, CPU %.2f ms/scrape\n",
-              full.median_ms, full.p99_ms, full.bytes, full.cpu_ms_per_scrape);
+  std::printf(
+      "  scrape reading everything: median %.2f ms, p99 %.2f ms (target p99 <= 25 ms), "
+      "%ld bytes, CPU %.2f ms/scrape\n",
+      full.median_ms, full.p99_ms, full.bytes, full.cpu_ms_per_scrape);
   std::printf("  hot scrape (no sharing):   median %.2f ms, p99 %.2f ms, CPU %.2f ms/scrape\n",
               hot.median_ms, hot.p99_ms, hot.cpu_ms_per_scrape);
-  std::printf("  shared snapshot scrape:    median %.2f ms, p99 %.2f ms (target p99 <= 5 ms), "
-              "CPU %.2f ms/scrape\n",
-              shared.median_ms, shared.p99_ms, shared.cpu_ms_per_scrape);
-  std::printf("  exporter RSS: %.1f MiB after the full-read runs, %.1f MiB after the shared runs "
-              "(target <= 24 MiB)\n",
-              full_cost.rss_kib / 1024.0, shared_cost.rss_kib / 1024.0);
+  std::printf(
+      "  shared snapshot scrape:    median %.2f ms, p99 %.2f ms (target p99 <= 5 ms), "
+      "CPU %.2f ms/scrape\n",
+      shared.median_ms, shared.p99_ms, shared.cpu_ms_per_scrape);
+  std::printf(
+      "  exporter RSS: %.1f MiB after the full-read runs, %.1f MiB after the shared runs "
+      "(target <= 24 MiB)\n",
+      full_cost.rss_kib / 1024.0, shared_cost.rss_kib / 1024.0);
 
   const int ne_port = neuron::testing::FreePort();
-  const pid_t ne = Start({"prometheus-node-exporter",
-                          "--web.listen-address=127.0.0.1:" + std::to_string(ne_port)},
-                         work / "node_exporter.log");
+  const pid_t ne = Start(
+      {"prometheus-node-exporter", "--web.listen-address=127.0.0.1:" + std::to_string(ne_port)},
+      work / "node_exporter.log");
   WaitFor([&] { return Scrape(ne_port) > 0; }, std::chrono::seconds(30));
   Measure(ne, ne_port, 10);
   const Figures node = Measure(ne, ne_port, scrapes);
   const ProcCost node_cost = Cost(ne);
   StopPid(ne);
   std::printf("== prometheus-node-exporter (default collectors), same machine\n");
-  std::printf("  scrape: median %.2f ms, p99 %.2f ms, %ld bytes, CPU %.2f ms/scrape, RSS %.1f MiB\n",
-              node.median_ms, node.p99_ms, node.bytes, node.cpu_ms_per_scrape,
-              node_cost.rss_kib / 1024.0);
+  std::printf(
+      "  scrape: median %.2f ms, p99 %.2f ms, %ld bytes, CPU %.2f ms/scrape, RSS %.1f MiB\n",
+      node.median_ms, node.p99_ms, node.bytes, node.cpu_ms_per_scrape, node_cost.rss_kib / 1024.0);
   std::printf("== ratios neuron-exporter / node_exporter\n");
-  std::printf("  full-read scrape p99 %.2fx, shared scrape p99 %.2fx, CPU per full scrape %.2fx, "
-              "RSS %.2fx\n",
-              full.p99_ms / node.p99_ms, shared.p99_ms / node.p99_ms,
-              full.cpu_ms_per_scrape / std::max(1e-9, node.cpu_ms_per_scrape),
-              static_cast<double>(shared_cost.rss_kib) / static_cast<double>(node_cost.rss_kib));
+  std::printf(
+      "  full-read scrape p99 %.2fx, shared scrape p99 %.2fx, CPU per full scrape %.2fx, "
+      "RSS %.2fx\n",
+      full.p99_ms / node.p99_ms, shared.p99_ms / node.p99_ms,
+      full.cpu_ms_per_scrape / std::max(1e-9, node.cpu_ms_per_scrape),
+      static_cast<double>(shared_cost.rss_kib) / static_cast<double>(node_cost.rss_kib));
 
   StopPid(job);
   StopPid(sim);

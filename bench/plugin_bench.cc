@@ -8,12 +8,11 @@
 // Usage: plugin_bench [--rounds N] [--calls N]
 
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "bench/stats.h"
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
 
 extern char** environ;
 
@@ -85,9 +84,13 @@ void ProcFigures(pid_t pid, long* rss_kib, size_t* fds, size_t* threads) {
   const size_t at = status.find("VmRSS:");
   *rss_kib = at == std::string::npos ? 0 : std::stol(status.substr(at + 6));
   *fds = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "fd")) ++*fds;
+  for ([[maybe_unused]] const auto& e :
+       fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "fd"))
+    ++*fds;
   *threads = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "task")) ++*threads;
+  for ([[maybe_unused]] const auto& e :
+       fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "task"))
+    ++*threads;
 }
 
 // smaps_rollup's split of the resident set, in KiB: anonymous pages (heap, stacks, relocated
@@ -107,7 +110,8 @@ class Kubelet final : public v1beta1::Registration::Service {
   explicit Kubelet(fs::path dir) : dir_(std::move(dir)) { fs::create_directories(dir_); }
   void Start() {
     grpc::ServerBuilder b;
-    b.AddListeningPort("unix:" + (dir_ / "kubelet.sock").string(), grpc::InsecureServerCredentials());
+    b.AddListeningPort("unix:" + (dir_ / "kubelet.sock").string(),
+                       grpc::InsecureServerCredentials());
     b.RegisterService(this);
     server_ = b.BuildAndStart();
   }
@@ -165,8 +169,9 @@ int main(int argc, char** argv) {
                        ("plugin_bench." + std::to_string(getpid()));
   const fs::path root = tmp / "root", kdir = tmp / "k";
   fs::create_directories(root);
-  const pid_t sim = Spawn({NEURON_SIM_BIN, "up", "--instance", "trn2.48xlarge", "--lnc", "2",
-                           "--root", root.string()}, (tmp / "sim.log").string());
+  const pid_t sim = Spawn(
+      {NEURON_SIM_BIN, "up", "--instance", "trn2.48xlarge", "--lnc", "2", "--root", root.string()},
+      (tmp / "sim.log").string());
   if (!WaitFor([&] { return fs::exists(root / "run/neuron/sim.ready"); }, 120s)) {
     std::fprintf(stderr, "neuron-sim up did not become ready\n");
     return 1;
@@ -186,13 +191,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "plugin never registered:\n%s\n", Read(tmp / "plugin.log.err").c_str());
     return 1;
   }
-  std::printf("plugin_bench: neuron-device-plugin (real binary) on a simulated trn2.48xlarge, LNC 2\n");
+  std::printf(
+      "plugin_bench: neuron-device-plugin (real binary) on a simulated trn2.48xlarge, LNC 2\n");
 
   // 1. Allocate and GetPreferredAllocation over the socket.
   {
-    auto core = v1beta1::DevicePlugin::NewStub(grpc::CreateChannel(
-        "unix:" + kubelet.Socket("aws.amazon.com/neuroncore").string(),
-        grpc::InsecureChannelCredentials()));
+    auto core = v1beta1::DevicePlugin::NewStub(
+        grpc::CreateChannel("unix:" + kubelet.Socket("aws.amazon.com/neuroncore").string(),
+                            grpc::InsecureChannelCredentials()));
     std::vector<double> alloc, gpa;
     for (int i = 0; i < calls; ++i) {
       v1beta1::AllocateRequest req;
@@ -236,8 +242,9 @@ int main(int argc, char** argv) {
       WaitFor([&] { return all_registered(want); }, 10s);
       rereg.push_back(Ms(Clock::now() - t));
     }
-    std::printf("  kubelet restart -> all 3 re-registered p50 %.1f ms  p99 %.1f ms  max %.1f ms (%d)\n",
-                Percentile(rereg, 0.5), Percentile(rereg, 0.99), Percentile(rereg, 1.0), rounds);
+    std::printf(
+        "  kubelet restart -> all 3 re-registered p50 %.1f ms  p99 %.1f ms  max %.1f ms (%d)\n",
+        Percentile(rereg, 0.5), Percentile(rereg, 0.99), Percentile(rereg, 1.0), rounds);
   }
   std::this_thread::sleep_for(1s);
   long rss1 = 0;
@@ -248,9 +255,9 @@ int main(int argc, char** argv) {
   // core): the whole-device list is masked by the Allocates above, which no PodResources
   // releases here.
   {
-    auto neuron = v1beta1::DevicePlugin::NewStub(grpc::CreateChannel(
-        "unix:" + kubelet.Socket("aws.amazon.com/neuroncore").string(),
-        grpc::InsecureChannelCredentials()));
+    auto neuron = v1beta1::DevicePlugin::NewStub(
+        grpc::CreateChannel("unix:" + kubelet.Socket("aws.amazon.com/neuroncore").string(),
+                            grpc::InsecureChannelCredentials()));
     grpc::ClientContext ctx;
     auto reader = neuron->ListAndWatch(&ctx, v1beta1::Empty());
     std::mutex mu;
@@ -287,13 +294,19 @@ int main(int argc, char** argv) {
     }
     ctx.TryCancel();
     t.join();
-    std::printf("  ctl unplug -> ListAndWatch Unhealthy  p50 %.1f ms  p99 %.1f ms (%d; includes "
-                "spawning ctl)\n", Percentile(lat, 0.5), Percentile(lat, 0.99), rounds);
+    std::printf(
+        "  ctl unplug -> ListAndWatch Unhealthy  p50 %.1f ms  p99 %.1f ms (%d; includes "
+        "spawning ctl)\n",
+        Percentile(lat, 0.5), Percentile(lat, 0.99), rounds);
   }
-  std::printf("  plugin RSS %.1f MiB (after %d restarts: %.1f MiB); fds %zu -> %zu; threads %zu "
-              "-> %zu\n", rss0 / 1024.0, rounds, rss1 / 1024.0, fds0, fds1, threads0, threads1);
-  std::printf("  plugin RSS split: anonymous %.1f MiB, file-backed (code, read-only data) %.1f "
-              "MiB\n", anon0 / 1024.0, file0 / 1024.0);
+  std::printf(
+      "  plugin RSS %.1f MiB (after %d restarts: %.1f MiB); fds %zu -> %zu; threads %zu "
+      "-> %zu\n",
+      rss0 / 1024.0, rounds, rss1 / 1024.0, fds0, fds1, threads0, threads1);
+  std::printf(
+      "  plugin RSS split: anonymous %.1f MiB, file-backed (code, read-only data) %.1f "
+      "MiB\n",
+      anon0 / 1024.0, file0 / 1024.0);
 
   kill(plugin, SIGTERM);
   const int code = Wait(plugin);

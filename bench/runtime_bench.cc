@@ -30,13 +30,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/stats.h"
 #include "core/catalog.h"
 #include "core/datastore_layout.h"
 #include "core/sysfs_names.h"
 #include "driver-sim/sim_tree.h"
 #include "nrt/nrt.h"
 #include "nrt/nrtsim.h"
-#include "bench/stats.h"
 
 extern char** environ;
 

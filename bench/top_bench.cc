@@ -30,12 +30,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench/stats.h"
 #include "core/catalog.h"
 #include "core/datastore_layout.h"
 #include "driver-sim/datastore_writer.h"
 #include "driver-sim/sim_tree.h"
 #include "top/collector.h"
-#include "bench/stats.h"
 
 extern char** environ;
 

@@ -8,6 +8,7 @@
 
 #include "core/http_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -20,8 +21,6 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
 
 #include <atomic>
 #include <charconv>
@@ -67,17 +66,28 @@ std::string OpenSslError() {
 
 std::string_view Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Content Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Content Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Status";
   }
 }
 
@@ -258,9 +268,8 @@ absl::Status HttpServer::Impl::Bind() {
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
-  port_ = bound.ss_family == AF_INET6
-              ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-              : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  port_ = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                      : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   return absl::OkStatus();
 }
 
@@ -456,8 +465,8 @@ bool HttpServer::Impl::Serve(Conn& c) {
   for (;;) {
     if (!ServeOne(c)) return false;
     // Pipelined requests already read (or decrypted) are served now; epoll would not see them.
-    const bool more = c.buf.find("\r\n\r\n") != std::string::npos ||
-                      (c.ssl != nullptr && SSL_pending(c.ssl) > 0);
+    const bool more =
+        c.buf.find("\r\n\r\n") != std::string::npos || (c.ssl != nullptr && SSL_pending(c.ssl) > 0);
     if (!more || stop_.load()) return true;
   }
 }

@@ -53,7 +53,7 @@ class HttpServer {
     std::string listen_address = "127.0.0.1:0";
     std::optional<WebConfig> web_config;
     std::map<std::string, HttpHandler> handlers;  // path -> handler
-    size_t max_request_bytes = 16 * 1024;  // request line + headers (+ body)
+    size_t max_request_bytes = 16 * 1024;         // request line + headers (+ body)
     int threads = 4;
     int request_timeout_ms = 10000;
     std::string logger_name = "http";

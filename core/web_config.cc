@@ -65,9 +65,9 @@ absl::StatusOr<TlsServerConfig> ParseTls(std::string_view source, const YAML::No
       } else if (*value == "TLS13") {
         tls.min_version = TlsServerConfig::MinVersion::kTls13;
       } else if (*value == "TLS10" || *value == "TLS11") {
-        return FieldError(source, kv.second, field,
-                          fmt::format("{} is refused: this server requires TLS 1.2 or later",
-                                      *value));
+        return FieldError(
+            source, kv.second, field,
+            fmt::format("{} is refused: this server requires TLS 1.2 or later", *value));
       } else {
         return FieldError(source, kv.second, field,
                           fmt::format("unknown version \"{}\" (TLS12 or TLS13)", *value));
@@ -209,8 +209,7 @@ absl::StatusOr<WebConfig> ParseWebConfig(std::string_view yaml,
       }
     }
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
+    return absl::InvalidArgumentError(fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
   }
   return config;
 }
@@ -218,8 +217,8 @@ absl::StatusOr<WebConfig> ParseWebConfig(std::string_view yaml,
 absl::StatusOr<WebConfig> LoadWebConfig(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) {
-    return absl::NotFoundError(fmt::format("{}: cannot open web config: {}", file.string(),
-                                           std::strerror(errno)));
+    return absl::NotFoundError(
+        fmt::format("{}: cannot open web config: {}", file.string(), std::strerror(errno)));
   }
   std::stringstream ss;
   ss << in.rdbuf();

@@ -43,7 +43,8 @@ struct WebConfig {
 
 // Parses the YAML text; `base_dir` resolves relative file names, `source` names the file in
 // errors. Does not open the certificate files (the TLS set-up does, and reports them).
-absl::StatusOr<WebConfig> ParseWebConfig(std::string_view yaml, const std::filesystem::path& base_dir,
+absl::StatusOr<WebConfig> ParseWebConfig(std::string_view yaml,
+                                         const std::filesystem::path& base_dir,
                                          std::string_view source);
 absl::StatusOr<WebConfig> LoadWebConfig(const std::filesystem::path& file);
 

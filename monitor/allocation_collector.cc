@@ -20,8 +20,8 @@ class AllocationCollector final : public Collector {
         "lists every core of the device.");
     FamilyBuilder devices = Gauge("neuron_device_allocation_info",
                                   "A pod container holding the device or some of its cores.");
-    FamilyBuilder efas = Gauge("neuron_efa_allocation_info",
-                               "The pod container holding the EFA interface.");
+    FamilyBuilder efas =
+        Gauge("neuron_efa_allocation_info", "The pod container holding the EFA interface.");
     const Inventory& inv = ctx.inventory();
     const int per_device = inv.LogicalCoresPerDevice();
     const int max_device = inv.devices.empty() ? 0 : inv.devices.back().index + 1;

@@ -110,8 +110,7 @@ class CompatCollector final : public Collector {
   std::map<int, ProcCpu> proc_cpu_;
 };
 
-void CompatCollector::SystemMetrics(const ScrapeContext& ctx, const Labels& inst,
-                                    Families& out) {
+void CompatCollector::SystemMetrics(const ScrapeContext& ctx, const Labels& inst, Families& out) {
   ProcReader proc{RootPaths(ctx.source.options().root)};
   FamilyBuilder count = Gauge("system_vcpu_count", "System vCPU count");
   FamilyBuilder usage = Gauge("system_vcpu_usage_ratio", "System CPU utilization ratio");
@@ -149,13 +148,12 @@ void CompatCollector::SystemMetrics(const ScrapeContext& ctx, const Labels& inst
   struct MemPair {
     std::string_view total_metric, used_metric, help_total, help_used, total_key, free_key;
   };
-  for (const MemPair& m :
-       {MemPair{"system_memory_total_bytes", "system_memory_used_bytes",
-                "System memory total_bytes bytes", "System memory used_bytes bytes", "MemTotal",
-                "MemAvailable"},
-        MemPair{"system_swap_total_bytes", "system_swap_used_bytes",
-                "System swap total_bytes bytes", "System swap used_bytes bytes", "SwapTotal",
-                "SwapFree"}}) {
+  for (const MemPair& m : {MemPair{"system_memory_total_bytes", "system_memory_used_bytes",
+                                   "System memory total_bytes bytes",
+                                   "System memory used_bytes bytes", "MemTotal", "MemAvailable"},
+                           MemPair{"system_swap_total_bytes", "system_swap_used_bytes",
+                                   "System swap total_bytes bytes", "System swap used_bytes bytes",
+                                   "SwapTotal", "SwapFree"}}) {
     const auto v = ReadMeminfo(proc.proc_dir(), m.total_key, m.free_key);
     if (!v) continue;
     FamilyBuilder t = Gauge(std::string(m.total_metric), std::string(m.help_total));
@@ -225,10 +223,10 @@ absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
   }
   FamilyBuilder errors = Counter("execution_errors_total", "Execution errors total");
   FamilyBuilder status = Counter("execution_status_total", "Execution status total");
-  FamilyBuilder latency = Gauge(
-      "execution_latency_seconds",
-      "Execution latency in seconds (approximate: interpolated from the runtime's latency "
-      "histogram over the sampling window)");
+  FamilyBuilder latency =
+      Gauge("execution_latency_seconds",
+            "Execution latency in seconds (approximate: interpolated from the runtime's latency "
+            "histogram over the sampling window)");
   FamilyBuilder ecc = Counter("hardware_ecc_events_total", "Hardware ecc events total");
 
   // Per process: a runtime may span devices, one datastore per device.
@@ -241,11 +239,10 @@ absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
     std::vector<uint64_t> window_counts;
   };
   std::map<int, Proc> procs;
-  const double dt = ctx.view.base == nullptr
-                        ? 0
-                        : std::chrono::duration<double, std::micro>(snap.steady -
-                                                                    ctx.view.base->steady)
-                              .count();
+  const double dt =
+      ctx.view.base == nullptr
+          ? 0
+          : std::chrono::duration<double, std::micro>(snap.steady - ctx.view.base->steady).count();
   for (const DatastoreRecord& rec : snap.processes) {
     Proc& p = procs[rec.pid];
     p.tag = rec.Tag();
@@ -267,9 +264,9 @@ absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
       if (!Holds(rec, slot)) continue;
       const std::string core = Str(rec.device * per_device + slot);
       for (size_t c = 0; c < kCoreMem.size(); ++c) {
-        core_mem[c].Add(with({L("memory_location", "None"), L("neuroncore", core),
-                              L("runtime_tag", p.tag)}),
-                        static_cast<double>(rec.Core(slot, kCoreMem[c].nds_index)));
+        core_mem[c].Add(
+            with({L("memory_location", "None"), L("neuroncore", core), L("runtime_tag", p.tag)}),
+            static_cast<double>(rec.Core(slot, kCoreMem[c].nds_index)));
       }
       if (before != nullptr && dt > 0) {
         const uint64_t a = before->Core(slot, nds::kTimeInUse);
@@ -292,10 +289,10 @@ absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
       for (int slot = 0; slot < nds::kMaxCores; ++slot) {
         for (int b = 0; b < nb; ++b) {
           const uint64_t now_n = h.counts[slot][b];
-          const uint64_t was = before != nullptr && before->histogram &&
-                                       before->histogram->num_buckets == nb
-                                   ? before->histogram->counts[slot][b]
-                                   : 0;
+          const uint64_t was =
+              before != nullptr && before->histogram && before->histogram->num_buckets == nb
+                  ? before->histogram->counts[slot][b]
+                  : 0;
           if (now_n >= was) p.window_counts[b] += now_n - was;
         }
       }
@@ -308,14 +305,14 @@ absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
     rt_mem.Add(with({L("memory_location", "neuron_device"), L("runtime_tag", p.tag)}),
                static_cast<double>(p.device));
     for (size_t i = 0; i < kErrorTypes.size(); ++i) {
-      errors.Add(with({L("error_type", std::string(kErrorTypes[i].first)),
-                       L("runtime_tag", p.tag)}),
-                 static_cast<double>(p.errors[i]));
+      errors.Add(
+          with({L("error_type", std::string(kErrorTypes[i].first)), L("runtime_tag", p.tag)}),
+          static_cast<double>(p.errors[i]));
     }
     for (size_t i = 0; i < kStatusTypes.size(); ++i) {
-      status.Add(with({L("status_type", std::string(kStatusTypes[i].first)),
-                       L("runtime_tag", p.tag)}),
-                 static_cast<double>(p.status[i]));
+      status.Add(
+          with({L("status_type", std::string(kStatusTypes[i].first)), L("runtime_tag", p.tag)}),
+          static_cast<double>(p.status[i]));
     }
     for (const auto& [label, value] : Percentiles(p.bounds_us, p.window_counts)) {
       latency.Add(with({L("percentile", label), L("runtime_tag", p.tag)}), value);

@@ -23,12 +23,12 @@ class CoreCollector final : public Collector {
     FamilyBuilder flops = Counter(
         "neuroncore_flops_total",
         "Floating-point operations: other_info/flop_count/total plus 2 x datastore MAC_COUNT.");
-    FamilyBuilder loads = Counter(
-        "neuroncore_model_loads_total",
-        "Model loads: other_info/model_load_count/total plus datastore MODEL_LOAD_COUNT.");
-    FamilyBuilder infers = Counter(
-        "neuroncore_inferences_total",
-        "Inferences: other_info/inference_count/total plus datastore INFERENCE_COUNT.");
+    FamilyBuilder loads =
+        Counter("neuroncore_model_loads_total",
+                "Model loads: other_info/model_load_count/total plus datastore MODEL_LOAD_COUNT.");
+    FamilyBuilder infers =
+        Counter("neuroncore_inferences_total",
+                "Inferences: other_info/inference_count/total plus datastore INFERENCE_COUNT.");
     const Snapshot& snap = ctx.snap();
     const int per_device = ctx.inventory().LogicalCoresPerDevice();
     // In compat mode the compat collector emits neuroncore_utilization_ratio in the script's

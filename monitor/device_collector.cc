@@ -8,13 +8,13 @@ class DeviceCollector final : public Collector {
  public:
   std::string_view name() const override { return "device"; }
   absl::Status Collect(const ScrapeContext& ctx, Families& out) override {
-    FamilyBuilder info = Gauge(
-        "neuron_device_info",
-        "Neuron device identity (info/architecture, info/serial_number, core_count, PCI).");
-    FamilyBuilder state = Gauge(
-        "neuron_device_state", "Device state from the reset file: 1 on the current state.");
-    FamilyBuilder link = Gauge("neuron_device_link_info",
-                               "NeuronLink peers of the device (connected_devices).");
+    FamilyBuilder info =
+        Gauge("neuron_device_info",
+              "Neuron device identity (info/architecture, info/serial_number, core_count, PCI).");
+    FamilyBuilder state =
+        Gauge("neuron_device_state", "Device state from the reset file: 1 on the current state.");
+    FamilyBuilder link =
+        Gauge("neuron_device_link_info", "NeuronLink peers of the device (connected_devices).");
     const Snapshot& snap = ctx.snap();
     for (const NeuronDevice& d : ctx.inventory().devices) {
       const DeviceSample* s = snap.FindDevice(d.index);
@@ -23,8 +23,8 @@ class DeviceCollector final : public Collector {
       l.push_back(L("pci_bdf", d.bdf));
       l.push_back(L("arch_type", d.arch_type));
       l.push_back(L("device_name", d.device_name));
-      const std::optional<std::string>& serial = s->serial_number ? s->serial_number
-                                                                  : d.serial_number;
+      const std::optional<std::string>& serial =
+          s->serial_number ? s->serial_number : d.serial_number;
       l.push_back(L("serial_number", serial.value_or("")));
       l.push_back(L("numa_node", d.numa_node ? Str(*d.numa_node) : ""));
       l.push_back(L("physical_cores", Str(d.physical_cores)));

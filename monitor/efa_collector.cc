@@ -38,10 +38,10 @@ class EfaCollector final : public Collector {
   std::string_view name() const override { return "efa"; }
   absl::Status Collect(const ScrapeContext& ctx, Families& out) override {
     FamilyBuilder info = Gauge("neuron_efa_info", "EFA device identity (PCI address, NUMA node).");
-    FamilyBuilder state = Gauge(
-        "neuron_efa_port_state_id",
-        "Port state number from ports/<port>/state (4 ACTIVE; 1 DOWN, 2 INIT, 3 ARMED, 5 "
-        "ACTIVE_DEFER).");
+    FamilyBuilder state =
+        Gauge("neuron_efa_port_state_id",
+              "Port state number from ports/<port>/state (4 ACTIVE; 1 DOWN, 2 INIT, 3 ARMED, 5 "
+              "ACTIVE_DEFER).");
     FamilyBuilder speed = Gauge("neuron_efa_port_speed_bytes",
                                 "Port speed from ports/<port>/rate, in bytes per second.");
     std::vector<FamilyBuilder> counters;

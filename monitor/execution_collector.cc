@@ -28,17 +28,17 @@ class ExecutionCollector final : public Collector {
  public:
   std::string_view name() const override { return "execution"; }
   absl::Status Collect(const ScrapeContext& ctx, Families& out) override {
-    FamilyBuilder execs = Counter(
-        "neuroncore_executions_total",
-        "Executions: sum of status/success and the six failure outcomes (sysfs total plus "
-        "datastore).");
+    FamilyBuilder execs =
+        Counter("neuroncore_executions_total",
+                "Executions: sum of status/success and the six failure outcomes (sysfs total plus "
+                "datastore).");
     FamilyBuilder fails = Counter(
         "neuroncore_execution_failures_total",
         "Failed executions by outcome: neuron_core<i>/stats/status/<name>/total plus datastore.");
-    FamilyBuilder errors = Counter(
-        "neuron_device_execution_errors_total",
-        "Execution errors by status name, summed over the device's cores: "
-        "stats/status/<error>/total plus datastore.");
+    FamilyBuilder errors =
+        Counter("neuron_device_execution_errors_total",
+                "Execution errors by status name, summed over the device's cores: "
+                "stats/status/<error>/total plus datastore.");
     FamilyBuilder latency = Histogram(
         "neuron_execution_latency_seconds",
         "Execution latency (submission to end) from the runtime's datastore histogram buckets, "
@@ -65,8 +65,8 @@ class ExecutionCollector final : public Collector {
           }
         }
         if (total) {
-          execs.Add(CoreLabels(d.index, global), ctx.Mono(d.index, Key("execs", "", global),
-                                                          static_cast<double>(*total)));
+          execs.Add(CoreLabels(d.index, global),
+                    ctx.Mono(d.index, Key("execs", "", global), static_cast<double>(*total)));
         }
       }
       for (size_t i = 0; i < kStatusCounters.size(); ++i) {

@@ -55,12 +55,11 @@ void ProcessMetrics(Families& out) {
   absl::StatusOr<ProcessStat> st = ParseProcessStat(ss.str(), "/proc/self/stat");
   if (st.ok()) {
     const double tps = static_cast<double>(ProcReader::TicksPerSecond());
-    FamilyBuilder cpu = Counter("process_cpu_seconds_total",
-                                "Total user and system CPU time spent in seconds.");
+    FamilyBuilder cpu =
+        Counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.");
     cpu.Add({}, static_cast<double>(st->utime + st->stime) / tps);
     cpu.Finish(out);
-    FamilyBuilder rss =
-        Gauge("process_resident_memory_bytes", "Resident memory size in bytes.");
+    FamilyBuilder rss = Gauge("process_resident_memory_bytes", "Resident memory size in bytes.");
     rss.Add({}, static_cast<double>(st->rss_pages) * static_cast<double>(sysconf(_SC_PAGESIZE)));
     rss.Finish(out);
   }
@@ -76,8 +75,8 @@ void ProcessMetrics(Families& out) {
     f.Add({}, fds);  // as client_golang counts: the directory's own descriptor included
     f.Finish(out);
   }
-  FamilyBuilder start = Gauge("process_start_time_seconds",
-                              "Start time of the process since unix epoch in seconds.");
+  FamilyBuilder start =
+      Gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.");
   start.Add({}, start_time);
   start.Finish(out);
 }
@@ -104,8 +103,8 @@ struct Exporter::Rendered {
   std::vector<CollectorResult> results;
 
   bool Matches(const NodeView& v) const {
-    return current == v.current && base == v.base && inventory == v.inventory &&
-           pods == v.pods && hw_errors_version == v.hw_errors_version;
+    return current == v.current && base == v.base && inventory == v.inventory && pods == v.pods &&
+           hw_errors_version == v.hw_errors_version;
   }
 };
 
@@ -153,9 +152,9 @@ void Exporter::SelfMetrics(const NodeView& view, const std::vector<CollectorResu
       "each file.");
   errors.Add({}, static_cast<double>(source_.read_errors()));
   errors.Finish(out);
-  FamilyBuilder samples = Counter(
-      "neuron_exporter_samples_total",
-      "Samples taken; scrapes within the sharing window reuse the latest one.");
+  FamilyBuilder samples =
+      Counter("neuron_exporter_samples_total",
+              "Samples taken; scrapes within the sharing window reuse the latest one.");
   samples.Add({}, static_cast<double>(source_.samples()));
   samples.Finish(out);
   if (const PodResourcesCache* pods = source_.pod_cache()) {

@@ -167,8 +167,7 @@ void AppendText(const Families& families, std::string& out) {
             AppendValue(b.cumulative_count, out);
             AppendTimestamp(m, out);
           }
-          if (m.histogram.bucket.empty() ||
-              !std::isinf(m.histogram.bucket.back().upper_bound)) {
+          if (m.histogram.bucket.empty() || !std::isinf(m.histogram.bucket.back().upper_bound)) {
             le = "+Inf";
             AppendSeries(f.name, "_bucket", m.label, "le", &le, out);
             AppendValue(m.histogram.sample_count, out);

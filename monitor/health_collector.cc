@@ -23,23 +23,23 @@ class HealthCollector final : public Collector {
  public:
   std::string_view name() const override { return "health"; }
   absl::Status Collect(const ScrapeContext& ctx, Families& out) override {
-    FamilyBuilder ue = Counter(
-        "neuron_device_ecc_uncorrected_errors_total",
-        "Uncorrected ECC errors: stats/hardware/mem_ecc_uncorrected (hbm) and "
-        "sram_ecc_uncorrected (sram; the driver keeps its low 16 bits).");
+    FamilyBuilder ue =
+        Counter("neuron_device_ecc_uncorrected_errors_total",
+                "Uncorrected ECC errors: stats/hardware/mem_ecc_uncorrected (hbm) and "
+                "sram_ecc_uncorrected (sram; the driver keeps its low 16 bits).");
     FamilyBuilder repairable = Counter(
         "neuron_device_hbm_repairable_uncorrected_errors_total",
         "Repairable uncorrected HBM errors: stats/hardware/mem_ecc_repairable_uncorrected.");
-    FamilyBuilder resets = Counter(
-        "neuroncore_reset_requests_total",
-        "Reset requests: neuron_core<i>/stats/other_info/reset_req_count/total.");
-    FamilyBuilder reset_fail = Counter(
-        "neuron_device_reset_failures_total",
-        "Failed resets: neuron_core0/stats/other_info/reset_fail_count/total.");
-    FamilyBuilder hw_log = Counter(
-        "neuron_device_hw_error_log_events_total",
-        "NEURON_HW_ERR=<type> records in the kernel log (ROOT/dev/kmsg) since the exporter "
-        "started.");
+    FamilyBuilder resets =
+        Counter("neuroncore_reset_requests_total",
+                "Reset requests: neuron_core<i>/stats/other_info/reset_req_count/total.");
+    FamilyBuilder reset_fail =
+        Counter("neuron_device_reset_failures_total",
+                "Failed resets: neuron_core0/stats/other_info/reset_fail_count/total.");
+    FamilyBuilder hw_log =
+        Counter("neuron_device_hw_error_log_events_total",
+                "NEURON_HW_ERR=<type> records in the kernel log (ROOT/dev/kmsg) since the exporter "
+                "started.");
     const Snapshot& snap = ctx.snap();
     const int per_device = ctx.inventory().LogicalCoresPerDevice();
     const int mem = HardwareIndex("mem_ecc_uncorrected");
@@ -62,8 +62,9 @@ class HealthCollector final : public Collector {
                    ctx.Mono(d.index, "reset/" + Str(global), *lc.reset_requests));
       }
       if (!d.cores.empty() && d.cores[0].other_info[kResetFailCount].total) {
-        reset_fail.Add(DeviceLabels(d.index),
-                       ctx.Mono(d.index, "resetfail", *d.cores[0].other_info[kResetFailCount].total));
+        reset_fail.Add(
+            DeviceLabels(d.index),
+            ctx.Mono(d.index, "resetfail", *d.cores[0].other_info[kResetFailCount].total));
       }
       std::map<std::string, uint64_t> counts;
       for (std::string_view t : kKnownHwErrors) counts[std::string(t)] = 0;

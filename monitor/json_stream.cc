@@ -67,11 +67,19 @@ std::string JsonStream::Next() {
               {"execution_stats",
                {{"period", period},
                 {"error_summary",
-                 {{"generic", 0}, {"numerical", 0}, {"transient", 0}, {"model", 0},
-                  {"runtime", 0}, {"hardware", 0}}},
+                 {{"generic", 0},
+                  {"numerical", 0},
+                  {"transient", 0},
+                  {"model", 0},
+                  {"runtime", 0},
+                  {"hardware", 0}}},
                 {"execution_summary",
-                 {{"completed", 0}, {"completed_with_err", 0}, {"completed_with_num_err", 0},
-                  {"timed_out", 0}, {"incorrect_input", 0}, {"failed_to_queue", 0}}},
+                 {{"completed", 0},
+                  {"completed_with_err", 0},
+                  {"completed_with_num_err", 0},
+                  {"timed_out", 0},
+                  {"incorrect_input", 0},
+                  {"failed_to_queue", 0}}},
                 {"latency_stats", {{"total_latency", nullptr}, {"device_latency", nullptr}}},
                 {"error", ""}}},
               {"memory_used",
@@ -81,7 +89,9 @@ std::string JsonStream::Next() {
                   {"neuron_device", 0},
                   {"usage_breakdown",
                    {{"host",
-                     {{"application_memory", 0}, {"constants", 0}, {"dma_buffers", 0},
+                     {{"application_memory", 0},
+                      {"constants", 0},
+                      {"dma_buffers", 0},
                       {"tensors", 0}}},
                     {"neuroncore_memory_usage", json::object()}}}}},
                 {"loaded_models", json::array()},
@@ -97,9 +107,9 @@ std::string JsonStream::Next() {
       return before != nullptr ? Delta(now, before->Core(slot, index)) : uint64_t{0};
     };
     constexpr std::pair<const char*, int> kErr[] = {
-        {"generic", nds::kErrGeneric}, {"numerical", nds::kErrNumerical},
+        {"generic", nds::kErrGeneric},     {"numerical", nds::kErrNumerical},
         {"transient", nds::kErrTransient}, {"model", nds::kErrModel},
-        {"runtime", nds::kErrRt}, {"hardware", nds::kErrHw}};
+        {"runtime", nds::kErrRt},          {"hardware", nds::kErrHw}};
     constexpr std::pair<const char*, int> kExec[] = {
         {"completed", nds::kInferCompleted},
         {"completed_with_err", nds::kInferCompletedWithErr},
@@ -120,9 +130,11 @@ std::string JsonStream::Next() {
       const bool held = total > 0 || rec.Core(slot, nds::kTimeInUse) > 0;
       if (!held) continue;
       const std::string nc = std::to_string(rec.device * per_device + slot);
-      mem["usage_breakdown"]["neuroncore_memory_usage"][nc] = {
-          {"constants", constants}, {"model_code", code}, {"model_shared_scratchpad", scratch},
-          {"runtime_memory", misc}, {"tensors", tensors}};
+      mem["usage_breakdown"]["neuroncore_memory_usage"][nc] = {{"constants", constants},
+                                                               {"model_code", code},
+                                                               {"model_shared_scratchpad", scratch},
+                                                               {"runtime_memory", misc},
+                                                               {"tensors", tensors}};
       if (period > 0 && before != nullptr) {
         const double busy_s = static_cast<double>(core(slot, nds::kTimeInUse)) / 1e6;
         json c = {{"neuroncore_utilization", std::min(100.0, 100.0 * busy_s / period)},
@@ -139,26 +151,27 @@ std::string JsonStream::Next() {
         in_use[nc] = c;
       }
     }
-    const std::pair<const char*, int> kHost[] = {
-        {"application_memory", nds::kMemUsageCodeHost},
-        {"tensors", nds::kMemUsageTensorsHost},
-        {"constants", nds::kMemUsageConstantsHost},
-        {"dma_buffers", nds::kMemUsageScratchpadHost},
-        {"dma_buffers", nds::kMemUsageMiscHost}};
+    const std::pair<const char*, int> kHost[] = {{"application_memory", nds::kMemUsageCodeHost},
+                                                 {"tensors", nds::kMemUsageTensorsHost},
+                                                 {"constants", nds::kMemUsageConstantsHost},
+                                                 {"dma_buffers", nds::kMemUsageScratchpadHost},
+                                                 {"dma_buffers", nds::kMemUsageMiscHost}};
     for (const auto& [k, idx] : kHost) {
       add(mem["usage_breakdown"]["host"][k], rec.device_counters[idx]);
       add(mem["host"], rec.device_counters[idx]);
     }
     for (const DatastoreModel& m : rec.models) {
       report["memory_used"]["loaded_models"].push_back(
-          {{"name", m.name}, {"model_id", m.model_id}, {"is_running", true},
+          {{"name", m.name},
+           {"model_id", m.model_id},
+           {"is_running", true},
            {"subgraphs",
             {{"sg_00",
               {{"neuroncore_index", rec.device * per_device + m.nc_index},
                {"neuron_device_index", rec.device}}}}}});
     }
-    if (rec.histogram && rec.histogram->num_buckets > 0 && before != nullptr &&
-        before->histogram && before->histogram->num_buckets == rec.histogram->num_buckets) {
+    if (rec.histogram && rec.histogram->num_buckets > 0 && before != nullptr && before->histogram &&
+        before->histogram->num_buckets == rec.histogram->num_buckets) {
       const int nb = rec.histogram->num_buckets;
       std::vector<uint64_t> counts(nb, 0);
       for (int slot = 0; slot < nds::kMaxCores; ++slot) {
@@ -184,8 +197,8 @@ std::string JsonStream::Next() {
   json devices = json::array();
   for (const DeviceSample& d : snap.devices) {
     // No corrected-ECC source exists; 0 there, since consumers inc() these values (§4).
-    json e = {{"neuron_device_index", d.index}, {"mem_ecc_corrected", 0},
-              {"sram_ecc_corrected", 0}};
+    json e = {
+        {"neuron_device_index", d.index}, {"mem_ecc_corrected", 0}, {"sram_ecc_corrected", 0}};
     for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
       if (kHardwareCounters[i] == "mem_ecc_uncorrected" && d.ecc[i]) {
         e["mem_ecc_uncorrected"] = *d.ecc[i];
@@ -206,13 +219,11 @@ std::string JsonStream::Next() {
     auto pct = [&](uint64_t now, uint64_t before) {
       return 100.0 * static_cast<double>(Delta(now, before)) / total;
     };
-    vcpu["average_usage"] = {{"user", pct(cpu->user, cpu_->user)},
-                             {"nice", pct(cpu->nice, cpu_->nice)},
-                             {"system", pct(cpu->system, cpu_->system)},
-                             {"idle", pct(cpu->idle, cpu_->idle)},
-                             {"io_wait", pct(cpu->iowait, cpu_->iowait)},
-                             {"irq", pct(cpu->irq, cpu_->irq)},
-                             {"soft_irq", pct(cpu->softirq, cpu_->softirq)}};
+    vcpu["average_usage"] = {
+        {"user", pct(cpu->user, cpu_->user)},          {"nice", pct(cpu->nice, cpu_->nice)},
+        {"system", pct(cpu->system, cpu_->system)},    {"idle", pct(cpu->idle, cpu_->idle)},
+        {"io_wait", pct(cpu->iowait, cpu_->iowait)},   {"irq", pct(cpu->irq, cpu_->irq)},
+        {"soft_irq", pct(cpu->softirq, cpu_->softirq)}};
   } else if (!cpu.ok()) {
     vcpu["error"] = std::string(cpu.status().message());
   }

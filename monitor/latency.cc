@@ -16,10 +16,9 @@ std::vector<std::pair<std::string, double>> Percentiles(const std::vector<uint64
   auto upper = [&](size_t b) {
     return b < bounds_us.size() ? static_cast<double>(bounds_us[b]) : lower(b);
   };
-  for (const auto& [label, q] : {std::pair{"p0", 0.0}, std::pair{"p1", 0.01},
-                                 std::pair{"p25", 0.25}, std::pair{"p50", 0.5},
-                                 std::pair{"p75", 0.75}, std::pair{"p99", 0.99},
-                                 std::pair{"p100", 1.0}}) {
+  for (const auto& [label, q] :
+       {std::pair{"p0", 0.0}, std::pair{"p1", 0.01}, std::pair{"p25", 0.25}, std::pair{"p50", 0.5},
+        std::pair{"p75", 0.75}, std::pair{"p99", 0.99}, std::pair{"p100", 1.0}}) {
     double us = 0;
     if (q == 0.0) {
       size_t b = 0;

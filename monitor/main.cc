@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(step);
       const auto wait = next - std::chrono::steady_clock::now();
-      const long ns = std::max<long>(
-          0, std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count());
+      const long ns =
+          std::max<long>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count());
       timespec ts{ns / 1000000000L, ns % 1000000000L};
       if (sigtimedwait(&signals, nullptr, &ts) > 0) return 0;
     }

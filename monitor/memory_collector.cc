@@ -11,18 +11,16 @@ class MemoryCollector final : public Collector {
   absl::Status Collect(const ScrapeContext& ctx, Families& out) override {
     FamilyBuilder total = Gauge("neuron_device_memory_total_bytes",
                                 "Device memory (HBM) size from the instance catalog.");
-    FamilyBuilder dev = Gauge(
-        "neuron_device_memory_used_bytes",
-        "Device memory allocated now by category: sum over cores of "
-        "neuron_core<i>/stats/memory_usage/device_mem/<category>/total.");
-    FamilyBuilder host = Gauge(
-        "neuron_host_memory_used_bytes",
-        "Host memory allocated now for the device by category: "
-        "stats/memory_usage/host_mem/<category>/total.");
-    FamilyBuilder core_used = Gauge(
-        "neuroncore_memory_used_bytes",
-        "Device memory allocated now by the NeuronCore: device_mem/total (summed over the "
-        "physical cores of a logical core).");
+    FamilyBuilder dev = Gauge("neuron_device_memory_used_bytes",
+                              "Device memory allocated now by category: sum over cores of "
+                              "neuron_core<i>/stats/memory_usage/device_mem/<category>/total.");
+    FamilyBuilder host = Gauge("neuron_host_memory_used_bytes",
+                               "Host memory allocated now for the device by category: "
+                               "stats/memory_usage/host_mem/<category>/total.");
+    FamilyBuilder core_used =
+        Gauge("neuroncore_memory_used_bytes",
+              "Device memory allocated now by the NeuronCore: device_mem/total (summed over the "
+              "physical cores of a logical core).");
     FamilyBuilder core_peak = Gauge("neuroncore_memory_peak_bytes",
                                     "High-water mark of the NeuronCore's device memory: "
                                     "device_mem/peak.");

@@ -184,14 +184,13 @@ void NodeSource::AfterSample(const Snapshot& snap) {
     }
     const auto prev = last_histograms_.find(key);
     for (int b = 0; b < nb; ++b) {
-      const uint64_t before =
-          prev != last_histograms_.end() && prev->second.size() == counts.size() ? prev->second[b]
-                                                                                 : 0;
+      const uint64_t before = prev != last_histograms_.end() && prev->second.size() == counts.size()
+                                  ? prev->second[b]
+                                  : 0;
       if (counts[b] >= before) dl.counts[b] += counts[b] - before;
     }
     const auto prev_total = last_latency_total_.find(key);
-    const uint64_t before_total =
-        prev_total != last_latency_total_.end() ? prev_total->second : 0;
+    const uint64_t before_total = prev_total != last_latency_total_.end() ? prev_total->second : 0;
     if (latency_total >= before_total) {
       dl.sum_seconds += static_cast<double>(latency_total - before_total) / 1e6;
       dl.has_sum = true;
@@ -234,8 +233,8 @@ NodeView NodeSource::Get() {
   view.hw_errors_version = hw_errors_version_;
   if (pod_cache_ != nullptr) view.pods = pod_cache_->Latest();
   // One shared empty set: the rendering cache compares the pointer.
-  static const auto* const kNoPods = new std::shared_ptr<const PodAssignments>(
-      std::make_shared<const PodAssignments>());
+  static const auto* const kNoPods =
+      new std::shared_ptr<const PodAssignments>(std::make_shared<const PodAssignments>());
   if (view.pods == nullptr) view.pods = *kNoPods;
   return view;
 }

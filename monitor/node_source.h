@@ -24,16 +24,16 @@
 // Thread-safety: every public method may be called from any thread.
 
 #include <atomic>
-#include <condition_variable>
-#include <filesystem>
-#include <optional>
-#include <set>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,7 +72,7 @@ struct DeviceLatency {
 struct NodeView {
   std::shared_ptr<const Inventory> inventory;
   std::shared_ptr<const Snapshot> current;
-  std::shared_ptr<const Snapshot> base;  // may be null (only one sample so far)
+  std::shared_ptr<const Snapshot> base;        // may be null (only one sample so far)
   std::shared_ptr<const PodAssignments> pods;  // never null
   // device -> hw error type -> NEURON_HW_ERR records seen since start
   std::map<int, std::map<std::string, uint64_t>> hw_errors;

@@ -65,8 +65,7 @@ std::string Check(const NodeView& view, Resource resource, const ResourceView& r
   }
   std::vector<std::string> parts;
   if (ids.size() > rv.devices.size()) {
-    parts.push_back(
-        fmt::format("asks for {} IDs, the node has {}", ids.size(), rv.devices.size()));
+    parts.push_back(fmt::format("asks for {} IDs, the node has {}", ids.size(), rv.devices.size()));
   }
   if (!unknown.empty()) parts.push_back("unknown IDs " + Quoted(unknown));
   if (!duplicate.empty()) parts.push_back("duplicate IDs " + Quoted(duplicate));
@@ -78,8 +77,8 @@ std::string Check(const NodeView& view, Resource resource, const ResourceView& r
     std::vector<int> indices = KnownIndices(rv, ids);
     if (!Allocator::IsContiguous(indices)) {
       if (policy == NonContiguousPolicy::kReject) {
-        parts.push_back(fmt::format("IDs {} are not contiguous (noncontiguous policy: reject)",
-                                    Quoted(ids)));
+        parts.push_back(
+            fmt::format("IDs {} are not contiguous (noncontiguous policy: reject)", Quoted(ids)));
       } else {
         *noncontiguous = true;
       }
@@ -102,8 +101,7 @@ std::string CdiName(Resource resource, const std::string& id) {
   return fmt::format("{}={}", kResourceNeuron, id);
 }
 
-absl::StatusOr<std::vector<ContainerPlan>> ValidateAllocate(const NodeView& view,
-                                                            Resource resource,
+absl::StatusOr<std::vector<ContainerPlan>> ValidateAllocate(const NodeView& view, Resource resource,
                                                             const v1beta1::AllocateRequest& request,
                                                             NonContiguousPolicy policy) {
   const ResourceView& rv = view.Get(resource);
@@ -131,8 +129,7 @@ absl::StatusOr<std::vector<ContainerPlan>> ValidateAllocate(const NodeView& view
 }
 
 v1beta1::AllocateResponse BuildAllocateResponse(const NodeView& view, Resource resource,
-                                                const std::vector<ContainerPlan>& plans,
-                                                bool cdi) {
+                                                const std::vector<ContainerPlan>& plans, bool cdi) {
   v1beta1::AllocateResponse response;
   const ResourceView& rv = view.Get(resource);
   const int cpd = std::max(1, view.cores_per_device);

@@ -22,16 +22,14 @@ struct ContainerPlan {
 // Allocate, step 1: every container request must name known, healthy, unmasked, distinct IDs,
 // at least one and no more than the resource has; non-contiguous sets are refused under policy
 // reject. InvalidArgument names every bad ID with its reason, per container request.
-absl::StatusOr<std::vector<ContainerPlan>> ValidateAllocate(const NodeView& view,
-                                                            Resource resource,
+absl::StatusOr<std::vector<ContainerPlan>> ValidateAllocate(const NodeView& view, Resource resource,
                                                             const v1beta1::AllocateRequest& request,
                                                             NonContiguousPolicy policy);
 
 // Allocate, step 2: device specs (host path = container path, never prefixed by --root: decision
 // 9), NEURON_RT_VISIBLE_CORES in global numbering, and CDI names when `cdi`.
 v1beta1::AllocateResponse BuildAllocateResponse(const NodeView& view, Resource resource,
-                                                const std::vector<ContainerPlan>& plans,
-                                                bool cdi);
+                                                const std::vector<ContainerPlan>& plans, bool cdi);
 
 // GetPreferredAllocation: never an error. Unknown or malformed IDs are dropped from the
 // candidates; each answer holds all valid must_include IDs and exactly allocation_size IDs when

@@ -32,7 +32,9 @@ absl::Status Get(const YAML::Node& value, std::string_view source, std::string_v
                  Parse parse, T* out) {
   if (!value.IsScalar()) return Bad(source, value.Mark(), fmt::format("{}: expected a value", key));
   absl::StatusOr<T> parsed = parse(value.Scalar());
-  if (!parsed.ok()) return Bad(source, value.Mark(), fmt::format("{}: {}", key, std::string(parsed.status().message())));
+  if (!parsed.ok())
+    return Bad(source, value.Mark(),
+               fmt::format("{}: {}", key, std::string(parsed.status().message())));
   *out = *parsed;
   return absl::OkStatus();
 }
@@ -54,33 +56,35 @@ absl::Status ForEachEntry(const YAML::Node& map, std::string_view source, std::s
 
 absl::Status Unknown(std::string_view source, const YAML::Mark& mark, std::string_view section,
                      std::string_view key, std::string_view known) {
-  return Bad(source, mark,
-             fmt::format("unknown key '{}{}' (known: {})", section, key, known));
+  return Bad(source, mark, fmt::format("unknown key '{}{}' (known: {})", section, key, known));
 }
 
 absl::Status ApplyResources(const YAML::Node& node, std::string_view source, Config* c) {
-  return ForEachEntry(node, source, "resources", [&](const std::string& key, const YAML::Node& v,
-                                                     const YAML::Mark& mark) -> absl::Status {
-    for (Resource r : kAllResources) {
-      if (key == ShortName(r)) return Get(v, source, "resources." + key, ParseBool, &c->resources[r]);
-    }
-    return Unknown(source, mark, "resources.", key, "neuron, neuroncore, efa, neurondevice");
-  });
+  return ForEachEntry(
+      node, source, "resources",
+      [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {
+        for (Resource r : kAllResources) {
+          if (key == ShortName(r))
+            return Get(v, source, "resources." + key, ParseBool, &c->resources[r]);
+        }
+        return Unknown(source, mark, "resources.", key, "neuron, neuroncore, efa, neurondevice");
+      });
 }
 
 absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, HealthPolicy* h) {
-  return ForEachEntry(node, source, "health", [&](const std::string& key, const YAML::Node& v,
-                                                  const YAML::Mark& mark) -> absl::Status {
-    const std::string name = "health." + key;
-    if (key == "absence") return Get(v, source, name, ParseBool, &h->absence);
-    if (key == "state") return Get(v, source, name, ParseBool, &h->state);
-    if (key == "ecc") return Get(v, source, name, ParseBool, &h->ecc);
-    if (key == "hw_errors") return Get(v, source, name, ParseBool, &h->hw_errors);
-    if (key == "efa_port") return Get(v, source, name, ParseBool, &h->efa_port);
-    if (key == "poll_period") return Get(v, source, name, ParseDuration, &h->poll_period);
-    return Unknown(source, mark, "health.", key,
-                   "absence, state, ecc, hw_errors, efa_port, poll_period");
-  });
+  return ForEachEntry(
+      node, source, "health",
+      [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {
+        const std::string name = "health." + key;
+        if (key == "absence") return Get(v, source, name, ParseBool, &h->absence);
+        if (key == "state") return Get(v, source, name, ParseBool, &h->state);
+        if (key == "ecc") return Get(v, source, name, ParseBool, &h->ecc);
+        if (key == "hw_errors") return Get(v, source, name, ParseBool, &h->hw_errors);
+        if (key == "efa_port") return Get(v, source, name, ParseBool, &h->efa_port);
+        if (key == "poll_period") return Get(v, source, name, ParseDuration, &h->poll_period);
+        return Unknown(source, mark, "health.", key,
+                       "absence, state, ecc, hw_errors, efa_port, poll_period");
+      });
 }
 
 }  // namespace
@@ -176,7 +180,7 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
     return Bad(source, e.mark, e.msg);
   }
   if (root.IsNull()) return absl::OkStatus();  // an empty file changes nothing
-  Config c = *config;  // applied whole or not at all
+  Config c = *config;                          // applied whole or not at all
   absl::Status status = ForEachEntry(
       root, source, "the top level",
       [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {

@@ -23,16 +23,16 @@ enum class DiscoveryMode { kAuto, kDirectory, kUdev };
 
 // Which evidence makes a device or EFA interface Unhealthy (DESIGN decision 8).
 struct HealthPolicy {
-  bool absence = true;     // device or EFA interface gone
-  bool state = true;       // device state not READY
-  bool ecc = true;         // uncorrected ECC counters rose since the baseline
-  bool hw_errors = true;   // a NEURON_HW_ERR= kernel record named the device since the baseline
-  bool efa_port = true;    // EFA port not ACTIVE
+  bool absence = true;    // device or EFA interface gone
+  bool state = true;      // device state not READY
+  bool ecc = true;        // uncorrected ECC counters rose since the baseline
+  bool hw_errors = true;  // a NEURON_HW_ERR= kernel record named the device since the baseline
+  bool efa_port = true;   // EFA port not ACTIVE
   std::chrono::milliseconds poll_period{250};  // ECC counters
 };
 
 inline constexpr std::array<Resource, 4> kAllResources{Resource::kNeuron, Resource::kNeuronCore,
-                                                        Resource::kEfa, Resource::kNeuronDevice};
+                                                       Resource::kEfa, Resource::kNeuronDevice};
 
 struct Config {
   std::string root = "/";

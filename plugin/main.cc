@@ -2,10 +2,10 @@
 // the kubelet's device-plugin API. plugin/README.md documents the flags and the config file.
 
 #include <malloc.h>
-#include <sys/stat.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -24,8 +24,8 @@ using neuron::plugin::Plugin;
 int Run(const neuron::plugin::Config& config) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("neuron-device-plugin"));
   spdlog::set_level(spdlog::level::from_str(config.log_level));
-  spdlog::info("starting: root {}, kubelet dir {}, lnc {}, noncontiguous {}, cdi {}",
-               config.root, config.kubelet_dir, config.lnc == 0 ? "auto" : std::to_string(config.lnc),
+  spdlog::info("starting: root {}, kubelet dir {}, lnc {}, noncontiguous {}, cdi {}", config.root,
+               config.kubelet_dir, config.lnc == 0 ? "auto" : std::to_string(config.lnc),
                neuron::plugin::NonContiguousPolicyName(config.noncontiguous), config.cdi);
 
   // Signals are taken by sigwait below; every thread started from here inherits the mask.
@@ -106,10 +106,10 @@ int main(int argc, char** argv) {
   auto* o_lnc = app.add_option("--lnc", lnc, "Logical NeuronCore config on trn2: 1 or 2")
                     ->check(CLI::IsMember({1, 2}));
   auto* o_log = app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  auto* o_suffix = app.add_option("--socket-suffix", suffix,
-                                  "Socket name suffix (default: the instance id)");
-  auto* o_res = app.add_option("--resources", resources,
-                               "Enabled resources, e.g. neuron,neuroncore,efa");
+  auto* o_suffix =
+      app.add_option("--socket-suffix", suffix, "Socket name suffix (default: the instance id)");
+  auto* o_res =
+      app.add_option("--resources", resources, "Enabled resources, e.g. neuron,neuroncore,efa");
   auto* o_nc = app.add_option("--noncontiguous", noncontig, "warn|reject");
   auto* o_disc = app.add_option("--discovery", discovery, "auto|directory|udev");
   auto* o_cdi = app.add_option("--cdi", cdi, "Add CDI device names to Allocate answers");
@@ -132,7 +132,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<neuron::plugin::Config> config =
       neuron::plugin::ResolveConfig(f, neuron::plugin::RealGetEnv);
   if (!config.ok()) {
-    std::fprintf(stderr, "neuron-device-plugin: %s\n", std::string(config.status().message()).c_str());
+    std::fprintf(stderr, "neuron-device-plugin: %s\n",
+                 std::string(config.status().message()).c_str());
     return 2;
   }
   try {

@@ -69,15 +69,16 @@ Metrics::Metrics()
                      .Register(reg);
   f_->masked = &prometheus::BuildGauge()
                     .Name("neuron_plugin_devices_masked")
-                    .Help("Devices reported Unhealthy because an overlapping resource holds "
-                          "them (double-booking mask), per resource.")
+                    .Help(
+                        "Devices reported Unhealthy because an overlapping resource holds "
+                        "them (double-booking mask), per resource.")
                     .Register(reg);
   f_->advertised = &prometheus::BuildGauge()
                         .Name("neuron_plugin_devices_advertised")
                         .Help("Devices in the last ListAndWatch list, by reported health.")
                         .Register(reg);
-  for (Resource r : {Resource::kNeuron, Resource::kNeuronCore, Resource::kEfa,
-                     Resource::kNeuronDevice}) {
+  for (Resource r :
+       {Resource::kNeuron, Resource::kNeuronCore, Resource::kEfa, Resource::kNeuronDevice}) {
     f_->registrations->Add({{"resource", Name(r)}, {"result", "ok"}});
     f_->noncontiguous->Add({{"resource", Name(r)}});
   }
@@ -85,8 +86,7 @@ Metrics::Metrics()
 
 Metrics::~Metrics() = default;
 
-void Metrics::ObserveRpc(Resource r, std::string_view rpc, std::string_view code,
-                         double seconds) {
+void Metrics::ObserveRpc(Resource r, std::string_view rpc, std::string_view code, double seconds) {
   f_->rpcs->Add({{"resource", Name(r)}, {"rpc", std::string(rpc)}, {"code", std::string(code)}})
       .Increment();
   f_->rpc_seconds->Add({{"resource", Name(r)}, {"rpc", std::string(rpc)}}, LatencyBuckets())
@@ -101,9 +101,13 @@ void Metrics::KubeletRestart(std::string_view signal) {
   f_->restarts->Add({{"signal", std::string(signal)}}).Increment();
 }
 
-void Metrics::NonContiguous(Resource r) { f_->noncontiguous->Add({{"resource", Name(r)}}).Increment(); }
+void Metrics::NonContiguous(Resource r) {
+  f_->noncontiguous->Add({{"resource", Name(r)}}).Increment();
+}
 
-void Metrics::ListAndWatchSent(Resource r) { f_->law_sent->Add({{"resource", Name(r)}}).Increment(); }
+void Metrics::ListAndWatchSent(Resource r) {
+  f_->law_sent->Add({{"resource", Name(r)}}).Increment();
+}
 
 void Metrics::SetView(const NodeView& view) {
   std::lock_guard<std::mutex> lock(f_->gauge_mu);

@@ -108,7 +108,7 @@ void NodeState::SetPodAssignments(const PodAssignments& assignments,
 }
 
 absl::StatusOr<std::shared_ptr<const NodeView>> NodeState::Commit(Resource resource,
-                                                                   const Validator& validate) {
+                                                                  const Validator& validate) {
   std::shared_ptr<const NodeView> validated;
   std::shared_ptr<const NodeView> changed;
   {

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/base/thread_annotations.h"
 #include "core/allocator.h"
 #include "core/device_id.h"
 #include "core/topology.h"
@@ -62,17 +62,17 @@ struct Hardware {
 // One entry of a resource's ListAndWatch list.
 struct ResourceDevice {
   std::string id;
-  bool healthy = false;      // what the kubelet sees: hardware healthy and not masked
-  bool hw_healthy = false;   // hardware health alone
-  bool masked = false;       // held by an overlapping resource
+  bool healthy = false;     // what the kubelet sees: hardware healthy and not masked
+  bool hw_healthy = false;  // hardware health alone
+  bool masked = false;      // held by an overlapping resource
   std::optional<int> numa;
-  int device = -1;           // device index (neuron, neuroncore, neurondevice), -1 for EFA
+  int device = -1;  // device index (neuron, neuroncore, neurondevice), -1 for EFA
   bool operator==(const ResourceDevice&) const = default;
 };
 
 struct ResourceView {
   Resource resource = Resource::kNeuron;
-  std::vector<ResourceDevice> devices;  // ascending numeric id; EFA by name
+  std::vector<ResourceDevice> devices;             // ascending numeric id; EFA by name
   absl::flat_hash_map<std::string, size_t> index;  // id -> position in devices
 
   const ResourceDevice* Find(std::string_view id) const;
@@ -115,10 +115,9 @@ class NodeState {
   // Allocate: under the lock, runs `validate` on the current view (it returns the IDs to hold,
   // or an error that leaves everything unchanged), records the holding and publishes. Returns
   // the view the allocation was validated against.
-  using Validator =
-      std::function<absl::StatusOr<std::vector<std::string>>(const NodeView& view)>;
+  using Validator = std::function<absl::StatusOr<std::vector<std::string>>(const NodeView& view)>;
   absl::StatusOr<std::shared_ptr<const NodeView>> Commit(Resource resource,
-                                                          const Validator& validate);
+                                                         const Validator& validate);
 
   // Allocate holdings not yet confirmed by PodResources (metrics, tests).
   size_t pending_allocations() const;

@@ -43,7 +43,9 @@ struct EfaEvidence {
 class NodeWatcher::Impl {
  public:
   Impl(Options options, NodeState* state)
-      : options_(std::move(options)), state_(state), paths_(options_.root),
+      : options_(std::move(options)),
+        state_(state),
+        paths_(options_.root),
         log_(ComponentLogger("plugin.health")) {}
 
   ~Impl() { Stop(); }
@@ -312,9 +314,9 @@ class NodeWatcher::Impl {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Event> queue_;   // guarded by mu_
-  bool stopping_ = false;     // guarded by mu_
-  std::string instance_id_;   // guarded by mu_
+  std::deque<Event> queue_;  // guarded by mu_
+  bool stopping_ = false;    // guarded by mu_
+  std::string instance_id_;  // guarded by mu_
 };
 
 NodeWatcher::NodeWatcher(Options options, NodeState* state)

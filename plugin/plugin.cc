@@ -1,12 +1,11 @@
 #include "plugin/plugin.h"
 
+#include <grpcpp/grpcpp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <grpcpp/grpcpp.h>
 
 #include <array>
 #include <atomic>
@@ -145,7 +144,9 @@ class Plugin::Impl {
       const auto it = status_.find(r);
       const PublicStatus s = it == status_.end() ? PublicStatus{} : it->second;
       out += fmt::format("{} {} {}\n", ResourceName(r),
-                         !s.active ? "idle (no devices)" : s.registered ? "registered" : "waiting",
+                         !s.active      ? "idle (no devices)"
+                         : s.registered ? "registered"
+                                        : "waiting",
                          SocketName(r, suffix_));
     }
     return out;
@@ -180,9 +181,9 @@ class Plugin::Impl {
   void ArmWatch() {
     std::error_code ec;
     fs::create_directories(plugin_dir_, ec);
-    watch_ = ::inotify_add_watch(inotify_fd_, plugin_dir_.c_str(),
-                                 IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
-                                     IN_DELETE_SELF | IN_MOVE_SELF);
+    watch_ = ::inotify_add_watch(
+        inotify_fd_, plugin_dir_.c_str(),
+        IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF);
     if (watch_ < 0) log_->warn("cannot watch {}: {}", plugin_dir_.string(), std::strerror(errno));
   }
 
@@ -283,15 +284,14 @@ class Plugin::Impl {
       DropServer(slot);
       WantRegister(slot, true);
     }
-    ResourceServer::Options o{.resource = slot.resource,
-                              .socket_path = slot.socket_path,
-                              .noncontiguous = config_.noncontiguous,
-                              .cdi = config_.cdi,
-                              .state = &state_,
-                              .metrics = &metrics_,
-                              .on_stream_end = [this](Resource r, Clock::time_point t) {
-                                OnStreamEnd(r, t);
-                              }};
+    ResourceServer::Options o{
+        .resource = slot.resource,
+        .socket_path = slot.socket_path,
+        .noncontiguous = config_.noncontiguous,
+        .cdi = config_.cdi,
+        .state = &state_,
+        .metrics = &metrics_,
+        .on_stream_end = [this](Resource r, Clock::time_point t) { OnStreamEnd(r, t); }};
     absl::StatusOr<std::unique_ptr<ResourceServer>> server = ResourceServer::Start(o);
     if (!server.ok()) {
       log_->warn("{}", std::string(server.status().message()));
@@ -419,8 +419,8 @@ class Plugin::Impl {
   void Publish(const NodeView& view) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [r, slot] : slots_) {
-      status_[r] = PublicStatus{config_.enabled(r) && !view.Get(r).devices.empty(),
-                                slot.registered};
+      status_[r] =
+          PublicStatus{config_.enabled(r) && !view.Get(r).devices.empty(), slot.registered};
     }
   }
 
@@ -448,7 +448,7 @@ class Plugin::Impl {
 
   std::mutex servers_mu_;  // guards Slot::server against OnView from other threads
   mutable std::mutex mu_;
-  std::map<Resource, PublicStatus> status_;                             // guarded by mu_
+  std::map<Resource, PublicStatus> status_;                            // guarded by mu_
   std::vector<std::pair<Resource, Clock::time_point>> ended_streams_;  // guarded by mu_
 };
 

@@ -1,13 +1,11 @@
 #include "plugin/resource_server.h"
 
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <grpcpp/grpcpp.h>
-
 #include <mutex>
 #include <set>
 
@@ -98,21 +96,21 @@ class ResourceServer::Impl : public v1beta1::DevicePlugin::CallbackService {
     const Clock::time_point start = Clock::now();
     std::vector<ContainerPlan> plans;
     absl::StatusOr<std::shared_ptr<const NodeView>> view = options_.state->Commit(
-        options_.resource,
-        [&](const NodeView& v) -> absl::StatusOr<std::vector<std::string>> {
+        options_.resource, [&](const NodeView& v) -> absl::StatusOr<std::vector<std::string>> {
           absl::StatusOr<std::vector<ContainerPlan>> p =
               ValidateAllocate(v, options_.resource, *request, options_.noncontiguous);
           if (!p.ok()) return p.status();
           plans = *std::move(p);
           std::vector<std::string> ids;
-          for (const ContainerPlan& plan : plans) ids.insert(ids.end(), plan.ids.begin(), plan.ids.end());
+          for (const ContainerPlan& plan : plans)
+            ids.insert(ids.end(), plan.ids.begin(), plan.ids.end());
           return ids;
         });
     if (!view.ok()) {
       log_->warn("{}: Allocate refused: {}", name_, std::string(view.status().message()));
-      return Done(ctx, "Allocate", start,
-                  grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                               std::string(view.status().message())));
+      return Done(
+          ctx, "Allocate", start,
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(view.status().message())));
     }
     *response = BuildAllocateResponse(**view, options_.resource, plans, options_.cdi);
     for (const ContainerPlan& plan : plans) {

@@ -39,8 +39,7 @@ std::shared_ptr<grpc::Channel> Dial(const std::string& socket_path) {
   // The kubelet's PodResources server is local; keep reconnect attempts short so a restarted
   // kubelet is found quickly even on a channel that is kept.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel("unix:" + socket_path, grpc::InsecureChannelCredentials(),
-                                   args);
+  return grpc::CreateCustomChannel("unix:" + socket_path, grpc::InsecureChannelCredentials(), args);
 }
 
 absl::StatusOr<PodAssignments> List(grpc::Channel& channel, const std::string& socket_path,
@@ -128,8 +127,8 @@ class PodResourcesCache::Impl {
     while (!stop_) {
       lock.unlock();
       if (!channel) channel = Dial(options_.socket_path);
-      absl::StatusOr<PodAssignments> answer = List(*channel, options_.socket_path,
-                                                   options_.timeout);
+      absl::StatusOr<PodAssignments> answer =
+          List(*channel, options_.socket_path, options_.timeout);
       std::shared_ptr<const PodAssignments> changed;
       if (!answer.ok()) {
         channel.reset();

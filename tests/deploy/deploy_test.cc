@@ -97,9 +97,9 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   }
   EXPECT_TRUE(tolerates_neuron);
   std::set<std::string> instance_types;
-  for (const YAML::Node& term : pod["affinity"]["nodeAffinity"]
-                                     ["requiredDuringSchedulingIgnoredDuringExecution"]
-                                     ["nodeSelectorTerms"]) {
+  for (const YAML::Node& term :
+       pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+          ["nodeSelectorTerms"]) {
     for (const YAML::Node& e : term["matchExpressions"]) {
       if (e["key"].as<std::string>() != "node.kubernetes.io/instance-type") continue;
       for (const YAML::Node& v : e["values"]) instance_types.insert(v.as<std::string>());
@@ -187,14 +187,13 @@ TEST(DeployTest, PrometheusRuleIsGeneratedFromTheRulesFile) {
       YAML::LoadFile((kDeploy / "overlays/prometheus/neuron-alerts.rules.yml").string());
   const YAML::Node wrapped =
       YAML::LoadFile((kDeploy / "overlays/prometheus-operator/prometheusrule.yaml").string());
-  EXPECT_EQ(YAML::Dump(wrapped["spec"]), YAML::Dump(rules))
-      << "stale: run `make deploy-gen`";
+  EXPECT_EQ(YAML::Dump(wrapped["spec"]), YAML::Dump(rules)) << "stale: run `make deploy-gen`";
 }
 
 TEST(DeployTest, PromtoolAcceptsTheAlertRules) {
   if (!OnPath("promtool")) GTEST_SKIP() << "promtool is not installed";
-  ToolRun r = RunTool(
-      {"promtool", "check", "rules", (kDeploy / "overlays/prometheus/neuron-alerts.rules.yml").string()});
+  ToolRun r = RunTool({"promtool", "check", "rules",
+                       (kDeploy / "overlays/prometheus/neuron-alerts.rules.yml").string()});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   const YAML::Node rules =
       YAML::LoadFile((kDeploy / "overlays/prometheus/neuron-alerts.rules.yml").string());
@@ -235,7 +234,8 @@ TEST(DeployTest, EveryDashboardExpressionParses) {
   out << YAML::EndSeq << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
   TempDir dir;
   testing::WriteFile(dir.path() / "dashboard.rules.yml", out.c_str());
-  ToolRun r = RunTool({"promtool", "check", "rules", (dir.path() / "dashboard.rules.yml").string()});
+  ToolRun r =
+      RunTool({"promtool", "check", "rules", (dir.path() / "dashboard.rules.yml").string()});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
 }
 

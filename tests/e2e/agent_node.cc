@@ -54,9 +54,8 @@ AgentNode::~AgentNode() {
 
 void AgentNode::StartPlugin(const std::vector<std::string>& extra_args) {
   if (plugin_pid_ > 0 || kubelet_ == nullptr) return;
-  std::vector<std::string> argv{NEURON_PLUGIN_BIN, "--root",        root_.string(),
-                                "--kubelet-dir",   kubelet_dir_.string(), "--listen",
-                                "127.0.0.1:0"};
+  std::vector<std::string> argv{NEURON_PLUGIN_BIN,     "--root",   root_.string(), "--kubelet-dir",
+                                kubelet_dir_.string(), "--listen", "127.0.0.1:0"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   // Tests admit and delete pods within milliseconds, faster than any real pod lives: the
   // plugin polls PodResources often and lets an allocation it never saw there go after 2 s
@@ -64,9 +63,9 @@ void AgentNode::StartPlugin(const std::vector<std::string>& extra_args) {
   const fs::path config = dir_.path() / "plugin.yaml";
   neuron::testing::WriteFile(config, "podresources_period: 200ms\nallocation_grace: 2s\n");
   // A small ASan quarantine: freed memory held back by the sanitizer is not a leak of ours.
-  plugin_pid_ = Spawn(argv, logs_ / "plugin.out", logs_ / "plugin.err",
-                      {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1",
-                       "NEURON_DP_CONFIG=" + config.string()});
+  plugin_pid_ = Spawn(
+      argv, logs_ / "plugin.out", logs_ / "plugin.err",
+      {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1", "NEURON_DP_CONFIG=" + config.string()});
   const bool up = WaitForResource(
       kNeuron, [&](const sim::ResourceState& r) { return r.capacity == devices_; }, 60s);
   ASSERT_TRUE(up) << "the plugin did not register " << kNeuron << ":\n" << PluginLog();

@@ -21,8 +21,7 @@ TEST(DemoTest, NonInteractiveDemoEndsAndShowsThePodsCoresBusy) {
   const fs::path build = fs::path(NEURON_SIM_BIN).parent_path().parent_path();
   const pid_t pid = neuron::testing::Spawn(
       {"bash", std::string(NEURON_SOURCE_DIR) + "/scripts/demo.sh", build.string()},
-      dir.path() / "out", dir.path() / "err",
-      {"DEMO_NONINTERACTIVE=1", "TMPDIR=" + dir.str()});
+      dir.path() / "out", dir.path() / "err", {"DEMO_NONINTERACTIVE=1", "TMPDIR=" + dir.str()});
   const std::optional<int> code = neuron::testing::WaitExit(pid, 180s);
   const std::string out = neuron::testing::ReadFile(dir.path() / "out");
   const std::string err = neuron::testing::ReadFile(dir.path() / "err");
@@ -30,7 +29,8 @@ TEST(DemoTest, NonInteractiveDemoEndsAndShowsThePodsCoresBusy) {
   ASSERT_EQ(code, 0) << out << err;
 
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(mean utilization of the pod's cores: ([0-9.]+))")))
+  ASSERT_TRUE(
+      std::regex_search(out, m, std::regex(R"(mean utilization of the pod's cores: ([0-9.]+))")))
       << out;
   EXPECT_GT(std::stod(m[1]), 0.9) << out;
   EXPECT_NE(out.find("NEURON_RT_VISIBLE_CORES=0-31"), std::string::npos) << out;

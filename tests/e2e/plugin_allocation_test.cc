@@ -71,8 +71,7 @@ TEST_P(RegistrationTest, EveryResourceRegistersWithTheNodesCounts) {
 
 INSTANTIATE_TEST_SUITE_P(Instances, RegistrationTest,
                          ::testing::Values(std::vector<std::string>{"trn1.32xlarge"},
-                                           std::vector<std::string>{"trn2.48xlarge", "--lnc",
-                                                                    "2"},
+                                           std::vector<std::string>{"trn2.48xlarge", "--lnc", "2"},
                                            std::vector<std::string>{"inf2.48xlarge"}));
 
 // The blueprint's pod: 16 devices and 8 EFA interfaces on a trn1.32xlarge.
@@ -117,8 +116,7 @@ TEST(AllocationTest, EveryRequestSizeOnAnEmptyNodeIsContiguousAndConnected) {
   }
   for (int size = 1; size <= 32; ++size) {
     // The plugin learns of the last release through PodResources: wait until cores are free.
-    ASSERT_TRUE(node.WaitForResource(kCore, [](auto& r) { return r.allocatable == 32; }))
-        << size;
+    ASSERT_TRUE(node.WaitForResource(kCore, [](auto& r) { return r.allocatable == 32; })) << size;
     absl::StatusOr<sim::AdmittedPod> pod =
         node.kubelet().AdmitPod(Pod("c" + std::to_string(size), {{kCore, size}}));
     ASSERT_TRUE(pod.ok()) << pod.status();
@@ -175,9 +173,9 @@ TEST(AllocationTest, WholeDevicePodsAndCorePodsNeverShareACore) {
 TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
   AgentNode node({});
   const std::string endpoint = node.kubelet().Resource(kNeuron)->endpoint;
-  auto channel = grpc::CreateChannel(
-      "unix:" + (node.kubelet_dir() / "device-plugins" / endpoint).string(),
-      grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("unix:" + (node.kubelet_dir() / "device-plugins" / endpoint).string(),
+                          grpc::InsecureChannelCredentials());
   auto stub = v1beta1::DevicePlugin::NewStub(channel);
 
   auto allocate = [&](std::vector<std::string> ids) {
@@ -206,9 +204,9 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
   for (int i = 0; i < 1000; ++i) oversized.push_back(std::to_string(i % 16));
   std::vector<std::string> seventeen;
   for (int i = 0; i <= 16; ++i) seventeen.push_back(std::to_string(i));
-  for (const Case& c : {Case{{"99"}, "99"}, Case{{"3", "3"}, "3"}, Case{{"abc", "1"}, "abc"},
-                        Case{{"-1"}, "-1"}, Case{seventeen, "16"}, Case{oversized, ""},
-                        Case{{}, ""}}) {
+  for (const Case& c :
+       {Case{{"99"}, "99"}, Case{{"3", "3"}, "3"}, Case{{"abc", "1"}, "abc"}, Case{{"-1"}, "-1"},
+        Case{seventeen, "16"}, Case{oversized, ""}, Case{{}, ""}}) {
     grpc::Status s = allocate_one(c.ids);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << "ids " << c.ids.size() << ": " << s.error_message();
@@ -255,12 +253,12 @@ TEST(AllocationTest, PodRunExecsTheWorkloadOnTheAllocatedCores) {
   AgentNode node({});
   ASSERT_TRUE(node.kubelet().AdmitPod(Pod("first", {{kCore, 5}})).ok());
   const fs::path out = node.root() / ".." / "pod.out";
-  const pid_t pid = Spawn(
-      {NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", node.kubelet_dir().string(), "--name",
-       "matmul", "--request", kCore + "=4", "--", "sh", "-c",
-       "echo cores=$NEURON_RT_VISIBLE_CORES root=$NEURON_ROOT && exec " +
-           std::string(NEURON_SIM_BIN) + " run --workload matmul --steps 2"},
-      out, node.root() / ".." / "pod.err");
+  const pid_t pid =
+      Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", node.kubelet_dir().string(), "--name",
+             "matmul", "--request", kCore + "=4", "--", "sh", "-c",
+             "echo cores=$NEURON_RT_VISIBLE_CORES root=$NEURON_ROOT && exec " +
+                 std::string(NEURON_SIM_BIN) + " run --workload matmul --steps 2"},
+            out, node.root() / ".." / "pod.err");
   ASSERT_EQ(WaitExit(pid, 120s), 0) << ReadFile(node.root() / ".." / "pod.err") << ReadFile(out);
   const std::string text = ReadFile(out);
   // first holds 0-4 (cores 0-4 packed from device 0); the next contiguous four start at 5 or

@@ -20,10 +20,9 @@ namespace {
       })) {
     return ::testing::AssertionSuccess();
   }
-  return ::testing::AssertionFailure()
-         << resource << " " << id << " never became " << (healthy ? "Healthy" : "Unhealthy")
-         << "; plugin log:\n"
-         << node.PluginLog();
+  return ::testing::AssertionFailure() << resource << " " << id << " never became "
+                                       << (healthy ? "Healthy" : "Unhealthy") << "; plugin log:\n"
+                                       << node.PluginLog();
 }
 
 TEST(PluginHealthTest, UnplugTurnsTheDeviceAndItsCoresUnhealthyUntilPluggedBack) {
@@ -58,10 +57,9 @@ TEST(PluginHealthTest, AFailedResetIsUnhealthyAndASuccessfulOneRecovers) {
   EXPECT_TRUE(Becomes(node, kNeuron, "9", false));
   EXPECT_TRUE(Becomes(node, kCore, "18", false));
   // The failed reset ends in INVALID (2); a new reset is refused while one is in progress.
-  const fs::path state =
-      node.root() / "sys/devices/virtual/neuron_device/neuron9/reset";
-  ASSERT_TRUE(neuron::testing::WaitUntil(
-      [&] { return neuron::testing::ReadFile(state) == "2\n"; }, 30s));
+  const fs::path state = node.root() / "sys/devices/virtual/neuron_device/neuron9/reset";
+  ASSERT_TRUE(
+      neuron::testing::WaitUntil([&] { return neuron::testing::ReadFile(state) == "2\n"; }, 30s));
   EXPECT_EQ(node.Healthy(kNeuron, "9"), false);
   node.Ctl({"reset", "--device", "9"});
   EXPECT_TRUE(Becomes(node, kNeuron, "9", true));
@@ -91,9 +89,9 @@ TEST(PluginLifecycleTest, HundredKubeletRestartsReRegisterEveryTimeWithoutLeaks)
         [&] { return node.kubelet().registrations() >= before + kResources; }, 30s))
         << "restart " << i << ": not re-registered\n"
         << node.PluginLog();
-    ASSERT_TRUE(node.WaitForResource(kNeuron, [](auto& r) {
-      return r.connected && r.capacity == 16 && r.allocatable == 16;
-    })) << "restart " << i;
+    ASSERT_TRUE(node.WaitForResource(
+        kNeuron, [](auto& r) { return r.connected && r.capacity == 16 && r.allocatable == 16; }))
+        << "restart " << i;
   };
   for (int i = 0; i < 5; ++i) restart_once(i);  // warm-up: lazily created buffers and threads
   const ProcessUsage base = ReadUsage(node.plugin_pid());
@@ -117,8 +115,8 @@ TEST(PluginLifecycleTest, HundredKubeletRestartsReRegisterEveryTimeWithoutLeaks)
       << "gRPC threads " << base.library_threads << " -> " << after.library_threads;
 #if !defined(__SANITIZE_ADDRESS__)
   // (Under ASan, freed memory stays in the quarantine and allocator caches: RSS says nothing.)
-  EXPECT_LE(after.rss_kib, base.rss_kib + 4096) << "RSS " << base.rss_kib << " -> "
-                                                << after.rss_kib << " KiB";
+  EXPECT_LE(after.rss_kib, base.rss_kib + 4096)
+      << "RSS " << base.rss_kib << " -> " << after.rss_kib << " KiB";
 #endif
 }
 
@@ -126,8 +124,8 @@ TEST(PluginLifecycleTest, HundredKubeletRestartsReRegisterEveryTimeWithoutLeaks)
 // the new plugin learns the holdings from PodResources, not from its own memory.
 TEST(PluginLifecycleTest, ARestartedPluginLearnsRunningPodsFromPodResources) {
   AgentNode node({});
-  auto pod = node.kubelet().AdmitPod(
-      {.name = "held", .containers = {{.requests = {{kNeuron, 4}}}}});
+  auto pod =
+      node.kubelet().AdmitPod({.name = "held", .containers = {{.requests = {{kNeuron, 4}}}}});
   ASSERT_TRUE(pod.ok()) << pod.status();
   const std::vector<int> devices = Ids(*pod, kNeuron);
   node.StopPlugin();
@@ -147,8 +145,7 @@ TEST(PluginLifecycleTest, SigtermRemovesThePluginsSockets) {
   // Only the kubelet (root) may connect.
   for (const std::string& resource : {kNeuron, kCore, kEfa}) {
     const fs::path socket = dir / node.kubelet().Resource(resource)->endpoint;
-    EXPECT_EQ(fs::status(socket).permissions(),
-              fs::perms::owner_read | fs::perms::owner_write)
+    EXPECT_EQ(fs::status(socket).permissions(), fs::perms::owner_read | fs::perms::owner_write)
         << socket;
   }
   node.StopPlugin();

@@ -2,14 +2,14 @@
 // node (the plugin and the exporter, a pod running a workload): every expression evaluates
 // without error, every series it names exists, and every rule evaluates healthy.
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <map>
 #include <set>
 #include <sstream>
-#include <yaml-cpp/yaml.h>
 
 #include "tests/e2e/agent_node.h"
 #include "tests/support/http_client.h"
@@ -74,10 +74,10 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
   AgentNode node({});
   const fs::path dir = node.root().parent_path();
   // The exporter, and a pod running a workload on cores the plugin chose.
-  const pid_t exporter = Spawn({NEURON_EXPORTER_BIN, "--root", node.root().string(),
-                                "--kubelet-dir", node.kubelet_dir().string(),
-                                "--web.listen-address", "127.0.0.1:0"},
-                               dir / "exporter.out", dir / "exporter.err");
+  const pid_t exporter =
+      Spawn({NEURON_EXPORTER_BIN, "--root", node.root().string(), "--kubelet-dir",
+             node.kubelet_dir().string(), "--web.listen-address", "127.0.0.1:0"},
+            dir / "exporter.out", dir / "exporter.err");
   const pid_t pod =
       Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", node.kubelet_dir().string(),
              "--namespace", "training", "--name", "bert-0", "--request", kCore + "=4", "--",
@@ -86,7 +86,8 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
   int exporter_port = 0;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        exporter_port = ListeningPort(ReadFile(dir / "exporter.out") + ReadFile(dir / "exporter.err"));
+        exporter_port =
+            ListeningPort(ReadFile(dir / "exporter.out") + ReadFile(dir / "exporter.err"));
         return exporter_port > 0;
       },
       30s));
@@ -148,7 +149,8 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
   ASSERT_TRUE(rules.has_value());
   for (const auto& group : (*rules)["groups"]) {
     for (const auto& rule : group["rules"]) {
-      EXPECT_EQ(rule.value("health", ""), "ok") << rule["name"] << ": " << rule.value("lastError", "");
+      EXPECT_EQ(rule.value("health", ""), "ok")
+          << rule["name"] << ": " << rule.value("lastError", "");
     }
   }
   Stop(pod, 30s);
@@ -189,23 +191,27 @@ TEST(RulesAndDashboardTest, TheReadmeListsExactlyTheMetricsTheExporterEmits) {
   AgentNode node({});
   const fs::path dir = node.root().parent_path();
   const pid_t pod =
-      Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", node.kubelet_dir().string(),
-             "--name", "matmul-0", "--request", kCore + "=2", "--request", kEfa + "=1", "--",
-             NEURON_SIM_BIN, "run", "--workload", "matmul"},
+      Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", node.kubelet_dir().string(), "--name",
+             "matmul-0", "--request", kCore + "=2", "--request", kEfa + "=1", "--", NEURON_SIM_BIN,
+             "run", "--workload", "matmul"},
             dir / "pod.out", dir / "pod.err");
   const std::map<std::string, DocumentedMetric> documented = ReadmeMetrics();
   ASSERT_GE(documented.size(), 60u) << "the README's metric tables did not parse";
   for (const bool compat : {false, true}) {
     SCOPED_TRACE(compat ? "--compat" : "native");
     const std::string tag = compat ? "compat" : "native";
-    std::vector<std::string> argv{NEURON_EXPORTER_BIN, "--root", node.root().string(),
-                                  "--kubelet-dir", node.kubelet_dir().string(),
-                                  "--web.listen-address", "127.0.0.1:0"};
+    std::vector<std::string> argv{NEURON_EXPORTER_BIN,
+                                  "--root",
+                                  node.root().string(),
+                                  "--kubelet-dir",
+                                  node.kubelet_dir().string(),
+                                  "--web.listen-address",
+                                  "127.0.0.1:0"};
     if (compat) argv.push_back("--compat");
     const pid_t exporter = Spawn(argv, dir / (tag + ".out"), dir / (tag + ".err"));
     int port = 0;
-    ASSERT_TRUE(WaitUntil(
-        [&] { return (port = ListeningPort(ReadFile(dir / (tag + ".out")))) > 0; }, 60s));
+    ASSERT_TRUE(
+        WaitUntil([&] { return (port = ListeningPort(ReadFile(dir / (tag + ".out")))) > 0; }, 60s));
     // Wait until the pod shows up in the allocation series and its process in the datastore.
     std::set<std::string> emitted;
     WaitUntil(

@@ -179,8 +179,8 @@ void Preferred(const NodeState& state, Resource r, int size, std::string_view bo
     FUZZ_CHECK(got.size() == static_cast<size_t>(answer.size()));  // distinct
     for (const std::string& id : must) FUZZ_CHECK(got.count(id) == 1);
     for (const std::string& id : got) FUZZ_CHECK(candidates.count(id) == 1);
-    const size_t want = std::max(
-        must.size(), std::min(static_cast<size_t>(std::max(0, size)), candidates.size()));
+    const size_t want =
+        std::max(must.size(), std::min(static_cast<size_t>(std::max(0, size)), candidates.size()));
     FUZZ_CHECK(got.size() == want);
   }
 }
@@ -357,8 +357,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else {
       const bool reject = std::find(head.begin(), head.end(), "reject") != head.end();
       const bool cdi = std::find(head.begin(), head.end(), "cdi") != head.end();
-      Allocate(state, res->second, reject ? NonContiguousPolicy::kReject : NonContiguousPolicy::kWarn,
-               cdi, body, hw, &budget);
+      Allocate(state, res->second,
+               reject ? NonContiguousPolicy::kReject : NonContiguousPolicy::kWarn, cdi, body, hw,
+               &budget);
     }
   }
   return 0;

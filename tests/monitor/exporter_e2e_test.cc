@@ -53,9 +53,9 @@ class ExporterE2eTest : public ::testing::Test {
                  logs / "sim.out", logs / "sim.err");
     ASSERT_TRUE(WaitUntil([] { return fs::exists(root_ / "run/neuron/sim.ready"); }, 60s))
         << ReadFile(logs / "sim.err");
-    kubelet_pid_ = Spawn({NEURON_SIM_BIN, "kubelet", "--root", root_.string(), "--kubelet-dir",
-                          kubelet_.string()},
-                         logs / "kubelet.out", logs / "kubelet.err");
+    kubelet_pid_ = Spawn(
+        {NEURON_SIM_BIN, "kubelet", "--root", root_.string(), "--kubelet-dir", kubelet_.string()},
+        logs / "kubelet.out", logs / "kubelet.err");
     ASSERT_TRUE(WaitUntil([] { return fs::exists(kubelet_ / "neuron-sim-kubelet.sock"); }, 30s))
         << ReadFile(logs / "kubelet.err");
     plugin_ = Spawn({NEURON_PLUGIN_BIN, "--root", root_.string(), "--kubelet-dir",
@@ -64,9 +64,9 @@ class ExporterE2eTest : public ::testing::Test {
     // The plugin has registered both cores with the kubelet.
     ASSERT_TRUE(WaitUntil(
         [&] {
-          const pid_t st = Spawn(
-              {NEURON_SIM_BIN, "kubelet", "status", "--kubelet-dir", kubelet_.string()},
-              logs / "status.out", logs / "status.err");
+          const pid_t st =
+              Spawn({NEURON_SIM_BIN, "kubelet", "status", "--kubelet-dir", kubelet_.string()},
+                    logs / "status.out", logs / "status.err");
           return WaitExit(st, 20s) == 0 &&
                  ReadFile(logs / "status.out").find("aws.amazon.com/neuroncore capacity=2") !=
                      std::string::npos;
@@ -75,10 +75,9 @@ class ExporterE2eTest : public ::testing::Test {
         << ReadFile(logs / "status.out") << ReadFile(logs / "plugin.err");
     // The pod: its command gets the allocation from the plugin and the emulator; with a
     // command, `pod run` prints the allocation on stderr ("aws.amazon.com/neuroncore <id>").
-    pod_ = Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", kubelet_.string(),
-                  "--namespace", "training", "--name", "llama-0", "--request",
-                  "aws.amazon.com/neuroncore=1", "--", NEURON_SIM_BIN, "run", "--workload",
-                  "matmul"},
+    pod_ = Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", kubelet_.string(), "--namespace",
+                  "training", "--name", "llama-0", "--request", "aws.amazon.com/neuroncore=1", "--",
+                  NEURON_SIM_BIN, "run", "--workload", "matmul"},
                  logs / "pod.out", logs / "pod.err");
     static const std::regex kCore("aws\\.amazon\\.com/neuroncore ([0-9]+)");
     ASSERT_TRUE(WaitUntil(
@@ -119,9 +118,9 @@ class ExporterE2eTest : public ::testing::Test {
   // Starts neuron-exporter and reads the bound port from its log.
   Exporter StartExporter(std::vector<std::string> flags, const std::string& name,
                          const std::vector<std::string>& env = {}) {
-    std::vector<std::string> args = {NEURON_EXPORTER_BIN, "--root", root_.string(),
-                                     "--kubelet-dir", kubelet_.string(),
-                                     "--web.listen-address", "127.0.0.1:0"};
+    std::vector<std::string> args = {NEURON_EXPORTER_BIN, "--root",          root_.string(),
+                                     "--kubelet-dir",     kubelet_.string(), "--web.listen-address",
+                                     "127.0.0.1:0"};
     args.insert(args.end(), flags.begin(), flags.end());
     const fs::path out = dir_->path() / (name + ".out");
     Exporter e;
@@ -158,9 +157,9 @@ class ExporterE2eTest : public ::testing::Test {
 // only findings are the names the compat set must keep (system_vcpu_count's "_count").
 TEST_F(ExporterE2eTest, PromtoolAcceptsRealOutput) {
   for (const bool compat : {false, true}) {
-    Exporter e = StartExporter(compat ? std::vector<std::string>{"--compat"}
-                                      : std::vector<std::string>{},
-                               compat ? "promtool_compat" : "promtool_native");
+    Exporter e =
+        StartExporter(compat ? std::vector<std::string>{"--compat"} : std::vector<std::string>{},
+                      compat ? "promtool_compat" : "promtool_native");
     const testing::HttpResult r = HttpGet(e.port, "/metrics");
     ASSERT_EQ(r.status, 200);
     const fs::path metrics = dir_->path() / "metrics.txt";
@@ -186,17 +185,18 @@ TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
   Exporter e = StartExporter({"--compat", "--region", "us-east-2"}, "prom_target");
   const int prom_port = FreePort();
   const fs::path config = dir_->path() / "prometheus.yml";
-  WriteFile(config, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                    "scrape_configs:\n  - job_name: neuron\n    static_configs:\n"
-                    "      - targets: ['127.0.0.1:" + std::to_string(e.port) + "']\n");
+  WriteFile(config,
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+            "scrape_configs:\n  - job_name: neuron\n    static_configs:\n"
+            "      - targets: ['127.0.0.1:" +
+                std::to_string(e.port) + "']\n");
   const pid_t prom = Spawn({"prometheus", "--config.file=" + config.string(),
                             "--storage.tsdb.path=" + (dir_->path() / "tsdb").string(),
                             "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
                            dir_->path() / "prom.out", dir_->path() / "prom.err");
   started_.push_back(prom);
   auto query = [&](const std::string& promql) -> json {
-    const testing::HttpResult r =
-        HttpGet(prom_port, "/api/v1/query?query=" + UrlEncode(promql));
+    const testing::HttpResult r = HttpGet(prom_port, "/api/v1/query?query=" + UrlEncode(promql));
     if (r.status != 200) return json::array();
     const json j = json::parse(r.body, nullptr, false);
     if (j.is_discarded() || j.value("status", "") != "success") return json::array();
@@ -278,20 +278,21 @@ TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
 TEST_F(ExporterE2eTest, TlsAndBasicAuth) {
   const fs::path crt = dir_->path() / "tls.crt";
   const fs::path key = dir_->path() / "tls.key";
-  const pid_t ssl = Spawn({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
-                           "2", "-subj", "/CN=localhost", "-addext",
-                           "subjectAltName=DNS:localhost", "-keyout", key.string(), "-out",
-                           crt.string()},
+  const pid_t ssl = Spawn({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                           "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                           "-keyout", key.string(), "-out", crt.string()},
                           dir_->path() / "openssl.out", dir_->path() / "openssl.err");
   ASSERT_EQ(WaitExit(ssl, 60s), 0);
   // bcrypt of "secret" (cost 4).
   const fs::path web = dir_->path() / "web.yml";
-  WriteFile(web, "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
-                 "basic_auth_users:\n  prom: $2y$04$0MZNcw7rSjThVvRjPTEvsO5As0foLqF9P7R9wYReVIyGqQLtCzICq\n");
+  WriteFile(
+      web,
+      "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
+      "basic_auth_users:\n  prom: $2y$04$0MZNcw7rSjThVvRjPTEvsO5As0foLqF9P7R9wYReVIyGqQLtCzICq\n");
   Exporter e = StartExporter({"--web.config.file", web.string()}, "tls");
   auto curl = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
-                                     "--max-time", "20", "--cacert", crt.string()};
+    std::vector<std::string> args = {"curl",         "-sS",        "-o", "/dev/null", "-w",
+                                     "%{http_code}", "--max-time", "20", "--cacert",  crt.string()};
     args.insert(args.end(), extra.begin(), extra.end());
     args.push_back("https://localhost:" + std::to_string(e.port) + "/metrics");
     const pid_t pid = Spawn(args, dir_->path() / "curl.out", dir_->path() / "curl.err");
@@ -366,10 +367,10 @@ TEST_F(ExporterE2eTest, SixtyFourConcurrentScrapersFor30Seconds) {
 
 TEST_F(ExporterE2eTest, JsonStreamIsNeuronMonitorShaped) {
   const fs::path out = dir_->path() / "json.out";
-  const pid_t pid = Spawn({NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir",
-                           kubelet_.string(), "--format", "json", "--period", "0.5",
-                           "--log-level", "warn"},
-                          out, dir_->path() / "json.err");
+  const pid_t pid =
+      Spawn({NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir", kubelet_.string(),
+             "--format", "json", "--period", "0.5", "--log-level", "warn"},
+            out, dir_->path() / "json.err");
   started_.push_back(pid);
   std::vector<json> docs;
   ASSERT_TRUE(WaitUntil(

@@ -114,14 +114,15 @@ class ExporterTest : public ::testing::Test {
     ASSERT_TRUE(writer_->SetDeviceCounter(nds::kMemUsageTensorsHost, 4096).ok());
     ASSERT_TRUE(tree_->AddHardwareErrors(0, "mem_ecc_uncorrected", 3).ok());
     ASSERT_TRUE(tree_->WritePower(0, "POWER_STATUS_VALID", 1700000000, 1000, 4000, 2550).ok());
-    ASSERT_TRUE(tree_->ApplyCounter(tree_->StatusDir(0, 1, "hw_error"), sim::CounterOp::kInc, 5)
+    ASSERT_TRUE(
+        tree_->ApplyCounter(tree_->StatusDir(0, 1, "hw_error"), sim::CounterOp::kInc, 5).ok());
+    ASSERT_TRUE(tree_
+                    ->ApplyCounter(tree_->OtherInfoDir(0, 0, "nc_time_in_use"),
+                                   sim::CounterOp::kInc, 2'000'000)
                     .ok());
-    ASSERT_TRUE(tree_->ApplyCounter(tree_->OtherInfoDir(0, 0, "nc_time_in_use"),
-                                    sim::CounterOp::kInc, 2'000'000)
-                    .ok());
-    ASSERT_TRUE(tree_->ApplyCounter(tree_->DeviceMemDir(0, 0, "tensors"), sim::CounterOp::kInc,
-                                    1 << 20)
-                    .ok());
+    ASSERT_TRUE(
+        tree_->ApplyCounter(tree_->DeviceMemDir(0, 0, "tensors"), sim::CounterOp::kInc, 1 << 20)
+            .ok());
   }
 
   void Start(bool compat, bool pods = false, std::chrono::milliseconds share = 0ms) {
@@ -181,8 +182,9 @@ TEST_F(ExporterTest, MalformedFilesDropTheirSeriesCountAnErrorAndStillAnswer200)
   BuildNode();
   Start(false);
   const std::string before = exporter_->RenderMetrics();
-  ASSERT_TRUE(Value(before, "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
-                            "memory=\"hbm\"}"));
+  ASSERT_TRUE(Value(before,
+                    "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
+                    "memory=\"hbm\"}"));
   EXPECT_EQ(Value(before, "neuron_exporter_read_errors_total"), 0);
   // A garbage ECC file (sysfs) and a truncated datastore.
   WriteFile(root_ / "sys/devices/virtual/neuron_device/neuron0/stats/hardware/mem_ecc_uncorrected",
@@ -199,11 +201,13 @@ TEST_F(ExporterTest, MalformedFilesDropTheirSeriesCountAnErrorAndStillAnswer200)
   ASSERT_TRUE(server.ok());
   const testing::HttpResult r = testing::HttpGet((*server)->port(), "/metrics");
   ASSERT_EQ(r.status, 200);
-  EXPECT_FALSE(Value(r.body, "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
-                             "memory=\"hbm\"}"))
+  EXPECT_FALSE(Value(r.body,
+                     "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
+                     "memory=\"hbm\"}"))
       << "a malformed file's series must be absent";
-  EXPECT_TRUE(Value(r.body, "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
-                            "memory=\"sram\"}"))
+  EXPECT_TRUE(Value(r.body,
+                    "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
+                    "memory=\"sram\"}"))
       << "its neighbours stay";
   EXPECT_GE(Value(r.body, "neuron_exporter_read_errors_total").value_or(0), 2);
   EXPECT_EQ(Value(r.body, "neuron_up"), 1);
@@ -229,8 +233,7 @@ TEST_F(ExporterTest, ScrapesWithinTheWindowShareOneSampleAndOneRendering) {
   const std::string later = exporter_->RenderMetrics();
   EXPECT_GT(*Value(later, "neuron_exporter_samples_total"), after);
   EXPECT_EQ(exporter_->renders(), renders_mid + 1);
-  EXPECT_EQ(Value(later, "neuroncore_inferences_total{neuron_device=\"0\",neuroncore=\"0\"}"),
-            77);
+  EXPECT_EQ(Value(later, "neuroncore_inferences_total{neuron_device=\"0\",neuroncore=\"0\"}"), 77);
 }
 
 TEST_F(ExporterTest, HistoryStaysBoundedWhateverTheScrapeRate) {

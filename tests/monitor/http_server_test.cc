@@ -143,12 +143,11 @@ TEST(BasicAuthenticatorTest, CachesSuccessOnlyForTheSamePasswordAndHash) {
 
 TEST(WebConfigTest, ErrorsNameFieldAndLine) {
   TempDir dir;
-  auto parse = [&](const std::string& yaml) {
-    return ParseWebConfig(yaml, dir.path(), "web.yml");
-  };
+  auto parse = [&](const std::string& yaml) { return ParseWebConfig(yaml, dir.path(), "web.yml"); };
   absl::StatusOr<WebConfig> ok = parse(
       "tls_server_config:\n  cert_file: a.crt\n  key_file: /k/a.key\n  min_version: TLS13\n"
-      "basic_auth_users:\n  alice: " + std::string(kHash) + "\n");
+      "basic_auth_users:\n  alice: " +
+      std::string(kHash) + "\n");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->tls->cert_file, (dir.path() / "a.crt").string());
   EXPECT_EQ(ok->tls->key_file, "/k/a.key");
@@ -172,8 +171,7 @@ TEST(WebConfigTest, ErrorsNameFieldAndLine) {
   EXPECT_EQ(message("tls_server_config:\n  cert_file: a\n  key_file: b\n  kee_file: c\n"),
             "web.yml:4: tls_server_config.kee_file: unknown field");
   EXPECT_NE(message("basic_auth_users: [\n").find("web.yml:"), std::string::npos);
-  EXPECT_EQ(LoadWebConfig(dir.path() / "missing.yml").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadWebConfig(dir.path() / "missing.yml").status().code(), absl::StatusCode::kNotFound);
 }
 
 class TlsTest : public ::testing::Test {
@@ -187,13 +185,14 @@ class TlsTest : public ::testing::Test {
     ASSERT_EQ(testing::WaitExit(pid, 60s), 0) << testing::ReadFile(dir_.path() / "openssl.err");
     testing::WriteFile(dir_.path() / "web.yml",
                        "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
-                       "basic_auth_users:\n  alice: " + std::string(kHash) + "\n");
+                       "basic_auth_users:\n  alice: " +
+                           std::string(kHash) + "\n");
   }
 
   // Runs curl and returns its stdout ("%{http_code}") or "exit N" when curl failed.
   std::string Curl(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
-                                     "--max-time", "20"};
+    std::vector<std::string> argv = {"curl", "-sS",          "-o",         "/dev/null",
+                                     "-w",   "%{http_code}", "--max-time", "20"};
     argv.insert(argv.end(), args.begin(), args.end());
     const pid_t pid = testing::Spawn(argv, dir_.path() / "curl.out", dir_.path() / "curl.err");
     const std::optional<int> rc = testing::WaitExit(pid, 60s);

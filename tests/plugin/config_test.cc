@@ -93,11 +93,10 @@ TEST(ConfigTest, FlagsBeatEnvironmentWhichBeatsTheFile) {
   Flags flags;
   flags.config_file = file.string();
   flags.listen = "127.0.0.1:0";
-  absl::StatusOr<Config> c = ResolveConfig(
-      flags, Env({{"NEURON_DP_NONCONTIGUOUS", "warn"},
-                  {"NEURON_DP_LISTEN", "0.0.0.0:1"},
-                  {"NEURON_ROOT", "/host"},
-                  {"NEURON_LOGICAL_NC_CONFIG", "1"}}));
+  absl::StatusOr<Config> c = ResolveConfig(flags, Env({{"NEURON_DP_NONCONTIGUOUS", "warn"},
+                                                       {"NEURON_DP_LISTEN", "0.0.0.0:1"},
+                                                       {"NEURON_ROOT", "/host"},
+                                                       {"NEURON_LOGICAL_NC_CONFIG", "1"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->noncontiguous, NonContiguousPolicy::kWarn) << "environment beats the file";
   EXPECT_TRUE(c->cdi) << "the file beats the default";

@@ -4,8 +4,8 @@
 // kubelet.sock that, like the kubelet, dials the plugin back and calls GetDevicePluginOptions
 // before Register returns; ListAndWatch readers; a PodResources List server. Thread-safe.
 
-#include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -132,8 +132,8 @@ struct Listed {
 class ListWatcher {
  public:
   explicit ListWatcher(const fs::path& socket)
-      : stub_(v1beta1::DevicePlugin::NewStub(grpc::CreateChannel(
-            "unix:" + socket.string(), grpc::InsecureChannelCredentials()))) {
+      : stub_(v1beta1::DevicePlugin::NewStub(
+            grpc::CreateChannel("unix:" + socket.string(), grpc::InsecureChannelCredentials()))) {
     thread_ = std::thread([this] {
       auto reader = stub_->ListAndWatch(&ctx_, v1beta1::Empty());
       v1beta1::ListAndWatchResponse msg;
@@ -167,8 +167,8 @@ class ListWatcher {
   }
   bool WaitHealth(const std::string& id, const std::string& health,
                   std::chrono::milliseconds ceiling = kCeiling) {
-    return WaitFor(
-        [&](const auto& l) { return l.count(id) && l.at(id).health == health; }, ceiling);
+    return WaitFor([&](const auto& l) { return l.count(id) && l.at(id).health == health; },
+                   ceiling);
   }
   std::map<std::string, Listed> latest() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -74,8 +74,8 @@ TEST(PluginBinaryTest, ServesEndpointsRegistersAndRemovesSocketsOnSigterm) {
                            kdir.string(), "--listen", "127.0.0.1:0", "--socket-suffix", iid},
                           tmp.path() / "p.out", tmp.path() / "p.err");
   int port = 0;
-  ASSERT_TRUE(WaitUntil([&] { return (port = PortFrom(ReadFile(tmp.path() / "p.out"))) > 0; },
-                        kCeiling))
+  ASSERT_TRUE(
+      WaitUntil([&] { return (port = PortFrom(ReadFile(tmp.path() / "p.out"))) > 0; }, kCeiling))
       << ReadFile(tmp.path() / "p.err");
   ASSERT_TRUE(kubelet.WaitRegistered(std::string(kResourceNeuron), 1));
   ASSERT_TRUE(kubelet.WaitRegistered(std::string(kResourceEfa), 1));

@@ -106,7 +106,8 @@ std::vector<std::string> Cdi(const v1beta1::ContainerAllocateResponse& r) {
 }
 
 size_t CountHealth(const std::map<std::string, Listed>& l, const std::string& health) {
-  return std::count_if(l.begin(), l.end(), [&](const auto& e) { return e.second.health == health; });
+  return std::count_if(l.begin(), l.end(),
+                       [&](const auto& e) { return e.second.health == health; });
 }
 
 TEST_F(PluginTest, RegistersEveryResourceWithCountsAndNumaOnTrn1) {
@@ -159,10 +160,12 @@ TEST_F(PluginTest, AllocateContentsOnTrn1) {
   r.Clear();
   ASSERT_TRUE(Allocate(efa_stub.get(), {{efa}}, &r).ok());
   ASSERT_EQ(r.container_responses(0).devices_size(), 1);
-  EXPECT_TRUE(r.container_responses(0).devices(0).host_path().starts_with("/dev/infiniband/uverbs"));
+  EXPECT_TRUE(
+      r.container_responses(0).devices(0).host_path().starts_with("/dev/infiniband/uverbs"));
   EXPECT_TRUE(fs::exists(root().string() + r.container_responses(0).devices(0).host_path()))
       << "the sim has no " << r.container_responses(0).devices(0).host_path();
-  EXPECT_EQ(Cdi(r.container_responses(0)), (std::vector<std::string>{"vpc.amazonaws.com/efa=" + efa}));
+  EXPECT_EQ(Cdi(r.container_responses(0)),
+            (std::vector<std::string>{"vpc.amazonaws.com/efa=" + efa}));
   EXPECT_EQ(r.container_responses(0).envs_size(), 0);
 }
 
@@ -311,8 +314,7 @@ TEST_F(PluginTest, ReRegistersAfterEveryKubeletRestart) {
     kubelet_->Restart();  // deletes our sockets, re-creates kubelet.sock
     for (const std::string& r : {kNeuron, kCore, kEfa}) {
       ASSERT_TRUE(::neuron::testing::WaitUntil(
-          [&] { return kubelet_->count(r) >= round && fs::exists(kubelet_->Socket(r)); },
-          kCeiling))
+          [&] { return kubelet_->count(r) >= round && fs::exists(kubelet_->Socket(r)); }, kCeiling))
           << r << " round " << round << ": not registered again with its socket re-created";
     }
     ListWatcher w(kubelet_->Socket(kNeuron));

@@ -2,7 +2,6 @@
 // flattened per container and resource, a missing kubelet is an error that leaves the last
 // answer in place, and a kubelet that restarts (new socket file) is found again.
 #include "proto/pod_resources.h"
-#include "proto/pod_resources_locator.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -12,6 +11,7 @@
 #include <mutex>
 
 #include "podresources/v1/api.grpc.pb.h"
+#include "proto/pod_resources_locator.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -54,7 +54,7 @@ v1::ListPodResourcesResponse OnePod(const std::string& name, std::vector<std::st
   d->set_resource_name("aws.amazon.com/neuroncore");
   for (const std::string& id : cores) d->add_device_ids(id);
   c->add_devices()->set_resource_name("vpc.amazonaws.com/efa");  // no IDs: left out
-  pod->add_containers()->set_name("sidecar");                      // no devices: left out
+  pod->add_containers()->set_name("sidecar");                    // no devices: left out
   return r;
 }
 
@@ -102,10 +102,10 @@ TEST(PodResourcesTest, CacheKeepsTheLastAnswerAndFindsARestartedKubelet) {
   auto server = Serve(socket, lister);
 
   std::atomic<int> changes{0};
-  PodResourcesCache cache({.socket_path = socket,
-                           .period = 50ms,
-                           .timeout = 500ms,
-                           .on_change = [&](auto) { ++changes; }});
+  PodResourcesCache cache(
+      {.socket_path = socket, .period = 50ms, .timeout = 500ms, .on_change = [&](auto) {
+         ++changes;
+       }});
   ASSERT_TRUE(WaitUntil([&] { return cache.Latest()->all().size() == 1; }, 10s));
   // Unchanged answers do not count as changes.
   const int calls = lister.calls;

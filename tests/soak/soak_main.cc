@@ -16,10 +16,10 @@
 #include <thread>
 
 #include "driver-sim/ctl.h"
-#include "tests/support/http_client.h"
 #include "tests/soak/soak_checks.h"
 #include "tests/soak/soak_load.h"
 #include "tests/soak/soak_node.h"
+#include "tests/support/http_client.h"
 #include "tests/support/process.h"
 
 namespace neuron::soak {
@@ -318,10 +318,11 @@ int Run(const Args& args) {
         "no leak: " + who,
         measured && e.fds <= w.fds && ours_e <= ours_w && e.library_threads <= pool_bound &&
             e.rss_kib - w.rss_kib <= args.rss_limit_kib,
-        fmt::format("fds {:+d}, own threads {:+d} (gRPC pool threads {} -> {}, bound {}), RSS {:+d} KiB "
-                    "(limit {} KiB)",
-                    e.fds - w.fds, ours_e - ours_w, w.library_threads, e.library_threads,
-                    pool_bound, e.rss_kib - w.rss_kib, args.rss_limit_kib));
+        fmt::format(
+            "fds {:+d}, own threads {:+d} (gRPC pool threads {} -> {}, bound {}), RSS {:+d} KiB "
+            "(limit {} KiB)",
+            e.fds - w.fds, ours_e - ours_w, w.library_threads, e.library_threads, pool_bound,
+            e.rss_kib - w.rss_kib, args.rss_limit_kib));
   };
   leak("plugin", wp, end_plugin);
   leak("exporter", we, end_exporter);

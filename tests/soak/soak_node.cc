@@ -20,11 +20,11 @@
 namespace neuron::soak {
 
 using namespace std::chrono_literals;
+using neuron::testing::ListeningPort;
 using neuron::testing::ReadFile;
 using neuron::testing::Spawn;
 using neuron::testing::WaitUntil;
 using neuron::testing::WriteFile;
-using neuron::testing::ListeningPort;
 
 namespace {
 
@@ -127,8 +127,8 @@ absl::Status SoakNode::StartExporter() {
   if (exporter_.pid <= 0) return absl::InternalError("cannot spawn the exporter");
   if (!WaitUntil(
           [&] {
-            exporter_port_ = ListeningPort(ReadFile(logs_ / "exporter.out") +
-                                           ReadFile(logs_ / "exporter.err"));
+            exporter_port_ =
+                ListeningPort(ReadFile(logs_ / "exporter.out") + ReadFile(logs_ / "exporter.err"));
             return exporter_port_ > 0;
           },
           60s)) {
@@ -171,8 +171,8 @@ bool SoakNode::Registered() const {
 }
 
 std::optional<double> SoakNode::PromScalar(const std::string& promql) const {
-  const neuron::testing::HttpResult r =
-      neuron::testing::HttpGet(prom_port_, "/api/v1/query?query=" + neuron::testing::UrlEncode(promql));
+  const neuron::testing::HttpResult r = neuron::testing::HttpGet(
+      prom_port_, "/api/v1/query?query=" + neuron::testing::UrlEncode(promql));
   if (r.status != 200) return std::nullopt;
   const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
   if (j.is_discarded() || j.value("status", "") != "success") return std::nullopt;

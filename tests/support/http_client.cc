@@ -41,7 +41,6 @@ std::string UrlEncode(std::string_view s) {
   return out;
 }
 
-
 HttpResult HttpRaw(int port, const std::string& raw, int timeout_ms) {
   HttpResult result;
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -80,8 +79,8 @@ HttpResult HttpRaw(int port, const std::string& raw, int timeout_ms) {
 }
 
 HttpResult HttpGet(int port, const std::string& target, const std::string& extra_headers) {
-  return HttpRaw(port, "GET " + target + " HTTP/1.0\r\nHost: localhost\r\n" + extra_headers +
-                           "\r\n");
+  return HttpRaw(port,
+                 "GET " + target + " HTTP/1.0\r\nHost: localhost\r\n" + extra_headers + "\r\n");
 }
 
 }  // namespace neuron::testing

@@ -13,8 +13,9 @@ PrometheusServer::PrometheusServer(const std::filesystem::path& dir,
                                    const std::vector<Target>& targets,
                                    const std::vector<std::filesystem::path>& rule_files)
     : dir_(dir), port_(FreePort()) {
-  std::string config = "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                       "  evaluation_interval: 1s\n";
+  std::string config =
+      "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+      "  evaluation_interval: 1s\n";
   if (!rule_files.empty()) {
     config += "rule_files:\n";
     for (const auto& f : rule_files) config += "  - '" + f.string() + "'\n";
