@@ -79,6 +79,10 @@ $(cat "$work/soak-report.txt" 2>/dev/null || tail -n 20 "$work/soak.txt")
 
 ## Restarts and load (from the ASan run above)
 
+Under ASan, RSS grows with its quarantine and allocator caches, so these lines show that the
+runs completed and what fds and threads did; memory drift is the soak's figure above (a
+RelWithDebInfo build), and the same tests bound RSS in the dev build.
+
 - ${restarts:-100 kubelet restarts: not measured in this run}
 - ${scrapers:-64 scrapers: not measured in this run}
 EOF2
