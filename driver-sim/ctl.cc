@@ -233,6 +233,21 @@ absl::StatusOr<CtlRequest> ParseWords(const std::vector<std::string>& words,
   return req;
 }
 
+// A reply as a Status for the one-shot senders: usage errors are InvalidArgument, the daemon's
+// failures `error_code` (what a failure means differs per command).
+absl::Status OutcomeStatus(const absl::StatusOr<CtlReply>& reply, absl::StatusCode error_code) {
+  if (!reply.ok()) return reply.status();
+  switch (reply->outcome) {
+    case CtlOutcome::kOk:
+      return absl::OkStatus();
+    case CtlOutcome::kUsage:
+      return absl::InvalidArgumentError(reply->message);
+    case CtlOutcome::kError:
+      break;
+  }
+  return absl::Status(error_code, reply->message);
+}
+
 }  // namespace
 
 std::string FormatCtlRequest(const CtlRequest& req) {
@@ -280,17 +295,7 @@ absl::Status SendPrintk(const RootPaths& paths, int level, std::string_view text
   req.command = CtlCommand::kPrintk;
   req.level = level;
   req.text = std::string(text);
-  absl::StatusOr<CtlReply> reply = SendCtlRequest(paths, req, timeout);
-  if (!reply.ok()) return reply.status();
-  switch (reply->outcome) {
-    case CtlOutcome::kOk:
-      return absl::OkStatus();
-    case CtlOutcome::kUsage:
-      return absl::InvalidArgumentError(reply->message);
-    case CtlOutcome::kError:
-      break;
-  }
-  return absl::InternalError(reply->message);
+  return OutcomeStatus(SendCtlRequest(paths, req, timeout), absl::StatusCode::kInternal);
 }
 
 std::string FormatCtlReply(const CtlReply& reply) {
@@ -441,17 +446,7 @@ absl::Status SendClearFault(const RootPaths& paths, uint64_t id,
   CtlRequest req;
   req.command = CtlCommand::kClearFault;
   req.fault_id = id;
-  absl::StatusOr<CtlReply> reply = SendCtlRequest(paths, req, timeout);
-  if (!reply.ok()) return reply.status();
-  switch (reply->outcome) {
-    case CtlOutcome::kOk:
-      return absl::OkStatus();
-    case CtlOutcome::kUsage:
-      return absl::InvalidArgumentError(reply->message);
-    case CtlOutcome::kError:
-      break;
-  }
-  return absl::NotFoundError(reply->message);
+  return OutcomeStatus(SendCtlRequest(paths, req, timeout), absl::StatusCode::kNotFound);
 }
 
 absl::StatusOr<int> ListenCtlSocket(const std::filesystem::path& path) {
