@@ -21,6 +21,7 @@
 
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
+#include "tests/support/prometheus.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -29,13 +30,11 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using nlohmann::json;
-using testing::FreePort;
 using testing::HttpGet;
 using testing::ReadFile;
 using testing::Spawn;
 using testing::Stop;
 using testing::TempDir;
-using testing::UrlEncode;
 using testing::WaitExit;
 using testing::WaitUntil;
 using testing::WriteFile;
@@ -183,30 +182,9 @@ TEST_F(ExporterE2eTest, PromtoolAcceptsRealOutput) {
 
 TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
   Exporter e = StartExporter({"--compat", "--region", "us-east-2"}, "prom_target");
-  const int prom_port = FreePort();
-  const fs::path config = dir_->path() / "prometheus.yml";
-  WriteFile(config,
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-            "scrape_configs:\n  - job_name: neuron\n    static_configs:\n"
-            "      - targets: ['127.0.0.1:" +
-                std::to_string(e.port) + "']\n");
-  const pid_t prom = Spawn({"prometheus", "--config.file=" + config.string(),
-                            "--storage.tsdb.path=" + (dir_->path() / "tsdb").string(),
-                            "--web.listen-address=127.0.0.1:" + std::to_string(prom_port)},
-                           dir_->path() / "prom.out", dir_->path() / "prom.err");
-  started_.push_back(prom);
-  auto query = [&](const std::string& promql) -> json {
-    const testing::HttpResult r = HttpGet(prom_port, "/api/v1/query?query=" + UrlEncode(promql));
-    if (r.status != 200) return json::array();
-    const json j = json::parse(r.body, nullptr, false);
-    if (j.is_discarded() || j.value("status", "") != "success") return json::array();
-    return j["data"]["result"];
-  };
-  auto scalar = [&](const std::string& promql) -> std::optional<double> {
-    const json r = query(promql);
-    if (!r.is_array() || r.size() != 1) return std::nullopt;
-    return std::stod(r[0]["value"][1].get<std::string>());
-  };
+  testing::PrometheusServer prometheus(dir_->path(), {{.job = "neuron", .port = e.port}});
+  auto query = [&](const std::string& promql) { return prometheus.Query(promql); };
+  auto scalar = [&](const std::string& promql) { return prometheus.Scalar(promql); };
   // Rates need a few scrapes; the ceiling is generous (decision 15).
   ASSERT_TRUE(WaitUntil(
       [&] {
@@ -214,7 +192,7 @@ TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
             .has_value();
       },
       90s))
-      << ReadFile(dir_->path() / "prom.err");
+      << prometheus.Log();
   std::optional<double> busy;
   EXPECT_TRUE(WaitUntil(
       [&] {
