@@ -1,31 +1,16 @@
 #include "core/datastore.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <charconv>
 #include <cstring>
-#include <map>
-
-#include "core/component_log.h"
 
 namespace neuron {
 namespace {
 
 static_assert(std::endian::native == std::endian::little,
               "the datastore holds little-endian values; a big-endian host needs byte swaps");
-
-spdlog::logger& Log() {
-  static std::shared_ptr<spdlog::logger> log = ComponentLogger("datastore");
-  return *log;
-}
 
 template <typename T>
 T Load(std::span<const std::byte> bytes, size_t offset) {
@@ -146,159 +131,6 @@ void LoadHistogram(std::span<const std::byte> bytes, std::string_view source, Da
   r->histogram = h;
 }
 
-// "<device>.<pid>", both decimal, nothing else.
-bool ParseName(std::string_view name, DatastoreKey* key) {
-  const size_t dot = name.find('.');
-  if (dot == std::string_view::npos || dot == 0 || dot + 1 == name.size()) return false;
-  const char* end = name.data() + name.size();
-  auto [p1, e1] = std::from_chars(name.data(), name.data() + dot, key->device);
-  auto [p2, e2] = std::from_chars(name.data() + dot + 1, end, key->pid);
-  return e1 == std::errc() && p1 == name.data() + dot && e2 == std::errc() && p2 == end &&
-         key->device >= 0 && key->pid > 0;
-}
-
-class FileDatastoreReader final : public DatastoreReader {
- public:
-  explicit FileDatastoreReader(const RootPaths& root) : dir_(root.DatastoreDir().string()) {}
-  ~FileDatastoreReader() override {
-    for (auto& [key, m] : maps_) ::munmap(const_cast<std::byte*>(m.addr), nds::kSize);
-  }
-
-  std::vector<DatastoreKey> List() override {
-    std::vector<DatastoreKey> keys;
-    ListNames(&keys, nullptr, nullptr);
-    return keys;
-  }
-
-  DatastoreScan ReadAll() override {
-    DatastoreScan scan;
-    std::vector<DatastoreKey> keys;
-    std::vector<std::string> names;
-    const int dir_fd = ListNames(&keys, &names, &scan.errors);
-    std::map<DatastoreKey, Mapping> still;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const std::string path = dir_ + "/" + names[i];
-      absl::StatusOr<Mapping> m = MapEntry(dir_fd, names[i], path, keys[i]);
-      if (!m.ok()) {
-        scan.errors.push_back(std::string(m.status().message()));
-        continue;
-      }
-      absl::StatusOr<DatastoreRecord> rec =
-          ParseDatastore({m->addr, nds::kSize}, keys[i].device, keys[i].pid, path, &scan.errors);
-      still.emplace(keys[i], *m);
-      if (!rec.ok()) {
-        scan.errors.push_back(std::string(rec.status().message()));
-        continue;
-      }
-      scan.records.push_back(*std::move(rec));
-    }
-    if (dir_fd >= 0) ::close(dir_fd);
-    // Entries that disappeared (process exit) are unmapped; the rest stay mapped.
-    for (auto& [key, m] : maps_) {
-      if (!still.contains(key)) ::munmap(const_cast<std::byte*>(m.addr), nds::kSize);
-    }
-    maps_ = std::move(still);
-    return scan;
-  }
-
-  std::string_view name() const override { return "file"; }
-
- private:
-  struct Mapping {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    const std::byte* addr = nullptr;
-  };
-
-  // Fills keys (sorted) and, when asked, the matching names. Returns the open directory fd (for
-  // *at calls) when names are wanted, else -1. A missing directory is no entries.
-  int ListNames(std::vector<DatastoreKey>* keys, std::vector<std::string>* names,
-                std::vector<std::string>* errors) {
-    const int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-      if (errno != ENOENT && errors != nullptr) {
-        errors->push_back(fmt::format("open {}: {}", dir_, std::strerror(errno)));
-      }
-      return -1;
-    }
-    const int dup_fd = names != nullptr ? ::dup(fd) : -1;
-    DIR* d = ::fdopendir(fd);
-    if (d == nullptr) {
-      ::close(fd);
-      if (dup_fd >= 0) ::close(dup_fd);
-      return -1;
-    }
-    std::vector<std::pair<DatastoreKey, std::string>> found;
-    while (const dirent* e = ::readdir(d)) {
-      const std::string_view n = e->d_name;
-      if (n.empty() || n[0] == '.') continue;  // ".", "..", the writer's temporary files
-      DatastoreKey key;
-      if (!ParseName(n, &key)) {
-        if (errors != nullptr) {
-          errors->push_back(
-              fmt::format("{}/{}: not a datastore name (expected <device>.<pid>)", dir_, n));
-        }
-        continue;
-      }
-      found.emplace_back(key, std::string(n));
-    }
-    ::closedir(d);
-    std::sort(found.begin(), found.end());
-    for (auto& [key, n] : found) {
-      keys->push_back(key);
-      if (names != nullptr) names->push_back(std::move(n));
-    }
-    return dup_fd;
-  }
-
-  // The mapping of `name`, reused while the file is the same inode with the right size; a
-  // replaced file is mapped afresh. stat() is fine here: these are regular files (D6), unlike
-  // sysfs attributes whose sizes lie. The size check before every read guards against SIGBUS
-  // on a file cut short; a writer truncating a file while we copy it is not guarded (the
-  // simulator never truncates; it creates files whole and renames them into place).
-  absl::StatusOr<Mapping> MapEntry(int dir_fd, const std::string& name, const std::string& path,
-                                   DatastoreKey key) {
-    struct stat st;
-    if (::fstatat(dir_fd, name.c_str(), &st, 0) != 0) {
-      return absl::UnavailableError(fmt::format("stat {}: {}", path, std::strerror(errno)));
-    }
-    if (auto it = maps_.find(key); it != maps_.end()) {
-      if (it->second.dev == st.st_dev && it->second.ino == st.st_ino &&
-          static_cast<size_t>(st.st_size) == nds::kSize) {
-        return it->second;
-      }
-      ::munmap(const_cast<std::byte*>(it->second.addr), nds::kSize);
-      maps_.erase(it);
-    }
-    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) {
-      return absl::UnavailableError(fmt::format("open {}: {}", path, std::strerror(errno)));
-    }
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return absl::DataLossError(fmt::format("{}: not a regular file", path));
-    }
-    if (static_cast<size_t>(st.st_size) != nds::kSize) {
-      ::close(fd);
-      return absl::DataLossError(
-          fmt::format("{}: size {} bytes, expected {} (truncated or not a "
-                      "datastore)",
-                      path, st.st_size, nds::kSize));
-    }
-    void* addr = ::mmap(nullptr, nds::kSize, PROT_READ, MAP_SHARED, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    if (addr == MAP_FAILED) {
-      return absl::UnavailableError(fmt::format("mmap {}: {}", path, std::strerror(err)));
-    }
-    Log().debug("mapped {}", path);
-    return Mapping{st.st_dev, st.st_ino, static_cast<const std::byte*>(addr)};
-  }
-
-  std::string dir_;
-  std::map<DatastoreKey, Mapping> maps_;
-};
-
 }  // namespace
 
 NdsVersion UnpackVersionWord(uint64_t word) {
@@ -332,10 +164,6 @@ absl::StatusOr<DatastoreRecord> ParseDatastore(std::span<const std::byte> bytes,
   LoadObjectArea(bytes, source, &r, warnings);
   LoadHistogram(bytes, source, &r, warnings);
   return r;
-}
-
-std::unique_ptr<DatastoreReader> MakeFileDatastoreReader(const RootPaths& root) {
-  return std::make_unique<FileDatastoreReader>(root);
 }
 
 }  // namespace neuron

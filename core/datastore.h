@@ -3,16 +3,19 @@
 // runtime process) with its device counters, per-core counters, process info, model records and,
 // when the simulator's extension is present (deviation D13), latency histogram buckets.
 //
-// Two back ends behind DatastoreReader: files (deviation D6: ROOT/run/neuron/ds/<device>.<pid>,
-// mapped read-only and kept mapped across samples), and on hardware the driver's ioctls (71
-// ACQUIRE_NEURON_DS with the target PID, then mmap of the device fd), not written yet. Both hand
-// the same bytes to ParseDatastore, so the byte layout is decoded in one place.
+// One back end reads them as a monitor must on a real node and on the simulator alike: through
+// the driver's device ABI (GET_ALL_APPS_INFO lists the processes of /dev/neuronN, ACQUIRE_NEURON_DS
+// with a PID gives the offset to mmap read-only; core/driver_abi.h, datastore_driver.cc). Tests
+// may put their own DatastoreReader in its place. Every back end hands the bytes to
+// ParseDatastore, so the byte layout is decoded in one place.
 //
 // The runtime writes counters without locking, so a read returns whatever is there: each u64 is
 // copied with memcpy (a torn value is possible and accepted, as with the real driver).
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -82,6 +85,13 @@ struct LatencyHistogram {
 
 using CoreCounterSet = std::array<uint64_t, nds::kCoreCounterCount>;
 
+// What GET_ALL_APPS_INFO said of the process.
+struct DriverProcessInfo {
+  uint8_t nc_lock_map = 0;      // physical cores 0-3 whose lock the process holds
+  uint64_t host_mem_bytes = 0;  // allocated through the driver
+  uint64_t device_mem_bytes = 0;
+};
+
 // One datastore as read at one moment. Plain value.
 struct DatastoreRecord {
   int device = -1;
@@ -96,6 +106,7 @@ struct DatastoreRecord {
   std::optional<DatastoreProcessInfo> process;
   std::vector<DatastoreModel> models;
   std::optional<LatencyHistogram> histogram;  // only when the D13 magic is present
+  std::optional<DriverProcessInfo> driver;    // from the process list, when read through it
 
   DatastoreKey key() const { return {device, pid}; }
   uint64_t Core(int slot, int index) const { return core_counters[slot][index]; }
@@ -115,7 +126,18 @@ struct DatastoreScan {
   std::vector<std::string> errors;       // each names the datastore (file) it concerns
 };
 
-// One back end. Not thread-safe: one owner (the Sampler); the records it returns are values.
+// Whether a live source can be read (DESIGN decision 19). `known` is false until it was tried.
+struct SourceState {
+  bool known = false;
+  bool up = false;          // some device's live data could be read
+  std::string reason = {};  // why not, in the user's words ("no device node /dev/neuron0")
+  // Devices whose live data could not be read while others' could, with the reason: their
+  // live figures are unknown, not idle.
+  std::map<int, std::string> unread = {};
+};
+
+// One back end. List and ReadAll have one caller (the Sampler); SetDevices and State may be
+// called from any thread. The records it returns are values.
 class DatastoreReader {
  public:
   virtual ~DatastoreReader() = default;
@@ -125,10 +147,23 @@ class DatastoreReader {
   // the others are still read.
   virtual DatastoreScan ReadAll() = 0;
   virtual std::string_view name() const = 0;
+  // The devices to watch (the inventory's indices).
+  virtual void SetDevices(std::vector<int> devices) = 0;
+  virtual SourceState State() const = 0;
+  // Waits until every device was probed once (State().known), at most `timeout`: a one-shot
+  // reader (neuron-ls) needs the answer before it reads. False on timeout (a device in reset).
+  virtual bool AwaitFirstProbe(std::chrono::milliseconds timeout) = 0;
 };
 
-// Deviation D6: ROOT/run/neuron/ds/<device>.<pid>. Names starting with '.' are the writer's
-// temporary files and are ignored; a missing directory means no runtime process.
-std::unique_ptr<DatastoreReader> MakeFileDatastoreReader(const RootPaths& root);
+struct DriverDatastoreOptions {
+  std::vector<int> devices;  // device indices to watch
+  // How often devices are probed for runtime processes (off the sample path).
+  std::chrono::milliseconds probe_period{1000};
+};
+
+// Through the driver's device ABI on ROOT/dev/neuronN (datastore_driver.cc says how it spares the
+// driver's 16 process slots and sysfs reset). Starts a probe thread.
+std::unique_ptr<DatastoreReader> MakeDriverDatastoreReader(const RootPaths& root,
+                                                           DriverDatastoreOptions options);
 
 }  // namespace neuron

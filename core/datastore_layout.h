@@ -114,10 +114,7 @@ inline constexpr size_t kProcessInfoSize = 60;
 inline constexpr size_t kProcessTagOffset = kProcessInfoOffset + kProcessInfoSize;  // char[256]
 inline constexpr size_t kProcessTagSize = 256;
 inline constexpr size_t kModelCountOffset = kProcessTagOffset + kProcessTagSize;  // u32
-// u32, non-zero once the process released the entry (nrt_close: the driver's release ioctl 72).
-// The node daemon then folds the counters into sysfs and removes the file, as it does for a
-// process that died (DESIGN decision 2).
-inline constexpr size_t kReleasedOffset = kModelCountOffset + 4;
+// The model count is followed by a reserved u32 (zero), then the records.
 inline constexpr size_t kModelRecordsOffset = kModelCountOffset + 8;
 inline constexpr size_t kModelNodeInfoSize = 284;
 inline constexpr size_t kModelNodeMemorySize = 384;

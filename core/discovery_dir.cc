@@ -18,7 +18,6 @@
 #include "core/discovery_internal.h"
 #include "core/file_io.h"
 #include "core/inventory.h"
-#include "core/node_info.h"
 
 namespace neuron {
 namespace {
@@ -94,15 +93,13 @@ class DirectoryDiscovery final : public Discovery {
 
   absl::StatusOr<Inventory> Scan() override {
     Inventory inv;
-    const absl::StatusOr<NodeInfo> node_info = ReadNodeInfo(root_);
-    discovery_internal::NoteNodeInfoProblem(node_info, &inv.warnings);
-    std::unique_ptr<BdfResolver> resolver = MakeBdfResolver(root_, node_info);
+    std::unique_ptr<BdfResolver> resolver = discovery_internal::MakeResolver(options_, root_);
     ScanDevices(*resolver, &inv);
     ScanEfas(&inv);
     discovery_internal::NodeIdentity identity;
     identity.dmi_product_name = ReadDmi("product_name", &inv.warnings);
     identity.dmi_asset_tag = ReadDmi("board_asset_tag", &inv.warnings);
-    discovery_internal::FinishInventory(options_, identity, node_info, &inv);
+    discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }
 

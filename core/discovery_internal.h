@@ -12,7 +12,6 @@
 #include "absl/status/statusor.h"
 #include "core/bdf.h"
 #include "core/inventory.h"
-#include "core/node_info.h"
 
 namespace neuron::discovery_internal {
 
@@ -60,11 +59,8 @@ struct NodeIdentity {
 };
 
 // Instance identity, LNC, memory sizes from the catalog, and the final sort order.
-void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identity,
-                     const absl::StatusOr<NodeInfo>& node_info, Inventory* inv);
-
-// node.json problems other than absence become a warning naming the file.
-void NoteNodeInfoProblem(const absl::StatusOr<NodeInfo>& node_info,
-                         std::vector<std::string>* warnings);
+void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identity, Inventory* inv);
+// The BDF resolver the options ask for: DEVICE_BDF_EXT on the device node unless a test gave one.
+std::unique_ptr<BdfResolver> MakeResolver(const DiscoveryOptions& options, const RootPaths& root);
 
 }  // namespace neuron::discovery_internal

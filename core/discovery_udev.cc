@@ -1,6 +1,6 @@
 // The libudev back end (production, decision 7). libudev reads the host's /sys, or a umockdev
 // testbed when the process runs with LD_PRELOAD=libumockdev-preload.so.0 and UMOCKDEV_DIR set.
-// Files outside sysfs (node.json, /dev/neuronN for the BDF ioctl) still come from RootPaths.
+// Files outside sysfs (/dev/neuronN for the BDF ioctl) still come from RootPaths.
 
 #include <fmt/format.h>
 
@@ -11,7 +11,6 @@
 #include "core/bdf.h"
 #include "core/discovery_internal.h"
 #include "core/inventory.h"
-#include "core/node_info.h"
 #include "core/udev_util.h"
 
 namespace neuron {
@@ -69,9 +68,7 @@ class UdevDiscovery final : public Discovery {
 
   absl::StatusOr<Inventory> Scan() override {
     Inventory inv;
-    const absl::StatusOr<NodeInfo> node_info = ReadNodeInfo(root_);
-    discovery_internal::NoteNodeInfoProblem(node_info, &inv.warnings);
-    std::unique_ptr<BdfResolver> resolver = MakeBdfResolver(root_, node_info);
+    std::unique_ptr<BdfResolver> resolver = discovery_internal::MakeResolver(options_, root_);
     ScanDevices(*resolver, &inv);
     ScanEfas(&inv);
     discovery_internal::NodeIdentity identity;
@@ -80,7 +77,7 @@ class UdevDiscovery final : public Discovery {
       identity.dmi_product_name = ReadOr(src, "product_name", &inv.warnings);
       identity.dmi_asset_tag = ReadOr(src, "board_asset_tag", &inv.warnings);
     }
-    discovery_internal::FinishInventory(options_, identity, node_info, &inv);
+    discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }
 

@@ -232,31 +232,24 @@ void ReadEfaPort(AttributeSource& ib, EfaInterface* efa, std::vector<std::string
   }
 }
 
-void NoteNodeInfoProblem(const absl::StatusOr<NodeInfo>& node_info,
-                         std::vector<std::string>* warnings) {
-  if (!node_info.ok() && !absl::IsNotFound(node_info.status())) {
-    warnings->push_back(std::string(node_info.status().message()));
-  }
+std::unique_ptr<BdfResolver> MakeResolver(const DiscoveryOptions& options, const RootPaths& root) {
+  return options.bdf_resolver ? options.bdf_resolver(root) : MakeIoctlBdfResolver(root);
 }
 
 void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identity,
-                     const absl::StatusOr<NodeInfo>& node_info, Inventory* inv) {
-  // Decision 11: DMI first; node.json is the simulator's fallback.
+                     Inventory* inv) {
+  // Decision 11: the instance's identity is in DMI, on a real node as on the simulator.
   inv->instance_type = identity.dmi_product_name;
   inv->instance_id = identity.dmi_asset_tag;
-  if (node_info.ok()) {
-    if (inv->instance_type.empty()) inv->instance_type = node_info->instance_type;
-    if (inv->instance_id.empty()) inv->instance_id = node_info->instance_id;
-  }
   std::sort(inv->devices.begin(), inv->devices.end(),
             [](const NeuronDevice& a, const NeuronDevice& b) { return a.index < b.index; });
   std::sort(inv->efas.begin(), inv->efas.end(),
             [](const EfaInterface& a, const EfaInterface& b) { return a.name < b.name; });
 
-  // Decision 13: --lnc, else what the node recorded, else the instance default.
+  // Decision 13: --lnc (or NEURON_LOGICAL_NC_CONFIG), else the instance default, as on a real
+  // node: the driver does not publish the runtime's LNC.
   const InstanceSpec* spec = inv->Spec();
   int lnc = options.lnc;
-  if (lnc == 0 && node_info.ok()) lnc = node_info->lnc;
   if (spec != nullptr) {
     absl::StatusOr<int> resolved = ResolveLnc(*spec, lnc);
     if (!resolved.ok()) {

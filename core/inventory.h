@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/bdf.h"
 #include "core/catalog.h"
 #include "core/sysfs_names.h"
 #include "core/topology.h"
@@ -76,8 +78,11 @@ struct Inventory {
 };
 
 struct DiscoveryOptions {
-  // LNC from --lnc / NEURON_LOGICAL_NC_CONFIG; 0 means node.json, then the instance default.
+  // LNC from --lnc / NEURON_LOGICAL_NC_CONFIG; 0 means the instance default.
   int lnc = 0;
+  // Device index -> PCI address; null = DEVICE_BDF_EXT on ROOT/dev/neuronN (the driver). Tests
+  // of discovery without a simulated driver give their own.
+  std::function<std::unique_ptr<BdfResolver>(const RootPaths&)> bdf_resolver = nullptr;
 };
 
 // One interface, two back ends (DESIGN "core", decision 7). Both must give the same Inventory
@@ -92,7 +97,7 @@ class Discovery {
 // Reads ROOT/sys directly (the simulator, containers without udev).
 std::unique_ptr<Discovery> MakeDirectoryDiscovery(const RootPaths& root, DiscoveryOptions options);
 // libudev (production). Sees the host's /sys, or a umockdev testbed when UMOCKDEV_DIR is set;
-// non-sysfs files (node.json, /dev) still come from `root`.
+// non-sysfs files (/dev) still come from `root`.
 absl::StatusOr<std::unique_ptr<Discovery>> MakeUdevDiscovery(const RootPaths& root,
                                                              DiscoveryOptions options);
 

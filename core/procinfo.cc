@@ -187,10 +187,15 @@ absl::StatusOr<std::string> ProcReader::Cgroup(int pid) const {
   return ReadProcFile(pid, "cgroup", 64 * 1024);
 }
 
-std::map<fs::path, std::vector<int>> ProcReader::PidsWithOpen(
-    const std::vector<fs::path>& targets) const {
-  std::map<std::string, fs::path, std::less<>> wanted;  // normalised -> as given
-  for (const fs::path& t : targets) wanted.emplace(t.lexically_normal().string(), t);
+std::map<fs::path, std::vector<int>> ProcReader::PidsWithOpen(const std::vector<fs::path>& targets,
+                                                              FdScanProblems* problems) const {
+  std::map<std::string, fs::path, std::less<>> wanted;  // as the kernel may print it -> as given
+  for (const fs::path& t : targets) {
+    wanted.emplace(t.lexically_normal().string(), t);
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(t, ec);
+    if (!ec) wanted.emplace(canonical.string(), t);
+  }
   std::map<fs::path, std::vector<int>> out;
   DIR* proc = ::opendir(proc_dir_.c_str());
   if (proc == nullptr) return out;
@@ -199,7 +204,14 @@ std::map<fs::path, std::vector<int>> ProcReader::PidsWithOpen(
     if (!ParseNumber(std::string_view(e->d_name), &pid) || pid <= 0) continue;
     const std::string fd_dir = fmt::format("{}/{}/fd", proc_dir_.string(), pid);
     DIR* fds = ::opendir(fd_dir.c_str());
-    if (fds == nullptr) continue;  // gone, or not ours to read
+    if (fds == nullptr) {
+      if (problems != nullptr && (errno == EACCES || errno == EPERM)) {
+        if (problems->processes++ == 0) {
+          problems->first = fmt::format("open {}: {}", fd_dir, std::strerror(errno));
+        }
+      }
+      continue;  // gone, or not ours to read
+    }
     std::set<fs::path> held;
     while (const dirent* f = ::readdir(fds)) {
       if (f->d_name[0] == '.') continue;

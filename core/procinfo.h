@@ -81,13 +81,22 @@ class ProcReader {
   // /proc/<pid>/cgroup as text (pod identity is parsed from it: core/pod_identity.h).
   absl::StatusOr<std::string> Cgroup(int pid) const;
 
+  // Processes whose open files PidsWithOpen could not see: another user's fd/ directory is
+  // unreadable without CAP_SYS_PTRACE, so a normal user's scan is partial and must say so.
+  struct FdScanProblems {
+    int processes = 0;  // fd/ directories that could not be read (EACCES, EPERM)
+    std::string first;  // the first of them with its error: "open /proc/1/fd: Permission denied"
+  };
+
   // For each of `targets` that some process holds open, the PIDs (ascending) holding it, e.g.
   // the device nodes "/dev/neuron0" as the host names them and ROOT/dev/neuron0 as the
-  // simulator's processes name them. Keys are the targets as given. Processes whose fd
-  // directory cannot be read are skipped. Cost: one readlink per open descriptor of every
-  // process; for neuron-ls --show-all-procs only.
+  // simulator's processes name them. Keys are the targets as given; a target matches the link
+  // the kernel prints (an absolute path without symlinks) by its canonical form too, so a
+  // relative or symlinked --root still finds its processes. Processes that exit meanwhile are
+  // skipped; those whose fd directory cannot be read are counted in `problems`. Cost: one
+  // readlink per open descriptor of every process; for neuron-ls's process columns only.
   std::map<std::filesystem::path, std::vector<int>> PidsWithOpen(
-      const std::vector<std::filesystem::path>& targets) const;
+      const std::vector<std::filesystem::path>& targets, FdScanProblems* problems = nullptr) const;
 
   // Clock ticks per second (sysconf(_SC_CLK_TCK)), the unit of the CPU times above.
   static long TicksPerSecond();

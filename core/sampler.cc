@@ -127,7 +127,11 @@ Sampler::Sampler(RootPaths root, Inventory inventory, SamplerOptions options)
       inventory_(std::move(inventory)),
       options_(std::move(options)),
       datastore_(std::move(options_.datastore)) {
-  if (!datastore_) datastore_ = MakeFileDatastoreReader(root_);
+  if (!datastore_) {
+    DriverDatastoreOptions o;
+    for (const NeuronDevice& d : inventory_.devices) o.devices.push_back(d.index);
+    datastore_ = MakeDriverDatastoreReader(root_, std::move(o));
+  }
   BuildReaders();
 }
 
@@ -135,6 +139,9 @@ Sampler::~Sampler() = default;
 
 void Sampler::SetInventory(Inventory inventory) {
   inventory_ = std::move(inventory);
+  std::vector<int> devices;
+  for (const NeuronDevice& d : inventory_.devices) devices.push_back(d.index);
+  datastore_->SetDevices(std::move(devices));
   BuildReaders();
 }
 
@@ -267,6 +274,7 @@ std::shared_ptr<const Snapshot> Sampler::Sample(SampleKind kind) {
     snap->efas = std::move(ordered);
   }
   snap->processes = std::move(ds.records);
+  snap->datastore_source = datastore_->State();
   snap->duration = std::chrono::steady_clock::now() - start;
   if (!snap->errors.empty()) {
     Log().debug("sample {}: {} errors, first: {}", snap->generation, snap->errors.size(),

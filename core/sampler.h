@@ -57,7 +57,7 @@ struct SamplerOptions {
   // Below this many counter files a sample reads on the calling thread alone: handing work to
   // the helper thread costs more than it saves on small samples.
   int min_files_for_threads = 200;
-  // Datastore back end; null = the file back end (deviation D6).
+  // Datastore back end; null = through the driver's device ABI (MakeDriverDatastoreReader).
   std::unique_ptr<DatastoreReader> datastore;
 };
 

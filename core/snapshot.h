@@ -127,7 +127,10 @@ struct Snapshot {
   std::vector<DeviceSample> devices;
   std::vector<EfaSample> efas;             // present EFA devices, in inventory order
   std::vector<DatastoreRecord> processes;  // live datastores, ascending (device, pid)
-  std::vector<std::string> errors;         // this sample's errors, each naming its file
+  // Whether live datastores could be read at all (DESIGN decision 19): when not, `processes` is
+  // empty because nothing could be seen, not because nothing runs.
+  SourceState datastore_source;
+  std::vector<std::string> errors;  // this sample's errors, each naming its file
 
   const DeviceSample* FindDevice(int index) const;
   const EfaSample* FindEfa(std::string_view name) const;

@@ -119,7 +119,6 @@ class RootPaths {
   std::filesystem::path NodeJson() const { return Run() / "node.json"; }
   std::filesystem::path SimReady() const { return Run() / "sim.ready"; }
   std::filesystem::path CtlSocket() const { return Run() / "ctl.sock"; }
-  std::filesystem::path DatastoreDir() const { return Run() / "ds"; }
   std::filesystem::path CoreLockDir() const { return Run() / "cores"; }
 
  private:

@@ -1,4 +1,4 @@
-#include "core/node_info.h"
+#include "driver-sim/node_info.h"
 
 #include <fmt/format.h>
 

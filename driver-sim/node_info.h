@@ -1,8 +1,9 @@
 #pragma once
-// ROOT/run/neuron/node.json: what the real driver answers by ioctl and the simulator writes as a
-// file (DESIGN decision 4, DRIVER-INTERFACE §8 D7): instance type and id, LNC, and the device
-// index to PCI address map (NEURON_IOCTL_DEVICE_BDF_EXT on hardware). driver-sim/README.md
-// documents the format field by field.
+// ROOT/run/neuron/node.json: the simulated node's shape as the simulator's own parts (the daemon
+// restarting on a stale root, libnrt-sim's node model) read it: instance type and id, node name,
+// LNC and the device index to PCI address map. Simulator-private: the agent never reads it (it
+// reads DMI, `--lnc`, and DEVICE_BDF_EXT, as on a real node; DESIGN decision 16).
+// driver-sim/README.md documents the format field by field.
 
 #include <string>
 #include <string_view>
