@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <span>
 
 #include "core/file_io.h"
 #include "driver-sim/daemon_impl.h"
@@ -195,11 +196,14 @@ absl::Status NodeDaemon::Impl::Start() {
     LogProbeReset(d);
   }
   if (absl::Status s = faults_.Write(); !s.ok()) return fail(s);
-  if (absl::Status s = MakeDir(paths_.DatastoreDir()); !s.ok()) return fail(s);
   if (absl::Status s = MakeDir(paths_.CoreLockDir()); !s.ok()) return fail(s);
   mirror_ = std::make_unique<DatastoreMirror>(tree_.get(), *opts_.spec, opts_.lnc, log_);
-  mirror_->Poll(now);  // runtimes that outlived a previous daemon are mirrored at once
   next_mirror_ = now + daemon_internal::kMirrorPeriod;
+  // A new daemon is a freshly loaded driver: runtimes of an earlier one are not its processes.
+  absl::StatusOr<std::unique_ptr<DriverServer>> driver =
+      DriverServer::Start(paths_, *opts_.spec, opts_.lnc, this, mirror_.get(), log_);
+  if (!driver.ok()) return fail(driver.status());
+  driver_ = *std::move(driver);
 
   power_period_ = opts_.power_period.count() > 0 ? opts_.power_period : milliseconds(60000);
   last_minute_ = EpochMs() / 60000;
@@ -239,6 +243,7 @@ absl::Status NodeDaemon::Impl::Shutdown() {
       fs::remove(paths_.CtlSocket(), ec);
     }
     note(faults_.RemoveFile());
+    driver_.reset();  // before the mirror it reports to
     mirror_.reset();
     if (tree_) note(tree_->Destroy());
     tree_.reset();
@@ -253,7 +258,7 @@ absl::Status NodeDaemon::Impl::Shutdown() {
     fs::remove(paths_.Run() / "daemon.lock", ec);
     // The simulator's own directories go whenever they are empty (a stale root's included);
     // rmdir leaves a live runtime's files alone.
-    for (const fs::path& dir : {paths_.DatastoreDir(), paths_.CoreLockDir(), paths_.Run()}) {
+    for (const fs::path& dir : {paths_.CoreLockDir(), paths_.Run()}) {
       rmdir(dir.c_str());
     }
   }
@@ -284,6 +289,8 @@ absl::Status NodeDaemon::Impl::Run() {
     for (const auto& c : clients_) {
       fds.push_back({c->fd(), static_cast<short>(c->replying() ? POLLOUT : POLLIN), 0});
     }
+    const size_t driver_at = fds.size();
+    driver_->AppendPollFds(&fds);
     if (poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       return absl::InternalError(fmt::format("poll: {}", ErrnoText()));
@@ -303,10 +310,12 @@ absl::Status NodeDaemon::Impl::Run() {
     }
     if (fds[2].revents & POLLIN) HandleInotify();
     // Clients first (their indices match fds), then new ones.
-    for (size_t i = clients_.size(); i-- > 0;) {
+    const size_t ctl_clients = driver_at - 4;
+    for (size_t i = ctl_clients; i-- > 0;) {
       if (fds[4 + i].revents != 0) ServeClient(i, fds[4 + i].revents);
     }
     if (fds[3].revents & POLLIN) AcceptClients();
+    driver_->Serve(std::span<const pollfd>(fds).subspan(driver_at));
     ProcessDue(Clock::now());
   }
   return absl::OkStatus();
@@ -436,6 +445,9 @@ absl::Status NodeDaemon::Run() { return impl_->Run(); }
 absl::Status NodeDaemon::Shutdown() { return impl_->Shutdown(); }
 
 int RunNodeDaemon(DaemonOptions options) {
+  // The daemon is the driver: the interposer, if this process was started under it, must not
+  // serve the daemon's own file accesses.
+  setenv("NEURON_SIM_DRIVER_INERT", "1", 1);
   auto log = daemon_internal::Logger();
   NodeDaemon daemon(std::move(options));
   if (absl::Status s = daemon.Start(); !s.ok()) {

@@ -24,8 +24,6 @@ using daemon_internal::kKernErr;
 using daemon_internal::kKernInfo;
 using daemon_internal::kResetRequestAll;
 
-bool PidAlive(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
-
 CtlReply Ok(std::string payload) { return {CtlOutcome::kOk, "", std::move(payload)}; }
 CtlReply Error(std::string message) { return {CtlOutcome::kError, std::move(message), ""}; }
 CtlReply Error(const absl::Status& s) { return Error(std::string(s.message())); }
@@ -104,26 +102,17 @@ void NodeDaemon::Impl::SetState(int d, DeviceState s) {
   if (absl::Status st = tree_->SetDeviceState(d, s); !st.ok()) {
     log_->error("{}", std::string(st.message()));
   }
+  if (driver_) driver_->OnStateChange(d);  // opens waiting out a reset go on
 }
 
-std::vector<pid_t> NodeDaemon::Impl::OpenBy(int d) const {
-  // "Open" in the simulator: a datastore file ds/<device>.<pid> whose process lives (README).
-  std::vector<pid_t> pids;
-  std::error_code ec;
-  const std::string prefix = fmt::format("{}.", d);
-  for (const auto& entry : std::filesystem::directory_iterator(paths_.DatastoreDir(), ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(prefix)) continue;
-    const std::string_view rest = std::string_view(name).substr(prefix.size());
-    pid_t pid = 0;
-    const auto [ptr, err] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
-    if (err == std::errc() && ptr == rest.data() + rest.size() && PidAlive(pid)) {
-      pids.push_back(pid);
-    }
-  }
-  std::sort(pids.begin(), pids.end());
-  return pids;
+std::optional<DeviceState> NodeDaemon::Impl::StateOf(int device) const {
+  if (device < 0 || static_cast<size_t>(device) >= devices_.size()) return std::nullopt;
+  const Device& dev = devices_[static_cast<size_t>(device)];
+  if (!dev.present) return std::nullopt;
+  return dev.state;
 }
+
+void NodeDaemon::Impl::Printk(const std::string& text) { Kmsg(kKernErr, text); }
 
 absl::Status NodeDaemon::Impl::CheckDevice(int device, bool must_be_present) const {
   const int n = opts_.spec->devices;
@@ -184,6 +173,7 @@ CtlReply NodeDaemon::Impl::Unplug(int d) {
   }
   dev = Device{};
   dev.present = false;
+  driver_->OnUnplug(d);
   if (faults_.ClearDevice(d) > 0) SaveFaults();
   const std::string& bdf = opts_.spec->placement[static_cast<size_t>(d)].bdf;
   // The kernel's PCIe hot-plug driver reports a surprise removal like this (README: kmsg).
@@ -209,6 +199,7 @@ CtlReply NodeDaemon::Impl::Plug(int d) {
   dev = Device{};
   dev.ready_since = Clock::now();
   mirror_->ForgetDevice(d);
+  driver_->OnPlug(d);
   WatchDevice(d);
   if (notify_delay_ != "-1") WriteNotifyDelay(d);
   const std::string& bdf = opts_.spec->placement[static_cast<size_t>(d)].bdf;
@@ -416,10 +407,10 @@ void NodeDaemon::Impl::HandleInotify() {
 void NodeDaemon::Impl::OnResetWrite(int d) {
   Device& dev = devices_[static_cast<size_t>(d)];
   if (!dev.present) return;
-  const std::vector<pid_t> users = OpenBy(d);
-  if (!users.empty()) {
-    // The driver ignores the write silently while a process has the device open.
-    log_->info("nd{}: sysfs reset ignored: the device is open (pid {})", d, fmt::join(users, ", "));
+  if (driver_->OpenCount(d) > 0) {
+    // The driver ignores the write silently while the device is open or mapped.
+    log_->info("nd{}: sysfs reset ignored: the device is open (pid {})", d,
+               fmt::join(driver_->Attached(d), ", "));
     SetState(d, dev.state);
     return;
   }
@@ -527,7 +518,7 @@ std::string NodeDaemon::Impl::ProcessStatus() const {
     out += fmt::format(kRow, p.device, p.pid, tag,
                        cores.empty() ? "-" : fmt::format("{}", fmt::join(cores, ",")),
                        p.slots.empty() ? "-" : fmt::format("{}", fmt::join(p.slots, ",")),
-                       p.device_bytes, p.released ? "released" : "running");
+                       p.device_bytes, "running");
   }
   return out;
 }
@@ -559,7 +550,7 @@ std::string NodeDaemon::Impl::Status() const {
       continue;
     }
     const std::filesystem::path hw = paths_.NeuronDevice(d) / "stats/hardware";
-    const std::vector<pid_t> users = OpenBy(d);
+    const std::vector<pid_t> users = driver_->Attached(d);
     out += fmt::format(
         kRow, d, bdf, DeviceStateName(dev.state), "yes", CounterText(hw / "sram_ecc_uncorrected"),
         CounterText(hw / "mem_ecc_uncorrected"), CounterText(hw / "mem_ecc_repairable_uncorrected"),

@@ -17,12 +17,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/node_info.h"
 #include "core/sysfs_names.h"
 #include "driver-sim/ctl.h"
 #include "driver-sim/daemon.h"
+#include "driver-sim/driver/driver_server.h"
 #include "driver-sim/ds_mirror.h"
 #include "driver-sim/faults.h"
+#include "driver-sim/node_info.h"
 #include "driver-sim/sim_tree.h"
 
 namespace neuron::sim {
@@ -47,7 +48,7 @@ int64_t EpochMs();
 
 }  // namespace daemon_internal
 
-class NodeDaemon::Impl {
+class NodeDaemon::Impl final : private DriverHost {
  public:
   using Clock = daemon_internal::Clock;
 
@@ -108,14 +109,17 @@ class NodeDaemon::Impl {
   void Kmsg(int priority, const std::string& text);
   void LogProbeReset(int device);
   void SaveFaults();
-  std::vector<pid_t> OpenBy(int d) const;
+  // DriverHost: what the simulated driver's device ABI asks of the daemon.
+  std::optional<DeviceState> StateOf(int device) const override;
+  void Printk(const std::string& text) override;
 
   DaemonOptions opts_;
   RootPaths paths_;
   FaultBook faults_;
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<SimTree> tree_;
-  std::unique_ptr<DatastoreMirror> mirror_;  // reads ROOT/run/neuron/ds, writes through tree_
+  std::unique_ptr<DatastoreMirror> mirror_;  // reads the datastore slots, writes through tree_
+  std::unique_ptr<DriverServer> driver_;     // the device ABI; uses mirror_
   Clock::time_point next_mirror_;
   NodeInfo node_;
   std::vector<Device> devices_;

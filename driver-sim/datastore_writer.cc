@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,16 +14,10 @@
 #include <limits>
 #include <string>
 
-#include "driver-sim/sim_tree_fs.h"
+#include "core/driver_abi.h"
 
 namespace neuron::sim {
 namespace {
-
-namespace fs = std::filesystem;
-
-absl::Status Errno(std::string_view op, const fs::path& path) {
-  return absl::InternalError(fmt::format("{} {}: {}", op, path.string(), std::strerror(errno)));
-}
 
 // Bounded, NUL-terminated copy into a fixed char field (the rest zeroed).
 void PutString(uint8_t* dst, size_t field, std::string_view s) {
@@ -48,41 +43,63 @@ uint8_t* RecordAt(uint8_t* base, int i) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DatastoreWriter>> DatastoreWriter::Create(const RootPaths& root,
-                                                                         int device, pid_t pid) {
-  if (device < 0 || device >= 64) {
-    return absl::InvalidArgumentError(fmt::format("device {} is outside 0-63", device));
-  }
-  const fs::path dir = root.DatastoreDir();
-  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
-  const fs::path path = dir / fmt::format("{}.{}", device, pid);
-  std::string tmp = dir / fmt::format(".{}.{}.XXXXXX", device, pid);
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return Errno("create", path);
-  auto fail = [&](std::string_view op) {
-    absl::Status s = Errno(op, path);
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return s;
-  };
-  if (::ftruncate(fd, nds::kSize) != 0) return fail("ftruncate");
-  if (::fchmod(fd, 0644) != 0) return fail("chmod");
-  void* map = ::mmap(nullptr, nds::kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) return fail("mmap");
-  auto* base = static_cast<uint8_t*>(map);
+namespace {
+
+void WriteHeaders(uint8_t* base) {
   std::memcpy(base, nds::kMagic, 4);
   Put<int32_t>(base + 4, nds::kFormatVersion);
   std::memcpy(base + nds::kObjectHeaderOffset, nds::kObjectMagic, 4);
   Put<uint32_t>(base + nds::kObjectHeaderOffset + 4, 1);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::munmap(map, nds::kSize);
-    return fail("rename");
-  }
-  ::close(fd);  // the mapping keeps the file
-  return std::unique_ptr<DatastoreWriter>(new DatastoreWriter(path, device, pid, base));
 }
 
-DatastoreWriter::~DatastoreWriter() { ::munmap(base_, nds::kSize); }
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DatastoreWriter>> DatastoreWriter::Acquire(int device_fd, int device,
+                                                                          pid_t pid) {
+  neuron_abi_ds_info info{};
+  info.pid = 0;  // claims the caller's slot
+  const int rc = ::ioctl(device_fd, NEURON_ABI_ACQUIRE_DS, &info);
+  if (rc != 0) {
+    return absl::ResourceExhaustedError(fmt::format(
+        "nd{}: ACQUIRE_NEURON_DS: {}", device, rc > 0 ? "bad argument" : std::strerror(errno)));
+  }
+  if (info.size != nds::kSize) {
+    return absl::InternalError(fmt::format("nd{}: the driver's datastore is {} bytes, expected {}",
+                                           device, info.size, nds::kSize));
+  }
+  void* map = ::mmap(nullptr, nds::kSize, PROT_READ | PROT_WRITE, MAP_SHARED, device_fd,
+                     static_cast<off_t>(info.mmap_offset));
+  if (map == MAP_FAILED) {
+    return absl::InternalError(
+        fmt::format("nd{}: mmap of the datastore: {}", device, std::strerror(errno)));
+  }
+  auto* base = static_cast<uint8_t*>(map);
+  WriteHeaders(base);
+  std::unique_ptr<DatastoreWriter> w(new DatastoreWriter(device, pid, base));
+  w->device_fd_ = device_fd;
+  return w;
+}
+
+std::unique_ptr<DatastoreWriter> DatastoreWriter::OverMemory(std::span<uint8_t> memory, int device,
+                                                             pid_t pid) {
+  WriteHeaders(memory.data());
+  return std::unique_ptr<DatastoreWriter>(new DatastoreWriter(device, pid, memory.data()));
+}
+
+DatastoreWriter::~DatastoreWriter() {
+  if (device_fd_ >= 0 && base_ != nullptr) ::munmap(base_, nds::kSize);
+}
+
+void DatastoreWriter::Release() {
+  if (device_fd_ < 0 || base_ == nullptr) return;
+  neuron_abi_ds_info info{};
+  info.pid = 0;  // our own
+  if (::ioctl(device_fd_, NEURON_ABI_RELEASE_DS, &info) != 0) {
+    // The device may be gone (unplugged); the driver then forgets the slot anyway.
+  }
+  ::munmap(base_, nds::kSize);
+  base_ = nullptr;
+}
 
 uint64_t& DatastoreWriter::Word(size_t offset) const {
   return *reinterpret_cast<uint64_t*>(base_ + offset);
@@ -173,8 +190,8 @@ int DatastoreWriter::ModelCount() const {
 absl::StatusOr<int> DatastoreWriter::AddModel(const NdsModel& m) {
   const int i = ModelCount();
   if (i >= nds::kMaxModelRecords) {
-    return absl::ResourceExhaustedError(
-        fmt::format("{}: all {} model records are in use", path_.string(), nds::kMaxModelRecords));
+    return absl::ResourceExhaustedError(fmt::format("nd{} pid {}: all {} model records are in use",
+                                                    device_, pid_, nds::kMaxModelRecords));
   }
   uint8_t* r = RecordAt(base_, i);
   std::memset(r, 0, nds::kModelRecordSize);
@@ -213,7 +230,7 @@ absl::Status DatastoreWriter::RemoveModel(uint32_t model_id, uint32_t model_node
     return absl::OkStatus();
   }
   return absl::NotFoundError(
-      fmt::format("{}: no model record {}/{}", path_.string(), model_id, model_node_id));
+      fmt::format("nd{} pid {}: no model record {}/{}", device_, pid_, model_id, model_node_id));
 }
 
 absl::Status DatastoreWriter::InitHistogram(std::span<const uint64_t> finite_bounds) {
@@ -257,16 +274,6 @@ uint64_t* DatastoreWriter::CoreCounterWord(int core, int index) const {
   return off ? &Word(*off) : nullptr;
 }
 
-void DatastoreWriter::SetReleased() {
-  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + nds::kReleasedOffset))
-      .store(1, std::memory_order_release);
-}
-
-bool DatastoreWriter::Released() const {
-  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + nds::kReleasedOffset))
-             .load(std::memory_order_acquire) != 0;
-}
-
 absl::Status DatastoreWriter::InitEfaTraffic(int efa_count) {
   if (efa_count < 0 || efa_count > nds::kMaxEfas) {
     return absl::InvalidArgumentError(
@@ -292,11 +299,6 @@ uint64_t DatastoreWriter::EfaTraffic(int efa, int field) const {
   if (efa < 0 || efa >= nds::kMaxEfas || field < 0 || field >= nds::kEfaTrafficFields) return 0;
   return std::atomic_ref<uint64_t>(Word(nds::EfaTrafficFieldOffset(efa, field)))
       .load(std::memory_order_relaxed);
-}
-
-absl::Status DatastoreWriter::Remove() {
-  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) return Errno("unlink", path_);
-  return absl::OkStatus();
 }
 
 }  // namespace neuron::sim

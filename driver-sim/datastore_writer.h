@@ -1,8 +1,10 @@
 #pragma once
-// The writer side of one per-process datastore (DRIVER-INTERFACE §4, deviation D6): the file
-// ROOT/run/neuron/ds/<device>.<pid>, 262144 bytes in the layout of core/datastore_layout.h,
-// mapped read-write. The runtime writes it live; the node daemon folds it into sysfs when the
-// process exits. driver-sim/README.md documents the object area and the histogram extension.
+// The writer side of one per-process datastore (DRIVER-INTERFACE §4): the process's slot of the
+// driver's datastore memory, 262144 bytes in the layout of core/datastore_layout.h, claimed with
+// ACQUIRE_NEURON_DS (pid 0) on the process's device fd and mapped read-write, as the Neuron
+// runtime does. The runtime writes it live; the driver folds it into sysfs when the process
+// releases it (RELEASE_NEURON_DS, its last close, or its death). driver-sim/README.md documents
+// the object area and the histogram extension.
 //
 // Thread-safety: counter and histogram updates are relaxed atomic stores/adds on aligned u64
 // words (plain `mov`/`lock add` on x86), so several threads may update counters at once and a
@@ -13,7 +15,6 @@
 
 #include <array>
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -21,7 +22,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/datastore_layout.h"
-#include "core/sysfs_names.h"
 
 namespace neuron::sim {
 
@@ -59,16 +59,18 @@ inline constexpr std::array<uint64_t, 14> kDefaultLatencyBoundsMicros{
 
 class DatastoreWriter {
  public:
-  // Creates ROOT/run/neuron/ds/<device>.<pid> (replacing a stale file of the same name): the
-  // header and our object-area header are written under a hidden name before the file is
-  // renamed into place, so readers never see a file without its magic.
-  static absl::StatusOr<std::unique_ptr<DatastoreWriter>> Create(const RootPaths& root, int device,
-                                                                 pid_t pid);
-  ~DatastoreWriter();  // unmaps; the file stays (Remove() deletes it)
+  // Claims the caller's slot on `device_fd` (an open /dev/neuronN; the fd stays the caller's
+  // and must outlive the writer) and maps it; the headers are written at once.
+  static absl::StatusOr<std::unique_ptr<DatastoreWriter>> Acquire(int device_fd, int device,
+                                                                  pid_t pid);
+  // A writer over caller-owned memory of nds::kSize bytes, for tests and benchmarks that need a
+  // datastore's bytes without a driver.
+  static std::unique_ptr<DatastoreWriter> OverMemory(std::span<uint8_t> memory, int device,
+                                                     pid_t pid);
+  ~DatastoreWriter();  // unmaps (without releasing: a dying process's slot is the driver's)
   DatastoreWriter(const DatastoreWriter&) = delete;
   DatastoreWriter& operator=(const DatastoreWriter&) = delete;
 
-  const std::filesystem::path& path() const { return path_; }
   int device() const { return device_; }
   pid_t pid() const { return pid_; }
 
@@ -104,10 +106,9 @@ class DatastoreWriter {
   // through std::atomic_ref (relaxed); nullptr where the driver would read 0.
   uint64_t* CoreCounterWord(int core, int index) const;
 
-  // Marks the entry released (the driver's release ioctl 72, what nrt_close does): the node
-  // daemon then folds the counters into sysfs and removes the file (DESIGN decision 2).
-  void SetReleased();
-  bool Released() const;
+  // RELEASE_NEURON_DS (what nrt_close does): the driver folds the counters into sysfs and zeroes
+  // the slot; the mapping goes. Idempotent; counter updates after it must not happen.
+  void Release();
 
   // Simulator extension D15: EFA traffic of this process per EFA index (core/datastore_layout.h).
   // InitEfaTraffic writes the magic and the EFA count (at most nds::kMaxEfas); AddEfaTraffic
@@ -117,18 +118,14 @@ class DatastoreWriter {
   void AddEfaTraffic(int efa, int field, uint64_t delta);
   uint64_t EfaTraffic(int efa, int field) const;
 
-  // Deletes the file (the mapping stays valid until destruction).
-  absl::Status Remove();
-
  private:
-  DatastoreWriter(std::filesystem::path path, int device, pid_t pid, uint8_t* base)
-      : path_(std::move(path)), device_(device), pid_(pid), base_(base) {}
+  DatastoreWriter(int device, pid_t pid, uint8_t* base) : device_(device), pid_(pid), base_(base) {}
   uint64_t& Word(size_t offset) const;
 
-  std::filesystem::path path_;
+  int device_fd_ = -1;  // -1 over caller memory
   int device_;
   pid_t pid_;
-  uint8_t* base_;    // nds::kSize bytes, MAP_SHARED
+  uint8_t* base_;    // nds::kSize bytes: the driver's slot (MAP_SHARED) or caller memory
   int buckets_ = 0;  // histogram buckets in use, 0 before InitHistogram
   int efas_ = 0;     // EFA traffic entries, 0 before InitEfaTraffic
 };

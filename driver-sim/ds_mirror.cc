@@ -37,36 +37,13 @@ bool ParseWhole(std::string_view text, T* out, int base = 10) {
   return !text.empty() && ec == std::errc() && ptr == text.data() + text.size();
 }
 
-// "<device>.<pid>"; the writer's temporaries start with '.'.
-bool ParseName(std::string_view name, int* device, pid_t* pid) {
-  const size_t dot = name.find('.');
-  if (dot == 0 || dot == std::string_view::npos) return false;
-  return ParseWhole(name.substr(0, dot), device) && ParseWhole(name.substr(dot + 1), pid) &&
-         *pid > 0;
-}
-
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
-
-// Without a pidfd: gone when kill() says so, or a zombie its parent has not reaped yet.
-bool GoneByKill(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  const size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
-}
-
 }  // namespace
 
 struct DatastoreMirror::Entry {
-  std::string name;
   int device = -1;
+  int slot = -1;
   pid_t pid = 0;
-  dev_t st_dev = 0;
-  ino_t st_ino = 0;
-  const uint8_t* base = nullptr;  // nds::kSize bytes, read-only shared mapping
-  int pidfd = -1;
+  const uint8_t* base = nullptr;  // nds::kSize bytes of the driver's memory
   // What sysfs holds for this process: device memory by [physical core][category], host memory
   // by category; the counters already accounted for EFA traffic and busy time.
   std::vector<std::array<uint64_t, kDeviceMemMirror.size()>> dev_mem;
@@ -85,7 +62,6 @@ struct DatastoreMirror::Entry {
     return off ? Word(*off) : 0;
   }
   bool HasObjects() const { return std::memcmp(base + nds::kObjectHeaderOffset, "simo", 4) == 0; }
-  bool Released() const { return HasObjects() && Word32(nds::kReleasedOffset) != 0; }
 };
 
 DatastoreMirror::DatastoreMirror(SimTree* tree, const InstanceSpec& spec, int lnc,
@@ -98,65 +74,44 @@ DatastoreMirror::DatastoreMirror(SimTree* tree, const InstanceSpec& spec, int ln
       log_(std::move(log)),
       busy_(static_cast<size_t>(spec.devices)) {}
 
-DatastoreMirror::~DatastoreMirror() {
-  for (auto& [name, e] : entries_) {
-    munmap(const_cast<uint8_t*>(e->base), nds::kSize);
-    if (e->pidfd >= 0) close(e->pidfd);
-  }
-}
+DatastoreMirror::~DatastoreMirror() = default;
 
-void DatastoreMirror::Track(const std::string& name, int device, pid_t pid) {
-  const fs::path path = tree_->paths().DatastoreDir() / name;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;  // removed meanwhile
-  struct stat st {};
-  void* map = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= nds::kSize) {
-    map = mmap(nullptr, nds::kSize, PROT_READ, MAP_SHARED, fd, 0);
-  }
-  close(fd);
-  if (map == MAP_FAILED) {
-    log_->warn("datastore {}: cannot map it ({} bytes; {} expected); ignored", path.string(),
-               st.st_size, nds::kSize);
-    return;
-  }
+void DatastoreMirror::Attach(int device, int slot, pid_t pid, const uint8_t* base) {
   auto e = std::make_unique<Entry>();
-  e->name = name;
   e->device = device;
+  e->slot = slot;
   e->pid = pid;
-  e->st_dev = st.st_dev;
-  e->st_ino = st.st_ino;
-  e->base = static_cast<const uint8_t*>(map);
-  if (std::memcmp(e->base, nds::kMagic, sizeof(nds::kMagic)) != 0) {
-    log_->warn("datastore {}: bad magic; ignored", path.string());
-    munmap(map, nds::kSize);
-    return;
-  }
-  e->pidfd = PidfdOpen(pid);  // -1 with ESRCH: already gone, folded below
+  e->base = base;
   e->dev_mem.assign(static_cast<size_t>(physical_cores_), {});
   e->efa_seen.assign(spec_.efas.size(), {});
   e->busy_seen.assign(static_cast<size_t>(slots_per_device_), 0);
-  // A daemon that starts while runtimes run counts their traffic and busy time from now on;
-  // later processes count from their start.
-  if (!polled_) {
-    for (int k = 0; k < slots_per_device_; ++k) {
-      e->busy_seen[static_cast<size_t>(k)] = e->Core(k, nds::kTimeInUse);
-    }
-    for (size_t i = 0; i < e->efa_seen.size() && i < static_cast<size_t>(nds::kMaxEfas); ++i) {
-      for (int f = 0; f < nds::kEfaTrafficFields; ++f) {
-        e->efa_seen[i][static_cast<size_t>(f)] =
-            e->Word(nds::EfaTrafficFieldOffset(static_cast<int>(i), f));
-      }
-    }
-  }
-  log_->info("runtime pid {} attached to device {}", pid, device);
-  entries_[name] = std::move(e);
+  log_->info("runtime pid {} attached to device {} (datastore slot {})", pid, device, slot);
+  entries_[{device, slot}] = std::move(e);
 }
 
-bool DatastoreMirror::ProcessGone(const Entry& e) const {
-  if (e.pidfd < 0) return GoneByKill(e.pid);
-  pollfd p{e.pidfd, POLLIN, 0};
-  return poll(&p, 1, 0) > 0;  // a pidfd polls readable once the process has exited
+void DatastoreMirror::Release(int device, int slot) {
+  auto it = entries_.find({device, slot});
+  if (it == entries_.end()) return;
+  log_->info("runtime pid {} released device {}; folding its datastore into sysfs", it->second->pid,
+             device);
+  Fold(*it->second);
+  entries_.erase(it);
+}
+
+DatastoreMemory DatastoreMirror::MemoryOf(int device, int slot) const {
+  DatastoreMemory m;
+  auto it = entries_.find({device, slot});
+  if (it == entries_.end()) return m;
+  const Entry& e = *it->second;
+  for (int k = 0; k < slots_per_device_; ++k) {
+    for (size_t c = 0; c < kDeviceMemMirror.size(); ++c) {
+      m.device_bytes += e.Core(k, kFirstDeviceMemIndex + static_cast<int>(c));
+    }
+  }
+  for (size_t c = 0; c < kHostMemMirror.size(); ++c) {
+    m.host_bytes += e.Word(nds::DeviceCounterOffset(kFirstHostMemIndex + static_cast<int>(c)));
+  }
+  return m;
 }
 
 void DatastoreMirror::Apply(const fs::path& dir, int64_t delta) {
@@ -254,67 +209,8 @@ void DatastoreMirror::Fold(Entry& e) {
   Sync(e, /*release=*/true);  // frees its memory
 }
 
-void DatastoreMirror::Drop(std::map<std::string, std::unique_ptr<Entry>>::iterator it) {
-  Entry& e = *it->second;
-  // Only the file this entry mapped goes; a new incarnation under the same name stays.
-  const fs::path path = tree_->paths().DatastoreDir() / e.name;
-  struct stat st {};
-  if (stat(path.c_str(), &st) == 0 && st.st_ino == e.st_ino && st.st_dev == e.st_dev) {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
-      log_->warn("remove {}: {}", path.string(), std::strerror(errno));
-    }
-  }
-  munmap(const_cast<uint8_t*>(e.base), nds::kSize);
-  if (e.pidfd >= 0) close(e.pidfd);
-  entries_.erase(it);
-}
-
 void DatastoreMirror::Poll(Clock::time_point now) {
-  const fs::path dir = tree_->paths().DatastoreDir();
-  std::set<std::string> listed;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    int device = -1;
-    pid_t pid = 0;
-    if (!ParseName(name, &device, &pid) || device < 0 || device >= spec_.devices) continue;
-    listed.insert(name);
-    auto it = entries_.find(name);
-    if (it != entries_.end()) {
-      struct stat st {};
-      if (stat(entry.path().c_str(), &st) != 0 ||
-          (st.st_ino == it->second->st_ino && st.st_dev == it->second->st_dev)) {
-        continue;
-      }
-      // The same process opened the device again (nrt_close, nrt_init): the old datastore is
-      // finished whatever its flag says.
-      Fold(*it->second);
-      Drop(it);
-    }
-    Track(name, device, pid);
-  }
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    Entry& e = *it->second;
-    // A file that vanished without our doing is folded too: its counters happened.
-    const bool done = !listed.contains(it->first) || e.Released() || ProcessGone(e);
-    if (!done) {
-      Sync(e, /*release=*/false);
-      ++it;
-      continue;
-    }
-    if (!polled_) {
-      // Finished before this daemon started: the driver that held it is gone and the tree is
-      // fresh (as after a driver reload), so it is removed without folding.
-      log_->info("removing the stale datastore of runtime pid {} on device {}", e.pid, e.device);
-    } else {
-      log_->info("runtime pid {} {} device {}; folding its datastore into sysfs", e.pid,
-                 e.Released() ? "released" : "is gone from", e.device);
-      Fold(e);
-    }
-    auto next = std::next(it);
-    Drop(it);
-    it = next;
-  }
+  for (auto& [key, e] : entries_) Sync(*e, /*release=*/false);
 
   // Credit busy time to this poll interval, per device, carrying what does not fit.
   if (polled_ && now > last_poll_) {
@@ -336,7 +232,7 @@ void DatastoreMirror::Poll(Clock::time_point now) {
 }
 
 void DatastoreMirror::ForgetDevice(int device) {
-  for (auto& [name, e] : entries_) {
+  for (auto& [key, e] : entries_) {
     if (e->device != device) continue;
     for (auto& row : e->dev_mem) row.fill(0);
     e->host_mem.fill(0);
@@ -357,11 +253,10 @@ BusyWindow DatastoreMirror::TakeBusyWindow(int device) {
 
 std::vector<DatastoreProcess> DatastoreMirror::Processes() const {
   std::vector<DatastoreProcess> out;
-  for (const auto& [name, e] : entries_) {
+  for (const auto& [key, e] : entries_) {
     DatastoreProcess p;
     p.device = e->device;
     p.pid = e->pid;
-    p.released = e->Released();
     if (e->HasObjects()) {
       const char* long_tag = reinterpret_cast<const char*>(e->base + nds::kProcessTagOffset);
       const char* short_tag =

@@ -1,18 +1,18 @@
 #pragma once
 // The node daemon's view of the runtime processes' datastores (DESIGN decision 2: the daemon is
-// the driver). Every Poll() (the daemon calls it at most 100 ms apart) lists
-// ROOT/run/neuron/ds/ and, for each datastore:
+// the driver). The simulated driver (driver/driver_server.h) owns the slots; it tells the mirror
+// when a process claims one (ACQUIRE_NEURON_DS with pid 0) and when the slot is released (the
+// process's last close, RELEASE_NEURON_DS, or its death). Every Poll() (the daemon calls it at
+// most 100 ms apart), for each claimed slot:
 //   - mirrors its live memory counters into sysfs, as the driver's allocator updates them on
 //     every allocation and free: per physical core device_mem/<category> and device_mem/ total,
 //     per device host_mem/<category>; an increase is one inc(delta), a decrease one dec(delta);
 //   - adds the growth of its EFA traffic extension (nds::kEfaTraffic*) to the EFA's
 //     ports/1/hw_counters;
-//   - measures the growth of TIME_IN_USE per device, for the power model;
-//   - once its process is gone (pidfd readable, or kill(pid, 0) fails with ESRCH) or it set its
-//     released flag (nds::kReleasedOffset, nrt_close), folds it into sysfs as the driver's
-//     release does (DRIVER-INTERFACE §3.2): status counters, model_load_count, inference_count,
-//     flop_count and nc_time_in_use, each one inc of that process's total; frees its memory
-//     from sysfs; and only then removes the file.
+//   - measures the growth of TIME_IN_USE per device, for the power model.
+// Release() folds the slot into sysfs as the driver's release does (DRIVER-INTERFACE §3.2):
+// status counters, model_load_count, inference_count, flop_count and nc_time_in_use, each one
+// inc of that process's total, and frees its memory from sysfs, before the driver zeroes it.
 // driver-sim/README.md ("The daemon and the datastores") documents the mapping, the LNC rule and
 // the power model.
 //
@@ -58,7 +58,12 @@ struct DatastoreProcess {
   std::string tag;            // NEURON_PROCESS_TAG, else the short tag, else the PID
   std::vector<int> slots;     // logical core slots within the device with any counter or memory
   uint64_t device_bytes = 0;  // device memory the process holds on this device
-  bool released = false;      // nrt_close done, not folded yet
+};
+
+// Memory a process holds through the driver, from its datastore (GET_ALL_APPS_INFO).
+struct DatastoreMemory {
+  uint64_t host_bytes = 0;
+  uint64_t device_bytes = 0;
 };
 
 // Busy share of a device's cores over a power window (since the last TakePowerWindow), each in
@@ -75,11 +80,18 @@ class DatastoreMirror {
 
   DatastoreMirror(SimTree* tree, const InstanceSpec& spec, int lnc,
                   std::shared_ptr<spdlog::logger> log);
-  ~DatastoreMirror();  // unmaps; files stay
+  ~DatastoreMirror();
   DatastoreMirror(const DatastoreMirror&) = delete;
   DatastoreMirror& operator=(const DatastoreMirror&) = delete;
 
-  // One pass over ROOT/run/neuron/ds/ (see the class comment).
+  // `pid` claimed datastore slot `slot` of `device`, whose nds::kSize bytes are at `base` (the
+  // driver's memory; valid until Release).
+  void Attach(int device, int slot, pid_t pid, const uint8_t* base);
+  // The slot is released: folded into sysfs and forgotten. The driver zeroes it afterwards.
+  void Release(int device, int slot);
+  DatastoreMemory MemoryOf(int device, int slot) const;
+
+  // One pass over the claimed slots (see the class comment).
   void Poll(Clock::time_point now);
 
   // The device came back (plug): its sysfs is in post-probe state again, so what was mirrored
@@ -97,12 +109,9 @@ class DatastoreMirror {
  private:
   struct Entry;
 
-  void Track(const std::string& name, int device, pid_t pid);
   // Brings sysfs in line with the entry's current counters; `release` mirrors zero memory.
   void Sync(Entry& e, bool release);
   void Fold(Entry& e);
-  void Drop(std::map<std::string, std::unique_ptr<Entry>>::iterator it);
-  bool ProcessGone(const Entry& e) const;
   void Apply(const std::filesystem::path& dir, int64_t delta);
 
   SimTree* tree_;
@@ -111,7 +120,7 @@ class DatastoreMirror {
   int slots_per_device_;
   int physical_cores_;
   std::shared_ptr<spdlog::logger> log_;
-  std::map<std::string, std::unique_ptr<Entry>> entries_;  // by file name "<device>.<pid>"
+  std::map<std::pair<int, int>, std::unique_ptr<Entry>> entries_;  // by (device, slot)
 
   struct DeviceBusy {
     uint64_t pending_us = 0;  // busy time reported but not yet credited to a poll interval

@@ -1,7 +1,8 @@
 // neuron-sim: the simulated Neuron node. Subcommands (DESIGN "Command-line contracts"):
 //   up   the node daemon (the simulated driver)
 //   ctl  talk to a running daemon: status and fault injection
-//   run  run a workload on the node through libnrt-sim
+//   run  run a workload on the node through libnrt-sim (under the simulated driver)
+//   exec run any command under the simulated driver's device node (driver/exec.h)
 //   kubelet  the kubelet emulator (restart|status talk to a running one)
 //   pod  admit, delete and list pods through the kubelet emulator (run ... -- CMD runs CMD in it)
 // Exit codes: 0 success, 1 failure, 2 usage (DESIGN decision 5).
@@ -22,6 +23,7 @@
 #include "core/sysfs_names.h"
 #include "driver-sim/ctl.h"
 #include "driver-sim/daemon.h"
+#include "driver-sim/driver/exec.h"
 #include "driver-sim/kubelet/kubelet_control.h"
 #include "driver-sim/workloads/workload.h"
 
@@ -95,6 +97,12 @@ Command AddUp(CLI::App& app) {
             options.power_period = std::chrono::milliseconds(f->power_period_ms);
             return neuron::sim::RunNodeDaemon(std::move(options));
           }};
+}
+
+// The command line as given, for `run` re-executing itself under the simulated driver.
+std::vector<std::string>& OriginalArgs() {
+  static std::vector<std::string> args;
+  return args;
 }
 
 // `ctl printk [--level N] -- TEXT...`: CLI11 would treat the words after "--" as unexpected
@@ -188,9 +196,35 @@ Command AddRun(CLI::App& app) {
   return {run, [f]() -> int {
             const std::filesystem::path root =
                 std::filesystem::absolute(f->root).lexically_normal();
+            // The runtime reaches its devices through the driver's device node, so a workload
+            // always runs under the simulated driver: re-executed under it when needed.
+            if (!neuron::sim::SimDriverLoaded()) {
+              std::vector<std::string> self = OriginalArgs();
+              self[0] = "/proc/self/exe";
+              const absl::Status s = neuron::sim::ExecUnderSimDriver(neuron::RootPaths(root), self);
+              std::cerr << fmt::format("neuron-sim run: {}\n", std::string(s.message()));
+              return kExitFailure;
+            }
             // The runtime finds the node through NEURON_ROOT (driver-sim/README.md, libnrt-sim).
             setenv("NEURON_ROOT", root.c_str(), 1);
             return neuron::workloads::RunWorkload(f->w, stdout, stderr);
+          }};
+}
+
+Command AddExec(CLI::App& app) {
+  auto root = std::make_shared<std::string>("/");
+  CLI::App* exec = app.add_subcommand(
+      "exec",
+      "run CMD with the simulated driver's device node: ROOT/dev/neuronN (and /dev/neuronN for "
+      "a pod's runtime) answer open, ioctl and mmap as the Neuron driver does");
+  AddRootOption(exec, root.get());
+  exec->footer("usage: neuron-sim exec --root DIR -- CMD [ARGS...]");
+  return {exec, [root]() -> int {
+            if (!CtlHasTail() || CtlTail().empty()) return Usage("exec", "nothing to run after --");
+            const neuron::RootPaths paths(std::filesystem::absolute(*root).lexically_normal());
+            const absl::Status s = neuron::sim::ExecUnderSimDriver(paths, CtlTail());
+            std::cerr << fmt::format("neuron-sim exec: {}\n", std::string(s.message()));
+            return absl::IsNotFound(s) ? 127 : kExitFailure;
           }};
 }
 
@@ -327,10 +361,13 @@ int main(int argc, char** argv) {
   CLI::App app{
       "neuron-sim: a simulated AWS Neuron node (driver, faults; see driver-sim/README.md)"};
   app.require_subcommand(1);
-  const std::vector<Command> commands{AddUp(app), AddCtl(app), AddRun(app), AddKubelet(app),
-                                      AddPod(app)};
-  // `ctl printk -- TEXT` and `pod run -- CMD`: the words after "--" are not for CLI11.
-  if (argc > 1 && (std::string_view(argv[1]) == "ctl" || std::string_view(argv[1]) == "pod")) {
+  const std::vector<Command> commands{AddUp(app),   AddCtl(app),     AddRun(app),
+                                      AddExec(app), AddKubelet(app), AddPod(app)};
+  OriginalArgs().assign(argv, argv + argc);
+  // `ctl printk -- TEXT`, `pod run -- CMD` and `exec -- CMD`: the words after "--" are not for
+  // CLI11.
+  const std::string_view first = argc > 1 ? argv[1] : "";
+  if (first == "ctl" || first == "pod" || first == "exec") {
     for (int i = 2; i < argc; ++i) {
       if (std::string_view(argv[i]) != "--") continue;
       CtlHasTail() = true;

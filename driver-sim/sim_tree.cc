@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "core/file_io.h"
-#include "core/node_info.h"
+#include "driver-sim/node_info.h"
 #include "driver-sim/sim_tree_fs.h"
 
 namespace neuron::sim {

@@ -1,75 +1,25 @@
 #include "driver-sim/runtime/accounting.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <charconv>
-#include <cstring>
-#include <string_view>
 
 #include "core/datastore_layout.h"
 #include "driver-sim/runtime/log.h"
 
 namespace neuron::nrt {
-namespace {
-
-namespace fs = std::filesystem;
-
-bool Alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
-
-// Released entries (nrt_close) wait for the daemon to fold them; they no longer hold a slot.
-bool ReleasedFile(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return true;
-  uint32_t flag = 0;
-  const ssize_t n = ::pread(fd, &flag, sizeof(flag), nds::kReleasedOffset);
-  ::close(fd);
-  return n == sizeof(flag) && flag != 0;
-}
-
-// Live processes other than `self` with a datastore on `device` (the driver's 16 slots).
-int LiveProcesses(const fs::path& dir, int device, pid_t self) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return 0;
-  int n = 0;
-  const std::string prefix = fmt::format("{}.", device);
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view name(e->d_name);
-    if (name.substr(0, prefix.size()) != prefix) continue;
-    const std::string_view rest = name.substr(prefix.size());
-    pid_t pid = 0;
-    const auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
-    if (ec != std::errc() || p != rest.data() + rest.size() || pid == self) continue;
-    if (Alive(pid) && !ReleasedFile(dir / name)) ++n;
-  }
-  ::closedir(d);
-  return n;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Accounting>> Accounting::Create(const NodeModel& node,
                                                                int first_core, int core_count,
-                                                               const ProcessIdentity& who) {
+                                                               const ProcessIdentity& who,
+                                                               const DeviceNodes& devices) {
   std::unique_ptr<Accounting> acc(new Accounting());
   acc->datastores_.resize(static_cast<size_t>(node.spec().devices));
-  const fs::path dir = node.root().DatastoreDir();
   const int efas = static_cast<int>(node.spec().efas.size());
   for (int i = 0; i < core_count; ++i) {
     const CoreLocation loc = node.Locate(first_core + i);
     auto& ds = acc->datastores_[static_cast<size_t>(loc.device)];
     if (!ds) {
-      if (LiveProcesses(dir, loc.device, who.pid) >= kMaxProcessesPerDevice) {
-        return absl::ResourceExhaustedError(
-            fmt::format("nd{}: pid {} failed to open: {} processes already use the device",
-                        loc.device, who.pid, kMaxProcessesPerDevice));
-      }
       absl::StatusOr<std::unique_ptr<sim::DatastoreWriter>> w =
-          sim::DatastoreWriter::Create(node.root(), loc.device, who.pid);
+          sim::DatastoreWriter::Acquire(devices.FdOfHost(loc.device), loc.device, who.pid);
       if (!w.ok()) return w.status();
       ds = std::move(*w);
       ds->SetProcessInfo(who.tag, who.runtime, who.framework_type, who.framework);
@@ -266,7 +216,7 @@ void Accounting::Release() {
   if (released_) return;
   released_ = true;
   for (auto& ds : datastores_) {
-    if (ds) ds->SetReleased();
+    if (ds) ds->Release();
   }
 }
 

@@ -18,13 +18,13 @@
 
 #include "absl/status/statusor.h"
 #include "driver-sim/datastore_writer.h"
+#include "driver-sim/runtime/device_nodes.h"
 #include "driver-sim/runtime/memory.h"
 #include "driver-sim/runtime/node_model.h"
 #include "nrt/nrt_status.h"
 
 namespace neuron::nrt {
 
-inline constexpr int kMaxProcessesPerDevice = 16;  // DRIVER-INTERFACE §1
 inline constexpr uint64_t kEfaPacketBytes = 8192;  // ours: EFA traffic counted in 8 KiB packets
 
 struct ProcessIdentity {
@@ -55,11 +55,12 @@ struct CoreStatsSnapshot {
 
 class Accounting {
  public:
-  // Creates ROOT/run/neuron/ds/<device>.<pid> for every device of `cores` (global range).
-  // ResourceExhausted when a device already has 16 live processes.
+  // Claims the process's datastore slot on every device of `cores` (a global host range),
+  // through the device fds of `devices`, which must outlive the Accounting.
   static absl::StatusOr<std::unique_ptr<Accounting>> Create(const NodeModel& node, int first_core,
                                                             int core_count,
-                                                            const ProcessIdentity& who);
+                                                            const ProcessIdentity& who,
+                                                            const DeviceNodes& devices);
   ~Accounting();
 
   void RecordExecution(int vnc, const ExecOutcome& outcome);
@@ -76,7 +77,7 @@ class Accounting {
   void RemoveModelRecord(uint32_t model_id, int vnc);
 
   CoreStatsSnapshot Stats(int vnc) const;
-  // Sets the released flag on every datastore and unmaps them (nrt_close). Idempotent.
+  // Releases every datastore (RELEASE_NEURON_DS, nrt_close) and unmaps them. Idempotent.
   void Release();
   // The datastore of a device (nullptr if the process has no core there); for tests.
   const sim::DatastoreWriter* DatastoreOf(int device) const;

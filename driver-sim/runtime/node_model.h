@@ -8,9 +8,9 @@
 
 #include "absl/status/statusor.h"
 #include "core/catalog.h"
-#include "core/node_info.h"
 #include "core/sysfs_names.h"
 #include "core/topology.h"
+#include "driver-sim/node_info.h"
 
 namespace neuron::nrt {
 

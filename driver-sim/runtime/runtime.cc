@@ -125,6 +125,19 @@ NrtResult Runtime::Create(nrt_framework_type_t framework, const char* fw_version
 
   absl::StatusOr<ReservationRequest> req = RequestFromEnv(rt->node_.total_cores());
   if (!req.ok()) return fail(NRT_INVALID, std::string(req.status().message()));
+  // The devices of the window, opened by the names this process sees; from here on every core
+  // and device index is the host's.
+  const int per_device = rt->node_.cores_per_device();
+  absl::StatusOr<std::unique_ptr<DeviceNodes>> nodes =
+      DeviceNodes::Open(req->window.first / per_device, req->window.last() / per_device);
+  if (!nodes.ok()) {
+    return fail(absl::IsResourceExhausted(nodes.status()) ? NRT_RESOURCE : NRT_FAILURE,
+                std::string(nodes.status().message()));
+  }
+  absl::StatusOr<CoreRange> host_window = (*nodes)->ToHost(req->window, per_device);
+  if (!host_window.ok()) return fail(NRT_INVALID, std::string(host_window.status().message()));
+  req->window = *host_window;
+  rt->devices_ = *std::move(nodes);
   absl::StatusOr<std::unique_ptr<CoreReservation>> res = CoreReservation::Acquire(root, *req);
   if (!res.ok()) {
     if (absl::IsResourceExhausted(res.status())) {
@@ -135,6 +148,7 @@ NrtResult Runtime::Create(nrt_framework_type_t framework, const char* fw_version
   }
   rt->reservation_ = std::move(*res);
   rt->range_ = rt->reservation_->range();
+  rt->devices_->KeepOnly(rt->range_.first / per_device, rt->range_.last() / per_device);
 
   ProcessIdentity who;
   who.pid = ::getpid();
@@ -144,7 +158,7 @@ NrtResult Runtime::Create(nrt_framework_type_t framework, const char* fw_version
   who.framework = ParseVersion(fw_version);
   who.runtime = kRuntimeVersion;
   absl::StatusOr<std::unique_ptr<Accounting>> acc =
-      Accounting::Create(rt->node_, rt->range_.first, rt->range_.count, who);
+      Accounting::Create(rt->node_, rt->range_.first, rt->range_.count, who, *rt->devices_);
   if (!acc.ok()) {
     return fail(absl::IsResourceExhausted(acc.status()) ? NRT_RESOURCE : NRT_FAILURE,
                 std::string(acc.status().message()));
@@ -233,8 +247,9 @@ void Runtime::Close() {
   // A runtime whose nrt_init failed half-way has only some of its parts.
   if (ledger_) ledger_->ClearAndDetach();
   if (reservation_) reservation_->Release();
-  if (accounting_) accounting_->Release();
+  if (accounting_) accounting_->Release();  // RELEASE_NEURON_DS: the driver folds the counters
   if (faults_) faults_->Stop();
+  devices_.reset();  // the last close detaches the process from its devices
 }
 
 void Runtime::OnDeviceState(int device, bool ready, bool reset_completed) {

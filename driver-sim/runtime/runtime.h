@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "driver-sim/runtime/accounting.h"
 #include "driver-sim/runtime/clock.h"
+#include "driver-sim/runtime/device_nodes.h"
 #include "driver-sim/runtime/fault_watch.h"
 #include "driver-sim/runtime/memory.h"
 #include "driver-sim/runtime/node_model.h"
@@ -103,7 +104,8 @@ class Runtime {
   int async_max_ = 0;
   std::string comm_id_;
   std::string hostname_;
-  std::vector<std::string> serials_;  // by device index
+  std::vector<std::string> serials_;      // by device index
+  std::unique_ptr<DeviceNodes> devices_;  // outlives accounting_, which maps through it
   std::unique_ptr<CoreReservation> reservation_;
   std::unique_ptr<Accounting> accounting_;
   std::shared_ptr<MemoryLedger> ledger_;

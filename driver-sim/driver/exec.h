@@ -1,0 +1,36 @@
+#pragma once
+// Running a program under the simulated driver (`neuron-sim exec`): the interposer
+// (driver/preload.c) goes into LD_PRELOAD, after whatever is there already (a sanitizer runtime,
+// umockdev's preload), and the program then opens ROOT/dev/neuronN as it would open a real
+// device node. driver-sim/README.md "The simulated driver" describes the contract.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/sysfs_names.h"
+
+namespace neuron::sim {
+
+// The interposer's path: NEURON_SIM_DRIVER_LIB if set, else the one this build made.
+std::string SimDriverLibrary();
+
+// True when this process already runs under the interposer (nested exec is a no-op).
+bool SimDriverLoaded();
+
+// LD_PRELOAD with `library` appended after the entries `current` already has; unchanged when
+// it is there already.
+std::string PreloadWith(std::string_view current, std::string_view library);
+
+// The environment changes exec makes, applied to this process's environment: LD_PRELOAD,
+// NEURON_ROOT (the runtime finds the node through it) and, in a sanitized process, the
+// sanitizer's permission for a preload that comes after it. FailedPrecondition when no live
+// simulated driver serves `root`.
+absl::Status PrepareSimDriverEnv(const RootPaths& root);
+
+// Replaces this process with `command` under the simulated driver (execvp); returns only on
+// failure.
+absl::Status ExecUnderSimDriver(const RootPaths& root, const std::vector<std::string>& command);
+
+}  // namespace neuron::sim
