@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "core/sysfs_names.h"
 #include "core/visible_cores.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
@@ -87,11 +88,66 @@ std::string Check(const NodeView& view, Resource resource, const ResourceView& r
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
-void AddDevice(v1beta1::ContainerAllocateResponse* out, const std::string& path) {
+void AddDevice(v1beta1::ContainerAllocateResponse* out, const std::string& container_path,
+               const std::string& host_path) {
   v1beta1::DeviceSpec* spec = out->add_devices();
-  spec->set_container_path(path);
-  spec->set_host_path(path);
+  spec->set_container_path(container_path);
+  spec->set_host_path(host_path);
   spec->set_permissions("rw");
+}
+
+// "/dev/neuronN" as the host names it (core spells the name once).
+std::string NeuronDevicePath(int index) { return RootPaths("/").DevNeuron(index).string(); }
+
+// One neuron/neuroncore container request in host numbering: the devices (ascending) and the
+// cores they give the container (ascending), all cores of each device for whole devices.
+struct HostAllocation {
+  std::vector<int> devices;
+  std::vector<int> cores;
+};
+
+HostAllocation ToHost(const ResourceView& rv, Resource resource, const ContainerPlan& plan,
+                      int cpd) {
+  HostAllocation host;
+  const std::vector<int> indices = KnownIndices(rv, plan.ids);
+  if (resource == Resource::kNeuronCore) {
+    host.cores = indices;
+    for (int c : host.cores) host.devices.push_back(c / cpd);
+    host.devices.erase(std::unique(host.devices.begin(), host.devices.end()), host.devices.end());
+  } else {
+    host.devices = indices;
+    for (int d : host.devices) {
+      for (int k = 0; k < cpd; ++k) host.cores.push_back(d * cpd + k);
+    }
+  }
+  return host;
+}
+
+// Container numbering (decision 18): the runtime in the container numbers the cores of the
+// devices it sees in device order, so host core c becomes k * cpd + c % cpd where its device
+// c / cpd is the container's device k. Keeping the offset within the device matters for a
+// partial-device core allocation: host core 11 alone (device 5, 2 cores per device) is core 1
+// of the container's /dev/neuron0, not core 0.
+int ContainerCore(const std::vector<int>& devices, int core, int cpd) {
+  const auto k = std::lower_bound(devices.begin(), devices.end(), core / cpd) - devices.begin();
+  return static_cast<int>(k) * cpd + core % cpd;
+}
+
+void AddNeuronDevices(const NodeView& view, Resource resource, const ContainerPlan& plan, bool cdi,
+                      DeviceNumbering numbering, v1beta1::ContainerAllocateResponse* out) {
+  const int cpd = std::max(1, view.cores_per_device);
+  const HostAllocation host = ToHost(view.Get(resource), resource, plan, cpd);
+  const bool renumber = numbering == DeviceNumbering::kContainer;
+  for (size_t k = 0; k < host.devices.size(); ++k) {
+    const int d = host.devices[k];
+    AddDevice(out, NeuronDevicePath(renumber ? static_cast<int>(k) : d), NeuronDevicePath(d));
+    if (cdi) out->add_cdi_devices()->set_name(CdiName(resource, IndexId(d)));
+  }
+  std::vector<int> visible = host.cores;
+  if (renumber) {
+    for (int& c : visible) c = ContainerCore(host.devices, c, cpd);
+  }
+  (*out->mutable_envs())[std::string(kVisibleCores)] = FormatCoreList(visible);
 }
 
 }  // namespace
@@ -129,40 +185,24 @@ absl::StatusOr<std::vector<ContainerPlan>> ValidateAllocate(const NodeView& view
 }
 
 v1beta1::AllocateResponse BuildAllocateResponse(const NodeView& view, Resource resource,
-                                                const std::vector<ContainerPlan>& plans, bool cdi) {
+                                                const std::vector<ContainerPlan>& plans, bool cdi,
+                                                DeviceNumbering numbering) {
   v1beta1::AllocateResponse response;
-  const ResourceView& rv = view.Get(resource);
-  const int cpd = std::max(1, view.cores_per_device);
   for (const ContainerPlan& plan : plans) {
     v1beta1::ContainerAllocateResponse* out = response.add_container_responses();
-    if (resource == Resource::kEfa) {
-      std::vector<std::string> names = plan.ids;
-      std::sort(names.begin(), names.end());
-      for (const std::string& name : names) {
-        const auto it = view.efas.find(name);
-        if (it == view.efas.end() || !it->second.uverbs) continue;  // validated before
-        AddDevice(out, fmt::format("/dev/infiniband/uverbs{}", *it->second.uverbs));
-        if (cdi) out->add_cdi_devices()->set_name(CdiName(resource, name));
-      }
+    if (resource != Resource::kEfa) {
+      AddNeuronDevices(view, resource, plan, cdi, numbering, out);
       continue;
     }
-    const std::vector<int> indices = KnownIndices(rv, plan.ids);
-    std::vector<int> devices, cores;
-    if (resource == Resource::kNeuronCore) {
-      cores = indices;
-      for (int c : cores) devices.push_back(c / cpd);
-      devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
-    } else {
-      devices = indices;
-      for (int d : devices) {
-        for (int k = 0; k < cpd; ++k) cores.push_back(d * cpd + k);
-      }
+    std::vector<std::string> names = plan.ids;
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+      const auto it = view.efas.find(name);
+      if (it == view.efas.end() || !it->second.uverbs) continue;  // validated before
+      const std::string path = fmt::format("/dev/infiniband/uverbs{}", *it->second.uverbs);
+      AddDevice(out, path, path);
+      if (cdi) out->add_cdi_devices()->set_name(CdiName(resource, name));
     }
-    for (int d : devices) {
-      AddDevice(out, fmt::format("/dev/neuron{}", d));
-      if (cdi) out->add_cdi_devices()->set_name(CdiName(resource, IndexId(d)));
-    }
-    (*out->mutable_envs())[std::string(kVisibleCores)] = FormatCoreList(cores);
   }
   return response;
 }

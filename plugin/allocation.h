@@ -26,10 +26,14 @@ absl::StatusOr<std::vector<ContainerPlan>> ValidateAllocate(const NodeView& view
                                                             const v1beta1::AllocateRequest& request,
                                                             NonContiguousPolicy policy);
 
-// Allocate, step 2: device specs (host path = container path, never prefixed by --root: decision
-// 9), NEURON_RT_VISIBLE_CORES in global numbering, and CDI names when `cdi`.
+// Allocate, step 2: device specs (host paths never prefixed by --root: decision 9),
+// NEURON_RT_VISIBLE_CORES, and CDI names (host IDs) when `cdi`. `numbering` decides what the
+// container sees (decision 18, plugin/README.md "Device numbering"): kHost keeps host paths and
+// global core indices; kContainer names the k-th host device (ascending) /dev/neuronk and each
+// core k * cores_per_device + its position within its device. EFA specs are never renumbered.
 v1beta1::AllocateResponse BuildAllocateResponse(const NodeView& view, Resource resource,
-                                                const std::vector<ContainerPlan>& plans, bool cdi);
+                                                const std::vector<ContainerPlan>& plans, bool cdi,
+                                                DeviceNumbering numbering = DeviceNumbering::kHost);
 
 // GetPreferredAllocation: never an error. Unknown or malformed IDs are dropped from the
 // candidates; each answer holds all valid must_include IDs and exactly allocation_size IDs when

@@ -41,6 +41,31 @@ absl::Status Get(const YAML::Node& value, std::string_view source, std::string_v
 
 absl::StatusOr<std::string> AnyString(std::string_view text) { return std::string(text); }
 
+// Parses the value of an environment variable or a flag into *out; an error names the variable
+// or the flag ("NEURON_DP_CDI: 'maybe' is not a boolean ...", "--discovery: ...").
+template <typename T, typename Parse>
+absl::Status ParseNamed(std::string_view name, std::string_view text, Parse parse, T* out) {
+  absl::StatusOr<T> parsed = parse(text);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: {}", name, std::string(parsed.status().message())));
+  }
+  *out = *std::move(parsed);
+  return absl::OkStatus();
+}
+
+// ParseResourceList as a value, for ParseNamed.
+absl::StatusOr<std::map<Resource, bool>> ResourceSet(std::string_view text) {
+  Config c;
+  if (absl::Status s = ParseResourceList(text, &c); !s.ok()) return s;
+  return c.resources;
+}
+
+absl::StatusOr<int> ParseLnc(std::string_view text) {
+  if (text == "1" || text == "2") return text[0] - '0';
+  return absl::InvalidArgumentError(fmt::format("'{}' is not 1 or 2", text));
+}
+
 // Walks a map, calling `each(key, value)`; a non-map or a non-scalar key is an error.
 template <typename Each>
 absl::Status ForEachEntry(const YAML::Node& map, std::string_view source, std::string_view what,
@@ -125,6 +150,16 @@ absl::StatusOr<DiscoveryMode> ParseDiscoveryMode(std::string_view text) {
   return absl::InvalidArgumentError(fmt::format("'{}' is not auto, directory or udev", text));
 }
 
+std::string_view DeviceNumberingName(DeviceNumbering n) {
+  return n == DeviceNumbering::kHost ? "host" : "container";
+}
+
+absl::StatusOr<DeviceNumbering> ParseDeviceNumbering(std::string_view text) {
+  if (text == "host") return DeviceNumbering::kHost;
+  if (text == "container") return DeviceNumbering::kContainer;
+  return absl::InvalidArgumentError(fmt::format("'{}' is not host or container", text));
+}
+
 absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   int64_t value = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -194,6 +229,9 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
         if (key == "listen") return Get(v, source, key, AnyString, &c.listen);
         if (key == "log_level") return Get(v, source, key, AnyString, &c.log_level);
         if (key == "discovery") return Get(v, source, key, ParseDiscoveryMode, &c.discovery);
+        if (key == "device_numbering") {
+          return Get(v, source, key, ParseDeviceNumbering, &c.device_numbering);
+        }
         if (key == "podresources_period") {
           return Get(v, source, key, ParseDuration, &c.podresources_period);
         }
@@ -202,7 +240,7 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
         }
         return Unknown(source, mark, "", key,
                        "resources, health, noncontiguous, cdi, socket_suffix, listen, log_level, "
-                       "discovery, podresources_period, allocation_grace");
+                       "discovery, device_numbering, podresources_period, allocation_grace");
       });
   if (!status.ok()) return status;
   *config = std::move(c);
@@ -224,40 +262,26 @@ std::optional<std::string> RealGetEnv(const char* name) {
 }
 
 absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
-  Config c = *config;
-  auto bad = [](const char* name, const absl::Status& s) {
-    return absl::InvalidArgumentError(fmt::format("{}: {}", name, std::string(s.message())));
+  Config c = *config;  // applied whole or not at all
+  // An unset or empty variable leaves the lower layers alone.
+  auto apply = [&](const char* name, auto parse, auto* out) -> absl::Status {
+    const std::optional<std::string> v = getenv(name);
+    if (!v || v->empty()) return absl::OkStatus();
+    return ParseNamed(name, *v, parse, out);
   };
-  if (auto v = getenv("NEURON_ROOT"); v && !v->empty()) c.root = *v;
-  if (auto v = getenv("NEURON_LOGICAL_NC_CONFIG"); v && !v->empty()) {
-    if (*v == "1" || *v == "2") {
-      c.lnc = (*v)[0] - '0';
-    } else {
-      return absl::InvalidArgumentError(
-          fmt::format("NEURON_LOGICAL_NC_CONFIG: '{}' is not 1 or 2", *v));
-    }
-  }
-  if (auto v = getenv("NEURON_DP_KUBELET_DIR"); v && !v->empty()) c.kubelet_dir = *v;
-  if (auto v = getenv("NEURON_DP_LISTEN"); v && !v->empty()) c.listen = *v;
-  if (auto v = getenv("NEURON_DP_LOG_LEVEL"); v && !v->empty()) c.log_level = *v;
-  if (auto v = getenv("NEURON_DP_SOCKET_SUFFIX"); v && !v->empty()) c.socket_suffix = *v;
-  if (auto v = getenv("NEURON_DP_RESOURCES"); v && !v->empty()) {
-    if (absl::Status s = ParseResourceList(*v, &c); !s.ok()) return bad("NEURON_DP_RESOURCES", s);
-  }
-  if (auto v = getenv("NEURON_DP_NONCONTIGUOUS"); v && !v->empty()) {
-    absl::StatusOr<NonContiguousPolicy> p = ParseNonContiguousPolicy(*v);
-    if (!p.ok()) return bad("NEURON_DP_NONCONTIGUOUS", p.status());
-    c.noncontiguous = *p;
-  }
-  if (auto v = getenv("NEURON_DP_CDI"); v && !v->empty()) {
-    absl::StatusOr<bool> b = ParseBool(*v);
-    if (!b.ok()) return bad("NEURON_DP_CDI", b.status());
-    c.cdi = *b;
-  }
-  if (auto v = getenv("NEURON_DP_DISCOVERY"); v && !v->empty()) {
-    absl::StatusOr<DiscoveryMode> m = ParseDiscoveryMode(*v);
-    if (!m.ok()) return bad("NEURON_DP_DISCOVERY", m.status());
-    c.discovery = *m;
+  for (const absl::Status& s :
+       {apply("NEURON_ROOT", AnyString, &c.root),
+        apply("NEURON_LOGICAL_NC_CONFIG", ParseLnc, &c.lnc),
+        apply("NEURON_DP_KUBELET_DIR", AnyString, &c.kubelet_dir),
+        apply("NEURON_DP_LISTEN", AnyString, &c.listen),
+        apply("NEURON_DP_LOG_LEVEL", AnyString, &c.log_level),
+        apply("NEURON_DP_SOCKET_SUFFIX", AnyString, &c.socket_suffix),
+        apply("NEURON_DP_RESOURCES", ResourceSet, &c.resources),
+        apply("NEURON_DP_NONCONTIGUOUS", ParseNonContiguousPolicy, &c.noncontiguous),
+        apply("NEURON_DP_CDI", ParseBool, &c.cdi),
+        apply("NEURON_DP_DISCOVERY", ParseDiscoveryMode, &c.discovery),
+        apply("NEURON_DP_DEVICE_NUMBERING", ParseDeviceNumbering, &c.device_numbering)}) {
+    if (!s.ok()) return s;
   }
   *config = std::move(c);
   return absl::OkStatus();
@@ -272,9 +296,6 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, GetEnvFn getenv) {
     if (absl::Status s = ApplyConfigFile(*file, &c); !s.ok()) return s;
   }
   if (absl::Status s = ApplyEnvironment(getenv, &c); !s.ok()) return s;
-  auto bad = [](std::string_view flag, const absl::Status& s) {
-    return absl::InvalidArgumentError(fmt::format("--{}: {}", flag, std::string(s.message())));
-  };
   if (flags.root) c.root = *flags.root;
   if (flags.kubelet_dir) c.kubelet_dir = *flags.kubelet_dir;
   if (flags.listen) c.listen = *flags.listen;
@@ -287,20 +308,19 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, GetEnvFn getenv) {
     c.lnc = *flags.lnc;
   }
   if (flags.cdi) c.cdi = *flags.cdi;
-  if (flags.resources) {
-    if (absl::Status s = ParseResourceList(*flags.resources, &c); !s.ok()) {
-      return bad("resources", s);
-    }
-  }
-  if (flags.noncontiguous) {
-    absl::StatusOr<NonContiguousPolicy> p = ParseNonContiguousPolicy(*flags.noncontiguous);
-    if (!p.ok()) return bad("noncontiguous", p.status());
-    c.noncontiguous = *p;
-  }
-  if (flags.discovery) {
-    absl::StatusOr<DiscoveryMode> m = ParseDiscoveryMode(*flags.discovery);
-    if (!m.ok()) return bad("discovery", m.status());
-    c.discovery = *m;
+  // An unset flag leaves the lower layers alone.
+  auto apply = [](std::string_view flag, const std::optional<std::string>& value, auto parse,
+                  auto* out) -> absl::Status {
+    if (!value) return absl::OkStatus();
+    return ParseNamed(fmt::format("--{}", flag), *value, parse, out);
+  };
+  for (const absl::Status& s :
+       {apply("resources", flags.resources, ResourceSet, &c.resources),
+        apply("noncontiguous", flags.noncontiguous, ParseNonContiguousPolicy, &c.noncontiguous),
+        apply("discovery", flags.discovery, ParseDiscoveryMode, &c.discovery),
+        apply("device-numbering", flags.device_numbering, ParseDeviceNumbering,
+              &c.device_numbering)}) {
+    if (!s.ok()) return s;
   }
   if (c.root.empty()) return absl::InvalidArgumentError("--root: empty");
   if (c.kubelet_dir.empty()) return absl::InvalidArgumentError("--kubelet-dir: empty");

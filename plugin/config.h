@@ -20,6 +20,9 @@ namespace neuron::plugin {
 
 enum class NonContiguousPolicy { kWarn, kReject };
 enum class DiscoveryMode { kAuto, kDirectory, kUdev };
+// How a pod sees its Neuron devices and cores (DESIGN decision 18, plugin/README.md "Device
+// numbering"): kHost keeps the host's indices, kContainer renumbers them from 0.
+enum class DeviceNumbering { kHost, kContainer };
 
 // Which evidence makes a device or EFA interface Unhealthy (DESIGN decision 8).
 struct HealthPolicy {
@@ -40,7 +43,7 @@ struct Config {
   std::string config_file;
   // /healthz, /readyz, /metrics. 9410: a port of our own (tests pass port 0).
   std::string listen = "0.0.0.0:9410";
-  int lnc = 0;  // 0: node.json, then the instance default
+  int lnc = 0;  // 0: NEURON_LOGICAL_NC_CONFIG, then the instance default
   DiscoveryMode discovery = DiscoveryMode::kAuto;
   std::string log_level = "info";
 
@@ -51,6 +54,8 @@ struct Config {
                                      {Resource::kNeuronDevice, false}};
   NonContiguousPolicy noncontiguous = NonContiguousPolicy::kWarn;
   bool cdi = false;
+  // Host until container numbering is checked on hardware (decision 18).
+  DeviceNumbering device_numbering = DeviceNumbering::kHost;
   HealthPolicy health;
   // Socket names are "<short>-<suffix>.sock"; empty means the instance id (hostname without one).
   std::string socket_suffix;
@@ -64,6 +69,8 @@ struct Config {
 std::string_view NonContiguousPolicyName(NonContiguousPolicy p);
 absl::StatusOr<NonContiguousPolicy> ParseNonContiguousPolicy(std::string_view text);
 absl::StatusOr<DiscoveryMode> ParseDiscoveryMode(std::string_view text);
+std::string_view DeviceNumberingName(DeviceNumbering n);
+absl::StatusOr<DeviceNumbering> ParseDeviceNumbering(std::string_view text);
 // "250ms", "1s", "2m" or a bare number of milliseconds.
 absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text);
 // "neuron,neuroncore,efa": the short names of kResources (plus neurondevice); the listed ones are
@@ -86,7 +93,7 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config);
 // Values given on the command line; unset ones leave the lower layers alone.
 struct Flags {
   std::optional<std::string> root, kubelet_dir, config_file, listen, log_level, socket_suffix,
-      resources, noncontiguous, discovery;
+      resources, noncontiguous, discovery, device_numbering;
   std::optional<int> lnc;
   std::optional<bool> cdi;
 };

@@ -24,9 +24,11 @@ using neuron::plugin::Plugin;
 int Run(const neuron::plugin::Config& config) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("neuron-device-plugin"));
   spdlog::set_level(spdlog::level::from_str(config.log_level));
-  spdlog::info("starting: root {}, kubelet dir {}, lnc {}, noncontiguous {}, cdi {}", config.root,
-               config.kubelet_dir, config.lnc == 0 ? "auto" : std::to_string(config.lnc),
-               neuron::plugin::NonContiguousPolicyName(config.noncontiguous), config.cdi);
+  spdlog::info(
+      "starting: root {}, kubelet dir {}, lnc {}, noncontiguous {}, cdi {}, device numbering {}",
+      config.root, config.kubelet_dir, config.lnc == 0 ? "auto" : std::to_string(config.lnc),
+      neuron::plugin::NonContiguousPolicyName(config.noncontiguous), config.cdi,
+      neuron::plugin::DeviceNumberingName(config.device_numbering));
 
   // Signals are taken by sigwait below; every thread started from here inherits the mask.
   sigset_t signals;
@@ -92,43 +94,29 @@ int main(int argc, char** argv) {
   // between bind() and chmod().
   ::umask(077);
   CLI::App app{"neuron-device-plugin: Neuron devices, NeuronCores and EFA for the kubelet"};
+  // Flags bind to optionals: an unset flag leaves the environment and the config file alone.
   neuron::plugin::Flags f;
-  std::string root, kubelet_dir, config_file, listen, log_level, suffix, resources, noncontig,
-      discovery;
-  int lnc = 0;
-  bool cdi = false;
-  auto* o_root = app.add_option("--root", root, "Node root (env NEURON_ROOT; default /)");
-  auto* o_kdir = app.add_option("--kubelet-dir", kubelet_dir,
-                                "Kubelet directory (env NEURON_DP_KUBELET_DIR; /var/lib/kubelet)");
-  auto* o_cfg = app.add_option("--config", config_file, "YAML config file (env NEURON_DP_CONFIG)");
-  auto* o_listen = app.add_option("--listen", listen,
-                                  "/healthz /readyz /metrics address (default 0.0.0.0:9410)");
-  auto* o_lnc = app.add_option("--lnc", lnc, "Logical NeuronCore config on trn2: 1 or 2")
-                    ->check(CLI::IsMember({1, 2}));
-  auto* o_log = app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  auto* o_suffix =
-      app.add_option("--socket-suffix", suffix, "Socket name suffix (default: the instance id)");
-  auto* o_res =
-      app.add_option("--resources", resources, "Enabled resources, e.g. neuron,neuroncore,efa");
-  auto* o_nc = app.add_option("--noncontiguous", noncontig, "warn|reject");
-  auto* o_disc = app.add_option("--discovery", discovery, "auto|directory|udev");
-  auto* o_cdi = app.add_option("--cdi", cdi, "Add CDI device names to Allocate answers");
+  app.add_option("--root", f.root, "Node root (env NEURON_ROOT; default /)");
+  app.add_option("--kubelet-dir", f.kubelet_dir,
+                 "Kubelet directory (env NEURON_DP_KUBELET_DIR; /var/lib/kubelet)");
+  app.add_option("--config", f.config_file, "YAML config file (env NEURON_DP_CONFIG)");
+  app.add_option("--listen", f.listen, "/healthz /readyz /metrics address (default 0.0.0.0:9410)");
+  app.add_option("--lnc", f.lnc, "Logical NeuronCore config on trn2: 1 or 2")
+      ->check(CLI::IsMember({1, 2}));
+  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error");
+  app.add_option("--socket-suffix", f.socket_suffix,
+                 "Socket name suffix (default: the instance id)");
+  app.add_option("--resources", f.resources, "Enabled resources, e.g. neuron,neuroncore,efa");
+  app.add_option("--noncontiguous", f.noncontiguous, "warn|reject");
+  app.add_option("--discovery", f.discovery, "auto|directory|udev");
+  app.add_option("--cdi", f.cdi, "Add CDI device names to Allocate answers");
+  app.add_option("--device-numbering", f.device_numbering,
+                 "host|container: the device and core indices pods see (default host)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (*o_root) f.root = root;
-  if (*o_kdir) f.kubelet_dir = kubelet_dir;
-  if (*o_cfg) f.config_file = config_file;
-  if (*o_listen) f.listen = listen;
-  if (*o_lnc) f.lnc = lnc;
-  if (*o_log) f.log_level = log_level;
-  if (*o_suffix) f.socket_suffix = suffix;
-  if (*o_res) f.resources = resources;
-  if (*o_nc) f.noncontiguous = noncontig;
-  if (*o_disc) f.discovery = discovery;
-  if (*o_cdi) f.cdi = cdi;
   absl::StatusOr<neuron::plugin::Config> config =
       neuron::plugin::ResolveConfig(f, neuron::plugin::RealGetEnv);
   if (!config.ok()) {

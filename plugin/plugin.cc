@@ -289,6 +289,7 @@ class Plugin::Impl {
         .socket_path = slot.socket_path,
         .noncontiguous = config_.noncontiguous,
         .cdi = config_.cdi,
+        .device_numbering = config_.device_numbering,
         .state = &state_,
         .metrics = &metrics_,
         .on_stream_end = [this](Resource r, Clock::time_point t) { OnStreamEnd(r, t); }};

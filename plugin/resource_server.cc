@@ -112,7 +112,8 @@ class ResourceServer::Impl : public v1beta1::DevicePlugin::CallbackService {
           ctx, "Allocate", start,
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(view.status().message())));
     }
-    *response = BuildAllocateResponse(**view, options_.resource, plans, options_.cdi);
+    *response = BuildAllocateResponse(**view, options_.resource, plans, options_.cdi,
+                                      options_.device_numbering);
     for (const ContainerPlan& plan : plans) {
       if (!plan.noncontiguous) continue;
       options_.metrics->NonContiguous(options_.resource);

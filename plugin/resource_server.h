@@ -26,6 +26,7 @@ class ResourceServer {
     std::string socket_path;  // absolute; an existing file there is replaced
     NonContiguousPolicy noncontiguous = NonContiguousPolicy::kWarn;
     bool cdi = false;
+    DeviceNumbering device_numbering = DeviceNumbering::kHost;
     NodeState* state = nullptr;  // outlives the server
     Metrics* metrics = nullptr;  // outlives the server
     // A ListAndWatch stream ended without the server shutting down (the kubelet went away or

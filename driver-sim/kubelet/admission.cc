@@ -1,4 +1,4 @@
-// Pod admission (KUBELET-API.md §2.5-§2.6) and the container-runtime role (DESIGN decision 9).
+// Pod admission (KUBELET-API.md §2.5-§2.6) and the container-runtime role (DESIGN decisions 9, 18).
 //
 // DevicesToAllocate follows kubernetes/kubernetes pkg/kubelet/cm/devicemanager/manager.go
 // devicesToAllocate (read for this emulator; the kubelet's order of steps is kept):
@@ -19,7 +19,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
 
+#include "core/device_id.h"
 #include "driver-sim/kubelet/emulator_impl.h"
 
 namespace neuron::sim {
@@ -275,6 +277,32 @@ bool NaturalLess(const std::string& a, const std::string& b) {
   return a < b;
 }
 
+// N of a Neuron device node "/dev/neuronN" (as core/sysfs_names.h RootPaths::DevNeuron names it
+// below "/"); nullopt for any other device, such as EFA's /dev/infiniband/uverbsN.
+std::optional<int> NeuronNodeIndex(std::string_view path) {
+  constexpr std::string_view kPrefix = "/dev/neuron";
+  if (!path.starts_with(kPrefix)) return std::nullopt;
+  const absl::StatusOr<int> index = ParseIndexId(path.substr(kPrefix.size()), 1 << 20);
+  return index.ok() ? std::optional<int>(*index) : std::nullopt;
+}
+
+// "C=H,..." (ascending C) for the container's Neuron device specs: the plugin may renumber the
+// container's devices (decision 18) and the simulated driver, which keys everything by host
+// device, needs to know which host device the container's /dev/neuronC is. "" without any.
+std::string DeviceMap(const std::vector<DeviceSpecOut>& devices) {
+  std::map<int, int> host_of;
+  for (const DeviceSpecOut& d : devices) {
+    const std::optional<int> container = NeuronNodeIndex(d.container_path);
+    const std::optional<int> host = NeuronNodeIndex(d.host_path);
+    if (container && host) host_of.emplace(*container, *host);
+  }
+  std::string out;
+  for (const auto& [container, host] : host_of) {
+    out += fmt::format("{}{}={}", out.empty() ? "" : ",", container, host);
+  }
+  return out;
+}
+
 }  // namespace
 
 AdmittedPod KubeletEmulator::Impl::ToAdmitted(const PodRecord& pod) const {
@@ -315,6 +343,9 @@ AdmittedPod KubeletEmulator::Impl::ToAdmitted(const PodRecord& pod) const {
       }
     }
     c.envs["NEURON_ROOT"] = options.root;  // decision 9: the runtime points the pod at ROOT
+    if (std::string map = DeviceMap(c.devices); !map.empty()) {
+      c.envs[std::string(kDeviceMapEnv)] = std::move(map);
+    }
     out.containers.push_back(std::move(c));
   }
   return out;

@@ -10,7 +10,9 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 
+#include "absl/status/statusor.h"
 #include "driver-sim/kubelet/control.grpc.pb.h"
 #include "driver-sim/kubelet/kubelet_control.h"
 
@@ -94,6 +96,24 @@ int RunChild(const std::vector<std::string>& command,
   return kExitFailure;
 }
 
+// The command line that runs CMD under the simulated driver (DESIGN decision 16): this very
+// binary's `neuron-sim exec --root ROOT -- CMD...`, ROOT being the pod's NEURON_ROOT, so that the
+// driver interposer serves ROOT/dev/neuronN to CMD as the real driver serves /dev/neuronN in a
+// container. `exec` replaces itself with CMD, so CMD's exit code and signals pass through.
+absl::StatusOr<std::vector<std::string>> UnderSimulatedDriver(
+    const std::vector<std::string>& command, const std::map<std::string, std::string>& envs) {
+  const auto root = envs.find("NEURON_ROOT");
+  if (root == envs.end()) {
+    return absl::FailedPreconditionError("the pod's environment has no NEURON_ROOT");
+  }
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return absl::InternalError(fmt::format("readlink /proc/self/exe: {}", ec.message()));
+  std::vector<std::string> argv{self.string(), "exec", "--root", root->second, "--"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
 }  // namespace
 
 std::string KubeletControlSocket(const std::string& kubelet_dir) {
@@ -175,7 +195,13 @@ int PodRunCommand(const PodRunArgs& args, std::ostream& out, std::ostream& err) 
   report.flush();
   if (args.command.empty()) return 0;
 
-  const int code = RunChild(args.command, envs, err);
+  int code = kExitFailure;
+  if (absl::StatusOr<std::vector<std::string>> command = UnderSimulatedDriver(args.command, envs);
+      command.ok()) {
+    code = RunChild(*command, envs, err);
+  } else {
+    err << fmt::format("neuron-sim pod run: {}\n", std::string(command.status().message()));
+  }
   grpc::ClientContext context;
   Deadline(context, std::chrono::seconds(10));
   ctl::PodRef ref;

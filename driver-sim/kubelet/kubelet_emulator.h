@@ -2,7 +2,8 @@
 // The kubelet emulator: the kubelet's side of the device-plugin and PodResources APIs, behaving
 // as KUBELET-API.md §2-§3 says the real kubelet does, failure modes included, so the device
 // plugin is tested against what a kubelet really does. It also plays the container runtime of
-// DESIGN decision 9: device host paths are resolved under the simulated ROOT.
+// DESIGN decisions 9 and 18: device host paths are resolved under the simulated ROOT, and each
+// container gets NEURON_ROOT and its device map (kDeviceMapEnv).
 //
 // Files under KUBELET_DIR, as on a node:
 //   device-plugins/kubelet.sock               Registration service
@@ -39,6 +40,12 @@ struct PodSpec {
   std::vector<ContainerSpec> containers;
 };
 
+// Set by the container runtime in every container with a Neuron device spec: "C=H,..." pairs,
+// ascending C, mapping the container's /dev/neuronC to host device H ("0=5,1=6" when the plugin
+// renumbers for the container, "5=5,6=6" when it does not; DESIGN decision 18). The simulated
+// driver keys everything by host device, so it reads this to serve the container's view.
+inline constexpr std::string_view kDeviceMapEnv = "NEURON_SIM_DEVICE_MAP";
+
 struct DeviceSpecOut {
   std::string container_path;
   std::string host_path;
@@ -50,8 +57,9 @@ struct DeviceSpecOut {
 struct ContainerAllocation {
   std::string container;
   std::map<std::string, std::vector<std::string>> ids;  // resource -> device IDs
-  std::map<std::string, std::string> envs;  // plugin's envs, plus NEURON_ROOT (decision 9)
-  std::vector<DeviceSpecOut> devices;       // host paths as the plugin gave them
+  // The plugins' envs, plus NEURON_ROOT (decision 9) and NEURON_SIM_DEVICE_MAP (kDeviceMapEnv).
+  std::map<std::string, std::string> envs;
+  std::vector<DeviceSpecOut> devices;  // host paths as the plugin gave them
   std::vector<std::string> cdi_devices;
   std::map<std::string, std::string> annotations;
 };

@@ -20,6 +20,7 @@
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "podresources/v1/api.grpc.pb.h"
 #include "proto/pod_resources.h"
+#include "tests/driver-sim/sim_process.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -149,11 +150,11 @@ class TestPlugin final : public v1beta1::DevicePlugin::Service {
       std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
       std::sort(ids.begin(), ids.end());
       std::string joined;
-      for (const std::string& id : ids) {
-        joined += (joined.empty() ? "" : ",") + id;
+      for (size_t k = 0; k < ids.size(); ++k) {
+        joined += (joined.empty() ? "" : ",") + ids[k];
         auto* d = r->add_devices();
-        d->set_container_path("/dev/neuron" + id);
-        d->set_host_path("/dev/neuron" + id);
+        d->set_container_path(device_prefix + (container_numbering ? std::to_string(k) : ids[k]));
+        d->set_host_path(device_prefix + ids[k]);
         d->set_permissions("rw");
       }
       (*r->mutable_envs())["NEURON_RT_VISIBLE_CORES"] = joined;
@@ -168,6 +169,11 @@ class TestPlugin final : public v1beta1::DevicePlugin::Service {
   std::vector<std::string> gpa_answer;
   grpc::Status gpa_error;
   grpc::Status allocate_error;
+  // Allocate names host device PREFIX<id>, seen in the container under the same path, or as
+  // PREFIX<k> for the k-th ID (ascending) with container numbering (the device plugin's
+  // device_numbering: container, DESIGN decision 18).
+  std::string device_prefix = "/dev/neuron";
+  bool container_numbering = false;
   std::vector<v1beta1::PreferredAllocationRequest> gpa_requests;
   std::vector<v1beta1::AllocateRequest> allocate_requests;
   std::vector<std::string> calls;
@@ -324,6 +330,7 @@ TEST_F(KubeletEmulatorTest, AdmissionAsksPreferenceThenAllocatesIt) {
   EXPECT_THAT(pod->containers[0].ids.at(kResource), ElementsAre("2", "3"));
   EXPECT_EQ(pod->containers[0].envs.at("NEURON_RT_VISIBLE_CORES"), "2,3");
   EXPECT_EQ(pod->containers[0].envs.at("NEURON_ROOT"), root_.str());
+  EXPECT_EQ(pod->containers[0].envs.at("NEURON_SIM_DEVICE_MAP"), "2=2,3=3") << "host numbering";
   EXPECT_EQ(pod->containers[0].devices.size(), 2u);
   auto lock = p->lock();
   EXPECT_THAT(p->calls, ElementsAre("GetPreferredAllocation", "Allocate"));
@@ -419,6 +426,55 @@ TEST_F(KubeletEmulatorTest, FailedAdmissionsHoldNothing) {
   ASSERT_TRUE(WaitUntil([&] { return k->Resource(kResource)->allocatable == 0; }, 10s));
   EXPECT_THAT(std::string(k->AdmitPod(Pod("sick", 1)).status().message()),
               HasSubstr("no healthy devices present; cannot allocate unhealthy devices"));
+}
+
+TEST_F(KubeletEmulatorTest, DeviceMapNamesTheHostDeviceBehindEachContainerNeuronNode) {
+  fs::create_directories(root_.path() / "dev/infiniband");
+  for (int i = 0; i < 4; ++i) {
+    neuron::testing::WriteFile(root_.path() / "dev/infiniband" / ("uverbs" + std::to_string(i)),
+                               "");
+  }
+  auto k = Start(Opts());
+  auto p = Plugin(*k);
+  {
+    auto lock = p->lock();
+    p->gpa_answer = {"3", "1"};
+    p->container_numbering = true;
+  }
+  // A second resource whose device nodes are not Neuron's: they never enter the map.
+  const std::string kOther = "example.com/efa";
+  TestPlugin efa(PluginDir(), "efa.sock", {"0", "1", "2", "3"});
+  efa.device_prefix = "/dev/infiniband/uverbs";
+  efa.gpa_answer = {"2"};
+  efa.Serve();
+  ASSERT_TRUE(efa.Register(kOther).ok());
+  ASSERT_TRUE(
+      WaitUntil([&] { return k->Resource(kOther) && k->Resource(kOther)->allocatable == 4; }, 10s));
+
+  PodSpec pod = Pod("both", 2);
+  pod.containers[0].requests[kOther] = 1;
+  absl::StatusOr<AdmittedPod> r = k->AdmitPod(pod);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const ContainerAllocation& c = r->containers.at(0);
+  EXPECT_THAT(c.devices, UnorderedElementsAre(DeviceSpecOut{"/dev/neuron0", "/dev/neuron1", "rw"},
+                                              DeviceSpecOut{"/dev/neuron1", "/dev/neuron3", "rw"},
+                                              DeviceSpecOut{"/dev/infiniband/uverbs2",
+                                                            "/dev/infiniband/uverbs2", "rw"}));
+  EXPECT_EQ(c.envs.at("NEURON_SIM_DEVICE_MAP"), "0=1,1=3");
+
+  absl::StatusOr<AdmittedPod> only_efa = k->AdmitPod(Pod("efa-only", 1, kOther));
+  ASSERT_TRUE(only_efa.ok()) << only_efa.status();
+  EXPECT_FALSE(only_efa->containers.at(0).envs.contains("NEURON_SIM_DEVICE_MAP"))
+      << "no Neuron device, no map";
+  EXPECT_EQ(only_efa->containers.at(0).envs.at("NEURON_ROOT"), root_.str());
+
+  // The map is derived from the recorded answers, so it survives a new emulator.
+  efa.Stop();
+  p->Stop();
+  k.reset();
+  k = Start(Opts());
+  ASSERT_EQ(k->Pods().size(), 2u);
+  EXPECT_EQ(k->Pods()[0].containers.at(0).envs.at("NEURON_SIM_DEVICE_MAP"), "0=1,1=3");
 }
 
 TEST_F(KubeletEmulatorTest, InitContainerDevicesAreReusedByAppContainers) {
@@ -562,8 +618,13 @@ TEST_F(KubeletEmulatorTest, CheckpointSurvivesANewEmulator) {
 TEST_F(KubeletEmulatorTest, PodRunThroughTheBinaryRunsTheCommandWithThePodsEnvironment) {
   const fs::path logs = dir_.path() / "logs";
   fs::create_directories(logs);
+  // pod run runs CMD under the simulated driver (`neuron-sim exec`), which needs a running node
+  // whose devices 2 and 3 back the plugin's answers.
+  TempDir node{"node"};
+  neuron::sim::testing::SimNode sim(NEURON_SIM_BIN, node.path(), logs);
+  sim.Up("inf2.24xlarge");
   const pid_t kubelet = neuron::testing::Spawn(
-      {NEURON_SIM_BIN, "kubelet", "--root", root_.str(), "--kubelet-dir", dir_.str()},
+      {NEURON_SIM_BIN, "kubelet", "--root", node.str(), "--kubelet-dir", dir_.str()},
       logs / "kubelet.out", logs / "kubelet.err");
   ASSERT_GT(kubelet, 0);
   ASSERT_TRUE(WaitUntil([&] { return IsSocket(dir_.path() / "neuron-sim-kubelet.sock"); }, 20s))
@@ -588,15 +649,21 @@ TEST_F(KubeletEmulatorTest, PodRunThroughTheBinaryRunsTheCommandWithThePodsEnvir
       20s));
   EXPECT_EQ(code, 0);
 
+  // CMD runs under the simulated driver (`neuron-sim exec`: its interposer is preloaded).
   pid_t pid = run({"pod", "run", "--kubelet-dir", dir_.str(), "--name", "job", "--request",
                    "aws.amazon.com/neuroncore=2", "--", "sh", "-c",
-                   "echo cores=$NEURON_RT_VISIBLE_CORES root=$NEURON_ROOT; exit 7"},
+                   "echo cores=$NEURON_RT_VISIBLE_CORES root=$NEURON_ROOT "
+                   "map=$NEURON_SIM_DEVICE_MAP preload=$LD_PRELOAD; exit 7"},
                   "run");
   EXPECT_EQ(neuron::testing::WaitExit(pid, 30s), 7) << neuron::testing::ReadFile(logs / "run.err");
-  EXPECT_THAT(neuron::testing::ReadFile(logs / "run.out"),
-              HasSubstr("cores=2,3 root=" + root_.str()));
+  const std::string job_out = neuron::testing::ReadFile(logs / "run.out");
+  EXPECT_THAT(job_out, HasSubstr("cores=2,3 root=" + node.str() + " map=2=2,3=3 preload="));
+  EXPECT_THAT(job_out, ::testing::ContainsRegex("preload=[^ ]*\\.so"))
+      << "not run through neuron-sim exec";
   EXPECT_THAT(neuron::testing::ReadFile(logs / "run.err"),
               HasSubstr("aws.amazon.com/neuroncore 2 3"));
+  EXPECT_THAT(neuron::testing::ReadFile(logs / "run.err"),
+              HasSubstr("NEURON_SIM_DEVICE_MAP=2=2,3=3"));
   EXPECT_EQ(neuron::testing::WaitExit(run({"pod", "list", "--kubelet-dir", dir_.str()}, "ls"), 20s),
             0);
   EXPECT_EQ(neuron::testing::ReadFile(logs / "ls.out"), "");  // deleted after CMD
@@ -614,6 +681,13 @@ TEST_F(KubeletEmulatorTest, PodRunThroughTheBinaryRunsTheCommandWithThePodsEnvir
   EXPECT_EQ(
       neuron::testing::WaitExit(run({"pod", "list", "--kubelet-dir", dir_.str()}, "ls2"), 20s), 0);
   EXPECT_EQ(neuron::testing::ReadFile(logs / "ls2.out"), "");
+
+  // A CMD that cannot be run: 127, as a shell says.
+  pid = run({"pod", "run", "--kubelet-dir", dir_.str(), "--name", "absent", "--request",
+             "aws.amazon.com/neuroncore=1", "--", (dir_.path() / "no-such-command").string()},
+            "absent");
+  EXPECT_EQ(neuron::testing::WaitExit(pid, 20s), 127)
+      << neuron::testing::ReadFile(logs / "absent.err");
 
   // Without CMD the pod stays until `pod delete`; an admission error exits 1 with the message.
   EXPECT_EQ(neuron::testing::WaitExit(run({"pod", "run", "--kubelet-dir", dir_.str(), "--name",

@@ -34,6 +34,7 @@ TEST(ConfigTest, DefaultsServeThreeResourcesWithLegacyOff) {
   EXPECT_FALSE(c->cdi);
   EXPECT_EQ(c->root, "/");
   EXPECT_EQ(c->kubelet_dir, "/var/lib/kubelet");
+  EXPECT_EQ(c->device_numbering, DeviceNumbering::kHost) << "decision 18: host until checked";
 }
 
 TEST(ConfigTest, FileSetsEveryKnob) {
@@ -131,6 +132,57 @@ TEST(ConfigTest, BadEnvironmentAndFlagsAreNamed) {
   f.config_file = "/nonexistent/plugin.yaml";
   c = ResolveConfig(f, Env({}));
   EXPECT_NE(c.status().message().find("/nonexistent/plugin.yaml"), std::string::npos);
+}
+
+TEST(ConfigTest, DeviceNumberingFromFileEnvironmentAndFlag) {
+  Config c;
+  ASSERT_TRUE(ApplyConfigYaml("device_numbering: container\n", "p.yaml", &c).ok());
+  EXPECT_EQ(c.device_numbering, DeviceNumbering::kContainer);
+  ASSERT_TRUE(ApplyConfigYaml("device_numbering: host\n", "p.yaml", &c).ok());
+  EXPECT_EQ(c.device_numbering, DeviceNumbering::kHost);
+
+  TempDir tmp;
+  const auto file = tmp.path() / "p.yaml";
+  WriteFile(file, "device_numbering: container\n");
+  Flags flags;
+  flags.config_file = file.string();
+  absl::StatusOr<Config> r = ResolveConfig(flags, Env({}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device_numbering, DeviceNumbering::kContainer) << "the file beats the default";
+  r = ResolveConfig(flags, Env({{"NEURON_DP_DEVICE_NUMBERING", "host"}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device_numbering, DeviceNumbering::kHost) << "environment beats the file";
+  r = ResolveConfig(flags, Env({{"NEURON_DP_DEVICE_NUMBERING", ""}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device_numbering, DeviceNumbering::kContainer) << "an empty variable is unset";
+  flags.device_numbering = "host";
+  r = ResolveConfig(flags, Env({{"NEURON_DP_DEVICE_NUMBERING", "container"}}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->device_numbering, DeviceNumbering::kHost) << "the flag beats the environment";
+  EXPECT_EQ(DeviceNumberingName(DeviceNumbering::kContainer), "container");
+}
+
+TEST(ConfigTest, BadDeviceNumberingIsNamedWhereverItComesFrom) {
+  Config c;
+  absl::Status s = ApplyConfigYaml("cdi: true\n\ndevice_numbering: pod\n", "p.yaml", &c);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("p.yaml:3: device_numbering: 'pod' is not host or container"),
+            std::string::npos)
+      << s;
+  EXPECT_FALSE(c.cdi) << "a bad file is applied whole or not at all";
+  s = ApplyConfigYaml("device_numbering: [host]\n", "p.yaml", &c);
+  EXPECT_NE(s.message().find("p.yaml:1: device_numbering: expected a value"), std::string::npos)
+      << s;
+
+  absl::StatusOr<Config> r =
+      ResolveConfig(Flags{}, Env({{"NEURON_DP_DEVICE_NUMBERING", "Container"}}));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "NEURON_DP_DEVICE_NUMBERING: 'Container' is not host or container");
+  Flags f;
+  f.device_numbering = "0";
+  r = ResolveConfig(f, Env({}));
+  EXPECT_EQ(r.status().message(), "--device-numbering: '0' is not host or container");
 }
 
 TEST(ConfigTest, Durations) {

@@ -125,5 +125,27 @@ TEST(PluginBinaryTest, BadConfigFileExitsTwoNamingTheLine) {
       << ReadFile(tmp.path() / "err");
 }
 
+TEST(PluginBinaryTest, BadDeviceNumberingExitsTwoNamingItsSource) {
+  TempDir tmp("pln");
+  const std::vector<std::string> base{NEURON_PLUGIN_BIN, "--root", tmp.str(), "--kubelet-dir",
+                                      tmp.str()};
+  auto run = [&](std::vector<std::string> extra, const std::vector<std::string>& env) {
+    std::vector<std::string> argv = base;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const pid_t pid = Spawn(argv, "", tmp.path() / "err", env);
+    const std::optional<int> code = WaitExit(pid, kCeiling);
+    return std::make_pair(code, ReadFile(tmp.path() / "err"));
+  };
+  auto [code, err] = run({"--device-numbering", "pod"}, {});
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("--device-numbering: 'pod' is not host or container"), std::string::npos)
+      << err;
+  std::tie(code, err) = run({}, {"NEURON_DP_DEVICE_NUMBERING=hosts"});
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("NEURON_DP_DEVICE_NUMBERING: 'hosts' is not host or container"),
+            std::string::npos)
+      << err;
+}
+
 }  // namespace
 }  // namespace neuron::plugin

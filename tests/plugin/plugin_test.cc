@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <set>
 
-#include "core/node_info.h"
+#include "core/sysfs_names.h"
 #include "tests/driver-sim/sim_process.h"
 #include "tests/plugin/fake_kubelet.h"
 #include "tests/support/temp_dir.h"
@@ -99,6 +99,16 @@ std::vector<std::string> Paths(const v1beta1::ContainerAllocateResponse& r) {
   return out;
 }
 
+// "CONTAINER_PATH<-HOST_PATH" per device spec, in the answer's order.
+std::vector<std::string> Mapped(const v1beta1::ContainerAllocateResponse& r) {
+  std::vector<std::string> out;
+  for (const auto& d : r.devices()) {
+    EXPECT_EQ(d.permissions(), "rw");
+    out.push_back(d.container_path() + "<-" + d.host_path());
+  }
+  return out;
+}
+
 std::vector<std::string> Cdi(const v1beta1::ContainerAllocateResponse& r) {
   std::vector<std::string> out;
   for (const auto& d : r.cdi_devices()) out.push_back(d.name());
@@ -112,17 +122,20 @@ size_t CountHealth(const std::map<std::string, Listed>& l, const std::string& he
 
 TEST_F(PluginTest, RegistersEveryResourceWithCountsAndNumaOnTrn1) {
   Boot("trn1.32xlarge");
-  absl::StatusOr<NodeInfo> node = ReadNodeInfo(RootPaths(root()));
-  ASSERT_TRUE(node.ok());
+  // The instance id where a Nitro host keeps it and the plugin reads it (decision 11).
+  std::string instance_id =
+      ::neuron::testing::ReadFile(RootPaths(root()).DmiDir() / "board_asset_tag");
+  while (!instance_id.empty() && instance_id.back() == '\n') instance_id.pop_back();
+  ASSERT_TRUE(instance_id.starts_with("i-")) << instance_id;
   for (const Registration& r : kubelet_->registrations()) {
     EXPECT_EQ(r.version, "v1beta1");
     EXPECT_TRUE(r.options_answered) << "GetDevicePluginOptions not answered during Register";
     EXPECT_TRUE(r.get_preferred_allocation);
     EXPECT_FALSE(r.pre_start_required);
     EXPECT_NE(r.resource, std::string(kResourceNeuronDevice)) << "legacy resource is off";
-    EXPECT_TRUE(r.endpoint.ends_with("-" + node->instance_id + ".sock")) << r.endpoint;
+    EXPECT_TRUE(r.endpoint.ends_with("-" + instance_id + ".sock")) << r.endpoint;
   }
-  EXPECT_EQ(kubelet_->Socket(kNeuron).filename(), "neuron-" + node->instance_id + ".sock");
+  EXPECT_EQ(kubelet_->Socket(kNeuron).filename(), "neuron-" + instance_id + ".sock");
   const std::map<std::string, size_t> want{{kNeuron, 16}, {kCore, 32}, {kEfa, 8}};
   for (const auto& [resource, n] : want) {
     ListWatcher w(kubelet_->Socket(resource));
@@ -185,6 +198,63 @@ TEST_F(PluginTest, AllocateContentsOnTrn2AtLnc2) {
   ASSERT_TRUE(Allocate(core.get(), {{"10", "11"}}, &r).ok());
   EXPECT_EQ(Paths(r.container_responses(0)), std::vector<std::string>{"/dev/neuron2"});
   EXPECT_EQ(r.container_responses(0).envs().at("NEURON_RT_VISIBLE_CORES"), "10-11");
+}
+
+TEST_F(PluginTest, ContainerNumberingCountsFromZeroWhileHoldingsStayHostIds) {
+  Boot("trn1.32xlarge", {}, [](Config& c) {
+    c.device_numbering = DeviceNumbering::kContainer;
+    c.cdi = true;
+  });
+  ListWatcher devices(kubelet_->Socket(kNeuron));
+  ListWatcher cores(kubelet_->Socket(kCore));
+  auto core = Stub(kCore);
+  v1beta1::AllocateResponse r;
+  // trn1: 2 cores per device, so host cores 10-11 are device 5's and 15-16 span devices 7 and 8.
+  ASSERT_TRUE(Allocate(core.get(), {{"11", "10"}, {"13"}, {"16", "15"}}, &r).ok());
+  ASSERT_EQ(r.container_responses_size(), 3);
+  EXPECT_EQ(Mapped(r.container_responses(0)),
+            std::vector<std::string>{"/dev/neuron0<-/dev/neuron5"});
+  EXPECT_EQ(r.container_responses(0).envs().at("NEURON_RT_VISIBLE_CORES"), "0-1");
+  // A partial device keeps each core's place within it: host core 13 is device 6's second.
+  EXPECT_EQ(Mapped(r.container_responses(1)),
+            std::vector<std::string>{"/dev/neuron0<-/dev/neuron6"});
+  EXPECT_EQ(r.container_responses(1).envs().at("NEURON_RT_VISIBLE_CORES"), "1");
+  EXPECT_EQ(Mapped(r.container_responses(2)),
+            (std::vector<std::string>{"/dev/neuron0<-/dev/neuron7", "/dev/neuron1<-/dev/neuron8"}));
+  EXPECT_EQ(r.container_responses(2).envs().at("NEURON_RT_VISIBLE_CORES"), "1-2");
+  EXPECT_EQ(Cdi(r.container_responses(2)),
+            (std::vector<std::string>{"aws.amazon.com/neuron=7", "aws.amazon.com/neuron=8"}))
+      << "CDI names stay host IDs";
+
+  auto neuron = Stub(kNeuron);
+  r.Clear();
+  ASSERT_TRUE(Allocate(neuron.get(), {{"10", "9"}}, &r).ok());
+  EXPECT_EQ(
+      Mapped(r.container_responses(0)),
+      (std::vector<std::string>{"/dev/neuron0<-/dev/neuron9", "/dev/neuron1<-/dev/neuron10"}));
+  EXPECT_EQ(r.container_responses(0).envs().at("NEURON_RT_VISIBLE_CORES"), "0-3");
+
+  // The mask is keyed by host IDs: host devices 5-8 hold cores, host cores 18-21 are in
+  // devices 9-10; container index 0 means nothing to it.
+  for (const char* id : {"5", "6", "7", "8"})
+    EXPECT_TRUE(devices.WaitHealth(id, "Unhealthy")) << id;
+  for (const char* id : {"18", "19", "20", "21"}) {
+    EXPECT_TRUE(cores.WaitHealth(id, "Unhealthy")) << id;
+  }
+  EXPECT_EQ(devices.latest().at("0").health, "Healthy");
+  EXPECT_EQ(cores.latest().at("0").health, "Healthy");
+  const grpc::Status refused = Allocate(neuron.get(), {{"5"}}, &r);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error_message().find("\"5\""), std::string::npos) << refused.error_message();
+
+  // EFA device nodes are never renumbered.
+  auto efa = Stub(kEfa);
+  r.Clear();
+  ASSERT_TRUE(Allocate(efa.get(), {{FirstEfa()}}, &r).ok());
+  ASSERT_EQ(r.container_responses(0).devices_size(), 1);
+  const auto& spec = r.container_responses(0).devices(0);
+  EXPECT_EQ(spec.container_path(), spec.host_path());
+  EXPECT_TRUE(spec.host_path().starts_with("/dev/infiniband/uverbs")) << spec.host_path();
 }
 
 TEST_F(PluginTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
