@@ -35,6 +35,22 @@ struct ScrapeContext {
 
   const Inventory& inventory() const { return *view.inventory; }
   const Snapshot& snap() const { return *view.current; }
+  // Unknown is not zero (DESIGN decision 19): a series that adds the live datastores to a sysfs
+  // total, or comes from them alone, is left out unless the latest snapshot read them, because
+  // the sysfs part alone only moves when a process exits and reads as idle during a job.
+  bool live() const { return DatastoresRead(snap()); }
+  // The same for a figure measured between the base snapshot and the latest: a base without the
+  // datastores would count every running process's whole history into one window.
+  bool live_since_base() const {
+    return view.base != nullptr && DatastoresRead(*view.base) && live();
+  }
+  // The same for one device: one whose datastores could not be read while others' could (all
+  // its process slots taken, a failed open) is unknown too.
+  bool live(int device) const { return live() && !snap().datastore_source.unread.contains(device); }
+  bool live_since_base(int device) const {
+    return live_since_base() && live(device) &&
+           !view.base->datastore_source.unread.contains(device);
+  }
   // A counter value that never goes below what was exported before.
   double Mono(int device, const std::string& key, double value) const {
     return source.Monotonic(device, key, value);

@@ -83,6 +83,117 @@ std::optional<std::pair<uint64_t, uint64_t>> ReadMeminfo(const std::filesystem::
   return std::pair{*total, *total - *avail};
 }
 
+// Compat labels: the instance labels, then `extra`.
+Labels With(const Labels& inst, std::initializer_list<prometheus::ClientMetric::Label> extra) {
+  Labels l = inst;
+  l.insert(l.end(), extra.begin(), extra.end());
+  return l;
+}
+
+// One runtime process, merged over its datastores (a runtime may span devices).
+struct Proc {
+  std::string tag;
+  uint64_t host = 0, device = 0;
+  std::array<uint64_t, kErrorTypes.size()> errors{};
+  std::array<uint64_t, kStatusTypes.size()> status{};
+  std::vector<uint64_t> bounds_us;
+  std::vector<uint64_t> window_counts;  // latency buckets over the sampling window
+};
+
+// The per-process families, in output order.
+struct RuntimeFamilies {
+  FamilyBuilder util = Gauge("neuroncore_utilization_ratio", "NeuronCore utilization ratio");
+  FamilyBuilder rt_cpu = Gauge("neuron_runtime_vcpu_usage_ratio", "Runtime vCPU utilization ratio");
+  FamilyBuilder rt_mem = Gauge("neuron_runtime_memory_used_bytes", "Runtime memory used bytes");
+  std::vector<FamilyBuilder> core_mem;  // kCoreMem order
+  FamilyBuilder errors = Counter("execution_errors_total", "Execution errors total");
+  FamilyBuilder status = Counter("execution_status_total", "Execution status total");
+  FamilyBuilder latency =
+      Gauge("execution_latency_seconds",
+            "Execution latency in seconds (approximate: interpolated from the runtime's latency "
+            "histogram over the sampling window)");
+
+  RuntimeFamilies() {
+    for (const CoreMemCategory& c : kCoreMem) {
+      core_mem.push_back(
+          Gauge("neuroncore_memory_usage_" + std::string(c.metric_suffix),
+                "NeuronCore memory utilization for " + std::string(c.metric_suffix)));
+    }
+  }
+  void Finish(Families& out) {
+    util.Finish(out);
+    rt_cpu.Finish(out);
+    rt_mem.Finish(out);
+    for (FamilyBuilder& f : core_mem) f.Finish(out);
+    errors.Finish(out);
+    status.Finish(out);
+    latency.Finish(out);
+  }
+};
+
+// Adds this process's latency bucket counts now minus at the base snapshot (`before`).
+void AddWindowLatency(const DatastoreRecord& rec, const DatastoreRecord* before, Proc& p) {
+  if (!rec.histogram || rec.histogram->num_buckets <= 0) return;
+  const LatencyHistogram& h = *rec.histogram;
+  const int nb = h.num_buckets;
+  if (p.window_counts.size() != static_cast<size_t>(nb)) {
+    p.window_counts.assign(nb, 0);
+    p.bounds_us.assign(h.bounds_us.begin(), h.bounds_us.begin() + (nb - 1));
+  }
+  const bool same_shape =
+      before != nullptr && before->histogram && before->histogram->num_buckets == nb;
+  for (int slot = 0; slot < nds::kMaxCores; ++slot) {
+    for (int b = 0; b < nb; ++b) {
+      const uint64_t now_n = h.counts[slot][b];
+      const uint64_t was = same_shape ? before->histogram->counts[slot][b] : 0;
+      if (now_n >= was) p.window_counts[b] += now_n - was;
+    }
+  }
+}
+
+// Folds one datastore into its process and adds the per-core series of the slots it holds.
+void AddRecord(const ScrapeContext& ctx, const Labels& inst, const DatastoreRecord& rec, Proc& p,
+               RuntimeFamilies& f) {
+  const Snapshot& snap = ctx.snap();
+  const int per_device = ctx.inventory().LogicalCoresPerDevice();
+  // A base that could not read the datastores has no records to measure from.
+  const Snapshot* base = ctx.live_since_base() ? ctx.view.base.get() : nullptr;
+  const double dt =
+      base == nullptr
+          ? 0
+          : std::chrono::duration<double, std::micro>(snap.steady - base->steady).count();
+  p.tag = rec.Tag();
+  for (int i = nds::kMemUsageCodeHost; i <= nds::kMemUsageMiscHost; ++i) {
+    p.host += rec.device_counters[i];
+  }
+  const DatastoreRecord* before =
+      base != nullptr ? FindRecord(*base, rec.device, rec.pid) : nullptr;
+  for (int slot = 0; slot < per_device && slot < nds::kMaxCores; ++slot) {
+    for (size_t i = 0; i < kErrorTypes.size(); ++i) {
+      p.errors[i] += rec.Core(slot, kErrorTypes[i].second);
+    }
+    for (size_t i = 0; i < kStatusTypes.size(); ++i) {
+      p.status[i] += rec.Core(slot, kStatusTypes[i].second);
+    }
+    for (const CoreMemCategory& c : kCoreMem) p.device += rec.Core(slot, c.nds_index);
+    if (!Holds(rec, slot)) continue;
+    const std::string core = Str(rec.device * per_device + slot);
+    for (size_t c = 0; c < kCoreMem.size(); ++c) {
+      f.core_mem[c].Add(With(inst, {L("memory_location", "None"), L("neuroncore", core),
+                                    L("runtime_tag", p.tag)}),
+                        static_cast<double>(rec.Core(slot, kCoreMem[c].nds_index)));
+    }
+    if (before == nullptr || dt <= 0) continue;
+    const uint64_t a = before->Core(slot, nds::kTimeInUse);
+    const uint64_t b = rec.Core(slot, nds::kTimeInUse);
+    if (b < a) continue;
+    f.util.Add(With(inst, {L("neuron_device", Str(rec.device)), L("neuroncore", core),
+                           L("runtime_tag", p.tag)}),
+               std::clamp(static_cast<double>(b - a) / dt, 0.0, 1.0));
+  }
+  AddWindowLatency(rec, before, p);
+}
+
 class CompatCollector final : public Collector {
  public:
   std::string_view name() const override { return "compat"; }
@@ -101,14 +212,39 @@ class CompatCollector final : public Collector {
   };
 
   void SystemMetrics(const ScrapeContext& ctx, const Labels& inst, Families& out);
+  std::optional<std::pair<double, double>> SystemCpuRatio(const SystemCpuTimes& cpu);
+  void RuntimeMetrics(const ScrapeContext& ctx, const Labels& inst, Families& out);
+  void AddProcess(const ProcReader& proc_reader, int pid, const Proc& p, const Labels& inst,
+                  RuntimeFamilies& f);
   std::optional<std::pair<double, double>> ProcessCpu(const ProcReader& proc, int pid);
 
   std::mutex mu_;  // guards the CPU-time history below (scrapes run concurrently)
   std::optional<CpuState> cpu_prev_;
   std::optional<std::pair<double, double>> cpu_ratio_;  // last computed (user, system)
-  Clock::time_point cpu_ratio_at_;
   std::map<int, ProcCpu> proc_cpu_;
 };
+
+// (user, system) share of CPU time since the last computation, once one is at least a second
+// old: concurrent scrapes would otherwise see zero-length windows.
+std::optional<std::pair<double, double>> CompatCollector::SystemCpuRatio(
+    const SystemCpuTimes& cpu) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Clock::time_point now = Clock::now();
+  if (!cpu_prev_) {
+    cpu_prev_ = CpuState{now, cpu};
+  } else if (now - cpu_prev_->when >= std::chrono::seconds(1)) {
+    const SystemCpuTimes& a = cpu_prev_->times;
+    const double total = static_cast<double>(cpu.TotalTicks() - a.TotalTicks());
+    if (total > 0 && cpu.TotalTicks() >= a.TotalTicks()) {
+      const double user = static_cast<double>(cpu.UserTicks() - a.UserTicks()) / total;
+      const double sys =
+          static_cast<double>(cpu.SystemTicks() + cpu.iowait - a.SystemTicks() - a.iowait) / total;
+      cpu_ratio_ = std::pair{std::min(1.0, user), std::min(1.0, sys)};
+    }
+    cpu_prev_ = CpuState{now, cpu};
+  }
+  return cpu_ratio_;
+}
 
 void CompatCollector::SystemMetrics(const ScrapeContext& ctx, const Labels& inst, Families& out) {
   ProcReader proc{RootPaths(ctx.source.options().root)};
@@ -117,30 +253,9 @@ void CompatCollector::SystemMetrics(const ScrapeContext& ctx, const Labels& inst
   absl::StatusOr<SystemCpuTimes> cpu = proc.SystemCpu();
   if (cpu.ok()) {
     count.Add(inst, cpu->cpus);
-    std::lock_guard<std::mutex> lock(mu_);
-    const Clock::time_point now = Clock::now();
-    // Ratios over at least a second: concurrent scrapes would otherwise see zero-length windows.
-    if (cpu_prev_ && now - cpu_prev_->when >= std::chrono::seconds(1)) {
-      const SystemCpuTimes& a = cpu_prev_->times;
-      const double total = static_cast<double>(cpu->TotalTicks() - a.TotalTicks());
-      if (total > 0 && cpu->TotalTicks() >= a.TotalTicks()) {
-        const double user = static_cast<double>(cpu->UserTicks() - a.UserTicks()) / total;
-        const double sys =
-            static_cast<double>(cpu->SystemTicks() + cpu->iowait - a.SystemTicks() - a.iowait) /
-            total;
-        cpu_ratio_ = std::pair{std::min(1.0, user), std::min(1.0, sys)};
-      }
-      cpu_prev_ = CpuState{now, *cpu};
-    } else if (!cpu_prev_) {
-      cpu_prev_ = CpuState{now, *cpu};
-    }
-    if (cpu_ratio_) {
-      Labels u = inst;
-      u.push_back(L("usage_type", "user"));
-      usage.Add(std::move(u), cpu_ratio_->first);
-      Labels s = inst;
-      s.push_back(L("usage_type", "system"));
-      usage.Add(std::move(s), cpu_ratio_->second);
+    if (const auto ratio = SystemCpuRatio(*cpu)) {
+      usage.Add(With(inst, {L("usage_type", "user")}), ratio->first);
+      usage.Add(With(inst, {L("usage_type", "system")}), ratio->second);
     }
   }
   count.Finish(out);
@@ -189,158 +304,73 @@ std::optional<std::pair<double, double>> CompatCollector::ProcessCpu(const ProcR
   return p.ratio;
 }
 
+void CompatCollector::AddProcess(const ProcReader& proc_reader, int pid, const Proc& p,
+                                 const Labels& inst, RuntimeFamilies& f) {
+  f.rt_mem.Add(With(inst, {L("memory_location", "host"), L("runtime_tag", p.tag)}),
+               static_cast<double>(p.host));
+  f.rt_mem.Add(With(inst, {L("memory_location", "neuron_device"), L("runtime_tag", p.tag)}),
+               static_cast<double>(p.device));
+  for (size_t i = 0; i < kErrorTypes.size(); ++i) {
+    f.errors.Add(
+        With(inst, {L("error_type", std::string(kErrorTypes[i].first)), L("runtime_tag", p.tag)}),
+        static_cast<double>(p.errors[i]));
+  }
+  for (size_t i = 0; i < kStatusTypes.size(); ++i) {
+    f.status.Add(
+        With(inst, {L("status_type", std::string(kStatusTypes[i].first)), L("runtime_tag", p.tag)}),
+        static_cast<double>(p.status[i]));
+  }
+  for (const auto& [label, value] : Percentiles(p.bounds_us, p.window_counts)) {
+    f.latency.Add(With(inst, {L("percentile", label), L("runtime_tag", p.tag)}), value);
+  }
+  if (const auto cpu = ProcessCpu(proc_reader, pid)) {
+    f.rt_cpu.Add(With(inst, {L("runtime_tag", p.tag), L("usage_type", "user")}), cpu->first);
+    f.rt_cpu.Add(With(inst, {L("runtime_tag", p.tag), L("usage_type", "system")}), cpu->second);
+  }
+}
+
+// Per live runtime process: only from the datastores, so nothing at all without them (DESIGN
+// decision 19); the processes are unknown then, not gone.
+void CompatCollector::RuntimeMetrics(const ScrapeContext& ctx, const Labels& inst, Families& out) {
+  if (!ctx.live()) return;
+  RuntimeFamilies f;
+  std::map<int, Proc> procs;
+  for (const DatastoreRecord& rec : ctx.snap().processes)
+    AddRecord(ctx, inst, rec, procs[rec.pid], f);
+  const ProcReader proc_reader{RootPaths(ctx.source.options().root)};
+  for (const auto& [pid, p] : procs) AddProcess(proc_reader, pid, p, inst, f);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(proc_cpu_, [&](const auto& kv) { return procs.count(kv.first) == 0; });
+  }
+  f.Finish(out);
+}
+
 absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
   const Labels inst = InstanceLabels(ctx);
-  const Snapshot& snap = ctx.snap();
   const Inventory& inv = ctx.inventory();
-  const int per_device = inv.LogicalCoresPerDevice();
-  auto with = [&](std::initializer_list<prometheus::ClientMetric::Label> extra) {
-    Labels l = inst;
-    l.insert(l.end(), extra.begin(), extra.end());
-    return l;
-  };
-
   FamilyBuilder instance = Gauge("instance_info", "EC2 instance information");
   instance.Add(inst, 1);
   instance.Finish(out);
   FamilyBuilder hw = Gauge("neuron_hardware_info", "Neuron Hardware Information");
   std::optional<uint64_t> mem;
   for (const NeuronDevice& d : inv.devices) mem = d.memory_bytes ? d.memory_bytes : mem;
-  hw.Add(with({L("neuron_device_count", Str(static_cast<int>(inv.devices.size()))),
-               L("neuron_device_memory_size", mem ? std::to_string(*mem) : ""),
-               L("neuroncore_per_device_count", Str(per_device))}),
+  hw.Add(With(inst, {L("neuron_device_count", Str(static_cast<int>(inv.devices.size()))),
+                     L("neuron_device_memory_size", mem ? std::to_string(*mem) : ""),
+                     L("neuroncore_per_device_count", Str(inv.LogicalCoresPerDevice()))}),
          1);
   hw.Finish(out);
   SystemMetrics(ctx, inst, out);
-
-  FamilyBuilder util = Gauge("neuroncore_utilization_ratio", "NeuronCore utilization ratio");
-  FamilyBuilder rt_mem = Gauge("neuron_runtime_memory_used_bytes", "Runtime memory used bytes");
-  FamilyBuilder rt_cpu = Gauge("neuron_runtime_vcpu_usage_ratio", "Runtime vCPU utilization ratio");
-  std::vector<FamilyBuilder> core_mem;
-  for (const CoreMemCategory& c : kCoreMem) {
-    core_mem.push_back(Gauge("neuroncore_memory_usage_" + std::string(c.metric_suffix),
-                             "NeuronCore memory utilization for " + std::string(c.metric_suffix)));
-  }
-  FamilyBuilder errors = Counter("execution_errors_total", "Execution errors total");
-  FamilyBuilder status = Counter("execution_status_total", "Execution status total");
-  FamilyBuilder latency =
-      Gauge("execution_latency_seconds",
-            "Execution latency in seconds (approximate: interpolated from the runtime's latency "
-            "histogram over the sampling window)");
+  RuntimeMetrics(ctx, inst, out);
   FamilyBuilder ecc = Counter("hardware_ecc_events_total", "Hardware ecc events total");
-
-  // Per process: a runtime may span devices, one datastore per device.
-  struct Proc {
-    std::string tag;
-    uint64_t host = 0, device = 0;
-    std::array<uint64_t, kErrorTypes.size()> errors{};
-    std::array<uint64_t, kStatusTypes.size()> status{};
-    std::vector<uint64_t> bounds_us;
-    std::vector<uint64_t> window_counts;
-  };
-  std::map<int, Proc> procs;
-  const double dt =
-      ctx.view.base == nullptr
-          ? 0
-          : std::chrono::duration<double, std::micro>(snap.steady - ctx.view.base->steady).count();
-  for (const DatastoreRecord& rec : snap.processes) {
-    Proc& p = procs[rec.pid];
-    p.tag = rec.Tag();
-    for (int i = nds::kMemUsageCodeHost; i <= nds::kMemUsageMiscHost; ++i) {
-      p.host += rec.device_counters[i];
-    }
-    const DatastoreRecord* before =
-        ctx.view.base != nullptr ? FindRecord(*ctx.view.base, rec.device, rec.pid) : nullptr;
-    for (int slot = 0; slot < per_device && slot < nds::kMaxCores; ++slot) {
-      for (size_t i = 0; i < kErrorTypes.size(); ++i) {
-        p.errors[i] += rec.Core(slot, kErrorTypes[i].second);
-      }
-      for (size_t i = 0; i < kStatusTypes.size(); ++i) {
-        p.status[i] += rec.Core(slot, kStatusTypes[i].second);
-      }
-      uint64_t dev_bytes = 0;
-      for (const CoreMemCategory& c : kCoreMem) dev_bytes += rec.Core(slot, c.nds_index);
-      p.device += dev_bytes;
-      if (!Holds(rec, slot)) continue;
-      const std::string core = Str(rec.device * per_device + slot);
-      for (size_t c = 0; c < kCoreMem.size(); ++c) {
-        core_mem[c].Add(
-            with({L("memory_location", "None"), L("neuroncore", core), L("runtime_tag", p.tag)}),
-            static_cast<double>(rec.Core(slot, kCoreMem[c].nds_index)));
-      }
-      if (before != nullptr && dt > 0) {
-        const uint64_t a = before->Core(slot, nds::kTimeInUse);
-        const uint64_t b = rec.Core(slot, nds::kTimeInUse);
-        if (b >= a) {
-          util.Add(with({L("neuron_device", Str(rec.device)), L("neuroncore", core),
-                         L("runtime_tag", p.tag)}),
-                   std::clamp(static_cast<double>(b - a) / dt, 0.0, 1.0));
-        }
-      }
-    }
-    // Latency over the window: this process's bucket counts now minus at the base snapshot.
-    if (rec.histogram && rec.histogram->num_buckets > 0) {
-      const LatencyHistogram& h = *rec.histogram;
-      const int nb = h.num_buckets;
-      if (p.window_counts.size() != static_cast<size_t>(nb)) {
-        p.window_counts.assign(nb, 0);
-        p.bounds_us.assign(h.bounds_us.begin(), h.bounds_us.begin() + (nb - 1));
-      }
-      for (int slot = 0; slot < nds::kMaxCores; ++slot) {
-        for (int b = 0; b < nb; ++b) {
-          const uint64_t now_n = h.counts[slot][b];
-          const uint64_t was =
-              before != nullptr && before->histogram && before->histogram->num_buckets == nb
-                  ? before->histogram->counts[slot][b]
-                  : 0;
-          if (now_n >= was) p.window_counts[b] += now_n - was;
-        }
-      }
-    }
-  }
-  ProcReader proc_reader{RootPaths(ctx.source.options().root)};
-  for (auto& [pid, p] : procs) {
-    rt_mem.Add(with({L("memory_location", "host"), L("runtime_tag", p.tag)}),
-               static_cast<double>(p.host));
-    rt_mem.Add(with({L("memory_location", "neuron_device"), L("runtime_tag", p.tag)}),
-               static_cast<double>(p.device));
-    for (size_t i = 0; i < kErrorTypes.size(); ++i) {
-      errors.Add(
-          with({L("error_type", std::string(kErrorTypes[i].first)), L("runtime_tag", p.tag)}),
-          static_cast<double>(p.errors[i]));
-    }
-    for (size_t i = 0; i < kStatusTypes.size(); ++i) {
-      status.Add(
-          with({L("status_type", std::string(kStatusTypes[i].first)), L("runtime_tag", p.tag)}),
-          static_cast<double>(p.status[i]));
-    }
-    for (const auto& [label, value] : Percentiles(p.bounds_us, p.window_counts)) {
-      latency.Add(with({L("percentile", label), L("runtime_tag", p.tag)}), value);
-    }
-    if (const auto cpu = ProcessCpu(proc_reader, pid)) {
-      rt_cpu.Add(with({L("runtime_tag", p.tag), L("usage_type", "user")}), cpu->first);
-      rt_cpu.Add(with({L("runtime_tag", p.tag), L("usage_type", "system")}), cpu->second);
-    }
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(proc_cpu_, [&](const auto& kv) { return procs.count(kv.first) == 0; });
-  }
-  for (const DeviceSample& d : snap.devices) {
+  for (const DeviceSample& d : ctx.snap().devices) {
     for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
       const std::string_view n = kHardwareCounters[i];
       if (!d.ecc[i] || (n != "mem_ecc_uncorrected" && n != "sram_ecc_uncorrected")) continue;
-      ecc.Add(with({L("event_type", std::string(n)), L("neuron_device_index", Str(d.index))}),
+      ecc.Add(With(inst, {L("event_type", std::string(n)), L("neuron_device_index", Str(d.index))}),
               static_cast<double>(*d.ecc[i]));
     }
   }
-  util.Finish(out);
-  rt_cpu.Finish(out);
-  rt_mem.Finish(out);
-  for (FamilyBuilder& f : core_mem) f.Finish(out);
-  errors.Finish(out);
-  status.Finish(out);
-  latency.Finish(out);
   ecc.Finish(out);
   return absl::OkStatus();
 }

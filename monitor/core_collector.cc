@@ -1,5 +1,6 @@
 // core: busy-seconds counter, utilization gauges, FLOPs, model loads, inferences
-// (METRICS.md §2.2). Counters are sysfs totals plus the live datastores, never decreasing.
+// (METRICS.md §2.2). Counters are sysfs totals plus the live datastores, never decreasing; every
+// family needs the datastores (ScrapeContext::live) and is absent without them.
 #include "monitor/collector.h"
 
 namespace neuron::monitor {
@@ -9,6 +10,7 @@ class CoreCollector final : public Collector {
  public:
   std::string_view name() const override { return "core"; }
   absl::Status Collect(const ScrapeContext& ctx, Families& out) override {
+    if (!ctx.live()) return absl::OkStatus();
     FamilyBuilder busy = Counter(
         "neuroncore_busy_seconds_total",
         "NeuronCore busy time: neuron_core<i>/stats/other_info/nc_time_in_use/total plus the live "
@@ -35,6 +37,7 @@ class CoreCollector final : public Collector {
     // shape (decision 12: each name once).
     const bool native_util = !ctx.options.compat;
     for (const DeviceSample& d : snap.devices) {
+      if (!ctx.live(d.index)) continue;
       double util_sum = 0;
       int util_n = 0;
       for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
@@ -49,7 +52,7 @@ class CoreCollector final : public Collector {
         counter(flops, "flops", lc.flops, 1);
         counter(loads, "loads", lc.model_loads, 1);
         counter(infers, "infers", lc.inferences, 1);
-        if (ctx.view.base == nullptr) continue;
+        if (!ctx.live_since_base(d.index)) continue;
         const std::optional<double> u =
             Utilization(*ctx.view.base, snap, d.index, lc.logical_index);
         if (!u) continue;

@@ -1,5 +1,7 @@
 // execution: executions and failure outcomes per core, device error counts by status name, and
-// the device latency histogram (METRICS.md §2.3).
+// the device latency histogram (METRICS.md §2.3). Counts are sysfs totals plus the live
+// datastores and the histogram comes from the datastores alone: every family needs them
+// (ScrapeContext::live) and is absent without them.
 #include <array>
 
 #include "monitor/collector.h"
@@ -24,10 +26,22 @@ std::optional<std::string_view> OutcomeOf(std::string_view status) {
   return std::nullopt;
 }
 
+void AddLatency(int device, const DeviceLatency& dl, FamilyBuilder& latency) {
+  std::vector<std::pair<double, uint64_t>> buckets;
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < dl.bounds_us.size(); ++b) {
+    cumulative += dl.counts[b];
+    buckets.emplace_back(static_cast<double>(dl.bounds_us[b]) / 1e6, cumulative);
+  }
+  cumulative += dl.counts.back();
+  latency.AddHistogram(DeviceLabels(device), buckets, cumulative, dl.sum_seconds);
+}
+
 class ExecutionCollector final : public Collector {
  public:
   std::string_view name() const override { return "execution"; }
   absl::Status Collect(const ScrapeContext& ctx, Families& out) override {
+    if (!ctx.live()) return absl::OkStatus();
     FamilyBuilder execs =
         Counter("neuroncore_executions_total",
                 "Executions: sum of status/success and the six failure outcomes (sysfs total plus "
@@ -46,6 +60,7 @@ class ExecutionCollector final : public Collector {
     const Snapshot& snap = ctx.snap();
     const int per_device = ctx.inventory().LogicalCoresPerDevice();
     for (const DeviceSample& d : snap.devices) {
+      if (!ctx.live(d.index)) continue;
       std::array<std::optional<uint64_t>, kStatusCounters.size()> device_sum{};
       for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
         const int global = d.index * per_device + lc.logical_index;
@@ -78,15 +93,7 @@ class ExecutionCollector final : public Collector {
       }
       const auto lat = ctx.view.latency.find(d.index);
       if (lat != ctx.view.latency.end() && !lat->second.counts.empty()) {
-        const DeviceLatency& dl = lat->second;
-        std::vector<std::pair<double, uint64_t>> buckets;
-        uint64_t cumulative = 0;
-        for (size_t b = 0; b < dl.bounds_us.size(); ++b) {
-          cumulative += dl.counts[b];
-          buckets.emplace_back(static_cast<double>(dl.bounds_us[b]) / 1e6, cumulative);
-        }
-        cumulative += dl.counts.back();
-        latency.AddHistogram(DeviceLabels(d.index), buckets, cumulative, dl.sum_seconds);
+        AddLatency(d.index, lat->second, latency);
       }
     }
     execs.Finish(out);

@@ -81,6 +81,26 @@ void ProcessMetrics(Families& out) {
   start.Finish(out);
 }
 
+// neuron_exporter_source_up (DESIGN decision 19), one series per source once it was tried.
+void SourceMetrics(const NodeView& view, Families& out) {
+  FamilyBuilder up =
+      Gauge("neuron_exporter_source_up",
+            "1 when the live source could be read: sysfs (device state, latest sample), datastore "
+            "(per-process counters through /dev/neuronN, latest sample), kmsg (the kernel log), "
+            "podresources (the kubelet's last List). Series that need a source that is down are "
+            "absent, never 0.");
+  const std::pair<std::string_view, SourceState> sources[] = {
+      {"sysfs", SysfsState(*view.current)},
+      {"datastore", view.current->datastore_source},
+      {"kmsg", view.kmsg},
+      {"podresources", view.pod_resources},
+  };
+  for (const auto& [name, state] : sources) {
+    if (state.known) up.Add({L("source", std::string(name))}, state.up ? 1 : 0);
+  }
+  up.Finish(out);
+}
+
 }  // namespace
 
 Exporter::Exporter(NodeSource& source, ExporterOptions options)
@@ -143,6 +163,7 @@ void Exporter::SelfMetrics(const NodeView& view, const std::vector<CollectorResu
                            "device was read.");
   up.Add({}, view.current->devices.empty() ? 0 : 1);
   up.Finish(out);
+  SourceMetrics(view, out);
   FamilyBuilder build = Gauge("neuron_exporter_build_info", "Exporter version and revision.");
   build.Add({L("version", options_.version), L("revision", options_.revision)}, 1);
   build.Finish(out);

@@ -1,5 +1,7 @@
 // health: ECC counters, reset requests and failures, NEURON_HW_ERR kernel-log records
-// (METRICS.md §2.4).
+// (METRICS.md §2.4). The counters are sysfs files the driver updates live; the kernel-log counts
+// need the log and are absent while it cannot be read (DESIGN decision 19: a 0 would say "no
+// hardware error" when nothing could be seen).
 #include <array>
 #include <set>
 
@@ -17,6 +19,20 @@ int HardwareIndex(std::string_view name) {
     if (kHardwareCounters[i] == name) return static_cast<int>(i);
   }
   return -1;
+}
+
+// NEURON_HW_ERR records of `device` since start, the known types from 0.
+void AddHwErrors(const ScrapeContext& ctx, int device, FamilyBuilder& hw_log) {
+  std::map<std::string, uint64_t> counts;
+  for (std::string_view t : kKnownHwErrors) counts[std::string(t)] = 0;
+  if (const auto it = ctx.view.hw_errors.find(device); it != ctx.view.hw_errors.end()) {
+    for (const auto& [type, n] : it->second) counts[type] = n;
+  }
+  for (const auto& [type, n] : counts) {
+    Labels l = DeviceLabels(device);
+    l.push_back(L("error", type));
+    hw_log.Add(std::move(l), static_cast<double>(n));
+  }
 }
 
 class HealthCollector final : public Collector {
@@ -45,6 +61,7 @@ class HealthCollector final : public Collector {
     const int mem = HardwareIndex("mem_ecc_uncorrected");
     const int sram = HardwareIndex("sram_ecc_uncorrected");
     const int rep = HardwareIndex("mem_ecc_repairable_uncorrected");
+    const bool kmsg_read = ctx.view.kmsg.known && ctx.view.kmsg.up;
     for (const DeviceSample& d : snap.devices) {
       for (const auto& [idx, label] : {std::pair{mem, "hbm"}, std::pair{sram, "sram"}}) {
         if (idx < 0 || !d.ecc[idx]) continue;
@@ -66,16 +83,7 @@ class HealthCollector final : public Collector {
             DeviceLabels(d.index),
             ctx.Mono(d.index, "resetfail", *d.cores[0].other_info[kResetFailCount].total));
       }
-      std::map<std::string, uint64_t> counts;
-      for (std::string_view t : kKnownHwErrors) counts[std::string(t)] = 0;
-      if (const auto it = ctx.view.hw_errors.find(d.index); it != ctx.view.hw_errors.end()) {
-        for (const auto& [type, n] : it->second) counts[type] = n;
-      }
-      for (const auto& [type, n] : counts) {
-        Labels l = DeviceLabels(d.index);
-        l.push_back(L("error", type));
-        hw_log.Add(std::move(l), static_cast<double>(n));
-      }
+      if (kmsg_read) AddHwErrors(ctx, d.index, hw_log);
     }
     ue.Finish(out);
     repairable.Finish(out);

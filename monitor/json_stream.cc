@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 
 #include "core/procinfo.h"
@@ -51,9 +52,13 @@ std::string JsonStream::Next() {
   const double period =
       prev != nullptr ? std::chrono::duration<double>(snap.steady - prev->steady).count() : 0;
 
-  // Runtimes: one entry per PID, merging its datastores on several devices.
+  // Runtimes: one entry per PID, merging its datastores on several devices; none while the
+  // datastores cannot be read (DESIGN decision 19), whatever a reader handed out.
   std::map<int, json> runtimes;
-  for (const DatastoreRecord& rec : snap.processes) {
+  const std::span<const DatastoreRecord> records =
+      DatastoresRead(snap) ? std::span<const DatastoreRecord>(snap.processes)
+                           : std::span<const DatastoreRecord>();
+  for (const DatastoreRecord& rec : records) {
     const DatastoreRecord* before = FindRecord(prev, rec.device, rec.pid);
     json& rt = runtimes[rec.pid];
     if (rt.is_null()) {

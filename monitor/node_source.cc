@@ -9,7 +9,21 @@ namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("exporter"); }
 
+SourceState StateOf(const absl::Status& status) {
+  return {.known = true, .up = status.ok(), .reason = std::string(status.message())};
+}
+
 }  // namespace
+
+SourceState SysfsState(const Snapshot& snap) {
+  if (snap.devices.empty()) return {true, false, "no Neuron device could be read in sysfs"};
+  for (const DeviceSample& d : snap.devices) {
+    if (!d.state) {
+      return {true, false, "neuron" + std::to_string(d.index) + ": device state unreadable"};
+    }
+  }
+  return {true, true, ""};
+}
 
 NodeSource::NodeSource(NodeSourceOptions options)
     : options_(std::move(options)), root_(options_.root) {}
@@ -25,12 +39,21 @@ NodeSource::~NodeSource() {
 }
 
 absl::Status NodeSource::Init() {
-  discovery_ = MakeDirectoryDiscovery(root_, DiscoveryOptions{.lnc = options_.lnc});
+  discovery_ = MakeDirectoryDiscovery(
+      root_, DiscoveryOptions{.lnc = options_.lnc, .bdf_resolver = options_.bdf_resolver});
   absl::StatusOr<Inventory> inv = discovery_->Scan();
   if (!inv.ok()) return inv.status();
   for (const std::string& w : inv->warnings) Log()->warn("inventory: {}", w);
   SamplerOptions so;
   so.threads = options_.sampler_threads;
+  std::vector<int> devices;
+  for (const NeuronDevice& d : inv->devices) devices.push_back(d.index);
+  so.datastore = options_.datastore
+                     ? options_.datastore(std::move(devices))
+                     : MakeDriverDatastoreReader(root_, {.devices = std::move(devices)});
+  // Bounded: a device in reset holds the probe (core/datastore.h); the state then stays unknown
+  // (no source_up series, no live series) until a later sample knows it.
+  so.datastore->AwaitFirstProbe(options_.first_probe_timeout);
   sampler_ = std::make_unique<Sampler>(root_, *inv, std::move(so));
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -70,6 +93,7 @@ void NodeSource::Start() {
   // Kernel-log counts are "since start": records already in the log are history.
   absl::StatusOr<std::unique_ptr<KmsgReader>> kmsg = KmsgReader::Open(root_.Kmsg());
   if (kmsg.ok()) kmsg_ = *std::move(kmsg);
+  SetKmsgState(kmsg.status());
   thread_ = std::thread([this] { Loop(); });
   if (stage_.load() == 2) stage_ = 3;
 }
@@ -85,14 +109,7 @@ void NodeSource::Loop() {
   while (!stop_cv_.wait_for(stop_lock, std::chrono::seconds(1), [&] { return stop_.load(); })) {
     stop_lock.unlock();
     TailKmsg();
-    if (pod_cache_ != nullptr) {
-      const uint64_t n = pod_cache_->refreshes();
-      std::lock_guard<std::mutex> lock(mu_);
-      if (n != pod_refreshes_seen_) {
-        pod_refreshes_seen_ = n;
-        pod_last_success_ = std::chrono::system_clock::now();
-      }
-    }
+    NotePodResources();
     const auto now = std::chrono::steady_clock::now();
     if (now - last_rescan >= options_.rescan_interval) {
       last_rescan = now;
@@ -118,11 +135,49 @@ void NodeSource::Loop() {
   }
 }
 
+void NodeSource::NotePodResources() {
+  if (pod_cache_ == nullptr) return;
+  const uint64_t ok = pod_cache_->refreshes();
+  const uint64_t failed = pod_cache_->failures();
+  const absl::Status last = pod_cache_->LastStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ok != pod_refreshes_seen_) {
+    pod_refreshes_seen_ = ok;
+    pod_last_success_ = std::chrono::system_clock::now();
+  }
+  if (ok + failed == 0) return;  // LastStatus() says Unavailable before the first refresh too
+  pod_state_ = StateOf(last);
+  NoteSource("podresources", pod_state_);
+}
+
+void NodeSource::SetKmsgState(const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (kmsg_state_.known && kmsg_state_.up == status.ok()) return;
+  kmsg_state_ = StateOf(status);
+  ++hw_errors_version_;  // the rendered kernel-log counts appear or go with it
+  NoteSource("kmsg", kmsg_state_);
+}
+
+// Only flips are logged: a source that stays down may give a new reason on every try (a gRPC
+// error names its attempt), which would log once a second.
+void NodeSource::NoteSource(std::string_view name, const SourceState& state) {
+  if (!state.known) return;
+  const auto [it, first] = noted_sources_.try_emplace(std::string(name), state.up);
+  if (!first && it->second == state.up) return;
+  it->second = state.up;
+  if (state.up) {
+    Log()->info("source {} is up", name);
+  } else {
+    Log()->warn("source {} is down: {}", name, state.reason);
+  }
+}
+
 void NodeSource::TailKmsg() {
   if (kmsg_ == nullptr) {
     // The log may appear later (a simulator started after us): every record in it is new.
     absl::StatusOr<std::unique_ptr<KmsgReader>> r =
         KmsgReader::Open(root_.Kmsg(), KmsgReader::StartAt::kBeginning);
+    SetKmsgState(r.status());
     if (!r.ok()) return;
     kmsg_ = *std::move(r);
   }
@@ -133,7 +188,7 @@ void NodeSource::TailKmsg() {
         if (hw && hw->nd_id) ++seen[*hw->nd_id][hw->type];
       },
       {});
-  if (!s.ok()) Log()->debug("kmsg: {}", s.ToString());
+  SetKmsgState(s);
   if (seen.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [dev, types] : seen) {
@@ -161,8 +216,18 @@ void NodeSource::AfterSample(const Snapshot& snap) {
     std::erase_if(monotonic_, [&](const auto& kv) {
       return kv.first >= 0 && snap.FindDevice(kv.first) == nullptr;
     });
+    NoteSource("sysfs", SysfsState(snap));
+    NoteSource("datastore", snap.datastore_source);
   }
-  // Latency: add each live process's new counts since we last saw it.
+  AccumulateLatency(snap);
+  std::erase_if(latency_, [&](const auto& kv) { return snap.FindDevice(kv.first) == nullptr; });
+}
+
+// Adds each live process's new latency counts since we last saw it. Called with sample_mu_ held.
+void NodeSource::AccumulateLatency(const Snapshot& snap) {
+  // A snapshot without the datastores says nothing about them: forgetting what we had seen would
+  // add every process's whole history again once they are readable.
+  if (!DatastoresRead(snap)) return;
   std::map<std::pair<int, int>, std::vector<uint64_t>> now_hist;
   std::map<std::pair<int, int>, uint64_t> now_total;
   for (const DatastoreRecord& rec : snap.processes) {
@@ -200,7 +265,6 @@ void NodeSource::AfterSample(const Snapshot& snap) {
   }
   last_histograms_ = std::move(now_hist);
   last_latency_total_ = std::move(now_total);
-  std::erase_if(latency_, [&](const auto& kv) { return snap.FindDevice(kv.first) == nullptr; });
 }
 
 NodeView NodeSource::Get() {
@@ -231,6 +295,8 @@ NodeView NodeSource::Get() {
   view.inventory = inventory_;
   view.hw_errors = hw_errors_;
   view.hw_errors_version = hw_errors_version_;
+  view.kmsg = kmsg_state_;
+  view.pod_resources = pod_state_;
   if (pod_cache_ != nullptr) view.pods = pod_cache_->Latest();
   // One shared empty set: the rendering cache compares the pointer.
   static const auto* const kNoPods =

@@ -21,6 +21,10 @@
 // Latency histograms live only in datastores, which vanish with their process, so their counts
 // are accumulated here per device.
 //
+// Live sources (DESIGN decision 19): sysfs and the datastores are judged per snapshot, the kernel
+// log by the background thread, PodResources by its cache. A NodeView (its snapshot included)
+// carries their states (neuron_exporter_source_up); each change is logged once, with the reason.
+//
 // Thread-safety: every public method may be called from any thread.
 
 #include <atomic>
@@ -29,6 +33,7 @@
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +44,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/datastore.h"
 #include "core/inventory.h"
 #include "core/kmsg.h"
 #include "core/sampler.h"
@@ -59,7 +65,23 @@ struct NodeSourceOptions {
   std::chrono::milliseconds pod_refresh{5000};
   bool pod_resources = true;
   int sampler_threads = 2;
+  // Device index -> PCI address; empty: DEVICE_BDF_EXT on the device nodes (tests without a
+  // driver give a table).
+  std::function<std::unique_ptr<BdfResolver>(const RootPaths&)> bdf_resolver;
+  // The datastore back end; empty: through the driver's device ABI (tests inject a fake).
+  std::function<std::unique_ptr<DatastoreReader>(std::vector<int> devices)> datastore;
+  // Init() waits this long for the datastore reader's first probe, so that the first sample
+  // already says whether live data can be read instead of "not known yet".
+  std::chrono::milliseconds first_probe_timeout{3000};
 };
+
+// Whether `snap` holds the live datastores (DESIGN decision 19). When not, its sysfs totals lack
+// every running process's part and would read as idle during a job.
+inline bool DatastoresRead(const Snapshot& snap) {
+  return snap.datastore_source.known && snap.datastore_source.up;
+}
+// sysfs is up when the sample read the state of at least one device and of every device present.
+SourceState SysfsState(const Snapshot& snap);
 
 // Per-device latency histogram accumulated over every process that ran on it.
 struct DeviceLatency {
@@ -76,7 +98,13 @@ struct NodeView {
   std::shared_ptr<const PodAssignments> pods;  // never null
   // device -> hw error type -> NEURON_HW_ERR records seen since start
   std::map<int, std::map<std::string, uint64_t>> hw_errors;
-  uint64_t hw_errors_version = 0;  // changes whenever hw_errors does
+  // The live sources not judged by `current` (DESIGN decision 19; sysfs and the datastores are:
+  // SysfsState, Snapshot::datastore_source). kmsg: the kernel log could be opened and read;
+  // hw_errors counts nothing when not. pod_resources: the last PodResources List() succeeded;
+  // unknown (known == false) before the first and without the cache.
+  SourceState kmsg;
+  SourceState pod_resources;
+  uint64_t hw_errors_version = 0;  // changes whenever hw_errors or kmsg does
   std::map<int, DeviceLatency> latency;
   bool sampled_now = false;  // this Get() took the sample (false: shared)
 };
@@ -116,7 +144,12 @@ class NodeSource {
   void Loop();
   void PushSnapshot(std::shared_ptr<const Snapshot> snap);
   void AfterSample(const Snapshot& snap);
+  void AccumulateLatency(const Snapshot& snap);
   void TailKmsg();
+  void SetKmsgState(const absl::Status& status);
+  void NotePodResources();
+  // Logs `name`'s state when it differs from the last one logged. Called with mu_ held.
+  void NoteSource(std::string_view name, const SourceState& state);
 
   NodeSourceOptions options_;
   RootPaths root_;
@@ -139,6 +172,9 @@ class NodeSource {
   std::set<std::string> logged_errors_;
   uint64_t pod_refreshes_seen_ = 0;
   std::optional<std::chrono::system_clock::time_point> pod_last_success_;
+  SourceState kmsg_state_;
+  SourceState pod_state_;
+  std::map<std::string, bool, std::less<>> noted_sources_;  // source -> up, as last logged
 
   std::atomic<uint64_t> read_errors_{0};
   std::atomic<uint64_t> samples_{0};

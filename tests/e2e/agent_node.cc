@@ -63,8 +63,9 @@ void AgentNode::StartPlugin(const std::vector<std::string>& extra_args) {
   const fs::path config = dir_.path() / "plugin.yaml";
   neuron::testing::WriteFile(config, "podresources_period: 200ms\nallocation_grace: 2s\n");
   // A small ASan quarantine: freed memory held back by the sanitizer is not a leak of ours.
+  // Under the simulated driver, as on a real node: PCI addresses (so NUMA) come from its ioctl.
   plugin_pid_ = Spawn(
-      argv, logs_ / "plugin.out", logs_ / "plugin.err",
+      UnderSimDriver(root_, argv), logs_ / "plugin.out", logs_ / "plugin.err",
       {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1", "NEURON_DP_CONFIG=" + config.string()});
   const bool up = WaitForResource(
       kNeuron, [&](const sim::ResourceState& r) { return r.capacity == devices_; }, 60s);
@@ -126,6 +127,13 @@ std::vector<int> Ids(const sim::AdmittedPod& pod, const std::string& resource) {
     for (const std::string& id : it->second) out.push_back(std::stoi(id));
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> UnderSimDriver(const fs::path& root,
+                                        const std::vector<std::string>& argv) {
+  std::vector<std::string> out{NEURON_SIM_BIN, "exec", "--root", root.string(), "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }
 

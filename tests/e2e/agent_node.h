@@ -85,4 +85,9 @@ inline const std::string kEfa = "vpc.amazonaws.com/efa";
 // Integer IDs of a container's allocation of `resource`, sorted.
 std::vector<int> Ids(const sim::AdmittedPod& pod, const std::string& resource);
 
+// `neuron-sim exec --root ROOT -- argv...`: argv under the simulated driver, which serves
+// ROOT/dev/neuronN to it. The agent reads live per-process data only through that device ABI
+// (DESIGN decision 16), so an exporter that must see a workload starts this way.
+std::vector<std::string> UnderSimDriver(const fs::path& root, const std::vector<std::string>& argv);
+
 }  // namespace neuron::e2e

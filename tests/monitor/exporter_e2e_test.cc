@@ -4,7 +4,10 @@
 // one NeuronCore, whose command is `neuron-sim run --workload matmul` on the core the plugin
 // allocated (NEURON_RT_VISIBLE_CORES and NEURON_ROOT from the plugin's Allocate answer); the
 // other core stays idle. Then a real Prometheus server scraping the exporter, real promtool,
-// curl for TLS and auth, 64 concurrent scrapers, and the JSON stream.
+// curl for TLS and auth, 64 concurrent scrapers, and the JSON stream. Every exporter that must
+// see the workload runs under `neuron-sim exec`, as the agent reads live data only through the
+// driver's device ABI (DESIGN decision 16); a test of its own checks that the same binary started
+// without it sees no live data and says so (decision 19).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -19,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/e2e/agent_node.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/prometheus.h"
@@ -29,6 +33,7 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
+using e2e::UnderSimDriver;
 using nlohmann::json;
 using testing::HttpGet;
 using testing::ReadFile;
@@ -38,6 +43,28 @@ using testing::TempDir;
 using testing::WaitExit;
 using testing::WaitUntil;
 using testing::WriteFile;
+
+struct StartedExporter {
+  pid_t pid = -1;
+  int port = 0;
+};
+
+// Spawns `argv` (a neuron-exporter command line, maybe under `neuron-sim exec`) with its log in
+// `out`/`err` and reads the bound port from the log ("listening on port N", logged once the
+// first sample is taken: ready from then on).
+StartedExporter SpawnExporter(const std::vector<std::string>& argv, const fs::path& out,
+                              const fs::path& err, const std::vector<std::string>& env = {}) {
+  StartedExporter e;
+  e.pid = Spawn(argv, out, err, env);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        e.port = testing::ListeningPort(ReadFile(out));
+        return e.port > 0;
+      },
+      30s))
+      << ReadFile(out) << ReadFile(err);
+  return e;
+}
 
 // One simulated node with the pod's workload on one core, shared by every test of the suite
 // (start-up is the slow part).
@@ -91,13 +118,10 @@ class ExporterE2eTest : public ::testing::Test {
         << ReadFile(logs / "pod.err") << ReadFile(logs / "plugin.err");
     ASSERT_TRUE(busy_core_ == 0 || busy_core_ == 1) << busy_core_;
     idle_core_ = 1 - busy_core_;
-    // The workload's datastore shows it has started executing.
+    // The workload reports its first step once it executes.
     ASSERT_TRUE(WaitUntil(
-        [] {
-          return fs::exists(root_ / "run/neuron/ds") && !fs::is_empty(root_ / "run/neuron/ds");
-        },
-        60s))
-        << ReadFile(logs / "pod.err");
+        [&] { return ReadFile(logs / "pod.out").find("step 1 ") != std::string::npos; }, 60s))
+        << ReadFile(logs / "pod.out") << ReadFile(logs / "pod.err");
   }
   static void TearDownTestSuite() {
     if (pod_ > 0) Stop(pod_, 30s);
@@ -110,33 +134,17 @@ class ExporterE2eTest : public ::testing::Test {
   static std::string Busy() { return std::to_string(busy_core_); }
   static std::string Idle() { return std::to_string(idle_core_); }
 
-  struct Exporter {
-    pid_t pid = -1;
-    int port = 0;
-  };
-  // Starts neuron-exporter and reads the bound port from its log.
+  using Exporter = StartedExporter;
+  // Starts neuron-exporter under the simulated driver and reads the bound port from its log.
   Exporter StartExporter(std::vector<std::string> flags, const std::string& name,
                          const std::vector<std::string>& env = {}) {
     std::vector<std::string> args = {NEURON_EXPORTER_BIN, "--root",          root_.string(),
                                      "--kubelet-dir",     kubelet_.string(), "--web.listen-address",
                                      "127.0.0.1:0"};
     args.insert(args.end(), flags.begin(), flags.end());
-    const fs::path out = dir_->path() / (name + ".out");
-    Exporter e;
-    e.pid = Spawn(args, out, dir_->path() / (name + ".err"), env);
-    static const std::regex kPort("listening on port ([0-9]+)");
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          std::smatch m;
-          const std::string text = ReadFile(out);
-          if (!std::regex_search(text, m, kPort)) return false;
-          e.port = std::stoi(m[1]);
-          return true;
-        },
-        30s))
-        << ReadFile(out) << ReadFile(dir_->path() / (name + ".err"));
+    const Exporter e = SpawnExporter(UnderSimDriver(root_, args), dir_->path() / (name + ".out"),
+                                     dir_->path() / (name + ".err"), env);
     started_.push_back(e.pid);
-    // The port is logged once the first sample is taken: ready from then on.
     const testing::HttpResult ready = HttpGet(e.port, "/readyz");
     EXPECT_TRUE(ready.status == 200 || ready.status == -1) << ready.status << " " << ready.body;
     return e;
@@ -345,10 +353,10 @@ TEST_F(ExporterE2eTest, SixtyFourConcurrentScrapersFor30Seconds) {
 
 TEST_F(ExporterE2eTest, JsonStreamIsNeuronMonitorShaped) {
   const fs::path out = dir_->path() / "json.out";
-  const pid_t pid =
-      Spawn({NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir", kubelet_.string(),
-             "--format", "json", "--period", "0.5", "--log-level", "warn"},
-            out, dir_->path() / "json.err");
+  const pid_t pid = Spawn(UnderSimDriver(root_, {NEURON_EXPORTER_BIN, "--root", root_.string(),
+                                                 "--kubelet-dir", kubelet_.string(), "--format",
+                                                 "json", "--period", "0.5", "--log-level", "warn"}),
+                          out, dir_->path() / "json.err");
   started_.push_back(pid);
   std::vector<json> docs;
   ASSERT_TRUE(WaitUntil(
@@ -379,6 +387,65 @@ TEST_F(ExporterE2eTest, JsonStreamIsNeuronMonitorShaped) {
   EXPECT_GT(report["execution_stats"]["execution_summary"]["completed"].get<int>(), 0);
   EXPECT_GT(report["memory_used"]["neuron_runtime_used_bytes"]["neuron_device"].get<uint64_t>(),
             0u);
+}
+
+// The value of the one sample `series` (name{labels} exactly as rendered), or nullopt.
+std::optional<double> Value(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nullopt;
+}
+
+// Live data only through the driver's device ABI (DESIGN decisions 16, 19): a workload on cores
+// 0-1 of a simulated node. The exporter under `neuron-sim exec` reads its datastores; the same
+// binary on the same root without it has no other way in: it says the source is down and leaves
+// the live series out instead of showing busy cores as idle.
+TEST(ExporterSourcesE2eTest, LiveDataOnlyThroughTheDriversDeviceAbi) {
+  e2e::AgentNode node({.instance = "trn1.2xlarge", .start_plugin = false});
+  const fs::path dir = node.root().parent_path();
+  const pid_t workload = Spawn({NEURON_SIM_BIN, "run", "--root", node.root().string(), "--workload",
+                                "matmul", "--steps", "0"},
+                               dir / "run.out", dir / "run.err", {"NEURON_RT_VISIBLE_CORES=0-1"});
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadFile(dir / "run.out").find("step 1 ") != std::string::npos; }, 60s))
+      << ReadFile(dir / "run.out") << ReadFile(dir / "run.err");
+  const std::vector<std::string> exporter = {NEURON_EXPORTER_BIN,    "--root",
+                                             node.root().string(),   "--no-pod-resources",
+                                             "--web.listen-address", "127.0.0.1:0"};
+  const StartedExporter with =
+      SpawnExporter(UnderSimDriver(node.root(), exporter), dir / "with.out", dir / "with.err");
+  const StartedExporter without = SpawnExporter(exporter, dir / "without.out", dir / "without.err");
+  const std::string core0 = "{neuron_device=\"0\",neuroncore=\"0\"}";
+  const std::string datastore_up = "neuron_exporter_source_up{source=\"datastore\"}";
+
+  std::string text;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        text = HttpGet(with.port, "/metrics").body;
+        return Value(text, "neuroncore_utilization_ratio" + core0).value_or(0) > 0;
+      },
+      60s))
+      << text << ReadFile(dir / "with.out");
+  EXPECT_EQ(Value(text, datastore_up), 1);
+  EXPECT_GT(Value(text, "neuroncore_busy_seconds_total" + core0).value_or(0), 0);
+
+  // Scraped after the other saw the workload busy: it runs all along.
+  text = HttpGet(without.port, "/metrics").body;
+  EXPECT_EQ(Value(text, datastore_up), 0) << text;
+  EXPECT_EQ(Value(text, "neuron_up"), 1);
+  EXPECT_EQ(Value(text, "neuron_exporter_source_up{source=\"sysfs\"}"), 1);
+  EXPECT_EQ(text.find("neuroncore_utilization_ratio"), std::string::npos);
+  EXPECT_EQ(text.find("neuroncore_busy_seconds_total"), std::string::npos);
+  EXPECT_EQ(text.find("neuroncore_executions_total"), std::string::npos);
+  // Memory is the driver's live sysfs: complete without the datastores.
+  EXPECT_TRUE(Value(text, "neuroncore_memory_used_bytes" + core0).has_value()) << text;
+  EXPECT_NE(ReadFile(dir / "without.out").find("source datastore is down"), std::string::npos);
+
+  Stop(with.pid, 20s);
+  Stop(without.pid, 20s);
+  Stop(workload, 30s);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
-// The exporter in-process on simulated trees (driver-sim's tree and datastore writers): golden
+// The exporter in-process on simulated trees (driver-sim's tree; datastores in memory through
+// FakeDatastores, since only a process under the simulated driver can read real ones): golden
 // /metrics (native and compat) with NEURON_UPDATE_GOLDENS=1, malformed files (series absent,
 // error counted, scrape 200), scrapes sharing one sample and one rendering, the snapshot history
 // staying bounded, /readyz before and after the first sample, our text serializer against
-// prometheus-cpp's, counters that never go down, and pod labels from a real PodResources gRPC
-// server on a Unix socket, kept when the kubelet dies.
+// prometheus-cpp's, counters that never go down, live sources that cannot be read (their series
+// absent, neuron_exporter_source_up 0), and pod labels from a real PodResources gRPC server on a
+// Unix socket, kept when the kubelet dies.
 #include "monitor/exporter.h"
 
 #include <grpcpp/grpcpp.h>
@@ -21,8 +23,10 @@
 #include "driver-sim/datastore_writer.h"
 #include "driver-sim/sim_tree.h"
 #include "podresources/v1/api.grpc.pb.h"
+#include "tests/support/fake_datastores.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
+#include "tests/support/sim_discovery.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::monitor {
@@ -30,6 +34,7 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
+using neuron::testing::FakeDatastores;
 using neuron::testing::ReadFile;
 using neuron::testing::TempDir;
 using neuron::testing::WriteFile;
@@ -94,9 +99,8 @@ class ExporterTest : public ::testing::Test {
   // reading, a folded-in past process (sysfs totals) and a NEURON_HW_ERR record.
   void BuildNode(std::string_view instance = "trn1.2xlarge") {
     tree_ = MakeTree(root_, instance);
-    auto w = sim::DatastoreWriter::Create(RootPaths(root_), 0, kPid);
-    ASSERT_TRUE(w.ok()) << w.status();
-    writer_ = *std::move(w);
+    spec_ = *FindInstance(instance);
+    writer_ = &datastores_->Add(0, kPid);
     writer_->SetProcessInfo("train", {2, 28, 0}, 1);
     writer_->SetProcessTag("llama-train");
     const uint64_t bounds[] = {500, 1000, 2500, 5000, 10000};
@@ -125,7 +129,8 @@ class ExporterTest : public ::testing::Test {
             .ok());
   }
 
-  void Start(bool compat, bool pods = false, std::chrono::milliseconds share = 0ms) {
+  // The node's source options, the datastores read from datastores_.
+  NodeSourceOptions Options(bool pods = false, std::chrono::milliseconds share = 0ms) const {
     NodeSourceOptions so;
     so.root = root_;
     so.kubelet_dir = dir_.path() / "kubelet";
@@ -133,6 +138,16 @@ class ExporterTest : public ::testing::Test {
     so.pod_resources = pods;
     so.pod_refresh = 100ms;
     so.sampler_threads = 1;
+    so.datastore = [d = datastores_](std::vector<int>) { return d->Reader(); };
+    // No driver behind this tree: PCI addresses as the simulated driver would answer them.
+    if (spec_ != nullptr) so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
+    return so;
+  }
+
+  void Start(bool compat, bool pods = false, std::chrono::milliseconds share = 0ms) {
+    StartWith(Options(pods, share), compat);
+  }
+  void StartWith(const NodeSourceOptions& so, bool compat) {
     source_ = std::make_unique<NodeSource>(so);
     ASSERT_TRUE(source_->Init().ok());
     source_->Start();
@@ -146,7 +161,9 @@ class ExporterTest : public ::testing::Test {
   TempDir dir_;
   fs::path root_;
   std::unique_ptr<sim::SimTree> tree_;
-  std::unique_ptr<sim::DatastoreWriter> writer_;
+  const InstanceSpec* spec_ = nullptr;
+  std::shared_ptr<FakeDatastores> datastores_ = FakeDatastores::Make();
+  sim::DatastoreWriter* writer_ = nullptr;  // device 0's runtime, in datastores_
   std::unique_ptr<NodeSource> source_;
   std::unique_ptr<Exporter> exporter_;
 };
@@ -186,14 +203,9 @@ TEST_F(ExporterTest, MalformedFilesDropTheirSeriesCountAnErrorAndStillAnswer200)
                     "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
                     "memory=\"hbm\"}"));
   EXPECT_EQ(Value(before, "neuron_exporter_read_errors_total"), 0);
-  // A garbage ECC file (sysfs) and a truncated datastore.
+  // A garbage ECC file. (Malformed datastores are core's: tests/core parses them.)
   WriteFile(root_ / "sys/devices/virtual/neuron_device/neuron0/stats/hardware/mem_ecc_uncorrected",
             "banana\n");
-  auto other = sim::DatastoreWriter::Create(RootPaths(root_), 0, kPid + 1);
-  ASSERT_TRUE(other.ok());
-  const fs::path ds = (*other)->path();
-  other->reset();
-  fs::resize_file(ds, 100);
 
   HttpServer::Options ho;
   ho.handlers = exporter_->Handlers();
@@ -209,7 +221,7 @@ TEST_F(ExporterTest, MalformedFilesDropTheirSeriesCountAnErrorAndStillAnswer200)
                     "neuron_device_ecc_uncorrected_errors_total{neuron_device=\"0\","
                     "memory=\"sram\"}"))
       << "its neighbours stay";
-  EXPECT_GE(Value(r.body, "neuron_exporter_read_errors_total").value_or(0), 2);
+  EXPECT_GE(Value(r.body, "neuron_exporter_read_errors_total").value_or(0), 1);
   EXPECT_EQ(Value(r.body, "neuron_up"), 1);
 }
 
@@ -238,12 +250,8 @@ TEST_F(ExporterTest, ScrapesWithinTheWindowShareOneSampleAndOneRendering) {
 
 TEST_F(ExporterTest, HistoryStaysBoundedWhateverTheScrapeRate) {
   BuildNode();
-  NodeSourceOptions so;
-  so.root = root_;
-  so.share_window = 0ms;
+  NodeSourceOptions so = Options();
   so.utilization_window = 400ms;
-  so.pod_resources = false;
-  so.sampler_threads = 1;
   NodeSource source(so);
   ASSERT_TRUE(source.Init().ok());
   source.Start();
@@ -267,10 +275,7 @@ TEST_F(ExporterTest, HistoryStaysBoundedWhateverTheScrapeRate) {
 
 TEST_F(ExporterTest, ReadyzAnswers503UntilTheFirstSampleThen200) {
   BuildNode();
-  NodeSourceOptions so;
-  so.root = root_;
-  so.pod_resources = false;
-  NodeSource source(so);
+  NodeSource source(Options());
   Exporter exporter(source, ExporterOptions{});
   HttpServer::Options ho;
   ho.handlers = exporter.Handlers();
@@ -354,6 +359,131 @@ TEST_F(ExporterTest, CountersNeverGoDownAndAbsentFilesLeaveSeriesOut) {
   std::this_thread::sleep_for(50ms);
 }
 
+// Series that add the live datastores to a sysfs total, or come from them alone. Without the
+// datastores a running job's counters would stand still and its cores read as idle.
+constexpr std::string_view kLiveFamilies[] = {
+    "neuroncore_busy_seconds_total",
+    "neuroncore_utilization_ratio",
+    "neuron_device_utilization_ratio",
+    "neuroncore_flops_total",
+    "neuroncore_model_loads_total",
+    "neuroncore_inferences_total",
+    "neuroncore_executions_total",
+    "neuroncore_execution_failures_total",
+    "neuron_device_execution_errors_total",
+    "neuron_execution_latency_seconds",
+    "neuron_runtime_memory_used_bytes",
+    "neuron_runtime_vcpu_usage_ratio",
+    "neuroncore_memory_usage_tensors",
+    "execution_errors_total",
+    "execution_status_total",
+    "execution_latency_seconds",
+};
+// Complete from sysfs alone (the driver updates them live): they stay whatever the datastores.
+constexpr std::string_view kSysfsFamilies[] = {
+    "neuron_device_info",
+    "neuron_device_state",
+    "neuron_device_memory_used_bytes",
+    "neuroncore_memory_used_bytes",
+    "neuron_device_ecc_uncorrected_errors_total",
+    "neuroncore_reset_requests_total",
+    "neuron_device_power_utilization_ratio",
+    "hardware_ecc_events_total",
+};
+
+bool HasFamily(const std::string& text, std::string_view name) {
+  return text.find("# TYPE " + std::string(name) + " ") != std::string::npos;
+}
+
+const std::string kDatastoreUp = "neuron_exporter_source_up{source=\"datastore\"}";
+
+TEST_F(ExporterTest, DatastoresDownLeaveLiveSeriesOutAndSysfsSeriesIn) {
+  BuildNode();
+  datastores_->SetState({true, false, "/dev/neuron0: no Neuron driver answers its ioctls"});
+  NodeSourceOptions so = Options();
+  so.utilization_window = 300ms;
+  StartWith(so, /*compat=*/true);
+  std::string text = exporter_->RenderMetrics();
+  EXPECT_EQ(Value(text, kDatastoreUp), 0);
+  EXPECT_EQ(Value(text, "neuron_exporter_source_up{source=\"sysfs\"}"), 1);
+  EXPECT_EQ(Value(text, "neuron_exporter_source_up{source=\"kmsg\"}"), 1);
+  // The fake still hands out its records: the exporter must not use them while the source
+  // says it cannot be read.
+  for (std::string_view f : kLiveFamilies) EXPECT_FALSE(HasFamily(text, f)) << f;
+  for (std::string_view f : kSysfsFamilies) EXPECT_TRUE(HasFamily(text, f)) << f;
+
+  datastores_->SetState({true, true, ""});
+  text = exporter_->RenderMetrics();
+  EXPECT_EQ(Value(text, kDatastoreUp), 1);
+  EXPECT_EQ(Value(text, "neuroncore_busy_seconds_total{neuron_device=\"0\",neuroncore=\"0\"}"),
+            2.0 + 3.0);
+  EXPECT_TRUE(HasFamily(text, "neuron_execution_latency_seconds"));
+  EXPECT_TRUE(HasFamily(text, "neuron_runtime_memory_used_bytes"));
+  // A window that starts while the datastores were unreadable measures nothing: its base lacks
+  // every running process's busy time.
+  EXPECT_FALSE(HasFamily(text, "neuroncore_utilization_ratio"));
+  EXPECT_TRUE(neuron::testing::WaitUntil(
+      [&] {
+        EXPECT_TRUE(writer_->AddCoreCounter(0, nds::kTimeInUse, 100'000).ok());
+        return HasFamily(exporter_->RenderMetrics(), "neuroncore_utilization_ratio");
+      },
+      10s));
+  for (std::string_view f : kSysfsFamilies) EXPECT_TRUE(HasFamily(text, f)) << f;
+}
+
+TEST_F(ExporterTest, NativeUtilizationFollowsTheDatastoreSource) {
+  BuildNode();
+  datastores_->SetState({true, false, "no device node /dev/neuron0"});
+  Start(/*compat=*/false);
+  std::string text = exporter_->RenderMetrics();
+  EXPECT_EQ(Value(text, kDatastoreUp), 0);
+  EXPECT_FALSE(HasMetric(text, "neuroncore_utilization_ratio{"));
+  EXPECT_FALSE(HasMetric(text, "neuroncore_busy_seconds_total{"));
+  EXPECT_TRUE(HasMetric(text, "neuroncore_memory_used_bytes{"));
+  // Unknown (no probe answered yet): neither 0 nor 1, and still no live series.
+  datastores_->SetState({false, false, ""});
+  text = exporter_->RenderMetrics();
+  EXPECT_FALSE(Value(text, kDatastoreUp));
+  EXPECT_FALSE(HasMetric(text, "neuroncore_busy_seconds_total{"));
+  datastores_->SetState({true, true, ""});
+  text = exporter_->RenderMetrics();
+  EXPECT_EQ(Value(text, kDatastoreUp), 1);
+  EXPECT_TRUE(HasMetric(text, "neuroncore_busy_seconds_total{"));
+}
+
+TEST_F(ExporterTest, UnreadableKernelLogLeavesHwErrorCountsOut) {
+  BuildNode();
+  fs::remove(root_ / "dev/kmsg");
+  Start(/*compat=*/false);
+  std::string text = exporter_->RenderMetrics();
+  EXPECT_EQ(Value(text, "neuron_exporter_source_up{source=\"kmsg\"}"), 0);
+  EXPECT_FALSE(HasFamily(text, "neuron_device_hw_error_log_events_total"))
+      << "0 would say no hardware error was logged";
+  EXPECT_TRUE(HasFamily(text, "neuron_device_ecc_uncorrected_errors_total"));
+  // The log appears (a driver loaded after us): its counts come back within the tail period.
+  WriteFile(root_ / "dev/kmsg", "");
+  EXPECT_TRUE(neuron::testing::WaitUntil(
+      [&] {
+        text = exporter_->RenderMetrics();
+        return Value(text, "neuron_exporter_source_up{source=\"kmsg\"}") == 1;
+      },
+      10s));
+  EXPECT_EQ(
+      Value(text,
+            "neuron_device_hw_error_log_events_total{neuron_device=\"0\",error=\"DMA_ERROR\"}"),
+      0);
+}
+
+TEST_F(ExporterTest, SysfsSourceIsDownWhenDeviceStateCannotBeRead) {
+  BuildNode();
+  Start(/*compat=*/false);
+  EXPECT_EQ(Value(exporter_->RenderMetrics(), "neuron_exporter_source_up{source=\"sysfs\"}"), 1);
+  fs::remove(root_ / "sys/devices/virtual/neuron_device/neuron0/reset");
+  const std::string text = exporter_->RenderMetrics();
+  EXPECT_EQ(Value(text, "neuron_exporter_source_up{source=\"sysfs\"}"), 0);
+  EXPECT_FALSE(HasFamily(text, "neuron_device_state"));
+}
+
 // A kubelet's PodResources service with one answer.
 class FakeLister final : public v1::PodResourcesLister::Service {
  public:
@@ -392,11 +522,18 @@ TEST_F(ExporterTest, PodLabelsFromPodResources) {
   EXPECT_TRUE(HasMetric(text, "neuron_device_allocation_info{neuron_device=\"0\""));
   EXPECT_FALSE(HasMetric(text, "neuroncore_allocation_info{neuron_device=\"0\",neuroncore=\"0\""));
   EXPECT_EQ(Value(text, "neuron_exporter_pod_resources_errors_total"), 0);
-  // The kubelet going away keeps the scrape fast and the last answer.
+  const std::string pods_up = "neuron_exporter_source_up{source=\"podresources\"}";
+  EXPECT_TRUE(neuron::testing::WaitUntil(
+      [&] { return Value(exporter_->RenderMetrics(), pods_up) == 1; }, 10s));
+  // The kubelet going away keeps the scrape fast and the last answer (a kubelet restart must
+  // not break every pod join), and the source says it is down.
   server->Shutdown();
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string later = exporter_->RenderMetrics();
+  std::string later = exporter_->RenderMetrics();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_EQ(Value(later, series), 1);
+  EXPECT_TRUE(neuron::testing::WaitUntil(
+      [&] { return Value(later = exporter_->RenderMetrics(), pods_up) == 0; }, 10s));
   EXPECT_EQ(Value(later, series), 1);
 }
 
