@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/component_log.h"
+#include "core/presence.h"
 
 namespace neuron::top {
 namespace {
@@ -43,11 +44,13 @@ std::vector<T> ToVector(const std::deque<T>& d) {
 
 }  // namespace
 
-Collector::Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods)
+Collector::Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods,
+                     std::unique_ptr<DatastoreReader> datastore)
     : options_(std::move(options)),
       root_(options_.root),
       pods_(std::move(pods)),
       proc_(root_),
+      datastore_(std::move(datastore)),
       notify_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
 Collector::~Collector() {
@@ -55,14 +58,35 @@ Collector::~Collector() {
   if (notify_fd_ >= 0) ::close(notify_fd_);
 }
 
+absl::StatusOr<Inventory> Collector::ScanInventory() {
+  absl::StatusOr<Inventory> inv = discovery_->Scan();
+  if (!inv.ok()) return inv.status();
+  std::vector<std::string> notes = FillUnreadableFromCatalog(root_, &*inv);
+  if (notes != notes_) {
+    for (const std::string& n : notes) Log().warn("{}", n);
+    notes_ = std::move(notes);
+  }
+  return inv;
+}
+
 absl::Status Collector::Init() {
   discovery_ = MakeDirectoryDiscovery(root_, DiscoveryOptions{.lnc = options_.lnc});
-  absl::StatusOr<Inventory> inv = discovery_->Scan();
+  absl::StatusOr<Inventory> inv = ScanInventory();
   if (!inv.ok()) return inv.status();
   inventory_ = *std::move(inv);
   for (const std::string& w : inventory_.warnings) Log().warn("{}", w);
+  if (datastore_ == nullptr) {
+    DriverDatastoreOptions o;
+    for (const NeuronDevice& d : inventory_.devices) o.devices.push_back(d.index);
+    datastore_ = MakeDriverDatastoreReader(root_, std::move(o));
+  }
+  if (!datastore_->AwaitFirstProbe(options_.first_probe_wait)) {
+    Log().warn("no answer from the Neuron driver within {} ms; sampling anyway",
+               options_.first_probe_wait.count());
+  }
   SamplerOptions so;
   so.threads = std::clamp(options_.sampler_threads, 1, 2);
+  so.datastore = std::move(datastore_);
   sampler_ = std::make_unique<Sampler>(root_, inventory_, std::move(so));
   last_rescan_ = std::chrono::steady_clock::now();
   Step();
@@ -134,7 +158,7 @@ std::shared_ptr<const TopView> Collector::Step() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_rescan_ >= options_.rescan) {
     last_rescan_ = now;
-    absl::StatusOr<Inventory> inv = discovery_->Scan();
+    absl::StatusOr<Inventory> inv = ScanInventory();
     if (!inv.ok()) {
       Log().warn("rescan: {}", std::string(inv.status().message()));
     } else if (!(*inv == inventory_)) {
@@ -153,7 +177,11 @@ std::shared_ptr<const TopView> Collector::Step() {
   }
   memory_signature_ = MemorySignature(*snap);
   if (kind == SampleKind::kFull) memory_signature_at_full_ = memory_signature_;
-  for (const std::string& e : snap->errors) Log().warn("{}", e);
+  // The same unreadable file fails every sample (reset is root-only): log what changed.
+  if (snap->errors != logged_errors_) {
+    for (const std::string& e : snap->errors) Log().warn("{}", e);
+    logged_errors_ = snap->errors;
+  }
 
   ProcSample proc = SampleProcesses(*snap);
   RefreshDetails(*snap);
@@ -164,9 +192,17 @@ std::shared_ptr<const TopView> Collector::Step() {
   in.proc_before = prev_ != nullptr ? &prev_proc_ : nullptr;
   in.proc_after = &proc;
   in.details = &details_;
+  in.notes = &notes_;
   in.ticks_per_second = ProcReader::TicksPerSecond();
   auto view = std::make_shared<TopView>(BuildView(in));
+  AddHistory(view.get());
+  prev_ = std::move(snap);
+  prev_proc_ = std::move(proc);
+  Publish(view);
+  return view;
+}
 
+void Collector::AddHistory(TopView* view) {
   const AppView& all = view->apps.front();
   std::optional<double> mem_ratio;
   if (all.device.total && view->device_memory_capacity && *view->device_memory_capacity > 0) {
@@ -182,11 +218,6 @@ std::shared_ptr<const TopView> Collector::Step() {
   view->history.utilization = ToVector(util_history_);
   view->history.device_memory = ToVector(mem_history_);
   view->history.capacity = options_.history;
-
-  prev_ = std::move(snap);
-  prev_proc_ = std::move(proc);
-  Publish(view);
-  return view;
 }
 
 void Collector::Publish(std::shared_ptr<const TopView> view) {

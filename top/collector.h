@@ -42,12 +42,18 @@ struct CollectorOptions {
   std::chrono::milliseconds full_sweep_min_gap{2000};
   size_t history = 300;  // samples kept for the charts
   int sampler_threads = 1;
+  // How long Init waits for the driver's first answer before its first sample, so that the
+  // first two samples see the same runtimes (a datastore that appears between them would count
+  // its whole past as busy time in one window).
+  std::chrono::milliseconds first_probe_wait{3000};
 };
 
 class Collector {
  public:
-  // `pods` may be null (no POD column data).
-  Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods);
+  // `pods` may be null (no POD column data). `datastore` may be null: the runtimes' live data
+  // is then read through the driver's device ABI (MakeDriverDatastoreReader); tests inject one.
+  Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods,
+            std::unique_ptr<DatastoreReader> datastore = nullptr);
   ~Collector();
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
@@ -73,9 +79,13 @@ class Collector {
 
  private:
   void Loop();
+  // A discovery scan with the catalog standing in for root-only files (notes_ says which).
+  absl::StatusOr<Inventory> ScanInventory();
   SampleKind ChooseKind(std::chrono::steady_clock::time_point now) const;
   ProcSample SampleProcesses(const Snapshot& snap) const;
   void RefreshDetails(const Snapshot& snap);
+  // Appends the view's figures to the charts' ring buffers and gives it their contents.
+  void AddHistory(TopView* view);
   void Publish(std::shared_ptr<const TopView> view);
 
   CollectorOptions options_;
@@ -83,7 +93,10 @@ class Collector {
   std::unique_ptr<PodLocator> pods_;
   ProcReader proc_;
   std::unique_ptr<Discovery> discovery_;
+  std::unique_ptr<DatastoreReader> datastore_;  // until Init hands it to the Sampler
   Inventory inventory_;
+  std::vector<std::string> notes_;  // what the last scan could not read (view's status line)
+  std::vector<std::string> logged_errors_;  // the last sample's errors, as logged
   std::unique_ptr<Sampler> sampler_;
   std::shared_ptr<const Snapshot> prev_;
   ProcSample prev_proc_;

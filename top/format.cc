@@ -60,10 +60,11 @@ std::string ShortBdf(std::string_view bdf) {
 }
 
 std::string RuntimeVersion(const DatastoreRecord& record) {
-  NdsVersion v;
-  if (record.process) v = record.process->runtime_version;
-  if (v == NdsVersion{}) v = UnpackVersionWord(record.device_counters[nds::kRuntimeVersion]);
-  if (v == NdsVersion{}) return "NA";
+  // Only the simulator's process record says it (driver-sim/README.md). A real runtime's
+  // placement of its version is unpublished and the RUNTIME_VERSION word's packing unverified
+  // (TOOLS-UX.md §1.9), so nothing else is read as a version.
+  if (!record.process || record.process->runtime_version == NdsVersion{}) return "NA";
+  const NdsVersion& v = record.process->runtime_version;
   return fmt::format("{}.{}.{}", v.major, v.minor, v.build);
 }
 

@@ -60,6 +60,26 @@ void Stack(std::vector<Item>& items, int y, int x, int w) {
   }
 }
 
+// One column: the tree, the chart and the process table share the `room` rows from `y` down.
+void StackLowerSections(const LayoutRequest& r, int y, int room, int width, Layout* l) {
+  const int tree_want = 2 + std::max(1, r.tree_rows);
+  const int process_want = 1 + std::max(1, r.process_rows);
+  std::vector<Item> items{{&l->tree, kTreeMin, tree_want},
+                          {&l->processes, kProcessMin, process_want},
+                          {&l->chart, kChartMin, kChartWant}};
+  room = Allocate(items, room);
+  // Leftover rows go to the tree (it may scroll later as nodes open), else the chart.
+  for (Item* it : {&items[0], &items[2], &items[1]}) {
+    if (it->given > 0) {
+      it->given += room;
+      room = 0;
+      break;
+    }
+  }
+  std::vector<Item> order{items[0], items[2], items[1]};  // tree, chart, processes
+  Stack(order, y, 0, width);
+}
+
 }  // namespace
 
 Layout ComputeLayout(const LayoutRequest& r) {
@@ -76,8 +96,11 @@ Layout ComputeLayout(const LayoutRequest& r) {
   l.title = Rect{0, 0, 1, w};
   l.tabs = Rect{h - 2, 0, 1, w};
   l.help = Rect{h - 1, 0, 1, w};
-  const int top = 1;
-  const int avail = h - 3;
+  // Status lines never take the grid's title, header and first device row.
+  const int status_h = std::clamp(std::min(r.status_lines, kMaxStatusLines), 0, h - 3 - 3);
+  if (status_h > 0) l.status = Rect{1, 0, status_h, w};
+  const int top = 1 + status_h;
+  const int avail = h - 3 - status_h;
 
   l.two_columns = w >= kTwoColumnWidth;
   int left_w = w;
@@ -111,27 +134,10 @@ Layout ComputeLayout(const LayoutRequest& r) {
     y += kMemoryHeight;
     room -= kMemoryHeight;
   }
-  const int tree_want = 2 + std::max(1, r.tree_rows);
-  const int process_want = 1 + std::max(1, r.process_rows);
-
   if (!l.two_columns) {
-    std::vector<Item> items{{&l.tree, kTreeMin, tree_want},
-                            {&l.processes, kProcessMin, process_want},
-                            {&l.chart, kChartMin, kChartWant}};
-    room = Allocate(items, room);
-    // Leftover rows go to the tree (it may scroll later as nodes open), else the chart.
-    for (Item* it : {&items[0], &items[2], &items[1]}) {
-      if (it->given > 0) {
-        it->given += room;
-        room = 0;
-        break;
-      }
-    }
-    std::vector<Item> order{items[0], items[2], items[1]};  // tree, chart, processes
-    Stack(order, y, 0, left_w);
+    StackLowerSections(r, y, room, left_w, &l);
     return l;
   }
-
   if (room >= kTreeMin) l.tree = Rect{y, 0, room, left_w};
   const int right_x = left_w + 1;
   int chart_h = 0;
@@ -148,8 +154,8 @@ std::vector<Rect> VisibleRects(const Layout& l) {
     if (!l.message.empty()) out.push_back(l.message);
     return out;
   }
-  for (const Rect* r :
-       {&l.title, &l.grid, &l.vcpu, &l.memory, &l.tree, &l.chart, &l.processes, &l.tabs, &l.help}) {
+  for (const Rect* r : {&l.title, &l.status, &l.grid, &l.vcpu, &l.memory, &l.tree, &l.chart,
+                        &l.processes, &l.tabs, &l.help}) {
     if (!r->empty()) out.push_back(*r);
   }
   return out;

@@ -5,9 +5,10 @@
 // "terminal too small" message is shown. tests/top/layout_test.cc checks every size from 80x24
 // to 300x100. Thread-safe (no state).
 //
-// Top to bottom: title bar; per-core utilization grid; vCPU; memory summary; memory details tree;
-// then (beside the left column on wide terminals, below it otherwise) the history chart and the
-// process table; the tab bar and the key help line at the bottom.
+// Top to bottom: title bar; status lines when something could not be read; per-core utilization
+// grid; vCPU; memory summary; memory details tree; then (beside the left column on wide
+// terminals, below it otherwise) the history chart and the process table; the tab bar and the
+// key help line at the bottom.
 
 #include <vector>
 
@@ -30,6 +31,7 @@ struct LayoutRequest {
   int tree_rows = 16;    // rows of the flattened memory tree (without its two header lines)
   int process_rows = 0;  // processes in the table
   int max_device_index = 15;
+  int status_lines = 0;  // problems to show under the title (what could not be read)
 };
 
 struct GridGeometry {
@@ -46,7 +48,8 @@ struct Layout {
   bool too_small = false;  // only `message` is used
   Rect message;
   Rect title;
-  Rect grid;  // section title + NC header + device lines
+  Rect status;  // under the title, one line per problem (at most kMaxStatusLines)
+  Rect grid;    // section title + NC header + device lines
   Rect vcpu;
   Rect memory;
   Rect tree;
@@ -63,6 +66,8 @@ inline constexpr int kMinWidth = 40;
 inline constexpr int kMinHeight = 10;
 // Narrowest core cell: "[158.00TF]" (10) + a bar of one tick + a space.
 inline constexpr int kMinCellWidth = 12;
+// Problems shown at once; the rest are in the log file and --snapshot.
+inline constexpr int kMaxStatusLines = 3;
 // From this width the chart and the process table move beside the left column.
 inline constexpr int kTwoColumnWidth = 160;
 

@@ -1,18 +1,24 @@
 // neuron-ls: the node's Neuron devices as a table (TOOLS-UX.md §1).
 //   neuron-ls --root DIR [--wide] [--show-all-procs] [--json-output] [--topology] [--lnc 1|2]
-// Read-only, opens no device node, so any number may run at once (TOOLS-UX Q4).
-// Exit codes (top/README.md): 0 success, 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron
-// device, 5 permission denied.
+// The default and --topology formats only read files. The process columns (--wide, -a, -j) open
+// each device read-only for the runtimes' live data, as a monitor does on hardware, and close it
+// before exiting (TOOLS-UX Q4). Exit codes (top/README.md): 0 success (also when live data is
+// unavailable: stderr says why), 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device,
+// 5 permission denied.
 
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
+#include "core/component_log.h"
 #include "core/datastore.h"
 #include "core/inventory.h"
 #include "core/presence.h"
@@ -23,75 +29,101 @@ namespace {
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
-constexpr int kExitNoDriver = 3;
-constexpr int kExitNoDevices = 4;
-constexpr int kExitPermission = 5;
+// The datastore reader's first look at every device: a normal open waits while a device is in
+// reset (docs/reference/DRIVER-ABI.md §4), which is what this bounds.
+constexpr std::chrono::seconds kProbeWait{5};
 
-int ExitCodeFor(neuron::DevicePresence p) {
-  switch (p) {
-    case neuron::DevicePresence::kNoDriver:
-      return kExitNoDriver;
-    case neuron::DevicePresence::kNoDevices:
-      return kExitNoDevices;
-    case neuron::DevicePresence::kPermissionDenied:
-      return kExitPermission;
-    case neuron::DevicePresence::kPresent:
-      break;
+void Warn(std::string_view text) { std::cerr << "neuron-ls: warning: " << text << "\n"; }
+
+// The runtimes' live datastores, read through the driver's device ABI as on hardware, or why
+// they cannot be (in the reader's words).
+struct LiveData {
+  std::vector<neuron::DatastoreRecord> records;
+  std::optional<std::string> unavailable;
+};
+
+LiveData ReadLiveData(const neuron::RootPaths& root, const neuron::Inventory& inv) {
+  neuron::DriverDatastoreOptions options;
+  for (const neuron::NeuronDevice& d : inv.devices) options.devices.push_back(d.index);
+  const std::unique_ptr<neuron::DatastoreReader> reader =
+      neuron::MakeDriverDatastoreReader(root, std::move(options));
+  LiveData live;
+  if (!reader->AwaitFirstProbe(kProbeWait)) {
+    live.unavailable = fmt::format(
+        "the Neuron driver did not answer within {} s (a device in reset?)", kProbeWait.count());
+    return live;
   }
-  return 0;
+  const neuron::SourceState state = reader->State();
+  if (!state.up) {
+    live.unavailable = state.reason;
+    return live;
+  }
+  neuron::DatastoreScan scan = reader->ReadAll();
+  for (const std::string& e : scan.errors) Warn(e);
+  live.records = std::move(scan.records);
+  return live;
 }
 
-int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bool topology) {
-  const neuron::RootPaths root(root_dir);
+std::string Render(const neuron::top::LsReport& report, bool wide, bool all, bool json,
+                   bool topology) {
+  using neuron::top::LsFormat;
+  if (json) return neuron::top::RenderLsJson(report);
+  if (topology) return neuron::top::RenderLsText(report, LsFormat::kTopology);
+  if (wide && all) return neuron::top::RenderLsText(report, LsFormat::kWideAllProcs);
+  if (all) return neuron::top::RenderLsText(report, LsFormat::kAllProcs);
+  if (wide) return neuron::top::RenderLsText(report, LsFormat::kWide);
+  return neuron::top::RenderLsText(report, LsFormat::kDefault);
+}
+
+// The inventory, with the catalog standing in for root-only files; exits early through `code`.
+std::optional<neuron::Inventory> Scan(const neuron::RootPaths& root, int lnc, int* code) {
   std::unique_ptr<neuron::Discovery> discovery =
       neuron::MakeDirectoryDiscovery(root, neuron::DiscoveryOptions{.lnc = lnc});
   absl::StatusOr<neuron::Inventory> inv = discovery->Scan();
   if (!inv.ok()) {
     std::cerr << "neuron-ls: " << inv.status().message() << "\n";
-    return kExitFailure;
+    *code = kExitFailure;
+    return std::nullopt;
   }
+  const std::vector<std::string> notes = neuron::FillUnreadableFromCatalog(root, &*inv);
   const neuron::PresenceCheck presence = neuron::CheckPresence(root, *inv);
   if (presence.presence != neuron::DevicePresence::kPresent) {
     std::cerr << "neuron-ls: " << presence.message << "\n";
-    return ExitCodeFor(presence.presence);
+    *code = neuron::PresenceExitCode(presence.presence);
+    return std::nullopt;
   }
-  for (const std::string& w : inv->warnings) std::cerr << "neuron-ls: warning: " << w << "\n";
-  if (!presence.missing_nodes_message.empty()) {
-    std::cerr << "neuron-ls: warning: " << presence.missing_nodes_message << "\n";
-  }
+  for (const std::string& n : notes) Warn(n);
+  for (const std::string& w : inv->warnings) Warn(w);
+  if (!presence.missing_nodes_message.empty()) Warn(presence.missing_nodes_message);
+  return *std::move(inv);
+}
 
-  const bool want_processes = wide || all || json;
-  std::vector<neuron::DatastoreRecord> records;
-  if (want_processes) {
-    neuron::DatastoreScan scan = neuron::MakeFileDatastoreReader(root)->ReadAll();
-    for (const std::string& e : scan.errors) std::cerr << "neuron-ls: warning: " << e << "\n";
-    records = std::move(scan.records);
+int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bool topology) {
+  const neuron::RootPaths root(root_dir);
+  int code = 0;
+  const std::optional<neuron::Inventory> inv = Scan(root, lnc, &code);
+  if (!inv) return code;
+  // Only the process columns need the devices opened; the other formats stay read-only.
+  const bool want_processes = json || (!topology && (wide || all));
+  LiveData live;
+  if (want_processes) live = ReadLiveData(root, *inv);
+  if (live.unavailable) {
+    std::cerr << "neuron-ls: live process data unavailable: " << *live.unavailable
+              << (all ? "; processes are listed from their open device files only\n"
+                      : "; process columns show NA\n");
   }
   const neuron::ProcReader proc(root);
   neuron::top::LsSources src;
   src.inventory = &*inv;
-  src.datastores = want_processes ? &records : nullptr;
+  src.datastores = want_processes ? &live.records : nullptr;
+  src.live_data_unavailable = live.unavailable;
   src.proc = &proc;
-  src.all_processes = all;
-  for (const neuron::NeuronDevice& d : inv->devices) {
-    src.device_node_paths.push_back({d.dev_node, root.DevNeuron(d.index).string()});
-  }
+  src.all_processes = all && want_processes;
+  src.self_pid = ::getpid();
+  src.device_node_paths = neuron::top::DeviceNodePaths(*inv, root);
   const neuron::top::LsReport report = neuron::top::BuildLsReport(src);
-
-  std::string out;
-  if (json) {
-    out = neuron::top::RenderLsJson(report);
-  } else if (topology) {
-    out = neuron::top::RenderLsText(report, neuron::top::LsFormat::kTopology);
-  } else if (wide && all) {
-    out = neuron::top::RenderLsText(report, neuron::top::LsFormat::kWideAllProcs);
-  } else if (all) {
-    out = neuron::top::RenderLsText(report, neuron::top::LsFormat::kAllProcs);
-  } else if (wide) {
-    out = neuron::top::RenderLsText(report, neuron::top::LsFormat::kWide);
-  } else {
-    out = neuron::top::RenderLsText(report, neuron::top::LsFormat::kDefault);
-  }
+  for (const std::string& n : report.notes) Warn(n);
+  const std::string out = Render(report, wide, all, json, topology);
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     return kExitFailure;  // e.g. a closed pipe
   }
@@ -104,7 +136,10 @@ int main(int argc, char** argv) {
   // Messages from core (discovery warnings) go to stderr so stdout stays the table or JSON.
   auto logger = spdlog::stderr_logger_mt("neuron-ls");
   logger->set_level(spdlog::level::warn);
+  logger->set_pattern("neuron-ls: %l: %v");
   spdlog::set_default_logger(logger);
+  // The datastore reader's own warning repeats the reason ReadLiveData prints in a sentence.
+  neuron::ComponentLogger("datastore")->set_level(spdlog::level::err);
 
   CLI::App app{"neuron-ls: list the node's AWS Neuron devices (see top/README.md)"};
   const char* env_root = std::getenv("NEURON_ROOT");

@@ -134,6 +134,65 @@ Table TopologyTable(const LsReport& r) {
   return t;
 }
 
+// Command lines by PID, each read at most once.
+class Commands {
+ public:
+  explicit Commands(const ProcReader* proc) : proc_(proc) {}
+  const std::string& Of(int pid) {
+    auto [it, inserted] = lines_.try_emplace(pid, "NA");
+    if (inserted && proc_ != nullptr) {
+      absl::StatusOr<std::string> line = proc_->CommandLine(pid);
+      if (line.ok() && !line->empty()) it->second = *line;
+    }
+    return it->second;
+  }
+
+ private:
+  const ProcReader* proc_;
+  std::map<int, std::string> lines_;
+};
+
+// -a: for each device (inventory order) the PIDs holding one of its nodes, without `self`.
+std::vector<std::set<int>> DeviceHolders(const LsSources& src, std::vector<std::string>* notes) {
+  std::vector<std::set<int>> out(src.device_node_paths.size());
+  if (!src.all_processes || src.proc == nullptr) return out;
+  std::vector<std::filesystem::path> targets;
+  for (const auto& paths : src.device_node_paths) {
+    targets.insert(targets.end(), paths.begin(), paths.end());
+  }
+  ProcReader::FdScanProblems problems;
+  const auto holders = src.proc->PidsWithOpen(targets, &problems);
+  for (size_t i = 0; i < src.device_node_paths.size(); ++i) {
+    for (const std::string& path : src.device_node_paths[i]) {
+      const auto it = holders.find(path);
+      if (it == holders.end()) continue;
+      for (const int pid : it->second) {
+        if (pid != src.self_pid) out[i].insert(pid);
+      }
+    }
+  }
+  if (problems.processes > 0) {
+    notes->push_back(fmt::format(
+        "cannot see the open files of {} processes ({}): processes of other users that hold a "
+        "device without a runtime datastore are not listed; root sees them all",
+        problems.processes, problems.first));
+  }
+  return out;
+}
+
+LsDevice DeviceRowOf(const Inventory& inv, const NeuronDevice& nd, const LinkLayout& link) {
+  LsDevice d;
+  d.index = nd.index;
+  d.cores = inv.LogicalCoresPerDevice();
+  d.core_ids = inv.CoreIds(nd.index);
+  d.memory_bytes = nd.memory_bytes;
+  d.connected = DisplayNeighbours(nd, link);
+  d.bdf = nd.bdf;
+  d.cpu_affinity = nd.cpulist;
+  d.numa_node = nd.numa_node;
+  return d;
+}
+
 }  // namespace
 
 LsReport BuildLsReport(const LsSources& src) {
@@ -150,59 +209,38 @@ LsReport BuildLsReport(const LsSources& src) {
   }
   r.link = DetectLinkShape(inv);
   r.inventory = inv;
+  r.live_data_unavailable = src.live_data_unavailable;
 
-  std::map<int, std::string> commands;
-  auto command = [&](int pid) -> const std::string& {
-    auto [it, inserted] = commands.try_emplace(pid, "NA");
-    if (inserted && src.proc != nullptr) {
-      absl::StatusOr<std::string> line = src.proc->CommandLine(pid);
-      if (line.ok() && !line->empty()) it->second = *line;
-    }
-    return it->second;
-  };
-
-  std::map<std::filesystem::path, std::vector<int>> holders;
-  if (src.all_processes && src.proc != nullptr) {
-    std::vector<std::filesystem::path> targets;
-    for (const auto& paths : src.device_node_paths)
-      targets.insert(targets.end(), paths.begin(), paths.end());
-    holders = src.proc->PidsWithOpen(targets);
-  }
-
+  Commands commands(src.proc);
+  const std::vector<std::set<int>> holders = DeviceHolders(src, &r.notes);
   for (size_t i = 0; i < inv.devices.size(); ++i) {
-    const NeuronDevice& nd = inv.devices[i];
-    LsDevice d;
-    d.index = nd.index;
-    d.cores = inv.LogicalCoresPerDevice();
-    d.core_ids = inv.CoreIds(nd.index);
-    d.memory_bytes = nd.memory_bytes;
-    d.connected = DisplayNeighbours(nd, r.link);
-    d.bdf = nd.bdf;
-    d.cpu_affinity = nd.cpulist;
-    d.numa_node = nd.numa_node;
+    LsDevice d = DeviceRowOf(inv, inv.devices[i], r.link);
     std::set<int> seen;
     if (src.datastores != nullptr) {
       for (const DatastoreRecord& rec : *src.datastores) {
-        if (rec.device != nd.index || !seen.insert(rec.pid).second) continue;
-        d.processes.push_back({rec.pid, command(rec.pid), RuntimeVersion(rec)});
+        if (rec.device != d.index || !seen.insert(rec.pid).second) continue;
+        d.processes.push_back({rec.pid, commands.Of(rec.pid), RuntimeVersion(rec)});
       }
     }
     std::sort(d.processes.begin(), d.processes.end(),
               [](const LsProcess& a, const LsProcess& b) { return a.pid < b.pid; });
-    if (src.all_processes && i < src.device_node_paths.size()) {
-      std::set<int> extra;
-      for (const std::string& path : src.device_node_paths[i]) {
-        const auto it = holders.find(path);
-        if (it == holders.end()) continue;
-        for (const int pid : it->second) {
-          if (!seen.contains(pid)) extra.insert(pid);
-        }
+    if (i < holders.size()) {
+      for (const int pid : holders[i]) {
+        if (!seen.contains(pid)) d.processes.push_back({pid, commands.Of(pid), "NA"});
       }
-      for (const int pid : extra) d.processes.push_back({pid, command(pid), "NA"});
     }
+    d.processes_known = !src.live_data_unavailable || src.all_processes;
     r.devices.push_back(std::move(d));
   }
   return r;
+}
+
+std::vector<std::vector<std::string>> DeviceNodePaths(const Inventory& inv, const RootPaths& root) {
+  std::vector<std::vector<std::string>> out;
+  for (const NeuronDevice& d : inv.devices) {
+    out.push_back({d.dev_node, root.DevNeuron(d.index).string()});
+  }
+  return out;
 }
 
 std::string RenderLsText(const LsReport& r, LsFormat format) {
@@ -248,7 +286,9 @@ std::string RenderLsJson(const LsReport& r) {
       pj["neuron_runtime_version"] = p.runtime_version;
       procs.push_back(std::move(pj));
     }
-    j["neuron_processes"] = std::move(procs);
+    j["neuron_processes"] = d.processes_known ? std::move(procs) : nlohmann::ordered_json();
+    // Only when it applies, so the document keeps neuron-ls's fields otherwise (§1.7).
+    if (r.live_data_unavailable) j["live_data_unavailable"] = *r.live_data_unavailable;
     devices.push_back(std::move(j));
   }
   // Command lines may hold invalid UTF-8; replace rather than throw.

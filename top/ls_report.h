@@ -31,6 +31,9 @@ struct LsDevice {
   std::string cpu_affinity;    // local_cpulist; "" when unknown
   std::optional<int> numa_node;
   std::vector<LsProcess> processes;  // datastore processes by PID, then -a extras by PID
+  // False when nothing could tell which processes use the device (live data unavailable and
+  // no --show-all-procs scan): JSON says null rather than an empty list.
+  bool processes_known = true;
 };
 
 struct LsReport {
@@ -41,20 +44,36 @@ struct LsReport {
   std::vector<LsDevice> devices;
   Inventory inventory;  // for the drawing
   LinkLayout link;
+  // Why the runtimes' live data (DESIGN decision 19) could not be read; absent when it was.
+  std::optional<std::string> live_data_unavailable;
+  // What the process scan could not see, one line each (for stderr).
+  std::vector<std::string> notes;
 };
 
 struct LsSources {
   const Inventory* inventory = nullptr;
   const std::vector<DatastoreRecord>* datastores = nullptr;  // null: no process columns wanted
-  const ProcReader* proc = nullptr;                          // command lines; null: "NA"
-  // With --show-all-procs: also processes holding a device node without a datastore.
+  // Set when the datastores could not be read (the reader's SourceState reason): `datastores`
+  // is then empty because nothing could be seen, and process cells say NA, not "idle".
+  std::optional<std::string> live_data_unavailable;
+  const ProcReader* proc = nullptr;  // command lines; null: "NA"
+  // With --show-all-procs: also processes holding a device node without a datastore, found
+  // through their fd/ links (as on hardware; the simulator's fds are real fds on
+  // ROOT/dev/neuronN). Works whether or not live data could be read.
   bool all_processes = false;
+  // Left out of the -a scan: neuron-ls itself, whose datastore reader holds a device exactly
+  // while a runtime is on it (core/datastore_driver.cc), which would only repeat that row.
+  int self_pid = 0;
   // The device node paths a process may hold for device N: the host's (NeuronDevice::dev_node)
   // and the simulator's (ROOT/dev/neuronN). Filled by the caller from RootPaths.
   std::vector<std::vector<std::string>> device_node_paths;
 };
 
 LsReport BuildLsReport(const LsSources& sources);
+
+// LsSources::device_node_paths for an inventory under `root`.
+std::vector<std::vector<std::string>> DeviceNodePaths(const Inventory& inventory,
+                                                      const RootPaths& root);
 
 enum class LsFormat { kDefault, kWide, kAllProcs, kWideAllProcs, kTopology };
 

@@ -78,10 +78,23 @@ void PaintTabs(Canvas& c, const Rect& r, const TopView& v, const UiState& ui) {
   }
 }
 
+std::vector<std::string> StatusLines(const TopView& v) {
+  std::vector<std::string> out;
+  const std::string problem = LiveDataProblem(v.datastore_source);
+  if (!problem.empty()) {
+    // The consequence first: a narrow terminal cuts the end of the line.
+    out.push_back(fmt::format("live data {} (utilization and processes N/A): {}",
+                              v.datastore_source.known ? "unavailable" : "unknown", problem));
+  }
+  out.insert(out.end(), v.notes.begin(), v.notes.end());
+  return out;
+}
+
 LayoutRequest RequestFor(const TopView* view, const UiState& ui, int width, int height) {
   LayoutRequest req;
   req.width = width;
   req.height = height;
+  req.status_lines = view != nullptr ? static_cast<int>(StatusLines(*view).size()) : 0;
   if (view == nullptr || view->apps.empty()) {
     req.devices = 0;
     req.cores_per_device = 1;
@@ -117,6 +130,7 @@ Canvas Paint(const TopView* view, const UiState& ui, const Layout& l, std::strin
     return c;
   }
   const AppView& app = view->apps[static_cast<size_t>(TabIndex(ui, *view))];
+  if (!l.status.empty()) PaintStatus(c, l.status, *view);
   if (!l.grid.empty()) PaintGrid(c, l.grid, *view, app, ui, l.grid_geometry);
   if (!l.vcpu.empty()) PaintVcpu(c, l.vcpu, *view, app);
   if (!l.memory.empty()) PaintMemorySummary(c, l.memory, app);

@@ -3,7 +3,9 @@
 // and the process table): pure, so frames are testable as text; the ncurses renderer copies
 // the canvas to the terminal. Thread-safe (no state).
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "top/canvas.h"
 #include "top/layout.h"
@@ -20,7 +22,12 @@ LayoutRequest RequestFor(const TopView* view, const UiState& ui, int width, int 
 Canvas Paint(const TopView* view, const UiState& ui, const Layout& layout,
              std::string_view version);
 
+// What the status lines say, one problem each: live data that could not be read (decision
+// 19), then the view's notes (root-only files the catalog stood in for). Empty when all is read.
+std::vector<std::string> StatusLines(const TopView& view);
+
 // The sections, each drawing only inside its rectangle (screen_sections.cc).
+void PaintStatus(Canvas& c, const Rect& r, const TopView& v);
 void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, const UiState& ui,
                const GridGeometry& g);
 void PaintVcpu(Canvas& c, const Rect& r, const TopView& v, const AppView& app);

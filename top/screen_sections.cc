@@ -35,6 +35,41 @@ std::string CellValue(const CoreCell& cell, bool flops) {
   return "[" + (flops ? FormatTflops(cell.flops_per_s) : FormatPercent(cell.utilization)) + "]";
 }
 
+// TOOLS-UX Q2: devices but no runtime; each device shows its state instead of empty bars.
+void PaintNoRuntime(Canvas& c, const Rect& r, const AppView& app, const GridGeometry& g,
+                    int first) {
+  c.Put(r.y + 1, r.x + g.label_width, "no Neuron runtime attached: no process holds a NeuronCore",
+        Style::kWarning, r);
+  for (int i = 0; i < g.visible_devices; ++i) {
+    const DeviceRow& row = app.grid[static_cast<size_t>(first + i)];
+    const int y = r.y + 2 + i * g.lines_per_device;
+    c.Put(y, r.x, fmt::format("ND{}", row.index), Style::kNormal, r);
+    const std::string state =
+        row.state ? std::string(DeviceStateName(*row.state)) : std::string("N/A");
+    c.Put(y, r.x + g.label_width, state,
+          row.state == DeviceState::kReady ? Style::kNormal : Style::kWarning, r);
+  }
+}
+
+// One line of a device's cells, cores [line * cells_per_line, ...).
+void PaintCells(Canvas& c, const Rect& r, int y, int line, const DeviceRow& row,
+                const GridGeometry& g, bool flops, double peak) {
+  for (int j = 0; j < g.cells_per_line; ++j) {
+    const int k = line * g.cells_per_line + j;
+    if (k >= static_cast<int>(row.cores.size())) break;
+    const CoreCell& cell = row.cores[static_cast<size_t>(k)];
+    const std::string value = CellValue(cell, flops);
+    const int x = r.x + g.label_width + j * g.cell_width;
+    const int bar_w = g.cell_width - 1 - static_cast<int>(value.size());
+    if (bar_w > 0) {
+      double fraction = cell.utilization.value_or(0);
+      if (flops) fraction = peak > 0 ? cell.flops_per_s.value_or(0) / peak : 0;
+      Bar(c, y, x, bar_w, Ticks(bar_w, fraction), Style::kBarFill, Style::kBarEmpty, r);
+    }
+    c.Put(y, x + std::max(0, bar_w), value, Style::kNormal, r);
+  }
+}
+
 }  // namespace
 
 void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, const UiState& ui,
@@ -51,23 +86,12 @@ void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, c
   }
   Header(c, r, title);
   if (r.h < 2) return;
-
-  // TOOLS-UX Q2: say so rather than show empty bars.
-  if (!app.pid && !v.runtime_attached) {
-    c.Put(r.y + 1, r.x + g.label_width, "no Neuron runtime attached: no process holds a NeuronCore",
-          Style::kWarning, r);
-    for (int i = 0; i < g.visible_devices; ++i) {
-      const DeviceRow& row = app.grid[static_cast<size_t>(first + i)];
-      const int y = r.y + 2 + i * g.lines_per_device;
-      c.Put(y, r.x, fmt::format("ND{}", row.index), Style::kNormal, r);
-      const std::string state =
-          row.state ? std::string(DeviceStateName(*row.state)) : std::string("N/A");
-      c.Put(y, r.x + g.label_width, state,
-            row.state == DeviceState::kReady ? Style::kNormal : Style::kWarning, r);
-    }
+  // Only when the runtimes' live data could be read: otherwise nobody knows whether a runtime
+  // is there (the status line says why, the cells say N/A).
+  if (!app.pid && v.runtime_attached.has_value() && !*v.runtime_attached) {
+    PaintNoRuntime(c, r, app, g, first);
     return;
   }
-
   const int cores = std::max(1, v.cores_per_device);
   for (int j = 0; j < g.cells_per_line && j < cores; ++j) {
     const std::string nc = fmt::format("NC{}", j);
@@ -75,41 +99,32 @@ void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, c
     c.Put(r.y + 1, x + std::max(0, (g.cell_width - static_cast<int>(nc.size())) / 2), nc,
           Style::kNormal, r);
   }
-  const double peak = v.peak_flops_per_core.value_or(0);
   for (int i = 0; i < g.visible_devices; ++i) {
     const DeviceRow& row = app.grid[static_cast<size_t>(first + i)];
-    const bool ready = row.state == DeviceState::kReady;
+    // An unknown state (reset is root-only: a normal user's view) still shows the core figures.
+    const bool ready = !row.state.has_value() || *row.state == DeviceState::kReady;
     const bool ecc = row.ecc_errors.value_or(0) > 0;
-    for (int line = 0; line < g.lines_per_device; ++line) {
-      const int y = r.y + 2 + i * g.lines_per_device + line;
-      if (y >= r.y + r.h) return;
-      if (line == 0) {
-        c.Put(y, r.x, fmt::format("ND{}{}", row.index, ecc ? "!" : ""),
-              ready && !ecc ? Style::kNormal : Style::kWarning, r);
-      }
-      if (!ready) {
-        if (line == 0) {
-          const std::string state =
-              row.state ? std::string(DeviceStateName(*row.state)) : std::string("N/A");
-          c.Put(y, r.x + g.label_width, "device " + state, Style::kWarning, r);
-        }
-        continue;
-      }
-      for (int j = 0; j < g.cells_per_line; ++j) {
-        const int k = line * g.cells_per_line + j;
-        if (k >= static_cast<int>(row.cores.size())) break;
-        const CoreCell& cell = row.cores[static_cast<size_t>(k)];
-        const std::string value = CellValue(cell, ui.flops);
-        const int x = r.x + g.label_width + j * g.cell_width;
-        const int bar_w = g.cell_width - 1 - static_cast<int>(value.size());
-        if (bar_w > 0) {
-          double fraction = cell.utilization.value_or(0);
-          if (ui.flops) fraction = peak > 0 ? cell.flops_per_s.value_or(0) / peak : 0;
-          Bar(c, y, x, bar_w, Ticks(bar_w, fraction), Style::kBarFill, Style::kBarEmpty, r);
-        }
-        c.Put(y, x + std::max(0, bar_w), value, Style::kNormal, r);
-      }
+    const int y0 = r.y + 2 + i * g.lines_per_device;
+    if (y0 >= r.y + r.h) return;
+    c.Put(y0, r.x, fmt::format("ND{}{}", row.index, ecc ? "!" : ""),
+          ready && !ecc ? Style::kNormal : Style::kWarning, r);
+    if (!ready) {
+      c.Put(y0, r.x + g.label_width, "device " + std::string(DeviceStateName(*row.state)),
+            Style::kWarning, r);
+      continue;
     }
+    for (int line = 0; line < g.lines_per_device && y0 + line < r.y + r.h; ++line) {
+      PaintCells(c, r, y0 + line, line, row, g, ui.flops, v.peak_flops_per_core.value_or(0));
+    }
+  }
+}
+
+void PaintStatus(Canvas& c, const Rect& r, const TopView& v) {
+  const std::vector<std::string> lines = StatusLines(v);
+  for (int i = 0; i < r.h && i < static_cast<int>(lines.size()); ++i) {
+    const std::string text =
+        TruncateEllipsis(lines[static_cast<size_t>(i)], static_cast<size_t>(r.w));
+    c.Put(r.y + i, r.x, text, Style::kWarning, r);
   }
 }
 

@@ -64,6 +64,49 @@ std::string Ratio(std::optional<double> v) {
   return v ? fmt::format("{:.1f}", *v * 100.0) : std::string("N/A");
 }
 
+// The process table's columns: fixed widths and COMMAND, which takes the rest.
+struct Col {
+  std::string_view name;
+  int width;
+  bool right;
+  int priority;  // higher stays longer
+  std::string (*value)(const ProcessRow&);
+};
+
+// The columns that fit `width`: on narrow screens those of lowest priority go first.
+std::vector<const Col*> ColumnsFitting(int width) {
+  static const Col kColumns[] = {
+      {"PID", 8, true, 100, [](const ProcessRow& p) { return std::to_string(p.pid); }},
+      {"POD", 20, false, 9, PodText},
+      {"NAMESPACE", 12, false, 3, NamespaceText},
+      {"DEVICES", 8, false, 4,
+       [](const ProcessRow& p) { return p.devices.empty() ? "-" : FormatRanges(p.devices); }},
+      {"CORES", 8, false, 6,
+       [](const ProcessRow& p) { return p.core_ids.empty() ? "-" : FormatRanges(p.core_ids); }},
+      {"DEV MEM", 9, true, 7, [](const ProcessRow& p) { return FormatSize(p.device_bytes); }},
+      {"HOST MEM", 9, true, 2, [](const ProcessRow& p) { return FormatSize(p.host_bytes); }},
+      {"CPU%", 7, true, 5, [](const ProcessRow& p) { return Ratio(p.cpu); }},
+      {"UTIL%", 7, true, 8, [](const ProcessRow& p) { return Ratio(p.utilization); }},
+      {"COMMAND", 0, false, 1000,  // flexible: takes what the others leave
+       [](const ProcessRow& p) { return p.command.empty() ? std::string("N/A") : p.command; }},
+  };
+  constexpr int kCommandMin = 10;
+  std::vector<const Col*> cols;
+  for (const Col& col : kColumns) cols.push_back(&col);
+  auto fixed = [&cols] {
+    int sum = 0;
+    for (const Col* col : cols) sum += col->width;
+    return sum;
+  };
+  while (cols.size() > 1 && fixed() + kCommandMin > width) {
+    auto lowest = std::min_element(cols.begin(), cols.end(), [](const Col* a, const Col* b) {
+      return a->priority < b->priority;
+    });
+    cols.erase(lowest);
+  }
+  return cols;
+}
+
 }  // namespace
 
 void PaintTree(Canvas& c, const Rect& r, const AppView& app, const UiState& ui) {
@@ -116,44 +159,7 @@ void PaintChart(Canvas& c, const Rect& r, const TopView& v) {
 }
 
 void PaintProcesses(Canvas& c, const Rect& r, const TopView& v, const UiState& ui) {
-  // Fixed-width columns and COMMAND, which takes the rest. On narrow screens the columns of
-  // lowest priority go first.
-  struct Col {
-    std::string_view name;
-    int width;
-    bool right;
-    int priority;  // higher stays longer
-    std::string (*value)(const ProcessRow&);
-  };
-  static const Col kColumns[] = {
-      {"PID", 8, true, 100, [](const ProcessRow& p) { return std::to_string(p.pid); }},
-      {"POD", 20, false, 9, PodText},
-      {"NAMESPACE", 12, false, 3, NamespaceText},
-      {"DEVICES", 8, false, 4,
-       [](const ProcessRow& p) { return p.devices.empty() ? "-" : FormatRanges(p.devices); }},
-      {"CORES", 8, false, 6,
-       [](const ProcessRow& p) { return p.core_ids.empty() ? "-" : FormatRanges(p.core_ids); }},
-      {"DEV MEM", 9, true, 7, [](const ProcessRow& p) { return FormatSize(p.device_bytes); }},
-      {"HOST MEM", 9, true, 2, [](const ProcessRow& p) { return FormatSize(p.host_bytes); }},
-      {"CPU%", 7, true, 5, [](const ProcessRow& p) { return Ratio(p.cpu); }},
-      {"UTIL%", 7, true, 8, [](const ProcessRow& p) { return Ratio(p.utilization); }},
-      {"COMMAND", 0, false, 1000,  // flexible: takes what the others leave
-       [](const ProcessRow& p) { return p.command.empty() ? std::string("N/A") : p.command; }},
-  };
-  constexpr int kCommandMin = 10;
-  std::vector<const Col*> cols;
-  for (const Col& col : kColumns) cols.push_back(&col);
-  auto fixed = [&cols] {
-    int sum = 0;
-    for (const Col* col : cols) sum += col->width;
-    return sum;
-  };
-  while (cols.size() > 1 && fixed() + kCommandMin > r.w) {
-    auto lowest = std::min_element(cols.begin(), cols.end(), [](const Col* a, const Col* b) {
-      return a->priority < b->priority;
-    });
-    cols.erase(lowest);
-  }
+  const std::vector<const Col*> cols = ColumnsFitting(r.w);
   std::vector<std::pair<int, int>> spans;  // x, width per shown column
   int x = r.x;
   for (const Col* col : cols) {
@@ -171,7 +177,11 @@ void PaintProcesses(Canvas& c, const Rect& r, const TopView& v, const UiState& u
   }
   const std::vector<const ProcessRow*> rows = SortedProcesses(v, ui.sort, ui.descending);
   if (rows.empty()) {
-    if (r.h > 1) c.Put(r.y + 1, r.x + 1, "no Neuron runtime attached", Style::kWarning, r);
+    // Without live data nobody knows whether a runtime is there (decision 19).
+    const std::string_view why = v.runtime_attached.has_value()
+                                     ? "no Neuron runtime attached"
+                                     : "processes unknown: live data unavailable (see the top)";
+    if (r.h > 1) c.Put(r.y + 1, r.x + 1, why, Style::kWarning, r);
     return;
   }
   const int visible = r.h - 1;

@@ -24,6 +24,7 @@
 #include "proto/pod_resources_locator.h"
 #include "top/collector.h"
 #include "top/curses_ui.h"
+#include "top/screen.h"
 #include "top/view_model.h"
 
 #ifndef NEURON_TOP_VERSION
@@ -63,18 +64,69 @@ void SetUpLogging(const std::string& path) {
   spdlog::set_default_logger(log);
 }
 
-int ExitCodeFor(neuron::DevicePresence p) {
-  switch (p) {
-    case neuron::DevicePresence::kNoDriver:
-      return 3;
-    case neuron::DevicePresence::kNoDevices:
-      return 4;
-    case neuron::DevicePresence::kPermissionDenied:
-      return 5;
-    case neuron::DevicePresence::kPresent:
-      break;
+struct Flags {
+  std::string root = "/";
+  std::string kubelet_dir = "/var/lib/kubelet";
+  double delay = 1.0;
+  bool snapshot = false;
+  int lnc = 0;
+  std::string log_file = DefaultLogFile();
+  bool no_color = false;
+};
+
+// Pods: the cgroup tells the UID and container id, PodResources the names (pod_identity.h).
+std::unique_ptr<neuron::PodLocator> MakePodLocator(const Flags& f) {
+  neuron::PodResourcesCache::Options pod_options;
+  pod_options.socket_path = f.kubelet_dir + "/pod-resources/kubelet.sock";
+  auto pod_resources = std::make_shared<neuron::PodResourcesCache>(pod_options);
+  std::vector<std::unique_ptr<neuron::PodLocator>> locators;
+  locators.push_back(neuron::MakeCgroupPodLocator(neuron::ProcReader(neuron::RootPaths(f.root))));
+  locators.push_back(neuron::MakePodResourcesLocator(pod_resources));
+  return neuron::MakeChainedPodLocator(std::move(locators));
+}
+
+int PrintSnapshot(neuron::top::Collector& collector, std::chrono::milliseconds delay) {
+  std::this_thread::sleep_for(delay);
+  const std::shared_ptr<const neuron::top::TopView> view = collector.Step();
+  // No screen to carry the status lines: stderr does, and the document says it too.
+  for (const std::string& line : neuron::top::StatusLines(*view)) {
+    std::cerr << "neuron-top: " << line << "\n";
   }
-  return 0;
+  const std::string json = neuron::top::ViewToJson(*view);
+  std::fwrite(json.data(), 1, json.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : kExitFailure;
+}
+
+int Run(const Flags& f) {
+  SetUpLogging(f.log_file);
+  spdlog::info("neuron-top {} root={} kubelet-dir={} delay={}s snapshot={}", NEURON_TOP_VERSION,
+               f.root, f.kubelet_dir, f.delay, f.snapshot);
+  neuron::top::CollectorOptions options;
+  options.root = f.root;
+  options.lnc = f.lnc;
+  options.delay = std::chrono::milliseconds(static_cast<int64_t>(f.delay * 1000));
+  options.first_delay = std::min(options.delay, std::chrono::milliseconds(250));
+  neuron::top::Collector collector(options, MakePodLocator(f));
+  if (absl::Status s = collector.Init(); !s.ok()) {
+    std::cerr << "neuron-top: " << s.message() << "\n";
+    return kExitFailure;
+  }
+  const neuron::PresenceCheck presence =
+      neuron::CheckPresence(neuron::RootPaths(f.root), collector.inventory());
+  if (presence.presence != neuron::DevicePresence::kPresent) {
+    std::cerr << "neuron-top: " << presence.message << "\n";
+    return neuron::PresenceExitCode(presence.presence);
+  }
+  if (f.snapshot) return PrintSnapshot(collector, options.delay);
+  if (::isatty(STDIN_FILENO) == 0 || ::isatty(STDOUT_FILENO) == 0) {
+    std::cerr << "neuron-top: needs a terminal; use --snapshot for a JSON document\n";
+    return kExitFailure;
+  }
+  collector.Start();
+  const int rc = neuron::top::RunTui(collector, {NEURON_TOP_VERSION, !f.no_color});
+  collector.Stop();
+  spdlog::info("neuron-top exits");
+  return rc;
 }
 
 }  // namespace
@@ -82,72 +134,29 @@ int ExitCodeFor(neuron::DevicePresence p) {
 int main(int argc, char** argv) {
   std::setlocale(LC_ALL, "");  // wide characters for ncursesw
   CLI::App app{"neuron-top: live AWS Neuron utilization, memory and processes (top/README.md)"};
-  const char* env_root = std::getenv("NEURON_ROOT");
-  std::string root = env_root != nullptr && *env_root != '\0' ? env_root : "/";
-  std::string kubelet_dir = "/var/lib/kubelet";
-  double delay = 1.0;
-  bool snapshot = false;
-  int lnc = 0;
-  std::string log_file = DefaultLogFile();
-  bool no_color = false;
-  app.add_option("--root", root, "root of the node's filesystem (default $NEURON_ROOT or /)");
-  app.add_option("--kubelet-dir", kubelet_dir,
+  Flags f;
+  if (const char* env_root = std::getenv("NEURON_ROOT"); env_root != nullptr && *env_root != '\0') {
+    f.root = env_root;
+  }
+  app.add_option("--root", f.root, "root of the node's filesystem (default $NEURON_ROOT or /)");
+  app.add_option("--kubelet-dir", f.kubelet_dir,
                  "kubelet directory: pod names come from its pod-resources/kubelet.sock");
-  app.add_option("--delay", delay, "seconds between samples (at least 0.1)")
+  app.add_option("--delay", f.delay, "seconds between samples (at least 0.1)")
       ->check(CLI::Range(0.1, 3600.0));
-  app.add_flag("--snapshot", snapshot, "print one JSON document and exit");
-  app.add_option("--lnc", lnc, "logical NeuronCore config 1|2 (trn2; default: the node's)")
+  app.add_flag("--snapshot", f.snapshot, "print one JSON document and exit");
+  app.add_option("--lnc", f.lnc, "logical NeuronCore config 1|2 (trn2; default: the node's)")
       ->envname("NEURON_LOGICAL_NC_CONFIG")
       ->check(CLI::IsMember({0, 1, 2}));
-  app.add_option("--log-file", log_file, "where to log (never the terminal)");
-  app.add_flag("-C,--no-color", no_color, "monochrome");
+  app.add_option("--log-file", f.log_file, "where to log (never the terminal)");
+  app.add_flag("-C,--no-color", f.no_color, "monochrome");
+  app.footer(
+      "Exit codes: 0 success (also when live data is unavailable: the status line says why), "
+      "1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device, 5 permission denied.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   }
-  SetUpLogging(log_file);
-  spdlog::info("neuron-top {} root={} kubelet-dir={} delay={}s snapshot={}", NEURON_TOP_VERSION,
-               root, kubelet_dir, delay, snapshot);
-
-  const neuron::RootPaths paths(root);
-  neuron::top::CollectorOptions options;
-  options.root = root;
-  options.lnc = lnc;
-  options.delay = std::chrono::milliseconds(static_cast<int64_t>(delay * 1000));
-  options.first_delay = std::min(options.delay, std::chrono::milliseconds(250));
-  // Pods: the cgroup tells the UID and container id, PodResources the names (pod_identity.h).
-  neuron::PodResourcesCache::Options pod_options;
-  pod_options.socket_path = kubelet_dir + "/pod-resources/kubelet.sock";
-  auto pod_resources = std::make_shared<neuron::PodResourcesCache>(pod_options);
-  std::vector<std::unique_ptr<neuron::PodLocator>> locators;
-  locators.push_back(neuron::MakeCgroupPodLocator(neuron::ProcReader(paths)));
-  locators.push_back(neuron::MakePodResourcesLocator(pod_resources));
-  neuron::top::Collector collector(options, neuron::MakeChainedPodLocator(std::move(locators)));
-  if (absl::Status s = collector.Init(); !s.ok()) {
-    std::cerr << "neuron-top: " << s.message() << "\n";
-    return kExitFailure;
-  }
-  const neuron::PresenceCheck presence = neuron::CheckPresence(paths, collector.inventory());
-  if (presence.presence != neuron::DevicePresence::kPresent) {
-    std::cerr << "neuron-top: " << presence.message << "\n";
-    return ExitCodeFor(presence.presence);
-  }
-
-  if (snapshot) {
-    std::this_thread::sleep_for(options.delay);
-    const std::string json = neuron::top::ViewToJson(*collector.Step());
-    std::fwrite(json.data(), 1, json.size(), stdout);
-    return std::fflush(stdout) == 0 ? 0 : kExitFailure;
-  }
-  if (::isatty(STDIN_FILENO) == 0 || ::isatty(STDOUT_FILENO) == 0) {
-    std::cerr << "neuron-top: needs a terminal; use --snapshot for a JSON document\n";
-    return kExitFailure;
-  }
-  collector.Start();
-  const int rc = neuron::top::RunTui(collector, {NEURON_TOP_VERSION, !no_color});
-  collector.Stop();
-  spdlog::info("neuron-top exits");
-  return rc;
+  return Run(f);
 }

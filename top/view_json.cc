@@ -108,7 +108,12 @@ std::string ViewToJson(const TopView& v) {
   j["timestamp_ms"] =
       std::chrono::duration_cast<std::chrono::milliseconds>(v.wall.time_since_epoch()).count();
   j["interval_seconds"] = v.interval_s;
-  j["runtime_attached"] = v.runtime_attached;
+  Json source;
+  source["up"] = v.datastore_source.known ? Json(v.datastore_source.up) : Json();
+  const std::string problem = LiveDataProblem(v.datastore_source);
+  source["reason"] = problem.empty() ? Json() : Json(problem);
+  j["live_data"] = std::move(source);
+  j["runtime_attached"] = Opt(v.runtime_attached);
   const AppView* all = v.apps.empty() ? nullptr : &v.apps.front();
   j["average_utilization_ratio"] = all != nullptr ? Opt(all->average_utilization) : Json();
   j["total_flops_per_second"] = all != nullptr ? Opt(all->total_flops_per_s) : Json();
@@ -143,10 +148,13 @@ std::string ViewToJson(const TopView& v) {
     pj["host_memory_bytes"] = Opt(p.host_bytes);
     pj["cpu_ratio"] = Opt(p.cpu);
     pj["utilization_ratio"] = Opt(p.utilization);
-    pj["runtime_version"] = p.runtime_version;
+    // "NA" is neuron-ls's word for absent (a real runtime publishes no version record).
+    pj["runtime_version"] =
+        p.runtime_version.empty() || p.runtime_version == "NA" ? Json() : Json(p.runtime_version);
     procs.push_back(std::move(pj));
   }
   j["processes"] = std::move(procs);
+  j["notes"] = v.notes;
   j["errors"] = v.errors;
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }

@@ -206,96 +206,121 @@ HostMemory HostFromRecords(const std::vector<const DatastoreRecord*>& records) {
   return h;
 }
 
-AppView BuildAll(const ViewInputs& in, const std::vector<int>& pids) {
-  const Snapshot& after = *in.after;
-  const Snapshot* before = in.before;
-  AppView app;
-  app.label = "all";
-  const double dt = before != nullptr ? Seconds(after.steady - before->steady) : 0;
-  const int dma = IndexOf(kHostMemCategories, "dma_buffers");
-  const int tensors = IndexOf(kHostMemCategories, "tensors");
-  const int constants = IndexOf(kHostMemCategories, "constants");
-  const int appmem = IndexOf(kHostMemCategories, "application_memory");
+// What the "all" tab adds up over devices.
+struct AllTotals {
   Acc host_total, host_tensors, host_constants, host_dma, host_app, dev_total;
   std::array<Acc, kDeviceCategoryCount> dev_cat;
   std::vector<std::optional<double>> utils;
   std::optional<double> flops_sum;
-  for (const DeviceSample& d : after.devices) {
-    DeviceRow row;
-    row.index = d.index;
-    row.state = d.state;
-    Acc ecc;
-    for (const auto& e : d.ecc) ecc.Add(e);
-    row.ecc_errors = ecc.value;
-    const std::vector<LogicalCoreTotals> now = LogicalCores(after, d);
-    const DeviceSample* prev_dev = before != nullptr ? before->FindDevice(d.index) : nullptr;
-    const std::vector<LogicalCoreTotals> prev =
-        prev_dev != nullptr ? LogicalCores(*before, *prev_dev) : std::vector<LogicalCoreTotals>();
-    const int cpd = static_cast<int>(now.size());
-    DeviceMemoryNode node;
-    node.index = d.index;
-    Acc node_dev, node_host;
-    for (int k = 0; k < cpd; ++k) {
-      CoreCell cell;
-      cell.core_id = d.index * cpd + k;
-      if (before != nullptr) cell.utilization = Utilization(*before, after, d.index, k);
-      if (k < static_cast<int>(prev.size()) && prev[k].flops && now[k].flops && dt > 0 &&
-          *now[k].flops >= *prev[k].flops) {
-        cell.flops_per_s = static_cast<double>(*now[k].flops - *prev[k].flops) / dt;
-        flops_sum = flops_sum.value_or(0) + *cell.flops_per_s;
-      }
-      utils.push_back(cell.utilization);
-      row.cores.push_back(cell);
+};
 
-      CoreMemory cm;
-      cm.local_index = k;
-      const PhysicalRange r = PhysicalCoresOf(k, after.lnc);
-      Acc cdev, chost;
-      std::array<Acc, kDeviceCategoryCount> ccat;
-      for (int p = r.first; p < r.first + r.count && p < static_cast<int>(d.cores.size()); ++p) {
-        const CoreSample& c = d.cores[p];
-        cdev.Add(c.device_mem.total);
-        chost.Add(c.host_mem.total);
-        for (int cat = 0; cat < kDeviceCategoryCount; ++cat) {
-          const int si = SysfsCategoryIndex()[cat];
-          if (si >= 0) ccat[cat].Add(c.device_mem_by_category[si].total);
-        }
-      }
-      cm.device_bytes = cdev.value;
-      cm.host_bytes = chost.value;
-      for (int cat = 0; cat < kDeviceCategoryCount; ++cat) {
-        cm.categories[cat] = ccat[cat].value;
-        dev_cat[cat].Add(ccat[cat].value);
-      }
-      node_dev.Add(cdev.value);
-      dev_total.Add(cdev.value);
-      for (const DatastoreRecord& rec : after.processes) {
-        if (rec.device != d.index) continue;
-        for (const DatastoreModel& m : rec.models) {
-          if (m.nc_index == k) cm.models.push_back(ModelOf(m, rec.pid));
-        }
-      }
-      node.cores.push_back(std::move(cm));
+// Whether a snapshot saw the runtimes' live counters. Without them its busy and FLOP totals
+// lack every running process's share, so rates over it would read as idle (decision 19).
+bool LiveRead(const Snapshot* s) {
+  return s != nullptr && s->datastore_source.known && s->datastore_source.up;
+}
+
+DeviceRow AllGridRow(const ViewInputs& in, const DeviceSample& d, AllTotals* t) {
+  const Snapshot& after = *in.after;
+  const Snapshot* before = in.before;
+  const bool rates = LiveRead(before) && LiveRead(&after);
+  const double dt = before != nullptr ? Seconds(after.steady - before->steady) : 0;
+  DeviceRow row;
+  row.index = d.index;
+  row.state = d.state;
+  Acc ecc;
+  for (const auto& e : d.ecc) ecc.Add(e);
+  row.ecc_errors = ecc.value;
+  const std::vector<LogicalCoreTotals> now = LogicalCores(after, d);
+  const DeviceSample* prev_dev = before != nullptr ? before->FindDevice(d.index) : nullptr;
+  const std::vector<LogicalCoreTotals> prev =
+      prev_dev != nullptr ? LogicalCores(*before, *prev_dev) : std::vector<LogicalCoreTotals>();
+  const int cpd = static_cast<int>(now.size());
+  for (int k = 0; k < cpd; ++k) {
+    CoreCell cell;
+    cell.core_id = d.index * cpd + k;
+    if (rates) cell.utilization = Utilization(*before, after, d.index, k);
+    if (rates && k < static_cast<int>(prev.size()) && prev[k].flops && now[k].flops && dt > 0 &&
+        *now[k].flops >= *prev[k].flops) {
+      cell.flops_per_s = static_cast<double>(*now[k].flops - *prev[k].flops) / dt;
+      t->flops_sum = t->flops_sum.value_or(0) + *cell.flops_per_s;
     }
-    Acc dev_host_all;
-    for (const MemCounter& m : d.host_mem) dev_host_all.Add(m.total);
-    node.host_bytes = dev_host_all.value;
-    node.device_bytes = node_dev.value;
-    host_total.Add(dev_host_all.value);
-    if (dma >= 0) host_dma.Add(d.host_mem[dma].total);
-    if (tensors >= 0) host_tensors.Add(d.host_mem[tensors].total);
-    if (constants >= 0) host_constants.Add(d.host_mem[constants].total);
-    if (appmem >= 0) host_app.Add(d.host_mem[appmem].total);
-    app.grid.push_back(std::move(row));
-    app.memory_tree.push_back(std::move(node));
+    t->utils.push_back(cell.utilization);
+    row.cores.push_back(cell);
   }
-  app.average_utilization = Mean(utils);
-  app.total_flops_per_s = flops_sum;
+  return row;
+}
+
+// One device's node of the memory tree from sysfs (the driver's view of every process), with
+// the datastores' model records under their cores.
+DeviceMemoryNode AllMemoryNode(const Snapshot& after, const DeviceSample& d, int cpd,
+                               AllTotals* t) {
+  DeviceMemoryNode node;
+  node.index = d.index;
+  Acc node_dev;
+  for (int k = 0; k < cpd; ++k) {
+    CoreMemory cm;
+    cm.local_index = k;
+    const PhysicalRange r = PhysicalCoresOf(k, after.lnc);
+    Acc cdev, chost;
+    std::array<Acc, kDeviceCategoryCount> ccat;
+    for (int p = r.first; p < r.first + r.count && p < static_cast<int>(d.cores.size()); ++p) {
+      const CoreSample& c = d.cores[p];
+      cdev.Add(c.device_mem.total);
+      chost.Add(c.host_mem.total);
+      for (int cat = 0; cat < kDeviceCategoryCount; ++cat) {
+        const int si = SysfsCategoryIndex()[cat];
+        if (si >= 0) ccat[cat].Add(c.device_mem_by_category[si].total);
+      }
+    }
+    cm.device_bytes = cdev.value;
+    cm.host_bytes = chost.value;
+    for (int cat = 0; cat < kDeviceCategoryCount; ++cat) {
+      cm.categories[cat] = ccat[cat].value;
+      t->dev_cat[cat].Add(ccat[cat].value);
+    }
+    node_dev.Add(cdev.value);
+    t->dev_total.Add(cdev.value);
+    for (const DatastoreRecord& rec : after.processes) {
+      if (rec.device != d.index) continue;
+      for (const DatastoreModel& m : rec.models) {
+        if (m.nc_index == k) cm.models.push_back(ModelOf(m, rec.pid));
+      }
+    }
+    node.cores.push_back(std::move(cm));
+  }
+  Acc dev_host_all;
+  for (const MemCounter& m : d.host_mem) dev_host_all.Add(m.total);
+  node.host_bytes = dev_host_all.value;
+  node.device_bytes = node_dev.value;
+  return node;
+}
+
+AppView BuildAll(const ViewInputs& in, const std::vector<int>& pids) {
+  static const int dma = IndexOf(kHostMemCategories, "dma_buffers");
+  static const int tensors = IndexOf(kHostMemCategories, "tensors");
+  static const int constants = IndexOf(kHostMemCategories, "constants");
+  static const int appmem = IndexOf(kHostMemCategories, "application_memory");
+  AppView app;
+  app.label = "all";
+  AllTotals t;
+  for (const DeviceSample& d : in.after->devices) {
+    app.grid.push_back(AllGridRow(in, d, &t));
+    const int cpd = static_cast<int>(app.grid.back().cores.size());
+    app.memory_tree.push_back(AllMemoryNode(*in.after, d, cpd, &t));
+    t.host_total.Add(app.memory_tree.back().host_bytes);
+    if (dma >= 0) t.host_dma.Add(d.host_mem[dma].total);
+    if (tensors >= 0) t.host_tensors.Add(d.host_mem[tensors].total);
+    if (constants >= 0) t.host_constants.Add(d.host_mem[constants].total);
+    if (appmem >= 0) t.host_app.Add(d.host_mem[appmem].total);
+  }
+  app.average_utilization = Mean(t.utils);
+  app.total_flops_per_s = t.flops_sum;
   app.runtime_cpu = RuntimeCpu(in, pids);
-  app.host = {host_total.value, host_tensors.value, host_constants.value, host_dma.value,
-              host_app.value};
-  app.device.total = dev_total.value;
-  for (int c = 0; c < kDeviceCategoryCount; ++c) app.device.categories[c] = dev_cat[c].value;
+  app.host = {t.host_total.value, t.host_tensors.value, t.host_constants.value, t.host_dma.value,
+              t.host_app.value};
+  app.device.total = t.dev_total.value;
+  for (int c = 0; c < kDeviceCategoryCount; ++c) app.device.categories[c] = t.dev_cat[c].value;
   return app;
 }
 
@@ -386,7 +411,55 @@ AppView BuildProcess(const ViewInputs& in, int pid, int cpd, std::vector<int>* c
   return app;
 }
 
+// The process table's row of `pid`, from its tab and its records.
+ProcessRow RowOf(const ViewInputs& in, int pid, const AppView& app) {
+  ProcessRow row;
+  row.pid = pid;
+  const std::vector<const DatastoreRecord*> records = RecordsOf(*in.after, pid);
+  row.tag = app.label;
+  for (const DatastoreRecord* r : records) row.devices.push_back(r->device);
+  if (!records.empty()) row.runtime_version = RuntimeVersion(*records.front());
+  row.device_bytes = app.device.total;
+  row.host_bytes = app.host.total;
+  // What the driver says the process has allocated (GET_ALL_APPS_INFO) is the figure a real
+  // node guarantees; the datastore's counters are the runtime's own account.
+  const bool driver_says =
+      !records.empty() && std::all_of(records.begin(), records.end(), [](const DatastoreRecord* r) {
+        return r->driver.has_value();
+      });
+  if (driver_says) {
+    row.device_bytes = 0;
+    row.host_bytes = 0;
+    for (const DatastoreRecord* r : records) {
+      *row.device_bytes += r->driver->device_mem_bytes;
+      *row.host_bytes += r->driver->host_mem_bytes;
+    }
+  }
+  row.utilization = app.average_utilization;
+  if (in.details != nullptr) {
+    if (const auto it = in.details->find(pid); it != in.details->end()) {
+      row.command = it->second.command;
+      row.pod = it->second.pod;
+      row.pod_known = it->second.pod_known;
+    }
+  }
+  if (in.proc_before != nullptr && in.proc_after != nullptr) {
+    const double dt = Seconds(in.proc_after->at - in.proc_before->at);
+    if (auto t = ProcessTicks(in.proc_before, in.proc_after, pid); t && dt > 0) {
+      row.cpu = static_cast<double>(t->first + t->second) /
+                (dt * static_cast<double>(in.ticks_per_second));
+    }
+  }
+  return row;
+}
+
 }  // namespace
+
+std::string LiveDataProblem(const SourceState& source) {
+  if (!source.known) return "the Neuron driver has not answered yet";
+  if (source.up) return "";
+  return source.reason.empty() ? "the Neuron driver's device files cannot be read" : source.reason;
+}
 
 std::vector<int> RuntimePids(const Snapshot& snap) {
   std::set<int> pids;
@@ -409,7 +482,9 @@ TopView BuildView(const ViewInputs& in) {
   if (const InstanceSpec* spec = inv.Spec(); spec != nullptr && spec->chip != nullptr) {
     v.peak_flops_per_core = spec->chip->peak_bf16_flops * std::max(1, after.lnc);
   }
-  v.runtime_attached = !after.processes.empty();
+  v.datastore_source = after.datastore_source;
+  if (LiveRead(&after)) v.runtime_attached = !after.processes.empty();
+  if (in.notes != nullptr) v.notes = *in.notes;
   v.system_cpu = SystemCpu(in.proc_before, in.proc_after);
   v.errors = after.errors;
   Acc capacity;
@@ -420,32 +495,11 @@ TopView BuildView(const ViewInputs& in) {
 
   const std::vector<int> pids = RuntimePids(after);
   v.apps.push_back(BuildAll(in, pids));
-  const int cpd = v.cores_per_device;
   for (const int pid : pids) {
-    ProcessRow row;
-    row.pid = pid;
-    AppView app = BuildProcess(in, pid, cpd, &row.core_ids);
-    const std::vector<const DatastoreRecord*> records = RecordsOf(after, pid);
-    row.tag = app.label;
-    for (const DatastoreRecord* r : records) row.devices.push_back(r->device);
-    if (!records.empty()) row.runtime_version = RuntimeVersion(*records.front());
-    row.device_bytes = app.device.total;
-    row.host_bytes = app.host.total;
-    row.utilization = app.average_utilization;
-    if (in.details != nullptr) {
-      if (const auto it = in.details->find(pid); it != in.details->end()) {
-        row.command = it->second.command;
-        row.pod = it->second.pod;
-        row.pod_known = it->second.pod_known;
-      }
-    }
-    if (in.proc_before != nullptr && in.proc_after != nullptr) {
-      const double dt = Seconds(in.proc_after->at - in.proc_before->at);
-      if (auto t = ProcessTicks(in.proc_before, in.proc_after, pid); t && dt > 0) {
-        row.cpu = static_cast<double>(t->first + t->second) /
-                  (dt * static_cast<double>(in.ticks_per_second));
-      }
-    }
+    std::vector<int> core_ids;
+    AppView app = BuildProcess(in, pid, v.cores_per_device, &core_ids);
+    ProcessRow row = RowOf(in, pid, app);
+    row.core_ids = std::move(core_ids);
     v.processes.push_back(std::move(row));
     v.apps.push_back(std::move(app));
   }

@@ -136,7 +136,12 @@ struct TopView {
   int cores_per_device = 0;
   // BF16 peak of one logical core (HARDWARE.md §8.1 x LNC): the full bar in FLOPS mode.
   std::optional<double> peak_flops_per_core;
-  bool runtime_attached = false;  // some process holds a datastore entry
+  // Whether the runtimes' live data could be read (DESIGN decision 19). When not, utilization,
+  // FLOPS and processes are unknown (N/A), not zero, and runtime_attached is absent.
+  SourceState datastore_source;
+  std::optional<bool> runtime_attached;  // some process holds a datastore entry
+  // What could not be read and what stands in for it (root-only sysfs files), one line each.
+  std::vector<std::string> notes;
   CpuUsage system_cpu;
   std::optional<uint64_t> device_memory_capacity;  // HBM of all present devices
   std::vector<AppView> apps;                       // [0] is "all"
@@ -165,11 +170,16 @@ struct ViewInputs {
   const ProcSample* proc_before = nullptr;
   const ProcSample* proc_after = nullptr;
   const std::map<int, ProcessDetails>* details = nullptr;
+  const std::vector<std::string>* notes = nullptr;  // null: none
   long ticks_per_second = 100;
 };
 
 // Everything but `history`, which the collector's ring buffers fill.
 TopView BuildView(const ViewInputs& in);
+
+// Why live data is missing, in the user's words ("/dev/neuron0: permission denied ..."); "" when
+// it could be read.
+std::string LiveDataProblem(const SourceState& source);
 
 // Runtime PIDs of a snapshot, ascending.
 std::vector<int> RuntimePids(const Snapshot& snap);

@@ -1,6 +1,8 @@
-// neuron-top's Collector against simulated nodes: views from real samples, the cost policy (hot
-// samples unless memory moved or detail is wanted), pods from cgroups, and the collection
-// thread publishing views to the drawing side.
+// neuron-top's Collector against simulated trees: views from real samples (live datastores from
+// FakeDatastores; live_test.cc reads them through the simulated driver), the cost policy (hot
+// samples unless memory moved or detail is wanted), pods from cgroups, what a missing live
+// source and root-only files turn into, and the collection thread publishing views to the
+// drawing side.
 
 #include "top/collector.h"
 
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/datastore_layout.h"
+#include "tests/support/fake_datastores.h"
 #include "tests/support/temp_dir.h"
 #include "tests/top/top_test_util.h"
 
@@ -23,15 +26,20 @@ class CollectorTest : public ::testing::Test {
  protected:
   void Start(std::string_view instance, CollectorOptions options = {}) {
     tree_ = MakeTree(tmp_.path(), instance);
+    Init(options);
+  }
+  void Init(CollectorOptions options = {}) {
     options.root = tmp_.path();
     collector_ = std::make_unique<Collector>(
-        options, MakeCgroupPodLocator(ProcReader(RootPaths(tmp_.path()))));
+        options, MakeCgroupPodLocator(ProcReader(RootPaths(tmp_.path()))), datastores_->Reader());
     const absl::Status s = collector_->Init();
     ASSERT_TRUE(s.ok()) << s;
   }
   void TearDown() override { collector_.reset(); }
 
   ::neuron::testing::TempDir tmp_{"collector"};
+  std::shared_ptr<::neuron::testing::FakeDatastores> datastores_ =
+      ::neuron::testing::FakeDatastores::Make();
   std::unique_ptr<sim::SimTree> tree_;
   std::unique_ptr<Collector> collector_;
 };
@@ -40,16 +48,15 @@ TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
   Start("trn1.32xlarge");
   std::shared_ptr<const TopView> v = collector_->Latest();
   ASSERT_NE(v, nullptr);
-  EXPECT_FALSE(v->runtime_attached);
+  EXPECT_EQ(v->runtime_attached, false);
   EXPECT_EQ(v->instance_type, "trn1.32xlarge");
   EXPECT_EQ(v->apps[0].grid.size(), 16u);
 
   // This test process plays the runtime: device 3, core slot 1 busy far more than the window.
-  auto w = sim::DatastoreWriter::Create(RootPaths(tmp_.path()), 3, ::getpid());
-  ASSERT_TRUE(w.ok());
-  (*w)->SetProcessTag("tagged-job");
+  sim::DatastoreWriter& w = datastores_->Add(3, ::getpid());
+  w.SetProcessTag("tagged-job");
   v = collector_->Step();
-  EXPECT_TRUE(v->runtime_attached);
+  EXPECT_EQ(v->runtime_attached, true);
   ASSERT_EQ(v->processes.size(), 1u);
   EXPECT_EQ(v->processes[0].pid, ::getpid());
   EXPECT_THAT(v->processes[0].command, HasSubstr("top_collector_test"));
@@ -60,7 +67,7 @@ TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
   ASSERT_EQ(v->apps.size(), 2u);
   EXPECT_EQ(v->apps[1].label, "tagged-job");
 
-  ASSERT_TRUE((*w)->AddCoreCounter(1, nds::kTimeInUse, 3600ull * 1000000).ok());
+  ASSERT_TRUE(w.AddCoreCounter(1, nds::kTimeInUse, 3600ull * 1000000).ok());
   v = collector_->Step();
   const DeviceRow& d3 = v->apps[0].grid[3];
   EXPECT_EQ(d3.cores[1].core_id, 7);
@@ -69,7 +76,29 @@ TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
   EXPECT_EQ(v->processes[0].core_ids, (std::vector<int>{7}));
   ASSERT_FALSE(v->history.utilization.empty());
   EXPECT_TRUE(v->history.utilization.back().has_value());
-  ASSERT_TRUE((*w)->Remove().ok());
+  datastores_->Remove(3, ::getpid());
+  v = collector_->Step();
+  EXPECT_EQ(v->runtime_attached, false);
+}
+
+// Decision 19: while the live source cannot be read, utilization and the process list are
+// unknown (absent), not zero, and the view carries the reason; they return with the source.
+TEST_F(CollectorTest, LiveSourceDownMeansUnknownNotIdle) {
+  datastores_->SetState({true, false, "/x/dev/neuron0: no Neuron driver answers its ioctls"});
+  Start("inf2.24xlarge");
+  std::shared_ptr<const TopView> v = collector_->Step();
+  EXPECT_FALSE(v->runtime_attached.has_value());
+  EXPECT_EQ(LiveDataProblem(v->datastore_source),
+            "/x/dev/neuron0: no Neuron driver answers its ioctls");
+  for (const DeviceRow& d : v->apps[0].grid) {
+    for (const CoreCell& c : d.cores) EXPECT_FALSE(c.utilization.has_value());
+  }
+  EXPECT_FALSE(v->apps[0].average_utilization.has_value());
+  datastores_->SetState({true, true, ""});
+  collector_->Step();
+  v = collector_->Step();
+  EXPECT_EQ(v->runtime_attached, false);
+  EXPECT_EQ(v->apps[0].grid[0].cores[0].utilization, 0.0);
 }
 
 TEST_F(CollectorTest, FullSweepOnlyWhenMemoryMoves) {
@@ -140,13 +169,8 @@ TEST_F(CollectorTest, PodFromCgroupInRootProc) {
                                "kubepods-burstable-pod0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d.slice/"
                                "cri-containerd-0123456789abcdef.scope\n"});
   WriteProcStat(tmp_.path(), 100, 100, 800, 96);
-  auto w = sim::DatastoreWriter::Create(RootPaths(tmp_.path()), 1, 4242);
-  ASSERT_TRUE(w.ok());
-  CollectorOptions options;
-  options.root = tmp_.path();
-  collector_ = std::make_unique<Collector>(
-      options, MakeCgroupPodLocator(ProcReader(RootPaths(tmp_.path()))));
-  ASSERT_TRUE(collector_->Init().ok());
+  datastores_->Add(1, 4242);
+  Init();
   const std::shared_ptr<const TopView> v = collector_->Latest();
   ASSERT_EQ(v->processes.size(), 1u);
   EXPECT_EQ(v->processes[0].command, "python3 infer.py");

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "core/datastore_layout.h"
+#include "tests/support/fake_datastores.h"
 #include "tests/support/temp_dir.h"
 #include "tests/top/top_test_util.h"
 #include "top/collector.h"
@@ -33,7 +34,6 @@ bool Inside(const Rect& r, int w, int h) {
 struct Model {
   std::unique_ptr<::neuron::testing::TempDir> dir;
   std::unique_ptr<sim::SimTree> tree;
-  std::vector<std::unique_ptr<sim::DatastoreWriter>> writers;
   std::shared_ptr<const TopView> view;
 };
 
@@ -46,24 +46,23 @@ Model Collect(std::string_view instance, int lnc) {
   WriteProcStat(root, 100, 100, 800, 8);
   const InstanceSpec* spec = *FindInstance(instance);
   const int cores = LogicalCoresPerDevice(*spec, *ResolveLnc(*spec, lnc));
+  auto datastores = ::neuron::testing::FakeDatastores::Make();
   for (int d = 0; d < spec->devices; ++d) {
-    auto w = sim::DatastoreWriter::Create(RootPaths(root), d, 4242);
-    EXPECT_TRUE(w.ok());
-    (*w)->SetProcessTag("train");
+    sim::DatastoreWriter& w = datastores->Add(d, 4242);
+    w.SetProcessTag("train");
     for (int k = 0; k < cores; ++k) {
       sim::NdsModel model;
       model.model_id = static_cast<uint32_t>(k);
       model.name = "a_model_with_a_rather_long_name_to_truncate_in_narrow_terminals";
       model.nc_index = static_cast<uint8_t>(k);
-      EXPECT_TRUE((*w)->AddModel(model).ok());
-      EXPECT_TRUE((*w)->SetCoreCounter(k, nds::kTimeInUse, 1000).ok());
+      EXPECT_TRUE(w.AddModel(model).ok());
+      EXPECT_TRUE(w.SetCoreCounter(k, nds::kTimeInUse, 1000).ok());
     }
-    m.writers.push_back(*std::move(w));
   }
   CollectorOptions options;
   options.root = root;
   options.lnc = lnc;
-  Collector collector(options, nullptr);
+  Collector collector(options, nullptr, datastores->Reader());
   EXPECT_TRUE(collector.Init().ok());
   m.view = collector.Step();
   return m;
@@ -95,10 +94,15 @@ void CheckLayouts(const TopView& view, const UiState& ui) {
       ASSERT_GE(g.cell_width, kMinCellWidth);
       ASSERT_EQ(g.cells_per_line * g.lines_per_device >= view.cores_per_device, true);
       // Every device is on screen whenever the grid can hold them all.
-      if (2 + devices * g.lines_per_device <= h - 3) {
+      if (2 + devices * g.lines_per_device <= h - 3 - l.status.h) {
         ASSERT_EQ(g.visible_devices, devices);
       }
       ASSERT_LE(2 + g.visible_devices * g.lines_per_device, l.grid.h);
+      // Status lines sit under the title, one per problem up to the limit.
+      ASSERT_EQ(l.status.empty(), req.status_lines == 0);
+      if (!l.status.empty()) {
+        ASSERT_EQ(l.status, (Rect{1, 0, std::min(req.status_lines, kMaxStatusLines), w}));
+      }
     }
   }
 }
@@ -123,6 +127,7 @@ void CheckPainters(const TopView& view, const UiState& ui) {
           }
         }
       };
+      check(l.status, [&](Canvas& c) { PaintStatus(c, l.status, view); });
       check(l.grid, [&](Canvas& c) { PaintGrid(c, l.grid, view, app, ui, l.grid_geometry); });
       check(l.vcpu, [&](Canvas& c) { PaintVcpu(c, l.vcpu, view, app); });
       check(l.memory, [&](Canvas& c) { PaintMemorySummary(c, l.memory, app); });
@@ -161,6 +166,26 @@ TEST_P(LayoutTest, SectionsPaintOnlyInsideTheirRectangles) {
   HandleKey(ui, 'x', m.view.get());
   HandleKey(ui, 'f', m.view.get());
   CheckPainters(*m.view, ui);
+}
+
+// What could not be read takes lines under the title (up to kMaxStatusLines) and the rest of the
+// screen still lays out and paints inside its rectangles.
+TEST_P(LayoutTest, StatusLinesWhenSomethingCouldNotBeRead) {
+  const Model m = Collect(GetParam().first, GetParam().second);
+  TopView view = *m.view;
+  view.datastore_source = {true, false, "/x/dev/neuron0: permission denied"};
+  view.notes = {"cannot read /x/sys/class/neuron_device/neuron0/core_count: Permission denied",
+                "cannot read /x/sys/class/neuron_device/neuron0/connected_devices: Permission "
+                "denied",
+                "cannot read /x/sys/class/neuron_device/neuron0/reset: Permission denied"};
+  UiState ui;
+  ASSERT_EQ(RequestFor(&view, ui, 80, 24).status_lines, 4);
+  CheckLayouts(view, ui);
+  CheckPainters(view, ui);
+  const Layout l = ComputeLayout(RequestFor(&view, ui, 120, 40));
+  const std::string text = Paint(&view, ui, l, "0.1.0").Text();
+  EXPECT_THAT(text, HasSubstr("live data unavailable (utilization and processes N/A): /x/dev/"));
+  EXPECT_THAT(text, HasSubstr("cannot read /x/sys/class/neuron_device/neuron0/connected_devi"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, LayoutTest,

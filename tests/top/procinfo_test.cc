@@ -220,6 +220,27 @@ TEST(PresenceTest, NamesEachMissingPiece) {
   EXPECT_EQ(ok.presence, DevicePresence::kPresent);
   EXPECT_EQ(ok.missing_device_nodes, (std::vector<int>{2, 3}));
   EXPECT_THAT(ok.missing_nodes_message, HasSubstr("neuron2-3"));
+  EXPECT_EQ(PresenceExitCode(DevicePresence::kPresent), 0);
+  EXPECT_EQ(PresenceExitCode(DevicePresence::kNoDriver), 3);
+  EXPECT_EQ(PresenceExitCode(DevicePresence::kNoDevices), 4);
+  EXPECT_EQ(PresenceExitCode(DevicePresence::kPermissionDenied), 5);
+}
+
+// The catalog stands in only for files that exist but cannot be read (a normal user's view of
+// the root-only attributes; live_test.cc drops privileges to see it). A file that was read, or
+// is absent, is left as discovery found it, with no note.
+TEST(PresenceTest, CatalogStandsInOnlyForUnreadableFiles) {
+  ::neuron::testing::TempDir root("presence_catalog");
+  const RootPaths paths(root.path());
+  auto tree = MakeTree(root.path(), "trn1.32xlarge");
+  std::filesystem::remove(paths.NeuronClassDir() / "neuron1" / "core_count");
+  absl::StatusOr<Inventory> inv = MakeDirectoryDiscovery(paths, {})->Scan();
+  ASSERT_TRUE(inv.ok());
+  const Inventory before = *inv;
+  EXPECT_TRUE(FillUnreadableFromCatalog(paths, &*inv).empty());
+  EXPECT_EQ(*inv, before);
+  EXPECT_EQ(inv->devices[0].physical_cores, 2);
+  EXPECT_EQ(inv->devices[1].physical_cores, 0);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #pragma once
 // Helpers shared by the neuron-ls / neuron-top tests: running binaries, golden files, simulated
-// trees with runtime processes, and fake ROOT/proc entries (DESIGN decision 14: the tools read
-// ROOT/proc when it exists, so tests can give a process any PID, command line and cgroup).
+// trees, a running simulated node with a workload (the tools read live data only through the
+// driver's device ABI, which `neuron-sim up` serves to processes under `neuron-sim exec`), and
+// fake ROOT/proc entries (DESIGN decision 14: the tools read ROOT/proc when it exists, so tests
+// can give a process any PID, command line and cgroup).
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -22,8 +24,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/bdf.h"
 #include "core/catalog.h"
-#include "driver-sim/datastore_writer.h"
+#include "core/inventory.h"
 #include "driver-sim/sim_tree.h"
 #include "tests/support/process.h"
 
@@ -31,6 +34,7 @@ namespace neuron::top::testing {
 
 using ::neuron::testing::ReadFile;
 using ::neuron::testing::Spawn;
+using ::neuron::testing::Stop;
 using ::neuron::testing::WaitExit;
 using ::neuron::testing::WaitUntil;
 using ::neuron::testing::WriteFile;
@@ -92,6 +96,88 @@ inline std::unique_ptr<sim::SimTree> MakeTree(const fs::path& root, std::string_
   EXPECT_TRUE(s.ok()) << s;
   return tree;
 }
+
+// Discovery of a simulated tree without a driver to answer DEVICE_BDF_EXT: the catalog's PCI
+// addresses stand in for the driver's (the simulator answers with the same ones).
+inline Inventory ScanTree(const fs::path& root, std::string_view instance, int lnc = 0) {
+  const InstanceSpec* spec = *FindInstance(instance);
+  DiscoveryOptions options;
+  options.lnc = lnc;
+  options.bdf_resolver = [spec](const RootPaths&) {
+    std::vector<std::string> bdfs;
+    for (const DevicePlacement& p : spec->placement) bdfs.push_back(p.bdf);
+    return MakeTableBdfResolver(std::move(bdfs));
+  };
+  absl::StatusOr<Inventory> inv = MakeDirectoryDiscovery(RootPaths(root), options)->Scan();
+  EXPECT_TRUE(inv.ok()) << inv.status();
+  return inv.ok() ? *std::move(inv) : Inventory{};
+}
+
+// A running simulated node (`neuron-sim up`) and optionally a workload on it (`neuron-sim run`,
+// which runs under the simulated driver by itself). Everything is stopped with SIGTERM when the
+// object goes.
+class SimNode {
+ public:
+  static constexpr auto kReady = std::chrono::seconds(180);  // a ceiling (decision 15)
+
+  // `dir` holds ROOT (dir/root) and the processes' output.
+  SimNode(std::string sim_bin, const fs::path& dir, std::string_view instance)
+      : sim_bin_(std::move(sim_bin)), dir_(dir), root_(dir / "root") {
+    fs::create_directories(root_);
+    daemon_ = Spawn({sim_bin_, "up", "--instance", std::string(instance), "--root", root_.string()},
+                    dir_ / "up.out", dir_ / "up.err");
+    ready_ = WaitUntil([&] { return fs::exists(root_ / "run/neuron/sim.ready"); }, kReady);
+  }
+  ~SimNode() {
+    // Never kill(-1): a failed Spawn returns -1.
+    for (auto it = pids_.rbegin(); it != pids_.rend(); ++it) {
+      if (*it > 0) Stop(*it, std::chrono::seconds(60));
+    }
+    if (daemon_ > 0) Stop(daemon_, std::chrono::seconds(60));
+  }
+  SimNode(const SimNode&) = delete;
+  SimNode& operator=(const SimNode&) = delete;
+
+  bool ready() const { return ready_; }
+  const fs::path& root() const { return root_; }
+  std::string Log() const { return ReadFile(dir_ / "up.err"); }
+
+  // `neuron-sim run --workload matmul` on `cores` (NEURON_RT_VISIBLE_CORES) until stopped.
+  // Returns its PID once it has completed a step, i.e. holds its cores and datastores; -1 when
+  // it did not within the ceiling.
+  pid_t StartWorkload(const std::string& cores) {
+    const fs::path out = dir_ / ("run." + std::to_string(pids_.size()) + ".out");
+    const pid_t pid =
+        Spawn({sim_bin_, "run", "--root", root_.string(), "--workload", "matmul", "--steps", "0"},
+              out, out.string() + ".err", {"NEURON_RT_VISIBLE_CORES=" + cores});
+    pids_.push_back(pid);
+    const bool stepped =
+        WaitUntil([&] { return ReadFile(out).find("step 1 ") != std::string::npos; }, kReady);
+    return stepped ? pid : -1;
+  }
+
+  // Starts `args` under the simulated driver (`neuron-sim exec --root ROOT -- args...`), to be
+  // stopped with the node.
+  pid_t StartUnderDriver(const std::vector<std::string>& args, const std::string& name) {
+    pids_.push_back(Spawn(UnderDriver(args), dir_ / (name + ".out"), dir_ / (name + ".err")));
+    return pids_.back();
+  }
+
+  // `args` as a command line that runs under the simulated driver.
+  std::vector<std::string> UnderDriver(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv{sim_bin_, "exec", "--root", root_.string(), "--"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+
+ private:
+  std::string sim_bin_;
+  fs::path dir_;
+  fs::path root_;
+  pid_t daemon_ = -1;
+  bool ready_ = false;
+  std::vector<pid_t> pids_;
+};
 
 // ROOT/proc/<pid>/{cmdline,stat,cgroup} and fd links, as the host's /proc would show them.
 struct FakeProcess {

@@ -1,8 +1,10 @@
 // neuron-top, the real binary in a real terminal (tmux), against a simulated trn2.48xlarge node
 // (`neuron-sim up`) whose NeuronCores 0-31 (devices 0-7 at LNC 2) are kept busy by
-// `neuron-sim run --workload matmul` with NEURON_RT_VISIBLE_CORES=0-31 (libnrt-sim). What the
-// captured pane must show comes from TOOLS-UX.md §2.2-§2.3: ND0..ND15, the busy cores' non-zero
-// utilization, tab switching, FLOPS mode, the memory tree's expand/collapse, resize, and `q`.
+// `neuron-sim run --workload matmul` with NEURON_RT_VISIBLE_CORES=0-31 (libnrt-sim). neuron-top
+// runs under `neuron-sim exec`, the simulated driver's device ABI, as it would on hardware. What
+// the captured pane must show comes from TOOLS-UX.md §2.2-§2.3: ND0..ND15, the busy cores'
+// non-zero utilization, tab switching, FLOPS mode, the memory tree's expand/collapse, resize,
+// and `q`; without the driver, the reason and N/A instead of figures.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -22,48 +24,23 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
 
-// Ceilings, not expectations (DESIGN decision 15).
-constexpr auto kReady = 180s;
+// A ceiling, not an expectation (DESIGN decision 15).
 constexpr auto kScreen = 30s;
 
 class TopTmuxTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = tmp_.path() / "root";
-    fs::create_directories(root_);
+    node_ = std::make_unique<SimNode>(NEURON_SIM_BIN, tmp_.path(), "trn2.48xlarge");
+    ASSERT_TRUE(node_->ready()) << node_->Log();
+    root_ = node_->root();
     sock_ = tmp_.path() / "tmux.sock";
-    daemon_ = Spawn({NEURON_SIM_BIN, "up", "--instance", "trn2.48xlarge", "--root", root_.string()},
-                    tmp_.path() / "up.out", tmp_.path() / "up.err");
-    ASSERT_TRUE(WaitUntil([&] { return fs::exists(root_ / "run/neuron/sim.ready"); }, kReady))
-        << ReadFile(tmp_.path() / "up.err");
-    busy_ =
-        Spawn({NEURON_SIM_BIN, "run", "--root", root_.string(), "--workload", "matmul"},
-              tmp_.path() / "run.out", tmp_.path() / "run.err", {"NEURON_RT_VISIBLE_CORES=0-31"});
-    // The runtime is up when its datastores exist (one per device it uses).
-    ASSERT_TRUE(
-        WaitUntil([&] { return fs::exists(root_ / "run/neuron/ds") && Datastores() >= 8; }, kReady))
-        << ReadFile(tmp_.path() / "run.err");
+    busy_ = node_->StartWorkload("0-31");
+    ASSERT_GT(busy_, 0) << "the workload did not complete a step";
   }
 
   void TearDown() override {
     Tmux({"kill-server"});
-    for (const pid_t pid : {busy_, daemon_}) {
-      if (pid <= 0) continue;
-      kill(pid, SIGTERM);
-      if (!WaitExit(pid, 60s)) {
-        kill(pid, SIGKILL);
-        WaitExit(pid, 10s);
-      }
-    }
-  }
-
-  int Datastores() const {
-    int n = 0;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(root_ / "run/neuron/ds", ec)) {
-      if (e.path().filename().string()[0] != '.') ++n;
-    }
-    return n;
+    node_.reset();
   }
 
   RunResult Tmux(std::vector<std::string> args) {
@@ -71,13 +48,15 @@ class TopTmuxTest : public ::testing::Test {
     return RunCommand(tmp_.path(), args, {}, 30s);
   }
 
-  void StartTop(int width, int height) {
+  void StartTop(int width, int height, bool under_driver = true) {
     // The shell records neuron-top's exit code and stderr, which must stay empty: a sanitizer
     // report or a log line on the terminal would show there.
-    const std::string cmd = std::string(NEURON_TOP_BIN) + " --root " + root_.string() +
-                            " --delay 0.5 --log-file " + (tmp_.path() / "top.log").string() +
-                            " 2>" + (tmp_.path() / "top.err").string() + "; echo $? >" +
-                            (tmp_.path() / "top.exit").string();
+    std::string cmd;
+    const std::vector<std::string> top = {NEURON_TOP_BIN};
+    for (const std::string& a : under_driver ? node_->UnderDriver(top) : top) cmd += a + " ";
+    cmd += "--root " + root_.string() + " --delay 0.5 --log-file " +
+           (tmp_.path() / "top.log").string() + " 2>" + (tmp_.path() / "top.err").string() +
+           "; echo $? >" + (tmp_.path() / "top.exit").string();
     const RunResult r = Tmux({"new-session", "-d", "-s", "top", "-x", std::to_string(width), "-y",
                               std::to_string(height), cmd});
     ASSERT_EQ(r.code, 0) << r.err;
@@ -104,9 +83,9 @@ class TopTmuxTest : public ::testing::Test {
   }
 
   ::neuron::testing::TempDir tmp_{"top_tmux"};
+  std::unique_ptr<SimNode> node_;
   fs::path root_;
   fs::path sock_;
-  pid_t daemon_ = -1;
   pid_t busy_ = -1;
 };
 
@@ -212,11 +191,34 @@ TEST_F(TopTmuxTest, ShowsBusyCoresAndAnswersKeys) {
   EXPECT_THAT(ReadFile(tmp_.path() / "top.log"), HasSubstr("first frame"));
 }
 
+// Without the driver's device ABI the screen says why, shows N/A for every core and never
+// claims that no runtime is attached (decision 19).
+TEST_F(TopTmuxTest, WithoutTheDriverTheScreenSaysWhy) {
+  StartTop(200, 60, /*under_driver=*/false);
+  const std::string reason =
+      "live data unavailable (utilization and processes N/A): " + (root_ / "dev/neuron0").string() +
+      ": no Neuron driver answers its ioctls";
+  std::string pane = WaitPane([&](const std::string& p) {
+    return p.find(reason) != std::string::npos && p.find("ND15") != std::string::npos;
+  });
+  ASSERT_THAT(pane, HasSubstr(reason));
+  EXPECT_THAT(pane, HasSubstr("Utilization (Avg: N/A)"));
+  EXPECT_THAT(Row(pane, 0), HasSubstr("[N/A]"));
+  EXPECT_TRUE(Values(Row(pane, 0)).empty()) << Row(pane, 0);
+  EXPECT_THAT(pane, HasSubstr("processes unknown: live data unavailable"));
+  EXPECT_THAT(pane, Not(HasSubstr("no Neuron runtime attached")));
+  Keys({"q"});
+  EXPECT_TRUE(WaitUntil([&] { return Tmux({"has-session", "-t", "top"}).code != 0; }, kScreen));
+  EXPECT_EQ(ReadFile(tmp_.path() / "top.exit"), "0\n");
+  EXPECT_EQ(ReadFile(tmp_.path() / "top.err"), "");
+}
+
 // --snapshot needs no terminal and reports what the screen would.
 TEST_F(TopTmuxTest, SnapshotWithoutTerminal) {
-  const RunResult r =
-      RunCommand(tmp_.path(), {NEURON_TOP_BIN, "--root", root_.string(), "--snapshot", "--delay",
-                               "1", "--log-file", (tmp_.path() / "snap.log").string()});
+  const RunResult r = RunCommand(
+      tmp_.path(),
+      node_->UnderDriver({NEURON_TOP_BIN, "--root", root_.string(), "--snapshot", "--delay", "1",
+                          "--log-file", (tmp_.path() / "snap.log").string()}));
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["instance_type"], "trn2.48xlarge");

@@ -59,6 +59,7 @@ Snapshot MakeSnapshot(std::chrono::steady_clock::time_point t, uint64_t busy0, u
   s.generation = 1;
   s.steady = t;
   s.lnc = 1;
+  s.datastore_source = {true, true, ""};  // the live datastores were read
   DeviceSample d;
   d.index = 0;
   d.state = DeviceState::kReady;
@@ -162,11 +163,15 @@ struct Fixture {
   }
 };
 
+std::string Frame(const TopView& v, const UiState& ui, int w = 140, int h = 44) {
+  return Paint(&v, ui, ComputeLayout(RequestFor(&v, ui, w, h)), "9.9").Text();
+}
+
 TEST(ViewModelTest, AllTabFromSysfsPlusLiveDatastores) {
   const Fixture f;
   const TopView v = f.Build();
   EXPECT_EQ(v.nc_version, "v2");
-  EXPECT_TRUE(v.runtime_attached);
+  EXPECT_EQ(v.runtime_attached, true);
   ASSERT_EQ(v.apps.size(), 2u);
   const AppView& all = v.apps[0];
   ASSERT_EQ(all.grid.size(), 1u);
@@ -261,16 +266,78 @@ TEST(ViewModelTest, NoRuntimeAttached) {
   f.before = MakeSnapshot(f.t0, 0, 0, std::nullopt, 0);
   f.after = MakeSnapshot(f.t0 + seconds(1), 0, 0, std::nullopt, 0);
   const TopView v = f.Build();
-  EXPECT_FALSE(v.runtime_attached);
+  EXPECT_EQ(v.runtime_attached, false);
   EXPECT_EQ(v.apps.size(), 1u);
   const UiState ui;
   const Canvas c = Paint(&v, ui, ComputeLayout(RequestFor(&v, ui, 120, 40)), "9.9");
   EXPECT_THAT(c.Text(), HasSubstr("no Neuron runtime attached"));
   EXPECT_THAT(c.Text(), Not(HasSubstr("[0.00%]")));
+  EXPECT_TRUE(StatusLines(v).empty());
 }
 
-std::string Frame(const TopView& v, const UiState& ui, int w = 140, int h = 44) {
-  return Paint(&v, ui, ComputeLayout(RequestFor(&v, ui, w, h)), "9.9").Text();
+// Decision 19: when the live source could not be read (or has not answered yet), the sysfs
+// totals lack every running process's share, so no rate is shown: N/A on screen, null in JSON,
+// the reason on a status line, and never "no Neuron runtime attached".
+TEST(ViewModelTest, LiveSourceDownIsUnknownNotIdle) {
+  for (const SourceState& source :
+       {SourceState{true, false, "/x/dev/neuron0: permission denied"}, SourceState{}}) {
+    Fixture f;
+    f.before = MakeSnapshot(f.t0, 1000000, 5000000000000, std::nullopt, 0);
+    f.after = MakeSnapshot(f.t0 + seconds(1), 1500000, 7000000000000, std::nullopt, 0);
+    f.after.datastore_source = source;
+    const TopView v = f.Build();
+    EXPECT_FALSE(v.runtime_attached.has_value());
+    EXPECT_FALSE(v.apps[0].grid[0].cores[0].utilization.has_value());
+    EXPECT_FALSE(v.apps[0].grid[0].cores[0].flops_per_s.has_value());
+    EXPECT_FALSE(v.apps[0].average_utilization.has_value());
+    EXPECT_EQ(v.apps[0].device.total, 3100u);  // memory is the driver's, in sysfs
+    ASSERT_EQ(StatusLines(v).size(), 1u);
+    EXPECT_THAT(StatusLines(v)[0], HasSubstr(source.known ? "live data unavailable" : "unknown"));
+    const std::string text = Frame(v, UiState{});
+    EXPECT_THAT(text, HasSubstr(StatusLines(v)[0]));
+    EXPECT_THAT(text, HasSubstr("Utilization (Avg: N/A)"));
+    EXPECT_THAT(text, HasSubstr("[N/A]"));
+    EXPECT_THAT(text, HasSubstr("processes unknown"));
+    EXPECT_THAT(text, Not(HasSubstr("no Neuron runtime attached")));
+    const nlohmann::json j = nlohmann::json::parse(ViewToJson(v));
+    EXPECT_TRUE(j["runtime_attached"].is_null());
+    EXPECT_TRUE(j["devices"][0]["neuroncores"][0]["utilization_ratio"].is_null());
+    EXPECT_EQ(j["live_data"]["up"], source.known ? nlohmann::json(false) : nlohmann::json());
+    EXPECT_EQ(j["live_data"]["reason"], LiveDataProblem(source));
+  }
+}
+
+// A normal user cannot read `reset` (0600): the state is unknown, which is no reason to hide the
+// cores' figures; the notes of what could not be read go to the status lines.
+TEST(ViewModelTest, UnknownDeviceStateStillShowsTheCores) {
+  Fixture f;
+  f.before.devices[0].state.reset();
+  f.after.devices[0].state.reset();
+  ViewInputs in;
+  const std::vector<std::string> notes{"cannot read /x/neuron0/reset: Permission denied"};
+  in.inventory = &f.inv;
+  in.before = &f.before;
+  in.after = &f.after;
+  in.notes = &notes;
+  const TopView v = BuildView(in);
+  EXPECT_EQ(StatusLines(v), notes);
+  const std::string text = Frame(v, UiState{});
+  EXPECT_THAT(text, HasSubstr("[50.00%]"));
+  EXPECT_THAT(text, Not(HasSubstr("device N/A")));
+  EXPECT_THAT(text, HasSubstr(notes[0]));
+  EXPECT_EQ(nlohmann::json::parse(ViewToJson(v))["notes"], nlohmann::json(notes));
+}
+
+// The process row's memory is what the driver says the process allocated (GET_ALL_APPS_INFO)
+// when it says so; the datastore's own counters otherwise.
+TEST(ViewModelTest, ProcessMemoryFromTheDriver) {
+  Fixture f;
+  f.after.processes[0].driver = DriverProcessInfo{0b10, 4096, 1 << 20};
+  const TopView v = f.Build();
+  ASSERT_EQ(v.processes.size(), 1u);
+  EXPECT_EQ(v.processes[0].device_bytes, 1u << 20);
+  EXPECT_EQ(v.processes[0].host_bytes, 4096u);
+  EXPECT_EQ(f.Build().apps[1].device.total, 96u);  // the tab keeps the runtime's categories
 }
 
 TEST(ScreenTest, SectionsShowTheFigures) {

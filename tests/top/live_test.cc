@@ -1,0 +1,225 @@
+// neuron-ls and neuron-top, the real binaries, against a running simulated trn1.2xlarge
+// (`neuron-sim up`) whose two NeuronCores a `neuron-sim run --workload matmul` keeps busy. The
+// tools read live data only through the driver's device ABI (DESIGN decision 16), which the
+// simulator serves to processes under `neuron-sim exec`:
+//   - under exec they show the runtime (PID, command, runtime version) and its utilization;
+//   - the same binaries without exec cannot (their ioctls reach a plain file), say so with the
+//     reason, and show no utilization figure rather than zeros (decision 19);
+//   - `neuron-ls -a` lists a process that merely holds a device open, found through /proc;
+//   - a normal user, who cannot read the root-only core_count, still gets the table, with the
+//     catalog's core count and a line naming the file and the error.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/temp_dir.h"
+#include "tests/top/top_test_util.h"
+
+namespace neuron::top {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using namespace ::neuron::top::testing;
+
+// One node and one workload for the whole suite: starting them costs seconds.
+class LiveTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ::neuron::testing::TempDir("live");
+    node_ = new SimNode(NEURON_SIM_BIN, dir_->path(), "trn1.2xlarge");
+    if (node_->ready()) runtime_ = node_->StartWorkload("0-1");
+  }
+  static void TearDownTestSuite() {
+    delete node_;
+    delete dir_;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(node_->ready()) << node_->Log();
+    ASSERT_GT(runtime_, 0) << "the workload did not complete a step";
+  }
+
+  static std::string Root() { return node_->root().string(); }
+  static std::string Node0() { return (node_->root() / "dev/neuron0").string(); }
+  static RunResult Run(const std::vector<std::string>& args) {
+    return RunCommand(dir_->path(), args);
+  }
+  static std::vector<std::string> Ls(const std::vector<std::string>& flags) {
+    std::vector<std::string> args{NEURON_LS_BIN, "--root", Root()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  }
+  static std::vector<std::string> TopSnapshot(const std::string& log) {
+    return {NEURON_TOP_BIN, "--root", Root(), "--snapshot", "--delay", "1", "--log-file", log};
+  }
+  // The grid's figures of a --snapshot document, all cores.
+  static std::vector<nlohmann::json> Utilizations(const nlohmann::json& j) {
+    std::vector<nlohmann::json> out;
+    for (const auto& d : j["devices"]) {
+      for (const auto& c : d["neuroncores"]) out.push_back(c["utilization_ratio"]);
+    }
+    return out;
+  }
+
+  static ::neuron::testing::TempDir* dir_;
+  static SimNode* node_;
+  static pid_t runtime_;
+};
+
+::neuron::testing::TempDir* LiveTest::dir_ = nullptr;
+SimNode* LiveTest::node_ = nullptr;
+pid_t LiveTest::runtime_ = -1;
+
+TEST_F(LiveTest, LsUnderTheDriverShowsTheRuntime) {
+  const RunResult r = Run(node_->UnderDriver(Ls({"--wide"})));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("unavailable")));
+  EXPECT_THAT(r.out, HasSubstr("| " + std::to_string(runtime_) + " | "));
+  EXPECT_THAT(r.out, HasSubstr("run --root " + Root() + " --workload matmul --steps 0"));
+  EXPECT_THAT(r.out, HasSubstr("| 2.28.0  |"));  // libnrt-sim's version, from its process record
+
+  const RunResult json = Run(node_->UnderDriver(Ls({"--json-output"})));
+  ASSERT_EQ(json.code, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  ASSERT_EQ(j[0]["neuron_processes"].size(), 1u) << json.out;
+  EXPECT_EQ(j[0]["neuron_processes"][0]["pid"], runtime_);
+  EXPECT_FALSE(j[0].contains("live_data_unavailable"));
+}
+
+TEST_F(LiveTest, LsWithoutTheDriverSaysWhyAndShowsNoProcess) {
+  const RunResult r = Run(Ls({"--wide"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("neuron-ls: live process data unavailable: " + Node0() +
+                               ": no Neuron driver answers its ioctls"));
+  EXPECT_THAT(r.out, Not(HasSubstr(std::to_string(runtime_))));
+  EXPECT_THAT(r.out, HasSubstr("| NA  | NA      | NA      |\n"));
+
+  const RunResult json = Run(Ls({"--json-output"}));
+  ASSERT_EQ(json.code, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_TRUE(j[0]["neuron_processes"].is_null());
+  EXPECT_THAT(j[0]["live_data_unavailable"].get<std::string>(),
+              HasSubstr(Node0() + ": no Neuron driver answers its ioctls"));
+}
+
+TEST_F(LiveTest, TopUnderTheDriverShowsUtilizationAndTheProcess) {
+  const RunResult r = Run(node_->UnderDriver(TopSnapshot((dir_->path() / "top1.log").string())));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["live_data"]["up"], true);
+  EXPECT_EQ(j["runtime_attached"], true);
+  for (const nlohmann::json& u : Utilizations(j)) {
+    ASSERT_TRUE(u.is_number()) << j["devices"];
+    EXPECT_GT(u.get<double>(), 0.0);
+  }
+  ASSERT_EQ(j["processes"].size(), 1u);
+  EXPECT_EQ(j["processes"][0]["pid"], runtime_);
+  EXPECT_THAT(j["processes"][0]["command"].get<std::string>(), HasSubstr("--workload matmul"));
+  EXPECT_GT(j["processes"][0]["utilization_ratio"].get<double>(), 0.0);
+  EXPECT_GT(j["processes"][0]["device_memory_bytes"].get<uint64_t>(), 0u);  // GET_ALL_APPS_INFO
+}
+
+TEST_F(LiveTest, TopWithoutTheDriverSaysWhyAndShowsNoFigures) {
+  const RunResult r = Run(TopSnapshot((dir_->path() / "top2.log").string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("neuron-top: live data unavailable (utilization and processes "
+                               "N/A): " +
+                               Node0() + ": no Neuron driver answers its ioctls"));
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["live_data"]["up"], false);
+  EXPECT_THAT(j["live_data"]["reason"].get<std::string>(), HasSubstr(Node0()));
+  EXPECT_TRUE(j["runtime_attached"].is_null());
+  EXPECT_TRUE(j["average_utilization_ratio"].is_null());
+  for (const nlohmann::json& u : Utilizations(j)) EXPECT_TRUE(u.is_null()) << u;
+  EXPECT_EQ(j["processes"], nlohmann::json::array());
+}
+
+// A raw opener (no datastore) appears with -a, under the driver or not: the scan reads /proc.
+TEST_F(LiveTest, AllProcsListsAProcessHoldingTheDevice) {
+  const fs::path out = dir_->path() / "holder.out";
+  const pid_t holder = Spawn(node_->UnderDriver({NEURON_FD_HOLDER_BIN, Node0()}), out, "");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("holding") != std::string::npos; },
+                        SimNode::kReady));
+  const std::string row = "| " + std::to_string(holder) + " | ";
+  const RunResult under = Run(node_->UnderDriver(Ls({"-a", "--wide"})));
+  const RunResult plain = Run(Ls({"--show-all-procs"}));
+  Stop(holder, std::chrono::seconds(30));
+  ASSERT_EQ(under.code, 0) << under.err;
+  EXPECT_THAT(under.out, HasSubstr("| " + std::to_string(runtime_) + " | "));
+  EXPECT_THAT(under.out, HasSubstr(row + NEURON_FD_HOLDER_BIN + " " + Node0()));
+  EXPECT_THAT(under.out, Not(HasSubstr("neuron-ls")));  // itself left out
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr(row));
+  EXPECT_THAT(plain.err, HasSubstr("processes are listed from their open device files only"));
+}
+
+// TOOLS-UX Q4: concurrent runs all complete with the same output. The table opens no device, so
+// any number agree. The process columns open each device (one of its 16 process slots, as on
+// hardware): 12 at once beside the runtime stay clear of the reader's rule that keeps two slots
+// free, so each of them reads the runtime's datastore.
+TEST_F(LiveTest, ConcurrentRunsAgree) {
+  for (const auto& [flags, runs] : {std::pair<std::vector<std::string>, int>{{}, 16},
+                                    std::pair<std::vector<std::string>, int>{{"--wide"}, 12}}) {
+    std::vector<pid_t> pids;
+    std::vector<fs::path> outs;
+    for (int i = 0; i < runs; ++i) {
+      outs.push_back(dir_->path() / ("concurrent." + std::to_string(i)));
+      pids.push_back(Spawn(node_->UnderDriver(Ls(flags)), outs.back(), ""));
+    }
+    for (const pid_t pid : pids) EXPECT_EQ(WaitExit(pid, std::chrono::seconds(120)), 0);
+    const std::string first = ReadFile(outs.front());
+    EXPECT_THAT(first, HasSubstr("| 0      | 2      |"));
+    if (!flags.empty()) {
+      EXPECT_THAT(first, HasSubstr(std::to_string(runtime_)));
+    }
+    for (const fs::path& o : outs) EXPECT_EQ(ReadFile(o), first) << o;
+  }
+}
+
+// A normal user reads what a normal user can: core_count (0400) comes from the catalog, the
+// problem is named, and live data still flows through the device nodes (0666 on a node).
+// CI runs as root, so the test drops privileges (docs BUILD-NOTES "Sanitizers, preloads and
+// root").
+TEST_F(LiveTest, NormalUserGetsTheCatalogsCoreCount) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to drop privileges with setpriv";
+  fs::permissions(dir_->path(), fs::perms::owner_all | fs::perms::group_read |
+                                    fs::perms::group_exec | fs::perms::others_read |
+                                    fs::perms::others_exec);
+  const fs::path logs = dir_->path() / "nobody";
+  fs::create_directories(logs);
+  fs::permissions(logs, fs::perms::all);
+  const std::vector<std::string> nobody{"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                        "--clear-groups"};
+  auto as_nobody = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = nobody;
+    const std::vector<std::string> under = node_->UnderDriver(args);
+    argv.insert(argv.end(), under.begin(), under.end());
+    return Run(argv);
+  };
+  const std::string core_count =
+      (node_->root() / "sys/class/neuron_device/neuron0/core_count").string();
+
+  const RunResult ls = as_nobody(Ls({"--wide"}));
+  ASSERT_EQ(ls.code, 0) << ls.err;
+  EXPECT_THAT(ls.out, HasSubstr("| 0      | 2      | 32 GB  |"));
+  EXPECT_THAT(ls.out, HasSubstr("| " + std::to_string(runtime_) + " | "));
+  EXPECT_THAT(ls.err, HasSubstr("cannot read " + core_count + ": Permission denied"));
+  EXPECT_THAT(ls.err, HasSubstr("NeuronCore counts come from the instance catalog (trn1.2xlarge"));
+
+  const RunResult top = as_nobody(TopSnapshot((logs / "top.log").string()));
+  ASSERT_EQ(top.code, 0) << top.err;
+  EXPECT_THAT(top.err, HasSubstr("neuron-top: cannot read " + core_count + ": Permission denied"));
+  const nlohmann::json j = nlohmann::json::parse(top.out);
+  EXPECT_EQ(j["neuroncores_per_device"], 2);
+  EXPECT_THAT(j["notes"].dump(), HasSubstr(core_count));
+  const std::vector<nlohmann::json> utils = Utilizations(j);
+  ASSERT_EQ(utils.size(), 2u);
+  for (const nlohmann::json& u : utils) EXPECT_GT(u.get<double>(), 0.0) << j["devices"];
+}
+
+}  // namespace
+}  // namespace neuron::top
