@@ -1,14 +1,15 @@
 #include "core/datastore.h"
 
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,6 @@ namespace neuron {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -219,124 +219,155 @@ TEST(ParseDatastore, WrongSizeAndBadMagicNameTheSource) {
   EXPECT_THAT(r.status().message(), HasSubstr("magic"));
 }
 
-class FileReaderTest : public ::testing::Test {
+// The simulator's writer (what libnrt-sim maps through the driver) and the agent's parser agree
+// on every part of the layout: the bytes a writer leaves in a slot are what a monitor maps.
+class WriterParserTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = tmp_.path();
-    fs::create_directories(root_ / "run/neuron/ds");
+  sim::DatastoreWriter& Writer() { return *writer_; }
+  DatastoreRecord Read() {
+    warnings_.clear();
+    absl::StatusOr<DatastoreRecord> r = ParseDatastore(std::as_bytes(std::span(memory_)), 2, 4242,
+                                                       "/dev/neuron2 (pid 4242)", &warnings_);
+    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_THAT(warnings_, IsEmpty());
+    return r.ok() ? *std::move(r) : DatastoreRecord{};
   }
 
-  void WriteRaw(const std::string& name, const std::vector<std::byte>& bytes) {
-    const fs::path tmp = root_ / "run/neuron/ds" / ("." + name + ".tmp");
-    std::ofstream(tmp, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()),
-               static_cast<std::streamsize>(bytes.size()));
-    fs::rename(tmp, root_ / "run/neuron/ds" / name);
-  }
-
-  ::neuron::testing::TempDir tmp_{"datastore_test"};
-  fs::path root_;
+  std::vector<uint8_t> memory_ = std::vector<uint8_t>(nds::kSize);
+  std::unique_ptr<sim::DatastoreWriter> writer_ =
+      sim::DatastoreWriter::OverMemory(memory_, 2, 4242);
+  std::vector<std::string> warnings_;
 };
 
-TEST_F(FileReaderTest, MissingDirectoryMeansNoProcesses) {
-  fs::remove_all(root_ / "run");
-  auto reader = MakeFileDatastoreReader(RootPaths(root_));
-  const DatastoreScan scan = reader->ReadAll();
-  EXPECT_THAT(scan.records, IsEmpty());
-  EXPECT_THAT(scan.errors, IsEmpty());
+TEST_F(WriterParserTest, HeadersAloneParseAsAnIdleProcess) {
+  const DatastoreRecord r = Read();
+  EXPECT_EQ(r.device, 2);
+  EXPECT_EQ(r.pid, 4242);
+  EXPECT_EQ(r.format_version, 1);
+  EXPECT_EQ(r.source, "/dev/neuron2 (pid 4242)");
+  EXPECT_EQ(r.Core(0, nds::kTimeInUse), 0u);
+  EXPECT_TRUE(r.models.empty());
+  EXPECT_FALSE(r.histogram.has_value());
+  EXPECT_FALSE(r.driver.has_value()) << "only the driver's process list fills it";
 }
 
-TEST_F(FileReaderTest, ReadsWriterFilesAndSkipsMalformedOnesWithErrors) {
-  auto writer = sim::DatastoreWriter::Create(RootPaths(root_), 2, 4242);
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  ASSERT_TRUE((*writer)->SetCoreCounter(1, nds::kInferCompleted, 99).ok());
-  ASSERT_TRUE((*writer)->SetCoreCounter(6, nds::kHwErrHbmUe, 3).ok());
-  (*writer)->SetProcessInfo("bert", {2, 24, 7}, 1);
-  (*writer)->SetProcessTag("team-a/bert-large");
+TEST_F(WriterParserTest, EveryPartTheWriterWritesIsRead) {
+  sim::DatastoreWriter& w = Writer();
+  ASSERT_TRUE(w.SetCoreCounter(1, nds::kInferCompleted, 99).ok());
+  ASSERT_TRUE(w.SetCoreCounter(6, nds::kHwErrHbmUe, 3).ok());  // a full set beyond slot 3
+  ASSERT_TRUE(w.SetDeviceCounter(12, 5).ok());
+  w.SetProcessInfo("bert", {2, 24, 7}, 1);
+  w.SetProcessTag("team-a/bert-large");
   sim::NdsModel model;
   model.model_id = 7;
   model.name = "bert";
   model.nc_index = 1;
-  ASSERT_TRUE((*writer)->AddModel(model).ok());
+  model.memory[0][1].total_size = 32500000;
+  ASSERT_TRUE(w.AddModel(model).ok());
   const std::array<uint64_t, 2> bounds{1000, 10000};
-  ASSERT_TRUE((*writer)->InitHistogram(bounds).ok());
-  (*writer)->ObserveLatency(1, 5000);
+  ASSERT_TRUE(w.InitHistogram(bounds).ok());
+  w.ObserveLatency(1, 5000);
 
-  WriteRaw("0.100", std::vector<std::byte>(1000));  // truncated
-  std::vector<std::byte> bad_magic(262144);
-  WriteRaw("1.200", bad_magic);
-  WriteRaw("junk", Image());  // not <device>.<pid>
-
-  auto reader = MakeFileDatastoreReader(RootPaths(root_));
-  const DatastoreScan scan = reader->ReadAll();
-  ASSERT_EQ(scan.records.size(), 1u);
-  const DatastoreRecord& r = scan.records[0];
-  EXPECT_EQ(r.device, 2);
-  EXPECT_EQ(r.pid, 4242);
+  const DatastoreRecord r = Read();
   EXPECT_EQ(r.Core(1, nds::kInferCompleted), 99u);
   EXPECT_EQ(r.Core(6, nds::kHwErrHbmUe), 3u);
+  EXPECT_EQ(r.device_counters[12], 5u);
   ASSERT_TRUE(r.process.has_value());
   EXPECT_EQ(r.process->tag, "bert");
+  EXPECT_EQ(r.process->framework_type, 1);
   EXPECT_EQ(r.Tag(), "team-a/bert-large");
   EXPECT_EQ(r.process->runtime_version, (NdsVersion{2, 24, 7}));
   EXPECT_EQ(UnpackVersionWord(r.device_counters[nds::kRuntimeVersion]), (NdsVersion{2, 24, 7}));
   ASSERT_EQ(r.models.size(), 1u);
+  EXPECT_EQ(r.models[0].model_id, 7u);
   EXPECT_EQ(r.models[0].name, "bert");
+  EXPECT_EQ(r.models[0].nc_index, 1);
+  EXPECT_EQ(r.models[0].memory[DatastoreModel::kLocationDevice][1].total_size, 32500000u);
   ASSERT_TRUE(r.histogram.has_value());
   EXPECT_EQ(r.histogram->num_buckets, 3);
+  EXPECT_EQ(r.histogram->bounds_us[2], UINT64_MAX);
   EXPECT_EQ(r.histogram->counts[1][1], 1u) << "5000 us lands in the (1000, 10000] bucket";
-
-  ASSERT_EQ(scan.errors.size(), 3u) << ::testing::PrintToString(scan.errors);
-  EXPECT_THAT(scan.errors, ::testing::Contains(HasSubstr("ds/0.100")));
-  EXPECT_THAT(scan.errors, ::testing::Contains(HasSubstr("ds/1.200")));
-  EXPECT_THAT(scan.errors, ::testing::Contains(HasSubstr("ds/junk")));
-
-  const std::vector<DatastoreKey> keys = reader->List();
-  EXPECT_THAT(keys, ElementsAre(DatastoreKey{0, 100}, DatastoreKey{1, 200}, DatastoreKey{2, 4242}));
 }
 
-TEST_F(FileReaderTest, MappingFollowsLiveWritesReplacementAndRemoval) {
-  auto reader = MakeFileDatastoreReader(RootPaths(root_));
-  auto writer = sim::DatastoreWriter::Create(RootPaths(root_), 0, 77);
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  ASSERT_TRUE((*writer)->SetCoreCounter(0, nds::kTimeInUse, 5).ok());
-  DatastoreScan scan = reader->ReadAll();
-  ASSERT_EQ(scan.records.size(), 1u);
-  EXPECT_EQ(scan.records[0].Core(0, nds::kTimeInUse), 5u);
+// The runtime writes while the monitor reads (no lock): each read sees the counters as they are,
+// and a removed model is gone at the next read.
+TEST_F(WriterParserTest, EachReadSeesTheLiveValues) {
+  sim::DatastoreWriter& w = Writer();
+  ASSERT_TRUE(w.SetCoreCounter(0, nds::kTimeInUse, 5).ok());
+  sim::NdsModel a{.model_id = 1, .name = "a"};
+  sim::NdsModel b{.model_id = 2, .name = "b"};
+  ASSERT_TRUE(w.AddModel(a).ok());
+  ASSERT_TRUE(w.AddModel(b).ok());
+  DatastoreRecord r = Read();
+  EXPECT_EQ(r.Core(0, nds::kTimeInUse), 5u);
+  ASSERT_EQ(r.models.size(), 2u);
 
-  // Live write through the writer's mapping: the reader's kept mapping sees it.
-  ASSERT_TRUE((*writer)->AddCoreCounter(0, nds::kTimeInUse, 10).ok());
-  scan = reader->ReadAll();
-  ASSERT_EQ(scan.records.size(), 1u);
-  EXPECT_EQ(scan.records[0].Core(0, nds::kTimeInUse), 15u);
+  ASSERT_TRUE(w.AddCoreCounter(0, nds::kTimeInUse, 10).ok());
+  ASSERT_TRUE(w.RemoveModel(1, 0).ok());
+  r = Read();
+  EXPECT_EQ(r.Core(0, nds::kTimeInUse), 15u);
+  ASSERT_EQ(r.models.size(), 1u);
+  EXPECT_EQ(r.models[0].name, "b");
+}
 
-  // The file replaced by another one of the same name: the reader maps the new file.
-  std::vector<std::byte> b = Image();
-  PutU64(b, 256, 1234);
-  WriteRaw("0.77", b);
-  scan = reader->ReadAll();
-  ASSERT_EQ(scan.records.size(), 1u);
-  EXPECT_EQ(scan.records[0].Core(0, nds::kTimeInUse), 1234u);
+// The driver zeroes a released slot before it gives it to another process: a monitor that maps
+// it then must see "nothing live here" (an error it drops), never a record of zeros.
+TEST_F(WriterParserTest, AZeroedSlotIsNoRecord) {
+  ASSERT_TRUE(Writer().SetCoreCounter(0, nds::kTimeInUse, 5).ok());
+  std::fill(memory_.begin(), memory_.end(), 0);
+  std::vector<std::string> warnings;
+  absl::StatusOr<DatastoreRecord> r = ParseDatastore(std::as_bytes(std::span(memory_)), 2, 4242,
+                                                     "/dev/neuron2 (pid 4242)", &warnings);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("magic"));
+  EXPECT_THAT(r.status().message(), HasSubstr("/dev/neuron2 (pid 4242)"));
+}
 
-  // Gone: no record, no error.
-  fs::remove(root_ / "run/neuron/ds/0.77");
-  scan = reader->ReadAll();
+// The driver back end without a driver (DESIGN decision 19): the source is known to be down,
+// with the reason in the user's words, and a read finds nothing rather than failing.
+class DriverReaderTest : public ::testing::Test {
+ protected:
+  SourceState ProbedState(std::vector<int> devices) {
+    reader_ = MakeDriverDatastoreReader(RootPaths(tmp_.path()), {.devices = std::move(devices)});
+    EXPECT_TRUE(reader_->AwaitFirstProbe(std::chrono::seconds(10)));
+    return reader_->State();
+  }
+  void Write(const std::string& relative) {
+    fs::create_directories((tmp_.path() / relative).parent_path());
+    std::ofstream(tmp_.path() / relative) << "";
+  }
+
+  ::neuron::testing::TempDir tmp_{"datastore_test"};
+  std::unique_ptr<DatastoreReader> reader_;
+};
+
+TEST_F(DriverReaderTest, MissingDeviceNodeIsSaid) {
+  const SourceState s = ProbedState({0});
+  EXPECT_TRUE(s.known);
+  EXPECT_FALSE(s.up);
+  EXPECT_THAT(s.reason, HasSubstr("no device node " + (tmp_.path() / "dev/neuron0").string()));
+  const DatastoreScan scan = reader_->ReadAll();
   EXPECT_THAT(scan.records, IsEmpty());
   EXPECT_THAT(scan.errors, IsEmpty());
-  EXPECT_THAT(reader->List(), IsEmpty());
+  EXPECT_THAT(reader_->List(), IsEmpty());
+  EXPECT_EQ(reader_->name(), "driver");
 }
 
-TEST_F(FileReaderTest, FileCutShortAfterMappingIsDroppedNotRead) {
-  auto reader = MakeFileDatastoreReader(RootPaths(root_));
-  WriteRaw("4.9", Image());
-  ASSERT_EQ(reader->ReadAll().records.size(), 1u);
-  // Truncating in place (not something the simulator does) must not crash the reader with
-  // SIGBUS: the size check before each read skips it with an error.
-  ASSERT_EQ(::truncate((root_ / "run/neuron/ds/4.9").c_str(), 4096), 0);
-  const DatastoreScan scan = reader->ReadAll();
-  EXPECT_THAT(scan.records, IsEmpty());
-  ASSERT_EQ(scan.errors.size(), 1u);
-  EXPECT_THAT(scan.errors[0], HasSubstr("ds/4.9"));
+TEST_F(DriverReaderTest, DeviceNodeWithoutADriverIsSaid) {
+  Write("dev/neuron0");  // the simulator's placeholder without `neuron-sim up`: a plain file
+  const SourceState s = ProbedState({0});
+  EXPECT_TRUE(s.known);
+  EXPECT_FALSE(s.up);
+  EXPECT_THAT(s.reason, HasSubstr((tmp_.path() / "dev/neuron0").string()));
+  EXPECT_THAT(s.reason, HasSubstr("no Neuron driver answers its ioctls"));
+  EXPECT_THAT(reader_->ReadAll().records, IsEmpty());
+}
+
+TEST_F(DriverReaderTest, NoDevicesIsNotUp) {
+  const SourceState s = ProbedState({});
+  EXPECT_TRUE(s.known);
+  EXPECT_FALSE(s.up);
+  EXPECT_THAT(s.reason, HasSubstr("no Neuron devices"));
 }
 
 }  // namespace

@@ -20,16 +20,16 @@
 
 #include "core/events.h"
 #include "core/inventory.h"
-#include "core/node_info.h"
 #include "driver-sim/sim_tree.h"
 #include "tests/support/event_collector.h"
+#include "tests/support/sim_discovery.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::IsEmpty;
+using ::testing::HasSubstr;
 
 bool PreloadActive() {
   const char* p = std::getenv("LD_PRELOAD");
@@ -81,22 +81,26 @@ Inventory Scan(Discovery& d) {
   return inv.ok() ? *std::move(inv) : Inventory{};
 }
 
-void ExpectAgreement(const fs::path& root, int lnc_option, size_t devices, size_t efas) {
+// Scans `root` with both back ends and the same options; returns the directory back end's
+// inventory after checking that the udev one is equal to it.
+Inventory ExpectAgreement(const fs::path& root, const DiscoveryOptions& options, size_t devices,
+                          size_t efas, size_t warnings = 0) {
   const RootPaths paths(root);
-  const Inventory dir = Scan(*MakeDirectoryDiscovery(paths, {.lnc = lnc_option}));
+  const Inventory dir = Scan(*MakeDirectoryDiscovery(paths, options));
   Inventory udev;
   {
     UmockdevDir env(root);
-    absl::StatusOr<std::unique_ptr<Discovery>> d = MakeUdevDiscovery(paths, {.lnc = lnc_option});
-    ASSERT_TRUE(d.ok()) << d.status();
+    absl::StatusOr<std::unique_ptr<Discovery>> d = MakeUdevDiscovery(paths, options);
+    EXPECT_TRUE(d.ok()) << d.status();
+    if (!d.ok()) return dir;
     EXPECT_EQ((*d)->name(), "udev");
     udev = Scan(**d);
   }
   // Guard against agreeing on nothing.
   EXPECT_EQ(dir.devices.size(), devices);
   EXPECT_EQ(dir.efas.size(), efas);
-  EXPECT_THAT(dir.warnings, IsEmpty());
-  EXPECT_THAT(udev.warnings, IsEmpty());
+  EXPECT_EQ(dir.warnings.size(), warnings) << ::testing::PrintToString(dir.warnings);
+  EXPECT_EQ(udev.warnings, dir.warnings);
   EXPECT_EQ(udev.devices.size(), dir.devices.size());
   EXPECT_EQ(udev.efas.size(), dir.efas.size());
   for (size_t i = 0; i < std::min(udev.devices.size(), dir.devices.size()); ++i) {
@@ -106,51 +110,72 @@ void ExpectAgreement(const fs::path& root, int lnc_option, size_t devices, size_
     EXPECT_EQ(udev.efas[i], dir.efas[i]) << "EFA " << dir.efas[i].name;
   }
   EXPECT_TRUE(udev == dir);
+  return dir;
+}
+
+const InstanceSpec& Spec(std::string_view instance) {
+  absl::StatusOr<const InstanceSpec*> spec = FindInstance(instance);
+  if (!spec.ok()) std::abort();  // a typo in this file
+  return **spec;
 }
 
 std::unique_ptr<sim::SimTree> MakeTree(const fs::path& root, std::string_view instance, int lnc) {
-  absl::StatusOr<const InstanceSpec*> spec = FindInstance(instance);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  auto tree = std::make_unique<sim::SimTree>(RootPaths(root), sim::NodeConfig{*spec, lnc, "", ""});
+  auto tree = std::make_unique<sim::SimTree>(RootPaths(root),
+                                             sim::NodeConfig{&Spec(instance), lnc, "", ""});
   const absl::Status s = tree->Create();
   EXPECT_TRUE(s.ok()) << s;
   return tree;
 }
 
+// These trees have no simulated driver behind their device nodes, so both back ends get the
+// PCI addresses it would answer (tests/support/sim_discovery.h).
+using ::neuron::testing::SimDiscoveryOptions;
+
 TEST(DiscoveryAgreement, Trn1_32xlarge) {
   REQUIRE_UMOCKDEV();
   TempRoot root;
   auto tree = MakeTree(root.path(), "trn1.32xlarge", 1);
-  ExpectAgreement(root.path(), 0, 16, 8);
+  const DiscoveryOptions options = SimDiscoveryOptions(Spec("trn1.32xlarge"));
+  const Inventory inv = ExpectAgreement(root.path(), options, 16, 8);
+  ASSERT_NE(inv.FindDevice(0), nullptr);
+  EXPECT_EQ(inv.FindDevice(0)->bdf, "0000:10:1c.0");
   // Still equal after an unplug, an EFA reset and a state change.
   ASSERT_TRUE(tree->RemoveDevice(7).ok());
   ASSERT_TRUE(tree->RemoveEfa("rdmap32s26").ok());
   ASSERT_TRUE(tree->SetDeviceState(2, DeviceState::kInvalid).ok());
-  ExpectAgreement(root.path(), 0, 15, 7);
+  ExpectAgreement(root.path(), options, 15, 7);
 }
 
-// LNC lives only in node.json (the tree shows physical cores), so one trn2 tree serves both
-// settings: the simulator's LNC=2, then node.json rewritten to LNC=1.
+// LNC comes from --lnc or the instance default (the tree shows physical cores either way), so
+// one trn2 tree serves both settings.
 TEST(DiscoveryAgreement, Trn2_48xlargeLnc2And1) {
   REQUIRE_UMOCKDEV();
   TempRoot root;
   auto tree = MakeTree(root.path(), "trn2.48xlarge", 2);
-  ExpectAgreement(root.path(), 0, 16, 16);
-  absl::StatusOr<NodeInfo> info = ReadNodeInfo(RootPaths(root.path()));
-  ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->lnc, 2);
-  info->lnc = 1;
-  ASSERT_TRUE(sim::WriteFileAtomic(RootPaths(root.path()).NodeJson(), NodeInfoToJson(*info)).ok());
-  ExpectAgreement(root.path(), 0, 16, 16);
-  Inventory inv = Scan(*MakeDirectoryDiscovery(RootPaths(root.path()), {}));
-  EXPECT_EQ(inv.lnc, 1);
+  const InstanceSpec& spec = Spec("trn2.48xlarge");
+  EXPECT_EQ(ExpectAgreement(root.path(), SimDiscoveryOptions(spec), 16, 16).lnc, 2);
+  const Inventory lnc1 = ExpectAgreement(root.path(), SimDiscoveryOptions(spec, 1), 16, 16);
+  EXPECT_EQ(lnc1.lnc, 1);
+  EXPECT_EQ(lnc1.LogicalCoresPerDevice(), 8);
 }
 
 TEST(DiscoveryAgreement, Inf2_48xlarge) {
   REQUIRE_UMOCKDEV();
   TempRoot root;
   auto tree = MakeTree(root.path(), "inf2.48xlarge", 1);
-  ExpectAgreement(root.path(), 0, 12, 0);
+  ExpectAgreement(root.path(), SimDiscoveryOptions(Spec("inf2.48xlarge")), 12, 0);
+}
+
+// Without a driver behind the device nodes both back ends ask DEVICE_BDF_EXT, get ENOTTY, and
+// say so in the same single warning, with no PCI address on any device.
+TEST(DiscoveryAgreement, WithoutADriverBothLeaveBdfsAbsent) {
+  REQUIRE_UMOCKDEV();
+  TempRoot root;
+  auto tree = MakeTree(root.path(), "inf2.24xlarge", 1);
+  const Inventory inv = ExpectAgreement(root.path(), {}, 6, 0, /*warnings=*/1);
+  for (const NeuronDevice& d : inv.devices) EXPECT_EQ(d.bdf, "") << d.index;
+  ASSERT_EQ(inv.warnings.size(), 1u);
+  EXPECT_THAT(inv.warnings[0], HasSubstr("no Neuron driver behind the device node"));
 }
 
 // Events in udev mode: add/remove reach us through the udev monitor (umockdev forwards the

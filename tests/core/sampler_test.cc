@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +15,7 @@
 #include "core/catalog.h"
 #include "driver-sim/datastore_writer.h"
 #include "driver-sim/sim_tree.h"
+#include "tests/support/fake_datastores.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -20,6 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -48,9 +52,19 @@ Inventory MakeInventory(const InstanceSpec& spec, int lnc) {
   return inv;
 }
 
+// The live processes of a snapshot as (device, pid) keys.
+std::vector<DatastoreKey> Keys(const Snapshot& s) {
+  std::vector<DatastoreKey> keys;
+  for (const DatastoreRecord& r : s.processes) keys.push_back(r.key());
+  return keys;
+}
+
+// Datastores come from in-memory fakes (tests/support/fake_datastores.h) unless a test asks for
+// the driver back end: these trees have no simulated driver behind their device nodes.
 class SamplerTest : public ::testing::Test {
  protected:
-  void Start(std::string_view instance, int lnc = 0, SamplerOptions options = {}) {
+  void Start(std::string_view instance, int lnc = 0, SamplerOptions options = {},
+             bool driver_datastores = false) {
     root_ = tmp_.path();
     absl::StatusOr<const InstanceSpec*> spec = FindInstance(instance);
     ASSERT_TRUE(spec.ok()) << spec.status();
@@ -61,6 +75,7 @@ class SamplerTest : public ::testing::Test {
         std::make_unique<sim::SimTree>(RootPaths(root_), sim::NodeConfig{spec_, *resolved, "", ""});
     absl::Status created = tree_->Create();
     ASSERT_TRUE(created.ok()) << created;
+    if (!driver_datastores) options.datastore = ds_->Reader();
     sampler_ = std::make_unique<Sampler>(RootPaths(root_), MakeInventory(*spec_, *resolved),
                                          std::move(options));
   }
@@ -70,13 +85,12 @@ class SamplerTest : public ::testing::Test {
   static void Put(const fs::path& file, std::string_view content) {
     std::ofstream(file, std::ios::trunc) << content;
   }
-  std::unique_ptr<sim::DatastoreWriter> Writer(int device, int pid) {
-    auto w = sim::DatastoreWriter::Create(RootPaths(root_), device, pid);
-    EXPECT_TRUE(w.ok()) << w.status();
-    return w.ok() ? *std::move(w) : nullptr;
-  }
+  // A runtime process's datastore on `device`; valid until ds_->Remove(device, pid).
+  sim::DatastoreWriter& Writer(int device, int pid) { return ds_->Add(device, pid); }
 
   ::neuron::testing::TempDir tmp_{"sampler_test"};
+  std::shared_ptr<::neuron::testing::FakeDatastores> ds_ =
+      ::neuron::testing::FakeDatastores::Make();
   fs::path root_;
   const InstanceSpec* spec_ = nullptr;
   std::unique_ptr<sim::SimTree> tree_;
@@ -179,11 +193,10 @@ TEST_F(SamplerTest, HotSampleSeesEccStateAndMemoryTotalsAndCarriesTheRest) {
 
 TEST_F(SamplerTest, StatusCountersAfterProcessExitReachTheNextHotSample) {
   Start("inf2.24xlarge");
-  auto w = Writer(1, 4242);
-  ASSERT_NE(w, nullptr);
-  ASSERT_TRUE(w->SetCoreCounter(1, nds::kInferCompleted, 7).ok());
-  ASSERT_TRUE(w->SetCoreCounter(1, nds::kTimeInUse, 5000000).ok());
-  ASSERT_TRUE(w->SetCoreCounter(1, nds::kMacCount, 100).ok());
+  sim::DatastoreWriter& w = Writer(1, 4242);
+  ASSERT_TRUE(w.SetCoreCounter(1, nds::kInferCompleted, 7).ok());
+  ASSERT_TRUE(w.SetCoreCounter(1, nds::kTimeInUse, 5000000).ok());
+  ASSERT_TRUE(w.SetCoreCounter(1, nds::kMacCount, 100).ok());
   sampler_->Sample(SampleKind::kFull);
 
   auto live = sampler_->Sample(SampleKind::kHot);
@@ -204,7 +217,7 @@ TEST_F(SamplerTest, StatusCountersAfterProcessExitReachTheNextHotSample) {
           .ok());
   ASSERT_TRUE(
       tree_->ApplyCounter(tree_->OtherInfoDir(1, 1, "flop_count"), sim::CounterOp::kInc, 200).ok());
-  ASSERT_TRUE(w->Remove().ok());
+  ds_->Remove(1, 4242);
 
   auto after = sampler_->Sample(SampleKind::kHot);
   EXPECT_EQ(after->kind, SampleKind::kHot);
@@ -396,21 +409,82 @@ TEST_F(SamplerTest, MissingClassTreeGivesAnEmptySnapshot) {
   EXPECT_THAT(s->errors, IsEmpty());
 }
 
-TEST_F(SamplerTest, MalformedDatastoresAreSkippedWithErrorsAndOthersRead) {
+// A runtime that scribbles over its own object area (here: a model count beyond the area) loses
+// only the records it broke: the process and its counters stay, the sample says what was wrong,
+// and other processes are read as usual.
+TEST_F(SamplerTest, MalformedDatastoreRecordsAreErrorsAndTheRestIsRead) {
   Start("trn1.2xlarge");
-  auto good = Writer(0, 100);
-  ASSERT_NE(good, nullptr);
-  ASSERT_TRUE(good->SetCoreCounter(0, nds::kInferCompleted, 5).ok());
-  const fs::path ds = RootPaths(root_).DatastoreDir();
-  Put(ds / "0.200", "short");
-  std::ofstream(ds / "0.300", std::ios::binary) << std::string(262144, 'x');
+  ASSERT_TRUE(Writer(0, 100).SetCoreCounter(0, nds::kInferCompleted, 5).ok());
+  sim::DatastoreWriter& bad = Writer(0, 200);
+  bad.SetProcessInfo("scribbler", {2, 24, 7}, 1);
+  ASSERT_TRUE(bad.SetCoreCounter(1, nds::kInferCompleted, 9).ok());
+  // The writer refuses a 65th model; the bytes are reached the way a stray store would.
+  uint8_t* base =
+      reinterpret_cast<uint8_t*>(bad.CoreCounterWord(0, 0)) - *nds::CoreCounterOffset(0, 0);
+  const uint32_t too_many = nds::kMaxModelRecords + 1;
+  std::memcpy(base + nds::kModelCountOffset, &too_many, sizeof(too_many));
+
   auto s = sampler_->Sample(SampleKind::kFull);
-  ASSERT_EQ(s->processes.size(), 1u);
-  EXPECT_EQ(s->processes[0].pid, 100);
+  ASSERT_THAT(Keys(*s), ElementsAre(DatastoreKey{0, 100}, DatastoreKey{0, 200}));
   EXPECT_EQ(s->processes[0].Core(0, nds::kInferCompleted), 5u);
-  ASSERT_EQ(s->errors.size(), 2u) << ::testing::PrintToString(s->errors);
-  EXPECT_THAT(s->errors, Contains(HasSubstr((ds / "0.200").string())));
-  EXPECT_THAT(s->errors, Contains(HasSubstr((ds / "0.300").string())));
+  EXPECT_EQ(s->processes[1].Core(1, nds::kInferCompleted), 9u);
+  EXPECT_EQ(s->processes[1].Tag(), "scribbler");
+  EXPECT_THAT(s->processes[1].models, IsEmpty());
+  ASSERT_EQ(s->errors.size(), 1u) << ::testing::PrintToString(s->errors);
+  EXPECT_THAT(s->errors[0], HasSubstr("model record count 65"));
+}
+
+// Processes come and go between samples (the datastore back end lists them afresh each time);
+// one that went leaves no record and no error.
+TEST_F(SamplerTest, ProcessesAppearAndDisappearBetweenSamples) {
+  Start("trn1.32xlarge");
+  auto s = sampler_->Sample(SampleKind::kFull);
+  EXPECT_THAT(s->processes, IsEmpty());
+  ASSERT_TRUE(Writer(3, 300).SetCoreCounter(0, nds::kTimeInUse, 30).ok());
+  ASSERT_TRUE(Writer(1, 100).SetCoreCounter(1, nds::kTimeInUse, 10).ok());
+  ASSERT_TRUE(Writer(1, 50).SetCoreCounter(0, nds::kTimeInUse, 5).ok());
+  s = sampler_->Sample(SampleKind::kHot);
+  EXPECT_THAT(Keys(*s),
+              ElementsAre(DatastoreKey{1, 50}, DatastoreKey{1, 100}, DatastoreKey{3, 300}))
+      << "ascending (device, pid)";
+  EXPECT_EQ(s->processes[1].Core(1, nds::kTimeInUse), 10u);
+  ds_->Remove(1, 100);
+  s = sampler_->Sample(SampleKind::kHot);
+  EXPECT_THAT(Keys(*s), ElementsAre(DatastoreKey{1, 50}, DatastoreKey{3, 300}));
+  EXPECT_THAT(s->errors, IsEmpty());
+}
+
+// DESIGN decision 19: each snapshot says whether live datastores could be read at all, so an
+// empty process list is not taken for an idle node.
+TEST_F(SamplerTest, SnapshotCarriesTheDatastoreSourceState) {
+  Start("trn1.2xlarge");
+  auto s = sampler_->Sample(SampleKind::kFull);
+  EXPECT_TRUE(s->datastore_source.known);
+  EXPECT_TRUE(s->datastore_source.up);
+  ds_->SetState({.known = true, .up = false, .reason = "/dev/neuron0: permission denied"});
+  s = sampler_->Sample(SampleKind::kHot);
+  EXPECT_TRUE(s->datastore_source.known);
+  EXPECT_FALSE(s->datastore_source.up);
+  EXPECT_EQ(s->datastore_source.reason, "/dev/neuron0: permission denied");
+}
+
+// The default back end is the driver's device ABI. Without a driver behind the device nodes (a
+// tree without `neuron-sim up`) the snapshot says why there are no processes, and a sample is
+// not an error.
+TEST_F(SamplerTest, WithoutADriverTheDatastoreSourceIsDownWithTheReason) {
+  Start("trn1.2xlarge", 0, {}, /*driver_datastores=*/true);
+  std::shared_ptr<const Snapshot> s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    s = sampler_->Sample(SampleKind::kHot);
+    if (!s->datastore_source.known) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (!s->datastore_source.known && std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(s->datastore_source.known) << "the first probe never finished";
+  EXPECT_FALSE(s->datastore_source.up);
+  EXPECT_THAT(s->datastore_source.reason, HasSubstr((root_ / "dev/neuron0").string()));
+  EXPECT_THAT(s->datastore_source.reason, HasSubstr("no Neuron driver answers its ioctls"));
+  EXPECT_THAT(s->processes, IsEmpty());
+  EXPECT_THAT(s->errors, IsEmpty());
 }
 
 TEST_F(SamplerTest, Lnc2LogicalCoreIsTheMeanOfBusyAndTheSumOfCounts) {
@@ -424,10 +498,9 @@ TEST_F(SamplerTest, Lnc2LogicalCoreIsTheMeanOfBusyAndTheSumOfCounts) {
       tree_->ApplyCounter(tree_->OtherInfoDir(7, 3, "nc_time_in_use"), sim::CounterOp::kInc, 100)
           .ok());
   ASSERT_TRUE(tree_->ApplyCounter(tree_->StatusDir(7, 3, "success"), sim::CounterOp::kInc, 2).ok());
-  auto w = Writer(7, 555);
-  ASSERT_NE(w, nullptr);
-  ASSERT_TRUE(w->SetCoreCounter(1, nds::kTimeInUse, 40).ok());
-  ASSERT_TRUE(w->SetCoreCounter(1, nds::kInferCompleted, 5).ok());
+  sim::DatastoreWriter& w = Writer(7, 555);
+  ASSERT_TRUE(w.SetCoreCounter(1, nds::kTimeInUse, 40).ok());
+  ASSERT_TRUE(w.SetCoreCounter(1, nds::kInferCompleted, 5).ok());
   auto s = sampler_->Sample(SampleKind::kFull);
   EXPECT_EQ(s->lnc, 2);
   const DeviceSample& d = *s->FindDevice(7);
@@ -443,12 +516,11 @@ TEST_F(SamplerTest, Lnc2LogicalCoreIsTheMeanOfBusyAndTheSumOfCounts) {
 
 TEST_F(SamplerTest, UtilizationBetweenTwoSnapshots) {
   Start("trn1.2xlarge");
-  auto w = Writer(0, 321);
-  ASSERT_NE(w, nullptr);
+  sim::DatastoreWriter& w = Writer(0, 321);
   auto a = sampler_->Sample(SampleKind::kFull);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // Core 1 busy far longer than the window (clamped to 1); core 0 idle.
-  ASSERT_TRUE(w->AddCoreCounter(1, nds::kTimeInUse, 3600000000).ok());
+  ASSERT_TRUE(w.AddCoreCounter(1, nds::kTimeInUse, 3600000000).ok());
   auto b = sampler_->Sample(SampleKind::kHot);
   EXPECT_EQ(Utilization(*a, *b, 0, 1), 1.0);
   EXPECT_EQ(Utilization(*a, *b, 0, 0), 0.0);
@@ -467,6 +539,7 @@ TEST_F(SamplerTest, OneAndTwoThreadsReadTheSame) {
   SamplerOptions two;
   two.threads = 2;
   two.min_files_for_threads = 0;
+  two.datastore = ds_->Reader();
   Sampler parallel(RootPaths(root_), MakeInventory(*spec_, 1), std::move(two));
   auto both = parallel.Sample(SampleKind::kFull);
   ASSERT_EQ(single->devices.size(), both->devices.size());

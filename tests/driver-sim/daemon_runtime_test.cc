@@ -1,9 +1,10 @@
-// The node daemon's runtime side (DESIGN decision 2): it mirrors live datastore memory into sysfs,
-// adds EFA traffic to the port counters, folds a finished process's counters into sysfs once and
-// removes its datastore, drives power from busy time, lists processes in `ctl status`, and
-// writes printk records. The runtime is played by a DatastoreWriter on behalf of a child process
-// the test controls; the daemon is the real neuron-sim binary. Expected values are written
-// literally from DRIVER-INTERFACE.md §3 and driver-sim/README.md.
+// The node daemon's runtime side (DESIGN decisions 2 and 16): it mirrors live datastore memory
+// into sysfs, adds EFA traffic to the port counters, folds a process's counters into sysfs once
+// when it releases its datastore (RELEASE_NEURON_DS, its last close of the device, or its death)
+// and zeroes the slot, drives power from busy time, lists processes in `ctl status`, and writes
+// printk records. The runtime is a real process attached through the simulated driver (a forked
+// RuntimeProcess, or this test process); the daemon is the real neuron-sim binary. Expected
+// values are written literally from DRIVER-INTERFACE.md §3 and driver-sim/README.md.
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -15,12 +16,15 @@
 #include <atomic>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "core/datastore_layout.h"
 #include "core/sysfs_names.h"
 #include "driver-sim/ctl.h"
 #include "driver-sim/datastore_writer.h"
+#include "tests/driver-sim/runtime_process.h"
 #include "tests/driver-sim/sim_process.h"
+#include "tests/support/driver_abi_client.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::sim {
@@ -40,27 +44,24 @@ class DaemonRuntimeTest : public ::testing::Test {
     node_ = std::make_unique<SimNode>(NEURON_SIM_BIN, root_, tmp_.path());
   }
   void TearDown() override {
-    for (pid_t pid : children_) {
-      kill(pid, SIGKILL);
-      WaitExit(pid, 10s);
-    }
+    runtimes_.clear();
     node_.reset();
   }
 
-  // A process that stands for a runtime: the daemon watches its PID.
-  pid_t Child() {
-    const pid_t pid = Spawn({"sleep", "600"}, tmp_.path() / "child.out", tmp_.path() / "child.err");
-    children_.push_back(pid);
-    return pid;
+  // A runtime process attached to `device` with its datastore claimed; it lives until the test
+  // ends (or kills it).
+  RuntimeProcess* Runtime(int device) {
+    std::unique_ptr<RuntimeProcess> p =
+        RuntimeProcess::Start(RootPaths(root_).DevNeuron(device), device);
+    if (!p) return nullptr;
+    runtimes_.push_back(std::move(p));
+    return runtimes_.back().get();
   }
-  void KillChild(pid_t pid) { kill(pid, SIGKILL); }  // left a zombie: the daemon must see it
-
-  std::unique_ptr<DatastoreWriter> Datastore(int device, pid_t pid) {
-    absl::StatusOr<std::unique_ptr<DatastoreWriter>> w =
-        DatastoreWriter::Create(RootPaths(root_), device, pid);
-    EXPECT_TRUE(w.ok()) << w.status();
-    return w.ok() ? std::move(*w) : nullptr;
+  // `pid`'s datastore as a monitor finds it (nullopt: the driver has no slot for it).
+  std::optional<std::vector<uint8_t>> Datastore(int device, pid_t pid) const {
+    return ::neuron::testing::ReadDatastoreBytes(RootPaths(root_).DevNeuron(device), pid);
   }
+  bool Gone(int device, pid_t pid) const { return !Datastore(device, pid).has_value(); }
 
   std::optional<uint64_t> U64(const fs::path& p) const { return ReadU64File(p); }
   bool Is(const fs::path& p, uint64_t v) const { return U64(p) == v; }
@@ -80,19 +81,18 @@ class DaemonRuntimeTest : public ::testing::Test {
   ::neuron::testing::TempDir tmp_{"dsrt_test"};
   fs::path root_;
   std::unique_ptr<SimNode> node_;
-  std::vector<pid_t> children_;
+  std::vector<std::unique_ptr<RuntimeProcess>> runtimes_;
 };
 
-TEST_F(DaemonRuntimeTest, MirrorsMemoryLiveAndFoldsOnceWhenTheProcessIsKilled) {
+TEST_F(DaemonRuntimeTest, MirrorsMemoryLiveByCategoryAsIncAndDec) {
   node_->Up("inf2.xlarge");
-  const pid_t pid = Child();
-  auto ds = Datastore(0, pid);
-  ASSERT_NE(ds, nullptr);
-  ASSERT_TRUE(ds->SetCoreCounter(0, nds::kMemUsageTensorsDevice, 1000).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(0, nds::kMemUsageCodeDevice, 500).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(1, nds::kMemUsageMiscDevice, 300).ok());
-  ASSERT_TRUE(ds->SetDeviceCounter(nds::kMemUsageTensorsHost, 4096).ok());
-  ASSERT_TRUE(ds->SetDeviceCounter(nds::kMemUsageMiscHost, 64).ok());
+  RuntimeProcess* rt = Runtime(0);
+  ASSERT_NE(rt, nullptr);
+  ASSERT_TRUE(rt->SetCore(0, nds::kMemUsageTensorsDevice, 1000));
+  ASSERT_TRUE(rt->SetCore(0, nds::kMemUsageCodeDevice, 500));
+  ASSERT_TRUE(rt->SetCore(1, nds::kMemUsageMiscDevice, 300));
+  ASSERT_TRUE(rt->SetDevice(nds::kMemUsageTensorsHost, 4096));
+  ASSERT_TRUE(rt->SetDevice(nds::kMemUsageMiscHost, 64));
 
   // Memory is live in sysfs (DRIVER-INTERFACE §3.2), by category and in the core's total.
   ASSERT_TRUE(WaitUntil([&] { return Is(Mem(1, "runtime_memory/total"), 300); }, kCeiling));
@@ -106,25 +106,41 @@ TEST_F(DaemonRuntimeTest, MirrorsMemoryLiveAndFoldsOnceWhenTheProcessIsKilled) {
   EXPECT_EQ(U64(HostMem("driver_memory/total")), 4194304u);
 
   // A free is a dec: total falls, present is the size freed, peak keeps the high-water mark.
-  ASSERT_TRUE(ds->SetCoreCounter(0, nds::kMemUsageTensorsDevice, 400).ok());
+  ASSERT_TRUE(rt->SetCore(0, nds::kMemUsageTensorsDevice, 400));
   ASSERT_TRUE(WaitUntil([&] { return Is(Mem(0, "tensors/total"), 400); }, kCeiling));
   EXPECT_EQ(U64(Mem(0, "tensors/present")), 600u);
   EXPECT_EQ(U64(Mem(0, "tensors/peak")), 1000u);
+}
+
+TEST_F(DaemonRuntimeTest, FoldsOnceAndZeroesTheSlotWhenTheProcessIsKilled) {
+  node_->Up("inf2.xlarge");
+  RuntimeProcess* rt = Runtime(0);
+  ASSERT_NE(rt, nullptr);
+  ASSERT_TRUE(rt->SetCore(0, nds::kMemUsageTensorsDevice, 1000));
+  ASSERT_TRUE(WaitUntil([&] { return Is(Mem(0, "tensors/total"), 1000); }, kCeiling));
+  ASSERT_TRUE(rt->SetCore(0, nds::kMemUsageTensorsDevice, 400));
+  ASSERT_TRUE(rt->SetCore(1, nds::kMemUsageMiscDevice, 300));
+  ASSERT_TRUE(rt->SetDevice(nds::kMemUsageTensorsHost, 4096));
+  ASSERT_TRUE(WaitUntil([&] { return Is(HostMem("tensors/total"), 4096); }, kCeiling));
+  ASSERT_TRUE(WaitUntil([&] { return Is(Mem(0, "tensors/total"), 400); }, kCeiling));
 
   // Runtime counters reach sysfs only when the process goes (D1 not offered).
-  ASSERT_TRUE(ds->SetCoreCounter(0, nds::kInferCompleted, 7).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(0, nds::kInferenceCount, 7).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(0, nds::kTimeInUse, 123456).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(0, nds::kMacCount, 1000).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(0, nds::kModelLoadCount, 2).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(1, nds::kHwErrHbmUe, 1).ok());
+  ASSERT_TRUE(rt->SetCore(0, nds::kInferCompleted, 7));
+  ASSERT_TRUE(rt->SetCore(0, nds::kInferenceCount, 7));
+  ASSERT_TRUE(rt->SetCore(0, nds::kTimeInUse, 123456));
+  ASSERT_TRUE(rt->SetCore(0, nds::kMacCount, 1000));
+  ASSERT_TRUE(rt->SetCore(0, nds::kModelLoadCount, 2));
+  ASSERT_TRUE(rt->SetCore(1, nds::kHwErrHbmUe, 1));
   std::this_thread::sleep_for(300ms);  // several daemon passes
   EXPECT_EQ(U64(Status(0, "success/total")), 0u);
   EXPECT_EQ(U64(Other(0, "nc_time_in_use/total")), 0u);
 
-  KillChild(pid);
-  const fs::path file = root_ / "run/neuron/ds" / fmt::format("0.{}", pid);
-  ASSERT_TRUE(WaitUntil([&] { return !fs::exists(file); }, kCeiling))
+  // A monitor's mapping of the slot outlives the process (DRIVER-ABI.md §2).
+  const std::unique_ptr<::neuron::testing::DatastoreView> view =
+      ::neuron::testing::DatastoreView::Open(RootPaths(root_).DevNeuron(0), rt->pid());
+  ASSERT_NE(view, nullptr);
+  rt->Kill();  // left a zombie: the driver learns of the death from the connection's end
+  ASSERT_TRUE(WaitUntil([&] { return Gone(0, rt->pid()); }, kCeiling))
       << "the datastore of a killed process stays\n"
       << node_->DaemonLog();
   // Folded: each counter one inc of the process's total (present = that total).
@@ -144,8 +160,9 @@ TEST_F(DaemonRuntimeTest, MirrorsMemoryLiveAndFoldsOnceWhenTheProcessIsKilled) {
   EXPECT_EQ(U64(Mem(0, "tensors/present")), 400u);
   EXPECT_EQ(U64(Mem(0, "tensors/peak")), 1000u);
   EXPECT_EQ(U64(HostMem("tensors/total")), 0u);
-  EXPECT_EQ(U64(HostMem("application_memory/total")), 0u);
   EXPECT_EQ(U64(HostMem("driver_memory/total")), 4194304u);
+  // Folded before the driver zeroed the whole slot, which the monitor now reads.
+  EXPECT_EQ(view->Bytes(), std::vector<uint8_t>(nds::kSize, 0));
 
   // Once: later passes add nothing.
   std::this_thread::sleep_for(400ms);
@@ -153,39 +170,53 @@ TEST_F(DaemonRuntimeTest, MirrorsMemoryLiveAndFoldsOnceWhenTheProcessIsKilled) {
   EXPECT_EQ(U64(Other(0, "nc_time_in_use/total")), 123456u);
 }
 
-TEST_F(DaemonRuntimeTest, ReleasedDatastoreOfALiveProcessIsFoldedOnceAndRemoved) {
+TEST_F(DaemonRuntimeTest, ReleasedDatastoreOfALiveProcessIsFoldedOnceAndFreed) {
   node_->Up("trn1.2xlarge");
-  const pid_t pid = Child();
-  auto ds = Datastore(0, pid);
-  ASSERT_NE(ds, nullptr);
-  ASSERT_TRUE(ds->SetCoreCounter(1, nds::kInferCompleted, 40).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(1, nds::kTimeInUse, 5000).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(1, nds::kMemUsageScratchpadDevice, 1 << 20).ok());
+  RuntimeProcess* rt = Runtime(0);
+  ASSERT_NE(rt, nullptr);
+  ASSERT_TRUE(rt->SetCore(1, nds::kInferCompleted, 40));
+  ASSERT_TRUE(rt->SetCore(1, nds::kTimeInUse, 5000));
+  ASSERT_TRUE(rt->SetCore(1, nds::kMemUsageScratchpadDevice, 1 << 20));
   ASSERT_TRUE(
       WaitUntil([&] { return Is(Mem(1, "model_shared_scratchpad/total"), 1 << 20); }, kCeiling));
   // Sysfs plus the live datastore, as a consumer adds them, before the release...
   const uint64_t before = *U64(Status(1, "success/total")) + 40;
-  // ...then nrt_close sets the released flag (ioctl 72 on hardware); the process lives on.
-  const int fd = open(ds->path().c_str(), O_WRONLY);
-  ASSERT_GE(fd, 0);
-  const uint32_t one = 1;
-  ASSERT_EQ(pwrite(fd, &one, sizeof(one), nds::kReleasedOffset), 4);
-  close(fd);
-  ASSERT_TRUE(WaitUntil([&] { return !fs::exists(ds->path()); }, kCeiling)) << node_->DaemonLog();
+  // ...then nrt_close releases the datastore (ioctl 72); the process lives on, device open.
+  ASSERT_TRUE(rt->Release());
+  ASSERT_TRUE(WaitUntil([&] { return Gone(0, rt->pid()); }, kCeiling)) << node_->DaemonLog();
+  EXPECT_EQ(kill(rt->pid(), 0), 0);
   EXPECT_EQ(U64(Status(1, "success/total")), before);
   EXPECT_EQ(U64(Other(1, "nc_time_in_use/total")), 5000u);
   EXPECT_EQ(U64(Mem(1, "model_shared_scratchpad/total")), 0u);
+  // Once: neither later passes nor the process's last close add anything.
+  ASSERT_TRUE(rt->CloseDevice());
   std::this_thread::sleep_for(400ms);
   EXPECT_EQ(U64(Status(1, "success/total")), before);
+  EXPECT_EQ(U64(Other(1, "nc_time_in_use/total")), 5000u);
+}
+
+// A process that never calls nrt_close but closes the device (its last fd and mapping) is
+// released by the driver's release of that open.
+TEST_F(DaemonRuntimeTest, LastCloseOfTheDeviceFoldsTheDatastore) {
+  node_->Up("trn1.2xlarge");
+  RuntimeProcess* rt = Runtime(0);
+  ASSERT_NE(rt, nullptr);
+  ASSERT_TRUE(rt->SetCore(0, nds::kInferCompleted, 11));
+  ASSERT_TRUE(rt->SetCore(0, nds::kMemUsageTensorsDevice, 2048));
+  ASSERT_TRUE(WaitUntil([&] { return Is(Mem(0, "tensors/total"), 2048); }, kCeiling));
+  ASSERT_TRUE(rt->CloseDevice());
+  ASSERT_TRUE(WaitUntil([&] { return Gone(0, rt->pid()); }, kCeiling)) << node_->DaemonLog();
+  EXPECT_EQ(kill(rt->pid(), 0), 0);
+  EXPECT_EQ(U64(Status(0, "success/total")), 11u);
+  EXPECT_EQ(U64(Mem(0, "tensors/total")), 0u);
 }
 
 // trn2 at LNC 2: logical slot k is physical cores 2k and 2k+1 (driver-sim/README.md).
 TEST_F(DaemonRuntimeTest, Lnc2SplitsMemoryAndFoldsBusyTimeIntoBothCoresAndEfaTraffic) {
   node_->Up("trn2.48xlarge");
-  const pid_t pid = Child();
-  auto ds = Datastore(3, pid);
-  ASSERT_NE(ds, nullptr);
-  ASSERT_TRUE(ds->SetCoreCounter(1, nds::kMemUsageTensorsDevice, 1001).ok());
+  RuntimeProcess* rt = Runtime(3);
+  ASSERT_NE(rt, nullptr);
+  ASSERT_TRUE(rt->SetCore(1, nds::kMemUsageTensorsDevice, 1001));
   auto core = [&](int c) { return node_->Core(3, c) / "stats"; };
   // The two physical cores are two files written one after the other: wait for both.
   ASSERT_TRUE(WaitUntil(
@@ -197,16 +228,11 @@ TEST_F(DaemonRuntimeTest, Lnc2SplitsMemoryAndFoldsBusyTimeIntoBothCoresAndEfaTra
   EXPECT_EQ(U64(core(0) / "memory_usage/device_mem/tensors/total"), 0u);
 
   // EFA traffic extension: EFA 2 in catalog order moved bytes and packets.
-  const int fd = open(ds->path().c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  const uint32_t n = 4;
-  ASSERT_EQ(pwrite(fd, &n, 4, nds::kEfaTrafficOffset + 4), 4);
   const uint64_t tx = 1 << 30, pkts = 131072;
-  ASSERT_EQ(pwrite(fd, &tx, 8, nds::EfaTrafficFieldOffset(2, nds::kEfaTxBytes)), 8);
-  ASSERT_EQ(pwrite(fd, &pkts, 8, nds::EfaTrafficFieldOffset(2, nds::kEfaTxPkts)), 8);
-  ASSERT_EQ(pwrite(fd, &tx, 8, nds::EfaTrafficFieldOffset(2, nds::kEfaRxBytes)), 8);
-  ASSERT_EQ(pwrite(fd, nds::kEfaTrafficMagic, 4, nds::kEfaTrafficOffset), 4);
-  close(fd);
+  ASSERT_TRUE(rt->InitEfa(4));
+  ASSERT_TRUE(rt->AddEfa(2, nds::kEfaTxBytes, tx));
+  ASSERT_TRUE(rt->AddEfa(2, nds::kEfaTxPkts, pkts));
+  ASSERT_TRUE(rt->AddEfa(2, nds::kEfaRxBytes, tx));
   // Which name is EFA 2 is the catalog's business; exactly one EFA carries the traffic.
   auto carrying = [&] {
     int count = 0;
@@ -221,10 +247,10 @@ TEST_F(DaemonRuntimeTest, Lnc2SplitsMemoryAndFoldsBusyTimeIntoBothCoresAndEfaTra
   };
   EXPECT_TRUE(WaitUntil([&] { return carrying() == 1; }, kCeiling));
 
-  ASSERT_TRUE(ds->SetCoreCounter(1, nds::kTimeInUse, 777).ok());
-  ASSERT_TRUE(ds->SetCoreCounter(1, nds::kInferCompleted, 3).ok());
-  KillChild(pid);
-  ASSERT_TRUE(WaitUntil([&] { return !fs::exists(ds->path()); }, kCeiling)) << node_->DaemonLog();
+  ASSERT_TRUE(rt->SetCore(1, nds::kTimeInUse, 777));
+  ASSERT_TRUE(rt->SetCore(1, nds::kInferCompleted, 3));
+  rt->Kill();
+  ASSERT_TRUE(WaitUntil([&] { return Gone(3, rt->pid()); }, kCeiling)) << node_->DaemonLog();
   // Busy time into both physical cores of the group, counts into the first.
   EXPECT_EQ(U64(core(2) / "other_info/nc_time_in_use/total"), 777u);
   EXPECT_EQ(U64(core(3) / "other_info/nc_time_in_use/total"), 777u);
@@ -235,25 +261,30 @@ TEST_F(DaemonRuntimeTest, Lnc2SplitsMemoryAndFoldsBusyTimeIntoBothCoresAndEfaTra
   EXPECT_EQ(carrying(), 1);  // port counters are monotonic: traffic stays counted
 }
 
-TEST_F(DaemonRuntimeTest, AtStartLiveDatastoresAreMirroredAndFinishedOnesDropped) {
-  // Left by runtimes of a previous daemon: one whose process has exited, one still running.
-  const pid_t dead = Spawn({"true"}, tmp_.path() / "dead.out", tmp_.path() / "dead.err");
-  ASSERT_EQ(WaitExit(dead, kCeiling), 0);
-  const pid_t live = Child();
-  auto old_ds = Datastore(0, dead);
-  auto live_ds = Datastore(0, live);
-  ASSERT_NE(old_ds, nullptr);
-  ASSERT_NE(live_ds, nullptr);
-  ASSERT_TRUE(old_ds->SetCoreCounter(0, nds::kInferCompleted, 9).ok());
-  ASSERT_TRUE(old_ds->SetCoreCounter(0, nds::kMemUsageTensorsDevice, 111).ok());
-  ASSERT_TRUE(live_ds->SetCoreCounter(0, nds::kMemUsageTensorsDevice, 222).ok());
-
+// A new daemon is a freshly loaded driver: the runtimes of the previous one are not its
+// processes, so nothing of theirs is mirrored or folded into the new tree.
+TEST_F(DaemonRuntimeTest, RestartedDaemonForgetsThePreviousDriversRuntimes) {
   node_->Up("inf2.xlarge");
-  ASSERT_TRUE(WaitUntil([&] { return !fs::exists(old_ds->path()); }, kCeiling));
+  RuntimeProcess* old_rt = Runtime(0);
+  ASSERT_NE(old_rt, nullptr);
+  ASSERT_TRUE(old_rt->SetCore(0, nds::kInferCompleted, 9));
+  ASSERT_TRUE(old_rt->SetCore(0, nds::kMemUsageTensorsDevice, 111));
+  ASSERT_TRUE(WaitUntil([&] { return Is(Mem(0, "tensors/total"), 111); }, kCeiling));
+
+  node_.reset();  // SIGTERM: the daemon removes its tree; the old runtime lives on
+  node_ = std::make_unique<SimNode>(NEURON_SIM_BIN, root_, tmp_.path());
+  node_->Up("inf2.xlarge");
+  RuntimeProcess* live = Runtime(0);
+  ASSERT_NE(live, nullptr);
+  ASSERT_TRUE(old_rt->SetCore(0, nds::kMemUsageTensorsDevice, 333));
+  ASSERT_TRUE(live->SetCore(0, nds::kMemUsageTensorsDevice, 222));
   EXPECT_TRUE(WaitUntil([&] { return Is(Mem(0, "tensors/total"), 222); }, kCeiling));
-  EXPECT_TRUE(fs::exists(live_ds->path()));
-  // The dead runtime's counters belonged to the previous driver: not folded into the new tree.
+  EXPECT_TRUE(Gone(0, old_rt->pid()));
+  // The old runtime's nrt_close finds no driver that knows it: nothing is folded.
+  (void)old_rt->Release();
+  std::this_thread::sleep_for(300ms);
   EXPECT_EQ(U64(Status(0, "success/total")), 0u);
+  EXPECT_EQ(U64(Mem(0, "tensors/total")), 222u);
 }
 
 TEST_F(DaemonRuntimeTest, PowerFollowsBusyTime) {
@@ -268,9 +299,8 @@ TEST_F(DaemonRuntimeTest, PowerFollowsBusyTime) {
   ASSERT_TRUE(WaitUntil([&] { return avg().has_value(); }, kCeiling)) << ReadFile(power);
   EXPECT_LT(*avg(), 20.0);
 
-  const pid_t pid = Child();
-  auto ds = Datastore(0, pid);
-  ASSERT_NE(ds, nullptr);
+  RuntimeProcess* rt = Runtime(0);
+  ASSERT_NE(rt, nullptr);
   // Both cores busy all the time: busy microseconds grow with the wall clock.
   std::atomic<bool> stop{false};
   std::thread busy([&] {
@@ -279,8 +309,8 @@ TEST_F(DaemonRuntimeTest, PowerFollowsBusyTime) {
       const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - start)
                           .count();
-      (void)ds->SetCoreCounter(0, nds::kTimeInUse, static_cast<uint64_t>(us));
-      (void)ds->SetCoreCounter(1, nds::kTimeInUse, static_cast<uint64_t>(us));
+      (void)rt->SetCore(0, nds::kTimeInUse, static_cast<uint64_t>(us));
+      (void)rt->SetCore(1, nds::kTimeInUse, static_cast<uint64_t>(us));
       std::this_thread::sleep_for(10ms);
     }
   });
@@ -293,11 +323,14 @@ TEST_F(DaemonRuntimeTest, PowerFollowsBusyTime) {
 
 TEST_F(DaemonRuntimeTest, StatusListsProcessesWithTagAndCores) {
   node_->Up("trn1.2xlarge");
-  const pid_t self = getpid();  // the lock holder and datastore owner: this test process
-  auto ds = Datastore(0, self);
-  ASSERT_NE(ds, nullptr);
-  ds->SetProcessTag("llama-worker-0");
-  ASSERT_TRUE(ds->SetCoreCounter(1, nds::kMemUsageTensorsDevice, 4096).ok());
+  // This test process is the runtime: attached to device 0, datastore claimed, core 1 locked.
+  const pid_t self = getpid();
+  const int dev = open(RootPaths(root_).DevNeuron(0).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(dev, 0) << std::strerror(errno);
+  absl::StatusOr<std::unique_ptr<DatastoreWriter>> ds = DatastoreWriter::Acquire(dev, 0, self);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  (*ds)->SetProcessTag("llama-worker-0");
+  ASSERT_TRUE((*ds)->SetCoreCounter(1, nds::kMemUsageTensorsDevice, 4096).ok());
   const fs::path lock = root_ / "run/neuron/cores/1";
   const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
@@ -321,7 +354,8 @@ TEST_F(DaemonRuntimeTest, StatusListsProcessesWithTagAndCores) {
   }
   EXPECT_TRUE(row) << status;
   close(fd);
-  ASSERT_TRUE(ds->Remove().ok());
+  (*ds)->Release();
+  close(dev);
 }
 
 TEST_F(DaemonRuntimeTest, PrintkAppendsToKmsgVerbatim) {

@@ -1,19 +1,25 @@
-// The datastore file's bytes at the offsets DRIVER-INTERFACE.md §4.2 and driver-sim/README.md
-// give, read back raw from the file (not through the writer).
+// The datastore's bytes at the offsets DRIVER-INTERFACE.md §4.2 and driver-sim/README.md give,
+// read back raw from the memory (not through the writer); and the writer's claim and release of
+// its slot through the simulated driver (DRIVER-ABI.md §2).
 #include "driver-sim/datastore_writer.h"
 
-#include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/catalog.h"
+#include "driver-sim/sim_tree.h"
 #include "gtest/gtest.h"
+#include "tests/support/driver_abi_client.h"
+#include "tests/support/process.h"
+#include "tests/support/sim_driver_thread.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::sim {
@@ -21,21 +27,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A writer over zeroed memory, as the driver hands out a fresh slot.
 class DatastoreWriterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = tmp_.path();
-    absl::StatusOr<std::unique_ptr<DatastoreWriter>> w =
-        DatastoreWriter::Create(RootPaths(root_), 3, 4711);
-    ASSERT_TRUE(w.ok()) << w.status();
-    writer_ = std::move(*w);
-  }
-  void TearDown() override { writer_.reset(); }
+  void SetUp() override { writer_ = DatastoreWriter::OverMemory(memory_, 3, 4711); }
 
-  std::vector<uint8_t> Bytes() const {
-    std::ifstream in(root_ / "run/neuron/ds/3.4711", std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
+  std::vector<uint8_t> Bytes() const { return memory_; }
   uint64_t U64At(size_t off) const {
     const std::vector<uint8_t> b = Bytes();
     uint64_t v = 0;
@@ -51,28 +48,20 @@ class DatastoreWriterTest : public ::testing::Test {
     return std::string(reinterpret_cast<const char*>(b.data() + off));
   }
 
-  ::neuron::testing::TempDir tmp_{"ds_test"};
-  fs::path root_;
+  std::vector<uint8_t> memory_ = std::vector<uint8_t>(nds::kSize, 0);
   std::unique_ptr<DatastoreWriter> writer_;
 };
 
-TEST_F(DatastoreWriterTest, FileHeaderAndPlacement) {
-  const fs::path file = root_ / "run/neuron/ds/3.4711";
-  EXPECT_EQ(writer_->path(), file);
-  ASSERT_TRUE(fs::exists(file));
-  EXPECT_EQ(fs::file_size(file), 262144u);
-  struct stat st {};
-  ASSERT_EQ(::stat(file.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 07777, 0644u);
+TEST_F(DatastoreWriterTest, HeadersAndIdentity) {
+  EXPECT_EQ(writer_->device(), 3);
+  EXPECT_EQ(writer_->pid(), 4711);
   const std::vector<uint8_t> b = Bytes();
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), std::string("nds\0", 4));
   EXPECT_EQ(U32At(4), 1u);  // format version
   EXPECT_EQ(std::string(b.begin() + 1248, b.begin() + 1252), "simo");
   EXPECT_EQ(U32At(1252), 1u);
   EXPECT_EQ(U32At(67200), 0u);  // no histogram until InitHistogram
-  int entries = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(file.parent_path())) ++entries;
-  EXPECT_EQ(entries, 1);  // no temporary left behind
+  EXPECT_EQ(U32At(70472), 0u);  // no EFA traffic until InitEfaTraffic
 }
 
 TEST_F(DatastoreWriterTest, CoreCountersAtDriverOffsets) {
@@ -211,20 +200,78 @@ TEST_F(DatastoreWriterTest, LatencyHistogramExtension) {
   EXPECT_EQ(writer_->InitHistogram(too_many).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(DatastoreWriterTest, RemoveUnlinksAndCreateReplacesAStaleFile) {
-  ASSERT_TRUE(writer_->SetCoreCounter(0, 0, 99).ok());
-  // A stale file of a reused PID is replaced by a fresh one.
+// Acquire claims the process's slot through its device fd (ACQUIRE_NEURON_DS, pid 0) and maps
+// the driver's memory, so a monitor reading the PID's datastore sees what the writer wrote;
+// Release (RELEASE_NEURON_DS) folds it into sysfs and frees the slot, which comes back zeroed.
+class DatastoreWriterDriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    spec_ = *FindInstance("trn1.2xlarge");
+    tree_ = std::make_unique<SimTree>(paths_, NodeConfig{spec_, 1, "", ""});
+    ASSERT_TRUE(tree_->Create().ok());
+    driver_ = std::make_unique<neuron::testing::SimDriverThread>(tree_.get(), *spec_, 1);
+    ASSERT_TRUE(driver_->status().ok()) << driver_->status();
+  }
+  std::optional<uint64_t> MonitorWord(size_t offset) const {
+    return neuron::testing::ReadDatastoreWord(paths_.DevNeuron(0), ::getpid(), offset);
+  }
+
+  ::neuron::testing::TempDir tmp_{"ds_driver"};
+  RootPaths paths_{tmp_.path()};
+  const InstanceSpec* spec_ = nullptr;
+  std::unique_ptr<SimTree> tree_;
+  std::unique_ptr<neuron::testing::SimDriverThread> driver_;
+};
+
+TEST_F(DatastoreWriterDriverTest, AcquireMapsTheDriversSlotAndReleaseFoldsAndFreesIt) {
+  const int fd = ::open(paths_.DevNeuron(0).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  absl::StatusOr<std::unique_ptr<DatastoreWriter>> w = DatastoreWriter::Acquire(fd, 0, ::getpid());
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::optional<std::vector<uint8_t>> seen =
+      neuron::testing::ReadDatastoreBytes(paths_.DevNeuron(0), ::getpid());
+  ASSERT_TRUE(seen.has_value());
+  ASSERT_EQ(seen->size(), nds::kSize);
+  EXPECT_EQ(std::string(seen->begin(), seen->begin() + 4), std::string("nds\0", 4));
+  EXPECT_EQ(std::string(seen->begin() + 1248, seen->begin() + 1252), "simo");
+  ASSERT_TRUE((*w)->SetCoreCounter(1, nds::kModelLoadCount, 2).ok());
+  EXPECT_EQ(MonitorWord(*nds::CoreCounterOffset(1, nds::kModelLoadCount)), 2u);
+
+  // A monitor's mapping of the slot, kept across the release.
+  const std::unique_ptr<neuron::testing::DatastoreView> view =
+      neuron::testing::DatastoreView::Open(paths_.DevNeuron(0), ::getpid());
+  ASSERT_NE(view, nullptr);
+  (*w)->Release();
+  (*w)->Release();  // idempotent
+  // The slot is free: a monitor's ACQUIRE with the PID gets ENOENT.
+  EXPECT_FALSE(MonitorWord(0).has_value());
+  EXPECT_EQ(neuron::testing::ReadFile(tree_->OtherInfoDir(0, 1, "model_load_count") / "total"),
+            "2\n");
+  // Folded first, then the whole slot zeroed; the monitor's mapping stays valid and reads zeros.
+  EXPECT_EQ(view->Bytes(), std::vector<uint8_t>(nds::kSize, 0));
+  // The process's last close releases a slot it did not release itself.
   absl::StatusOr<std::unique_ptr<DatastoreWriter>> again =
-      DatastoreWriter::Create(RootPaths(root_), 3, 4711);
+      DatastoreWriter::Acquire(fd, 0, ::getpid());
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(U64At(256), 0u);
-  ASSERT_TRUE((*again)->Remove().ok());
-  EXPECT_FALSE(fs::exists(root_ / "run/neuron/ds/3.4711"));
-  // The old mapping still works after the unlink; nothing reappears.
-  ASSERT_TRUE(writer_->SetCoreCounter(0, 0, 1).ok());
-  EXPECT_FALSE(fs::exists(root_ / "run/neuron/ds/3.4711"));
-  EXPECT_EQ(DatastoreWriter::Create(RootPaths(root_), 64, 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*again)->SetCoreCounter(0, nds::kModelLoadCount, 5).ok());
+  again->reset();  // unmaps without releasing, as a dying process's mappings go
+  ::close(fd);
+  EXPECT_FALSE(MonitorWord(0).has_value());
+  EXPECT_EQ(neuron::testing::ReadFile(tree_->OtherInfoDir(0, 0, "model_load_count") / "total"),
+            "5\n");
+}
+
+TEST_F(DatastoreWriterDriverTest, AcquireNeedsANormalDeviceFd) {
+  // An O_WRONLY fd is the driver's free-access mode: ACQUIRE_NEURON_DS is refused.
+  const int fd = ::open(paths_.DevNeuron(0).c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_FALSE(DatastoreWriter::Acquire(fd, 0, ::getpid()).ok());
+  ::close(fd);
+  const int plain = ::open(tree_->OtherInfoDir(0, 0, "model_load_count").c_str(),
+                           O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(plain, 0);
+  EXPECT_FALSE(DatastoreWriter::Acquire(plain, 0, ::getpid()).ok());  // not a device at all
+  ::close(plain);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -21,12 +22,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/support/driver_abi_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -139,6 +142,11 @@ class SimDaemonTest : public ::testing::Test {
     return Run(words);
   }
   RunResult Ctl(std::vector<std::string> words) { return Ctl(root_, std::move(words)); }
+  // Whether `ctl status` lists a runtime process row for (device, pid).
+  bool Listed(int device, pid_t pid) {
+    return std::regex_search(Ctl({"status"}).out,
+                             std::regex(fmt::format("\n +{} +{} ", device, pid)));
+  }
 
   fs::path Dev(int n, const fs::path& root) const {
     return root / ("sys/devices/virtual/neuron_device/neuron" + std::to_string(n));
@@ -422,17 +430,17 @@ TEST_F(SimDaemonTest, EfaDownAndUp) {
 
 TEST_F(SimDaemonTest, SysfsResetWriteResetsOnlyADeviceNobodyHasOpen) {
   Up(root_, "inf2.24xlarge", {"--reset-ms", "300"});
-  const fs::path ds = root_ / "run/neuron/ds";
-  // Device 2 is open: a live process (this test) has a datastore file on it.
-  WriteFile(ds / ("2." + std::to_string(getpid())), "");
+  // Device 2 is open: a live process (this test) attached to it with a datastore.
+  const int fd = neuron::testing::OpenAndClaimDatastore(root_ / "dev/neuron2");
+  ASSERT_GE(fd, 0) << std::strerror(errno);
   WriteFile(Dev(2) / "reset", "9\n");
   // The daemon answers every write by restoring the state (D4); then it has seen this one.
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(Dev(2) / "reset") == "1\n"; }, kEffectCeiling));
   EXPECT_THAT(Kmsg(), Not(HasSubstr("nd2: initiating")));
   EXPECT_EQ(ReadFile(Dev(2) / "neuron_core0/stats/other_info/reset_req_count/total"), "1\n");
-  EXPECT_THAT(Ctl({"status"}).out, HasSubstr(std::to_string(getpid())));
+  EXPECT_TRUE(Listed(2, getpid()));
 
-  fs::remove(ds / ("2." + std::to_string(getpid())));
+  ::close(fd);  // the last close: the driver's open count drops to 0
   WriteFile(Dev(2) / "reset", "1\n");
   ASSERT_TRUE(WaitUntil(
       [&] { return Kmsg().find("nd2: reset request 4294967295 completed") != std::string::npos; },
@@ -440,11 +448,12 @@ TEST_F(SimDaemonTest, SysfsResetWriteResetsOnlyADeviceNobodyHasOpen) {
   EXPECT_EQ(ReadFile(Dev(2) / "reset"), "1\n");
   EXPECT_EQ(ReadFile(Dev(2) / "neuron_core1/stats/other_info/reset_req_count/total"), "2\n");
 
-  // A datastore file whose process is dead does not hold the device.
+  // A process that died with the device open does not hold it: its death closed its fds.
   const pid_t child = fork();
-  if (child == 0) _exit(0);
+  if (child == 0) _exit(neuron::testing::OpenAndClaimDatastore(root_ / "dev/neuron3") >= 0 ? 0 : 1);
   ASSERT_EQ(WaitExit(child, kEffectCeiling), 0);
-  WriteFile(ds / ("3." + std::to_string(child)), "");
+  // The driver learns of the death from the connection's end; its datastore row then goes.
+  ASSERT_TRUE(WaitUntil([&] { return !Listed(3, child); }, kEffectCeiling));
   WriteFile(Dev(3) / "reset", "1\n");
   EXPECT_TRUE(WaitUntil(
       [&] { return Kmsg().find("nd3: reset request 4294967295 completed") != std::string::npos; },

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "core/catalog.h"
-#include "core/node_info.h"
+#include "driver-sim/node_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/temp_dir.h"

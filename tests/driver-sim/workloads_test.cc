@@ -1,6 +1,7 @@
 // `neuron-sim run`: the workloads on a simulated node, as real processes against the real daemon
-// and libnrt-sim. Calibration figures are RUNTIME.md §8's and HARDWARE.md §8.3's, written
-// literally; timing assertions are ranges around them or ceilings (DESIGN decision 15).
+// and libnrt-sim, their datastores read as a monitor reads them (through the driver).
+// Calibration figures are RUNTIME.md §8's and HARDWARE.md §8.3's, written literally; timing
+// assertions are ranges around them or ceilings (DESIGN decision 15).
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include "core/sampler.h"
 #include "core/snapshot.h"
 #include "tests/driver-sim/sim_process.h"
+#include "tests/support/driver_abi_client.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::sim {
@@ -99,21 +101,23 @@ class WorkloadsTest : public ::testing::Test {
   fs::path Stat(int device, int core, const std::string& rel) const {
     return node_->Core(device, core) / "stats" / rel;
   }
-  std::vector<fs::path> Datastores() const {
-    std::vector<fs::path> v;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(root_ / "run/neuron/ds", ec)) v.push_back(e.path());
-    return v;
+  // `pid`'s datastore on `device` as a monitor finds it (nullopt: the driver has no slot for it).
+  std::optional<std::vector<uint8_t>> Datastore(int device, pid_t pid) const {
+    return ::neuron::testing::ReadDatastoreBytes(RootPaths(root_).DevNeuron(device), pid);
   }
-  // A live counter of one datastore (core slot, NC index).
-  static uint64_t Live(const fs::path& ds, int slot, int index) {
-    uint64_t v = 0;
-    const int fd = open(ds.c_str(), O_RDONLY);
-    if (fd >= 0) {
-      if (pread(fd, &v, 8, static_cast<off_t>(*nds::CoreCounterOffset(slot, index))) != 8) v = 0;
-      close(fd);
+  // True when `pid` holds no datastore on any device: it released them (or died) and the
+  // driver folded them.
+  bool DatastoresGone(pid_t pid) const {
+    for (int d = 0; fs::exists(RootPaths(root_).DevNeuron(d)); ++d) {
+      if (Datastore(d, pid)) return false;
     }
-    return v;
+    return true;
+  }
+  // A live counter of `pid`'s datastore on device 0 (core slot, NC index); 0 without one.
+  uint64_t Live(pid_t pid, int slot, int index) const {
+    return ::neuron::testing::ReadDatastoreWord(RootPaths(root_).DevNeuron(0), pid,
+                                                *nds::CoreCounterOffset(slot, index))
+        .value_or(0);
   }
   // A global core's lock file is free when we can take it.
   bool CoreFree(int core) const {
@@ -175,8 +179,8 @@ TEST_F(WorkloadsTest, BertThroughputMatchesThePublishedFigureAndSigtermStopsClea
   ASSERT_GE(per_core.size(), 5u) << out;
   EXPECT_NEAR(MedianOf(per_core), 119.6, 119.6 * 0.1) << out;
 
-  // nrt_close released the datastore: the daemon folded it and removed the file.
-  EXPECT_TRUE(WaitUntil([&] { return Datastores().empty(); }, kCeiling));
+  // nrt_close released the datastore: the driver folded it and freed the slot.
+  EXPECT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling));
   EXPECT_GE(U64(Stat(0, 0, "status/success/total")).value_or(0), 5u);
   EXPECT_EQ(U64(Stat(0, 0, "memory_usage/device_mem/total")), 0u);
   EXPECT_TRUE(CoreFree(0));
@@ -232,7 +236,7 @@ TEST_F(WorkloadsTest, Llama2KeepsCoresBusyAndItsGradientAllReduceCrossesEfa) {
   ASSERT_EQ(code, 0) << Out(pid) << Err(pid);
   runs_.erase(pid);
   EXPECT_THAT(Out(pid), HasSubstr("stopped by SIGTERM"));
-  EXPECT_TRUE(WaitUntil([&] { return Datastores().empty(); }, kCeiling));
+  EXPECT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling));
   for (int d = 0; d < 4; ++d) {
     EXPECT_GT(U64(Stat(d, 0, "other_info/nc_time_in_use/total")).value_or(0), 0u) << d;
     EXPECT_EQ(U64(Stat(d, 1, "memory_usage/device_mem/total")), 0u) << d;
@@ -264,20 +268,19 @@ TEST_F(WorkloadsTest, MemoryIsMirroredWhileRunningAndAKilledRunIsFoldedOnce) {
   // Freeze it, read sysfs + live, kill it: the fold must give exactly that sum.
   kill(pid, SIGSTOP);
   std::this_thread::sleep_for(300ms);
-  const fs::path ds = root_ / "run/neuron/ds" / fmt::format("0.{}", pid);
-  ASSERT_TRUE(fs::exists(ds));
+  ASSERT_TRUE(Datastore(0, pid).has_value());
   uint64_t expect_success[2], expect_busy[2];
   for (int c = 0; c < 2; ++c) {
     expect_success[c] =
-        U64(Stat(0, c, "status/success/total")).value_or(0) + Live(ds, c, nds::kInferCompleted);
+        U64(Stat(0, c, "status/success/total")).value_or(0) + Live(pid, c, nds::kInferCompleted);
     expect_busy[c] = U64(Stat(0, c, "other_info/nc_time_in_use/total")).value_or(0) +
-                     Live(ds, c, nds::kTimeInUse);
-    EXPECT_GT(Live(ds, c, nds::kInferCompleted), 0u);
+                     Live(pid, c, nds::kTimeInUse);
+    EXPECT_GT(Live(pid, c, nds::kInferCompleted), 0u);
   }
   kill(pid, SIGKILL);
   ASSERT_EQ(WaitExit(pid, kCeiling), 128 + SIGKILL);
   runs_.erase(pid);
-  ASSERT_TRUE(WaitUntil([&] { return Datastores().empty(); }, kCeiling)) << node_->DaemonLog();
+  ASSERT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling)) << node_->DaemonLog();
   for (int c = 0; c < 2; ++c) {
     EXPECT_EQ(U64(Stat(0, c, "status/success/total")), expect_success[c]) << c;
     EXPECT_EQ(U64(Stat(0, c, "other_info/nc_time_in_use/total")), expect_busy[c]) << c;
@@ -315,7 +318,7 @@ TEST_F(WorkloadsTest, InjectedFaultsShowInOutputCountersAndKmsg) {
   const std::string kmsg = ReadFile(root_ / "dev/kmsg");
   EXPECT_THAT(kmsg, HasSubstr(" NEURON_HW_ERR="));
   EXPECT_THAT(kmsg, HasSubstr("nd-id=0"));
-  ASSERT_TRUE(WaitUntil([&] { return Datastores().empty(); }, kCeiling));
+  ASSERT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling));
   EXPECT_EQ(U64(Stat(0, 0, "status/hw_hbm_ue_error/total")), 1u);
   EXPECT_EQ(U64(Stat(0, 0, "status/execute_completed_with_num_error/total")), 1u);
   EXPECT_EQ(U64(Stat(0, 1, "status/hw_hbm_ue_error/total")), 0u);

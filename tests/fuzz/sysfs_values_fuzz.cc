@@ -7,9 +7,9 @@
 
 #include "core/counter_files.h"
 #include "core/file_io.h"
-#include "core/node_info.h"
 #include "core/pod_identity.h"
 #include "core/procinfo.h"
+#include "driver-sim/node_info.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace cf = neuron::counter_files;

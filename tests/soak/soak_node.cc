@@ -104,8 +104,8 @@ absl::Status SoakNode::StartPlugin() {
   const fs::path config = dir_.path() / "plugin.yaml";
   WriteFile(config, "podresources_period: 200ms\nallocation_grace: 2s\n");
   plugin_.pid = Spawn(
-      {NEURON_PLUGIN_BIN, "--root", root_.string(), "--kubelet-dir", kubelet_dir_.string(),
-       "--listen", "127.0.0.1:0"},
+      {NEURON_SIM_BIN, "exec", "--root", root_.string(), "--", NEURON_PLUGIN_BIN, "--root",
+       root_.string(), "--kubelet-dir", kubelet_dir_.string(), "--listen", "127.0.0.1:0"},
       logs_ / "plugin.out", logs_ / "plugin.err",
       {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1", "NEURON_DP_CONFIG=" + config.string()});
   if (plugin_.pid <= 0) return absl::InternalError("cannot spawn the plugin");
@@ -120,7 +120,9 @@ absl::Status SoakNode::StartPlugin() {
 }
 
 absl::Status SoakNode::StartExporter() {
-  exporter_.pid = Spawn({NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir",
+  // Both under the simulated driver (neuron-sim exec), as the agent reaches a real node's devices.
+  exporter_.pid = Spawn({NEURON_SIM_BIN, "exec", "--root", root_.string(), "--",
+                         NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir",
                          kubelet_dir_.string(), "--web.listen-address", "127.0.0.1:0"},
                         logs_ / "exporter.out", logs_ / "exporter.err",
                         {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1"});

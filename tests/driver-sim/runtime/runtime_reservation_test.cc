@@ -1,10 +1,11 @@
 // Core reservation across real processes (DESIGN decision 3, RUNTIME.md §3-§4): VISIBLE_CORES
-// and NUM_CORES, logical indices from 0, the exact failure line, cleanup after SIGKILL, and the
-// driver's limit of 16 processes per device.
+// and NUM_CORES, logical indices from 0, the exact failure line, cleanup after SIGKILL, the
+// datastore's release at nrt_close, and the driver's limit of 16 processes per device.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
 
+#include <functional>
 #include <vector>
 
 #include "tests/driver-sim/runtime/runtime_test_util.h"
@@ -21,29 +22,50 @@ class ReservationTest : public SimNodeTest {
     MakeNode("trn1.32xlarge");  // 16 devices x 2 cores
   }
 
-  // A child that reserves with `env` (NAME=VALUE), reports the status through a pipe byte and
-  // then waits to be killed. Returns its pid; *status gets nrt_init's result.
-  pid_t Holder(const std::string& name, const std::string& value, int* status) {
+  // A child that runs `setup`, reports its result through a pipe byte and then waits to be
+  // killed, keeping whatever `setup` took. Returns its pid; *result gets the byte.
+  pid_t Parked(const std::function<unsigned char()>& setup, unsigned char* result) {
     int fds[2];
     EXPECT_EQ(::pipe(fds), 0);
     const pid_t pid = Fork([&]() {
       ::close(fds[0]);
-      ::setenv(name.c_str(), value.c_str(), 1);
-      const unsigned char s =
-          static_cast<unsigned char>(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""));
-      (void)!::write(fds[1], &s, 1);
+      const unsigned char r = setup();
+      (void)!::write(fds[1], &r, 1);
       ::pause();
       return 0;
     });
     ::close(fds[1]);
-    unsigned char s = 255;
-    EXPECT_EQ(::read(fds[0], &s, 1), 1);
+    *result = 255;
+    EXPECT_EQ(::read(fds[0], result, 1), 1);
     ::close(fds[0]);
+    return pid;
+  }
+
+  // A child that reserves with `env` (NAME=VALUE). *status gets nrt_init's result.
+  pid_t Holder(const std::string& name, const std::string& value, int* status) {
+    unsigned char s = 255;
+    const pid_t pid = Parked(
+        [&] {
+          ::setenv(name.c_str(), value.c_str(), 1);
+          return static_cast<unsigned char>(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""));
+        },
+        &s);
     *status = s;
     return pid;
   }
 
+  // A child that opens `device` (a normal open: it attaches, as a runtime or monitor does).
+  pid_t Opener(int device) {
+    const fs::path node = root().DevNeuron(device);
+    unsigned char ok = 0;
+    const pid_t pid = Parked(
+        [&] { return static_cast<unsigned char>(::open(node.c_str(), O_RDONLY) >= 0); }, &ok);
+    EXPECT_EQ(ok, 1) << "child " << pid << " could not open " << node;
+    return pid;
+  }
+
   static void Kill(pid_t pid) {
+    if (pid <= 0) return;  // a failed fork: kill(-1) would hit every process we may signal
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
   }
@@ -153,13 +175,16 @@ TEST_F(ReservationTest, KilledOwnersCoresAreFreeAtOnce) {
   EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
 }
 
-TEST_F(ReservationTest, CloseReleasesTheCoresAndMarksTheDatastoreReleased) {
+TEST_F(ReservationTest, CloseReleasesTheCoresAndTheDatastore) {
   ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
-  EXPECT_EQ(DsWord(0, nds::kReleasedOffset) & 0xffffffff, 0u);
+  ASSERT_NE(Load(Neff(Ops("")), 0), nullptr);
+  EXPECT_EQ(DsCounter(0, 0, nds::kModelLoadCount), 1u);
   nrt_close();
-  // No daemon runs here, so the file stays, flagged released for the daemon to fold.
-  EXPECT_EQ(DsWord(0, nds::kReleasedOffset) & 0xffffffff, 1u);
+  // RELEASE_NEURON_DS: the driver folded the counters into sysfs, then freed the slot, so a
+  // monitor's ACQUIRE for this PID finds nothing (ENOENT).
+  EXPECT_FALSE(neuron::testing::ReadDatastoreBytes(root().DevNeuron(0), ::getpid()).has_value());
+  EXPECT_EQ(ReadFileText(tree_->OtherInfoDir(0, 0, "model_load_count") / "total"), "1\n");
   const pid_t other = Fork([] {
     ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
     return static_cast<int>(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""));
@@ -171,40 +196,42 @@ TEST_F(ReservationTest, ProcessTagAndRuntimeVersionGoToTheDatastore) {
   ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
   ::setenv("NEURON_PROCESS_TAG", "llama-worker-7", 1);
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_PYTORCH, "2.1.0", ""), NRT_SUCCESS);
-  const std::string ds = ReadFileText(root().DatastoreDir() / ("0." + std::to_string(::getpid())));
-  ASSERT_EQ(ds.size(), nds::kSize);
-  EXPECT_EQ(std::string(ds.data() + nds::kProcessTagOffset), "llama-worker-7");
-  EXPECT_EQ(static_cast<int>(ds[nds::kProcessInfoOffset + nds::kPiFrameworkType]),
+  const std::optional<std::vector<uint8_t>> ds =
+      neuron::testing::ReadDatastoreBytes(root().DevNeuron(0), ::getpid());
+  ASSERT_TRUE(ds.has_value());
+  ASSERT_EQ(ds->size(), nds::kSize);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(ds->data() + nds::kProcessTagOffset)),
+            "llama-worker-7");
+  EXPECT_EQ(static_cast<int8_t>((*ds)[nds::kProcessInfoOffset + nds::kPiFrameworkType]),
             NRT_FRAMEWORK_TYPE_PYTORCH);
   // RUNTIME_VERSION packs major in bits 40-47: a 2.x runtime.
   EXPECT_EQ((DsWord(0, nds::DeviceCounterOffset(nds::kRuntimeVersion)) >> 40) & 0xff, 2u);
 }
 
 TEST_F(ReservationTest, SixteenProcessesPerDeviceAtMost) {
-  // 16 live processes with a datastore on device 0 (DRIVER-INTERFACE §1: 16 per device).
+  // 16 live processes attached to device 0 (DRIVER-ABI.md §4: the 17th open gets EBUSY).
   std::vector<pid_t> sleepers;
-  std::filesystem::create_directories(root().DatastoreDir());
-  for (int i = 0; i < 16; ++i) {
-    const pid_t p = Fork([] {
-      ::pause();
-      return 0;
-    });
-    sleepers.push_back(p);
-    std::ofstream(root().DatastoreDir() / ("0." + std::to_string(p)))
-        << std::string(nds::kSize, '\0');
-  }
+  for (int i = 0; i < 16; ++i) sleepers.push_back(Opener(0));
   ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
   {
     StderrCapture err(dir_.path() / "err.txt");
     EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_RESOURCE);
-    EXPECT_THAT(err.Text(), HasSubstr("16 processes already use the device"));
+    EXPECT_THAT(err.Text(), HasSubstr("nd0: pid " + std::to_string(::getpid()) +
+                                      " failed to open: 16 processes already use the device"));
   }
   // Device 1 is another device.
   ::setenv("NEURON_RT_VISIBLE_CORES", "2", 1);
   EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   nrt_close();
-  Kill(sleepers.back());  // one leaves: there is room again
+  Kill(sleepers.back());  // one leaves: the driver detaches it when its connection ends
   sleepers.pop_back();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const int fd = ::open(root().DevNeuron(0).c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) ::close(fd);
+        return fd >= 0;
+      },
+      10s));
   ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
   EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   for (pid_t p : sleepers) Kill(p);

@@ -1,7 +1,8 @@
 #pragma once
-// Shared pieces of the libnrt-sim tests: a simulated node per test (SimTree on a TempDir, no
-// daemon), NEFF building, datastore reads, forked children and stderr capture.
-// Header-only; each test links nrt_sim.
+// Shared pieces of the libnrt-sim tests: a simulated node per test (SimTree on a TempDir and
+// the driver's device ABI served from a thread, no daemon), NEFF building, datastore reads,
+// forked children and stderr capture. Header-only; each test links nrt_sim and runs under the
+// simulated driver's interposer (tests/CMakeLists.txt NEURON_SIM_DRIVER_ENV).
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -30,6 +31,8 @@
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
 #include "nrt/nrtsim.h"
+#include "tests/support/driver_abi_client.h"
+#include "tests/support/sim_driver_thread.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::nrt::testing {
@@ -53,7 +56,8 @@ inline void ClearRuntimeEnv() {
   }
 }
 
-// A simulated node (the tree and node.json, no daemon) with NEURON_ROOT pointing at it.
+// A simulated node (the tree and node.json, the driver's device ABI on a thread, no daemon)
+// with NEURON_ROOT pointing at it, so the runtime's /dev/neuronN are the tree's devices.
 class SimNodeTest : public ::testing::Test {
  protected:
   void MakeNode(const char* instance, int lnc = 0) {
@@ -64,6 +68,8 @@ class SimNodeTest : public ::testing::Test {
     root_ = std::make_unique<RootPaths>(dir_.path());
     tree_ = std::make_unique<sim::SimTree>(*root_, sim::NodeConfig{*spec, *resolved, "", ""});
     ASSERT_TRUE(tree_->Create().ok());
+    driver_ = std::make_unique<neuron::testing::SimDriverThread>(tree_.get(), **spec, *resolved);
+    ASSERT_TRUE(driver_->status().ok()) << driver_->status();
     ::setenv("NEURON_ROOT", dir_.str().c_str(), 1);
   }
   void SetUp() override { ClearRuntimeEnv(); }
@@ -76,23 +82,15 @@ class SimNodeTest : public ::testing::Test {
 
   const RootPaths& root() const { return *root_; }
 
-  // The PID's datastore counter for (device, logical core in the device, NC index).
+  // The PID's datastore counter for (device, logical core in the device, NC index), read as a
+  // monitor reads it; UINT64_MAX when the PID has no datastore there.
   uint64_t DsCounter(int device, int core, int index, pid_t pid = ::getpid()) const {
-    const std::string bytes =
-        ReadFileText(root_->DatastoreDir() / (std::to_string(device) + "." + std::to_string(pid)));
     const std::optional<size_t> off = nds::CoreCounterOffset(core, index);
-    if (!off || bytes.size() < nds::kSize) return UINT64_MAX;
-    uint64_t v = 0;
-    std::memcpy(&v, bytes.data() + *off, 8);
-    return v;
+    return off ? DsWord(device, *off, pid) : UINT64_MAX;
   }
   uint64_t DsWord(int device, size_t offset, pid_t pid = ::getpid()) const {
-    const std::string bytes =
-        ReadFileText(root_->DatastoreDir() / (std::to_string(device) + "." + std::to_string(pid)));
-    if (bytes.size() < offset + 8) return UINT64_MAX;
-    uint64_t v = 0;
-    std::memcpy(&v, bytes.data() + offset, 8);
-    return v;
+    return neuron::testing::ReadDatastoreWord(root_->DevNeuron(device), pid, offset)
+        .value_or(UINT64_MAX);
   }
 
   // Writes faults.json as the daemon would, then makes the runtime notice it now.
@@ -109,6 +107,7 @@ class SimNodeTest : public ::testing::Test {
   neuron::testing::TempDir dir_{"nrt_test"};
   std::unique_ptr<RootPaths> root_;
   std::unique_ptr<sim::SimTree> tree_;
+  std::unique_ptr<neuron::testing::SimDriverThread> driver_;  // after tree_: stops first
 };
 
 // A NEFF from an op list; fails the test when the op list is rejected.
