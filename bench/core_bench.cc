@@ -1,6 +1,8 @@
 // Sampler cost on a simulated trn2.48xlarge (16 devices x 8 physical cores, ~13,300 counter
 // files, 16 EFA) with a few live datastore processes: the hot sample, the full sweep (one and
 // two threads), and for comparison a plain open/read/close of every file the full sweep reads.
+// The datastores are in this process's memory (tests/support/fake_datastores.h), so their share
+// is the parsing cost alone; reaching them through the driver's device ABI is not measured here.
 // Run with --benchmark_repetitions=N and quote the median aggregates.
 
 #include <benchmark/benchmark.h>
@@ -18,6 +20,7 @@
 #include "core/sampler.h"
 #include "driver-sim/datastore_writer.h"
 #include "driver-sim/sim_tree.h"
+#include "tests/support/fake_datastores.h"
 
 namespace neuron {
 namespace {
@@ -39,11 +42,9 @@ class Node {
   const RootPaths& paths() const { return paths_; }
   const Inventory& inventory() const { return inventory_; }
   const std::vector<std::string>& files() const { return files_; }
+  std::unique_ptr<DatastoreReader> datastores() const { return datastores_->Reader(); }
 
-  void Cleanup() {
-    writers_.clear();
-    fs::remove_all(paths_.root());
-  }
+  void Cleanup() { fs::remove_all(paths_.root()); }
 
  private:
   Node() : paths_(MakeRoot()) {
@@ -68,13 +69,9 @@ class Node {
     }
     // Four runtime processes, one per device on devices 0-3, every logical core busy.
     for (int d = 0; d < 4; ++d) {
-      auto w = sim::DatastoreWriter::Create(paths_, d, 10000 + d);
-      if (!w.ok()) std::abort();
-      (*w)->SetProcessInfo("bench", {2, 24, 7}, 1);
-      for (int k = 0; k < 4; ++k) {
-        (void)(*w)->SetCoreCounter(k, nds::kTimeInUse, uint64_t{1000} * k);
-      }
-      writers_.push_back(*std::move(w));
+      sim::DatastoreWriter& w = datastores_->Add(d, 10000 + d);
+      w.SetProcessInfo("bench", {2, 24, 7}, 1);
+      for (int k = 0; k < 4; ++k) (void)w.SetCoreCounter(k, nds::kTimeInUse, uint64_t{1000} * k);
     }
     CollectFiles();
   }
@@ -110,7 +107,7 @@ class Node {
   RootPaths paths_;
   std::unique_ptr<sim::SimTree> tree_;
   Inventory inventory_;
-  std::vector<std::unique_ptr<sim::DatastoreWriter>> writers_;
+  std::shared_ptr<testing::FakeDatastores> datastores_ = testing::FakeDatastores::Make();
   std::vector<std::string> files_;
 };
 
@@ -120,6 +117,7 @@ std::unique_ptr<Sampler> MakeSampler(int64_t mode) {
   SamplerOptions options;
   options.threads = mode == 1 ? 1 : 2;
   if (mode == 3) options.min_files_for_threads = 0;
+  options.datastore = Node::Get().datastores();
   return std::make_unique<Sampler>(Node::Get().paths(), Node::Get().inventory(),
                                    std::move(options));
 }

@@ -224,13 +224,20 @@ int main(int argc, char** argv) {
   }
   const pid_t job = Start({NEURON_SIM_BIN, "run", "--root", root.string(), "--workload", "matmul"},
                           work / "run.log", {"NEURON_RT_VISIBLE_CORES=0-31"});
-  WaitFor(
-      [&] { return fs::exists(root / "run/neuron/ds") && !fs::is_empty(root / "run/neuron/ds"); },
-      std::chrono::seconds(60));
+  // The workload prints its banner after nrt_init, which claims its datastores; its models load
+  // during the next seconds.
+  WaitFor([&] { return !Slurp(work / "run.log").empty(); }, std::chrono::seconds(60));
   std::this_thread::sleep_for(std::chrono::seconds(2));
 
   auto exporter = [&](const std::vector<std::string>& flags, const std::string& name) {
-    std::vector<std::string> args = {NEURON_EXPORTER_BIN,
+    // Under the simulated driver, as on a real node, the live datastores are read through
+    // /dev/neuronN; `neuron-sim exec` execs the exporter in place, so the PID is the exporter's.
+    std::vector<std::string> args = {NEURON_SIM_BIN,
+                                     "exec",
+                                     "--root",
+                                     root.string(),
+                                     "--",
+                                     NEURON_EXPORTER_BIN,
                                      "--root",
                                      root.string(),
                                      "--kubelet-dir",

@@ -178,9 +178,12 @@ int main(int argc, char** argv) {
   }
   Kubelet kubelet(kdir / "device-plugins");
   kubelet.Start();
-  const pid_t plugin = Spawn({NEURON_PLUGIN_BIN, "--root", root.string(), "--kubelet-dir",
-                              kdir.string(), "--listen", "127.0.0.1:0"},
-                             (tmp / "plugin.log").string());
+  // Under the simulated driver, as on a real node, the plugin learns PCI addresses (and so each
+  // device's NUMA node) by ioctl on /dev/neuronN; exec keeps the PID the plugin's.
+  const pid_t plugin =
+      Spawn({NEURON_SIM_BIN, "exec", "--root", root.string(), "--", NEURON_PLUGIN_BIN, "--root",
+             root.string(), "--kubelet-dir", kdir.string(), "--listen", "127.0.0.1:0"},
+            (tmp / "plugin.log").string());
   const std::vector<std::string> resources{"aws.amazon.com/neuron", "aws.amazon.com/neuroncore",
                                            "vpc.amazonaws.com/efa"};
   auto all_registered = [&](int n) {

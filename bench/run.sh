@@ -13,6 +13,9 @@ echo "== core: inventory scan, hot sample, full sweep (trn2.48xlarge)"
 "$build/bench/core_bench" "${gb_flags[@]}" --benchmark_filter='median' 2>/dev/null ||
   "$build/bench/core_bench" "${gb_flags[@]}"
 echo
+echo "== core + exporter: live data through the driver's device ABI, 16 runtimes (trn2.48xlarge)"
+"$build/bench/abi_bench"
+echo
 echo "== core: ctl unplug -> DeviceRemoved event delay (trn2.48xlarge)"
 "$build/bench/events_bench" "${gb_flags[@]}"
 echo

@@ -1,6 +1,7 @@
 // runtime_bench: the host CPU cost of libnrt-sim per execution, on a simulated trn1.32xlarge
-// (SimTree under $TMPDIR; no daemon needed, the runtime reads node.json and writes its own
-// datastores and core locks):
+// (SimTree under $TMPDIR and the driver's device ABI served from a thread of this process, no
+// daemon: the runtime reads node.json, takes its core locks and claims its datastores through
+// /dev/neuronN, so the bench runs itself under the simulated driver's interposer):
 //   1. one process, one core: an empty kernel (one zero-byte DMA op) executed back to back with
 //      datastore accounting; median and p99 wall time per nrt_execute, executions/s and CPU time
 //      per execution. Targets: median <= 5 us, >= 200,000 executions/s.
@@ -9,7 +10,7 @@
 // Executions run on the runtime's manual clock (NEURON_SIM_CLOCK=manual): the simulated 60 us
 // launch is accounted but not slept, so what is measured is the runtime's own work. Part 1 is
 // repeated on the steady clock (the launch slept, as workloads see it), and checks that every
-// execution reached the datastore (INFER_COMPLETED).
+// execution reached the datastore (INFER_COMPLETED, read through the driver as a monitor would).
 //
 // Usage: runtime_bench [--executions N] [--processes P] [--per-process N]
 
@@ -30,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/sim_driver.h"
 #include "bench/stats.h"
 #include "core/catalog.h"
 #include "core/datastore_layout.h"
@@ -37,6 +39,8 @@
 #include "driver-sim/sim_tree.h"
 #include "nrt/nrt.h"
 #include "nrt/nrtsim.h"
+#include "tests/support/driver_abi_client.h"
+#include "tests/support/sim_driver_thread.h"
 
 extern char** environ;
 
@@ -108,19 +112,12 @@ int Child(long n) {
   return done == n ? 0 : 1;
 }
 
-// INFER_COMPLETED of core slot 0 in this process's datastore on device 0: proof that the
-// executions were accounted.
+// INFER_COMPLETED of core slot 0 in this process's datastore on device 0, read through the
+// driver as a monitor reads it: proof that the executions were accounted.
 uint64_t Accounted(const fs::path& root) {
-  uint64_t v = 0;
-  const fs::path ds = neuron::RootPaths(root).DatastoreDir() / fmt::format("0.{}", getpid());
-  if (FILE* f = std::fopen(ds.c_str(), "rb")) {
-    if (std::fseek(f, static_cast<long>(*neuron::nds::CoreCounterOffset(0, 1)), SEEK_SET) != 0 ||
-        std::fread(&v, 8, 1, f) != 1) {
-      v = 0;
-    }
-    std::fclose(f);
-  }
-  return v;
+  const size_t offset = *neuron::nds::CoreCounterOffset(0, neuron::nds::kInferCompleted);
+  return neuron::testing::ReadDatastoreWord(neuron::RootPaths(root).DevNeuron(0), getpid(), offset)
+      .value_or(0);
 }
 
 int Part1(long n, const char* clock, const fs::path& root) {
@@ -227,6 +224,7 @@ int Part2(int processes, long per_process) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]) == "--child") return Child(std::atol(argv[2]));
+  if (neuron::bench::EnsureSimDriver(argv) != 0) return 1;
   long executions = 200000, per_process = 200000;
   int processes = 32;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -246,7 +244,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return 1;
   }
-  fs::create_directories(paths.DatastoreDir());
+  auto driver = std::make_unique<neuron::testing::SimDriverThread>(&tree, **spec, 1);
+  if (!driver->status().ok()) {
+    std::fprintf(stderr, "simulated driver: %s\n", std::string(driver->status().message()).c_str());
+    return 1;
+  }
   fs::create_directories(paths.CoreLockDir());
   setenv("NEURON_ROOT", root.c_str(), 1);
   unsetenv("NEURON_RT_NUM_CORES");
@@ -261,6 +263,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   setenv("NEURON_SIM_CLOCK", "manual", 1);
   if (rc == 0) rc = Part2(processes, per_process);
+  driver.reset();
   (void)tree.Destroy();
   std::error_code ec;
   fs::remove_all(root, ec);

@@ -1,6 +1,9 @@
 // neuron-ls and neuron-top cost on a simulated trn2.48xlarge (16 devices, 64 logical cores), with
-// a runtime on every device whose cores this program keeps busy (DatastoreWriter, as libnrt-sim
-// would). Prints medians:
+// a runtime on every device whose cores a child of this program keeps busy (DatastoreWriter
+// through the driver, as libnrt-sim would). The driver's device ABI is served from a thread of
+// this program, which runs itself under the driver's interposer (bench/sim_driver.h); neuron-ls
+// and neuron-top inherit it, as under `neuron-sim exec`, without paying for an extra exec in the
+// figures. Prints medians:
 //   1. neuron-ls wall time, default table and --wide (target <= 20 ms);
 //   2. neuron-top start-up to first frame under tmux (target <= 200 ms): from just before the
 //      tmux command to the "first frame" line neuron-top logs with its realtime clock;
@@ -17,24 +20,29 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "bench/sim_driver.h"
 #include "bench/stats.h"
 #include "core/catalog.h"
 #include "core/datastore_layout.h"
 #include "driver-sim/datastore_writer.h"
 #include "driver-sim/sim_tree.h"
+#include "tests/support/sim_driver_thread.h"
 #include "top/collector.h"
 
 extern char** environ;
@@ -103,7 +111,68 @@ double CpuSeconds(int pid) {
          static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// A trn2.48xlarge tree with a runtime (this process) on every device, cores kept 60 % busy.
+constexpr const char* kBusyRuntimeFlag = "--busy-runtime";
+volatile sig_atomic_t g_stop_runtime = 0;
+
+// The runtime child (`top_bench --busy-runtime ROOT`): a datastore on every device, cores kept
+// 60 % busy, until SIGTERM. Prints "ready" once every datastore is claimed.
+int BusyRuntime(const fs::path& root) {
+  std::signal(SIGTERM, [](int) { g_stop_runtime = 1; });
+  std::vector<std::unique_ptr<neuron::sim::DatastoreWriter>> writers;
+  for (int d = 0; d < 16; ++d) {
+    // The fd stays open for the process's life: its last close would release the datastore.
+    const int fd = ::open(neuron::RootPaths(root).DevNeuron(d).c_str(), O_RDWR | O_CLOEXEC);
+    auto w = neuron::sim::DatastoreWriter::Acquire(fd, d, ::getpid());
+    if (fd < 0 || !w.ok()) {
+      std::fprintf(stderr, "busy runtime: device %d: %s\n", d,
+                   fd < 0 ? std::strerror(errno) : std::string(w.status().message()).c_str());
+      return 1;
+    }
+    (*w)->SetProcessTag("bench");
+    writers.push_back(*std::move(w));
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  auto last = Clock::now();
+  while (g_stop_runtime == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto now = Clock::now();
+    const auto us =
+        static_cast<uint64_t>(0.6 * std::chrono::duration<double, std::micro>(now - last).count());
+    last = now;
+    for (auto& w : writers) {
+      for (int k = 0; k < 4; ++k) (void)w->AddCoreCounter(k, neuron::nds::kTimeInUse, us);
+    }
+  }
+  return 0;
+}
+
+// Starts the runtime child and waits for its "ready"; -1 on failure.
+pid_t StartBusyRuntime(const fs::path& root) {
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::string flag = kBusyRuntimeFlag;
+  std::string dir = root.string();
+  char* argv[] = {self.data(), flag.data(), dir.data(), nullptr};
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  char line[16] = {};
+  const bool ready = rc == 0 && read(out[0], line, sizeof(line) - 1) > 0 &&
+                     std::string_view(line).starts_with("ready");
+  close(out[0]);
+  if (rc == 0 && !ready) waitpid(pid, nullptr, 0);
+  return ready ? pid : -1;
+}
+
+// A trn2.48xlarge tree, its driver served from a thread of this process, and the runtime child.
+// The runtime is a process of its own because a monitor skips its own PID's datastores.
 class BusyNode {
  public:
   explicit BusyNode(const fs::path& root) : root_(root) {
@@ -114,30 +183,21 @@ class BusyNode {
       std::fprintf(stderr, "SimTree::Create: %s\n", s.ToString().c_str());
       std::exit(1);
     }
-    for (int d = 0; d < 16; ++d) {
-      auto w = neuron::sim::DatastoreWriter::Create(neuron::RootPaths(root), d, ::getpid());
-      if (!w.ok()) std::exit(1);
-      (*w)->SetProcessTag("bench");
-      writers_.push_back(*std::move(w));
+    driver_ = std::make_unique<neuron::testing::SimDriverThread>(tree_.get(), *spec, 2);
+    if (!driver_->status().ok()) {
+      std::fprintf(stderr, "simulated driver: %s\n", driver_->status().ToString().c_str());
+      std::exit(1);
     }
-    thread_ = std::thread([this] {
-      auto last = Clock::now();
-      while (!stop_) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        const auto now = Clock::now();
-        const auto us = static_cast<uint64_t>(
-            0.6 * std::chrono::duration<double, std::micro>(now - last).count());
-        last = now;
-        for (auto& w : writers_) {
-          for (int k = 0; k < 4; ++k) (void)w->AddCoreCounter(k, neuron::nds::kTimeInUse, us);
-        }
-      }
-    });
+    runtime_ = StartBusyRuntime(root);
+    if (runtime_ < 0) {
+      std::fprintf(stderr, "the busy runtime did not start\n");
+      std::exit(1);
+    }
   }
   ~BusyNode() {
-    stop_ = true;
-    thread_.join();
-    writers_.clear();
+    kill(runtime_, SIGTERM);
+    waitpid(runtime_, nullptr, 0);
+    driver_.reset();
     std::error_code ec;
     fs::remove_all(root_, ec);
   }
@@ -145,9 +205,8 @@ class BusyNode {
  private:
   fs::path root_;
   std::unique_ptr<neuron::sim::SimTree> tree_;
-  std::vector<std::unique_ptr<neuron::sim::DatastoreWriter>> writers_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::unique_ptr<neuron::testing::SimDriverThread> driver_;
+  pid_t runtime_ = -1;
 };
 
 void BenchLs(const fs::path& root, int runs) {
@@ -253,6 +312,8 @@ void BenchCollector(const fs::path& root, int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (neuron::bench::EnsureSimDriver(argv) != 0) return 1;
+  if (argc == 3 && std::string_view(argv[1]) == kBusyRuntimeFlag) return BusyRuntime(argv[2]);
   int runs = 21;
   int cpu_seconds = 20;
   int cpu_runs = 3;
