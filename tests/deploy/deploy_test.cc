@@ -1,12 +1,15 @@
 // deploy/: every kustomize overlay renders (the real `kubectl kustomize`) into objects with the
-// mounts, security context, probes and tolerations the DaemonSet needs; the alert rules pass
-// `promtool check rules`; the generated PrometheusRule matches its source; and every PromQL
+// mounts, security context, probes and tolerations the DaemonSet needs (device access through
+// privileged containers that keep every other restriction, the host's /proc read-only for the
+// exporter, no /run/neuron, a namespace Pod Security Admission lets them into); the alert rules
+// pass `promtool check rules`; the generated PrometheusRule matches its source; and every PromQL
 // expression of the dashboard parses.
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -86,9 +89,12 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   ASSERT_TRUE(ds) << "no DaemonSet in " << GetParam();
   const YAML::Node pod = ds["spec"]["template"]["spec"];
   EXPECT_EQ(pod["priorityClassName"].as<std::string>(), "system-node-critical");
-  EXPECT_FALSE(pod["automountServiceAccountToken"].as<bool>());
+  EXPECT_FALSE(pod["automountServiceAccountToken"].as<bool>(true));
   EXPECT_FALSE(pod["hostNetwork"].as<bool>(false));
   EXPECT_FALSE(pod["hostPID"].as<bool>(false));
+  EXPECT_FALSE(pod["hostIPC"].as<bool>(false));
+  // Kept although containerd applies no profile to a privileged container (daemonset.yaml).
+  EXPECT_EQ(pod["securityContext"]["seccompProfile"]["type"].as<std::string>(""), "RuntimeDefault");
 
   bool tolerates_neuron = false;
   for (const YAML::Node& t : pod["tolerations"]) {
@@ -118,9 +124,14 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
     const YAML::Node c = Container(ds, name);
     ASSERT_TRUE(c);
     const YAML::Node sc = c["securityContext"];
+    // Device access: a hostPath of /dev does not get past the device cgroup.
+    EXPECT_TRUE(sc["privileged"].as<bool>(false));
     EXPECT_TRUE(sc["readOnlyRootFilesystem"].as<bool>(false));
-    EXPECT_FALSE(sc["allowPrivilegeEscalation"].as<bool>(true));
-    EXPECT_FALSE(sc["privileged"].as<bool>(false));
+    // The API server rejects allowPrivilegeEscalation: false beside privileged: true.
+    if (sc["privileged"].as<bool>(false)) {
+      EXPECT_TRUE(sc["allowPrivilegeEscalation"].as<bool>(true))
+          << "allowPrivilegeEscalation: false with privileged: true does not validate";
+    }
     ASSERT_TRUE(sc["capabilities"]["drop"]);
     EXPECT_EQ(sc["capabilities"]["drop"][0].as<std::string>(), "ALL");
     EXPECT_FALSE(sc["capabilities"]["add"]) << "capabilities added";
@@ -134,11 +145,22 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
       mounts[m["mountPath"].as<std::string>()] = {host_paths[m["name"].as<std::string>()],
                                                   m["readOnly"].as<bool>(false)};
     }
-    // The root convention: the host's /sys, /dev and /run/neuron under /host, read-only.
-    for (const std::string p : {"/sys", "/dev", "/run/neuron"}) {
+    // The root convention: the host's /sys and /dev under /host, read-only.
+    for (const std::string p : {"/sys", "/dev"}) {
       ASSERT_TRUE(mounts.count("/host" + p)) << p;
       EXPECT_EQ(mounts["/host" + p].first, p);
       EXPECT_TRUE(mounts["/host" + p].second) << p << " is writable";
+    }
+    // The simulator's private state is no source of the agent's: not mounted, under any path.
+    for (const auto& [path, mount] : mounts) {
+      EXPECT_EQ(path.find("/run/neuron"), std::string::npos) << path;
+      EXPECT_EQ(mount.first.find("/run/neuron"), std::string::npos)
+          << path << " <- " << mount.first;
+    }
+    // Everything but the kubelet's device-plugins/ directory is mounted read-only.
+    for (const auto& [path, mount] : mounts) {
+      if (path == "/var/lib/kubelet/device-plugins") continue;
+      EXPECT_TRUE(mount.second) << path << " is writable";
     }
     ASSERT_TRUE(mounts.count("/var/lib/kubelet/pod-resources"));
     EXPECT_EQ(mounts["/var/lib/kubelet/pod-resources"].first, "/var/lib/kubelet/pod-resources");
@@ -146,6 +168,20 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
     std::string joined;
     for (const YAML::Node& a : args) joined += a.as<std::string>() + " ";
     EXPECT_NE(joined.find("--root=/host"), std::string::npos) << joined;
+  }
+  // The exporter resolves the driver's host PIDs through the host's /proc, read-only.
+  {
+    bool host_proc = false;
+    for (const YAML::Node& m : Container(ds, "exporter")["volumeMounts"]) {
+      if (m["mountPath"].as<std::string>() != "/host/proc") continue;
+      host_proc = true;
+      EXPECT_EQ(host_paths[m["name"].as<std::string>()], "/proc");
+      EXPECT_TRUE(m["readOnly"].as<bool>(false)) << "/host/proc is writable";
+    }
+    EXPECT_TRUE(host_proc) << "the exporter does not mount the host's /proc at /host/proc";
+  }
+  for (const auto& [name, path] : host_paths) {
+    EXPECT_EQ(path.find("/run/neuron"), std::string::npos) << name << ": " << path;
   }
   // Only the plugin writes, and only into the kubelet's device-plugins/ directory.
   bool plugin_dir_writable = false;
@@ -155,6 +191,16 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
     }
   }
   EXPECT_TRUE(plugin_dir_writable);
+
+  // Pod Security Admission lets privileged pods into the namespace, and says nothing of it.
+  const YAML::Node ns = Find(objects, "Namespace");
+  ASSERT_TRUE(ns) << "no Namespace in " << GetParam();
+  EXPECT_EQ(ns["metadata"]["name"].as<std::string>(""), "neuron-system");
+  for (const std::string mode : {"enforce", "audit", "warn"}) {
+    EXPECT_EQ(ns["metadata"]["labels"]["pod-security.kubernetes.io/" + mode].as<std::string>(""),
+              "privileged")
+        << mode;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Deploy, OverlayTest,
