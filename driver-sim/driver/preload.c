@@ -9,8 +9,9 @@
  *   - Plain C, libc only, no sanitizer instrumentation: it runs in every process of a
  *     simulated node, sanitized or not, before or after umockdev's preload.
  *   - A device fd is recognised by the file it refers to (fstat + /proc/self/fd), not by its
- *     number or the spelling of the path, so dirfd-relative opens, symlinks, dup'ed and
- *     inherited fds are all seen. The fd handed out is a real fd on the placeholder, so
+ *     number: checked after opening a name that starts with "neuron" (dirfd-relative ones
+ *     included), and at the first ioctl or mmap of any other fd (symlinks, fds inherited across
+ *     exec), so ordinary opens cost nothing extra. The fd handed out is a real fd on the placeholder, so
  *     /proc/PID/fd shows the device path as on hardware (neuron-ls finds runtimes that way).
  *   - Bookkeeping follows the kernel's objects: an open file description (`struct desc`) has
  *     fds and mappings; the driver's flush runs on every close of a normal fd and its release
@@ -443,8 +444,17 @@ static int attach(int fd, int flags, int view) {
   return 0;
 }
 
-static int finish_open(int fd, int flags, int view) {
-  if (fd < 0) return fd;
+/* Whether an open of `path` may be of a device node, so that it is checked at once: a name
+ * starting with "neuron". Every other open (sysfs counters by the thousand) costs nothing more
+ * than libc's; a device reached through another name (a symlink) is recognised by its identity
+ * at its first ioctl or mmap, which attaches it then (adopt). */
+static int maybe_device(const char* path) {
+  const char* base = strrchr(path, '/');
+  return strncmp(base != NULL ? base + 1 : path, "neuron", 6) == 0;
+}
+
+static int finish_open(int fd, int flags, int view, const char* path) {
+  if (fd < 0 || !maybe_device(path)) return fd;
   const int err = attach(fd, flags, view);
   if (err == 0) return fd;
   real.close(fd);
@@ -705,7 +715,7 @@ static int do_openat(int dirfd, const char* path, int flags, mode_t mode) {
   int view = -1;
   const char* target = translate(path, buf, sizeof(buf), &view);
   if (target == NULL) return -1;
-  return finish_open(real.openat(dirfd, target, flags, mode), flags, view);
+  return finish_open(real.openat(dirfd, target, flags, mode), flags, view, target);
 }
 
 #define MODE_ARG(flags, mode)         \
@@ -764,7 +774,7 @@ static FILE* do_fopen(const char* path, const char* how) {
   const char* target = translate(path, buf, sizeof(buf), &view);
   if (target == NULL) return NULL;
   FILE* f = real.fopen(target, how);
-  if (f == NULL) return NULL;
+  if (f == NULL || !maybe_device(target)) return f;
   const int err = attach(fileno(f), fopen_flags(how), view);
   if (err == 0) return f;
   real.fclose(f);
