@@ -11,8 +11,9 @@
  *   - A device fd is recognised by the file it refers to (fstat + /proc/self/fd), not by its
  *     number: checked after opening a name that starts with "neuron" (dirfd-relative ones
  *     included), and at the first ioctl or mmap of any other fd (symlinks, fds inherited across
- *     exec), so ordinary opens cost nothing extra. The fd handed out is a real fd on the placeholder, so
- *     /proc/PID/fd shows the device path as on hardware (neuron-ls finds runtimes that way).
+ *     exec), so ordinary opens cost nothing extra. The fd handed out is a real fd on the
+ * placeholder, so /proc/PID/fd shows the device path as on hardware (neuron-ls finds runtimes that
+ * way).
  *   - Bookkeeping follows the kernel's objects: an open file description (`struct desc`) has
  *     fds and mappings; the driver's flush runs on every close of a normal fd and its release
  *     when the last fd or mapping is gone (a live mapping keeps sysfs reset blocked).
@@ -55,7 +56,6 @@
  * The real libc entries, resolved once. */
 
 static struct {
-  int (*open)(const char*, int, ...);
   int (*openat)(int, const char*, int, ...);
   FILE* (*fopen)(const char*, const char*);
   int (*fclose)(FILE*);
@@ -73,22 +73,23 @@ static struct {
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void nsim_init(void);
 
+#define RESOLVE(name) real.name = dlsym(RTLD_NEXT, #name)
 static void resolve(void) {
-  real.open = dlsym(RTLD_NEXT, "open");
-  real.openat = dlsym(RTLD_NEXT, "openat");
-  real.fopen = dlsym(RTLD_NEXT, "fopen");
-  real.fclose = dlsym(RTLD_NEXT, "fclose");
-  real.dup = dlsym(RTLD_NEXT, "dup");
-  real.dup2 = dlsym(RTLD_NEXT, "dup2");
-  real.dup3 = dlsym(RTLD_NEXT, "dup3");
-  real.fcntl = dlsym(RTLD_NEXT, "fcntl");
-  real.close = dlsym(RTLD_NEXT, "close");
-  real.close_range = dlsym(RTLD_NEXT, "close_range");
-  real.ioctl = dlsym(RTLD_NEXT, "ioctl");
-  real.mmap = dlsym(RTLD_NEXT, "mmap");
-  real.munmap = dlsym(RTLD_NEXT, "munmap");
+  RESOLVE(openat);
+  RESOLVE(fopen);
+  RESOLVE(fclose);
+  RESOLVE(dup);
+  RESOLVE(dup2);
+  RESOLVE(dup3);
+  RESOLVE(fcntl);
+  RESOLVE(close);
+  RESOLVE(close_range);
+  RESOLVE(ioctl);
+  RESOLVE(mmap);
+  RESOLVE(munmap);
   nsim_init();
 }
+#undef RESOLVE
 
 static void ensure(void) { pthread_once(&g_once, resolve); }
 

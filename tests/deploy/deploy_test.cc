@@ -77,17 +77,8 @@ class OverlayTest : public ::testing::TestWithParam<std::string> {
   }
 };
 
-TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
-  const std::vector<YAML::Node> objects = Render(GetParam());
-  ASSERT_FALSE(objects.empty());
-  for (const YAML::Node& o : objects) {
-    if (o["kind"].as<std::string>() == "Namespace") continue;
-    EXPECT_EQ(o["metadata"]["namespace"].as<std::string>(""), "neuron-system")
-        << o["kind"] << " " << o["metadata"]["name"];
-  }
-  const YAML::Node ds = Find(objects, "DaemonSet");
-  ASSERT_TRUE(ds) << "no DaemonSet in " << GetParam();
-  const YAML::Node pod = ds["spec"]["template"]["spec"];
+// The pod: scheduling, no API token, no host namespaces.
+void ExpectPodSpec(const YAML::Node& pod) {
   EXPECT_EQ(pod["priorityClassName"].as<std::string>(), "system-node-critical");
   EXPECT_FALSE(pod["automountServiceAccountToken"].as<bool>(true));
   EXPECT_FALSE(pod["hostNetwork"].as<bool>(false));
@@ -95,7 +86,6 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   EXPECT_FALSE(pod["hostIPC"].as<bool>(false));
   // Kept although containerd applies no profile to a privileged container (daemonset.yaml).
   EXPECT_EQ(pod["securityContext"]["seccompProfile"]["type"].as<std::string>(""), "RuntimeDefault");
-
   bool tolerates_neuron = false;
   for (const YAML::Node& t : pod["tolerations"]) {
     tolerates_neuron |= t["key"].as<std::string>("") == "aws.amazon.com/neuron" &&
@@ -114,75 +104,87 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   for (const char* t : {"trn1.32xlarge", "trn2.48xlarge", "inf2.48xlarge"}) {
     EXPECT_TRUE(instance_types.count(t)) << t;
   }
+}
 
+// A container: privileged for device access and otherwise locked down, probed, bounded.
+void ExpectContainerSecurity(const YAML::Node& c) {
+  const YAML::Node sc = c["securityContext"];
+  // Device access: a hostPath of /dev does not get past the device cgroup.
+  EXPECT_TRUE(sc["privileged"].as<bool>(false));
+  EXPECT_TRUE(sc["readOnlyRootFilesystem"].as<bool>(false));
+  // The API server rejects allowPrivilegeEscalation: false beside privileged: true.
+  if (sc["privileged"].as<bool>(false)) {
+    EXPECT_TRUE(sc["allowPrivilegeEscalation"].as<bool>(true))
+        << "allowPrivilegeEscalation: false with privileged: true does not validate";
+  }
+  ASSERT_TRUE(sc["capabilities"]["drop"]);
+  EXPECT_EQ(sc["capabilities"]["drop"][0].as<std::string>(), "ALL");
+  EXPECT_FALSE(sc["capabilities"]["add"]) << "capabilities added";
+  EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"].as<std::string>(), "/healthz");
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/readyz");
+  EXPECT_TRUE(c["resources"]["requests"]["memory"]);
+  EXPECT_TRUE(c["resources"]["limits"]["memory"]);
+  std::string joined;
+  for (const YAML::Node& a : c["args"]) joined += a.as<std::string>() + " ";
+  EXPECT_NE(joined.find("--root=/host"), std::string::npos) << joined;
+}
+
+// A container's mounts: the host's /sys and /dev under /host, everything read-only but the
+// kubelet's device-plugins/, nothing of the simulator's private state.
+void ExpectContainerMounts(const YAML::Node& c, std::map<std::string, std::string> host_paths) {
+  std::map<std::string, std::pair<std::string, bool>> mounts;  // path -> (host path, ro)
+  for (const YAML::Node& m : c["volumeMounts"]) {
+    mounts[m["mountPath"].as<std::string>()] = {host_paths[m["name"].as<std::string>()],
+                                                m["readOnly"].as<bool>(false)};
+  }
+  for (const std::string p : {"/sys", "/dev"}) {
+    ASSERT_TRUE(mounts.count("/host" + p)) << p;
+    EXPECT_EQ(mounts["/host" + p].first, p);
+  }
+  for (const auto& [path, mount] : mounts) {
+    EXPECT_EQ(path.find("/run/neuron"), std::string::npos) << path;
+    EXPECT_EQ(mount.first.find("/run/neuron"), std::string::npos) << path << " <- " << mount.first;
+    if (path != "/var/lib/kubelet/device-plugins") {
+      EXPECT_TRUE(mount.second) << path << " is writable";
+    }
+  }
+  ASSERT_TRUE(mounts.count("/var/lib/kubelet/pod-resources"));
+  EXPECT_EQ(mounts["/var/lib/kubelet/pod-resources"].first, "/var/lib/kubelet/pod-resources");
+}
+
+TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
+  const std::vector<YAML::Node> objects = Render(GetParam());
+  ASSERT_FALSE(objects.empty());
+  for (const YAML::Node& o : objects) {
+    if (o["kind"].as<std::string>() == "Namespace") continue;
+    EXPECT_EQ(o["metadata"]["namespace"].as<std::string>(""), "neuron-system")
+        << o["kind"] << " " << o["metadata"]["name"];
+  }
+  const YAML::Node ds = Find(objects, "DaemonSet");
+  ASSERT_TRUE(ds) << "no DaemonSet in " << GetParam();
+  const YAML::Node pod = ds["spec"]["template"]["spec"];
+  ExpectPodSpec(pod);
   std::map<std::string, std::string> host_paths;  // volume name -> host path
   for (const YAML::Node& v : pod["volumes"]) {
     host_paths[v["name"].as<std::string>()] = v["hostPath"]["path"].as<std::string>("");
+    EXPECT_EQ(host_paths[v["name"].as<std::string>()].find("/run/neuron"), std::string::npos);
   }
   for (const std::string name : {"device-plugin", "exporter"}) {
     SCOPED_TRACE(name);
     const YAML::Node c = Container(ds, name);
     ASSERT_TRUE(c);
-    const YAML::Node sc = c["securityContext"];
-    // Device access: a hostPath of /dev does not get past the device cgroup.
-    EXPECT_TRUE(sc["privileged"].as<bool>(false));
-    EXPECT_TRUE(sc["readOnlyRootFilesystem"].as<bool>(false));
-    // The API server rejects allowPrivilegeEscalation: false beside privileged: true.
-    if (sc["privileged"].as<bool>(false)) {
-      EXPECT_TRUE(sc["allowPrivilegeEscalation"].as<bool>(true))
-          << "allowPrivilegeEscalation: false with privileged: true does not validate";
-    }
-    ASSERT_TRUE(sc["capabilities"]["drop"]);
-    EXPECT_EQ(sc["capabilities"]["drop"][0].as<std::string>(), "ALL");
-    EXPECT_FALSE(sc["capabilities"]["add"]) << "capabilities added";
-    EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"].as<std::string>(), "/healthz");
-    EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/readyz");
-    EXPECT_TRUE(c["resources"]["requests"]["memory"]);
-    EXPECT_TRUE(c["resources"]["limits"]["memory"]);
-
-    std::map<std::string, std::pair<std::string, bool>> mounts;  // path -> (host path, ro)
-    for (const YAML::Node& m : c["volumeMounts"]) {
-      mounts[m["mountPath"].as<std::string>()] = {host_paths[m["name"].as<std::string>()],
-                                                  m["readOnly"].as<bool>(false)};
-    }
-    // The root convention: the host's /sys and /dev under /host, read-only.
-    for (const std::string p : {"/sys", "/dev"}) {
-      ASSERT_TRUE(mounts.count("/host" + p)) << p;
-      EXPECT_EQ(mounts["/host" + p].first, p);
-      EXPECT_TRUE(mounts["/host" + p].second) << p << " is writable";
-    }
-    // The simulator's private state is no source of the agent's: not mounted, under any path.
-    for (const auto& [path, mount] : mounts) {
-      EXPECT_EQ(path.find("/run/neuron"), std::string::npos) << path;
-      EXPECT_EQ(mount.first.find("/run/neuron"), std::string::npos)
-          << path << " <- " << mount.first;
-    }
-    // Everything but the kubelet's device-plugins/ directory is mounted read-only.
-    for (const auto& [path, mount] : mounts) {
-      if (path == "/var/lib/kubelet/device-plugins") continue;
-      EXPECT_TRUE(mount.second) << path << " is writable";
-    }
-    ASSERT_TRUE(mounts.count("/var/lib/kubelet/pod-resources"));
-    EXPECT_EQ(mounts["/var/lib/kubelet/pod-resources"].first, "/var/lib/kubelet/pod-resources");
-    const YAML::Node args = c["args"];
-    std::string joined;
-    for (const YAML::Node& a : args) joined += a.as<std::string>() + " ";
-    EXPECT_NE(joined.find("--root=/host"), std::string::npos) << joined;
+    ExpectContainerSecurity(c);
+    ExpectContainerMounts(c, host_paths);
   }
   // The exporter resolves the driver's host PIDs through the host's /proc, read-only.
-  {
-    bool host_proc = false;
-    for (const YAML::Node& m : Container(ds, "exporter")["volumeMounts"]) {
-      if (m["mountPath"].as<std::string>() != "/host/proc") continue;
-      host_proc = true;
-      EXPECT_EQ(host_paths[m["name"].as<std::string>()], "/proc");
-      EXPECT_TRUE(m["readOnly"].as<bool>(false)) << "/host/proc is writable";
-    }
-    EXPECT_TRUE(host_proc) << "the exporter does not mount the host's /proc at /host/proc";
+  bool host_proc = false;
+  for (const YAML::Node& m : Container(ds, "exporter")["volumeMounts"]) {
+    if (m["mountPath"].as<std::string>() != "/host/proc") continue;
+    host_proc = true;
+    EXPECT_EQ(host_paths[m["name"].as<std::string>()], "/proc");
+    EXPECT_TRUE(m["readOnly"].as<bool>(false)) << "/host/proc is writable";
   }
-  for (const auto& [name, path] : host_paths) {
-    EXPECT_EQ(path.find("/run/neuron"), std::string::npos) << name << ": " << path;
-  }
+  EXPECT_TRUE(host_proc) << "the exporter does not mount the host's /proc at /host/proc";
   // Only the plugin writes, and only into the kubelet's device-plugins/ directory.
   bool plugin_dir_writable = false;
   for (const YAML::Node& m : Container(ds, "device-plugin")["volumeMounts"]) {
@@ -191,8 +193,7 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
     }
   }
   EXPECT_TRUE(plugin_dir_writable);
-
-  // Pod Security Admission lets privileged pods into the namespace, and says nothing of it.
+  // Pod Security Admission lets privileged pods into the namespace.
   const YAML::Node ns = Find(objects, "Namespace");
   ASSERT_TRUE(ns) << "no Namespace in " << GetParam();
   EXPECT_EQ(ns["metadata"]["name"].as<std::string>(""), "neuron-system");
