@@ -38,7 +38,9 @@ wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
 }
 # The agent reaches the devices through the driver's device node, as on a real node: here the
 # simulated driver's (neuron-sim exec), so every live number below comes through its ioctls.
-on_node() { "$sim" exec --root "$root" -- "$@"; }
+# An array, not a function: a background function is a subshell, and $! would be its pid rather
+# than the program's (exec replaces neuron-sim with the program, keeping the pid).
+on_node=("$sim" exec --root "$root" --)
 bound_port() { sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$1" | tail -n 1; }
 scrape() { curl -fsS "http://127.0.0.1:$metrics_port/metrics"; }
 
@@ -46,17 +48,17 @@ step "A simulated trn1.32xlarge (the driver: sysfs, /dev/neuronN and its ioctls)
 "$sim" up --instance trn1.32xlarge --root "$root" --node-name demo-node 2>"$logs/sim.log" &
 pids+=($!)
 wait_for 30 test -e "$root/run/neuron/sim.ready" || fail "the simulator did not start" "$logs/sim.log"
-on_node "$build/top/neuron-ls" --root "$root"
+"${on_node[@]}" "$build/top/neuron-ls" --root "$root"
 
 step "The kubelet emulator, the device plugin and the exporter"
 "$sim" kubelet --root "$root" --kubelet-dir "$kubelet_dir" >"$logs/kubelet.log" 2>&1 &
 pids+=($!)
 wait_for 30 test -S "$kubelet_dir/device-plugins/kubelet.sock" ||
   fail "the kubelet emulator did not start" "$logs/kubelet.log"
-on_node "$plugin" --root "$root" --kubelet-dir "$kubelet_dir" --listen 127.0.0.1:0 \
+"${on_node[@]}" "$plugin" --root "$root" --kubelet-dir "$kubelet_dir" --listen 127.0.0.1:0 \
   >"$logs/plugin.log" 2>&1 &
 pids+=($!)
-on_node "$exporter" --root "$root" --kubelet-dir "$kubelet_dir" --web.listen-address 127.0.0.1:0 \
+"${on_node[@]}" "$exporter" --root "$root" --kubelet-dir "$kubelet_dir" --web.listen-address 127.0.0.1:0 \
   >"$logs/exporter.log" 2>&1 &
 pids+=($!)
 wait_for 30 sh -c "\"$sim\" kubelet status --kubelet-dir \"$kubelet_dir\" | grep -q 'aws.amazon.com/neuron.*16'" ||
@@ -77,7 +79,7 @@ grep -v '^$' "$logs/pod.log" | head -n 8
 if ((interactive)); then
   step "neuron-top (q quits and stops the demo)"
   sleep 1
-  on_node "$build/top/neuron-top" --root "$root" --kubelet-dir "$kubelet_dir"
+  "${on_node[@]}" "$build/top/neuron-top" --root "$root" --kubelet-dir "$kubelet_dir"
   exit 0
 fi
 
@@ -90,7 +92,7 @@ memory_seen() {  # memory by category comes with the exporter's slower full swee
 for _ in $(seq 60); do awk "BEGIN { exit !($(busy) > 0.9) }" && memory_seen && break; sleep 1; done
 
 step "neuron-ls, with the training processes"
-on_node "$build/top/neuron-ls" --root "$root" --show-all-procs
+"${on_node[@]}" "$build/top/neuron-ls" --root "$root" --show-all-procs
 step "Allocation per pod (the kubelet's PodResources view)"
 "$sim" pod list --kubelet-dir "$kubelet_dir"
 step "Metrics excerpt (neuron-exporter on 127.0.0.1:$metrics_port)"
