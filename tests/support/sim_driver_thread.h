@@ -13,10 +13,12 @@
 // attribute files (reset, faults.json) from the test thread is fine.
 
 #include <poll.h>
+#include <pthread.h>
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,7 +47,13 @@ class SimDriverThread final : private sim::DriverHost {
     if (!server.ok()) return;
     server_ = *std::move(server);
     states_.resize(static_cast<size_t>(spec.devices));
-    thread_ = std::thread([this] { Loop(); });
+    ForkGate();  // registers the fork handlers before the thread exists
+    std::promise<void> looping;
+    std::future<void> started = looping.get_future();
+    thread_ = std::thread([this, &looping] { Loop(&looping); });
+    // The thread's start-up allocates (the sanitizer's bookkeeping too), outside any gate: a
+    // fork must not come before it is done, so the constructor returns only once it loops.
+    started.wait();
   }
   ~SimDriverThread() {
     stop_ = true;
@@ -79,16 +87,31 @@ class SimDriverThread final : private sim::DriverHost {
   }
   void Printk(const std::string& text) override { (void)tree_->AppendKmsg(3, text); }
 
-  void Loop() {
+  // A fork in the test process (the runtime tests fork their ranks) must not catch this thread
+  // inside malloc or holding a lock the child then needs: GCC 12's AddressSanitizer does not
+  // lock its allocator around fork. So everything here that may allocate runs under one gate
+  // that fork takes first (ForkGate), and the loop's buffers are reused.
+  static std::mutex& ForkGate() {
+    static std::mutex gate;
+    static const int registered =
+        pthread_atfork([] { gate.lock(); }, [] { gate.unlock(); }, [] { gate.unlock(); });
+    (void)registered;
+    return gate;
+  }
+
+  void Loop(std::promise<void>* looping) {
     auto next_mirror = std::chrono::steady_clock::now();
+    std::vector<pollfd> fds;
     while (!stop_) {
-      std::vector<pollfd> fds;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::scoped_lock lock(ForkGate(), mu_);
+        fds.clear();
         server_->AppendPollFds(&fds);
+        if (looping != nullptr) looping->set_value();
+        looping = nullptr;
       }
       ::poll(fds.data(), fds.size(), 20);
-      std::lock_guard<std::mutex> lock(mu_);
+      std::scoped_lock lock(ForkGate(), mu_);
       server_->Serve(fds);
       for (int d = 0; d < devices_; ++d) {  // state written behind our back
         const std::optional<DeviceState> s = StateOf(d);
