@@ -23,6 +23,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/component_log.h"
@@ -185,6 +186,7 @@ class DriverDatastoreReader final : public DatastoreReader {
   const std::byte* MapSlot(Held& held, uint64_t offset, std::string* error);
   void ProbeLoop();
   void ProbeDevice(int device, SourceState* state);
+  bool KeepHolding(Held& held) const;
   // Opens the device and decides whether to keep it; fills `problem` when it cannot be read.
   int OpenIfWanted(int device, std::string* problem);
 
@@ -313,33 +315,38 @@ int DriverDatastoreReader::OpenIfWanted(int device, std::string* problem) {
   return -1;
 }
 
+// Whether a held device is still worth holding. The probe lists its processes itself, so the
+// slot goes back when the device fills up whether or not anyone samples.
+bool DriverDatastoreReader::KeepHolding(Held& h) const {
+  std::vector<AppEntry> apps;
+  if (h.broken || ListApps(h.fd, &apps) != 0) return false;
+  h.listed = apps.size();
+  const bool crowded = static_cast<int>(apps.size()) >= NEURON_ABI_MAX_PROCESSES - 1;
+  const bool owner = std::any_of(apps.begin(), apps.end(),
+                                 [&](const AppEntry& a) { return h.mapped_pids.contains(a.pid); });
+  return !crowded && (!h.sampled || owner);
+}
+
 void DriverDatastoreReader::ProbeDevice(int device, SourceState* state) {
-  bool held_now = false;
-  [[maybe_unused]] bool broken = false;
+  std::optional<Held> letting_go;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = held_.find(device); it != held_.end()) {
-      const Held& h = it->second;
-      held_now = true;
-      broken = h.broken;
-      const bool crowded = static_cast<int>(h.listed) >= NEURON_ABI_MAX_PROCESSES - 1;
-      if (!broken && (!h.sampled || (!h.mapped_pids.empty() && !crowded))) {
+      if (KeepHolding(it->second)) {
         state->up = true;
-        return;  // still in use: keep it
+        return;
       }
+      // Unknown from now until the probe has looked again: a sample in between must not take
+      // the device for idle.
+      letting_go = std::move(it->second);
+      held_.erase(it);
+      state_.unread[device] =
+          fmt::format("{}: being looked at again", root_.DevNeuron(device).string());
     }
   }
+  // Let go outside the lock (the close sleeps in the driver), then look again.
+  if (letting_go) Unhold(*letting_go);
   std::string problem;
-  // Let go first (outside the lock: the close sleeps in the driver), then look again.
-  if (held_now) {
-    Held h;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      h = std::move(held_[device]);
-      held_.erase(device);
-    }
-    Unhold(h);
-  }
   const int fd = OpenIfWanted(device, &problem);
   if (fd >= 0) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -20,19 +21,42 @@ std::string SimDriverLibrary() {
 
 bool SimDriverLoaded() { return dlsym(RTLD_DEFAULT, "neuron_sim_driver_loaded") != nullptr; }
 
+namespace {
+
+// A sanitizer's runtime must stay first in LD_PRELOAD.
+bool IsSanitizerRuntime(std::string_view entry) {
+  const size_t slash = entry.rfind('/');
+  const std::string_view base = slash == std::string_view::npos ? entry : entry.substr(slash + 1);
+  for (std::string_view prefix : {"libasan", "libtsan", "libubsan", "liblsan", "libhwasan"}) {
+    if (base.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string PreloadWith(std::string_view current, std::string_view library) {
   // LD_PRELOAD separates entries with spaces or colons.
-  size_t at = 0;
-  while (at < current.size()) {
-    const size_t end = current.find_first_of(" :", at);
-    const std::string_view entry =
-        current.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
-    if (entry == library) return std::string(current);
-    if (end == std::string_view::npos) break;
+  std::vector<std::string_view> entries;
+  for (size_t at = 0; at < current.size();) {
+    const size_t end = std::min(current.find_first_of(" :", at), current.size());
+    if (end > at) entries.push_back(current.substr(at, end - at));
     at = end + 1;
   }
-  if (current.empty()) return std::string(library);
-  return fmt::format("{} {}", current, library);
+  if (std::find(entries.begin(), entries.end(), library) != entries.end()) {
+    return std::string(current);
+  }
+  // Right after the sanitizer runtimes and before every other preload: a preload that calls
+  // libc directly (umockdev's does) would otherwise hide the device node from us.
+  auto pos = entries.begin();
+  while (pos != entries.end() && IsSanitizerRuntime(*pos)) ++pos;
+  entries.insert(pos, library);
+  std::string out;
+  for (std::string_view e : entries) {
+    if (!out.empty()) out += ' ';
+    out += e;
+  }
+  return out;
 }
 
 absl::Status PrepareSimDriverEnv(const RootPaths& root) {

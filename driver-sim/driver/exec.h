@@ -1,7 +1,7 @@
 #pragma once
 // Running a program under the simulated driver (`neuron-sim exec`): the interposer
-// (driver/preload.c) goes into LD_PRELOAD, after whatever is there already (a sanitizer runtime,
-// umockdev's preload), and the program then opens ROOT/dev/neuronN as it would open a real
+// (driver/preload.c) goes into LD_PRELOAD, after a sanitizer runtime and before other preloads
+// (umockdev's), and the program then opens ROOT/dev/neuronN as it would open a real
 // device node. driver-sim/README.md "The simulated driver" describes the contract.
 
 #include <string>
@@ -19,8 +19,9 @@ std::string SimDriverLibrary();
 // True when this process already runs under the interposer (nested exec is a no-op).
 bool SimDriverLoaded();
 
-// LD_PRELOAD with `library` appended after the entries `current` already has; unchanged when
-// it is there already.
+// LD_PRELOAD with `library` after the sanitizer runtimes `current` starts with and before its
+// other entries (umockdev's preload calls libc directly, past anything listed after it);
+// unchanged when it is there already.
 std::string PreloadWith(std::string_view current, std::string_view library);
 
 // The environment changes exec makes, applied to this process's environment: LD_PRELOAD,
