@@ -199,9 +199,10 @@ Command AddRun(CLI::App& app) {
             // The runtime reaches its devices through the driver's device node, so a workload
             // always runs under the simulated driver: re-executed under it when needed.
             if (!neuron::sim::SimDriverLoaded()) {
-              std::vector<std::string> self = OriginalArgs();
-              self[0] = "/proc/self/exe";
-              const absl::Status s = neuron::sim::ExecUnderSimDriver(neuron::RootPaths(root), self);
+              // Itself again (/proc/self/exe), under the name it was given: that is the command
+              // neuron-ls and neuron-top show for the workload.
+              const absl::Status s = neuron::sim::ExecUnderSimDriver(
+                  neuron::RootPaths(root), OriginalArgs(), "/proc/self/exe");
               std::cerr << fmt::format("neuron-sim run: {}\n", std::string(s.message()));
               return kExitFailure;
             }

@@ -88,13 +88,18 @@ absl::Status PrepareSimDriverEnv(const RootPaths& root) {
   return absl::OkStatus();
 }
 
-absl::Status ExecUnderSimDriver(const RootPaths& root, const std::vector<std::string>& command) {
+absl::Status ExecUnderSimDriver(const RootPaths& root, const std::vector<std::string>& command,
+                                const std::string& path) {
   if (command.empty()) return absl::InvalidArgumentError("nothing to run");
   if (absl::Status s = PrepareSimDriverEnv(root); !s.ok()) return s;
   std::vector<char*> argv;
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  execvp(argv[0], argv.data());
+  if (path.empty()) {
+    execvp(argv[0], argv.data());
+  } else {
+    execv(path.c_str(), argv.data());
+  }
   return absl::NotFoundError(fmt::format("cannot run {}: {}", command[0], std::strerror(errno)));
 }
 

@@ -30,8 +30,9 @@ std::string PreloadWith(std::string_view current, std::string_view library);
 // simulated driver serves `root`.
 absl::Status PrepareSimDriverEnv(const RootPaths& root);
 
-// Replaces this process with `command` under the simulated driver (execvp); returns only on
-// failure.
-absl::Status ExecUnderSimDriver(const RootPaths& root, const std::vector<std::string>& command);
+// Replaces this process with `command` under the simulated driver (execvp; execv of `path`
+// when given, command[0] then being only the name the process shows); returns only on failure.
+absl::Status ExecUnderSimDriver(const RootPaths& root, const std::vector<std::string>& command,
+                                const std::string& path = "");
 
 }  // namespace neuron::sim
