@@ -141,7 +141,12 @@ static int inert(void) { return getenv("NEURON_SIM_DRIVER_INERT") != NULL; }
  * own, so it simply gets libc. Asked only when a device fd or one of ours is involved. */
 static int owned(void) { return getpid() == g_owner; }
 
+/* Our own fds are parked at or above this number (park_fd), which keeps the check off every
+ * ordinary close: a program's files stay below it. */
+#define OWN_FD_FLOOR 600
+
 static int is_own_fd_locked(int fd) {
+  if (fd < OWN_FD_FLOOR) return 0;
   for (int i = 0; i < MAX_CONNS; ++i) {
     if (g_conns[i] != NULL && g_conns[i]->sock == fd) return 1;
   }
@@ -152,6 +157,7 @@ static int is_own_fd_locked(int fd) {
 }
 
 static int is_own_fd(int fd) {
+  if (fd < OWN_FD_FLOOR) return 0; /* no lock for a program's own files */
   pthread_mutex_lock(&g_mu);
   const int own = is_own_fd_locked(fd);
   pthread_mutex_unlock(&g_mu);
@@ -196,7 +202,7 @@ static struct desc* untrack(int fd) {
 
 /* Moves an fd of ours out of the low numbers a program expects to own. */
 static int park_fd(int fd) {
-  const int high = real.fcntl(fd, F_DUPFD_CLOEXEC, 600);
+  const int high = real.fcntl(fd, F_DUPFD_CLOEXEC, OWN_FD_FLOOR);
   if (high < 0) return fd;
   real.close(fd);
   return high;
@@ -517,7 +523,7 @@ static void evacuate(int fd) {
   const int own = is_own_fd_locked(fd);
   pthread_mutex_unlock(&g_mu);
   if (!own) return;
-  const int moved = real.fcntl(fd, F_DUPFD_CLOEXEC, 600);
+  const int moved = real.fcntl(fd, F_DUPFD_CLOEXEC, OWN_FD_FLOOR);
   if (moved < 0) return;
   pthread_mutex_lock(&g_mu);
   for (int i = 0; i < MAX_CONNS; ++i) {
