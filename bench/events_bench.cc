@@ -29,6 +29,7 @@
 #include "core/inventory.h"
 #include "driver-sim/ctl.h"
 #include "driver-sim/daemon.h"
+#include "driver-sim/sim_paths.h"
 
 namespace neuron {
 namespace {
@@ -87,7 +88,7 @@ std::optional<pid_t> StartDaemon(const fs::path& root, const InstanceSpec* spec)
     _exit(daemon.Shutdown().ok() ? 0 : 1);
   }
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(120);
-  while (!fs::exists(RootPaths(root).SimReady())) {
+  while (!fs::exists(neuron::sim::SimReadyPath(RootPaths(root)))) {
     if (Clock::now() > deadline || ::waitpid(pid, nullptr, WNOHANG) == pid) return std::nullopt;
     ::usleep(20000);
   }

@@ -36,6 +36,7 @@
 #include "core/catalog.h"
 #include "core/datastore_layout.h"
 #include "core/sysfs_names.h"
+#include "driver-sim/sim_paths.h"
 #include "driver-sim/sim_tree.h"
 #include "nrt/nrt.h"
 #include "nrt/nrtsim.h"
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "simulated driver: %s\n", std::string(driver->status().message()).c_str());
     return 1;
   }
-  fs::create_directories(paths.CoreLockDir());
+  fs::create_directories(neuron::sim::CoreLockDir(paths));
   setenv("NEURON_ROOT", root.c_str(), 1);
   unsetenv("NEURON_RT_NUM_CORES");
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // as neuron-sim run does (driver-sim/README.md)

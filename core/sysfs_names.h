@@ -114,12 +114,6 @@ class RootPaths {
   }
   std::filesystem::path Kmsg() const { return root_ / "dev/kmsg"; }
   std::filesystem::path Proc() const { return root_ / "proc"; }
-  // Simulator and runtime files (DESIGN decision 4; driver-sim/README.md documents them).
-  std::filesystem::path Run() const { return root_ / "run/neuron"; }
-  std::filesystem::path NodeJson() const { return Run() / "node.json"; }
-  std::filesystem::path SimReady() const { return Run() / "sim.ready"; }
-  std::filesystem::path CtlSocket() const { return Run() / "ctl.sock"; }
-  std::filesystem::path CoreLockDir() const { return Run() / "cores"; }
 
  private:
   std::filesystem::path root_;

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <utility>
 
+#include "driver-sim/sim_paths.h"
+
 namespace neuron::sim {
 namespace {
 
@@ -347,7 +349,7 @@ int CtlExitCode(CtlOutcome outcome) {
 }
 
 absl::Status CheckCtlSocketPath(const RootPaths& paths) {
-  const std::string path = paths.CtlSocket().string();
+  const std::string path = sim::CtlSocketPath(paths).string();
   const size_t suffix = path.size() - paths.root().string().size();
   if (path.size() <= kMaxSocketPath) return absl::OkStatus();
   return absl::InvalidArgumentError(fmt::format(
@@ -359,7 +361,7 @@ absl::Status CheckCtlSocketPath(const RootPaths& paths) {
 
 absl::StatusOr<CtlReply> SendCtlRequest(const RootPaths& paths, const CtlRequest& request,
                                         std::chrono::milliseconds timeout) {
-  const std::filesystem::path sock_path = paths.CtlSocket();
+  const std::filesystem::path sock_path = sim::CtlSocketPath(paths);
   if (absl::Status s = CheckCtlSocketPath(paths); !s.ok()) return s;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   struct stat st {};

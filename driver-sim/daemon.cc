@@ -20,6 +20,7 @@
 
 #include "core/file_io.h"
 #include "driver-sim/daemon_impl.h"
+#include "driver-sim/sim_paths.h"
 
 namespace neuron::sim {
 
@@ -82,7 +83,7 @@ absl::Status NodeDaemon::Impl::MakeDir(const std::filesystem::path& dir) {
 }
 
 absl::Status NodeDaemon::Impl::TakeLock() {
-  const std::filesystem::path path = paths_.Run() / "daemon.lock";
+  const std::filesystem::path path = sim::SimRunDir(paths_) / "daemon.lock";
   // A lock taken on a file that a stopping daemon has just unlinked protects nothing, so the
   // locked inode must still be the one at the path.
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -122,13 +123,14 @@ absl::Status NodeDaemon::Impl::ClearStale() {
   namespace fs = std::filesystem;
   std::error_code ec;
   // Holding the lock, anything of a node here is a dead daemon's, even a half-built tree.
-  const bool stale = fs::exists(paths_.SimReady(), ec) || fs::exists(paths_.CtlSocket(), ec) ||
-                     fs::exists(paths_.NodeJson(), ec) || fs::exists(FaultsPath(paths_), ec) ||
-                     fs::exists(paths_.NeuronClassDir(), ec) ||
-                     fs::exists(paths_.NeuronDevicesDir(), ec);
+  const bool stale =
+      fs::exists(sim::SimReadyPath(paths_), ec) || fs::exists(sim::CtlSocketPath(paths_), ec) ||
+      fs::exists(sim::NodeJsonPath(paths_), ec) || fs::exists(FaultsPath(paths_), ec) ||
+      fs::exists(paths_.NeuronClassDir(), ec) || fs::exists(paths_.NeuronDevicesDir(), ec);
   if (!stale) return absl::OkStatus();
   log_->warn("{} holds a simulated node whose daemon is gone; clearing it", paths_.root().string());
-  for (const fs::path& p : {paths_.SimReady(), paths_.CtlSocket(), FaultsPath(paths_)}) {
+  for (const fs::path& p :
+       {sim::SimReadyPath(paths_), sim::CtlSocketPath(paths_), FaultsPath(paths_)}) {
     fs::remove(p, ec);
     if (ec) return absl::InternalError(fmt::format("remove {}: {}", p.string(), ec.message()));
   }
@@ -178,7 +180,7 @@ absl::Status NodeDaemon::Impl::Start() {
   };
   // Signals are blocked first, so a SIGTERM during start-up is served by Run() and cleans up.
   if (absl::Status s = OpenEventFds(); !s.ok()) return fail(s);
-  if (absl::Status s = MakeDir(paths_.Run()); !s.ok()) return fail(s);
+  if (absl::Status s = MakeDir(sim::SimRunDir(paths_)); !s.ok()) return fail(s);
   if (absl::Status s = TakeLock(); !s.ok()) return fail(s);
   if (absl::Status s = ClearStale(); !s.ok()) return fail(s);
 
@@ -196,7 +198,7 @@ absl::Status NodeDaemon::Impl::Start() {
     LogProbeReset(d);
   }
   if (absl::Status s = faults_.Write(); !s.ok()) return fail(s);
-  if (absl::Status s = MakeDir(paths_.CoreLockDir()); !s.ok()) return fail(s);
+  if (absl::Status s = MakeDir(sim::CoreLockDir(paths_)); !s.ok()) return fail(s);
   mirror_ = std::make_unique<DatastoreMirror>(tree_.get(), *opts_.spec, opts_.lnc, log_);
   next_mirror_ = now + daemon_internal::kMirrorPeriod;
   // A new daemon is a freshly loaded driver: runtimes of an earlier one are not its processes.
@@ -213,10 +215,11 @@ absl::Status NodeDaemon::Impl::Start() {
     next_power_ = now + milliseconds(60000 - EpochMs() % 60000 + 5);
   }
 
-  absl::StatusOr<int> listen_fd = ListenCtlSocket(paths_.CtlSocket());
+  absl::StatusOr<int> listen_fd = ListenCtlSocket(sim::CtlSocketPath(paths_));
   if (!listen_fd.ok()) return fail(listen_fd.status());
   listen_fd_ = *listen_fd;
-  if (absl::Status s = WriteFileAtomic(paths_.SimReady(), "", 0644); !s.ok()) return fail(s);
+  if (absl::Status s = WriteFileAtomic(sim::SimReadyPath(paths_), "", 0644); !s.ok())
+    return fail(s);
   log_->info(
       "simulated {} ready at {} ({} devices, {} EFA, LNC {}); try: neuron-sim ctl --root "
       "{} status",
@@ -235,12 +238,12 @@ absl::Status NodeDaemon::Impl::Shutdown() {
   };
   std::error_code ec;
   if (lock_fd_ >= 0) {  // without the lock, the files belong to someone else
-    fs::remove(paths_.SimReady(), ec);
+    fs::remove(sim::SimReadyPath(paths_), ec);
     clients_.clear();
     if (listen_fd_ >= 0) {
       close(listen_fd_);
       listen_fd_ = -1;
-      fs::remove(paths_.CtlSocket(), ec);
+      fs::remove(sim::CtlSocketPath(paths_), ec);
     }
     note(faults_.RemoveFile());
     driver_.reset();  // before the mirror it reports to
@@ -255,10 +258,10 @@ absl::Status NodeDaemon::Impl::Shutdown() {
   watches_.clear();
   device_wds_.clear();
   if (lock_fd_ >= 0) {
-    fs::remove(paths_.Run() / "daemon.lock", ec);
+    fs::remove(sim::SimRunDir(paths_) / "daemon.lock", ec);
     // The simulator's own directories go whenever they are empty (a stale root's included);
     // rmdir leaves a live runtime's files alone.
-    for (const fs::path& dir : {paths_.CoreLockDir(), paths_.Run()}) {
+    for (const fs::path& dir : {sim::CoreLockDir(paths_), sim::SimRunDir(paths_)}) {
       rmdir(dir.c_str());
     }
   }
@@ -374,7 +377,7 @@ void NodeDaemon::Impl::AcceptClients() {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        log_->warn("accept on {}: {}", paths_.CtlSocket().string(), ErrnoText());
+        log_->warn("accept on {}: {}", sim::CtlSocketPath(paths_).string(), ErrnoText());
       }
       return;
     }

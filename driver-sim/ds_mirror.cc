@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "core/datastore_layout.h"
+#include "driver-sim/sim_paths.h"
 
 namespace neuron::sim {
 namespace {
@@ -285,7 +286,7 @@ std::map<pid_t, std::vector<int>> CoreLockHolders(const RootPaths& paths) {
   // Lock files by (major, minor, inode).
   std::map<std::tuple<unsigned, unsigned, uint64_t>, int> cores;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(paths.CoreLockDir(), ec)) {
+  for (const auto& entry : fs::directory_iterator(sim::CoreLockDir(paths), ec)) {
     int core = -1;
     if (!ParseWhole(entry.path().filename().string(), &core)) continue;
     struct stat st {};

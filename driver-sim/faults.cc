@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/file_io.h"
+#include "driver-sim/sim_paths.h"
 #include "driver-sim/sim_tree.h"
 
 namespace neuron::sim {
@@ -64,7 +65,9 @@ const std::vector<FaultKind>& InjectKinds() {
   return kinds;
 }
 
-std::filesystem::path FaultsPath(const RootPaths& paths) { return paths.Run() / "faults.json"; }
+std::filesystem::path FaultsPath(const RootPaths& paths) {
+  return sim::SimRunDir(paths) / "faults.json";
+}
 
 std::string FaultsToJson(const std::vector<PendingFault>& faults) {
   // Ordered, so the file reads id, kind, device, ... for people too.

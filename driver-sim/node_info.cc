@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_io.h"
+#include "driver-sim/sim_paths.h"
 
 namespace neuron {
 
@@ -59,7 +60,7 @@ absl::StatusOr<NodeInfo> ParseNodeInfo(std::string_view json, std::string_view s
 }
 
 absl::StatusOr<NodeInfo> ReadNodeInfo(const RootPaths& paths) {
-  const std::filesystem::path file = paths.NodeJson();
+  const std::filesystem::path file = sim::NodeJsonPath(paths);
   absl::StatusOr<std::string> text = ReadAttribute(file);
   if (!text.ok()) return text.status();
   return ParseNodeInfo(*text, file.string());

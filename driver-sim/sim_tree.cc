@@ -9,6 +9,7 @@
 
 #include "core/file_io.h"
 #include "driver-sim/node_info.h"
+#include "driver-sim/sim_paths.h"
 #include "driver-sim/sim_tree_fs.h"
 
 namespace neuron::sim {
@@ -382,7 +383,7 @@ absl::Status SimTree::WriteNodeJson() {
   info.node_name = config_.node_name;
   info.lnc = config_.lnc;
   for (const DevicePlacement& p : config_.spec->placement) info.device_bdf.push_back(p.bdf);
-  return WriteFileAtomic(root_.NodeJson(), NodeInfoToJson(info), kMetric);
+  return WriteFileAtomic(sim::NodeJsonPath(root_), NodeInfoToJson(info), kMetric);
 }
 
 absl::Status SimTree::Create() {
@@ -431,9 +432,9 @@ absl::Status SimTree::Destroy() {
     }
     fs::remove(root_.Dev(), ec);  // only if now empty
   }
-  SIM_RETURN_IF_ERROR(RemovePath(root_.NodeJson()));
-  fs::remove(root_.Run(), ec);
-  fs::remove(root_.Run().parent_path(), ec);
+  SIM_RETURN_IF_ERROR(RemovePath(sim::NodeJsonPath(root_)));
+  fs::remove(sim::SimRunDir(root_), ec);
+  fs::remove(sim::SimRunDir(root_).parent_path(), ec);
   absent_devices_.clear();
   absent_efas_.clear();
   return absl::OkStatus();

@@ -6,6 +6,8 @@
 #include <deque>
 #include <string>
 
+#include "driver-sim/sim_paths.h"
+
 namespace neuron::nrt {
 namespace {
 
@@ -49,7 +51,7 @@ absl::StatusOr<NodeModel> NodeModel::Load(const RootPaths& root) {
       return absl::NotFoundError(
           fmt::format("no simulated Neuron node at NEURON_ROOT={} ({} is missing); start one with "
                       "neuron-sim up --root DIR",
-                      root.root().string(), root.NodeJson().string()));
+                      root.root().string(), sim::NodeJsonPath(root).string()));
     }
     return info.status();
   }

@@ -17,6 +17,8 @@
 #include <cstring>
 #include <map>
 
+#include "driver-sim/sim_paths.h"
+
 namespace neuron::nrt {
 namespace {
 
@@ -106,7 +108,7 @@ absl::StatusOr<std::shared_ptr<CommWorld>> CommWorld::Attach(const RootPaths& ro
     return absl::InvalidArgumentError(
         fmt::format("collective world size {} is outside 1-{}", world, kMaxWorldSize));
   }
-  const std::filesystem::path dir = root.Run() / "cc";
+  const std::filesystem::path dir = sim::SimRunDir(root) / "cc";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(fmt::format("mkdir {}: {}", dir.string(), ec.message()));

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "driver-sim/sim_paths.h"
+
 namespace neuron::nrt {
 namespace {
 
@@ -67,7 +69,7 @@ absl::StatusOr<ReservationRequest> RequestFromEnv(int total_cores) {
 
 absl::StatusOr<std::unique_ptr<CoreReservation>> CoreReservation::Acquire(
     const RootPaths& root, const ReservationRequest& req) {
-  const std::filesystem::path dir = root.CoreLockDir();
+  const std::filesystem::path dir = sim::CoreLockDir(root);
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return Errno("open", dir.string());

@@ -18,6 +18,7 @@
 #include "core/driver_abi.h"
 #include "core/inventory.h"
 #include "driver-sim/node_info.h"
+#include "driver-sim/sim_paths.h"
 #include "driver-sim/sim_tree.h"
 #include "tests/support/sim_discovery.h"
 #include "tests/support/temp_dir.h"
@@ -175,7 +176,9 @@ TEST(DirectoryDiscovery, Trn2LogicalCoresFollowLnc) {
   absl::StatusOr<NodeInfo> info = ReadNodeInfo(RootPaths(lnc2.root()));
   ASSERT_TRUE(info.ok()) << info.status();
   info->lnc = 1;
-  ASSERT_TRUE(sim::WriteFileAtomic(RootPaths(lnc2.root()).NodeJson(), NodeInfoToJson(*info)).ok());
+  ASSERT_TRUE(
+      sim::WriteFileAtomic(neuron::sim::NodeJsonPath(RootPaths(lnc2.root())), NodeInfoToJson(*info))
+          .ok());
   EXPECT_EQ(ScanDir(lnc2.root(), lnc2.options()).lnc, 2);
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/catalog.h"
+#include "driver-sim/sim_paths.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 
@@ -80,7 +81,7 @@ absl::Status SoakNode::Start() {
       Spawn({NEURON_SIM_BIN, "up", "--root", root_.string(), "--instance", options_.instance},
             logs_ / "sim.out", logs_ / "sim.err");
   if (sim_.pid <= 0) return absl::InternalError("cannot spawn neuron-sim up");
-  if (!WaitUntil([&] { return fs::exists(paths_.SimReady()); }, 90s)) {
+  if (!WaitUntil([&] { return fs::exists(neuron::sim::SimReadyPath(paths_)); }, 90s)) {
     return absl::DeadlineExceededError("no sim.ready within 90 s:\n" + Tail("sim.err"));
   }
   topology_ = ReadTopology(paths_, devices_);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "driver-sim/runtime/clock.h"
+#include "driver-sim/sim_paths.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {
@@ -64,7 +65,7 @@ TEST_F(CollectivesTest, AllReduceAcrossTwoProcessesOnNeighbourDevices) {
   EXPECT_EQ(WaitChild(r0), 0);
   EXPECT_EQ(WaitChild(r1), 0);
   // The last member to leave removed the rendezvous file (and its directory).
-  EXPECT_FALSE(fs::exists(root().Run() / "cc"));
+  EXPECT_FALSE(fs::exists(neuron::sim::SimRunDir(root()) / "cc"));
 }
 
 TEST_F(CollectivesTest, PeerThatNeverArrivesEndsInHangOnCollectives) {

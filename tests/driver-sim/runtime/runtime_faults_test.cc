@@ -12,6 +12,7 @@
 #include "driver-sim/ctl.h"
 #include "driver-sim/daemon.h"
 #include "driver-sim/runtime/clock.h"
+#include "driver-sim/sim_paths.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {
@@ -175,7 +176,7 @@ TEST_F(FaultsWithDaemonTest, HbmUeWritesTheKmsgRecordAndClearsTheFault) {
     opts.instance_id = "i-0123456789abcdef0";
     return sim::RunNodeDaemon(opts);
   });
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(paths.SimReady()); }, 30s));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(neuron::sim::SimReadyPath(paths)); }, 30s));
   ::setenv("NEURON_ROOT", short_root.str().c_str(), 1);
   ::setenv("NEURON_RT_VISIBLE_CORES", "1", 1);
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "driver-sim/sim_paths.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {
@@ -101,7 +102,7 @@ TEST_F(ReservationTest, VisibleCoresAreNumberedFromZeroInsideTheProcess) {
   EXPECT_EQ(DsCounter(1, 1, nds::kModelLoadCount), 0u);
   // The lock files of global cores 3 and 4 are held; 5 is free.
   for (int core : {3, 4, 5}) {
-    const int fd = ::open((root().CoreLockDir() / std::to_string(core)).c_str(),
+    const int fd = ::open((neuron::sim::CoreLockDir(root()) / std::to_string(core)).c_str(),
                           O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0);
     EXPECT_EQ(::flock(fd, LOCK_EX | LOCK_NB) == 0, core == 5) << "core " << core;
