@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "bench/stats.h"
-#include "core/inventory.h"
-#include "core/sampler.h"
+#include "core/discovery/inventory.h"
+#include "core/sample/sampler.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "core/catalog.h"
-#include "core/sampler.h"
-#include "driver-sim/datastore_writer.h"
-#include "driver-sim/sim_tree.h"
+#include "core/model/catalog.h"
+#include "core/sample/sampler.h"
+#include "driver-sim/driver/datastore_writer.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "tests/support/fake_datastores.h"
 
 namespace neuron {

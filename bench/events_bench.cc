@@ -24,12 +24,12 @@
 #include <vector>
 
 #include "bench/stats.h"
-#include "core/catalog.h"
-#include "core/events.h"
-#include "core/inventory.h"
-#include "driver-sim/ctl.h"
-#include "driver-sim/daemon.h"
-#include "driver-sim/sim_paths.h"
+#include "core/model/catalog.h"
+#include "core/events/events.h"
+#include "core/discovery/inventory.h"
+#include "driver-sim/driver/ctl.h"
+#include "driver-sim/driver/daemon.h"
+#include "driver-sim/driver/sim_paths.h"
 
 namespace neuron {
 namespace {

@@ -12,8 +12,8 @@
 #include <random>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/catalog.h"
+#include "core/model/allocator.h"
+#include "core/model/catalog.h"
 
 namespace neuron {
 namespace {

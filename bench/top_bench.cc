@@ -38,10 +38,10 @@
 
 #include "bench/sim_driver.h"
 #include "bench/stats.h"
-#include "core/catalog.h"
-#include "core/datastore_layout.h"
-#include "driver-sim/datastore_writer.h"
-#include "driver-sim/sim_tree.h"
+#include "core/model/catalog.h"
+#include "core/driver/datastore_layout.h"
+#include "driver-sim/driver/datastore_writer.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "tests/support/sim_driver_thread.h"
 #include "top/collector.h"
 

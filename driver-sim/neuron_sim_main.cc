@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "core/catalog.h"
-#include "core/sysfs_names.h"
-#include "driver-sim/ctl.h"
-#include "driver-sim/daemon.h"
+#include "core/model/catalog.h"
+#include "core/driver/sysfs_names.h"
+#include "driver-sim/driver/ctl.h"
+#include "driver-sim/driver/daemon.h"
 #include "driver-sim/driver/exec.h"
 #include "driver-sim/kubelet/kubelet_control.h"
 #include "driver-sim/workloads/workload.h"

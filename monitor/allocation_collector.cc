@@ -4,7 +4,7 @@
 #include <set>
 #include <tuple>
 
-#include "core/device_id.h"
+#include "core/model/device_id.h"
 #include "monitor/collector.h"
 
 namespace neuron::monitor {

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/procinfo.h"
+#include "core/proc/procinfo.h"
 #include "monitor/collector.h"
 #include "monitor/latency.h"
 

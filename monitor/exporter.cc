@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/procinfo.h"
+#include "core/proc/procinfo.h"
 
 namespace neuron::monitor {
 

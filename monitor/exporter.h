@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/http_server.h"
+#include "http/http_server.h"
 #include "monitor/collector.h"
 #include "monitor/node_source.h"
 

@@ -5,7 +5,7 @@
 #include <span>
 #include <sstream>
 
-#include "core/procinfo.h"
+#include "core/proc/procinfo.h"
 #include "monitor/latency.h"
 
 namespace neuron::monitor {

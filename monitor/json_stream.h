@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "core/procinfo.h"
+#include "core/proc/procinfo.h"
 #include "monitor/collector.h"
 #include "monitor/node_source.h"
 

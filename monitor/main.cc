@@ -9,9 +9,9 @@
 #include <iostream>
 #include <thread>
 
-#include "core/component_log.h"
-#include "core/http_server.h"
-#include "core/web_config.h"
+#include "core/base/component_log.h"
+#include "http/http_server.h"
+#include "http/web_config.h"
 #include "monitor/exporter.h"
 #include "monitor/json_stream.h"
 #include "monitor/node_source.h"

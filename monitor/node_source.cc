@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/component_log.h"
+#include "core/base/component_log.h"
 
 namespace neuron::monitor {
 namespace {

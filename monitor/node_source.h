@@ -44,10 +44,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/datastore.h"
-#include "core/inventory.h"
-#include "core/kmsg.h"
-#include "core/sampler.h"
+#include "core/sample/datastore.h"
+#include "core/discovery/inventory.h"
+#include "core/events/kmsg.h"
+#include "core/sample/sampler.h"
 #include "proto/pod_resources.h"
 
 namespace neuron::monitor {

@@ -1,7 +1,7 @@
 #include "proto/pod_resources_locator.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/device_id.h"
+#include "core/model/device_id.h"
 
 namespace neuron {
 namespace {

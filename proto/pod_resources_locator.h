@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "core/pod_identity.h"
+#include "core/proc/pod_identity.h"
 #include "proto/pod_resources.h"
 
 namespace neuron {

@@ -8,8 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/component_log.h"
-#include "core/presence.h"
+#include "core/base/component_log.h"
+#include "core/discovery/presence.h"
 
 namespace neuron::top {
 namespace {

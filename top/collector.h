@@ -23,10 +23,10 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "core/inventory.h"
-#include "core/pod_identity.h"
-#include "core/procinfo.h"
-#include "core/sampler.h"
+#include "core/discovery/inventory.h"
+#include "core/proc/pod_identity.h"
+#include "core/proc/procinfo.h"
+#include "core/sample/sampler.h"
 #include "top/view_model.h"
 
 namespace neuron::top {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "core/component_log.h"
+#include "core/base/component_log.h"
 #include "top/screen.h"
 #include "top/ui_state.h"
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/datastore.h"
+#include "core/sample/datastore.h"
 
 namespace neuron::top {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/inventory.h"
+#include "core/discovery/inventory.h"
 
 namespace neuron::top {
 

@@ -18,11 +18,11 @@
 #include <iostream>
 #include <optional>
 
-#include "core/component_log.h"
-#include "core/datastore.h"
-#include "core/inventory.h"
-#include "core/presence.h"
-#include "core/procinfo.h"
+#include "core/base/component_log.h"
+#include "core/sample/datastore.h"
+#include "core/discovery/inventory.h"
+#include "core/discovery/presence.h"
+#include "core/proc/procinfo.h"
 #include "top/ls_report.h"
 
 namespace {

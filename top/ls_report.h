@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/datastore.h"
-#include "core/inventory.h"
-#include "core/procinfo.h"
+#include "core/sample/datastore.h"
+#include "core/discovery/inventory.h"
+#include "core/proc/procinfo.h"
 #include "top/link_shape.h"
 
 namespace neuron::top {

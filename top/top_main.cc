@@ -18,9 +18,9 @@
 #include <iostream>
 #include <thread>
 
-#include "core/pod_identity.h"
-#include "core/presence.h"
-#include "core/procinfo.h"
+#include "core/proc/pod_identity.h"
+#include "core/discovery/presence.h"
+#include "core/proc/procinfo.h"
 #include "proto/pod_resources_locator.h"
 #include "top/collector.h"
 #include "top/curses_ui.h"

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <set>
 
-#include "core/datastore_layout.h"
+#include "core/driver/datastore_layout.h"
 #include "top/format.h"
 
 namespace neuron::top {

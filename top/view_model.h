@@ -16,10 +16,10 @@
 #include <string_view>
 #include <vector>
 
-#include "core/inventory.h"
-#include "core/pod_identity.h"
-#include "core/procinfo.h"
-#include "core/snapshot.h"
+#include "core/discovery/inventory.h"
+#include "core/proc/pod_identity.h"
+#include "core/proc/procinfo.h"
+#include "core/sample/snapshot.h"
 
 namespace neuron::top {
 

@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/catalog.h"
-#include "core/sysfs_names.h"
-#include "driver-sim/ds_mirror.h"
-#include "driver-sim/sim_tree.h"
+#include "core/model/catalog.h"
+#include "core/driver/sysfs_names.h"
+#include "driver-sim/driver/ds_mirror.h"
+#include "driver-sim/driver/sim_tree.h"
 
 namespace spdlog {
 class logger;

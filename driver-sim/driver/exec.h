@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/sysfs_names.h"
+#include "core/driver/sysfs_names.h"
 
 namespace neuron::sim {
 

@@ -16,7 +16,7 @@
  */
 #include <stdint.h>
 
-#include "core/driver_abi.h"
+#include "core/driver/driver_abi.h"
 
 #define NSIM_DRIVER_SOCKET "run/neuron/driver.sock"
 

@@ -21,7 +21,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "core/device_id.h"
+#include "core/model/device_id.h"
 #include "driver-sim/kubelet/emulator_impl.h"
 
 namespace neuron::sim {

@@ -9,7 +9,7 @@
 #include <set>
 #include <system_error>
 
-#include "core/component_log.h"
+#include "core/base/component_log.h"
 #include "driver-sim/kubelet/emulator_impl.h"
 
 namespace neuron::sim {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/datastore_layout.h"
+#include "core/driver/datastore_layout.h"
 #include "driver-sim/runtime/log.h"
 
 namespace neuron::nrt {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "driver-sim/datastore_writer.h"
+#include "driver-sim/driver/datastore_writer.h"
 #include "driver-sim/runtime/device_nodes.h"
 #include "driver-sim/runtime/memory.h"
 #include "driver-sim/runtime/node_model.h"

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/visible_cores.h"
+#include "core/model/visible_cores.h"
 
 namespace neuron::nrt {
 

@@ -5,8 +5,8 @@
 
 #include <chrono>
 
-#include "core/file_io.h"
-#include "driver-sim/ctl.h"
+#include "core/base/file_io.h"
+#include "driver-sim/driver/ctl.h"
 #include "driver-sim/runtime/log.h"
 
 namespace neuron::nrt {

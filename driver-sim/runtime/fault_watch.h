@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/sysfs_names.h"
-#include "driver-sim/faults.h"
+#include "core/driver/sysfs_names.h"
+#include "driver-sim/driver/faults.h"
 
 namespace neuron::nrt {
 

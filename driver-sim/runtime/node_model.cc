@@ -6,7 +6,7 @@
 #include <deque>
 #include <string>
 
-#include "driver-sim/sim_paths.h"
+#include "driver-sim/driver/sim_paths.h"
 
 namespace neuron::nrt {
 namespace {

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/catalog.h"
-#include "core/sysfs_names.h"
-#include "core/topology.h"
-#include "driver-sim/node_info.h"
+#include "core/model/catalog.h"
+#include "core/driver/sysfs_names.h"
+#include "core/model/topology.h"
+#include "driver-sim/driver/node_info.h"
 
 namespace neuron::nrt {
 

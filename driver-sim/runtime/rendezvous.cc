@@ -17,7 +17,7 @@
 #include <cstring>
 #include <map>
 
-#include "driver-sim/sim_paths.h"
+#include "driver-sim/driver/sim_paths.h"
 
 namespace neuron::nrt {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/sysfs_names.h"
+#include "core/driver/sysfs_names.h"
 #include "driver-sim/runtime/clock.h"
 
 namespace neuron::nrt {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "driver-sim/sim_paths.h"
+#include "driver-sim/driver/sim_paths.h"
 
 namespace neuron::nrt {
 namespace {

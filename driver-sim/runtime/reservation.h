@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/sysfs_names.h"
-#include "core/visible_cores.h"
+#include "core/driver/sysfs_names.h"
+#include "core/model/visible_cores.h"
 
 namespace neuron::nrt {
 

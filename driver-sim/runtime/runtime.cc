@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "core/file_io.h"
+#include "core/base/file_io.h"
 #include "driver-sim/runtime/log.h"
 #include "driver-sim/runtime/testing.h"
 

@@ -1,4 +1,4 @@
-#include "core/allocator.h"
+#include "core/model/allocator.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "core/catalog.h"
+#include "core/model/catalog.h"
 
 namespace neuron {
 namespace {

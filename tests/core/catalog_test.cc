@@ -1,12 +1,12 @@
-#include "core/catalog.h"
+#include "core/model/catalog.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "core/device_id.h"
-#include "core/topology.h"
+#include "core/model/device_id.h"
+#include "core/model/topology.h"
 
 namespace neuron {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/datastore.h"
+#include "core/sample/datastore.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "driver-sim/datastore_writer.h"
+#include "driver-sim/driver/datastore_writer.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {

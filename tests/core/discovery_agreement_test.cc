@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "core/events.h"
-#include "core/inventory.h"
-#include "driver-sim/sim_tree.h"
+#include "core/events/events.h"
+#include "core/discovery/inventory.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "tests/support/event_collector.h"
 #include "tests/support/sim_discovery.h"
 #include "tests/support/temp_dir.h"

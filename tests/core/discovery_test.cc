@@ -13,13 +13,13 @@
 #include <fstream>
 #include <string>
 
-#include "core/bdf.h"
-#include "core/catalog.h"
-#include "core/driver_abi.h"
-#include "core/inventory.h"
-#include "driver-sim/node_info.h"
-#include "driver-sim/sim_paths.h"
-#include "driver-sim/sim_tree.h"
+#include "core/discovery/bdf.h"
+#include "core/model/catalog.h"
+#include "core/driver/driver_abi.h"
+#include "core/discovery/inventory.h"
+#include "driver-sim/driver/node_info.h"
+#include "driver-sim/driver/sim_paths.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "tests/support/sim_discovery.h"
 #include "tests/support/temp_dir.h"
 

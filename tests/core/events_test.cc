@@ -1,7 +1,7 @@
 // Events in directory mode against simulated trees. The rescan safety net is set to an hour in
 // most tests, so a prompt add/remove can only come from the inotify watches.
 
-#include "core/events.h"
+#include "core/events/events.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/catalog.h"
-#include "driver-sim/sim_tree.h"
+#include "core/model/catalog.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "tests/support/event_collector.h"
 #include "tests/support/temp_dir.h"
 

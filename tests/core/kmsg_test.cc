@@ -1,4 +1,4 @@
-#include "core/kmsg.h"
+#include "core/events/kmsg.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-#include "core/sampler.h"
+#include "core/sample/sampler.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
-#include "core/catalog.h"
-#include "driver-sim/datastore_writer.h"
-#include "driver-sim/sim_tree.h"
+#include "core/model/catalog.h"
+#include "driver-sim/driver/datastore_writer.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "tests/support/fake_datastores.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,4 +1,4 @@
-#include "core/visible_cores.h"
+#include "core/model/visible_cores.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "core/catalog.h"
-#include "core/datastore_layout.h"
-#include "core/driver_abi.h"
+#include "core/model/catalog.h"
+#include "core/driver/datastore_layout.h"
+#include "core/driver/driver_abi.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 

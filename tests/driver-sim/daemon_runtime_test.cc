@@ -18,10 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/datastore_layout.h"
-#include "core/sysfs_names.h"
-#include "driver-sim/ctl.h"
-#include "driver-sim/datastore_writer.h"
+#include "core/driver/datastore_layout.h"
+#include "core/driver/sysfs_names.h"
+#include "driver-sim/driver/ctl.h"
+#include "driver-sim/driver/datastore_writer.h"
 #include "tests/driver-sim/runtime_process.h"
 #include "tests/driver-sim/sim_process.h"
 #include "tests/support/driver_abi_client.h"

@@ -1,7 +1,7 @@
 // The datastore's bytes at the offsets DRIVER-INTERFACE.md §4.2 and driver-sim/README.md give,
 // read back raw from the memory (not through the writer); and the writer's claim and release of
 // its slot through the simulated driver (DRIVER-ABI.md §2).
-#include "driver-sim/datastore_writer.h"
+#include "driver-sim/driver/datastore_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/catalog.h"
-#include "driver-sim/sim_tree.h"
+#include "core/model/catalog.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "gtest/gtest.h"
 #include "tests/support/driver_abi_client.h"
 #include "tests/support/process.h"

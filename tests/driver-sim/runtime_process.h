@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "driver-sim/datastore_writer.h"
+#include "driver-sim/driver/datastore_writer.h"
 
 namespace neuron::sim::testing {
 

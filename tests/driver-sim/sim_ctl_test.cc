@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "driver-sim/ctl.h"
-#include "driver-sim/faults.h"
+#include "driver-sim/driver/ctl.h"
+#include "driver-sim/driver/faults.h"
 
 namespace neuron::sim {
 namespace {

@@ -1,6 +1,6 @@
 // The simulated driver's tree against DRIVER-INTERFACE.md and HARDWARE.md: expected values are
 // written literally from those documents.
-#include "driver-sim/sim_tree.h"
+#include "driver-sim/driver/sim_tree.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -15,8 +15,8 @@
 #include <sstream>
 #include <thread>
 
-#include "core/catalog.h"
-#include "driver-sim/node_info.h"
+#include "core/model/catalog.h"
+#include "driver-sim/driver/node_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/temp_dir.h"

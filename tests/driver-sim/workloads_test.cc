@@ -14,10 +14,10 @@
 #include <memory>
 #include <regex>
 
-#include "core/datastore_layout.h"
-#include "core/inventory.h"
-#include "core/sampler.h"
-#include "core/snapshot.h"
+#include "core/driver/datastore_layout.h"
+#include "core/discovery/inventory.h"
+#include "core/sample/sampler.h"
+#include "core/sample/snapshot.h"
 #include "tests/driver-sim/sim_process.h"
 #include "tests/support/driver_abi_client.h"
 #include "tests/support/temp_dir.h"

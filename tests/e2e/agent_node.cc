@@ -4,7 +4,7 @@
 #include <charconv>
 #include <fstream>
 
-#include "core/catalog.h"
+#include "core/model/catalog.h"
 #include "tests/support/process.h"
 
 namespace neuron::e2e {

@@ -6,9 +6,9 @@
 
 #include <set>
 
-#include "core/allocator.h"
-#include "core/catalog.h"
-#include "core/topology.h"
+#include "core/model/allocator.h"
+#include "core/model/catalog.h"
+#include "core/model/topology.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "tests/e2e/agent_node.h"
 #include "tests/support/process.h"

@@ -34,9 +34,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/catalog.h"
-#include "core/visible_cores.h"
-#include "driver-sim/sim_tree.h"
+#include "core/model/catalog.h"
+#include "core/model/visible_cores.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "plugin/allocation.h"
 #include "plugin/node_state.h"
 #include "plugin/node_watcher.h"

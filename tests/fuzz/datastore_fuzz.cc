@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/datastore.h"
-#include "core/datastore_layout.h"
-#include "driver-sim/datastore_writer.h"
+#include "core/sample/datastore.h"
+#include "core/driver/datastore_layout.h"
+#include "driver-sim/driver/datastore_writer.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/kmsg.h"
+#include "core/events/kmsg.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

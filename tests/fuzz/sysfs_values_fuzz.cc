@@ -5,11 +5,11 @@
 #include <string>
 #include <string_view>
 
-#include "core/counter_files.h"
-#include "core/file_io.h"
-#include "core/pod_identity.h"
-#include "core/procinfo.h"
-#include "driver-sim/node_info.h"
+#include "core/sample/internal/counter_files.h"
+#include "core/base/file_io.h"
+#include "core/proc/pod_identity.h"
+#include "core/proc/procinfo.h"
+#include "driver-sim/driver/node_info.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace cf = neuron::counter_files;

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/web_config.h"
+#include "http/web_config.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -18,10 +18,10 @@
 #include <regex>
 #include <sstream>
 
-#include "core/catalog.h"
-#include "core/http_server.h"
-#include "driver-sim/datastore_writer.h"
-#include "driver-sim/sim_tree.h"
+#include "core/model/catalog.h"
+#include "http/http_server.h"
+#include "driver-sim/driver/datastore_writer.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "podresources/v1/api.grpc.pb.h"
 #include "tests/support/fake_datastores.h"
 #include "tests/support/http_client.h"

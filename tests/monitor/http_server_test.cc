@@ -2,14 +2,14 @@
 // error statuses a scraper sees, basic auth with bcrypt (and its cache), TLS with a real
 // self-signed certificate made by `openssl req` and checked by `curl`, and config errors that name
 // the field and line.
-#include "core/http_server.h"
+#include "http/http_server.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
-#include "core/web_config.h"
+#include "http/web_config.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"

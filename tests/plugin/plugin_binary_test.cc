@@ -9,7 +9,7 @@
 
 #include <charconv>
 
-#include "core/device_id.h"
+#include "core/model/device_id.h"
 #include "tests/driver-sim/sim_process.h"
 #include "tests/plugin/fake_kubelet.h"
 #include "tests/support/process.h"

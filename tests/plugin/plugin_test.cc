@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <set>
 
-#include "core/sysfs_names.h"
+#include "core/driver/sysfs_names.h"
 #include "tests/driver-sim/sim_process.h"
 #include "tests/plugin/fake_kubelet.h"
 #include "tests/support/temp_dir.h"

@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-#include "core/allocator.h"
+#include "core/model/allocator.h"
 #include "tests/soak/soak_node.h"
 #include "tests/support/process.h"
 

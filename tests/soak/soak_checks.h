@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/sysfs_names.h"
-#include "core/topology.h"
+#include "core/driver/sysfs_names.h"
+#include "core/model/topology.h"
 #include "driver-sim/kubelet/kubelet_emulator.h"
 
 namespace neuron::soak {

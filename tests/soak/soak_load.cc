@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "driver-sim/ctl.h"
+#include "driver-sim/driver/ctl.h"
 #include "tests/soak/soak_checks.h"
 #include "tests/support/process.h"
 

@@ -15,7 +15,7 @@
 #include <iostream>
 #include <thread>
 
-#include "driver-sim/ctl.h"
+#include "driver-sim/driver/ctl.h"
 #include "tests/soak/soak_checks.h"
 #include "tests/soak/soak_load.h"
 #include "tests/soak/soak_node.h"

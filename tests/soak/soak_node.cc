@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "core/catalog.h"
-#include "driver-sim/sim_paths.h"
+#include "core/model/catalog.h"
+#include "driver-sim/driver/sim_paths.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 

@@ -20,8 +20,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/sysfs_names.h"
-#include "core/topology.h"
+#include "core/driver/sysfs_names.h"
+#include "core/model/topology.h"
 #include "driver-sim/kubelet/kubelet_emulator.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"

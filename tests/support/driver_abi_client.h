@@ -17,8 +17,8 @@
 #include <optional>
 #include <vector>
 
-#include "core/datastore_layout.h"
-#include "core/driver_abi.h"
+#include "core/driver/datastore_layout.h"
+#include "core/driver/driver_abi.h"
 
 namespace neuron::testing {
 

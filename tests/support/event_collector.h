@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/events.h"
+#include "core/events/events.h"
 
 namespace neuron::testing {
 

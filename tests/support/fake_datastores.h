@@ -9,8 +9,8 @@
 #include <mutex>
 #include <vector>
 
-#include "core/datastore.h"
-#include "driver-sim/datastore_writer.h"
+#include "core/sample/datastore.h"
+#include "driver-sim/driver/datastore_writer.h"
 
 namespace neuron::testing {
 

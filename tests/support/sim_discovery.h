@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "core/bdf.h"
-#include "core/catalog.h"
-#include "core/inventory.h"
+#include "core/discovery/bdf.h"
+#include "core/model/catalog.h"
+#include "core/discovery/inventory.h"
 
 namespace neuron::testing {
 

@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/file_io.h"
+#include "core/base/file_io.h"
 #include "driver-sim/driver/driver_server.h"
-#include "driver-sim/ds_mirror.h"
-#include "driver-sim/sim_tree.h"
+#include "driver-sim/driver/ds_mirror.h"
+#include "driver-sim/driver/sim_tree.h"
 
 namespace neuron::testing {
 

@@ -11,7 +11,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "core/datastore_layout.h"
+#include "core/driver/datastore_layout.h"
 #include "tests/support/fake_datastores.h"
 #include "tests/support/temp_dir.h"
 #include "tests/top/top_test_util.h"

@@ -2,15 +2,15 @@
 // read through core. Expected values are written from proc(5) and the cgroup layouts kubelet's
 // cgroup drivers create, not recomputed by the code under test.
 
-#include "core/procinfo.h"
+#include "core/proc/procinfo.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "core/inventory.h"
-#include "core/pod_identity.h"
-#include "core/presence.h"
+#include "core/discovery/inventory.h"
+#include "core/proc/pod_identity.h"
+#include "core/discovery/presence.h"
 #include "tests/support/temp_dir.h"
 #include "tests/top/top_test_util.h"
 

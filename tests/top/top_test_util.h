@@ -24,10 +24,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/bdf.h"
-#include "core/catalog.h"
-#include "core/inventory.h"
-#include "driver-sim/sim_tree.h"
+#include "core/discovery/bdf.h"
+#include "core/model/catalog.h"
+#include "core/discovery/inventory.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "tests/support/process.h"
 
 namespace neuron::top::testing {

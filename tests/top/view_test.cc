@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/datastore_layout.h"
+#include "core/driver/datastore_layout.h"
 #include "top/format.h"
 #include "top/layout.h"
 #include "top/screen.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "driver-sim/runtime/clock.h"
-#include "driver-sim/sim_paths.h"
+#include "driver-sim/driver/sim_paths.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {

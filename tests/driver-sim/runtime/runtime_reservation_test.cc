@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-#include "driver-sim/sim_paths.h"
+#include "driver-sim/driver/sim_paths.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {

@@ -22,12 +22,12 @@
 #include <string>
 #include <thread>
 
-#include "core/catalog.h"
-#include "core/datastore_layout.h"
-#include "core/sysfs_names.h"
-#include "driver-sim/faults.h"
+#include "core/model/catalog.h"
+#include "core/driver/datastore_layout.h"
+#include "core/driver/sysfs_names.h"
+#include "driver-sim/driver/faults.h"
 #include "driver-sim/runtime/testing.h"
-#include "driver-sim/sim_tree.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
 #include "nrt/nrtsim.h"

@@ -1,0 +1,207 @@
+// The directory back end: reads ROOT/sys directly (the simulator, containers without udev).
+// Attributes are read relative to an open directory fd, so each file costs one openat() with a
+// short path and a device that vanishes mid-scan is noticed (its directory is unlinked).
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "core/discovery/bdf.h"
+#include "core/discovery/internal/discovery_internal.h"
+#include "core/base/file_io.h"
+#include "core/discovery/inventory.h"
+
+namespace neuron {
+namespace {
+
+using discovery_internal::AttributeSource;
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+Fd OpenDir(int at, const char* rel) {
+  return Fd(::openat(at, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+}
+
+// Entry names of a directory (symlinks and real directories alike), or none if it is absent.
+
+// readlinkat() into a string; "" when it is not a link or absent.
+std::string ReadLink(int at, const char* rel) {
+  char buf[4096];
+  const ssize_t n = ::readlinkat(at, rel, buf, sizeof(buf));
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof(buf)) return "";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string RealPath(const std::filesystem::path& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) != nullptr ? std::string(buf) : std::string();
+}
+
+std::string Basename(std::string_view link) {
+  while (!link.empty() && link.back() == '/') link.remove_suffix(1);
+  const size_t slash = link.rfind('/');
+  return std::string(slash == std::string_view::npos ? link : link.substr(slash + 1));
+}
+
+class DirSource final : public AttributeSource {
+ public:
+  DirSource(int fd, std::filesystem::path display) : fd_(fd), display_(std::move(display)) {}
+  absl::StatusOr<std::string> Read(std::string_view rel) override {
+    const std::string r(rel);
+    return ReadAttributeAt(fd_, r.c_str(), display_ / r);
+  }
+  std::string Display(std::string_view rel) const override { return (display_ / rel).string(); }
+
+ private:
+  int fd_;
+  std::filesystem::path display_;
+};
+
+bool Unlinked(int dir_fd) {
+  struct stat st {};
+  return ::fstat(dir_fd, &st) != 0 || st.st_nlink == 0;
+}
+
+class DirectoryDiscovery final : public Discovery {
+ public:
+  DirectoryDiscovery(const RootPaths& root, DiscoveryOptions options)
+      : root_(root), options_(options) {}
+
+  absl::StatusOr<Inventory> Scan() override {
+    Inventory inv;
+    std::unique_ptr<BdfResolver> resolver = discovery_internal::MakeResolver(options_, root_);
+    ScanDevices(*resolver, &inv);
+    ScanEfas(&inv);
+    discovery_internal::NodeIdentity identity;
+    identity.dmi_product_name = ReadDmi("product_name", &inv.warnings);
+    identity.dmi_asset_tag = ReadDmi("board_asset_tag", &inv.warnings);
+    discovery_internal::FinishInventory(options_, identity, &inv);
+    return inv;
+  }
+
+  std::string_view name() const override { return "directory"; }
+
+ private:
+  void ScanDevices(BdfResolver& resolver, Inventory* inv) {
+    const std::filesystem::path class_dir = root_.NeuronClassDir();
+    const Fd class_fd = OpenDir(AT_FDCWD, class_dir.c_str());
+    if (!class_fd.ok()) return;  // no driver loaded: no devices
+    for (const std::string& entry : ListDir(class_dir)) {
+      const std::optional<int> index = discovery_internal::NeuronIndex(entry);
+      if (!index) continue;
+      const Fd dev_fd = OpenDir(class_fd.get(), entry.c_str());
+      if (!dev_fd.ok()) continue;  // dangling link: unplugged while we looked
+      NeuronDevice dev;
+      dev.index = *index;
+      dev.dev_node = fmt::format("/dev/neuron{}", *index);  // host path (decision 9)
+      std::vector<std::string> warnings;
+      DirSource src(dev_fd.get(), class_dir / entry);
+      discovery_internal::ReadNeuronDevice(src, &dev, &warnings);
+      if (Unlinked(dev_fd.get())) continue;  // vanished mid-scan: skipped, not an error
+      discovery_internal::AddNeuronDevice(
+          std::move(dev), std::move(warnings), resolver,
+          [this](const std::string& bdf, std::optional<int>* numa, std::string* cpulist,
+                 std::vector<std::string>* w) { ReadPci(bdf, numa, cpulist, w); },
+          inv);
+    }
+  }
+
+  void ReadPci(const std::string& bdf, std::optional<int>* numa, std::string* cpulist,
+               std::vector<std::string>* warnings) {
+    const std::filesystem::path dir = root_.PciDevice(bdf);
+    const Fd fd = OpenDir(AT_FDCWD, dir.c_str());
+    if (!fd.ok()) return;
+    DirSource src(fd.get(), dir);
+    discovery_internal::ReadPciPlacement(src, numa, cpulist, warnings);
+  }
+
+  std::map<std::string, int> UverbsByIbdev(Inventory* inv) {
+    std::map<std::string, int> out;
+    const std::filesystem::path dir = root_.UverbsClassDir();
+    for (const std::string& entry : ListDir(dir)) {
+      const std::optional<int> n = discovery_internal::UverbsIndex(entry);
+      if (!n) continue;
+      absl::StatusOr<std::string> ibdev = ReadText(dir / entry / "ibdev");
+      if (ibdev.ok()) {
+        out[*ibdev] = *n;
+      } else if (!absl::IsNotFound(ibdev.status())) {
+        inv->warnings.push_back(std::string(ibdev.status().message()));
+      }
+    }
+    return out;
+  }
+
+  void ScanEfas(Inventory* inv) {
+    const std::filesystem::path class_dir = root_.InfinibandClassDir();
+    const Fd class_fd = OpenDir(AT_FDCWD, class_dir.c_str());
+    if (!class_fd.ok()) return;
+    std::map<std::string, int> uverbs;
+    bool uverbs_read = false;
+    for (const std::string& entry : ListDir(class_dir)) {
+      const Fd ib_fd = OpenDir(class_fd.get(), entry.c_str());
+      if (!ib_fd.ok()) continue;
+      // Only the driver link tells EFA apart; never the name (DRIVER-INTERFACE §7).
+      if (Basename(ReadLink(ib_fd.get(), "device/driver")) != "efa") continue;
+      if (!uverbs_read) {
+        uverbs = UverbsByIbdev(inv);
+        uverbs_read = true;
+      }
+      EfaInterface efa;
+      efa.name = entry;
+      std::vector<std::string> warnings;
+      DirSource src(ib_fd.get(), class_dir / entry);
+      discovery_internal::ReadEfaPort(src, &efa, &warnings);
+      if (Unlinked(ib_fd.get())) continue;
+      // Resolved, not read: the link may be "../../../0000:10:19.0" or "../.." alike.
+      efa.bdf = Basename(RealPath(class_dir / entry / "device"));
+      if (!efa.bdf.empty()) {
+        ReadPci(efa.bdf, &efa.numa_node, nullptr, &warnings);
+      }
+      if (auto it = uverbs.find(efa.name); it != uverbs.end()) efa.uverbs = it->second;
+      inv->efas.push_back(std::move(efa));
+      inv->warnings.insert(inv->warnings.end(), warnings.begin(), warnings.end());
+    }
+  }
+
+  std::string ReadDmi(const char* attr, std::vector<std::string>* warnings) {
+    absl::StatusOr<std::string> v = ReadText(root_.DmiDir() / attr);
+    if (v.ok()) return *v;
+    if (!absl::IsNotFound(v.status())) warnings->push_back(std::string(v.status().message()));
+    return "";
+  }
+
+  RootPaths root_;
+  DiscoveryOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Discovery> MakeDirectoryDiscovery(const RootPaths& root, DiscoveryOptions options) {
+  return std::make_unique<DirectoryDiscovery>(root, options);
+}
+
+}  // namespace neuron

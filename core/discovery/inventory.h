@@ -1,0 +1,104 @@
+#pragma once
+// The node's inventory: Neuron devices and EFA interfaces as the driver and the RDMA core
+// present them under a root. Produced by a Discovery back end; a plain value, so copies are
+// thread-safe to read. Refreshed by rescanning when Events report a change.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/discovery/bdf.h"
+#include "core/model/catalog.h"
+#include "core/driver/sysfs_names.h"
+#include "core/model/topology.h"
+
+namespace neuron {
+
+struct NeuronDevice {
+  int index = -1;                            // N of /dev/neuronN; stable across replug
+  std::string arch_type;                     // "NDv2"
+  std::string instance_type;                 // "Trn1" (info/architecture/instance_type)
+  std::string device_name;                   // "Trainium1"
+  std::string nc_arch_type;                  // "NCv2" (neuron_core0/info/architecture/arch_type)
+  int physical_cores = 0;                    // core_count
+  std::optional<uint64_t> memory_bytes;      // HBM, from the catalog by chip (sysfs has no file)
+  std::optional<std::string> serial_number;  // absent when the firmware read fails ("\n")
+  std::vector<int> connected;                // connected_devices, in the driver's order
+  std::optional<DeviceState> state;
+  std::string bdf;               // "" when the index->BDF map is unavailable
+  std::optional<int> numa_node;  // absent when unknown or -1
+  std::string cpulist;           // local_cpulist as printed, "" when unknown
+  std::string dev_node;          // host path of the character device, "/dev/neuronN"
+
+  bool operator==(const NeuronDevice&) const = default;
+};
+
+struct EfaInterface {
+  std::string name;              // "rdmap16s25"
+  std::optional<int> uverbs;     // N of /dev/infiniband/uverbsN
+  std::string port_state;        // "ACTIVE" (ports/1/state without the "4: " prefix)
+  std::string phys_state;        // "LinkUp"
+  std::string rate;              // "100 Gb/sec (4X EDR)"
+  std::optional<int> rate_gbps;  // 100
+  std::string bdf;
+  std::optional<int> numa_node;
+
+  bool operator==(const EfaInterface&) const = default;
+};
+
+struct Inventory {
+  std::string instance_type;          // "trn1.32xlarge", from DMI product_name (decision 11)
+  std::string instance_id;            // DMI board_asset_tag
+  int lnc = 1;                        // logical NeuronCore config in force (decision 13)
+  std::vector<NeuronDevice> devices;  // ascending index; gaps where a device is absent
+  std::vector<EfaInterface> efas;     // ascending name
+  // Files that were present but malformed, each message naming the file. Absent files are not
+  // warnings: partial data is normal (STYLE 7).
+  std::vector<std::string> warnings;
+
+  bool operator==(const Inventory&) const = default;
+
+  const NeuronDevice* FindDevice(int index) const;
+  const EfaInterface* FindEfa(std::string_view name) const;
+  // NeuronCores per device as the runtime numbers them (physical / LNC).
+  int LogicalCoresPerDevice() const;
+  // Global logical core ids of a device: index * LogicalCoresPerDevice() + k. Stable across a
+  // neighbour's unplug, like device indices.
+  std::vector<int> CoreIds(int device_index) const;
+  // The catalog entry for instance_type, if known.
+  const InstanceSpec* Spec() const;
+  // NeuronLink graph over device indices (size = highest index + 1).
+  Topology LinkTopology() const;
+};
+
+struct DiscoveryOptions {
+  // LNC from --lnc / NEURON_LOGICAL_NC_CONFIG; 0 means the instance default.
+  int lnc = 0;
+  // Device index -> PCI address; null = DEVICE_BDF_EXT on ROOT/dev/neuronN (the driver). Tests
+  // of discovery without a simulated driver give their own.
+  std::function<std::unique_ptr<BdfResolver>(const RootPaths&)> bdf_resolver = nullptr;
+};
+
+// One interface, two back ends (DESIGN "core", decision 7). Both must give the same Inventory
+// for the same tree; tests/core/discovery_agreement_test proves it. Not thread-safe: one owner.
+class Discovery {
+ public:
+  virtual ~Discovery() = default;
+  virtual absl::StatusOr<Inventory> Scan() = 0;
+  virtual std::string_view name() const = 0;
+};
+
+// Reads ROOT/sys directly (the simulator, containers without udev).
+std::unique_ptr<Discovery> MakeDirectoryDiscovery(const RootPaths& root, DiscoveryOptions options);
+// libudev (production). Sees the host's /sys, or a umockdev testbed when UMOCKDEV_DIR is set;
+// non-sysfs files (/dev) still come from `root`.
+absl::StatusOr<std::unique_ptr<Discovery>> MakeUdevDiscovery(const RootPaths& root,
+                                                             DiscoveryOptions options);
+
+}  // namespace neuron

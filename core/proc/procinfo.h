@@ -1,0 +1,113 @@
+#pragma once
+// Process information for the tools: command lines, CPU times, cgroups and open device nodes of
+// the processes that use Neuron devices, and the system's CPU times (TOOLS-UX.md §1.9, §2.7).
+//
+// Where it reads (DESIGN decision 14): ROOT/proc when it exists (the host's /proc mounted into
+// the agent's container, so host PIDs from the datastores resolve), else this process's /proc
+// (the simulator, where runtime processes are our neighbours). No other code spells "/proc".
+//
+// Files are read without stat() (procfs reports size 0) and parsed here, so consumers only turn
+// the values into columns (STYLE 5). A process that has gone is NotFound; other failures name the
+// file. ProcReader is immutable after construction and thread-safe.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/driver/sysfs_names.h"
+
+namespace neuron {
+
+// The aggregate "cpu" line of /proc/stat, in clock ticks (proc(5)), and the number of "cpuN"
+// lines (online vCPUs).
+struct SystemCpuTimes {
+  uint64_t user = 0;
+  uint64_t nice = 0;
+  uint64_t system = 0;
+  uint64_t idle = 0;
+  uint64_t iowait = 0;
+  uint64_t irq = 0;
+  uint64_t softirq = 0;
+  uint64_t steal = 0;
+  int cpus = 0;
+
+  // Time spent in user mode (user + nice) and in the kernel on behalf of work (system + irq +
+  // softirq); total adds idle, iowait and steal. guest time is already inside user.
+  uint64_t UserTicks() const { return user + nice; }
+  uint64_t SystemTicks() const { return system + irq + softirq; }
+  uint64_t TotalTicks() const { return UserTicks() + SystemTicks() + idle + iowait + steal; }
+};
+
+// Fields of /proc/<pid>/stat that the tools use (proc(5) numbering in comments).
+struct ProcessStat {
+  int pid = 0;
+  std::string comm;         // (2), without the parentheses
+  char state = '?';         // (3)
+  uint64_t utime = 0;       // (14) clock ticks
+  uint64_t stime = 0;       // (15)
+  uint64_t start_time = 0;  // (22) clock ticks after boot: tells a reused PID apart
+  int64_t rss_pages = 0;    // (24)
+};
+
+// "cpu  4705 356 584 3699 23 0 23 0 0 0\ncpu0 ..." -> totals and the count of cpuN lines.
+absl::StatusOr<SystemCpuTimes> ParseSystemCpuTimes(std::string_view text, std::string_view source);
+// One /proc/<pid>/stat line. comm may hold spaces and parentheses: it runs to the last ')'.
+absl::StatusOr<ProcessStat> ParseProcessStat(std::string_view text, std::string_view source);
+// /proc/<pid>/cmdline (arguments separated and ended by NUL) as a shell-like line: NULs become
+// spaces, trailing NULs and spaces go. Empty for kernel threads and zombies.
+std::string FormatCommandLine(std::string_view raw);
+
+class ProcReader {
+ public:
+  // Uses ROOT/proc if that directory exists, else /proc.
+  explicit ProcReader(const RootPaths& root);
+  // Uses exactly `proc_dir` (tests, benchmarks).
+  static ProcReader AtDirectory(std::filesystem::path proc_dir);
+
+  const std::filesystem::path& proc_dir() const { return proc_dir_; }
+  // True when the host's /proc under ROOT is used, i.e. PIDs are the host's.
+  bool uses_root_proc() const { return uses_root_proc_; }
+
+  absl::StatusOr<SystemCpuTimes> SystemCpu() const;
+  absl::StatusOr<ProcessStat> Stat(int pid) const;
+  // The command line, cut at `max_bytes` (COMMAND columns show at most 80 characters). When
+  // cmdline is empty (a zombie, a kernel thread) it is "[comm]", as ps prints it.
+  absl::StatusOr<std::string> CommandLine(int pid, size_t max_bytes = 4096) const;
+  // /proc/<pid>/cgroup as text (pod identity is parsed from it: core/pod_identity.h).
+  absl::StatusOr<std::string> Cgroup(int pid) const;
+
+  // Processes whose open files PidsWithOpen could not see: another user's fd/ directory is
+  // unreadable without CAP_SYS_PTRACE, so a normal user's scan is partial and must say so.
+  struct FdScanProblems {
+    int processes = 0;  // fd/ directories that could not be read (EACCES, EPERM)
+    std::string first;  // the first of them with its error: "open /proc/1/fd: Permission denied"
+  };
+
+  // For each of `targets` that some process holds open, the PIDs (ascending) holding it, e.g.
+  // the device nodes "/dev/neuron0" as the host names them and ROOT/dev/neuron0 as the
+  // simulator's processes name them. Keys are the targets as given; a target matches the link
+  // the kernel prints (an absolute path without symlinks) by its canonical form too, so a
+  // relative or symlinked --root still finds its processes. Processes that exit meanwhile are
+  // skipped; those whose fd directory cannot be read are counted in `problems`. Cost: one
+  // readlink per open descriptor of every process; for neuron-ls's process columns only.
+  std::map<std::filesystem::path, std::vector<int>> PidsWithOpen(
+      const std::vector<std::filesystem::path>& targets, FdScanProblems* problems = nullptr) const;
+
+  // Clock ticks per second (sysconf(_SC_CLK_TCK)), the unit of the CPU times above.
+  static long TicksPerSecond();
+
+ private:
+  ProcReader(std::filesystem::path proc_dir, bool uses_root_proc)
+      : proc_dir_(std::move(proc_dir)), uses_root_proc_(uses_root_proc) {}
+  absl::StatusOr<std::string> ReadProcFile(int pid, const char* name, size_t max_bytes) const;
+
+  std::filesystem::path proc_dir_;
+  bool uses_root_proc_ = false;
+};
+
+}  // namespace neuron

@@ -1,0 +1,169 @@
+#pragma once
+// Reader of the per-process datastores (NDS, DRIVER-INTERFACE.md §4): one record per (device,
+// runtime process) with its device counters, per-core counters, process info, model records and,
+// when the simulator's extension is present (deviation D13), latency histogram buckets.
+//
+// One back end reads them as a monitor must on a real node and on the simulator alike: through
+// the driver's device ABI (GET_ALL_APPS_INFO lists the processes of /dev/neuronN, ACQUIRE_NEURON_DS
+// with a PID gives the offset to mmap read-only; core/driver_abi.h, datastore_driver.cc). Tests
+// may put their own DatastoreReader in its place. Every back end hands the bytes to
+// ParseDatastore, so the byte layout is decoded in one place.
+//
+// The runtime writes counters without locking, so a read returns whatever is there: each u64 is
+// copied with memcpy (a torn value is possible and accepted, as with the real driver).
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/driver/datastore_layout.h"
+#include "core/driver/sysfs_names.h"
+
+namespace neuron {
+
+struct DatastoreKey {
+  int device = -1;
+  int pid = -1;
+  auto operator<=>(const DatastoreKey&) const = default;
+};
+
+// {u8 major; u8 minor; u32 build}, as in the process info record and the driver's version word.
+struct NdsVersion {
+  uint8_t major = 0;
+  uint8_t minor = 0;
+  uint32_t build = 0;
+  bool operator==(const NdsVersion&) const = default;
+};
+// The driver's packed version word (build bits 0-31, minor 32-39, major 40-47), the format of
+// device counter RUNTIME_VERSION in the simulator (driver-sim/README.md).
+NdsVersion UnpackVersionWord(uint64_t word);
+
+// Process info and process info ext (DRIVER-INTERFACE §4.5).
+struct DatastoreProcessInfo {
+  int8_t framework_type = 0;
+  std::string tag;       // char[32] of the process info record
+  std::string long_tag;  // char[256] of the ext record: NEURON_PROCESS_TAG
+  NdsVersion framework_version;
+  NdsVersion fal_version;
+  NdsVersion runtime_version;
+};
+
+// Model node info + model node memory (§4.5).
+struct DatastoreModel {
+  uint32_t model_id = 0;
+  uint32_t model_node_id = 0;
+  std::string name;
+  std::array<uint8_t, 16> uuid{};
+  uint8_t nc_index = 0;  // logical core slot within the device
+  uint8_t sg_index = 0;
+  struct Memory {
+    uint64_t total_size = 0;
+    uint32_t chunk_count = 0;
+  };
+  // [location][slot]; location 0 = device (HBM), 1 = host (driver-sim/README.md); slots 0 CODE,
+  // 1 TENSORS, 2 CONSTANTS, 3 SCRATCHPAD, 4 MISC, 5-11 unused.
+  static constexpr int kLocationDevice = 0;
+  static constexpr int kLocationHost = 1;
+  std::array<std::array<Memory, 12>, 2> memory{};
+};
+
+// Deviation D13: per-core latency buckets. bounds_us[num_buckets - 1] is UINT64_MAX (+Inf).
+struct LatencyHistogram {
+  int num_buckets = 0;
+  std::array<uint64_t, nds::kHistogramBuckets> bounds_us{};
+  // Non-cumulative counts per core slot; entries >= num_buckets are 0.
+  std::array<std::array<uint64_t, nds::kHistogramBuckets>, nds::kMaxCores> counts{};
+};
+
+using CoreCounterSet = std::array<uint64_t, nds::kCoreCounterCount>;
+
+// What GET_ALL_APPS_INFO said of the process.
+struct DriverProcessInfo {
+  uint8_t nc_lock_map = 0;      // physical cores 0-3 whose lock the process holds
+  uint64_t host_mem_bytes = 0;  // allocated through the driver
+  uint64_t device_mem_bytes = 0;
+};
+
+// One datastore as read at one moment. Plain value.
+struct DatastoreRecord {
+  int device = -1;
+  int pid = -1;
+  std::string source;  // where it was read from (the file's path), for messages
+  int32_t format_version = 0;
+  std::array<uint64_t, nds::kDeviceCounterCount> device_counters{};
+  // Indexed by core slot: the process's logical core index within the device (slots 0-15).
+  std::array<CoreCounterSet, nds::kMaxCores> core_counters{};
+  // Absent when the object area does not hold the simulator's records (a real runtime's
+  // placement is unpublished, §4.5).
+  std::optional<DatastoreProcessInfo> process;
+  std::vector<DatastoreModel> models;
+  std::optional<LatencyHistogram> histogram;  // only when the D13 magic is present
+  std::optional<DriverProcessInfo> driver;    // from the process list, when read through it
+
+  DatastoreKey key() const { return {device, pid}; }
+  uint64_t Core(int slot, int index) const { return core_counters[slot][index]; }
+  // NEURON_PROCESS_TAG, else the short tag, else the PID as text (METRICS.md §3.4 runtime_tag).
+  std::string Tag() const;
+};
+
+// Decodes one datastore's bytes. Errors (wrong size, bad magic, malformed records) name
+// `source`. Records inside an otherwise valid datastore that fail validation are left out and
+// reported in `warnings` rather than failing the whole record. Thread-safe.
+absl::StatusOr<DatastoreRecord> ParseDatastore(std::span<const std::byte> bytes, int device,
+                                               int pid, std::string_view source,
+                                               std::vector<std::string>* warnings);
+
+struct DatastoreScan {
+  std::vector<DatastoreRecord> records;  // ascending (device, pid)
+  std::vector<std::string> errors;       // each names the datastore (file) it concerns
+};
+
+// Whether a live source can be read (DESIGN decision 19). `known` is false until it was tried.
+struct SourceState {
+  bool known = false;
+  bool up = false;          // some device's live data could be read
+  std::string reason = {};  // why not, in the user's words ("no device node /dev/neuron0")
+  // Devices whose live data could not be read while others' could, with the reason: their
+  // live figures are unknown, not idle.
+  std::map<int, std::string> unread = {};
+};
+
+// One back end. List and ReadAll have one caller (the Sampler); SetDevices and State may be
+// called from any thread. The records it returns are values.
+class DatastoreReader {
+ public:
+  virtual ~DatastoreReader() = default;
+  // The live entries, cheaply (no counter reads): ascending (device, pid).
+  virtual std::vector<DatastoreKey> List() = 0;
+  // Lists and reads every live entry. An entry that cannot be read is skipped with an error;
+  // the others are still read.
+  virtual DatastoreScan ReadAll() = 0;
+  virtual std::string_view name() const = 0;
+  // The devices to watch (the inventory's indices).
+  virtual void SetDevices(std::vector<int> devices) = 0;
+  virtual SourceState State() const = 0;
+  // Waits until every device was probed once (State().known), at most `timeout`: a one-shot
+  // reader (neuron-ls) needs the answer before it reads. False on timeout (a device in reset).
+  virtual bool AwaitFirstProbe(std::chrono::milliseconds timeout) = 0;
+};
+
+struct DriverDatastoreOptions {
+  std::vector<int> devices;  // device indices to watch
+  // How often devices are probed for runtime processes (off the sample path).
+  std::chrono::milliseconds probe_period{1000};
+};
+
+// Through the driver's device ABI on ROOT/dev/neuronN (datastore_driver.cc says how it spares the
+// driver's 16 process slots and sysfs reset). Starts a probe thread.
+std::unique_ptr<DatastoreReader> MakeDriverDatastoreReader(const RootPaths& root,
+                                                           DriverDatastoreOptions options);
+
+}  // namespace neuron

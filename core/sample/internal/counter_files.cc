@@ -1,0 +1,234 @@
+#include "core/sample/internal/counter_files.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+namespace neuron::counter_files {
+namespace {
+
+std::string_view StripNl(std::string_view t) {
+  if (!t.empty() && t.back() == '\n') t.remove_suffix(1);
+  return t;
+}
+
+template <typename T>
+bool Whole(std::string_view t, T* out) {
+  if (t.empty()) return false;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), *out);
+  return ec == std::errc() && end == t.data() + t.size();
+}
+
+// "%u.%02u" -> basis points.
+bool Percent(std::string_view t, uint32_t* bp) {
+  const size_t dot = t.find('.');
+  if (dot == std::string_view::npos || t.size() != dot + 3) return false;
+  uint32_t whole = 0, frac = 0;
+  if (!Whole(t.substr(0, dot), &whole) || !Whole(t.substr(dot + 1), &frac)) return false;
+  if (whole > 42949672) return false;
+  *bp = whole * 100 + frac;
+  return true;
+}
+
+}  // namespace
+
+DirHandle::DirHandle(DirHandle&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(other.fd_),
+      open_errno_(other.open_errno_),
+      reopened_sweep_(other.reopened_sweep_) {
+  other.fd_ = -1;
+}
+
+DirHandle& DirHandle::operator=(DirHandle&& other) noexcept {
+  if (this != &other) {
+    Close();
+    path_ = std::move(other.path_);
+    fd_ = other.fd_;
+    open_errno_ = other.open_errno_;
+    reopened_sweep_ = other.reopened_sweep_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+DirHandle::~DirHandle() { Close(); }
+
+bool DirHandle::IsAbsence(int err) { return err == ENOENT || err == ENOTDIR; }
+
+void DirHandle::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool DirHandle::Reopen(uint64_t sweep) {
+  Close();
+  reopened_sweep_ = sweep;
+  fd_ = ::open(path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  open_errno_ = fd_ >= 0 ? 0 : errno;
+  return fd_ >= 0;
+}
+
+namespace {
+
+ReadResult ReadOpened(int fd, char* buf, size_t cap, size_t* len, int* err) {
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, cap);
+  } while (n < 0 && errno == EINTR);
+  const int read_err = errno;
+  ::close(fd);
+  if (n == static_cast<ssize_t>(cap)) {
+    // One read filled the buffer: the file is larger than any attribute we know.
+    *err = EFBIG;
+    return ReadResult::kError;
+  }
+  if (n < 0) {
+    *err = read_err;
+    return ReadResult::kError;
+  }
+  *len = static_cast<size_t>(n);
+  return ReadResult::kOk;
+}
+
+ReadResult OpenFailed(int* err) {
+  *err = errno;
+  return (*err == ENOENT || *err == ENOTDIR) ? ReadResult::kMissing : ReadResult::kError;
+}
+
+constexpr int kFileFlags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+
+}  // namespace
+
+ReadResult DirHandle::ReadByPath(const char* name, char* buf, size_t cap, size_t* len, int* err) {
+  char path[PATH_MAX];
+  const int n = std::snprintf(path, sizeof(path), "%s/%s", path_.c_str(), name);
+  if (n < 0 || static_cast<size_t>(n) >= sizeof(path)) {
+    *err = ENAMETOOLONG;
+    return ReadResult::kError;
+  }
+  const int fd = ::open(path, kFileFlags);
+  if (fd < 0) return OpenFailed(err);
+  return ReadOpened(fd, buf, cap, len, err);
+}
+
+ReadResult DirHandle::Read(const char* name, char* buf, size_t cap, size_t* len, int* err,
+                           uint64_t sweep) {
+  if (fd_ < 0 && reopened_sweep_ != sweep) Reopen(sweep);
+  if (fd_ < 0) {
+    if (IsAbsence(open_errno_)) {
+      *err = open_errno_;
+      return ReadResult::kMissing;
+    }
+    return ReadByPath(name, buf, cap, len, err);  // out of descriptors, or the like
+  }
+  int fd = ::openat(fd_, name, kFileFlags);
+  if (fd < 0 && (errno == ENOENT || errno == ESTALE) && reopened_sweep_ != sweep) {
+    // The directory may have been replaced since we opened it: look it up again, once.
+    if (!Reopen(sweep)) {
+      if (IsAbsence(open_errno_)) {
+        *err = open_errno_;
+        return ReadResult::kMissing;
+      }
+      return ReadByPath(name, buf, cap, len, err);
+    }
+    fd = ::openat(fd_, name, kFileFlags);
+  }
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+    // Out of descriptors: give ours back and go by full paths for the rest of this sweep, so
+    // the directory handles cannot starve the file opens they exist for.
+    open_errno_ = errno;
+    Close();
+    reopened_sweep_ = sweep;
+    return ReadByPath(name, buf, cap, len, err);
+  }
+  if (fd < 0) return OpenFailed(err);
+  return ReadOpened(fd, buf, cap, len, err);
+}
+
+void ErrorSink::Add(const DirHandle& dir, const char* name, std::string_view what) {
+  errors_.push_back(fmt::format("{}/{}: {}", dir.path(), name, what));
+}
+
+void ErrorSink::AddErrno(const DirHandle& dir, const char* name, int err) {
+  if (err == EFBIG) {
+    Add(dir, name, fmt::format("larger than {} bytes", kMaxFileBytes - 1));
+  } else {
+    Add(dir, name, std::strerror(err));
+  }
+}
+
+std::optional<uint64_t> ParseCounter(std::string_view text) {
+  uint64_t v = 0;
+  if (!Whole(StripNl(text), &v)) return std::nullopt;
+  return v;
+}
+
+std::optional<DeviceState> ParseState(std::string_view text) {
+  int v = -1;
+  if (!Whole(StripNl(text), &v) || v < 0 || v > 2) return std::nullopt;
+  return static_cast<DeviceState>(v);
+}
+
+std::optional<ParsedPower> ParsePower(std::string_view text) {
+  std::string_view t = StripNl(text);
+  std::string_view parts[5];
+  for (int i = 0; i < 5; ++i) {
+    const size_t comma = t.find(',');
+    if ((comma == std::string_view::npos) != (i == 4)) return std::nullopt;
+    parts[i] = t.substr(0, comma);
+    if (comma != std::string_view::npos) t.remove_prefix(comma + 1);
+  }
+  ParsedPower p;
+  p.status = parts[0];
+  if (p.status.empty() || !Whole(parts[1], &p.epoch) || p.epoch < 0 ||
+      !Percent(parts[2], &p.min_bp) || !Percent(parts[3], &p.max_bp) ||
+      !Percent(parts[4], &p.avg_bp)) {
+    return std::nullopt;
+  }
+  return p;
+}
+
+std::optional<std::pair<int, std::string_view>> ParseNumberedState(std::string_view text) {
+  const std::string_view t = StripNl(text);
+  const size_t colon = t.find(": ");
+  int n = 0;
+  if (colon == std::string_view::npos || !Whole(t.substr(0, colon), &n) || n < 0) {
+    return std::nullopt;
+  }
+  const std::string_view name = t.substr(colon + 2);
+  if (name.empty()) return std::nullopt;
+  return std::make_pair(n, name);
+}
+
+std::optional<double> ParseRateGbps(std::string_view text) {
+  const std::string_view t = StripNl(text);
+  const size_t space = t.find(' ');
+  if (space == std::string_view::npos || t.substr(space).rfind(" Gb/sec", 0) != 0) {
+    return std::nullopt;
+  }
+  double v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + space, v);
+  if (ec != std::errc() || end != t.data() + space || v < 0) return std::nullopt;
+  return v;
+}
+
+std::string Shown(std::string_view text) {
+  std::string s(text.substr(0, 40));
+  for (char& c : s) {
+    if (c == '\n') {
+      c = ' ';
+    } else if (c < 0x20 || c > 0x7e) {
+      c = '?';
+    }
+  }
+  return fmt::format("\"{}\"", s);
+}
+
+}  // namespace neuron::counter_files

@@ -1,0 +1,173 @@
+#pragma once
+// One sample of every counter the agent reads (DRIVER-INTERFACE.md §2, §3, §4, §7), as the
+// Sampler (core/sampler.h) produces it. Immutable once published and shared as
+// std::shared_ptr<const Snapshot>, so any number of threads may read it.
+//
+// Every field is std::optional: a file that does not exist is absent, never 0 (STYLE 7); a file
+// that exists but is malformed is absent too, with an error naming it in `errors`.
+//
+// Which sweep read what (DESIGN decision 10): a kFull snapshot read every file. A kHot snapshot
+// read only the hot set, marked [hot] below, plus the live datastores; every other field is
+// carried forward from the previous snapshot and was read by the sweep named in
+// DeviceSample::full_generation (status and other_info totals: exit_counters_generation).
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/sample/datastore.h"
+#include "core/driver/sysfs_names.h"
+
+namespace neuron {
+
+enum class SampleKind { kHot, kFull };
+
+// {total, present} counter files (status, other_info).
+struct CounterPair {
+  std::optional<uint64_t> total;
+  std::optional<uint64_t> present;
+  bool operator==(const CounterPair&) const = default;
+};
+
+// {total, present, peak} memory counter files: bytes allocated now, size of the last
+// allocation or free, high-water mark (§3.1).
+struct MemCounter {
+  std::optional<uint64_t> total;
+  std::optional<uint64_t> present;
+  std::optional<uint64_t> peak;
+  bool operator==(const MemCounter&) const = default;
+};
+
+enum class PowerStatus { kValid, kNoData, kInvalid };
+
+// stats/power/utilization: "<status>,<epoch>,<min>,<max>,<avg>" (§2.3), percentages of max power.
+struct PowerReading {
+  PowerStatus status = PowerStatus::kNoData;
+  int64_t epoch_s = 0;  // rollup time; 0 before the first rollup
+  double min_percent = 0;
+  double max_percent = 0;
+  double avg_percent = 0;
+  bool operator==(const PowerReading&) const = default;
+};
+
+// One row of stats/tensor_engine/pe_cntrs: cycle counters of a PE row group (§2.3).
+struct PeCounterRow {
+  int row_group = 0;
+  uint64_t mm_active = 0;
+  uint64_t wl_active = 0;
+  uint64_t idle = 0;
+  bool operator==(const PeCounterRow&) const = default;
+};
+
+// Index into CoreSample::other_info, in kOtherInfo order.
+enum OtherInfo : int {
+  kModelLoadCount = 0,
+  kResetReqCount = 1,
+  kResetFailCount = 2,
+  kInferenceCount = 3,
+  kFlopCount = 4,
+  kNcTimeInUse = 5,
+};
+
+// neuron_core<i>/ of one physical core.
+struct CoreSample {
+  int physical_index = -1;
+  std::array<CounterPair, kStatusCounters.size()> status;  // kStatusCounters order
+  MemCounter device_mem;                                   // [hot] total
+  std::array<MemCounter, kDeviceMemCategories.size()> device_mem_by_category;
+  MemCounter host_mem;                                    // [hot] total
+  std::array<CounterPair, kOtherInfo.size()> other_info;  // OtherInfo order
+  std::optional<std::vector<PeCounterRow>> pe_counters;
+};
+
+struct DeviceSample {
+  int index = -1;
+  std::optional<DeviceState> state;                                   // [hot] reset
+  std::array<std::optional<uint64_t>, kHardwareCounters.size()> ecc;  // [hot] stats/hardware
+  std::optional<PowerReading> power;
+  std::optional<std::string> serial_number;  // absent when the firmware read fails ("\n")
+  std::array<MemCounter, kHostMemCategories.size()> host_mem;  // [hot] totals
+  std::vector<CoreSample> cores;  // physical cores 0..core_count-1 from the inventory
+
+  // The snapshot generation whose sweep read the fields not marked [hot] (this snapshot's own
+  // for a kFull one), and the one that last read the status and other_info totals: a hot sample
+  // re-reads those when one of this device's datastore entries went away (see sampler.h).
+  uint64_t full_generation = 0;
+  uint64_t exit_counters_generation = 0;
+};
+
+// One EFA device (§7); port 1, the only port EFA has.
+struct EfaSample {
+  std::string name;
+  int port = 1;
+  std::optional<int> port_state;  // 4 in "4: ACTIVE"
+  std::optional<std::string> port_state_name;
+  std::optional<int> phys_state;  // 5 in "5: LinkUp"
+  std::optional<std::string> phys_state_name;
+  std::optional<std::string> rate;  // "100 Gb/sec (4X EDR)"
+  std::optional<double> rate_gbps;  // 100
+  std::array<std::optional<uint64_t>, kEfaPortCounters.size()> port_counters;
+  std::array<std::optional<uint64_t>, kEfaDeviceCounters.size()> device_counters;
+  uint64_t full_generation = 0;  // all EFA fields come from full sweeps
+};
+
+struct Snapshot {
+  uint64_t generation = 0;  // 1, 2, ... per Sample() call of one Sampler
+  SampleKind kind = SampleKind::kFull;
+  std::chrono::steady_clock::time_point steady;  // when the sample started
+  std::chrono::system_clock::time_point wall;
+  std::chrono::nanoseconds duration{0};  // how long the sample took
+  int lnc = 1;
+  // Present devices, ascending index. A device of the inventory whose directory is gone
+  // (unplugged) is left out.
+  std::vector<DeviceSample> devices;
+  std::vector<EfaSample> efas;             // present EFA devices, in inventory order
+  std::vector<DatastoreRecord> processes;  // live datastores, ascending (device, pid)
+  // Whether live datastores could be read at all (DESIGN decision 19): when not, `processes` is
+  // empty because nothing could be seen, not because nothing runs.
+  SourceState datastore_source;
+  std::vector<std::string> errors;  // this sample's errors, each naming its file
+
+  const DeviceSample* FindDevice(int index) const;
+  const EfaSample* FindEfa(std::string_view name) const;
+};
+
+// ---- Derived figures that consumers share (METRICS.md §2.1, TOOLS-UX.md §2.7) ----
+
+// Physical cores [first, first + count) that logical core `k` covers: k*lnc .. k*lnc+lnc-1.
+struct PhysicalRange {
+  int first = 0;
+  int count = 1;
+};
+PhysicalRange PhysicalCoresOf(int logical_core, int lnc);
+
+// Cumulative figures of one logical core: sysfs totals (runtime counters folded in at process
+// exit) plus the live counters of every datastore process on that core slot. Absent when the
+// sysfs file is absent.
+struct LogicalCoreTotals {
+  int logical_index = -1;
+  // nc_time_in_use µs: the mean over the physical cores of the group (both run a logical
+  // core's work, and the simulator folds its busy time into both: driver-sim/README.md).
+  std::optional<uint64_t> busy_us;
+  // Counts sum the physical cores of the group (the simulator folds them into the first).
+  std::optional<uint64_t> flops;        // flop_count + 2 x MAC_COUNT
+  std::optional<uint64_t> inferences;   // inference_count + INFERENCE_COUNT
+  std::optional<uint64_t> model_loads;  // model_load_count + MODEL_LOAD_COUNT
+  std::array<std::optional<uint64_t>, kStatusCounters.size()> status;  // + the NDS index
+  std::optional<uint64_t> reset_requests;  // reset_req_count (live in sysfs, no datastore part)
+  MemCounter device_mem;  // sum of the group's device_mem {total, peak}; present left absent
+};
+std::vector<LogicalCoreTotals> LogicalCores(const Snapshot& snap, const DeviceSample& device);
+
+// Busy fraction of logical core `k` of `device` between two snapshots: Δbusy / Δsteady time,
+// clamped to [0, 1] (a busy total lands when an execution ends, so one window can hold more
+// than its own length). Absent when either snapshot lacks the figure, time did not advance, or
+// the busy total went down (device replugged, an exit between two reads).
+std::optional<double> Utilization(const Snapshot& before, const Snapshot& after, int device,
+                                  int logical_core);
+
+}  // namespace neuron

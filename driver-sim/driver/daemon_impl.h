@@ -1,0 +1,142 @@
+#pragma once
+// Internal to the node daemon (daemon.cc: lifecycle and loop; daemon_commands.cc: ctl commands,
+// resets, sysfs writes, power, status). Not part of libneuron_sim's interface.
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/types.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/driver/sysfs_names.h"
+#include "driver-sim/driver/ctl.h"
+#include "driver-sim/driver/daemon.h"
+#include "driver-sim/driver/driver_server.h"
+#include "driver-sim/driver/ds_mirror.h"
+#include "driver-sim/driver/faults.h"
+#include "driver-sim/driver/node_info.h"
+#include "driver-sim/driver/sim_tree.h"
+
+namespace neuron::sim {
+
+namespace daemon_internal {
+
+using Clock = std::chrono::steady_clock;
+
+inline constexpr int kKernErr = 3;
+inline constexpr int kKernInfo = 6;
+// Request id of probe and sysfs resets, NEURON_RESET_REQUEST_ALL (DRIVER-INTERFACE §5).
+inline constexpr uint32_t kResetRequestAll = 0xffffffffu;
+// The driver samples power every 50 ms and needs 60 samples in a minute for a VALID rollup
+// (DRIVER-INTERFACE §2.3); an accelerated period scales the sample interval with it.
+inline constexpr int kPowerSamplesPerMinute = 1200;
+inline constexpr int kPowerMinSamples = 60;
+// How often the datastores are mirrored into sysfs (DESIGN decision 2: at most every 100 ms).
+inline constexpr std::chrono::milliseconds kMirrorPeriod{80};
+
+std::shared_ptr<spdlog::logger> Logger();
+int64_t EpochMs();
+
+}  // namespace daemon_internal
+
+class NodeDaemon::Impl final : private DriverHost {
+ public:
+  using Clock = daemon_internal::Clock;
+
+  explicit Impl(DaemonOptions options);
+
+  absl::Status Start();
+  absl::Status Run();
+  absl::Status Shutdown();
+  bool started() const { return started_; }
+
+ private:
+  struct Device {
+    bool present = true;
+    DeviceState state = DeviceState::kReady;
+    bool reset_pending = false;
+    bool reset_fail = false;
+    Clock::time_point reset_done_at;
+    std::optional<Clock::time_point> ready_since;  // power sampling runs only while READY
+    Clock::duration ready_in_window{};
+  };
+
+  // Start steps (daemon.cc).
+  absl::Status MakeDir(const std::filesystem::path& dir);
+  absl::Status TakeLock();
+  absl::Status ClearStale();
+  absl::Status OpenEventFds();
+
+  // The loop (daemon.cc).
+  void AcceptClients();
+  void ServeClient(size_t index, short revents);
+  void ProcessDue(Clock::time_point now);
+  void ArmTimer();
+
+  // Commands (daemon_commands.cc).
+  CtlReply Handle(const CtlRequest& req);
+  absl::Status CheckDevice(int device, bool must_be_present) const;
+  CtlReply Unplug(int d);
+  CtlReply Plug(int d);
+  CtlReply Inject(const CtlRequest& req);
+  CtlReply Reset(int d, bool fail);
+  CtlReply LinkDown(int a, int b);
+  CtlReply Efa(const std::string& name, bool up);
+  CtlReply ClearFault(uint64_t id);
+  std::string Status() const;
+  std::string ProcessStatus() const;
+
+  // Driver behaviour (daemon_commands.cc).
+  void StartReset(int d, bool fail);
+  void CompleteReset(int d);
+  void SetState(int d, DeviceState s);
+  void WatchDevice(int d);
+  void UnwatchDevice(int d);
+  void HandleInotify();
+  void OnResetWrite(int d);
+  void OnNotifyDelayWrite(int d);
+  void WriteNotifyDelay(int d);
+  void RollUpPower(Clock::time_point now);
+  void Kmsg(int priority, const std::string& text);
+  void LogProbeReset(int device);
+  void SaveFaults();
+  // DriverHost: what the simulated driver's device ABI asks of the daemon.
+  std::optional<DeviceState> StateOf(int device) const override;
+  void Printk(const std::string& text) override;
+
+  DaemonOptions opts_;
+  RootPaths paths_;
+  FaultBook faults_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<SimTree> tree_;
+  std::unique_ptr<DatastoreMirror> mirror_;  // reads the datastore slots, writes through tree_
+  std::unique_ptr<DriverServer> driver_;     // the device ABI; uses mirror_
+  Clock::time_point next_mirror_;
+  NodeInfo node_;
+  std::vector<Device> devices_;
+  std::vector<std::unique_ptr<CtlConnection>> clients_;
+  std::map<int, std::pair<int, bool>> watches_;   // inotify wd -> (device, is the info/ dir)
+  std::map<int, std::array<int, 2>> device_wds_;  // device -> its two wds
+  std::string notify_delay_ = "-1";               // one global flag for all devices (§2.1)
+
+  std::vector<std::filesystem::path> created_dirs_;
+  int lock_fd_ = -1, listen_fd_ = -1, signal_fd_ = -1, timer_fd_ = -1, inotify_fd_ = -1;
+  sigset_t old_mask_{};
+  bool mask_changed_ = false;
+  bool started_ = false;
+  bool stop_ = false;
+  std::chrono::milliseconds power_period_{60000};
+  Clock::time_point next_power_;
+  int64_t last_minute_ = 0;
+};
+
+}  // namespace neuron::sim

@@ -1,0 +1,614 @@
+#include "driver-sim/driver/sim_tree.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <system_error>
+#include <utility>
+
+#include "core/base/file_io.h"
+#include "driver-sim/driver/node_info.h"
+#include "driver-sim/driver/sim_paths.h"
+#include "driver-sim/driver/sim_tree_fs.h"
+
+namespace neuron::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+#define SIM_RETURN_IF_ERROR(expr)                      \
+  do {                                                 \
+    if (absl::Status _s = (expr); !_s.ok()) return _s; \
+  } while (0)
+
+constexpr mode_t kMetric = 0644;     // every metric file (owner write clears, §3.1)
+constexpr mode_t kReadOnly = 0444;   // kernel read-only attributes (dev, vendor, ...)
+constexpr mode_t kRootRead = 0400;   // core_count, connected_devices
+constexpr mode_t kRootWrite = 0600;  // reset
+
+// FNV-1a 64: stable made-up identities (serial numbers, instance ids) from text.
+uint64_t Fnv1a(std::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// A counter field as the driver would print it; anything else (a user's write, a
+// missing file) counts as 0, which is how a write clears a field (§3.1, D4).
+uint64_t ReadCounterOrZero(const fs::path& file) {
+  absl::StatusOr<std::string> text = ReadAttribute(file);
+  if (!text.ok()) return 0;
+  absl::StatusOr<uint64_t> v = ParseU64(StripNewline(*text), file);
+  return v.ok() ? *v : 0;
+}
+
+std::string U64Line(uint64_t v) { return fmt::format("{}\n", v); }
+
+// How a file reaches disk: WriteFileAtomic for a visible tree, WriteNewFile while a hidden
+// directory is being built.
+using FileWriter = absl::Status (*)(const fs::path&, std::string_view, mode_t);
+constexpr FileWriter kAtomic = &WriteFileAtomic;
+constexpr FileWriter kFresh = &WriteNewFile;
+
+absl::Status WriteTriple(const fs::path& dir, uint64_t total, uint64_t present,
+                         std::optional<uint64_t> peak, FileWriter write = kAtomic) {
+  SIM_RETURN_IF_ERROR(write(dir / "total", U64Line(total), kMetric));
+  SIM_RETURN_IF_ERROR(write(dir / "present", U64Line(present), kMetric));
+  if (peak) SIM_RETURN_IF_ERROR(write(dir / "peak", U64Line(*peak), kMetric));
+  return absl::OkStatus();
+}
+
+// The kernel's "%*pb" bitmap (local_cpus): 32-bit hex groups, most significant first, the first
+// group only as wide as the bits left over.
+std::string CpuMask(const std::vector<int>& cpus, int nbits) {
+  if (nbits <= 0) return "0";
+  std::vector<uint32_t> words((nbits + 31) / 32, 0);
+  for (int c : cpus) {
+    if (c >= 0 && c < nbits) words[c / 32] |= 1u << (c % 32);
+  }
+  std::string out;
+  int first_bits = nbits % 32 == 0 ? 32 : nbits % 32;
+  for (size_t i = words.size(); i-- > 0;) {
+    if (!out.empty()) out += ',';
+    const int width = (first_bits + 3) / 4;
+    out += fmt::format("{:0{}x}", words[i], width);
+    first_bits = 32;
+  }
+  return out;
+}
+
+std::string Modalias(uint16_t device, int cls) {
+  return fmt::format("pci:v{:08X}d{:08X}sv{:08X}sd{:08X}bc{:02X}sc{:02X}i{:02X}", kPciVendorAmazon,
+                     device, kPciVendorAmazon, 0, (cls >> 16) & 0xff, (cls >> 8) & 0xff,
+                     cls & 0xff);
+}
+
+struct PciFunction {
+  std::string bdf;
+  uint16_t device;
+  int cls;
+  int numa_node;
+  std::string cpulist;
+  int vcpus;
+  std::string_view driver;
+};
+
+// A PCI function directory under sys/devices/pci0000:<bus>/, with its bus and driver links.
+absl::Status WritePciFunction(const RootPaths& root, const PciFunction& f) {
+  const fs::path dir = PciDeviceSysPath(root, f.bdf);
+  const fs::path bus_dir = dir.parent_path();
+  if (!fs::exists(bus_dir / "uevent")) {
+    SIM_RETURN_IF_ERROR(WriteFileAtomic(bus_dir / "uevent", "", kMetric));
+  }
+  absl::StatusOr<std::vector<int>> cpus = ParseCpuList(f.cpulist, dir / "local_cpulist");
+  if (!cpus.ok()) return cpus.status();
+  const std::string id = fmt::format("{:04X}:{:04X}", kPciVendorAmazon, f.device);
+  const std::vector<std::pair<std::string_view, std::string>> attrs = {
+      {"vendor", fmt::format("0x{:04x}\n", kPciVendorAmazon)},
+      {"device", fmt::format("0x{:04x}\n", f.device)},
+      {"subsystem_vendor", fmt::format("0x{:04x}\n", kPciVendorAmazon)},
+      {"subsystem_device", "0x0000\n"},
+      {"class", fmt::format("0x{:06x}\n", f.cls)},
+      {"numa_node", fmt::format("{}\n", f.numa_node)},
+      {"local_cpulist", f.cpulist + "\n"},
+      {"local_cpus", CpuMask(*cpus, f.vcpus) + "\n"},
+  };
+  for (const auto& [name, value] : attrs) {
+    SIM_RETURN_IF_ERROR(WriteFileAtomic(dir / name, value, kReadOnly));
+  }
+  SIM_RETURN_IF_ERROR(WriteFileAtomic(
+      dir / "uevent",
+      fmt::format("DRIVER={}\nPCI_CLASS={:X}\nPCI_ID={}\nPCI_SUBSYS_ID={:04X}:0000\n"
+                  "PCI_SLOT_NAME={}\nMODALIAS={}\n",
+                  f.driver, f.cls, id, kPciVendorAmazon, f.bdf, Modalias(f.device, f.cls)),
+      kMetric));
+  // Depth: sys/devices/pci0000:BB/<BDF> -> three levels up is sys/.
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../../bus/pci", dir / "subsystem"));
+  SIM_RETURN_IF_ERROR(
+      MakeSymlink(fmt::format("../../../bus/pci/drivers/{}", f.driver), dir / "driver"));
+  const std::string rel = fmt::format("devices/{}/{}", bus_dir.filename().string(), f.bdf);
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../../" + rel, root.Sys() / "bus/pci/devices" / f.bdf));
+  return MakeSymlink("../../../../" + rel, root.Sys() / "bus/pci/drivers" / f.driver / f.bdf);
+}
+
+absl::Status RemovePciFunction(const RootPaths& root, std::string_view bdf,
+                               std::string_view driver) {
+  SIM_RETURN_IF_ERROR(RemovePath(root.Sys() / "bus/pci/drivers" / driver / bdf));
+  SIM_RETURN_IF_ERROR(RemovePath(root.Sys() / "bus/pci/devices" / bdf));
+  return RemovePath(PciDeviceSysPath(root, bdf));
+}
+
+// Every CPU of the NUMA node, from the Neuron devices placed on it (EFA placements carry only
+// the node); all CPUs when no device shares it.
+std::string CpusOfNode(const InstanceSpec& spec, int numa) {
+  for (const DevicePlacement& p : spec.placement) {
+    if (p.numa_node == numa) return p.cpulist;
+  }
+  return fmt::format("0-{}", spec.vcpus - 1);
+}
+
+}  // namespace
+
+fs::path PciDeviceSysPath(const RootPaths& root, std::string_view bdf) {
+  // "DDDD:BB:SS.F": the root bus directory is pci<DDDD>:<BB>.
+  const std::string bus(bdf.substr(0, std::min<size_t>(7, bdf.size())));
+  return root.Sys() / "devices" / ("pci" + bus) / bdf;
+}
+
+SimTree::SimTree(RootPaths root, NodeConfig config)
+    : root_(std::move(root)), config_(std::move(config)) {
+  if (config_.instance_id.empty()) {
+    config_.instance_id = fmt::format("i-0{:016x}", Fnv1a(root_.root().string()));
+  }
+  if (config_.node_name.empty() && config_.spec != nullptr) {
+    config_.node_name = fmt::format("sim-{}", config_.spec->name);
+  }
+}
+
+absl::Status SimTree::CheckDevice(int device) const {
+  if (config_.spec == nullptr) return absl::FailedPreconditionError("SimTree has no instance spec");
+  if (device < 0 || device >= config_.spec->devices) {
+    return absl::InvalidArgumentError(fmt::format("device {} does not exist on {} (0-{})", device,
+                                                  config_.spec->name, config_.spec->devices - 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> SimTree::EfaIndex(std::string_view name) const {
+  if (config_.spec == nullptr) return absl::FailedPreconditionError("SimTree has no instance spec");
+  std::vector<std::string_view> names;
+  for (size_t i = 0; i < config_.spec->efas.size(); ++i) {
+    if (config_.spec->efas[i].name == name) return i;
+    names.push_back(config_.spec->efas[i].name);
+  }
+  return absl::NotFoundError(
+      fmt::format("no EFA device '{}' on {}; known: {}", name, config_.spec->name,
+                  names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+}
+
+fs::path SimTree::CoreDir(int device, int physical_core) const {
+  return root_.NeuronDevice(device) / fmt::format("neuron_core{}", physical_core);
+}
+fs::path SimTree::OtherInfoDir(int device, int physical_core, std::string_view name) const {
+  return CoreDir(device, physical_core) / "stats/other_info" / name;
+}
+fs::path SimTree::StatusDir(int device, int physical_core, std::string_view name) const {
+  return CoreDir(device, physical_core) / "stats/status" / name;
+}
+fs::path SimTree::DeviceMemDir(int device, int physical_core, std::string_view cat) const {
+  return CoreDir(device, physical_core) / "stats/memory_usage/device_mem" / cat;
+}
+fs::path SimTree::HostMemDir(int device, std::string_view cat) const {
+  return root_.NeuronDevice(device) / "stats/memory_usage/host_mem" / cat;
+}
+
+// The class device in its post-probe state (§2, §3.3). Built under a hidden name and renamed
+// into place, so a scanner never meets a half-written device.
+absl::Status SimTree::WriteNeuronDevice(int d) {
+  const ChipSpec& chip = *config_.spec->chip;
+  const fs::path final_dir = root_.NeuronDevice(d);
+  const fs::path dir = root_.NeuronDevicesDir() / fmt::format(".neuron{}.new", d);
+  SIM_RETURN_IF_ERROR(RemovePath(dir));
+  auto put = [&](const fs::path& rel, std::string_view content, mode_t mode = kMetric) {
+    return WriteNewFile(dir / rel, content, mode);
+  };
+  SIM_RETURN_IF_ERROR(put("dev", fmt::format("{}:{}\n", kSimNeuronMajor, d), kReadOnly));
+  SIM_RETURN_IF_ERROR(
+      put("uevent", fmt::format("MAJOR={}\nMINOR={}\nDEVNAME=neuron{}\n", kSimNeuronMajor, d, d)));
+  // Depth: sys/devices/virtual/neuron_device/neuronN -> four levels up is sys/.
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../../../class/neuron_device", dir / "subsystem"));
+  SIM_RETURN_IF_ERROR(MakeDirs(dir / "power"));
+  SIM_RETURN_IF_ERROR(put("reset", "1\n", kRootWrite));
+  SIM_RETURN_IF_ERROR(put("core_count", fmt::format("{}", chip.physical_cores), kRootRead));
+  const std::vector<int> peers = ConnectedDevices(*config_.spec, d);
+  SIM_RETURN_IF_ERROR(
+      put("connected_devices", fmt::format("{}\n", fmt::join(peers, ", ")), kRootRead));
+  SIM_RETURN_IF_ERROR(put("info/notify_delay", "-1\n"));
+  if (chip.has_serial_number) {
+    const uint64_t serial = Fnv1a(fmt::format("{}/{}", config_.instance_id, d));
+    SIM_RETURN_IF_ERROR(put("info/serial_number", fmt::format("{:016x}\n", serial)));
+  }
+  SIM_RETURN_IF_ERROR(put("info/architecture/arch_type", fmt::format("{}\n", chip.arch_type)));
+  SIM_RETURN_IF_ERROR(
+      put("info/architecture/instance_type", fmt::format("{}\n", chip.instance_type)));
+  SIM_RETURN_IF_ERROR(put("info/architecture/device_name", fmt::format("{}\n", chip.device_name)));
+  for (std::string_view cat : kHostMemCategories) {
+    const uint64_t v = cat == "driver_memory" ? kProbeHostDriverMemory : 0;
+    SIM_RETURN_IF_ERROR(WriteTriple(dir / "stats/memory_usage/host_mem" / cat, v, v, v, kFresh));
+  }
+  for (std::string_view hw : kHardwareCounters) {
+    SIM_RETURN_IF_ERROR(put(fs::path("stats/hardware") / hw, "0\n"));
+  }
+  SIM_RETURN_IF_ERROR(put("stats/power/utilization", "POWER_STATUS_NO_DATA,0,0.00,0.00,0.00\n"));
+
+  for (int c = 0; c < chip.physical_cores; ++c) {
+    const fs::path core = dir / fmt::format("neuron_core{}", c);
+    SIM_RETURN_IF_ERROR(WriteNewFile(core / "info/architecture/arch_type",
+                                     fmt::format("{}\n", chip.nc_arch_type), kMetric));
+    for (const StatusCounterName& s : kStatusCounters) {
+      SIM_RETURN_IF_ERROR(WriteTriple(core / "stats/status" / s.sysfs, 0, 0, std::nullopt, kFresh));
+    }
+    const uint64_t host = c == 0 ? kProbeHostDriverMemory : 0;
+    SIM_RETURN_IF_ERROR(
+        WriteTriple(core / "stats/memory_usage/host_mem", host, host, host, kFresh));
+    SIM_RETURN_IF_ERROR(WriteTriple(core / "stats/memory_usage/device_mem", 0, 0, 0, kFresh));
+    for (std::string_view cat : kDeviceMemCategories) {
+      SIM_RETURN_IF_ERROR(
+          WriteTriple(core / "stats/memory_usage/device_mem" / cat, 0, 0, 0, kFresh));
+    }
+    for (std::string_view name : kOtherInfo) {
+      // The probe reset requests every core once (§3.3).
+      const uint64_t v = name == "reset_req_count" ? 1 : 0;
+      SIM_RETURN_IF_ERROR(
+          WriteTriple(core / "stats/other_info" / name, v, v, std::nullopt, kFresh));
+    }
+    std::string pe = "xrow_grp,mm_active,wl_active,idle\n";
+    for (int g = 0; g < 4; ++g) pe += fmt::format("{},0,0,0\n", g);
+    SIM_RETURN_IF_ERROR(WriteNewFile(core / "stats/tensor_engine/pe_cntrs", pe, kMetric));
+  }
+  SIM_RETURN_IF_ERROR(RenamePath(dir, final_dir));
+
+  const std::string rel = fmt::format("devices/virtual/neuron_device/neuron{}", d);
+  SIM_RETURN_IF_ERROR(
+      MakeSymlink("../../" + rel, root_.NeuronClassDir() / fmt::format("neuron{}", d)));
+  SIM_RETURN_IF_ERROR(MakeSymlink(
+      "../../" + rel, root_.Sys() / "dev/char" / fmt::format("{}:{}", kSimNeuronMajor, d)));
+  return WriteFileAtomic(root_.DevNeuron(d), "", 0666);
+}
+
+absl::Status SimTree::WriteNeuronPci(int d) {
+  const DevicePlacement& p = config_.spec->placement[d];
+  return WritePciFunction(root_, {p.bdf, config_.spec->chip->pci_device_id, 0x088000, p.numa_node,
+                                  p.cpulist, config_.spec->vcpus, kPciDriverName});
+}
+
+absl::Status SimTree::WriteEfaPci(size_t i) {
+  const EfaPlacement& e = config_.spec->efas[i];
+  return WritePciFunction(root_,
+                          {e.bdf, kSimEfaPciDevice, 0x020000, e.numa_node,
+                           CpusOfNode(*config_.spec, e.numa_node), config_.spec->vcpus, "efa"});
+}
+
+// The RDMA device and its uverbs node inside the EFA's PCI function (§7), as the kernel lays
+// them out: class entries are symlinks into the PCI device (D12 not taken).
+absl::Status SimTree::WriteEfaIb(size_t i) {
+  const EfaPlacement& e = config_.spec->efas[i];
+  const fs::path pci = PciDeviceSysPath(root_, e.bdf);
+  const std::string pci_rel =
+      fmt::format("devices/{}/{}", pci.parent_path().filename().string(), e.bdf);
+
+  const fs::path ib_final = pci / "infiniband" / e.name;
+  const fs::path ib = pci / "infiniband" / fmt::format(".{}.new", e.name);
+  SIM_RETURN_IF_ERROR(RemovePath(ib));
+  SIM_RETURN_IF_ERROR(WriteNewFile(ib / "uevent", fmt::format("NAME={}\n", e.name), kMetric));
+  SIM_RETURN_IF_ERROR(WriteNewFile(ib / "node_type", "7: unspecified\n", kReadOnly));
+  // Depth: sys/devices/pci0000:BB/<BDF>/infiniband/<name> -> five levels up is sys/.
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../../../../class/infiniband", ib / "subsystem"));
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../", ib / "device"));
+  for (std::string_view c : kEfaDeviceCounters) {
+    SIM_RETURN_IF_ERROR(WriteNewFile(ib / "hw_counters" / c, "0\n", kReadOnly));
+  }
+  SIM_RETURN_IF_ERROR(WriteNewFile(ib / "hw_counters/lifespan", "10\n", kMetric));
+  const fs::path port = ib / "ports/1";
+  SIM_RETURN_IF_ERROR(WriteNewFile(port / "state", "4: ACTIVE\n", kReadOnly));
+  SIM_RETURN_IF_ERROR(WriteNewFile(port / "phys_state", "5: LinkUp\n", kReadOnly));
+  SIM_RETURN_IF_ERROR(
+      WriteNewFile(port / "rate", EfaRateString(config_.spec->efa_gbps) + "\n", kReadOnly));
+  for (std::string_view c : kEfaPortCounters) {
+    SIM_RETURN_IF_ERROR(WriteNewFile(port / "hw_counters" / c, "0\n", kReadOnly));
+  }
+  SIM_RETURN_IF_ERROR(WriteNewFile(port / "hw_counters/lifespan", "10\n", kMetric));
+  SIM_RETURN_IF_ERROR(RenamePath(ib, ib_final));
+  SIM_RETURN_IF_ERROR(MakeSymlink(fmt::format("../../{}/infiniband/{}", pci_rel, e.name),
+                                  root_.InfinibandClassDir() / e.name));
+
+  const std::string uv_name = fmt::format("uverbs{}", i);
+  const int minor = kUverbsMinorBase + static_cast<int>(i);
+  const fs::path uv_final = pci / "infiniband_verbs" / uv_name;
+  const fs::path uv = pci / "infiniband_verbs" / fmt::format(".{}.new", uv_name);
+  SIM_RETURN_IF_ERROR(RemovePath(uv));
+  SIM_RETURN_IF_ERROR(WriteNewFile(uv / "ibdev", e.name + "\n", kReadOnly));
+  SIM_RETURN_IF_ERROR(WriteNewFile(uv / "abi_version", "1\n", kReadOnly));
+  SIM_RETURN_IF_ERROR(
+      WriteNewFile(uv / "dev", fmt::format("{}:{}\n", kUverbsMajor, minor), kReadOnly));
+  SIM_RETURN_IF_ERROR(WriteNewFile(
+      uv / "uevent",
+      fmt::format("MAJOR={}\nMINOR={}\nDEVNAME=infiniband/{}\n", kUverbsMajor, minor, uv_name),
+      kMetric));
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../../../../class/infiniband_verbs", uv / "subsystem"));
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../", uv / "device"));
+  SIM_RETURN_IF_ERROR(RenamePath(uv, uv_final));
+  const std::string uv_rel = fmt::format("../../{}/infiniband_verbs/{}", pci_rel, uv_name);
+  SIM_RETURN_IF_ERROR(MakeSymlink(uv_rel, root_.UverbsClassDir() / uv_name));
+  SIM_RETURN_IF_ERROR(
+      MakeSymlink(uv_rel, root_.Sys() / "dev/char" / fmt::format("{}:{}", kUverbsMajor, minor)));
+  return WriteFileAtomic(root_.Dev() / "infiniband" / uv_name, "", 0666);
+}
+
+absl::Status SimTree::WriteDmi() {
+  const fs::path dir = root_.Sys() / "devices/virtual/dmi/id";
+  const std::string_view type = config_.spec->name;
+  SIM_RETURN_IF_ERROR(WriteFileAtomic(dir / "sys_vendor", "Amazon EC2\n", kReadOnly));
+  SIM_RETURN_IF_ERROR(WriteFileAtomic(dir / "product_name", fmt::format("{}\n", type), kReadOnly));
+  SIM_RETURN_IF_ERROR(
+      WriteFileAtomic(dir / "board_asset_tag", config_.instance_id + "\n", kReadOnly));
+  SIM_RETURN_IF_ERROR(WriteFileAtomic(
+      dir / "uevent", fmt::format("MODALIAS=dmi:svnAmazonEC2:pn{}:\n", type), kMetric));
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../../../class/dmi", dir / "subsystem"));
+  return MakeSymlink("../../devices/virtual/dmi/id", root_.DmiDir());
+}
+
+absl::Status SimTree::WriteClassAttributes() {
+  // Outside a Trn2 UltraServer (DRIVER-INTERFACE §1).
+  const std::vector<std::pair<std::string_view, std::string_view>> attrs = {
+      {"node_id_2", "-1\n"},
+      {"node_id_4", "-1\n"},
+      {"server_id_2", "0000000000000000\n"},
+      {"server_id_4", "0000000000000000\n"},
+      {"ultraserver_mode", "\n"}};
+  for (const auto& [name, value] : attrs) {
+    SIM_RETURN_IF_ERROR(WriteFileAtomic(root_.NeuronClassDir() / name, value, kReadOnly));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SimTree::WriteNodeJson() {
+  NodeInfo info;
+  info.instance_type = std::string(config_.spec->name);
+  info.instance_id = config_.instance_id;
+  info.node_name = config_.node_name;
+  info.lnc = config_.lnc;
+  for (const DevicePlacement& p : config_.spec->placement) info.device_bdf.push_back(p.bdf);
+  return WriteFileAtomic(sim::NodeJsonPath(root_), NodeInfoToJson(info), kMetric);
+}
+
+absl::Status SimTree::Create() {
+  if (config_.spec == nullptr) return absl::FailedPreconditionError("SimTree has no instance spec");
+  std::error_code ec;
+  if (fs::exists(root_.NeuronClassDir(), ec) || fs::exists(root_.NeuronDevicesDir(), ec)) {
+    return absl::FailedPreconditionError(
+        fmt::format("{} already holds a neuron tree; destroy it first", root_.Sys().string()));
+  }
+  const InstanceSpec& spec = *config_.spec;
+  absent_devices_.clear();
+  absent_efas_.clear();
+  for (const fs::path& dir :
+       {root_.Sys() / "bus/pci/drivers" / kPciDriverName, root_.Sys() / "bus/pci/drivers/efa",
+        root_.Sys() / "dev/char", root_.NeuronClassDir(), root_.NeuronDevicesDir(), root_.Dev()}) {
+    SIM_RETURN_IF_ERROR(MakeDirs(dir));
+  }
+  SIM_RETURN_IF_ERROR(WriteClassAttributes());
+  for (int d = 0; d < spec.devices; ++d) {
+    SIM_RETURN_IF_ERROR(WriteNeuronPci(d));
+    SIM_RETURN_IF_ERROR(WriteNeuronDevice(d));
+  }
+  if (!spec.efas.empty()) {
+    SIM_RETURN_IF_ERROR(WriteFileAtomic(root_.UverbsClassDir() / "abi_version", "6\n", kReadOnly));
+  }
+  for (size_t i = 0; i < spec.efas.size(); ++i) {
+    SIM_RETURN_IF_ERROR(WriteEfaPci(i));
+    SIM_RETURN_IF_ERROR(WriteEfaIb(i));
+  }
+  SIM_RETURN_IF_ERROR(WriteDmi());
+  if (!fs::exists(root_.Kmsg(), ec)) {
+    SIM_RETURN_IF_ERROR(WriteFileAtomic(root_.Kmsg(), "", kMetric));
+  }
+  return WriteNodeJson();
+}
+
+absl::Status SimTree::Destroy() {
+  SIM_RETURN_IF_ERROR(RemovePath(root_.Sys()));
+  std::error_code ec;
+  if (fs::is_directory(root_.Dev(), ec)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(root_.Dev(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.starts_with("neuron") || name == "infiniband" || name == "kmsg") {
+        SIM_RETURN_IF_ERROR(RemovePath(e.path()));
+      }
+    }
+    fs::remove(root_.Dev(), ec);  // only if now empty
+  }
+  SIM_RETURN_IF_ERROR(RemovePath(sim::NodeJsonPath(root_)));
+  fs::remove(sim::SimRunDir(root_), ec);
+  fs::remove(sim::SimRunDir(root_).parent_path(), ec);
+  absent_devices_.clear();
+  absent_efas_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status SimTree::RemoveDevice(int device) {
+  SIM_RETURN_IF_ERROR(CheckDevice(device));
+  if (absent_devices_.contains(device)) {
+    return absl::FailedPreconditionError(fmt::format("device {} is already unplugged", device));
+  }
+  // Links first, so nothing reaches a directory that is being removed.
+  SIM_RETURN_IF_ERROR(RemovePath(root_.NeuronClassDir() / fmt::format("neuron{}", device)));
+  SIM_RETURN_IF_ERROR(
+      RemovePath(root_.Sys() / "dev/char" / fmt::format("{}:{}", kSimNeuronMajor, device)));
+  SIM_RETURN_IF_ERROR(RemovePath(root_.DevNeuron(device)));
+  SIM_RETURN_IF_ERROR(RemovePath(root_.NeuronDevice(device)));
+  SIM_RETURN_IF_ERROR(
+      RemovePciFunction(root_, config_.spec->placement[device].bdf, kPciDriverName));
+  absent_devices_.insert(device);
+  return absl::OkStatus();
+}
+
+absl::Status SimTree::AddDevice(int device) {
+  SIM_RETURN_IF_ERROR(CheckDevice(device));
+  if (!absent_devices_.contains(device)) {
+    return absl::FailedPreconditionError(fmt::format("device {} is already present", device));
+  }
+  SIM_RETURN_IF_ERROR(WriteNeuronPci(device));
+  SIM_RETURN_IF_ERROR(WriteNeuronDevice(device));
+  absent_devices_.erase(device);
+  return absl::OkStatus();
+}
+
+bool SimTree::DevicePresent(int device) const {
+  return CheckDevice(device).ok() && !absent_devices_.contains(device);
+}
+
+absl::Status SimTree::SetDeviceState(int device, DeviceState state) {
+  SIM_RETURN_IF_ERROR(CheckDevice(device));
+  if (!DevicePresent(device)) {
+    return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
+  }
+  return WriteFileAtomic(root_.NeuronDevice(device) / "reset",
+                         fmt::format("{}\n", static_cast<int>(state)), kRootWrite);
+}
+
+absl::StatusOr<DeviceState> SimTree::GetDeviceState(int device) const {
+  SIM_RETURN_IF_ERROR(CheckDevice(device));
+  const fs::path file = root_.NeuronDevice(device) / "reset";
+  absl::StatusOr<uint64_t> v = ReadU64(file);
+  if (!v.ok()) return v.status();
+  if (*v > 2) {
+    return absl::DataLossError(fmt::format("{}: state {} is not 0, 1 or 2", file.string(), *v));
+  }
+  return static_cast<DeviceState>(*v);
+}
+
+absl::Status SimTree::AddHardwareErrors(int device, std::string_view counter, uint64_t n) {
+  SIM_RETURN_IF_ERROR(CheckDevice(device));
+  if (std::find(kHardwareCounters.begin(), kHardwareCounters.end(), counter) ==
+      kHardwareCounters.end()) {
+    return absl::InvalidArgumentError(fmt::format("unknown hardware counter '{}'; known: {}",
+                                                  counter, fmt::join(kHardwareCounters, ", ")));
+  }
+  if (!DevicePresent(device)) {
+    return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
+  }
+  const fs::path file = root_.NeuronDevice(device) / "stats/hardware" / counter;
+  // "%u" of the firmware count; SRAM shows only its low 16 bits (§2.1).
+  const uint64_t mask = counter == "sram_ecc_uncorrected" ? 0xffff : 0xffffffff;
+  return WriteFileAtomic(file, U64Line((ReadCounterOrZero(file) + n) & mask), kMetric);
+}
+
+absl::Status SimTree::ApplyCounter(const fs::path& dir, CounterOp op, uint64_t value) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(fmt::format("{}: no such counter directory", dir.string()));
+  }
+  uint64_t total = ReadCounterOrZero(dir / "total");
+  const bool has_peak = fs::exists(dir / "peak", ec);
+  uint64_t peak = has_peak ? ReadCounterOrZero(dir / "peak") : 0;
+  uint64_t present = value;
+  switch (op) {
+    case CounterOp::kInc:
+      if (value == 0) return absl::OkStatus();  // the driver skips d == 0
+      total += value;                           // u64 arithmetic wraps, as the driver's does
+      peak = std::max(peak, total);
+      break;
+    case CounterOp::kDec:
+      if (value == 0) return absl::OkStatus();
+      total -= value;
+      break;
+    case CounterOp::kSet:
+      total = value;
+      peak = std::max(peak, value);
+      break;
+  }
+  return WriteTriple(dir, total, present, has_peak ? std::optional<uint64_t>(peak) : std::nullopt);
+}
+
+absl::Status SimTree::WritePower(int device, std::string_view status, int64_t epoch,
+                                 uint32_t min_bp, uint32_t max_bp, uint32_t avg_bp) {
+  SIM_RETURN_IF_ERROR(CheckDevice(device));
+  if (!DevicePresent(device)) {
+    return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
+  }
+  auto pct = [](uint32_t bp) { return fmt::format("{}.{:02}", bp / 100, bp % 100); };
+  return WriteFileAtomic(
+      root_.NeuronDevice(device) / "stats/power/utilization",
+      fmt::format("{},{},{},{},{}\n", status, epoch, pct(min_bp), pct(max_bp), pct(avg_bp)),
+      kMetric);
+}
+
+absl::Status SimTree::RemoveEfa(std::string_view name) {
+  absl::StatusOr<size_t> i = EfaIndex(name);
+  if (!i.ok()) return i.status();
+  if (absent_efas_.contains(name)) {
+    return absl::FailedPreconditionError(fmt::format("EFA {} is already down", name));
+  }
+  const EfaPlacement& e = config_.spec->efas[*i];
+  const std::string uv = fmt::format("uverbs{}", *i);
+  const fs::path pci = PciDeviceSysPath(root_, e.bdf);
+  SIM_RETURN_IF_ERROR(RemovePath(root_.InfinibandClassDir() / e.name));
+  SIM_RETURN_IF_ERROR(RemovePath(root_.UverbsClassDir() / uv));
+  SIM_RETURN_IF_ERROR(RemovePath(root_.Sys() / "dev/char" /
+                                 fmt::format("{}:{}", kUverbsMajor, kUverbsMinorBase + *i)));
+  SIM_RETURN_IF_ERROR(RemovePath(root_.Dev() / "infiniband" / uv));
+  SIM_RETURN_IF_ERROR(RemovePath(pci / "infiniband" / e.name));
+  SIM_RETURN_IF_ERROR(RemovePath(pci / "infiniband_verbs" / uv));
+  absent_efas_.insert(std::string(name));
+  return absl::OkStatus();
+}
+
+absl::Status SimTree::AddEfa(std::string_view name) {
+  absl::StatusOr<size_t> i = EfaIndex(name);
+  if (!i.ok()) return i.status();
+  auto it = absent_efas_.find(name);
+  if (it == absent_efas_.end()) {
+    return absl::FailedPreconditionError(fmt::format("EFA {} is already up", name));
+  }
+  SIM_RETURN_IF_ERROR(WriteEfaIb(*i));
+  absent_efas_.erase(it);
+  return absl::OkStatus();
+}
+
+bool SimTree::EfaPresent(std::string_view name) const {
+  return EfaIndex(name).ok() && !absent_efas_.contains(name);
+}
+
+absl::Status SimTree::AddEfaCounter(std::string_view name, std::string_view counter, uint64_t n) {
+  absl::StatusOr<size_t> i = EfaIndex(name);
+  if (!i.ok()) return i.status();
+  if (absent_efas_.contains(name)) {
+    return absl::FailedPreconditionError(fmt::format("EFA {} is down", name));
+  }
+  const fs::path ib = PciDeviceSysPath(root_, config_.spec->efas[*i].bdf) / "infiniband" / name;
+  fs::path file;
+  if (std::find(kEfaPortCounters.begin(), kEfaPortCounters.end(), counter) !=
+      kEfaPortCounters.end()) {
+    file = ib / "ports/1/hw_counters" / counter;
+  } else if (std::find(kEfaDeviceCounters.begin(), kEfaDeviceCounters.end(), counter) !=
+             kEfaDeviceCounters.end()) {
+    file = ib / "hw_counters" / counter;
+  } else {
+    return absl::InvalidArgumentError(fmt::format("unknown EFA counter '{}'", counter));
+  }
+  return WriteFileAtomic(file, U64Line(ReadCounterOrZero(file) + n), kReadOnly);
+}
+
+absl::Status SimTree::AppendKmsg(int priority, std::string_view text) {
+  absl::StatusOr<uint64_t> seq = AppendKmsgRecord(root_.Kmsg(), priority, text, kmsg_seq_);
+  if (!seq.ok()) return seq.status();
+  kmsg_seq_ = *seq + 1;
+  return absl::OkStatus();
+}
+
+}  // namespace neuron::sim

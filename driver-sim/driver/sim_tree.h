@@ -1,0 +1,141 @@
+#pragma once
+// The simulated driver's filesystem: renders a node model as ROOT/sys, ROOT/dev and
+// ROOT/run/neuron/node.json exactly as DRIVER-INTERFACE.md describes the real driver's tree,
+// laid out like kernel sysfs (class and bus symlinks, uevent files, relative links) so that
+// ROOT is also a valid umockdev testbed. driver-sim/README.md lists every file and deviation.
+//
+// Every file is written whole to a temporary name and renamed into place (DESIGN decision 2),
+// so readers never see half a value. Counter updates read the current file first, so a user's
+// write (which clears that field, DRIVER-INTERFACE §3.1) is honoured by the next update.
+//
+// Not thread-safe: the node daemon (neuron-sim up) is its one owner, as the kernel is the one
+// writer of sysfs on a real node.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/model/catalog.h"
+#include "core/driver/sysfs_names.h"
+
+namespace neuron::sim {
+
+struct NodeConfig {
+  const InstanceSpec* spec = nullptr;
+  int lnc = 1;              // already resolved against the spec
+  std::string instance_id;  // "i-0a1b2c3d4e5f60718"; made up from the root when empty
+  std::string node_name;    // Kubernetes node name; "sim-<instance type>" when empty
+};
+
+// How a counter file triple {total, present, peak} changes (DRIVER-INTERFACE §3.1).
+enum class CounterOp { kInc, kDec, kSet };
+
+class SimTree {
+ public:
+  SimTree(RootPaths root, NodeConfig config);
+
+  const RootPaths& paths() const { return root_; }
+  const NodeConfig& config() const { return config_; }
+
+  // Writes the whole tree in its post-probe state (§3.3) and node.json. Fails if ROOT/sys
+  // already holds a neuron tree.
+  absl::Status Create();
+  // Removes everything Create() and later calls wrote (ROOT itself stays).
+  absl::Status Destroy();
+
+  // Hot-unplug: the class device, its class and dev/char links, the PCI device and
+  // ROOT/dev/neuronN vanish. Plug: they return in post-probe state with the same index.
+  absl::Status RemoveDevice(int device);
+  absl::Status AddDevice(int device);
+  bool DevicePresent(int device) const;
+
+  // Device state as the `reset` file prints it.
+  absl::Status SetDeviceState(int device, DeviceState state);
+  absl::StatusOr<DeviceState> GetDeviceState(int device) const;
+
+  // stats/hardware/<counter> += n (counter is one of kHardwareCounters).
+  absl::Status AddHardwareErrors(int device, std::string_view counter, uint64_t n);
+
+  // Applies a counter operation to the triple in `dir` (absolute path of a directory holding
+  // total/present[/peak]), as the driver's metric functions do. Missing files count as 0.
+  absl::Status ApplyCounter(const std::filesystem::path& dir, CounterOp op, uint64_t value);
+  // Convenience locations of counter directories.
+  std::filesystem::path CoreDir(int device, int physical_core) const;
+  std::filesystem::path OtherInfoDir(int device, int physical_core, std::string_view name) const;
+  std::filesystem::path StatusDir(int device, int physical_core, std::string_view name) const;
+  std::filesystem::path DeviceMemDir(int device, int physical_core, std::string_view cat) const;
+  std::filesystem::path HostMemDir(int device, std::string_view cat) const;
+
+  // stats/power/utilization as "<status>,<epoch>,<min>,<max>,<avg>" with percentages in
+  // basis points (1234 -> "12.34").
+  absl::Status WritePower(int device, std::string_view status, int64_t epoch, uint32_t min_bp,
+                          uint32_t max_bp, uint32_t avg_bp);
+
+  // EFA down/up, like a VF reset: the IB device, its uverbs node and /dev/infiniband/uverbsN
+  // vanish and return (port counters restart at 0).
+  absl::Status RemoveEfa(std::string_view name);
+  absl::Status AddEfa(std::string_view name);
+  bool EfaPresent(std::string_view name) const;
+  // ports/1/hw_counters/<counter> += n.
+  absl::Status AddEfaCounter(std::string_view name, std::string_view counter, uint64_t n);
+
+  // Appends one record to ROOT/dev/kmsg: "<prio>,<seq>,<usec>,-;<text>\n", seq increasing.
+  absl::Status AppendKmsg(int priority, std::string_view text);
+
+ private:
+  RootPaths root_;
+  NodeConfig config_;
+  std::set<int> absent_devices_;
+  std::set<std::string, std::less<>> absent_efas_;
+  uint64_t kmsg_seq_ = 0;  // next seq at least; the file's own last record also counts
+
+  absl::Status CheckDevice(int device) const;
+  absl::StatusOr<size_t> EfaIndex(std::string_view name) const;
+  absl::Status WriteNeuronDevice(int device);
+  absl::Status WriteNeuronPci(int device);
+  absl::Status WriteEfaPci(size_t efa);
+  absl::Status WriteEfaIb(size_t efa);
+  absl::Status WriteDmi();
+  absl::Status WriteClassAttributes();
+  absl::Status WriteNodeJson();
+};
+
+// Writes `content` to `path` atomically (temporary file in the same directory, then rename),
+// creating parent directories as needed.
+absl::Status WriteFileAtomic(const std::filesystem::path& path, std::string_view content);
+// Same, with the file's final mode set before the rename (readers never see another mode).
+// Directories created on the way get 0755 whatever the umask.
+absl::Status WriteFileAtomic(const std::filesystem::path& path, std::string_view content,
+                             mode_t mode);
+
+// Char majors of the simulated tree: the neuron region's is dynamic on hardware (never
+// hard-code it when reading; DRIVER-INTERFACE §1), uverbs' is 231 with minors from 192 (§7).
+inline constexpr int kSimNeuronMajor = 239;
+inline constexpr int kUverbsMajor = 231;
+inline constexpr int kUverbsMinorBase = 192;
+// PCI device id of the simulated EFA functions (one of 0xefa0-0xefa4, DRIVER-INTERFACE §7).
+inline constexpr uint16_t kSimEfaPciDevice = 0xefa1;
+// Host NCDEV memory the probe allocates on core 0 (16 datastore slots of 262144 bytes, §3.3).
+inline constexpr uint64_t kProbeHostDriverMemory = 4194304;
+
+// Appends one kernel-log record "<prio>,<seq>,<usec>,-;<text>\n" to the kmsg file at `kmsg`
+// with a single O_APPEND write under flock, so several writers (the daemon, runtime processes)
+// can share it. seq continues the last record in the file (0 for an empty or new file); usec is
+// CLOCK_MONOTONIC. Bytes below 0x20, above 0x7e and '\\' are escaped "\xNN" as the kernel does.
+// seq is at least `min_seq` (a writer that remembers its last seq stays increasing even if the
+// file was truncated). Returns the seq written. Thread-safe and process-safe.
+absl::StatusOr<uint64_t> AppendKmsgRecord(const std::filesystem::path& kmsg, int priority,
+                                          std::string_view text, uint64_t min_seq = 0);
+
+// "0000:10:1c.0" -> its directory under ROOT/sys/devices ("pci0000:10/0000:10:1c.0").
+std::filesystem::path PciDeviceSysPath(const RootPaths& root, std::string_view bdf);
+
+}  // namespace neuron::sim
