@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
-#include "core/sysfs_names.h"
-#include "core/visible_cores.h"
+#include "core/driver/sysfs_names.h"
+#include "core/model/visible_cores.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/device_id.h"
+#include "core/model/device_id.h"
 
 namespace neuron::plugin {
 

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "core/http_server.h"
+#include "http/http_server.h"
 #include "plugin/config.h"
 #include "plugin/plugin.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/device_id.h"
+#include "core/model/device_id.h"
 
 namespace prometheus {
 class Registry;

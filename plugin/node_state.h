@@ -23,9 +23,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "core/allocator.h"
-#include "core/device_id.h"
-#include "core/topology.h"
+#include "core/model/allocator.h"
+#include "core/model/device_id.h"
+#include "core/model/topology.h"
 #include "plugin/config.h"
 #include "proto/pod_resources.h"
 

@@ -8,11 +8,11 @@
 #include <set>
 #include <thread>
 
-#include "core/catalog.h"
-#include "core/component_log.h"
-#include "core/events.h"
-#include "core/file_io.h"
-#include "core/inventory.h"
+#include "core/model/catalog.h"
+#include "core/base/component_log.h"
+#include "core/events/events.h"
+#include "core/base/file_io.h"
+#include "core/discovery/inventory.h"
 #include "fmt/format.h"
 
 namespace neuron::plugin {

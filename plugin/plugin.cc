@@ -14,7 +14,7 @@
 #include <mutex>
 #include <thread>
 
-#include "core/component_log.h"
+#include "core/base/component_log.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "fmt/format.h"
 #include "plugin/node_watcher.h"

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <set>
 
-#include "core/component_log.h"
+#include "core/base/component_log.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "fmt/format.h"
 #include "plugin/allocation.h"
