@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Refreshes docs/RELIABILITY.md (`make reliability`): runs every reliability check of issue 8
-# and writes its figures into the document. Durations are settings; the document says which were
-# used. Takes about FUZZ_SECONDS x 7 + SOAK_SECONDS + the two sanitizer suites. Each step's
-# output stays in build/reliability/; RELIABILITY_REUSE=1 rewrites the document from the steps
-# already run there and runs only the missing ones.
+# Refreshes docs/RELIABILITY.md (`make reliability`): runs every reliability check of
+# docs/RELIABILITY.md and writes its figures into the document. Durations are settings; the document
+# says which were used. Takes about FUZZ_SECONDS x 7 + SOAK_SECONDS + the two sanitizer suites. Each
+# step's output stays in build/reliability/; RELIABILITY_REUSE=1 rewrites the document from the
+# steps already run there and runs only the missing ones.
 #   FUZZ_SECONDS  libFuzzer time per target (default 60)
 #   SOAK_SECONDS  soak duration (default 600, the issue's ten minutes)
 set -uo pipefail
@@ -50,6 +50,7 @@ machine ($(nproc) cores, shared and noisy): fuzzing ${fuzz_seconds} s per target
 ${soak_seconds} s, the whole suite under ASan+UBSan and our libraries' tests under TSan.
 Rerun the command to refresh every number below; nothing here is typed by hand.
 
+<a id="fuzzing"></a>
 ## Fuzzing (libFuzzer, clang-14, ASan + UBSan)
 
 Every parser of outside input has a target in tests/fuzz/ with a committed seed corpus; every
@@ -62,6 +63,7 @@ ${fuzz_rows}
 \`make test\` also replays every corpus and 100,000 mutated inputs per target under gcc (the
 \`fuzz_smoke.*\` tests: ${smoke} passed under ASan in this run).
 
+<a id="soak"></a>
 ## Soak
 
 \`make soak\` (SOAK_SECONDS=${soak_seconds}; exit status ${soak_status}):
@@ -70,6 +72,7 @@ ${fuzz_rows}
 $(cat "$work/soak-report.txt" 2>/dev/null || tail -n 20 "$work/soak.txt")
 \`\`\`
 
+<a id="sanitizers"></a>
 ## Sanitizers
 
 | Suite | Result |
@@ -77,6 +80,7 @@ $(cat "$work/soak-report.txt" 2>/dev/null || tail -n 20 "$work/soak.txt")
 | \`make test PRESET=asan\` (every test, ASan + UBSan) | $(summary "$work/asan.txt") (exit ${asan_status}) |
 | \`make test-tsan\` (our libraries' tests, TSan) | $(summary "$work/tsan.txt") (exit ${tsan_status}) |
 
+<a id="restarts-and-load"></a>
 ## Restarts and load (from the ASan run above)
 
 Under ASan, RSS grows with its quarantine and allocator caches, so these lines show that the
