@@ -1,11 +1,11 @@
-// neuron-sim: the simulated Neuron node. Subcommands (DESIGN "Command-line contracts"):
+// neuron-sim: the simulated Neuron node. Subcommands (docs/architecture.md#command-line-contracts):
 //   up   the node daemon (the simulated driver)
 //   ctl  talk to a running daemon: status and fault injection
 //   run  run a workload on the node through libnrt-sim (under the simulated driver)
 //   exec run any command under the simulated driver's device node (driver/exec.h)
 //   kubelet  the kubelet emulator (restart|status talk to a running one)
 //   pod  admit, delete and list pods through the kubelet emulator (run ... -- CMD runs CMD in it)
-// Exit codes: 0 success, 1 failure, 2 usage (DESIGN decision 5).
+// Exit codes: 0 success, 1 failure, 2 usage (docs/architecture.md#readiness-and-lifecycle).
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -68,7 +68,8 @@ Command AddUp(CLI::App& app) {
   up->add_option("--lnc", f->lnc, "logical NeuronCore config, 1 or 2 (trn2 only; default 2)");
   up->add_option("--node-name", f->node_name, "Kubernetes node name (default sim-<type>)");
   up->add_option("--instance-id", f->instance_id, "EC2 instance id (default: made up per root)");
-  // Accelerated clocks for tests (deviation D11), outside the contract: hidden.
+  // Accelerated clocks for tests (D11, driver-sim/README.md#deviations), outside the contract:
+  // hidden.
   up->add_option("--reset-ms", f->reset_ms, "device reset duration")->group("");
   up->add_option("--power-period-ms", f->power_period_ms, "power rollup period; 0 = minute")
       ->group("");

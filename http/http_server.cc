@@ -33,6 +33,7 @@
 
 #include "absl/status/status.h"
 #include "core/base/component_log.h"
+#include "core/base/unique_fd.h"
 #include "fmt/format.h"
 
 namespace neuron {
@@ -120,7 +121,7 @@ std::string_view Trim(std::string_view s) {
 
 struct Conn {
   uint64_t id = 0;
-  int fd = -1;
+  UniqueFd fd;
   SSL* ssl = nullptr;
   bool handshaken = false;
   bool busy = false;
@@ -129,10 +130,52 @@ struct Conn {
   std::chrono::steady_clock::time_point last_active;
 
   ~Conn() {
-    if (ssl != nullptr) SSL_free(ssl);
-    if (fd >= 0) close(fd);
+    if (ssl != nullptr) SSL_free(ssl);  // first: it refers to fd, which closes after
   }
 };
+
+HttpResponse Plain(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+// The outcome of one step of reading a request.
+enum class ReadStep { kOk, kGone, kBad, kTooLarge };
+
+// The request line and header lines of `head` (without the blank line) into `req`, and the
+// request target, which points into `head`. An error for a 400 answer when they are malformed.
+std::optional<std::string> ParseHead(std::string_view head, HttpRequest* req,
+                                     std::string_view* target, bool* keep_alive) {
+  const size_t line_end = head.find("\r\n");
+  const std::string_view line = head.substr(0, line_end);
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = line.rfind(' ');
+  if (sp1 == std::string_view::npos || sp2 == sp1) return "bad request line\n";
+  req->method = std::string(line.substr(0, sp1));
+  *target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  const std::string_view version = line.substr(sp2 + 1);
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") return "unsupported HTTP version\n";
+  if (line_end != std::string_view::npos) {
+    std::string_view rest = head.substr(line_end + 2);
+    while (!rest.empty()) {
+      const size_t e = rest.find("\r\n");
+      const std::string_view h = rest.substr(0, e);
+      rest = e == std::string_view::npos ? std::string_view() : rest.substr(e + 2);
+      const size_t colon = h.find(':');
+      if (colon == std::string_view::npos || colon == 0) return "malformed header\n";
+      req->headers.emplace_back(std::string(h.substr(0, colon)),
+                                std::string(Trim(h.substr(colon + 1))));
+    }
+  }
+  *keep_alive = version == "HTTP/1.1";
+  if (const auto conn = req->Header("Connection")) {
+    if (strncasecmp(conn->data(), "close", 5) == 0) *keep_alive = false;
+    if (strncasecmp(conn->data(), "keep-alive", 10) == 0) *keep_alive = true;
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -161,6 +204,10 @@ class HttpServer::Impl {
   bool Serve(Conn& c);
   // Reads one request and answers it; false = close.
   bool ServeOne(Conn& c);
+  // Steps of ServeOne: the request head up to its blank line (at most `max` bytes, taken out of
+  // c.buf), and a body of Content-Length bytes (at most `max`), read and discarded.
+  ReadStep ReadHead(Conn& c, size_t max, std::string* head);
+  ReadStep SkipBody(Conn& c, const HttpRequest& req, size_t max);
   HttpResponse Dispatch(const HttpRequest& req);
   ssize_t Read(Conn& c, char* data, size_t n);
   bool WriteAll(Conn& c, std::string_view data);
@@ -171,9 +218,9 @@ class HttpServer::Impl {
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<BasicAuthenticator> auth_;
   SSL_CTX* ssl_ctx_ = nullptr;
-  int listen_fd_ = -1;
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
+  UniqueFd listen_fd_;
+  UniqueFd epoll_fd_;
+  UniqueFd wake_fd_;
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread poller_;
@@ -249,25 +296,24 @@ absl::Status HttpServer::Impl::Bind() {
   }
   std::string last_error = "no address";
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) continue;
+    UniqueFd fd(socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd) continue;
     const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 256) == 0) {
-      listen_fd_ = fd;
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd.get(), 256) == 0) {
+      listen_fd_ = std::move(fd);
       break;
     }
     last_error = std::strerror(errno);
-    close(fd);
   }
   freeaddrinfo(res);
-  if (listen_fd_ < 0) {
+  if (!listen_fd_) {
     return absl::UnavailableError(
         fmt::format("cannot listen on {}: {}", options_.listen_address, last_error));
   }
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
+  getsockname(listen_fd_.get(), reinterpret_cast<sockaddr*>(&bound), &len);
   port_ = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                                       : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   return absl::OkStatus();
@@ -278,15 +324,15 @@ absl::Status HttpServer::Impl::Start() {
     if (absl::Status s = SetUpTls(); !s.ok()) return s;
   }
   if (absl::Status s = Bind(); !s.ok()) return s;
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (epoll_fd_ < 0 || wake_fd_ < 0) return absl::InternalError("epoll/eventfd failed");
+  epoll_fd_.Reset(epoll_create1(EPOLL_CLOEXEC));
+  wake_fd_.Reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll_fd_ || !wake_fd_) return absl::InternalError("epoll/eventfd failed");
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListenKey;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, listen_fd_.get(), &ev);
   ev.data.u64 = kWakeKey;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
   poller_ = std::thread([this] { PollLoop(); });
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
@@ -298,7 +344,7 @@ absl::Status HttpServer::Impl::Start() {
 void HttpServer::Impl::Stop() {
   if (!stop_.exchange(true) && poller_.joinable()) {
     const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof one);
+    [[maybe_unused]] ssize_t n = write(wake_fd_.get(), &one, sizeof one);
     poller_.join();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -307,15 +353,14 @@ void HttpServer::Impl::Stop() {
     // A worker blocked in a read of a slow client: shutting its socket down wakes it.
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (auto& [id, c] : conns_) shutdown(c->fd, SHUT_RDWR);
+      for (auto& [id, c] : conns_) shutdown(c->fd.get(), SHUT_RDWR);
     }
     for (std::thread& t : workers_) t.join();
   }
   conns_.clear();
-  if (listen_fd_ >= 0) close(listen_fd_);
-  if (epoll_fd_ >= 0) close(epoll_fd_);
-  if (wake_fd_ >= 0) close(wake_fd_);
-  listen_fd_ = epoll_fd_ = wake_fd_ = -1;
+  listen_fd_.Reset();
+  epoll_fd_.Reset();
+  wake_fd_.Reset();
   if (ssl_ctx_ != nullptr) SSL_CTX_free(ssl_ctx_);
   ssl_ctx_ = nullptr;
 }
@@ -324,7 +369,7 @@ void HttpServer::Impl::PollLoop() {
   epoll_event events[64];
   auto last_sweep = std::chrono::steady_clock::now();
   while (!stop_.load()) {
-    const int n = epoll_wait(epoll_fd_, events, 64, 1000);
+    const int n = epoll_wait(epoll_fd_.get(), events, 64, 1000);
     for (int i = 0; i < n; ++i) {
       const uint64_t key = events[i].data.u64;
       if (key == kListenKey) {
@@ -353,10 +398,11 @@ void HttpServer::Impl::Accept() {
   for (;;) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
-    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+    const int fd =
+        accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN: all accepted
     auto c = std::make_unique<Conn>();
-    c->fd = fd;
+    c->fd.Reset(fd);  // c owns it from here; `fd` is only its number
     char host[INET6_ADDRSTRLEN] = "";
     if (addr.ss_family == AF_INET) {
       inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, host, sizeof host);
@@ -381,7 +427,7 @@ void HttpServer::Impl::Accept() {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
     ev.data.u64 = c->id;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev);
     conns_.emplace(c->id, std::move(c));
   }
 }
@@ -421,11 +467,11 @@ void HttpServer::Impl::Release(Conn* c, bool keep) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
   ev.data.u64 = c->id;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, c->fd.get(), &ev);
 }
 
 ssize_t HttpServer::Impl::Read(Conn& c, char* data, size_t n) {
-  if (c.ssl == nullptr) return recv(c.fd, data, n, 0);
+  if (c.ssl == nullptr) return recv(c.fd.get(), data, n, 0);
   const int r = SSL_read(c.ssl, data, static_cast<int>(n));
   return r > 0 ? r : -1;
 }
@@ -436,7 +482,7 @@ bool HttpServer::Impl::WriteAll(Conn& c, std::string_view data) {
     if (c.ssl != nullptr) {
       n = SSL_write(c.ssl, data.data(), static_cast<int>(data.size()));
     } else {
-      n = send(c.fd, data.data(), data.size(), MSG_NOSIGNAL);
+      n = send(c.fd.get(), data.data(), data.size(), MSG_NOSIGNAL);
     }
     if (n <= 0) return false;
     data.remove_prefix(static_cast<size_t>(n));
@@ -473,92 +519,84 @@ bool HttpServer::Impl::Serve(Conn& c) {
 
 bool HttpServer::Impl::ServeOne(Conn& c) {
   const size_t max = std::max<size_t>(1024, options_.max_request_bytes);
-  auto plain = [](int status, std::string body) {
-    HttpResponse r;
-    r.status = status;
-    r.body = std::move(body);
-    return r;
-  };
-  size_t end;
-  char chunk[8192];
-  while ((end = c.buf.find("\r\n\r\n")) == std::string::npos) {
-    if (c.buf.size() > max) return Answer(c, false, false, plain(413, "request too large\n"));
-    const ssize_t n = Read(c, chunk, sizeof chunk);
-    if (n <= 0) return false;  // closed, timed out or broken: nothing to answer
-    c.buf.append(chunk, static_cast<size_t>(n));
+  std::string head_text;
+  switch (ReadHead(c, max, &head_text)) {
+    case ReadStep::kOk:
+      break;
+    case ReadStep::kGone:
+    case ReadStep::kBad:
+      return false;  // closed, timed out or broken: nothing to answer
+    case ReadStep::kTooLarge:
+      return Answer(c, false, false, Plain(413, "request too large\n"));
   }
-  if (end + 4 > max) return Answer(c, false, false, plain(413, "request too large\n"));
-  const std::string head_text = c.buf.substr(0, end);
-  c.buf.erase(0, end + 4);
-
   HttpRequest req;
   req.remote_address = c.remote;
   req.tls = c.ssl != nullptr;
-  std::string_view text = head_text;
-  const size_t line_end = text.find("\r\n");
-  const std::string_view line = text.substr(0, line_end);
-  const size_t sp1 = line.find(' ');
-  const size_t sp2 = line.rfind(' ');
-  if (sp1 == std::string_view::npos || sp2 == sp1) {
-    return Answer(c, false, false, plain(400, "bad request line\n"));
-  }
-  req.method = std::string(line.substr(0, sp1));
-  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  const std::string_view version = line.substr(sp2 + 1);
-  if (version != "HTTP/1.1" && version != "HTTP/1.0") {
-    return Answer(c, false, false, plain(400, "unsupported HTTP version\n"));
-  }
-  if (line_end != std::string_view::npos) {
-    std::string_view rest = text.substr(line_end + 2);
-    while (!rest.empty()) {
-      const size_t e = rest.find("\r\n");
-      const std::string_view h = rest.substr(0, e);
-      rest = e == std::string_view::npos ? std::string_view() : rest.substr(e + 2);
-      const size_t colon = h.find(':');
-      if (colon == std::string_view::npos || colon == 0) {
-        return Answer(c, false, false, plain(400, "malformed header\n"));
-      }
-      req.headers.emplace_back(std::string(h.substr(0, colon)),
-                               std::string(Trim(h.substr(colon + 1))));
-    }
-  }
-  bool keep_alive = version == "HTTP/1.1";
-  if (const auto conn = req.Header("Connection")) {
-    if (strncasecmp(conn->data(), "close", 5) == 0) keep_alive = false;
-    if (strncasecmp(conn->data(), "keep-alive", 10) == 0) keep_alive = true;
+  std::string_view target;
+  bool keep_alive = false;
+  if (std::optional<std::string> bad = ParseHead(head_text, &req, &target, &keep_alive)) {
+    return Answer(c, false, false, Plain(400, *std::move(bad)));
   }
   if (req.Header("Transfer-Encoding")) {
-    return Answer(c, false, false, plain(400, "request bodies must have a Content-Length\n"));
+    return Answer(c, false, false, Plain(400, "request bodies must have a Content-Length\n"));
   }
-  // A body (unusual for GET) is read and discarded so the next request starts cleanly.
-  if (const auto cl = req.Header("Content-Length")) {
-    uint64_t length = 0;
-    const auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), length);
-    if (ec != std::errc() || p != cl->data() + cl->size()) {
-      return Answer(c, false, false, plain(400, "bad Content-Length\n"));
-    }
-    if (length > max - end) return Answer(c, false, false, plain(413, "request too large\n"));
-    while (c.buf.size() < length) {
-      const ssize_t n = Read(c, chunk, sizeof chunk);
-      if (n <= 0) return false;
-      c.buf.append(chunk, static_cast<size_t>(n));
-    }
-    c.buf.erase(0, length);
+  switch (SkipBody(c, req, max - head_text.size())) {
+    case ReadStep::kOk:
+      break;
+    case ReadStep::kGone:
+      return false;
+    case ReadStep::kBad:
+      return Answer(c, false, false, Plain(400, "bad Content-Length\n"));
+    case ReadStep::kTooLarge:
+      return Answer(c, false, false, Plain(413, "request too large\n"));
   }
   const bool head = req.method == "HEAD";
   if (req.method != "GET" && !head) {
-    HttpResponse r = plain(405, "method not allowed\n");
+    HttpResponse r = Plain(405, "method not allowed\n");
     r.headers.emplace_back("Allow", "GET, HEAD");
     return Answer(c, false, keep_alive, r);
   }
   const size_t q = target.find('?');
   std::optional<std::string> path = UrlDecode(target.substr(0, q));
   if (!path || path->empty() || path->front() != '/') {
-    return Answer(c, head, false, plain(400, "bad request target\n"));
+    return Answer(c, head, false, Plain(400, "bad request target\n"));
   }
   req.path = *std::move(path);
   if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
   return Answer(c, head, keep_alive, Dispatch(req));
+}
+
+ReadStep HttpServer::Impl::ReadHead(Conn& c, size_t max, std::string* head) {
+  size_t end;
+  char chunk[8192];
+  while ((end = c.buf.find("\r\n\r\n")) == std::string::npos) {
+    if (c.buf.size() > max) return ReadStep::kTooLarge;
+    const ssize_t n = Read(c, chunk, sizeof chunk);
+    if (n <= 0) return ReadStep::kGone;
+    c.buf.append(chunk, static_cast<size_t>(n));
+  }
+  if (end + 4 > max) return ReadStep::kTooLarge;
+  *head = c.buf.substr(0, end);
+  c.buf.erase(0, end + 4);
+  return ReadStep::kOk;
+}
+
+// A body (unusual for GET) is read and discarded so the next request starts cleanly.
+ReadStep HttpServer::Impl::SkipBody(Conn& c, const HttpRequest& req, size_t max) {
+  const auto cl = req.Header("Content-Length");
+  if (!cl) return ReadStep::kOk;
+  uint64_t length = 0;
+  const auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), length);
+  if (ec != std::errc() || p != cl->data() + cl->size()) return ReadStep::kBad;
+  if (length > max) return ReadStep::kTooLarge;
+  char chunk[8192];
+  while (c.buf.size() < length) {
+    const ssize_t n = Read(c, chunk, sizeof chunk);
+    if (n <= 0) return ReadStep::kGone;
+    c.buf.append(chunk, static_cast<size_t>(n));
+  }
+  c.buf.erase(0, length);
+  return ReadStep::kOk;
 }
 
 HttpResponse HttpServer::Impl::Dispatch(const HttpRequest& req) {

@@ -1,7 +1,7 @@
 #pragma once
 // A small HTTP(S) server for the agent's endpoints (/metrics, /healthz, /readyz, landing pages),
 // shared by the exporter and the device plugin. Our own small server; TLS through OpenSSL and basic
-// auth per the exporter-toolkit web config (core/web_config.h).
+// auth per the exporter-toolkit web config (http/web_config.h).
 //
 // Routing is by exact path. Unregistered paths get 404, methods other than GET and HEAD 405,
 // requests larger than `max_request_bytes` 413 (or 400 for malformed ones), and with basic auth

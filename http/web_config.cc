@@ -164,7 +164,8 @@ constexpr char kDummyHash[] = "$2y$10$AbzVWRasANDlyYLrCogIKuFL.V7Dciz46rU8qAT1Cj
 absl::StatusOr<WebConfig> ParseWebConfig(std::string_view yaml,
                                          const std::filesystem::path& base_dir,
                                          std::string_view source) {
-  // yaml-cpp reports syntax errors by exception; they stop here (STYLE 6).
+  // yaml-cpp reports syntax errors by exception; they stop here
+  // (docs/style.md#status-across-modules).
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml));

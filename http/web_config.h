@@ -1,6 +1,7 @@
 #pragma once
 // The Prometheus exporter-toolkit web configuration file (`--web.config.file`): TLS and HTTP basic
-// auth for the agent's HTTP endpoints (METRICS.md §5, exporter-toolkit docs/web-configuration.md).
+// auth for the agent's HTTP endpoints (docs/metrics.md#dcgm-exporter; the format is
+// exporter-toolkit's web-configuration.md).
 //
 //   tls_server_config:
 //     cert_file: server.crt          # relative paths are relative to the config file

@@ -1,7 +1,7 @@
 #pragma once
-// Topology-aware choice of devices and cores (DESIGN decision 9), for the device plugin's
-// GetPreferredAllocation and Allocate. Kept in core, free of gRPC and of the kubelet's types, so
-// that a DRA driver could reuse it (KUBELET-API.md §5).
+// Topology-aware choice of devices and cores (docs/architecture.md#allocation), for the device
+// plugin's GetPreferredAllocation and Allocate. Kept in core, free of gRPC and of the kubelet's
+// types, so that a DRA driver could reuse it (docs/kubelet-api.md#dra).
 //
 //   Devices: a contiguous index range (hard: the runtime needs one contiguous core range), and
 //            among those, one connected on the NeuronLink graph (soft), then best fit: the range

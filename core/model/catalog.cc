@@ -12,7 +12,8 @@ namespace {
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr double kGiBf = 1024.0 * 1024.0 * 1024.0;
 
-// HARDWARE.md §1-§3 and §8.1. NC-v2 peak is the clock x array figure (91.75), FP32 a quarter.
+// docs/hardware.md#instance-catalog to #core-parameters and #roofline. NC-v2 peak is the clock x
+// array figure (91.75), FP32 a quarter.
 constexpr ChipSpec kTrainium{
     Chip::kTrainium, 0x7164,   "NDv2",   "Trn1",  "Trainium1", "NCv2", 2,       32 * kGiB,
     820 * kGiBf,     91.75e12, 91.75e12, 22.9e12, 410 * kGiBf, 190e12, 47.5e12, true};
@@ -29,12 +30,13 @@ std::string Bdf(int bus, int slot) {
   return buf;
 }
 
-// rdma-core's NAME_FALLBACK rename for domain 0, function 0 (DRIVER-INTERFACE §7).
+// rdma-core's NAME_FALLBACK rename for domain 0, function 0 (docs/driver-interface.md#efa).
 EfaPlacement Efa(int bus, int slot, int numa) {
   return {Bdf(bus, slot), fmt::format("rdmap{}s{}", bus, slot), numa};
 }
 
-// trn1.32xlarge: HARDWARE.md §4 (BDF, CPUs, NUMA per device) and §5 (EFA on 19.0/1a.0).
+// trn1.32xlarge: docs/hardware.md#neuronlink-topology (BDF, CPUs, NUMA per device) and
+// docs/hardware.md#pcie-layout (EFA on 19.0/1a.0).
 std::vector<DevicePlacement> Trn1Placement() {
   // clang-format off
   constexpr std::array<std::array<int, 2>, 16> kBusSlot{{{0x10, 0x1c}, {0x10, 0x1d}, {0xa0, 0x1c},
@@ -60,7 +62,8 @@ std::vector<EfaPlacement> Trn1Efas(const std::vector<int>& slots) {
   return out;
 }
 
-// trn2.48xlarge: HARDWARE.md §4. All chips are function 00.0 of their own bus.
+// trn2.48xlarge: docs/hardware.md#neuronlink-topology. All chips are function 00.0 of their own
+// bus.
 constexpr std::array<int, 16> kTrn2Bus{0xcc, 0xb5, 0xb6, 0xcb, 0x6f, 0x58, 0x59, 0x6e,
                                        0x9b, 0x84, 0x85, 0x9a, 0xf8, 0xe1, 0xe2, 0xf7};
 
@@ -73,8 +76,8 @@ std::vector<DevicePlacement> Trn2Placement() {
   return out;
 }
 
-// trn2 EFA BDFs are unpublished (HARDWARE.md §9): one EFA per chip, derived as the chip's bus
-// minus 0x10, which collides with no chip bus, on the chip's NUMA node.
+// trn2 EFA BDFs are unpublished (docs/hardware.md#unverified-figures): one EFA per chip, derived as
+// the chip's bus minus 0x10, which collides with no chip bus, on the chip's NUMA node.
 std::vector<EfaPlacement> Trn2Efas() {
   std::vector<EfaPlacement> out;
   for (int d = 0; d < 16; ++d)
@@ -82,7 +85,7 @@ std::vector<EfaPlacement> Trn2Efas() {
   return out;
 }
 
-// inf2.48xlarge: HARDWARE.md §4.
+// inf2.48xlarge: docs/hardware.md#neuronlink-topology.
 std::vector<DevicePlacement> Inf2_48Placement() {
   struct Row {
     int bus, slot, numa;
@@ -106,8 +109,8 @@ std::vector<DevicePlacement> Inf2_48Placement() {
   return out;
 }
 
-// Unpublished layouts (HARDWARE.md §9), derived: inf2.24xlarge as two NUMA halves of three
-// devices; single-device sizes with one device on bus 0 and every vCPU local.
+// Unpublished layouts (docs/hardware.md#unverified-figures), derived: inf2.24xlarge as two NUMA
+// halves of three devices; single-device sizes with one device on bus 0 and every vCPU local.
 std::vector<DevicePlacement> Inf2_24Placement() {
   std::vector<DevicePlacement> out;
   for (int d = 0; d < 6; ++d) {
@@ -122,8 +125,8 @@ std::vector<DevicePlacement> SinglePlacement(int vcpus) {
   return {{Bdf(0x00, 0x1e), 0, fmt::format("0-{}", vcpus - 1)}};
 }
 
-std::vector<InstanceSpec> BuildCatalog() {
-  std::vector<InstanceSpec> c;
+// The catalog in its published order, one family at a time.
+void AddTrn1(std::vector<InstanceSpec>& c) {
   c.push_back({.name = "trn1.2xlarge",
                .chip = &kTrainium,
                .devices = 1,
@@ -144,7 +147,8 @@ std::vector<InstanceSpec> BuildCatalog() {
                .placement_published = true,
                .placement = Trn1Placement(),
                .efas = Trn1Efas({0x19, 0x1a})});
-  // trn1n reuses the trn1.32xlarge layout (HARDWARE.md §4 allows it); its 16 EFA are derived.
+  // trn1n reuses the trn1.32xlarge layout (docs/hardware.md#neuronlink-topology allows it); its 16
+  // EFA are derived.
   c.push_back({.name = "trn1n.32xlarge",
                .chip = &kTrainium,
                .devices = 16,
@@ -157,6 +161,9 @@ std::vector<InstanceSpec> BuildCatalog() {
                .efa_gbps = 100,
                .placement = Trn1Placement(),
                .efas = Trn1Efas({0x17, 0x18, 0x19, 0x1a})});
+}
+
+void AddTrn2(std::vector<InstanceSpec>& c) {
   c.push_back({.name = "trn2.48xlarge",
                .chip = &kTrainium2,
                .devices = 16,
@@ -172,6 +179,9 @@ std::vector<InstanceSpec> BuildCatalog() {
                .placement_published = true,
                .placement = Trn2Placement(),
                .efas = Trn2Efas()});
+}
+
+void AddInf2(std::vector<InstanceSpec>& c) {
   c.push_back({.name = "inf2.xlarge",
                .chip = &kInferentia2,
                .devices = 1,
@@ -205,10 +215,18 @@ std::vector<InstanceSpec> BuildCatalog() {
                .neuronlink_bytes_per_s = 192 * kGiBf,
                .placement_published = true,
                .placement = Inf2_48Placement()});
+}
+
+std::vector<InstanceSpec> BuildCatalog() {
+  std::vector<InstanceSpec> c;
+  AddTrn1(c);
+  AddTrn2(c);
+  AddInf2(c);
   return c;
 }
 
-// The trn2 driver lists the torus neighbours per engine group (DRIVER-INTERFACE §2.5).
+// The trn2 driver lists the torus neighbours per engine group
+// (docs/driver-interface.md#connected-devices).
 // clang-format off
 constexpr std::array<std::array<int, 4>, 16> kTrn2Neighbours{{
     {12, 1, 3, 4}, {0, 13, 5, 2}, {14, 3, 1, 6},  {2, 15, 7, 0},

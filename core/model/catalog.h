@@ -1,5 +1,5 @@
 #pragma once
-// The instance catalog: every figure of docs/reference/HARDWARE.md that the agent and the
+// The instance catalog: every figure of docs/hardware.md that the agent and the
 // simulator need, as constant data. Thread-safe (immutable after static initialisation).
 
 #include <cstdint>
@@ -14,7 +14,8 @@ namespace neuron {
 enum class Chip { kTrainium, kTrainium2, kInferentia2 };
 enum class LinkTopology { kNone, kTorus4x4, kRing, kChain };
 
-// Per-chip identity (driver strings, PCI id) and the per-core timing figures of HARDWARE.md §8.1.
+// Per-chip identity (driver strings, PCI id) and the per-core timing figures of
+// docs/hardware.md#roofline.
 struct ChipSpec {
   Chip chip;
   uint16_t pci_device_id;          // vendor is always kPciVendorAmazon
@@ -25,12 +26,13 @@ struct ChipSpec {
   int physical_cores;              // core_count
   uint64_t hbm_bytes;              // per device
   double hbm_bytes_per_s;          // per device
-  // Per physical core (HARDWARE.md §8.1); a logical core at LNC=2 runs at twice these.
+  // Per physical core (docs/hardware.md#roofline); a logical core at LNC=2 runs at twice these.
   double peak_bf16_flops;
   double peak_fp8_flops;
   double peak_fp32_flops;
   double core_mem_bytes_per_s;
-  // Chip totals, for display only (HARDWARE.md §2 and §9: they do not equal cores x per-core).
+  // Chip totals, for display only (docs/hardware.md#peak-compute and #unverified-figures: they do
+  // not equal cores x per-core).
   double chip_bf16_flops;
   double chip_fp32_flops;
   bool has_serial_number;  // info/serial_number (absent on Inf1, which we do not model)
@@ -60,10 +62,12 @@ struct InstanceSpec {
   uint64_t host_mem_bytes = 0;
   int numa_nodes = 1;
   LinkTopology topology = LinkTopology::kNone;
-  double neuronlink_bytes_per_s = 0;  // per device, all links together (HARDWARE.md §1)
+  // Per device, all links together (docs/hardware.md#instance-catalog)
+  double neuronlink_bytes_per_s = 0;
   int efa_count = 0;
   int efa_gbps = 0;  // per EFA device
-  // False where HARDWARE.md §9 lists the PCI/NUMA layout as unpublished and ours is derived.
+  // False where docs/hardware.md#unverified-figures lists the PCI/NUMA layout as unpublished and
+  // ours is derived.
   bool placement_published = false;
   std::vector<DevicePlacement> placement = {};  // indexed by device index (probe order)
   std::vector<EfaPlacement> efas = {};
@@ -81,7 +85,8 @@ absl::StatusOr<int> ResolveLnc(const InstanceSpec& spec, int requested_lnc);
 // NeuronCores per device as the runtime numbers them (logical cores; physical / LNC).
 int LogicalCoresPerDevice(const InstanceSpec& spec, int lnc);
 
-// Neighbours of device d in the order the driver prints connected_devices (DRIVER-INTERFACE §2.5).
+// Neighbours of device d in the order the driver prints connected_devices
+// (docs/driver-interface.md#connected-devices).
 std::vector<int> ConnectedDevices(const InstanceSpec& spec, int device);
 
 // "100 Gb/sec (4X EDR)": the EFA port rate string for the given speed.

@@ -19,21 +19,6 @@ Topology::Topology(const std::vector<std::vector<int>>& neighbours)
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
   }
-  // All pairs up front: at most 64 devices, and allocation queries ask in a hot loop.
-  distance_.assign(static_cast<size_t>(n) * n, kUnreachable);
-  for (int src = 0; src < n; ++src) {
-    std::deque<int> queue{src};
-    distance_[src * n + src] = 0;
-    while (!queue.empty()) {
-      const int u = queue.front();
-      queue.pop_front();
-      for (int v : adjacency_[u]) {
-        if (distance_[src * n + v] != kUnreachable) continue;
-        distance_[src * n + v] = distance_[src * n + u] + 1;
-        queue.push_back(v);
-      }
-    }
-  }
 }
 
 const std::vector<int>& Topology::Neighbours(int device) const {
@@ -41,11 +26,9 @@ const std::vector<int>& Topology::Neighbours(int device) const {
   return device >= 0 && device < size() ? adjacency_[device] : kNone;
 }
 
-bool Topology::Adjacent(int a, int b) const { return Distance(a, b) == 1; }
-
-int Topology::Distance(int a, int b) const {
-  if (a < 0 || b < 0 || a >= size() || b >= size()) return kUnreachable;
-  return distance_[a * size() + b];
+bool Topology::Adjacent(int a, int b) const {
+  const std::vector<int>& list = Neighbours(a);
+  return std::binary_search(list.begin(), list.end(), b);
 }
 
 bool Topology::IsConnected(const std::vector<int>& devices) const {

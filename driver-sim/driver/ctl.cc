@@ -15,6 +15,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/base/unique_fd.h"
 #include "driver-sim/driver/sim_paths.h"
 
 namespace neuron::sim {
@@ -131,107 +132,127 @@ absl::StatusOr<CtlRequest> ParseCtlArgs(const std::vector<std::string>& words) {
 
 namespace {
 
-absl::StatusOr<CtlRequest> ParseWords(const std::vector<std::string>& words,
-                                      std::optional<std::string> text) {
+// The command word and, for inject, its fault kind, into `req`: the index of the first option.
+absl::StatusOr<size_t> ParseCommand(const std::vector<std::string>& words, CtlRequest* req) {
   if (words.empty()) return Usage("missing command");
-  CtlRequest req;
   bool known = false;
   for (const auto& [cmd, name] : kCommandNames) {
     if (words[0] == name) {
-      req.command = cmd;
+      req->command = cmd;
       known = true;
     }
   }
   if (!known) return Usage(fmt::format("unknown command '{}'", words[0]));
-  const std::string_view cmd_name = CommandName(req.command);
-  const OptionSet allowed = OptionsOf(req.command);
-
-  size_t i = 1;
-  if (req.command == CtlCommand::kInject) {
-    if (words.size() < 2 || words[1].starts_with("-")) {
-      return Usage("inject needs a fault: hbm-ue, sram-ue, nan, dma-abort or hang");
-    }
-    const std::optional<FaultKind> kind = ParseFaultKind(words[1]);
-    if (!kind || *kind == FaultKind::kLinkDown) {
-      return Usage(fmt::format(
-          "unknown fault '{}'; inject takes hbm-ue, sram-ue, nan, dma-abort or hang", words[1]));
-    }
-    req.fault = kind;
-    i = 2;
+  if (req->command != CtlCommand::kInject) return 1;
+  if (words.size() < 2 || words[1].starts_with("-")) {
+    return Usage("inject needs a fault: hbm-ue, sram-ue, nan, dma-abort or hang");
   }
+  const std::optional<FaultKind> kind = ParseFaultKind(words[1]);
+  if (!kind || *kind == FaultKind::kLinkDown) {
+    return Usage(fmt::format(
+        "unknown fault '{}'; inject takes hbm-ue, sram-ue, nan, dma-abort or hang", words[1]));
+  }
+  req->fault = kind;
+  return 2;
+}
 
+// The value of option `name`: `inline_value` ("--opt=value"), else the next word, which moves *i
+// past it.
+absl::StatusOr<std::string> TakeValue(const std::vector<std::string>& words, size_t* i,
+                                      const std::string& name,
+                                      const std::optional<std::string>& inline_value) {
+  if (inline_value) return *inline_value;
+  if (*i + 1 >= words.size() || words[*i + 1].starts_with("--")) {
+    return Usage(fmt::format("{} needs a value", name));
+  }
+  return words[++*i];
+}
+
+// One option word, words[*i] ("--opt", "--opt=value" or "--opt" then its value), into `req`, if
+// the command takes it.
+absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRequest* req) {
   constexpr uint64_t kMaxIndex = 1 << 20;
-  for (; i < words.size(); ++i) {
-    const std::string& word = words[i];
-    if (!word.starts_with("--")) {
-      return Usage(fmt::format("unexpected argument '{}' for {}", word, cmd_name));
-    }
-    std::string name = word;
-    std::optional<std::string> value;
-    if (const size_t eq = word.find('='); eq != std::string::npos) {
-      name = word.substr(0, eq);
-      value = word.substr(eq + 1);
-    }
-    const bool is_flag = name == "--fail";
-    auto take_value = [&]() -> absl::StatusOr<std::string> {
-      if (value) return *value;
-      if (i + 1 >= words.size() || words[i + 1].starts_with("--")) {
-        return Usage(fmt::format("{} needs a value", name));
-      }
-      return words[++i];
-    };
-    auto reject_repeat = [&](bool seen) -> absl::Status {
-      if (seen) return Usage(fmt::format("{} given twice", name));
-      return absl::OkStatus();
-    };
-    // A numeric option once, parsed within `limit`, into the request field it names.
-    auto take_number = [&]<typename T>(std::optional<T>* field, uint64_t limit) -> absl::Status {
-      if (absl::Status s = reject_repeat(field->has_value()); !s.ok()) return s;
-      absl::StatusOr<std::string> v = take_value();
-      if (!v.ok()) return v.status();
-      absl::StatusOr<uint64_t> n = ParseNumber(name, *v, limit);
-      if (!n.ok()) return n.status();
-      *field = static_cast<T>(*n);
-      return absl::OkStatus();
-    };
-    if (name == "--device" && allowed.device) {
-      if (absl::Status s = take_number(&req.device, kMaxIndex); !s.ok()) return s;
-    } else if (name == "--core" && allowed.core) {
-      if (absl::Status s = take_number(&req.core, kMaxIndex); !s.ok()) return s;
-    } else if (name == "--peer" && allowed.peer) {
-      if (absl::Status s = take_number(&req.peer, kMaxIndex); !s.ok()) return s;
-    } else if (name == "--id" && allowed.id) {
-      if (absl::Status s = take_number(&req.fault_id, UINT64_MAX); !s.ok()) return s;
-    } else if (name == "--efa" && allowed.efa) {
-      if (absl::Status s = reject_repeat(!req.efa.empty()); !s.ok()) return s;
-      absl::StatusOr<std::string> v = take_value();
-      if (!v.ok()) return v.status();
-      if (v->empty()) return Usage("--efa needs a name");
-      req.efa = *v;
-    } else if (name == "--level" && allowed.level) {
-      absl::StatusOr<std::string> v = take_value();
-      if (!v.ok()) return v.status();
-      absl::StatusOr<uint64_t> n = ParseNumber(name, *v, 7);
-      if (!n.ok()) return n.status();
-      req.level = static_cast<int>(*n);
-    } else if (is_flag && allowed.fail) {
-      if (value) return Usage("--fail takes no value");
-      if (absl::Status s = reject_repeat(req.fail); !s.ok()) return s;
-      req.fail = true;
-    } else {
-      return Usage(fmt::format("{} does not take {}", cmd_name, name));
-    }
+  const std::string_view cmd_name = CommandName(req->command);
+  const OptionSet allowed = OptionsOf(req->command);
+  const std::string& word = words[*i];
+  if (!word.starts_with("--")) {
+    return Usage(fmt::format("unexpected argument '{}' for {}", word, cmd_name));
   }
+  std::string name = word;
+  std::optional<std::string> value;
+  if (const size_t eq = word.find('='); eq != std::string::npos) {
+    name = word.substr(0, eq);
+    value = word.substr(eq + 1);
+  }
+  auto take_value = [&] { return TakeValue(words, i, name, value); };
+  auto reject_repeat = [&](bool seen) -> absl::Status {
+    if (seen) return Usage(fmt::format("{} given twice", name));
+    return absl::OkStatus();
+  };
+  // A numeric option once, parsed within `limit`, into the request field it names.
+  auto take_number = [&]<typename T>(std::optional<T>* field, uint64_t limit) -> absl::Status {
+    if (absl::Status s = reject_repeat(field->has_value()); !s.ok()) return s;
+    absl::StatusOr<std::string> v = take_value();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<uint64_t> n = ParseNumber(name, *v, limit);
+    if (!n.ok()) return n.status();
+    *field = static_cast<T>(*n);
+    return absl::OkStatus();
+  };
+  if (name == "--device" && allowed.device) return take_number(&req->device, kMaxIndex);
+  if (name == "--core" && allowed.core) return take_number(&req->core, kMaxIndex);
+  if (name == "--peer" && allowed.peer) return take_number(&req->peer, kMaxIndex);
+  if (name == "--id" && allowed.id) return take_number(&req->fault_id, UINT64_MAX);
+  if (name == "--efa" && allowed.efa) {
+    if (absl::Status s = reject_repeat(!req->efa.empty()); !s.ok()) return s;
+    absl::StatusOr<std::string> v = take_value();
+    if (!v.ok()) return v.status();
+    if (v->empty()) return Usage("--efa needs a name");
+    req->efa = *v;
+    return absl::OkStatus();
+  }
+  if (name == "--level" && allowed.level) {
+    absl::StatusOr<std::string> v = take_value();
+    if (!v.ok()) return v.status();
+    absl::StatusOr<uint64_t> n = ParseNumber(name, *v, 7);
+    if (!n.ok()) return n.status();
+    req->level = static_cast<int>(*n);
+    return absl::OkStatus();
+  }
+  if (name == "--fail" && allowed.fail) {
+    if (value) return Usage("--fail takes no value");
+    if (absl::Status s = reject_repeat(req->fail); !s.ok()) return s;
+    req->fail = true;
+    return absl::OkStatus();
+  }
+  return Usage(fmt::format("{} does not take {}", cmd_name, name));
+}
 
-  if (allowed.device && !req.device) return Usage(fmt::format("{} needs --device N", cmd_name));
-  if (allowed.peer && !req.peer) return Usage("link-down needs --peer B");
-  if (allowed.efa && req.efa.empty()) return Usage(fmt::format("{} needs --efa NAME", cmd_name));
-  if (allowed.id && !req.fault_id) return Usage("clear-fault needs --id ID");
-  if (req.command == CtlCommand::kPrintk) {
+// The options the command requires, and printk's text.
+absl::Status CheckComplete(std::optional<std::string> text, CtlRequest* req) {
+  const std::string_view cmd_name = CommandName(req->command);
+  const OptionSet allowed = OptionsOf(req->command);
+  if (allowed.device && !req->device) return Usage(fmt::format("{} needs --device N", cmd_name));
+  if (allowed.peer && !req->peer) return Usage("link-down needs --peer B");
+  if (allowed.efa && req->efa.empty()) return Usage(fmt::format("{} needs --efa NAME", cmd_name));
+  if (allowed.id && !req->fault_id) return Usage("clear-fault needs --id ID");
+  if (req->command == CtlCommand::kPrintk) {
     if (!text) return Usage("printk needs -- before its text: printk [--level N] -- TEXT...");
     if (absl::Status s = CheckPrintkText(*text); !s.ok()) return s;
-    req.text = std::move(*text);
+    req->text = std::move(*text);
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CtlRequest> ParseWords(const std::vector<std::string>& words,
+                                      std::optional<std::string> text) {
+  CtlRequest req;
+  absl::StatusOr<size_t> first_option = ParseCommand(words, &req);
+  if (!first_option.ok()) return first_option.status();
+  for (size_t i = *first_option; i < words.size(); ++i) {
+    if (absl::Status s = ParseOption(words, &i, &req); !s.ok()) return s;
+  }
+  if (absl::Status s = CheckComplete(std::move(text), &req); !s.ok()) return s;
   return req;
 }
 
@@ -359,27 +380,23 @@ absl::Status CheckCtlSocketPath(const RootPaths& paths) {
       kMaxSocketPath > suffix ? kMaxSocketPath - suffix : 0));
 }
 
-absl::StatusOr<CtlReply> SendCtlRequest(const RootPaths& paths, const CtlRequest& request,
-                                        std::chrono::milliseconds timeout) {
+namespace {
+
+// A connected, non-blocking client socket to the daemon at `paths`.
+absl::StatusOr<UniqueFd> ConnectCtl(const RootPaths& paths) {
   const std::filesystem::path sock_path = sim::CtlSocketPath(paths);
-  if (absl::Status s = CheckCtlSocketPath(paths); !s.ok()) return s;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   struct stat st {};
   if (lstat(sock_path.c_str(), &st) != 0) {
     return absl::FailedPreconditionError(
         fmt::format("no simulated node at {} (ctl.sock missing); start it with neuron-sim up",
                     paths.root().string()));
   }
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(fmt::format("socket: {}", ErrnoText(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return absl::InternalError(fmt::format("socket: {}", ErrnoText(errno)));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.native().size() + 1);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int err = errno;
     if (err == ECONNREFUSED || err == ENOENT) {
       return absl::FailedPreconditionError(
@@ -390,57 +407,97 @@ absl::StatusOr<CtlReply> SendCtlRequest(const RootPaths& paths, const CtlRequest
     return absl::UnavailableError(
         fmt::format("connect {}: {}", sock_path.string(), ErrnoText(err)));
   }
-  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+  if (fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK) != 0) {
     return absl::InternalError(fmt::format("fcntl: {}", ErrnoText(errno)));
   }
-  auto wait_for = [&](short events) -> absl::Status {
+  return fd;
+}
+
+// One request's exchange with the daemon over a connected socket it does not own, all before
+// `deadline` (`timeout` after the request began, for the message).
+class CtlExchange {
+ public:
+  CtlExchange(const RootPaths& paths, int fd, std::chrono::milliseconds timeout,
+              std::chrono::steady_clock::time_point deadline)
+      : paths_(paths), fd_(fd), timeout_(timeout), deadline_(deadline) {}
+
+  absl::Status Send(std::string_view line) {
+    size_t sent = 0;
+    while (sent < line.size()) {
+      const ssize_t n = send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        if (absl::Status s = WaitFor(POLLOUT); !s.ok()) return s;
+      } else {
+        const int err = errno;
+        return absl::UnavailableError(
+            fmt::format("send to {}: {}", sim::CtlSocketPath(paths_).string(), ErrnoText(err)));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Everything the daemon writes before it closes the connection.
+  absl::StatusOr<std::string> ReceiveAll() {
+    std::string reply;
+    std::array<char, 4096> buf;
+    for (;;) {
+      const ssize_t n = recv(fd_, buf.data(), buf.size(), 0);
+      if (n > 0) {
+        reply.append(buf.data(), static_cast<size_t>(n));
+        if (reply.size() > (1u << 22)) return absl::DataLossError("reply from the daemon too long");
+      } else if (n == 0) {
+        return reply;
+      } else if (errno == EAGAIN || errno == EINTR) {
+        if (absl::Status s = WaitFor(POLLIN); !s.ok()) return s;
+      } else {
+        const int err = errno;
+        return absl::UnavailableError(
+            fmt::format("recv from {}: {}", sim::CtlSocketPath(paths_).string(), ErrnoText(err)));
+      }
+    }
+  }
+
+ private:
+  absl::Status WaitFor(short events) const {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+        deadline_ - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       return absl::DeadlineExceededError(fmt::format("the daemon at {} did not answer within {} ms",
-                                                     paths.root().string(), timeout.count()));
+                                                     paths_.root().string(), timeout_.count()));
     }
-    pollfd p{fd, events, 0};
+    pollfd p{fd_, events, 0};
     const int n = poll(&p, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno != EINTR)
+    if (n < 0 && errno != EINTR) {
       return absl::InternalError(fmt::format("poll: {}", ErrnoText(errno)));
+    }
     return absl::OkStatus();
-  };
+  }
 
-  const std::string line = FormatCtlRequest(request) + "\n";
-  size_t sent = 0;
-  while (sent < line.size()) {
-    const ssize_t n = send(fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (absl::Status s = wait_for(POLLOUT); !s.ok()) return s;
-    } else {
-      return absl::UnavailableError(
-          fmt::format("send to {}: {}", sock_path.string(), ErrnoText(errno)));
-    }
-  }
-  std::string reply;
-  std::array<char, 4096> buf;
-  for (;;) {
-    const ssize_t n = recv(fd, buf.data(), buf.size(), 0);
-    if (n > 0) {
-      reply.append(buf.data(), static_cast<size_t>(n));
-      if (reply.size() > (1u << 22)) return absl::DataLossError("reply from the daemon too long");
-    } else if (n == 0) {
-      break;
-    } else if (errno == EAGAIN || errno == EINTR) {
-      if (absl::Status s = wait_for(POLLIN); !s.ok()) return s;
-    } else {
-      return absl::UnavailableError(
-          fmt::format("recv from {}: {}", sock_path.string(), ErrnoText(errno)));
-    }
-  }
-  if (reply.empty()) {
+  const RootPaths& paths_;
+  int fd_;
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+}  // namespace
+
+absl::StatusOr<CtlReply> SendCtlRequest(const RootPaths& paths, const CtlRequest& request,
+                                        std::chrono::milliseconds timeout) {
+  if (absl::Status s = CheckCtlSocketPath(paths); !s.ok()) return s;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  absl::StatusOr<UniqueFd> fd = ConnectCtl(paths);
+  if (!fd.ok()) return fd.status();
+  CtlExchange exchange(paths, fd->get(), timeout, deadline);
+  if (absl::Status s = exchange.Send(FormatCtlRequest(request) + "\n"); !s.ok()) return s;
+  absl::StatusOr<std::string> reply = exchange.ReceiveAll();
+  if (!reply.ok()) return reply.status();
+  if (reply->empty()) {
     return absl::UnavailableError(fmt::format(
         "the daemon at {} closed the connection without a reply", paths.root().string()));
   }
-  return ParseCtlReply(reply);
+  return ParseCtlReply(*reply);
 }
 
 absl::Status SendClearFault(const RootPaths& paths, uint64_t id,
@@ -451,16 +508,15 @@ absl::Status SendClearFault(const RootPaths& paths, uint64_t id,
   return OutcomeStatus(SendCtlRequest(paths, req, timeout), absl::StatusCode::kNotFound);
 }
 
-absl::StatusOr<int> ListenCtlSocket(const std::filesystem::path& path) {
+absl::StatusOr<UniqueFd> ListenCtlSocket(const std::filesystem::path& path) {
   if (path.native().size() > kMaxSocketPath) {
     return absl::InvalidArgumentError(
         fmt::format("socket path {} is longer than {} bytes", path.string(), kMaxSocketPath));
   }
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(fmt::format("socket: {}", ErrnoText(errno)));
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd) return absl::InternalError(fmt::format("socket: {}", ErrnoText(errno)));
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {
     const int err = errno;
-    close(fd);
     return absl::InternalError(fmt::format("remove stale {}: {}", path.string(), ErrnoText(err)));
   }
   sockaddr_un addr{};
@@ -468,30 +524,27 @@ absl::StatusOr<int> ListenCtlSocket(const std::filesystem::path& path) {
   std::memcpy(addr.sun_path, path.c_str(), path.native().size() + 1);
   // The umask makes the socket 0600 from the moment it exists; chmod below states it explicitly.
   const mode_t old_mask = umask(0177);
-  const int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  const int rc = bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   const int bind_err = errno;
   umask(old_mask);
   if (rc != 0) {
-    close(fd);
     return absl::InternalError(fmt::format("bind {}: {}", path.string(), ErrnoText(bind_err)));
   }
-  if (chmod(path.c_str(), 0600) != 0 || listen(fd, 16) != 0) {
+  if (chmod(path.c_str(), 0600) != 0 || listen(fd.get(), 16) != 0) {
     const int err = errno;
-    close(fd);
     unlink(path.c_str());
     return absl::InternalError(fmt::format("listen {}: {}", path.string(), ErrnoText(err)));
   }
   return fd;
 }
 
-CtlConnection::CtlConnection(int fd) : fd_(fd), accepted_at_(std::chrono::steady_clock::now()) {}
-
-CtlConnection::~CtlConnection() { close(fd_); }
+CtlConnection::CtlConnection(UniqueFd fd)
+    : fd_(std::move(fd)), accepted_at_(std::chrono::steady_clock::now()) {}
 
 CtlConnection::ReadResult CtlConnection::Read(std::string* line) {
   std::array<char, 1024> buf;
   for (;;) {
-    const ssize_t n = recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+    const ssize_t n = recv(fd_.get(), buf.data(), buf.size(), MSG_DONTWAIT);
     if (n > 0) {
       in_.append(buf.data(), static_cast<size_t>(n));
       if (const size_t nl = in_.find('\n'); nl != std::string::npos) {
@@ -514,8 +567,8 @@ CtlConnection::ReadResult CtlConnection::Read(std::string* line) {
 
 bool CtlConnection::Flush() {
   while (out_pos_ < out_.size()) {
-    const ssize_t n =
-        send(fd_, out_.data() + out_pos_, out_.size() - out_pos_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = send(fd_.get(), out_.data() + out_pos_, out_.size() - out_pos_,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       out_pos_ += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {

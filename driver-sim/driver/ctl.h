@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/base/unique_fd.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/faults.h"
 
@@ -35,9 +36,9 @@ enum class CtlCommand {
   kPrintk,
 };
 
-// printk (the driver's NEURON_IOCTL_PRINTK, DRIVER-INTERFACE §6): KERN_ERR unless told, at most
-// 511 bytes of text (the ioctl's 512-byte buffer with its NUL; longer is refused, as the driver
-// refuses it with EFAULT).
+// printk (the driver's NEURON_IOCTL_PRINTK, docs/driver-interface.md#hardware-errors): KERN_ERR
+// unless told, at most 511 bytes of text (the ioctl's 512-byte buffer with its NUL; longer is
+// refused, as the driver refuses it with EFAULT).
 inline constexpr int kPrintkDefaultLevel = 3;
 inline constexpr size_t kPrintkMaxText = 511;
 
@@ -81,7 +82,8 @@ struct CtlReply {
 };
 std::string FormatCtlReply(const CtlReply& reply);
 absl::StatusOr<CtlReply> ParseCtlReply(std::string_view text);
-// 0, 1 or 2: the exit code of `neuron-sim ctl` for the outcome (DESIGN decision 5).
+// 0, 1 or 2: the exit code of `neuron-sim ctl` for the outcome
+// (docs/architecture.md#readiness-and-lifecycle).
 int CtlExitCode(CtlOutcome outcome);
 
 // AF_UNIX paths are limited to sizeof(sun_path) - 1 = 107 bytes: InvalidArgument naming the root,
@@ -102,15 +104,15 @@ absl::StatusOr<CtlReply> SendCtlRequest(const RootPaths& paths, const CtlRequest
 absl::Status SendPrintk(const RootPaths& paths, int level, std::string_view text,
                         std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
-// `ctl clear-fault --id ID`, for a runtime that treats a fault as one-shot (README "faults.json").
-// NotFound when the daemon has no such pending fault (already cleared, e.g. by a reset);
-// FailedPrecondition without a daemon.
+// `ctl clear-fault --id ID`, for a runtime that treats a fault as one-shot
+// (driver-sim/README.md#faults-json). NotFound when the daemon has no such pending fault (already
+// cleared, e.g. by a reset); FailedPrecondition without a daemon.
 absl::Status SendClearFault(const RootPaths& paths, uint64_t id,
                             std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
 // Server: creates the listening socket at `path` (mode 0600, non-blocking, close-on-exec),
-// replacing a stale socket file. Returns the fd.
-absl::StatusOr<int> ListenCtlSocket(const std::filesystem::path& path);
+// replacing a stale socket file.
+absl::StatusOr<UniqueFd> ListenCtlSocket(const std::filesystem::path& path);
 
 // One accepted client connection: collects the request line, then writes the reply without
 // blocking the daemon's loop.
@@ -118,12 +120,11 @@ class CtlConnection {
  public:
   static constexpr size_t kMaxRequestBytes = 4096;
 
-  explicit CtlConnection(int fd);
-  ~CtlConnection();
+  explicit CtlConnection(UniqueFd fd);
   CtlConnection(const CtlConnection&) = delete;
   CtlConnection& operator=(const CtlConnection&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   std::chrono::steady_clock::time_point accepted_at() const { return accepted_at_; }
 
   enum class ReadResult { kNeedMore, kLine, kClosed, kTooLong };
@@ -138,7 +139,7 @@ class CtlConnection {
   bool Flush();
 
  private:
-  int fd_;
+  UniqueFd fd_;
   std::chrono::steady_clock::time_point accepted_at_;
   std::string in_;
   std::string out_;

@@ -87,13 +87,13 @@ absl::Status NodeDaemon::Impl::TakeLock() {
   // A lock taken on a file that a stopping daemon has just unlinked protects nothing, so the
   // locked inode must still be the one at the path.
   for (int attempt = 0; attempt < 5; ++attempt) {
-    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return Errno("open", path);
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!fd) return Errno("open", path);
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       std::array<char, 32> buf{};
-      const ssize_t n = pread(fd, buf.data(), buf.size() - 1, 0);
-      close(fd);
+      const ssize_t n = pread(fd.get(), buf.data(), buf.size() - 1, 0);
+      fd.Reset();
       if (err != EWOULDBLOCK) return Errno("flock", path);
       std::string holder = n > 0 ? std::string(StripNewline(std::string_view(buf.data()))) : "";
       return absl::FailedPreconditionError(fmt::format(
@@ -103,16 +103,15 @@ absl::Status NodeDaemon::Impl::TakeLock() {
     }
     struct stat by_fd = {};
     struct stat by_path = {};
-    if (fstat(fd, &by_fd) == 0 && stat(path.c_str(), &by_path) == 0 &&
+    if (fstat(fd.get(), &by_fd) == 0 && stat(path.c_str(), &by_path) == 0 &&
         by_fd.st_ino == by_path.st_ino && by_fd.st_dev == by_path.st_dev) {
       const std::string pid = fmt::format("{}\n", getpid());
-      if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+      if (ftruncate(fd.get(), 0) != 0 || pwrite(fd.get(), pid.data(), pid.size(), 0) < 0) {
         log_->warn("cannot record the pid in {}: {}", path.string(), ErrnoText());
       }
-      lock_fd_ = fd;
+      lock_fd_ = std::move(fd);
       return absl::OkStatus();
     }
-    close(fd);
   }
   return absl::UnavailableError(
       fmt::format("{} keeps changing; is a daemon starting or stopping on {}?", path.string(),
@@ -158,10 +157,10 @@ absl::Status NodeDaemon::Impl::OpenEventFds() {
     return absl::InternalError(fmt::format("sigprocmask: {}", ErrnoText()));
   }
   mask_changed_ = true;
-  signal_fd_ = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-  timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (signal_fd_ < 0 || timer_fd_ < 0 || inotify_fd_ < 0) {
+  signal_fd_.Reset(signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC));
+  timer_fd_.Reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  inotify_fd_.Reset(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!signal_fd_ || !timer_fd_ || !inotify_fd_) {
     return absl::InternalError(fmt::format("signalfd/timerfd/inotify: {}", ErrnoText()));
   }
   return absl::OkStatus();
@@ -193,7 +192,7 @@ absl::Status NodeDaemon::Impl::Start() {
   devices_.assign(static_cast<size_t>(opts_.spec->devices), Device{});
   const Clock::time_point now = Clock::now();
   for (int d = 0; d < opts_.spec->devices; ++d) {
-    devices_[static_cast<size_t>(d)].ready_since = now;
+    devices_[static_cast<size_t>(d)].power.SetReady(true, now);
     WatchDevice(d);
     LogProbeReset(d);
   }
@@ -215,9 +214,9 @@ absl::Status NodeDaemon::Impl::Start() {
     next_power_ = now + milliseconds(60000 - EpochMs() % 60000 + 5);
   }
 
-  absl::StatusOr<int> listen_fd = ListenCtlSocket(sim::CtlSocketPath(paths_));
+  absl::StatusOr<UniqueFd> listen_fd = ListenCtlSocket(sim::CtlSocketPath(paths_));
   if (!listen_fd.ok()) return fail(listen_fd.status());
-  listen_fd_ = *listen_fd;
+  listen_fd_ = *std::move(listen_fd);
   if (absl::Status s = WriteFileAtomic(sim::SimReadyPath(paths_), "", 0644); !s.ok())
     return fail(s);
   log_->info(
@@ -237,12 +236,11 @@ absl::Status NodeDaemon::Impl::Shutdown() {
     if (!s.ok() && result.ok()) result = s;
   };
   std::error_code ec;
-  if (lock_fd_ >= 0) {  // without the lock, the files belong to someone else
+  if (lock_fd_) {  // without the lock, the files belong to someone else
     fs::remove(sim::SimReadyPath(paths_), ec);
     clients_.clear();
-    if (listen_fd_ >= 0) {
-      close(listen_fd_);
-      listen_fd_ = -1;
+    if (listen_fd_) {
+      listen_fd_.Reset();
       fs::remove(sim::CtlSocketPath(paths_), ec);
     }
     note(faults_.RemoveFile());
@@ -251,13 +249,10 @@ absl::Status NodeDaemon::Impl::Shutdown() {
     if (tree_) note(tree_->Destroy());
     tree_.reset();
   }
-  for (int* fd : {&signal_fd_, &timer_fd_, &inotify_fd_}) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
-  }
+  for (UniqueFd* fd : {&signal_fd_, &timer_fd_, &inotify_fd_}) fd->Reset();
   watches_.clear();
   device_wds_.clear();
-  if (lock_fd_ >= 0) {
+  if (lock_fd_) {
     fs::remove(sim::SimRunDir(paths_) / "daemon.lock", ec);
     // The simulator's own directories go whenever they are empty (a stale root's included);
     // rmdir leaves a live runtime's files alone.
@@ -269,8 +264,7 @@ absl::Status NodeDaemon::Impl::Shutdown() {
     rmdir(it->c_str());  // only if empty: the user's own files stay
   }
   created_dirs_.clear();
-  if (lock_fd_ >= 0) close(lock_fd_);
-  lock_fd_ = -1;
+  lock_fd_.Reset();  // last: the lock guards the removals above
   if (mask_changed_) sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
   mask_changed_ = false;
   return result;
@@ -285,10 +279,10 @@ absl::Status NodeDaemon::Impl::Run() {
   while (!stop_) {
     ArmTimer();
     fds.clear();
-    fds.push_back({signal_fd_, POLLIN, 0});
-    fds.push_back({timer_fd_, POLLIN, 0});
-    fds.push_back({inotify_fd_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({signal_fd_.get(), POLLIN, 0});
+    fds.push_back({timer_fd_.get(), POLLIN, 0});
+    fds.push_back({inotify_fd_.get(), POLLIN, 0});
+    fds.push_back({listen_fd_.get(), POLLIN, 0});
     for (const auto& c : clients_) {
       fds.push_back({c->fd(), static_cast<short>(c->replying() ? POLLOUT : POLLIN), 0});
     }
@@ -300,14 +294,14 @@ absl::Status NodeDaemon::Impl::Run() {
     }
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info{};
-      while (read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+      while (read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
         log_->info("signal {} received; stopping", info.ssi_signo);
         stop_ = true;
       }
     }
     if (fds[1].revents & POLLIN) {
       uint64_t expirations = 0;
-      if (read(timer_fd_, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN) {
+      if (read(timer_fd_.get(), &expirations, sizeof(expirations)) < 0 && errno != EAGAIN) {
         log_->warn("timerfd read: {}", ErrnoText());
       }
     }
@@ -336,7 +330,7 @@ void NodeDaemon::Impl::ArmTimer() {
   // An absolute deadline already passed fires at once; 0 would disarm the timer instead.
   spec.it_value.tv_sec = std::max<int64_t>(ns, 1) / 1000000000;
   spec.it_value.tv_nsec = std::max<int64_t>(ns, 1) % 1000000000;
-  if (timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr) != 0) {
+  if (timerfd_settime(timer_fd_.get(), TFD_TIMER_ABSTIME, &spec, nullptr) != 0) {
     log_->error("timerfd_settime: {}", ErrnoText());
   }
 }
@@ -374,8 +368,8 @@ void NodeDaemon::Impl::ProcessDue(Clock::time_point now) {
 
 void NodeDaemon::Impl::AcceptClients() {
   for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         log_->warn("accept on {}: {}", sim::CtlSocketPath(paths_).string(), ErrnoText());
       }
@@ -383,10 +377,9 @@ void NodeDaemon::Impl::AcceptClients() {
     }
     if (clients_.size() >= kMaxClients) {
       log_->warn("too many ctl clients; dropping a connection");
-      close(fd);
-      continue;
+      continue;  // fd closes here
     }
-    clients_.push_back(std::make_unique<CtlConnection>(fd));
+    clients_.push_back(std::make_unique<CtlConnection>(std::move(fd)));
   }
 }
 

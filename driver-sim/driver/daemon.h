@@ -1,9 +1,10 @@
 #pragma once
-// The simulated node daemon, `neuron-sim up`: the simulator's kernel driver (DESIGN decisions 2,
-// 5 and 6). It owns ROOT/sys and ROOT/dev through a SimTree, serves `neuron-sim ctl` on
-// ROOT/run/neuron/ctl.sock, records runtime-visible faults in ROOT/run/neuron/faults.json, runs
-// device resets (from ctl or from a write to a device's sysfs `reset` file), answers writes to
-// `info/notify_delay`, and rolls up `stats/power/utilization` once a minute.
+// The simulated node daemon, `neuron-sim up`: the simulator's kernel driver
+// (docs/architecture.md#daemon-is-the-driver, #readiness-and-lifecycle, #faults). It owns ROOT/sys
+// and ROOT/dev through a SimTree, serves `neuron-sim ctl` on ROOT/run/neuron/ctl.sock, records
+// runtime-visible faults in ROOT/run/neuron/faults.json, runs device resets (from ctl or from a
+// write to a device's sysfs `reset` file), answers writes to `info/notify_delay`, and rolls up
+// `stats/power/utilization` once a minute.
 //
 // Lifecycle: Start() takes ROOT/run/neuron/daemon.lock (flock, non-blocking; a live holder means
 // another daemon owns the root and Start fails), clears what a dead daemon left, builds the tree,
@@ -32,10 +33,12 @@ struct DaemonOptions {
   int lnc = 1;              // already resolved against the spec (ResolveLnc)
   std::string node_name;    // empty: "sim-<instance type>"
   std::string instance_id;  // empty: made up from the root
-  // How long a device reset takes (deviation D11: accelerated; the real duration is unverified).
+  // How long a device reset takes (D11, driver-sim/README.md#deviations: accelerated; the real
+  // duration is unverified).
   std::chrono::milliseconds reset_duration{300};
   // Power rollup period. 0 rolls up when the wall-clock minute changes, as the driver does; a
-  // shorter period accelerates rollups for tests (D11). Epoch stamps are wall-clock either way.
+  // shorter period accelerates rollups for tests (D11, driver-sim/README.md#deviations). Epoch
+  // stamps are wall-clock either way.
   std::chrono::milliseconds power_period{0};
 };
 

@@ -1,6 +1,7 @@
 #pragma once
-// Internal to the node daemon (daemon.cc: lifecycle and loop; daemon_commands.cc: ctl commands,
-// resets, sysfs writes, power, status). Not part of libneuron_sim's interface.
+// Internal to the node daemon (daemon.cc: lifecycle and loop; daemon_commands.cc: ctl commands
+// and status; daemon_driver.cc: the driver's own behaviour: device state, resets, sysfs writes,
+// power rollups). Not part of libneuron_sim's interface.
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -17,9 +18,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/base/unique_fd.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/daemon.h"
+#include "driver-sim/driver/device_power.h"
 #include "driver-sim/driver/driver_server.h"
 #include "driver-sim/driver/ds_mirror.h"
 #include "driver-sim/driver/faults.h"
@@ -34,13 +37,11 @@ using Clock = std::chrono::steady_clock;
 
 inline constexpr int kKernErr = 3;
 inline constexpr int kKernInfo = 6;
-// Request id of probe and sysfs resets, NEURON_RESET_REQUEST_ALL (DRIVER-INTERFACE §5).
+// Request id of probe and sysfs resets, NEURON_RESET_REQUEST_ALL
+// (docs/driver-interface.md#reset-and-state).
 inline constexpr uint32_t kResetRequestAll = 0xffffffffu;
-// The driver samples power every 50 ms and needs 60 samples in a minute for a VALID rollup
-// (DRIVER-INTERFACE §2.3); an accelerated period scales the sample interval with it.
-inline constexpr int kPowerSamplesPerMinute = 1200;
-inline constexpr int kPowerMinSamples = 60;
-// How often the datastores are mirrored into sysfs (DESIGN decision 2: at most every 100 ms).
+// How often the datastores are mirrored into sysfs (docs/architecture.md#daemon-is-the-driver: at
+// most every 100 ms).
 inline constexpr std::chrono::milliseconds kMirrorPeriod{80};
 
 std::shared_ptr<spdlog::logger> Logger();
@@ -66,8 +67,7 @@ class NodeDaemon::Impl final : private DriverHost {
     bool reset_pending = false;
     bool reset_fail = false;
     Clock::time_point reset_done_at;
-    std::optional<Clock::time_point> ready_since;  // power sampling runs only while READY
-    Clock::duration ready_in_window{};
+    PowerSampler power;  // samples only while READY
   };
 
   // Start steps (daemon.cc).
@@ -95,7 +95,7 @@ class NodeDaemon::Impl final : private DriverHost {
   std::string Status() const;
   std::string ProcessStatus() const;
 
-  // Driver behaviour (daemon_commands.cc).
+  // Driver behaviour (daemon_driver.cc).
   void StartReset(int d, bool fail);
   void CompleteReset(int d);
   void SetState(int d, DeviceState s);
@@ -126,10 +126,11 @@ class NodeDaemon::Impl final : private DriverHost {
   std::vector<std::unique_ptr<CtlConnection>> clients_;
   std::map<int, std::pair<int, bool>> watches_;   // inotify wd -> (device, is the info/ dir)
   std::map<int, std::array<int, 2>> device_wds_;  // device -> its two wds
-  std::string notify_delay_ = "-1";               // one global flag for all devices (§2.1)
+  // One global flag for all devices (docs/driver-interface.md#device-files)
+  std::string notify_delay_ = "-1";
 
   std::vector<std::filesystem::path> created_dirs_;
-  int lock_fd_ = -1, listen_fd_ = -1, signal_fd_ = -1, timer_fd_ = -1, inotify_fd_ = -1;
+  UniqueFd lock_fd_, listen_fd_, signal_fd_, timer_fd_, inotify_fd_;
   sigset_t old_mask_{};
   bool mask_changed_ = false;
   bool started_ = false;

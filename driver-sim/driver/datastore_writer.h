@@ -1,10 +1,10 @@
 #pragma once
-// The writer side of one per-process datastore (DRIVER-INTERFACE §4): the process's slot of the
-// driver's datastore memory, 262144 bytes in the layout of core/datastore_layout.h, claimed with
-// ACQUIRE_NEURON_DS (pid 0) on the process's device fd and mapped read-write, as the Neuron
-// runtime does. The runtime writes it live; the driver folds it into sysfs when the process
-// releases it (RELEASE_NEURON_DS, its last close, or its death). driver-sim/README.md documents
-// the object area and the histogram extension.
+// The writer side of one per-process datastore (docs/driver-interface.md#datastore): the process's
+// slot of the driver's datastore memory, 262144 bytes in the layout of
+// core/driver/datastore_layout.h, claimed with ACQUIRE_NEURON_DS (pid 0) on the process's device fd
+// and mapped read-write, as the Neuron runtime does. The runtime writes it live; the driver folds
+// it into sysfs when the process releases it (RELEASE_NEURON_DS, its last close, or its death).
+// driver-sim/README.md documents the object area and the histogram extension.
 //
 // Thread-safety: counter and histogram updates are relaxed atomic stores/adds on aligned u64
 // words (plain `mov`/`lock add` on x86), so several threads may update counters at once and a
@@ -52,7 +52,8 @@ struct NdsModel {
   std::array<std::array<Usage, kNdsMemSlots>, 2> memory{};  // [location][slot]
 };
 
-// METRICS.md §2.3's proposed latency buckets, in microseconds (+Inf is added).
+// The proposed latency buckets of docs/metrics.md#executions-errors-latency, in microseconds (+Inf
+// is added).
 inline constexpr std::array<uint64_t, 14> kDefaultLatencyBoundsMicros{
     500,    1000,   2500,   5000,    10000,   25000,   50000,
     100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
@@ -97,8 +98,9 @@ class DatastoreWriter {
   absl::Status RemoveModel(uint32_t model_id, uint32_t model_node_id);
   int ModelCount() const;
 
-  // D13 histogram: `finite_bounds` ascending, at most nds::kHistogramBuckets - 1 of them; +Inf
-  // is appended. Resets the counts. ObserveLatency is a no-op before InitHistogram.
+  // D13 histogram (driver-sim/README.md#deviations): `finite_bounds` ascending, at most
+  // nds::kHistogramBuckets - 1 of them; +Inf is appended. Resets the counts. ObserveLatency is a
+  // no-op before InitHistogram.
   absl::Status InitHistogram(std::span<const uint64_t> finite_bounds);
   void ObserveLatency(int core, uint64_t micros);
 
@@ -110,10 +112,10 @@ class DatastoreWriter {
   // the slot; the mapping goes. Idempotent; counter updates after it must not happen.
   void Release();
 
-  // Simulator extension D15: EFA traffic of this process per EFA index (core/datastore_layout.h).
-  // InitEfaTraffic writes the magic and the EFA count (at most nds::kMaxEfas); AddEfaTraffic
-  // adds to one field (nds::EfaTrafficField) and is a no-op before InitEfaTraffic or for an
-  // index outside the count.
+  // Simulator extension D15 (driver-sim/README.md#deviations): EFA traffic of this process per EFA
+  // index (core/driver/datastore_layout.h). InitEfaTraffic writes the magic and the EFA count (at
+  // most nds::kMaxEfas); AddEfaTraffic adds to one field (nds::EfaTrafficField) and is a no-op
+  // before InitEfaTraffic or for an index outside the count.
   absl::Status InitEfaTraffic(int efa_count);
   void AddEfaTraffic(int efa, int field, uint64_t delta);
   uint64_t EfaTraffic(int efa, int field) const;

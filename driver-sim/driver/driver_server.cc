@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/base/unique_fd.h"
 #include "driver-sim/driver/sim_driver_proto.h"
 
 namespace neuron::sim {
@@ -38,8 +39,8 @@ std::string ErrnoText() { return std::strerror(errno); }
 }  // namespace
 
 struct DriverServer::Device {
-  int memfd = -1;     // read-write: the runtime's
-  int memfd_ro = -1;  // a read-only reopen: monitors'
+  UniqueFd memfd;     // read-write: the runtime's
+  UniqueFd memfd_ro;  // a read-only reopen: monitors'
   uint8_t* base = nullptr;
   struct Slot {
     pid_t pid = 0;
@@ -51,7 +52,7 @@ struct DriverServer::Device {
 };
 
 struct DriverServer::Client {
-  int fd = -1;
+  UniqueFd fd;
   pid_t pid = 0;
   std::map<int, int> fds;               // device -> normal fds of this process
   std::map<int, int> opens;             // device -> normal opens alive (fds or mappings)
@@ -84,20 +85,19 @@ absl::StatusOr<std::unique_ptr<DriverServer>> DriverServer::Start(
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   unlink(path.c_str());
-  s->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (s->listen_fd_ < 0 ||
-      bind(s->listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      chmod(path.c_str(), 0666) != 0 || listen(s->listen_fd_, 128) != 0) {
+  s->listen_fd_.Reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  const int fd = s->listen_fd_.get();
+  if (fd < 0 || bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      chmod(path.c_str(), 0666) != 0 || listen(fd, 128) != 0) {
     return absl::InternalError(fmt::format("driver socket {}: {}", path, ErrnoText()));
   }
   return s;
 }
 
 DriverServer::~DriverServer() {
-  for (auto& c : clients_) close(c->fd);
   clients_.clear();
-  if (listen_fd_ >= 0) {
-    close(listen_fd_);
+  if (listen_fd_) {
+    listen_fd_.Reset();
     unlink((paths_.root() / NSIM_DRIVER_SOCKET).c_str());
   }
   for (int d = 0; d < static_cast<int>(devices_.size()); ++d) FreeMemory(d);
@@ -106,16 +106,17 @@ DriverServer::~DriverServer() {
 absl::Status DriverServer::MakeMemory(int device) {
   Device& dev = devices_[static_cast<size_t>(device)];
   const std::string name = fmt::format("neuron{}-datastore", device);
-  dev.memfd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (dev.memfd < 0 || ftruncate(dev.memfd, kSlots * kSlotSize) != 0 ||
-      fcntl(dev.memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  dev.memfd.Reset(memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  const int fd = dev.memfd.get();
+  if (fd < 0 || ftruncate(fd, kSlots * kSlotSize) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     return absl::InternalError(
         fmt::format("datastore memory of device {}: {}", device, ErrnoText()));
   }
   // A read-only reopen: a mapping of it can never be made writable (monitors' fds).
-  dev.memfd_ro = open(fmt::format("/proc/self/fd/{}", dev.memfd).c_str(), O_RDONLY | O_CLOEXEC);
-  void* base = mmap(nullptr, kSlots * kSlotSize, PROT_READ | PROT_WRITE, MAP_SHARED, dev.memfd, 0);
-  if (dev.memfd_ro < 0 || base == MAP_FAILED) {
+  dev.memfd_ro.Reset(open(fmt::format("/proc/self/fd/{}", fd).c_str(), O_RDONLY | O_CLOEXEC));
+  void* base = mmap(nullptr, kSlots * kSlotSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (!dev.memfd_ro || base == MAP_FAILED) {
     return absl::InternalError(
         fmt::format("datastore memory of device {}: {}", device, ErrnoText()));
   }
@@ -126,10 +127,8 @@ absl::Status DriverServer::MakeMemory(int device) {
 void DriverServer::FreeMemory(int device) {
   Device& dev = devices_[static_cast<size_t>(device)];
   if (dev.base != nullptr) munmap(dev.base, kSlots * kSlotSize);
-  for (int* fd : {&dev.memfd, &dev.memfd_ro}) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
-  }
+  dev.memfd.Reset();
+  dev.memfd_ro.Reset();
   dev.base = nullptr;
 }
 
@@ -137,10 +136,10 @@ void DriverServer::FreeMemory(int device) {
 // Connections
 
 void DriverServer::AppendPollFds(std::vector<pollfd>* fds) const {
-  fds->push_back({listen_fd_, POLLIN, 0});
+  fds->push_back({listen_fd_.get(), POLLIN, 0});
   for (const auto& c : clients_) {
     // A client waiting out a reset sends nothing more until it is answered.
-    fds->push_back({c->fd, static_cast<short>(c->waiting ? 0 : POLLIN), 0});
+    fds->push_back({c->fd.get(), static_cast<short>(c->waiting ? 0 : POLLIN), 0});
   }
 }
 
@@ -159,8 +158,8 @@ void DriverServer::Serve(std::span<const pollfd> fds) {
 
 void DriverServer::Accept() {
   for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         log_->warn("driver socket accept: {}", ErrnoText());
       }
@@ -169,12 +168,11 @@ void DriverServer::Accept() {
     ucred cred{};
     socklen_t len = sizeof(cred);
     if (clients_.size() >= kMaxClients ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-      close(fd);
-      continue;
+        getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      continue;  // fd closes here
     }
     auto c = std::make_unique<Client>();
-    c->fd = fd;
+    c->fd = std::move(fd);
     c->pid = cred.pid;
     clients_.push_back(std::move(c));
   }
@@ -183,7 +181,7 @@ void DriverServer::Accept() {
 bool DriverServer::Receive(Client& c) {
   for (;;) {
     nsim_request rq{};
-    const ssize_t n = recv(c.fd, &rq, sizeof(rq), MSG_DONTWAIT);
+    const ssize_t n = recv(c.fd.get(), &rq, sizeof(rq), MSG_DONTWAIT);
     if (n == 0) return false;
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     if (n < static_cast<ssize_t>(offsetof(nsim_request, data)) || rq.len > sizeof(rq.data) ||
@@ -202,6 +200,8 @@ bool DriverServer::Receive(Client& c) {
   }
 }
 
+// `send_fd` stays the device's (a plain int, borrowed): SCM_RIGHTS gives the process a duplicate
+// of it, so nothing is handed over here and nothing must be closed after the send.
 void DriverServer::Reply(Client& c, const nsim_reply& rp, int send_fd) {
   iovec iov{const_cast<nsim_reply*>(&rp), offsetof(nsim_reply, data) + rp.len};
   msghdr msg{};
@@ -218,8 +218,8 @@ void DriverServer::Reply(Client& c, const nsim_reply& rp, int send_fd) {
     std::memcpy(CMSG_DATA(h), &send_fd, sizeof(int));
   }
   // The process waits for this answer; a full socket buffer only delays it (replies are small).
-  while (sendmsg(c.fd, &msg, MSG_NOSIGNAL) < 0 && (errno == EINTR || errno == EAGAIN)) {
-    pollfd p{c.fd, POLLOUT, 0};
+  while (sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL) < 0 && (errno == EINTR || errno == EAGAIN)) {
+    pollfd p{c.fd.get(), POLLOUT, 0};
     poll(&p, 1, 100);
   }
 }
@@ -250,7 +250,7 @@ void DriverServer::Drop(Client& c) {
     const std::optional<int> slot = SlotOf(d, c.pid);
     if (slot && !devices_[static_cast<size_t>(d)].attached.contains(c.pid)) ReleaseSlot(d, *slot);
   }
-  close(c.fd);
+  // Erasing the client closes its connection.
   std::erase_if(clients_, [&c](const std::unique_ptr<Client>& p) { return p.get() == &c; });
 }
 
@@ -345,7 +345,8 @@ void DriverServer::ReleaseSlot(int device, int slot) {
   Device& dev = devices_[static_cast<size_t>(device)];
   auto& s = dev.slots[static_cast<size_t>(slot)];
   log_->info("runtime pid {} released its datastore on device {}", s.pid, device);
-  mirror_->Release(device, slot);  // folds into sysfs first (decision 2)
+  // Folds into sysfs first (docs/architecture.md#daemon-is-the-driver)
+  mirror_->Release(device, slot);
   if (dev.base != nullptr) std::memset(dev.base + slot * kSlotSize, 0, kSlotSize);
   s.pid = 0;
   s.cleared = ++clear_seq_;
@@ -524,7 +525,7 @@ int DriverServer::Printk(const nsim_request& rq) {
 
 int DriverServer::Memfd(int device, const nsim_request& rq, nsim_reply* rp, int* send_fd) {
   const Device& dev = devices_[static_cast<size_t>(device)];
-  *send_fd = rq.mode == NSIM_MODE_RDWR ? dev.memfd : dev.memfd_ro;
+  *send_fd = rq.mode == NSIM_MODE_RDWR ? dev.memfd.get() : dev.memfd_ro.get();
   if (*send_fd < 0) return ENODEV;
   const nsim_memfd_info info{BaseOffset(spec_), static_cast<uint32_t>(kSlotSize), kSlots};
   rp->len = sizeof(info);

@@ -7,7 +7,8 @@
 //
 // The node daemon's loop drives it (AppendPollFds / Serve) and tells it about device state
 // changes; it tells the DatastoreMirror when a slot is claimed and when it is released (the
-// mirror folds the counters into sysfs before the slot is zeroed, DESIGN decision 2).
+// mirror folds the counters into sysfs before the slot is zeroed,
+// docs/architecture.md#daemon-is-the-driver).
 //
 // Not thread-safe: the daemon's loop owns it.
 
@@ -26,8 +27,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/model/catalog.h"
+#include "core/base/unique_fd.h"
 #include "core/driver/sysfs_names.h"
+#include "core/model/catalog.h"
 #include "driver-sim/driver/ds_mirror.h"
 #include "driver-sim/driver/sim_tree.h"
 
@@ -91,7 +93,8 @@ class DriverServer {
   // False when the connection ended (the process is gone or exec'd).
   bool Receive(Client& c);
   void Drop(Client& c);
-  // Handles one request; false when it must wait (the device is in RESET).
+  // Handles one request; false when it must wait (the device is in RESET). `*send_fd` is a device
+  // memfd to pass with the reply: borrowed, the device keeps owning it (SCM_RIGHTS sends a copy).
   bool Handle(Client& c, const nsim_request& rq, nsim_reply* rp, int* send_fd);
   void Reply(Client& c, const nsim_reply& rp, int send_fd);
 
@@ -120,7 +123,7 @@ class DriverServer {
   DriverHost* host_;
   DatastoreMirror* mirror_;
   std::shared_ptr<spdlog::logger> log_;
-  int listen_fd_ = -1;
+  UniqueFd listen_fd_;
   std::vector<Device> devices_;
   std::vector<std::unique_ptr<Client>> clients_;
   uint64_t clear_seq_ = 0;

@@ -1,20 +1,21 @@
 #pragma once
-// The node daemon's view of the runtime processes' datastores (DESIGN decision 2: the daemon is
-// the driver). The simulated driver (driver/driver_server.h) owns the slots; it tells the mirror
-// when a process claims one (ACQUIRE_NEURON_DS with pid 0) and when the slot is released (the
-// process's last close, RELEASE_NEURON_DS, or its death). Every Poll() (the daemon calls it at
-// most 100 ms apart), for each claimed slot:
+// The node daemon's view of the runtime processes' datastores
+// (docs/architecture.md#daemon-is-the-driver: the daemon is the driver). The simulated driver
+// (driver/driver_server.h) owns the slots; it tells the mirror when a process claims one
+// (ACQUIRE_NEURON_DS with pid 0) and when the slot is released (the process's last close,
+// RELEASE_NEURON_DS, or its death). Every Poll() (the daemon calls it at most 100 ms apart), for
+// each claimed slot:
 //   - mirrors its live memory counters into sysfs, as the driver's allocator updates them on
 //     every allocation and free: per physical core device_mem/<category> and device_mem/ total,
 //     per device host_mem/<category>; an increase is one inc(delta), a decrease one dec(delta);
 //   - adds the growth of its EFA traffic extension (nds::kEfaTraffic*) to the EFA's
 //     ports/1/hw_counters;
 //   - measures the growth of TIME_IN_USE per device, for the power model.
-// Release() folds the slot into sysfs as the driver's release does (DRIVER-INTERFACE §3.2):
-// status counters, model_load_count, inference_count, flop_count and nc_time_in_use, each one
-// inc of that process's total, and frees its memory from sysfs, before the driver zeroes it.
-// driver-sim/README.md ("The daemon and the datastores") documents the mapping, the LNC rule and
-// the power model.
+// Release() folds the slot into sysfs as the driver's release does
+// (docs/driver-interface.md#live-vs-exit): status counters, model_load_count, inference_count,
+// flop_count and nc_time_in_use, each one inc of that process's total, and frees its memory from
+// sysfs, before the driver zeroes it. driver-sim/README.md#the-daemon-and-the-datastores
+// documents the mapping, the LNC rule and the power model.
 //
 // Files are written only when a value changed, through SimTree (whole files, renamed into
 // place). Devices that are unplugged are skipped; what a process would have written there is
@@ -32,8 +33,9 @@
 #include <string>
 #include <vector>
 
-#include "core/model/catalog.h"
 #include "core/driver/sysfs_names.h"
+#include "core/model/catalog.h"
+#include "driver-sim/driver/device_power.h"
 #include "driver-sim/driver/sim_tree.h"
 
 namespace spdlog {
@@ -64,14 +66,6 @@ struct DatastoreProcess {
 struct DatastoreMemory {
   uint64_t host_bytes = 0;
   uint64_t device_bytes = 0;
-};
-
-// Busy share of a device's cores over a power window (since the last TakePowerWindow), each in
-// [0, 1]: the time-weighted mean and the extremes of the per-poll shares.
-struct BusyWindow {
-  double mean = 0;
-  double min = 0;
-  double max = 0;
 };
 
 class DatastoreMirror {
@@ -134,7 +128,8 @@ class DatastoreMirror {
 };
 
 // Global logical cores whose lock file ROOT/run/neuron/cores/<core> is held, by holder PID, from
-// /proc/locks (the kernel's list of flock holders; DESIGN decision 3). Empty when unreadable.
+// /proc/locks (the kernel's list of flock holders; docs/architecture.md#core-reservation). Empty
+// when unreadable.
 std::map<pid_t, std::vector<int>> CoreLockHolders(const RootPaths& paths);
 
 }  // namespace neuron::sim

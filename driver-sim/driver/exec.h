@@ -2,7 +2,7 @@
 // Running a program under the simulated driver (`neuron-sim exec`): the interposer
 // (driver/preload.c) goes into LD_PRELOAD, after a sanitizer runtime and before other preloads
 // (umockdev's), and the program then opens ROOT/dev/neuronN as it would open a real
-// device node. driver-sim/README.md "The simulated driver" describes the contract.
+// device node. driver-sim/README.md#device-node describes the contract.
 
 #include <string>
 #include <string_view>

@@ -1,5 +1,5 @@
 #pragma once
-// Pending runtime-visible faults: ROOT/run/neuron/faults.json (DESIGN decision 6).
+// Pending runtime-visible faults: ROOT/run/neuron/faults.json (docs/architecture.md#faults).
 //
 // `neuron-sim ctl inject ...` and `ctl link-down` record here what the simulated runtime must do
 // to a process's next execution on the device (fail it with the mapped status, write the

@@ -2,7 +2,7 @@
 // ROOT/run/neuron/node.json: the simulated node's shape as the simulator's own parts (the daemon
 // restarting on a stale root, libnrt-sim's node model) read it: instance type and id, node name,
 // LNC and the device index to PCI address map. Simulator-private: the agent never reads it (it
-// reads DMI, `--lnc`, and DEVICE_BDF_EXT, as on a real node; DESIGN decision 16).
+// reads DMI, `--lnc`, and DEVICE_BDF_EXT, as on a real node; docs/architecture.md#device-abi).
 // driver-sim/README.md documents the format field by field.
 
 #include <string>

@@ -11,8 +11,8 @@
  * (an open while the device is in RESET) simply gets its reply later. Datastore memory is
  * handed over as a memfd (SCM_RIGHTS) on NSIM_OP_MEMFD, read-only for monitors' fds.
  *
- * Plain C, shared by the interposer and the daemon; driver-sim/README.md "The simulated
- * driver" documents it.
+ * Plain C, shared by the interposer and the daemon; driver-sim/README.md#device-node documents
+ * it.
  */
 #include <stdint.h>
 

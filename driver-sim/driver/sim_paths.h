@@ -1,7 +1,7 @@
 #pragma once
-// The simulator's own files under ROOT/run/neuron/ (driver-sim/README.md "Files under
-// ROOT/run/neuron/"). A real node has none of them, so they are named here, in driver-sim, and
-// not in core's RootPaths, which names only what the agent may read.
+// The simulator's own files under ROOT/run/neuron/
+// (driver-sim/README.md#files-under-root-run-neuron). A real node has none of them, so they are
+// named here, in driver-sim, and not in core's RootPaths, which names only what the agent may read.
 
 #include <filesystem>
 

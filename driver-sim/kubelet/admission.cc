@@ -1,4 +1,5 @@
-// Pod admission (KUBELET-API.md §2.5-§2.6) and the container-runtime role (DESIGN decisions 9, 18).
+// Pod admission (docs/kubelet-api.md#allocate, #get-preferred-allocation) and the container-runtime
+// role (docs/architecture.md#allocation, #device-numbering).
 //
 // DevicesToAllocate follows kubernetes/kubernetes pkg/kubelet/cm/devicemanager/manager.go
 // devicesToAllocate (read for this emulator; the kubelet's order of steps is kept):
@@ -52,20 +53,8 @@ absl::StatusOr<std::vector<std::string>> KubeletEmulator::Impl::DevicesToAllocat
     std::unique_lock<std::mutex>& lock, const std::string& resource, int required,
     const std::set<std::string>& reusable) {
   ExpireLocked();
-  auto it = resources.find(resource);
-  if (it == resources.end()) {
-    // Not a device-plugin resource: the kubelet's predicate admission sees capacity 0.
-    return absl::FailedPreconditionError(
-        fmt::format("Insufficient {}: no device plugin registered it (node capacity 0)", resource));
-  }
-  std::vector<std::string> healthy;
-  for (const auto& [id, dev] : it->second.devices) {
-    if (dev.healthy) healthy.push_back(id);
-  }
-  if (healthy.empty()) {
-    return absl::FailedPreconditionError(
-        fmt::format("no healthy devices present; cannot allocate unhealthy devices {}", resource));
-  }
+  absl::StatusOr<std::vector<std::string>> healthy = HealthyLocked(resource);
+  if (!healthy.ok()) return healthy.status();
 
   int needed = required;
   std::vector<std::string> allocated;
@@ -82,6 +71,45 @@ absl::StatusOr<std::vector<std::string>> KubeletEmulator::Impl::DevicesToAllocat
   };
   if (take_from({reusable.begin(), reusable.end()})) return allocated;
 
+  const std::vector<std::string> available = AvailableLocked(resource, *healthy);
+  if (static_cast<int>(available.size()) < needed) {
+    return absl::FailedPreconditionError(fmt::format(
+        "Insufficient {}: requested number of devices unavailable for {}. Requested: {}, "
+        "Available: {}",
+        resource, resource, needed, available.size()));
+  }
+  absl::StatusOr<std::vector<std::string>> preferred =
+      PreferredLocked(lock, resource, available, allocated, required);
+  if (!preferred.ok()) return preferred.status();
+  if (take_from(*std::move(preferred))) return allocated;
+  // Completion: `unaligned` is empty without a hint, then `noAffinity` (= available).
+  if (take_from(available)) return allocated;
+  return Unexpected(
+      fmt::format("unexpectedly allocated less resources than required. Requested: {}, Got: {}",
+                  required, required - needed));
+}
+
+absl::StatusOr<std::vector<std::string>> KubeletEmulator::Impl::HealthyLocked(
+    const std::string& resource) const {
+  auto it = resources.find(resource);
+  if (it == resources.end()) {
+    // Not a device-plugin resource: the kubelet's predicate admission sees capacity 0.
+    return absl::FailedPreconditionError(
+        fmt::format("Insufficient {}: no device plugin registered it (node capacity 0)", resource));
+  }
+  std::vector<std::string> healthy;
+  for (const auto& [id, dev] : it->second.devices) {
+    if (dev.healthy) healthy.push_back(id);
+  }
+  if (healthy.empty()) {
+    return absl::FailedPreconditionError(
+        fmt::format("no healthy devices present; cannot allocate unhealthy devices {}", resource));
+  }
+  return healthy;
+}
+
+std::vector<std::string> KubeletEmulator::Impl::AvailableLocked(
+    const std::string& resource, const std::vector<std::string>& healthy) const {
   std::set<std::string> in_use;
   for (const PodRecord& pod : pods) {
     for (const ContainerRecord& c : pod.containers) {
@@ -90,78 +118,63 @@ absl::StatusOr<std::vector<std::string>> KubeletEmulator::Impl::DevicesToAllocat
       }
     }
   }
-  in_use.insert(taken.begin(), taken.end());
+  if (auto taken = admitting.find(resource); taken != admitting.end()) {
+    in_use.insert(taken->second.begin(), taken->second.end());
+  }
   std::vector<std::string> available;
   for (const std::string& id : healthy) {
     if (!in_use.contains(id)) available.push_back(id);
   }
-  if (static_cast<int>(available.size()) < needed) {
-    return absl::FailedPreconditionError(fmt::format(
-        "Insufficient {}: requested number of devices unavailable for {}. Requested: {}, "
-        "Available: {}",
-        resource, resource, needed, available.size()));
-  }
+  return available;
+}
 
-  Endpoint& ep = it->second;
-  if (options.use_preferred_allocation && ep.options.get_preferred_allocation_available()) {
-    std::shared_ptr<PluginClient> client = ep.client;
-    if (!client) {
-      return Unexpected(
-          fmt::format("endpoint not found in cache for a registered resource: {}", resource));
-    }
-    v1beta1::PreferredAllocationRequest request;
-    v1beta1::ContainerPreferredAllocationRequest* r = request.add_container_requests();
-    std::vector<std::string> offer = available;
-    offer.insert(offer.end(), allocated.begin(), allocated.end());
-    std::shuffle(offer.begin(), offer.end(), rng);
-    std::vector<std::string> must = allocated;
-    std::shuffle(must.begin(), must.end(), rng);
-    for (const std::string& id : offer) r->add_available_deviceids(id);
-    for (const std::string& id : must) r->add_must_include_deviceids(id);
-    r->set_allocation_size(required);
-    v1beta1::PreferredAllocationResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context);
-    lock.unlock();
-    const grpc::Status s = client->stub().GetPreferredAllocation(&context, request, &response);
-    lock.lock();
-    if (!s.ok()) {
-      return Unexpected(
-          fmt::format("device plugin GetPreferredAllocation rpc failed with err: {}", RpcError(s)));
-    }
-    std::vector<std::string> preferred;
-    if (response.container_responses_size() > 0) {
-      for (const std::string& id : response.container_responses(0).deviceids()) {
-        if (std::find(available.begin(), available.end(), id) != available.end() &&
-            std::find(preferred.begin(), preferred.end(), id) == preferred.end()) {
-          preferred.push_back(id);
-        }
+absl::StatusOr<std::vector<std::string>> KubeletEmulator::Impl::PreferredLocked(
+    std::unique_lock<std::mutex>& lock, const std::string& resource,
+    const std::vector<std::string>& available, const std::vector<std::string>& allocated,
+    int required) {
+  const Endpoint& ep = resources.at(resource);
+  if (!options.use_preferred_allocation || !ep.options.get_preferred_allocation_available()) {
+    return std::vector<std::string>();
+  }
+  std::shared_ptr<PluginClient> client = ep.client;
+  if (!client) {
+    return Unexpected(
+        fmt::format("endpoint not found in cache for a registered resource: {}", resource));
+  }
+  v1beta1::PreferredAllocationRequest request;
+  v1beta1::ContainerPreferredAllocationRequest* r = request.add_container_requests();
+  std::vector<std::string> offer = available;
+  offer.insert(offer.end(), allocated.begin(), allocated.end());
+  std::shuffle(offer.begin(), offer.end(), rng);
+  std::vector<std::string> must = allocated;
+  std::shuffle(must.begin(), must.end(), rng);
+  for (const std::string& id : offer) r->add_available_deviceids(id);
+  for (const std::string& id : must) r->add_must_include_deviceids(id);
+  r->set_allocation_size(required);
+  v1beta1::PreferredAllocationResponse response;
+  grpc::ClientContext context;
+  SetDeadline(context);
+  lock.unlock();
+  const grpc::Status s = client->stub().GetPreferredAllocation(&context, request, &response);
+  lock.lock();
+  if (!s.ok()) {
+    return Unexpected(
+        fmt::format("device plugin GetPreferredAllocation rpc failed with err: {}", RpcError(s)));
+  }
+  std::vector<std::string> preferred;
+  if (response.container_responses_size() > 0) {
+    for (const std::string& id : response.container_responses(0).deviceids()) {
+      if (std::find(available.begin(), available.end(), id) != available.end() &&
+          std::find(preferred.begin(), preferred.end(), id) == preferred.end()) {
+        preferred.push_back(id);
       }
     }
-    if (take_from(preferred)) return allocated;
   }
-  // Completion: `unaligned` is empty without a hint, then `noAffinity` (= available).
-  if (take_from(available)) return allocated;
-  return Unexpected(
-      fmt::format("unexpectedly allocated less resources than required. Requested: {}, Got: {}",
-                  required, required - needed));
+  return preferred;
 }
 
 absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
-  if (spec.name.empty()) return absl::InvalidArgumentError("pod name is empty");
-  std::set<std::string> names;
-  for (const ContainerSpec& c : spec.containers) {
-    if (c.name.empty() || !names.insert(c.name).second) {
-      return absl::InvalidArgumentError(
-          fmt::format("pod {}: container names must be unique and non-empty", spec.name));
-    }
-    for (const auto& [resource, count] : c.requests) {
-      if (count < 0) {
-        return absl::InvalidArgumentError(
-            fmt::format("container {}: negative request for {}", c.name, resource));
-      }
-    }
-  }
+  if (absl::Status s = CheckPodSpec(spec); !s.ok()) return s;
   std::lock_guard admit(admit_mu);
   std::unique_lock lock(mu);
   for (const PodRecord& p : pods) {
@@ -193,66 +206,96 @@ absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
   }
   std::map<std::string, std::set<std::string>> reuse;  // devicesToReuse of this pod
   for (const ContainerSpec* c : order) {
-    ContainerRecord rec;
-    rec.name = c->name;
-    rec.init = c->init;
-    for (const auto& [resource, count] : c->requests) {
-      if (count == 0) continue;
-      absl::StatusOr<std::vector<std::string>> ids =
-          DevicesToAllocate(lock, resource, count, reuse[resource]);
-      if (!ids.ok()) return fail(ids.status());
-      auto ep = resources.find(resource);
-      std::shared_ptr<PluginClient> client = ep == resources.end() ? nullptr : ep->second.client;
-      if (!client) return fail(Unexpected(fmt::format("unknown Device Plugin {}", resource)));
-      v1beta1::AllocateRequest request;
-      v1beta1::ContainerAllocateRequest* r = request.add_container_requests();
-      for (const std::string& id : *ids) r->add_devices_ids(id);
-      v1beta1::AllocateResponse response;
-      grpc::ClientContext context;
-      SetDeadline(context);
-      lock.unlock();
-      const grpc::Status s = client->stub().Allocate(&context, request, &response);
-      lock.lock();
-      if (!s.ok()) return fail(Unexpected(RpcError(s)));
-      if (response.container_responses_size() == 0) {
-        return fail(Unexpected("no containers return in allocation response"));
-      }
-      rec.ids[resource] = *ids;
-      rec.responses[resource] = response.container_responses(0);
-    }
-    for (const auto& [resource, ids] : rec.ids) {
-      // addContainerAllocatedResources for init containers, remove... for app containers.
-      for (const std::string& id : ids) {
-        if (c->init) {
-          reuse[resource].insert(id);
-        } else {
-          reuse[resource].erase(id);
-        }
-      }
-    }
-    pod.containers.push_back(std::move(rec));
+    absl::StatusOr<ContainerRecord> rec = AllocateContainerLocked(lock, *c, reuse);
+    if (!rec.ok()) return fail(rec.status());
+    pod.containers.push_back(*std::move(rec));
   }
-
-  // The container runtime: every device node must exist under ROOT, as runc would require.
   const AdmittedPod admitted = ToAdmitted(pod);
+  if (absl::Status s = CheckDeviceNodes(admitted); !s.ok()) return fail(s);
+  pods.push_back(std::move(pod));
+  admitting.clear();
+  if (absl::Status s = WriteCheckpointLocked(); !s.ok()) log->error("{}", std::string(s.message()));
+  log->info("pod {}/{} admitted", spec.namespace_name, spec.name);
+  return admitted;
+}
+
+absl::Status KubeletEmulator::Impl::CheckPodSpec(const PodSpec& spec) {
+  if (spec.name.empty()) return absl::InvalidArgumentError("pod name is empty");
+  std::set<std::string> names;
+  for (const ContainerSpec& c : spec.containers) {
+    if (c.name.empty() || !names.insert(c.name).second) {
+      return absl::InvalidArgumentError(
+          fmt::format("pod {}: container names must be unique and non-empty", spec.name));
+    }
+    for (const auto& [resource, count] : c.requests) {
+      if (count < 0) {
+        return absl::InvalidArgumentError(
+            fmt::format("container {}: negative request for {}", c.name, resource));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ContainerRecord> KubeletEmulator::Impl::AllocateContainerLocked(
+    std::unique_lock<std::mutex>& lock, const ContainerSpec& c,
+    std::map<std::string, std::set<std::string>>& reuse) {
+  ContainerRecord rec;
+  rec.name = c.name;
+  rec.init = c.init;
+  for (const auto& [resource, count] : c.requests) {
+    if (count == 0) continue;
+    absl::StatusOr<std::vector<std::string>> ids =
+        DevicesToAllocate(lock, resource, count, reuse[resource]);
+    if (!ids.ok()) return ids.status();
+    auto ep = resources.find(resource);
+    std::shared_ptr<PluginClient> client = ep == resources.end() ? nullptr : ep->second.client;
+    if (!client) return Unexpected(fmt::format("unknown Device Plugin {}", resource));
+    v1beta1::AllocateRequest request;
+    v1beta1::ContainerAllocateRequest* r = request.add_container_requests();
+    for (const std::string& id : *ids) r->add_devices_ids(id);
+    v1beta1::AllocateResponse response;
+    grpc::ClientContext context;
+    SetDeadline(context);
+    lock.unlock();
+    const grpc::Status s = client->stub().Allocate(&context, request, &response);
+    lock.lock();
+    if (!s.ok()) return Unexpected(RpcError(s));
+    if (response.container_responses_size() == 0) {
+      return Unexpected("no containers return in allocation response");
+    }
+    rec.ids[resource] = *ids;
+    rec.responses[resource] = response.container_responses(0);
+  }
+  for (const auto& [resource, ids] : rec.ids) {
+    // addContainerAllocatedResources for init containers, remove... for app containers.
+    for (const std::string& id : ids) {
+      if (c.init) {
+        reuse[resource].insert(id);
+      } else {
+        reuse[resource].erase(id);
+      }
+    }
+  }
+  return rec;
+}
+
+// The container runtime: every device node must exist under ROOT, as runc would require.
+absl::Status KubeletEmulator::Impl::CheckDeviceNodes(const AdmittedPod& admitted) const {
   for (const ContainerAllocation& c : admitted.containers) {
     for (const DeviceSpecOut& d : c.devices) {
       const std::filesystem::path host =
           std::filesystem::path(options.root) / std::filesystem::path(d.host_path).relative_path();
       struct stat st;
       if (stat(host.c_str(), &st) != 0) {
-        return fail(absl::FailedPreconditionError(fmt::format(
+        return absl::FailedPreconditionError(fmt::format(
             "CreateContainerError: container {}: error gathering device information while adding "
             "custom device \"{}\": no such file or directory ({} does not exist)",
-            c.container, d.host_path, host.string())));
+            c.container, d.host_path, host.string()));
       }
     }
   }
-  pods.push_back(std::move(pod));
-  admitting.clear();
-  if (absl::Status s = WriteCheckpointLocked(); !s.ok()) log->error("{}", std::string(s.message()));
-  log->info("pod {}/{} admitted", spec.namespace_name, spec.name);
-  return admitted;
+  return absl::OkStatus();
 }
 
 absl::Status KubeletEmulator::Impl::Delete(std::string_view namespace_name, std::string_view name) {
@@ -277,8 +320,8 @@ bool NaturalLess(const std::string& a, const std::string& b) {
   return a < b;
 }
 
-// N of a Neuron device node "/dev/neuronN" (as core/sysfs_names.h RootPaths::DevNeuron names it
-// below "/"); nullopt for any other device, such as EFA's /dev/infiniband/uverbsN.
+// N of a Neuron device node "/dev/neuronN" (as core/driver/sysfs_names.h RootPaths::DevNeuron names
+// it below "/"); nullopt for any other device, such as EFA's /dev/infiniband/uverbsN.
 std::optional<int> NeuronNodeIndex(std::string_view path) {
   constexpr std::string_view kPrefix = "/dev/neuron";
   if (!path.starts_with(kPrefix)) return std::nullopt;
@@ -287,8 +330,9 @@ std::optional<int> NeuronNodeIndex(std::string_view path) {
 }
 
 // "C=H,..." (ascending C) for the container's Neuron device specs: the plugin may renumber the
-// container's devices (decision 18) and the simulated driver, which keys everything by host
-// device, needs to know which host device the container's /dev/neuronC is. "" without any.
+// container's devices (docs/architecture.md#device-numbering) and the simulated driver, which keys
+// everything by host device, needs to know which host device the container's /dev/neuronC is. ""
+// without any.
 std::string DeviceMap(const std::vector<DeviceSpecOut>& devices) {
   std::map<int, int> host_of;
   for (const DeviceSpecOut& d : devices) {
@@ -342,7 +386,8 @@ AdmittedPod KubeletEmulator::Impl::ToAdmitted(const PodRecord& pod) const {
         }
       }
     }
-    c.envs["NEURON_ROOT"] = options.root;  // decision 9: the runtime points the pod at ROOT
+    // docs/architecture.md#allocation: the runtime points the pod at ROOT
+    c.envs["NEURON_ROOT"] = options.root;
     if (std::string map = DeviceMap(c.devices); !map.empty()) {
       c.envs[std::string(kDeviceMapEnv)] = std::move(map);
     }

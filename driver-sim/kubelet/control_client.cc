@@ -96,9 +96,9 @@ int RunChild(const std::vector<std::string>& command,
   return kExitFailure;
 }
 
-// The command line that runs CMD under the simulated driver (DESIGN decision 16): this very
-// binary's `neuron-sim exec --root ROOT -- CMD...`, ROOT being the pod's NEURON_ROOT, so that the
-// driver interposer serves ROOT/dev/neuronN to CMD as the real driver serves /dev/neuronN in a
+// The command line that runs CMD under the simulated driver (docs/architecture.md#device-abi): this
+// very binary's `neuron-sim exec --root ROOT -- CMD...`, ROOT being the pod's NEURON_ROOT, so that
+// the driver interposer serves ROOT/dev/neuronN to CMD as the real driver serves /dev/neuronN in a
 // container. `exec` replaces itself with CMD, so CMD's exit code and signals pass through.
 absl::StatusOr<std::vector<std::string>> UnderSimulatedDriver(
     const std::vector<std::string>& command, const std::map<std::string, std::string>& envs) {

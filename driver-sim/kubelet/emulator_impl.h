@@ -127,6 +127,24 @@ class KubeletEmulator::Impl {
                                                              const std::string& resource,
                                                              int required,
                                                              const std::set<std::string>& reusable);
+  // Steps of DevicesToAllocate (mu held): the resource's healthy IDs (errors for an unknown
+  // resource or none healthy); those of them no pod or the admission in progress holds; the
+  // plugin's preference among them (empty when it offers none), released around the RPC.
+  absl::StatusOr<std::vector<std::string>> HealthyLocked(const std::string& resource) const;
+  std::vector<std::string> AvailableLocked(const std::string& resource,
+                                           const std::vector<std::string>& healthy) const;
+  absl::StatusOr<std::vector<std::string>> PreferredLocked(
+      std::unique_lock<std::mutex>& lock, const std::string& resource,
+      const std::vector<std::string>& available, const std::vector<std::string>& allocated,
+      int required);
+  // Steps of Admit: the spec's own checks; one container's devices and Allocate call per resource
+  // (mu held, released around the RPC), updating the pod's reusable devices; the container
+  // runtime's check that every device node exists under ROOT.
+  static absl::Status CheckPodSpec(const PodSpec& spec);
+  absl::StatusOr<ContainerRecord> AllocateContainerLocked(
+      std::unique_lock<std::mutex>& lock, const ContainerSpec& c,
+      std::map<std::string, std::set<std::string>>& reuse);
+  absl::Status CheckDeviceNodes(const AdmittedPod& admitted) const;
 
   // checkpoint.cc
   absl::Status WriteCheckpointLocked();

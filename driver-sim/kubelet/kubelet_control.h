@@ -1,10 +1,11 @@
 #pragma once
-// The command lines over the kubelet emulator (DESIGN "Command-line contracts"):
+// The command lines over the kubelet emulator (docs/architecture.md#command-line-contracts):
 //   neuron-sim kubelet --root DIR --kubelet-dir DIR      RunKubelet
 //   neuron-sim kubelet restart|status --kubelet-dir DIR  Kubelet{Restart,Status}Command
 //   neuron-sim pod run|delete|list ...                   Pod{Run,Delete,List}Command
 // The commands talk to a running emulator over KUBELET_DIR/neuron-sim-kubelet.sock (control.proto).
-// Each returns the process exit code: 0 success, 1 failure (DESIGN decision 5).
+// Each returns the process exit code: 0 success, 1 failure
+// (docs/architecture.md#readiness-and-lifecycle).
 
 #include <map>
 #include <ostream>
@@ -36,9 +37,9 @@ struct PodRunArgs {
 // Admits the pod and prints its allocation (`RES id...` lines, then `KEY=VALUE` env lines;
 // on stdout without a command, on stderr with one so that the command's stdout stays its own).
 // With a command: runs it under the simulated driver (`neuron-sim exec --root NEURON_ROOT --
-// CMD...`, this binary, DESIGN decision 16) with the pod's envs added to ours, forwards
-// SIGTERM/SIGINT to it, deletes the pod when it ends and returns its exit code (128 + signal if
-// killed).
+// CMD...`, this binary, docs/architecture.md#device-abi) with the pod's envs added to ours,
+// forwards SIGTERM/SIGINT to it, deletes the pod when it ends and returns its exit code (128 +
+// signal if killed).
 int PodRunCommand(const PodRunArgs& args, std::ostream& out, std::ostream& err);
 int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespace_name,
                      const std::string& name, std::ostream& out, std::ostream& err);

@@ -1,9 +1,10 @@
 #pragma once
 // The kubelet emulator: the kubelet's side of the device-plugin and PodResources APIs, behaving
-// as KUBELET-API.md §2-§3 says the real kubelet does, failure modes included, so the device
-// plugin is tested against what a kubelet really does. It also plays the container runtime of
-// DESIGN decisions 9 and 18: device host paths are resolved under the simulated ROOT, and each
-// container gets NEURON_ROOT and its device map (kDeviceMapEnv).
+// as docs/kubelet-api.md#kubelet-behaviour to #pod-resources says the real kubelet does, failure
+// modes included, so the device plugin is tested against what a kubelet really does. It also plays
+// the container runtime of docs/architecture.md#allocation, #device-numbering: device host paths
+// are resolved under the simulated ROOT, and each container gets NEURON_ROOT and its device map
+// (kDeviceMapEnv).
 //
 // Files under KUBELET_DIR, as on a node:
 //   device-plugins/kubelet.sock               Registration service
@@ -42,8 +43,9 @@ struct PodSpec {
 
 // Set by the container runtime in every container with a Neuron device spec: "C=H,..." pairs,
 // ascending C, mapping the container's /dev/neuronC to host device H ("0=5,1=6" when the plugin
-// renumbers for the container, "5=5,6=6" when it does not; DESIGN decision 18). The simulated
-// driver keys everything by host device, so it reads this to serve the container's view.
+// renumbers for the container, "5=5,6=6" when it does not; docs/architecture.md#device-numbering).
+// The simulated driver keys everything by host device, so it reads this to serve the container's
+// view.
 inline constexpr std::string_view kDeviceMapEnv = "NEURON_SIM_DEVICE_MAP";
 
 struct DeviceSpecOut {
@@ -57,7 +59,8 @@ struct DeviceSpecOut {
 struct ContainerAllocation {
   std::string container;
   std::map<std::string, std::vector<std::string>> ids;  // resource -> device IDs
-  // The plugins' envs, plus NEURON_ROOT (decision 9) and NEURON_SIM_DEVICE_MAP (kDeviceMapEnv).
+  // The plugins' envs, plus NEURON_ROOT (docs/architecture.md#allocation) and NEURON_SIM_DEVICE_MAP
+  // (kDeviceMapEnv).
   std::map<std::string, std::string> envs;
   std::vector<DeviceSpecOut> devices;  // host paths as the plugin gave them
   std::vector<std::string> cdi_devices;
@@ -71,7 +74,8 @@ struct AdmittedPod {
   std::vector<ContainerAllocation> containers;
 };
 
-// One extended resource as the kubelet accounts it (§2.2-§2.4).
+// One extended resource as the kubelet accounts it (docs/kubelet-api.md#list-and-watch to
+// #kubelet-restart).
 struct ResourceState {
   std::string name;
   std::string endpoint;    // socket file name, "" when never registered
@@ -96,8 +100,9 @@ class KubeletEmulator {
     // own choice is taken.
     bool use_preferred_allocation = true;
     // Deadline of GetDevicePluginOptions, GetPreferredAllocation and Allocate. The kubelet sets
-    // none (a hung plugin stalls admission, KUBELET-API.md §2.5-§2.6), so neither do we by
-    // default; tests set one so that they cannot hang.
+    // none (a hung plugin stalls admission, docs/kubelet-api.md#allocate,
+    // #get-preferred-allocation), so neither do we by default; tests set one so that they cannot
+    // hang.
     std::optional<std::chrono::milliseconds> rpc_deadline{};
     // Seeds the order in which the kubelet's own choice takes devices. The kubelet iterates Go
     // sets, whose order is random; 0 seeds from std::random_device.
@@ -109,18 +114,18 @@ class KubeletEmulator {
   static absl::StatusOr<std::unique_ptr<KubeletEmulator>> Start(Options options);
   ~KubeletEmulator();  // stops serving and removes the sockets it created
 
-  // A kubelet restart (§2.4): servers stop, every socket in device-plugins/ is deleted, the
-  // checkpoint is read back (resources at capacity 0 until their plugin re-registers), admitted
-  // pods keep their devices, and kubelet.sock is created again.
+  // A kubelet restart (docs/kubelet-api.md#kubelet-restart): servers stop, every socket in
+  // device-plugins/ is deleted, the checkpoint is read back (resources at capacity 0 until their
+  // plugin re-registers), admitted pods keep their devices, and kubelet.sock is created again.
   absl::Status Restart();
 
-  // Admission (§2.5-§2.6): per container (init containers first), per resource: available =
-  // healthy and not in use; GetPreferredAllocation when the plugin offers it; the answer is
-  // completed or corrected as the kubelet does; then Allocate. Errors are the kubelet's:
-  // FailedPrecondition "Insufficient <resource>" / "no healthy devices present..." and
-  // Unknown "UnexpectedAdmissionError: ..." carrying the plugin's message; the container runtime's
-  // FailedPrecondition "CreateContainerError: ..." when a device node is missing under ROOT. A
-  // failed admission holds nothing.
+  // Admission (docs/kubelet-api.md#allocate, #get-preferred-allocation): per container (init
+  // containers first), per resource: available = healthy and not in use; GetPreferredAllocation
+  // when the plugin offers it; the answer is completed or corrected as the kubelet does; then
+  // Allocate. Errors are the kubelet's: FailedPrecondition "Insufficient <resource>" / "no healthy
+  // devices present..." and Unknown "UnexpectedAdmissionError: ..." carrying the plugin's message;
+  // the container runtime's FailedPrecondition "CreateContainerError: ..." when a device node is
+  // missing under ROOT. A failed admission holds nothing.
   absl::StatusOr<AdmittedPod> AdmitPod(const PodSpec& pod);
   // Frees the pod's devices (the plugin is not told; it learns through PodResources).
   absl::Status DeletePod(std::string_view namespace_name, std::string_view name);

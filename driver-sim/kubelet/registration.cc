@@ -1,6 +1,6 @@
-// The Registration service and the kubelet's plugin clients (KUBELET-API.md §2.1-§2.3; DM
-// plugin/v1beta1/server.go Register, client.go Connect/Run, manager.go PluginConnected,
-// genericDeviceUpdateCallback, PluginDisconnected).
+// The Registration service and the kubelet's plugin clients (docs/kubelet-api.md#registration to
+// #plugin-disconnect; DM plugin/v1beta1/server.go Register, client.go Connect/Run, manager.go
+// PluginConnected, genericDeviceUpdateCallback, PluginDisconnected).
 #include <fmt/format.h>
 
 #include <cctype>

@@ -1,5 +1,5 @@
-// The PodResources v1 service (KUBELET-API.md §3) and the emulator's control service
-// (control.proto) for `neuron-sim pod` and `neuron-sim kubelet restart|status`.
+// The PodResources v1 service (docs/kubelet-api.md#pod-resources) and the emulator's control
+// service (control.proto) for `neuron-sim pod` and `neuron-sim kubelet restart|status`.
 #include <fmt/format.h>
 
 #include "driver-sim/kubelet/control.grpc.pb.h"

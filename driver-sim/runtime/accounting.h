@@ -1,7 +1,8 @@
 #pragma once
-// Datastore accounting (RUNTIME.md §7.8, DRIVER-INTERFACE.md §4): one DatastoreWriter per device
-// the process holds cores on, per-core counters at each execution's completion, live memory
-// counters, EFA traffic (D15), the latency histogram (D13), and the released flag at nrt_close.
+// Datastore accounting (docs/runtime.md#accounting, docs/driver-interface.md#datastore): one
+// DatastoreWriter per device the process holds cores on, per-core counters at each execution's
+// completion, live memory counters, EFA traffic (D15), the latency histogram (D13; both in
+// driver-sim/README.md#deviations), and the released flag at nrt_close.
 //
 // Thread-safety: counter updates are relaxed atomic adds on the mapped words, safe from any
 // thread; model records and Release are serialised by an internal mutex.

@@ -1,5 +1,5 @@
 // C API glue: executions, async mode, host-driven collectives, memory stats, profiling and the
-// plumbing the simulator does not model (RUNTIME.md §1).
+// plumbing the simulator does not model (docs/runtime.md#public-functions).
 #include <fmt/format.h>
 
 #include <cstring>

@@ -1,4 +1,5 @@
-// C API glue: life cycle, versions, instance and core counts, models (RUNTIME.md §1-§2).
+// C API glue: life cycle, versions, instance and core counts, models
+// (docs/runtime.md#public-functions, #status-codes).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// C API glue: tensors and tensor sets (RUNTIME.md §1). Tensor bytes live in host memory mapped
-// on demand (MAP_NORESERVE), so a large device tensor costs nothing until it is written; device
-// tensors are charged to their core's HBM, HOST tensors to the host counters.
+// C API glue: tensors and tensor sets (docs/runtime.md#public-functions). Tensor bytes live in host
+// memory mapped on demand (MAP_NORESERVE), so a large device tensor costs nothing until it is
+// written; device tensors are charged to their core's HBM, HOST tensors to the host counters.
 #include <fmt/format.h>
 #include <sys/mman.h>
 
@@ -268,7 +268,8 @@ NRT_STATUS nrt_tensor_get_device_allocation_info(const nrt_tensor_t* tensor,
     return NRT_INVALID;
   }
   // The simulator has no device address space: the host address stands in for it. HBM stack:
-  // NC-v2 core i uses stack i; an NC-v3 stack is shared by 2 physical cores (HARDWARE.md §3).
+  // NC-v2 core i uses stack i; an NC-v3 stack is shared by 2 physical cores
+  // (docs/hardware.md#core-parameters).
   const int physical = rt->Loc(tensor->vnc).device_core * rt->node().lnc();
   info->physical_address = reinterpret_cast<uint64_t>(Bytes(tensor));
   info->size = tensor->size;

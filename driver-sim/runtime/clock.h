@@ -1,6 +1,6 @@
 #pragma once
-// Time for libnrt-sim: an injectable clock (RUNTIME.md §7: wall-clock in demos, manual in
-// tests) and an Interrupt that wakes a sleeping execution (device reset, nrt_close).
+// Time for libnrt-sim: an injectable clock (docs/runtime.md#scheduling-model: wall-clock in demos,
+// manual in tests) and an Interrupt that wakes a sleeping execution (device reset, nrt_close).
 //
 // Times are int64 nanoseconds. SteadyClock reads CLOCK_MONOTONIC (std::chrono::steady_clock on
 // Linux), which is the same in every process of the machine, so ranks in different processes

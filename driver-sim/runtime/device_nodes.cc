@@ -39,8 +39,8 @@ absl::StatusOr<std::unique_ptr<DeviceNodes>> DeviceNodes::Open(int first, int la
   std::unique_ptr<DeviceNodes> nodes(new DeviceNodes());
   for (int v = first; v <= last; ++v) {
     const std::string name = fmt::format("/dev/neuron{}", v);
-    const int fd = ::open(name.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(::open(name.c_str(), O_RDWR | O_CLOEXEC));
+    if (!fd) {
       const int err = errno;
       if (err == EBUSY) {
         return absl::ResourceExhaustedError(fmt::format(
@@ -50,19 +50,16 @@ absl::StatusOr<std::unique_ptr<DeviceNodes>> DeviceNodes::Open(int first, int la
           "open {}: {}{}", name, std::strerror(err),
           err == ENOENT ? " (no Neuron driver here; simulated nodes need neuron-sim exec)" : ""));
     }
-    absl::StatusOr<int> host = HostIndexOf(fd, name);
-    if (!host.ok()) {
-      ::close(fd);
-      return host.status();
-    }
+    absl::StatusOr<int> host = HostIndexOf(fd.get(), name);
+    if (!host.ok()) return host.status();
     nodes->host_of_view_[v] = *host;
-    nodes->fd_of_host_[*host] = fd;
+    nodes->fd_of_host_[*host] = std::move(fd);
   }
   return nodes;
 }
 
 DeviceNodes::~DeviceNodes() {
-  for (const auto& [host, fd] : fd_of_host_) ::close(fd);
+  for (auto& [host, fd] : fd_of_host_) fd.Reset();  // in host order
 }
 
 absl::StatusOr<CoreRange> DeviceNodes::ToHost(CoreRange view, int cores_per_device) const {
@@ -89,14 +86,13 @@ void DeviceNodes::KeepOnly(int first_host, int last_host) {
       ++it;
       continue;
     }
-    ::close(it->second);
-    it = fd_of_host_.erase(it);
+    it = fd_of_host_.erase(it);  // closes the fd
   }
 }
 
 int DeviceNodes::FdOfHost(int host_device) const {
   const auto it = fd_of_host_.find(host_device);
-  return it == fd_of_host_.end() ? -1 : it->second;
+  return it == fd_of_host_.end() ? -1 : it->second.get();
 }
 
 }  // namespace neuron::nrt

@@ -3,8 +3,8 @@
 // process's own numbering (a pod under container numbering sees /dev/neuron0 for host device
 // 5). The simulated driver resolves that name (driver/preload.c); the runtime learns the host
 // device each fd landed on from the fd itself (/proc/self/fd), and keys everything it shares
-// with other processes (core reservations, datastores, faults) by host identity (DESIGN
-// decision 18).
+// with other processes (core reservations, datastores, faults) by host identity
+// (docs/architecture.md#device-numbering).
 //
 // Thread-safety: immutable after Open except KeepOnly; both happen during nrt_init.
 
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/base/unique_fd.h"
 #include "core/model/visible_cores.h"
 
 namespace neuron::nrt {
@@ -32,13 +33,13 @@ class DeviceNodes {
   absl::StatusOr<CoreRange> ToHost(CoreRange view, int cores_per_device) const;
   // Closes the fds of host devices outside [first_host, last_host].
   void KeepOnly(int first_host, int last_host);
-  // The fd open on a host device; -1 when none is.
+  // The fd open on a host device, still owned here; -1 when none is.
   int FdOfHost(int host_device) const;
 
  private:
   DeviceNodes() = default;
-  std::map<int, int> host_of_view_;  // view index -> host index
-  std::map<int, int> fd_of_host_;    // host index -> fd
+  std::map<int, int> host_of_view_;     // view index -> host index
+  std::map<int, UniqueFd> fd_of_host_;  // host index -> fd
 };
 
 }  // namespace neuron::nrt

@@ -1,6 +1,6 @@
-// Executions on a core (RUNTIME.md §7.3-§7.8): the timing model, collectives, faults, and the
-// accounting at completion. The path of an execution without collectives, faults or profiling
-// makes no system call besides the clock's sleep, and none at all on a ManualClock.
+// Executions on a core (docs/runtime.md#queues to #accounting): the timing model, collectives,
+// faults, and the accounting at completion. The path of an execution without collectives, faults or
+// profiling makes no system call besides the clock's sleep, and none at all on a ManualClock.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -30,7 +30,27 @@ const char* FaultToken(sim::FaultKind k) {
   }
 }
 
-// What the runtime log says for each failure (RUNTIME.md §6, "Runtime log says").
+// What an injected fault makes of an execution that otherwise succeeded: kHang times out (the
+// caller moves its end to the deadline); kLinkDown leaves it alone, it fails collectives only.
+NRT_STATUS FaultStatus(sim::FaultKind k) {
+  switch (k) {
+    case sim::FaultKind::kHang:
+      return NRT_TIMEOUT;
+    case sim::FaultKind::kHbmUe:
+      return NRT_EXEC_HW_ERR_HBM_UE;
+    case sim::FaultKind::kSramUe:
+      return NRT_EXEC_HW_ERR_NC_UE;
+    case sim::FaultKind::kDmaAbort:
+      return NRT_EXEC_HW_ERR_DMA_ABORT;
+    case sim::FaultKind::kNan:
+      return NRT_EXEC_COMPLETED_WITH_NUM_ERR;
+    case sim::FaultKind::kLinkDown:
+      break;
+  }
+  return NRT_SUCCESS;
+}
+
+// What the runtime log says for each failure (docs/runtime.md#hardware-errors, "Runtime log says").
 std::string Describe(NRT_STATUS s) {
   switch (s) {
     case NRT_EXEC_HW_ERR_HBM_UE:
@@ -85,6 +105,15 @@ NRT_STATUS Runtime::Execute(nrt_model_t* model, const TensorSet* in, TensorSet* 
   return s;
 }
 
+// An execution's simulated course: its status so far, the simulated time it has reached, the
+// time it spent in collectives and, when profiled, its spans.
+struct JobTimeline {
+  NRT_STATUS status = NRT_SUCCESS;
+  int64_t t = 0;
+  int64_t cc_ns = 0;
+  std::vector<Span> spans;
+};
+
 NRT_STATUS Runtime::RunJob(Job& job) {
   nrt_model_t& m = *job.model;
   CoreScheduler& c = core(m.vnc);
@@ -92,104 +121,107 @@ NRT_STATUS Runtime::RunJob(Job& job) {
   if (c.closing()) return NRT_CLOSED;
   const CoreLocation loc = Loc(m.vnc);
   const int64_t start = std::max(clock_->NowNs(), c.free_at_ns);
-  ExecOutcome o;
-  o.executions = static_cast<uint32_t>(job.repeat);
-  NRT_STATUS status = NRT_SUCCESS;
-  if (!faults_->DeviceReady(loc.device)) {
-    status = NRT_HW_ERROR;
-  } else if (c.faulted.load(std::memory_order_acquire)) {
-    status = NRT_EXEC_UNIT_UNRECOVERABLE;
-  }
-  if (status != NRT_SUCCESS) {
-    o.status = status;
-    o.total_ns = start - job.submit_ns;
-    accounting_->RecordExecution(m.vnc, o);
-    Log()->error("nrt_execute NeuronCore {} (nd{} nc{}): {}", m.vnc, loc.device, loc.device_core,
-                 Describe(status));
-    return status;
-  }
+  if (const NRT_STATUS refused = RefuseJob(job, start); refused != NRT_SUCCESS) return refused;
   std::optional<sim::PendingFault> fault;
   if (faults_->MayHaveFault(loc.device)) fault = faults_->TakeFault(loc.device, loc.device_core);
   const bool profiling = profiler_.Wants(m.id);
-  std::vector<Span> spans;
   const int64_t deadline = start + exec_timeout_ns_;
-  const int64_t real_deadline = SteadyNowNs() + exec_timeout_ns_;
-  int64_t t = start;
-  int64_t cc = 0;
-  for (int rep = 0; rep < job.repeat && status == NRT_SUCCESS; ++rep) {
-    if (!profiling && !m.program->has_collectives) {
-      t += m.compute_ns;
-      continue;
-    }
-    t += kLaunchNs;
+  JobTimeline run;
+  run.t = start;
+  RunOps(job, profiling, SteadyNowNs() + exec_timeout_ns_, &run);
+  if (run.status == NRT_SUCCESS && fault) {
+    run.status = FaultStatus(fault->kind);
+    if (fault->kind == sim::FaultKind::kHang) run.t = deadline;
+  }
+  if (run.status == NRT_SUCCESS && run.t > deadline) {
+    run.status = NRT_TIMEOUT;
+    run.t = deadline;
+  }
+  if (run.status == NRT_EXEC_HW_ERR_COLLECTIVES) {  // stuck in it (at time t) until the timeout
+    run.cc_ns += std::max<int64_t>(0, deadline - run.t);
+    run.t = deadline;
+  }
+  if (!clock_->SleepUntil(run.t, c.interrupt())) {
+    run.status = c.closing() ? NRT_CLOSED : NRT_HW_ERROR;
+    run.t = std::max(start, std::min(run.t, clock_->NowNs()));
+  }
+  c.free_at_ns = run.t;
+  if (run.status == NRT_CLOSED) return run.status;
+  RecordJob(job, start, &run, profiling);
+  if (run.status != NRT_SUCCESS) ReportJobFailure(m, run.status, fault);
+  return run.status;
+}
+
+NRT_STATUS Runtime::RefuseJob(const Job& job, int64_t start) {
+  const nrt_model_t& m = *job.model;
+  const CoreLocation loc = Loc(m.vnc);
+  NRT_STATUS status = NRT_SUCCESS;
+  if (!faults_->DeviceReady(loc.device)) {
+    status = NRT_HW_ERROR;
+  } else if (core(m.vnc).faulted.load(std::memory_order_acquire)) {
+    status = NRT_EXEC_UNIT_UNRECOVERABLE;
+  }
+  if (status == NRT_SUCCESS) return status;
+  ExecOutcome o;
+  o.executions = static_cast<uint32_t>(job.repeat);
+  o.status = status;
+  o.total_ns = start - job.submit_ns;
+  accounting_->RecordExecution(m.vnc, o);
+  Log()->error("nrt_execute NeuronCore {} (nd{} nc{}): {}", m.vnc, loc.device, loc.device_core,
+               Describe(status));
+  return status;
+}
+
+void Runtime::RunOps(Job& job, bool profiling, int64_t real_deadline, JobTimeline* run) {
+  nrt_model_t& m = *job.model;
+  // The fast path: nothing to do per op but add up the time (no system call at all).
+  if (!profiling && !m.program->has_collectives) {
+    run->t += m.compute_ns * job.repeat;
+    return;
+  }
+  const int global_core = Loc(m.vnc).global;
+  for (int rep = 0; rep < job.repeat && run->status == NRT_SUCCESS; ++rep) {
+    run->t += kLaunchNs;
     for (LoadedOp& op : m.ops) {
       if (op.op->engine == Engine::kCollectives) {
-        status = RunCollective(m, op, &t, real_deadline, &cc, profiling ? &spans : nullptr);
-        if (status != NRT_SUCCESS) break;
+        run->status = RunCollective(m, op, &run->t, real_deadline, &run->cc_ns,
+                                    profiling ? &run->spans : nullptr);
+        if (run->status != NRT_SUCCESS) break;
         continue;
       }
       if (profiling) {
-        spans.push_back({m.vnc, loc.global, op.op->engine, op.op->name, t, op.ns, m.id});
+        run->spans.push_back({m.vnc, global_core, op.op->engine, op.op->name, run->t, op.ns, m.id});
       }
-      t += op.ns;
+      run->t += op.ns;
     }
   }
-  if (status == NRT_SUCCESS && fault) {
-    switch (fault->kind) {
-      case sim::FaultKind::kHang:
-        status = NRT_TIMEOUT;
-        t = deadline;
-        break;
-      case sim::FaultKind::kHbmUe:
-        status = NRT_EXEC_HW_ERR_HBM_UE;
-        break;
-      case sim::FaultKind::kSramUe:
-        status = NRT_EXEC_HW_ERR_NC_UE;
-        break;
-      case sim::FaultKind::kDmaAbort:
-        status = NRT_EXEC_HW_ERR_DMA_ABORT;
-        break;
-      case sim::FaultKind::kNan:
-        status = NRT_EXEC_COMPLETED_WITH_NUM_ERR;
-        break;
-      case sim::FaultKind::kLinkDown:
-        break;
-    }
-  }
-  if (status == NRT_SUCCESS && t > deadline) {
-    status = NRT_TIMEOUT;
-    t = deadline;
-  }
-  if (status == NRT_EXEC_HW_ERR_COLLECTIVES) {  // stuck in it (at time t) until the timeout
-    cc += std::max<int64_t>(0, deadline - t);
-    t = deadline;
-  }
-  if (!clock_->SleepUntil(t, c.interrupt())) {
-    status = c.closing() ? NRT_CLOSED : NRT_HW_ERROR;
-    t = std::max(start, std::min(t, clock_->NowNs()));
-  }
-  c.free_at_ns = t;
-  if (status == NRT_CLOSED) return status;
+}
 
-  o.status = status;
-  o.busy_ns = t - start;
-  o.cc_ns = cc;
-  o.device_ns = t - start;
-  o.total_ns = t - job.submit_ns;
+void Runtime::RecordJob(const Job& job, int64_t start, JobTimeline* run, bool profiling) {
+  const nrt_model_t& m = *job.model;
+  ExecOutcome o;
+  o.executions = static_cast<uint32_t>(job.repeat);
+  o.status = run->status;
+  o.busy_ns = run->t - start;
+  o.cc_ns = run->cc_ns;
+  o.device_ns = run->t - start;
+  o.total_ns = run->t - job.submit_ns;
   o.macs = m.macs * job.repeat;
   for (int i = 0; i < m.ncores; ++i) accounting_->RecordExecution(m.vnc + i, o);
-  if (profiling) profiler_.Record(std::move(spans));
-  if (status == NRT_SUCCESS) {
-    if (job.outputs != nullptr) {
-      for (auto& [name, tensor] : job.outputs->items) {
-        tensor->completions.fetch_add(1, std::memory_order_release);
-      }
+  if (profiling) profiler_.Record(std::move(run->spans));
+  if (run->status == NRT_SUCCESS && job.outputs != nullptr) {
+    for (auto& [name, tensor] : job.outputs->items) {
+      tensor->completions.fetch_add(1, std::memory_order_release);
     }
-    return status;
   }
+}
+
+void Runtime::ReportJobFailure(const nrt_model_t& m, NRT_STATUS status,
+                               const std::optional<sim::PendingFault>& fault) {
+  const CoreLocation loc = Loc(m.vnc);
   if (fault && (status == NRT_EXEC_HW_ERR_HBM_UE || status == NRT_EXEC_HW_ERR_NC_UE ||
                 status == NRT_EXEC_HW_ERR_DMA_ABORT)) {
-    c.faulted.store(true, std::memory_order_release);  // until the device is reset
+    core(m.vnc).faulted.store(true, std::memory_order_release);  // until the device is reset
     ReportHwError(m.vnc, FaultToken(fault->kind));
   }
   if (status == NRT_EXEC_HW_ERR_COLLECTIVES) RecordHangOnCollectives(m.vnc);
@@ -202,7 +234,6 @@ NRT_STATUS Runtime::RunJob(Job& job) {
     Log()->error("nrt_execute NeuronCore {} (nd{} nc{}) model \"{}\": {} ({})", m.vnc, loc.device,
                  loc.device_core, m.name, Describe(status), static_cast<int>(status));
   }
-  return status;
 }
 
 void Runtime::RecordHangOnCollectives(int vnc) {

@@ -113,7 +113,8 @@ void FaultWatch::RecomputeFlags() {
 void FaultWatch::PollDevice(int device) {
   const std::filesystem::path dir = root_.NeuronDevice(device);
   absl::StatusOr<uint64_t> state = ReadU64(dir / "reset");
-  const bool ready = state.ok() && *state == 1;  // 1 = READY (DRIVER-INTERFACE §5)
+  // 1 = READY (docs/driver-interface.md#reset-and-state)
+  const bool ready = state.ok() && *state == 1;
   std::optional<uint64_t> resets;
   if (absl::StatusOr<uint64_t> r =
           ReadU64(dir / "neuron_core0/stats/other_info/reset_req_count/total");

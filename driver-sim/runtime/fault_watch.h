@@ -1,10 +1,11 @@
 #pragma once
-// What the node tells a runtime process while it runs (DESIGN decision 6, RUNTIME.md §6-§7.7):
-// pending faults from ROOT/run/neuron/faults.json (re-read only when its inode, size or mtime
-// changed), the state of each device the process uses (its sysfs `reset` file) and device resets
-// (`reset_req_count` of its first core). A background thread polls every 50 ms; executions read
-// only atomics, so the hot path makes no system call. Requests to the node daemon (printk of
-// NEURON_HW_ERR records, clear-fault) go out on the same thread, never on an execution's.
+// What the node tells a runtime process while it runs (docs/architecture.md#faults,
+// docs/runtime.md#hardware-errors to #faults): pending faults from ROOT/run/neuron/faults.json
+// (re-read only when its inode, size or mtime changed), the state of each device the process uses
+// (its sysfs `reset` file) and device resets (`reset_req_count` of its first core). A background
+// thread polls every 50 ms; executions read only atomics, so the hot path makes no system call.
+// Requests to the node daemon (printk of NEURON_HW_ERR records, clear-fault) go out on the same
+// thread, never on an execution's.
 //
 // Thread-safety: all methods are thread-safe. The listener runs on the watch thread (or on the
 // caller of RefreshNow).

@@ -1,7 +1,8 @@
 #pragma once
-// Device memory (HBM) per logical core by category (RUNTIME.md §7.2, HARDWARE.md §3, §7), with
-// the capacity limit that makes an allocation fail with NRT_RESOURCE, and host memory per device.
-// Every change is reported to a listener so the datastore's MEM_USAGE_* counters stay live.
+// Device memory (HBM) per logical core by category (docs/runtime.md#load,
+// docs/hardware.md#core-parameters, #device-memory), with the capacity limit that makes an
+// allocation fail with NRT_RESOURCE, and host memory per device. Every change is reported to a
+// listener so the datastore's MEM_USAGE_* counters stay live.
 //
 // Thread-safe: one mutex; the listener runs under it (keep it short, never call back in).
 
@@ -22,7 +23,8 @@ enum class MemCategory { kCode = 0, kTensors, kConstants, kScratchpad, kMisc };
 inline constexpr int kMemCategories = 5;
 const char* MemCategoryName(MemCategory c);  // "code", "tensors", ...
 
-// ~96 MB of microcode per physical core once a NEFF is loaded (HARDWARE.md §7); we take MiB.
+// ~96 MB of microcode per physical core once a NEFF is loaded (docs/hardware.md#device-memory); we
+// take MiB.
 inline constexpr uint64_t kMicrocodeBytesPerPhysicalCore = 96ull << 20;
 
 class MemoryLedger {

@@ -11,7 +11,8 @@
 namespace neuron::nrt {
 namespace {
 
-// Per physical core, HARDWARE.md §2-§3 and §8.1 (VectorE, ScalarE FP32 rates).
+// Per physical core, docs/hardware.md#peak-compute, #core-parameters and #roofline (VectorE,
+// ScalarE FP32 rates).
 struct EngineRates {
   double vector;
   double scalar;
@@ -74,7 +75,8 @@ CorePerf NodeModel::Perf() const {
   p.p_bf16 = c.peak_bf16_flops * k;
   p.p_fp8 = c.peak_fp8_flops * k;
   p.p_fp32 = c.peak_fp32_flops * k;
-  // INT8: 190 TOPS per NC-v2 core (2 x BF16, HARDWARE.md §2); unpublished on NC-v3: FP8's rate.
+  // INT8: 190 TOPS per NC-v2 core (2 x BF16, docs/hardware.md#peak-compute); unpublished on NC-v3:
+  // FP8's rate.
   p.p_int8 = c.chip == Chip::kTrainium2 ? p.p_fp8 : 2 * p.p_bf16;
   p.p_vector = r.vector * k;
   p.p_scalar = r.scalar * k;

@@ -1,7 +1,7 @@
 #pragma once
 // The node as libnrt-sim sees it: ROOT/run/neuron/node.json (instance type, LNC) joined with the
-// catalog (HARDWARE.md), giving logical core locations, per-core performance and HBM, NeuronLink
-// routes and the EFA nearest each device. Immutable after Load; thread-safe.
+// catalog (docs/hardware.md), giving logical core locations, per-core performance and HBM,
+// NeuronLink routes and the EFA nearest each device. Immutable after Load; thread-safe.
 
 #include <cstdint>
 #include <vector>
@@ -14,8 +14,8 @@
 
 namespace neuron::nrt {
 
-// Peak rates of one logical core (HARDWARE.md §8.1; a logical core at LNC=2 is twice a physical
-// one), in FLOP/s and bytes/s.
+// Peak rates of one logical core (docs/hardware.md#roofline; a logical core at LNC=2 is twice a
+// physical one), in FLOP/s and bytes/s.
 struct CorePerf {
   double p_bf16 = 0;  // also FP16/TF32
   double p_fp8 = 0;
@@ -49,14 +49,15 @@ class NodeModel {
 
   CoreLocation Locate(int global_core) const;
   CorePerf Perf() const;
-  // HBM one logical core may use: the device's HBM per physical core times LNC (HARDWARE.md §3:
-  // 16 GiB on NC-v2; trn2 12 GiB at LNC=1, 24 GiB at LNC=2).
+  // HBM one logical core may use: the device's HBM per physical core times LNC
+  // (docs/hardware.md#core-parameters: 16 GiB on NC-v2; trn2 12 GiB at LNC=1, 24 GiB at LNC=2).
   uint64_t CoreHbmBytes() const;
 
-  // One NeuronLink's bandwidth (bytes/s): the device's total over its ports (HARDWARE.md §4).
+  // One NeuronLink's bandwidth (bytes/s): the device's total over its ports
+  // (docs/hardware.md#neuronlink-topology).
   double LinkBytesPerS() const;
-  // The node's EFA bandwidth per logical core (bytes/s; HARDWARE.md §6 "per rank"); without
-  // EFA, the 25 Gbps front-end network shared the same way.
+  // The node's EFA bandwidth per logical core (bytes/s; docs/hardware.md#efa-per-instance "per
+  // rank"); without EFA, the 25 Gbps front-end network shared the same way.
   double EfaShareBytesPerS() const;
   // The devices a transfer from a to b passes, a and b included (shortest NeuronLink path, ties
   // broken by the driver's neighbour order); {a} when a == b; empty when unreachable.

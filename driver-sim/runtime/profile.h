@@ -1,7 +1,8 @@
 #pragma once
 // nrt_profile_start/stop and nrt_trace_start/stop: engine spans of executions (TensorE, VectorE,
 // ScalarE, DMA, Collectives per core) written as Chrome trace JSON (chrome://tracing, Perfetto),
-// not NTFF (RUNTIME.md §1). One process track per logical core, one thread track per engine.
+// not NTFF (docs/runtime.md#public-functions). One process track per logical core, one thread track
+// per engine.
 //
 // Thread-safety: thread-safe. Recording costs one relaxed atomic load when nothing is profiled.
 

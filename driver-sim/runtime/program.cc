@@ -15,7 +15,7 @@ namespace {
 
 using json = nlohmann::json;
 
-// Header offsets (RUNTIME.md §5).
+// Header offsets (docs/runtime.md#neff-header).
 constexpr size_t kOffPkgVersion = 0;
 constexpr size_t kOffHeaderSize = 8;
 constexpr size_t kOffDataSize = 16;

@@ -1,7 +1,7 @@
 #pragma once
 // A simulated NEFF (driver-sim/README.md, "Simulated NEFF and the op list"): the real 1024-byte
-// header (RUNTIME.md §5) and the op list that stands in for the tarball, parsed into a Program.
-// Thread-safe (pure functions; a Program is immutable once parsed).
+// header (docs/runtime.md#neff-header) and the op list that stands in for the tarball, parsed into
+// a Program. Thread-safe (pure functions; a Program is immutable once parsed).
 
 #include <array>
 #include <cstdint>
@@ -17,7 +17,8 @@ inline constexpr size_t kNeffHeaderSize = 1024;
 inline constexpr uint64_t kNeffMinMajor = 1;  // versions nrt_load accepts
 inline constexpr uint64_t kNeffMaxMajor = 2;
 
-// The header fields at their offsets (RUNTIME.md §5, little-endian, natural alignment).
+// The header fields at their offsets (docs/runtime.md#neff-header, little-endian, natural
+// alignment).
 struct NeffHeader {
   uint64_t pkg_version = 1;
   uint64_t header_size = kNeffHeaderSize;

@@ -115,33 +115,29 @@ absl::StatusOr<std::shared_ptr<CommWorld>> CommWorld::Attach(const RootPaths& ro
   const std::string path = (dir / fmt::format("{}.w{}", Sanitize(comm_id), world)).string();
   const size_t size = DataOffset(world) + size_t{world} * kRankDataBytes;
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return absl::InternalError(fmt::format("open {}: {}", path, strerror(errno)));
-    ::flock(fd, LOCK_EX);
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!fd) return absl::InternalError(fmt::format("open {}: {}", path, strerror(errno)));
+    ::flock(fd.get(), LOCK_EX);
     struct stat by_fd {
     }, by_path{};
     // The last leaver may have unlinked the file between our open and our lock: start over.
-    if (::fstat(fd, &by_fd) != 0 || ::stat(path.c_str(), &by_path) != 0 ||
+    if (::fstat(fd.get(), &by_fd) != 0 || ::stat(path.c_str(), &by_path) != 0 ||
         by_fd.st_ino != by_path.st_ino) {
-      ::close(fd);
-      continue;
+      continue;  // closing fd drops the lock
     }
-    auto fail = [&](absl::Status s) {
-      ::close(fd);
-      return s;
-    };
-    if (by_fd.st_size == 0 && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      return fail(absl::InternalError(fmt::format("ftruncate {}: {}", path, strerror(errno))));
+    // Every return below without a CommWorld closes fd, which drops the lock.
+    if (by_fd.st_size == 0 && ::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+      return absl::InternalError(fmt::format("ftruncate {}: {}", path, strerror(errno)));
     }
     if (by_fd.st_size != 0 && static_cast<size_t>(by_fd.st_size) != size) {
-      return fail(absl::InvalidArgumentError(
+      return absl::InvalidArgumentError(
           fmt::format("{} was made for another world size (NEURON_RT_ROOT_COMM_ID {} with "
                       "{} ranks)",
-                      path, comm_id, world)));
+                      path, comm_id, world));
     }
-    void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
     if (map == MAP_FAILED) {
-      return fail(absl::InternalError(fmt::format("mmap {}: {}", path, strerror(errno))));
+      return absl::InternalError(fmt::format("mmap {}: {}", path, strerror(errno)));
     }
     auto* base = static_cast<uint8_t*>(map);
     if (by_fd.st_size == 0) {
@@ -153,8 +149,8 @@ absl::StatusOr<std::shared_ptr<CommWorld>> CommWorld::Attach(const RootPaths& ro
       const uint64_t data = DataOffset(world);
       std::memcpy(base + 16, &data, 8);
     }
-    ::flock(fd, LOCK_UN);
-    std::shared_ptr<CommWorld> w(new CommWorld(path, fd, base, size, world));
+    ::flock(fd.get(), LOCK_UN);
+    std::shared_ptr<CommWorld> w(new CommWorld(path, std::move(fd), base, size, world));
     w->joined_.assign(world, 0);
     return w;
   }
@@ -171,7 +167,7 @@ CommWorld::~CommWorld() {
     A(s->generation).fetch_add(1);
     FutexWakeAll(&s->generation);
   }
-  ::flock(fd_, LOCK_EX);
+  ::flock(fd_.get(), LOCK_EX);
   bool anyone = false;
   for (uint32_t r = 0; r < world_ && !anyone; ++r) {
     const uint32_t pid = A(SlotOf(r)->pid).load();
@@ -179,13 +175,13 @@ CommWorld::~CommWorld() {
   }
   struct stat by_fd {
   }, by_path{};
-  if (!anyone && ::fstat(fd_, &by_fd) == 0 && ::stat(path_.c_str(), &by_path) == 0 &&
+  if (!anyone && ::fstat(fd_.get(), &by_fd) == 0 && ::stat(path_.c_str(), &by_path) == 0 &&
       by_fd.st_ino == by_path.st_ino) {
     ::unlink(path_.c_str());
     ::rmdir(std::filesystem::path(path_).parent_path().c_str());  // only if empty
   }
   ::munmap(base_, size_);
-  ::close(fd_);  // drops the lock
+  fd_.Reset();  // drops the lock
 }
 
 CommWorld::Slot* CommWorld::SlotOf(uint32_t rank) const {

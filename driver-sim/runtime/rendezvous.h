@@ -1,10 +1,10 @@
 #pragma once
-// Gang scheduling of collectives across processes of one node (RUNTIME.md §7.5): a communicator
-// world, keyed by NEURON_RT_ROOT_COMM_ID and its size, is one shared file
+// Gang scheduling of collectives across processes of one node (docs/runtime.md#collectives): a
+// communicator world, keyed by NEURON_RT_ROOT_COMM_ID and its size, is one shared file
 // ROOT/run/neuron/cc/<key>.w<world>, mapped by every process with a rank in it. Each rank owns a
 // slot where it publishes, per replica group, how many collectives it has arrived at and the
 // simulated time of the last two arrivals; peers wait on the slot's generation word with futex.
-// driver-sim/README.md ("Collective rendezvous files") documents the layout. The last process
+// driver-sim/README.md#collective-rendezvous-files documents the layout. The last process
 // to leave removes the file.
 //
 // Thread-safety: CommWorld is thread-safe; each rank is driven by one thread at a time (the
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/unique_fd.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/runtime/clock.h"
 
@@ -65,13 +66,13 @@ class CommWorld {
   static uint64_t GroupKey(const std::vector<uint32_t>& members);
 
  private:
-  CommWorld(std::string path, int fd, uint8_t* base, size_t size, uint32_t world)
-      : path_(std::move(path)), fd_(fd), base_(base), size_(size), world_(world) {}
+  CommWorld(std::string path, UniqueFd fd, uint8_t* base, size_t size, uint32_t world)
+      : path_(std::move(path)), fd_(std::move(fd)), base_(base), size_(size), world_(world) {}
   struct Slot;
   Slot* SlotOf(uint32_t rank) const;
 
   std::string path_;
-  int fd_;
+  UniqueFd fd_;
   uint8_t* base_;
   size_t size_;
   uint32_t world_;

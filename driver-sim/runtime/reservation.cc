@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/base/unique_fd.h"
 #include "driver-sim/driver/sim_paths.h"
 
 namespace neuron::nrt {
@@ -28,15 +29,15 @@ absl::Status MakeDirs(const std::filesystem::path& dir) {
   return absl::OkStatus();
 }
 
-// Opens and try-locks one core's lock file; -1 when another process holds it.
-absl::StatusOr<int> TryLockCore(const std::filesystem::path& dir, int core) {
+// Opens and try-locks one core's lock file; an empty UniqueFd when another process holds it.
+absl::StatusOr<UniqueFd> TryLockCore(const std::filesystem::path& dir, int core) {
   const std::string path = (dir / std::to_string(core)).string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("open", path);
-  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) return Errno("open", path);
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return fd;
   const int err = errno;
-  ::close(fd);
-  if (err == EWOULDBLOCK) return -1;
+  fd.Reset();
+  if (err == EWOULDBLOCK) return UniqueFd();
   errno = err;
   return Errno("flock", path);
 }
@@ -71,44 +72,41 @@ absl::StatusOr<std::unique_ptr<CoreReservation>> CoreReservation::Acquire(
     const RootPaths& root, const ReservationRequest& req) {
   const std::filesystem::path dir = sim::CoreLockDir(root);
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return Errno("open", dir.string());
-  // One search at a time on this node: the driver marks its table atomically (RUNTIME.md §4).
-  while (::flock(dir_fd, LOCK_EX) != 0) {
-    if (errno != EINTR) {
-      absl::Status s = Errno("flock", dir.string());
-      ::close(dir_fd);
-      return s;
-    }
+  UniqueFd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd) return Errno("open", dir.string());
+  // One search at a time on this node: the driver marks its table atomically
+  // (docs/runtime.md#reservation-and-indices).
+  while (::flock(dir_fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) return Errno("flock", dir.string());
   }
   // Probe every core of the window, holding the free ones for now.
-  std::vector<int> held(static_cast<size_t>(req.window.count), -1);
+  std::vector<UniqueFd> held(static_cast<size_t>(req.window.count));
   absl::Status error;
   for (int i = 0; i < req.window.count && error.ok(); ++i) {
-    absl::StatusOr<int> fd = TryLockCore(dir, req.window.first + i);
+    absl::StatusOr<UniqueFd> fd = TryLockCore(dir, req.window.first + i);
     if (fd.ok()) {
-      held[static_cast<size_t>(i)] = *fd;
+      held[static_cast<size_t>(i)] = *std::move(fd);
     } else {
       error = fd.status();
     }
   }
   int chosen = -1, longest = 0, run = 0;
   for (int i = 0; i < req.window.count; ++i) {
-    run = held[static_cast<size_t>(i)] >= 0 ? run + 1 : 0;
+    run = held[static_cast<size_t>(i)] ? run + 1 : 0;
     longest = std::max(longest, run);
     if (chosen < 0 && run == req.count) chosen = i - req.count + 1;
   }
-  std::vector<int> mine;
+  std::vector<UniqueFd> mine;
   for (int i = 0; i < req.window.count; ++i) {
-    const int fd = held[static_cast<size_t>(i)];
-    if (fd < 0) continue;
+    UniqueFd& fd = held[static_cast<size_t>(i)];
+    if (!fd) continue;
     if (error.ok() && chosen >= 0 && i >= chosen && i < chosen + req.count) {
-      mine.push_back(fd);
+      mine.push_back(std::move(fd));
     } else {
-      ::close(fd);
+      fd.Reset();  // not ours after all: free for others before the search lock ends
     }
   }
-  ::close(dir_fd);  // ends the search lock
+  dir_fd.Reset();  // ends the search lock
   if (!error.ok()) return error;
   if (chosen < 0) {
     return absl::ResourceExhaustedError(
@@ -122,8 +120,7 @@ absl::StatusOr<std::unique_ptr<CoreReservation>> CoreReservation::Acquire(
 CoreReservation::~CoreReservation() { Release(); }
 
 void CoreReservation::Release() {
-  for (int fd : fds_) ::close(fd);
-  fds_.clear();
+  fds_.clear();  // closing the lock files frees the cores
 }
 
 }  // namespace neuron::nrt

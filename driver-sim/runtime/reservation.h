@@ -1,9 +1,10 @@
 #pragma once
-// Exclusive core reservation across processes (DESIGN decision 3, RUNTIME.md §4): one lock file
-// per global logical core, ROOT/run/neuron/cores/<core>, held with flock(LOCK_EX) for the life
-// of the reservation, so the kernel frees a dead process's cores at once (SIGKILL included).
-// Reservations are all-or-nothing; searches are serialised by an flock on the cores/ directory
-// itself, so two processes never race for the same window.
+// Exclusive core reservation across processes (docs/architecture.md#core-reservation,
+// docs/runtime.md#reservation-and-indices): one lock file per global logical core,
+// ROOT/run/neuron/cores/<core>, held with flock(LOCK_EX) for the life of the reservation, so the
+// kernel frees a dead process's cores at once (SIGKILL included). Reservations are all-or-nothing;
+// searches are serialised by an flock on the cores/ directory itself, so two processes never race
+// for the same window.
 //
 // Thread-safety: CoreReservation is immutable after Acquire; Release and destruction must not
 // race with each other.
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/unique_fd.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/visible_cores.h"
 
@@ -44,9 +46,10 @@ class CoreReservation {
   void Release();
 
  private:
-  CoreReservation(CoreRange range, std::vector<int> fds) : range_(range), fds_(std::move(fds)) {}
+  CoreReservation(CoreRange range, std::vector<UniqueFd> fds)
+      : range_(range), fds_(std::move(fds)) {}
   CoreRange range_;
-  std::vector<int> fds_;
+  std::vector<UniqueFd> fds_;  // one flock'ed lock file per reserved core
 };
 
 }  // namespace neuron::nrt

@@ -61,6 +61,11 @@ int64_t ExecTimeoutFromEnv() {
   return static_cast<int64_t>(s * 1e9);
 }
 
+NrtResult InitFail(NRT_STATUS status, std::string message) {
+  Log()->error("nrt_init {}", message);
+  return NrtResult{status, std::move(message)};
+}
+
 }  // namespace
 
 Runtime* CurrentRuntime() { return g_runtime.load(std::memory_order_acquire); }
@@ -113,43 +118,53 @@ void RetireRuntime() {
 NrtResult Runtime::Create(nrt_framework_type_t framework, const char* fw_version,
                           std::unique_ptr<Runtime>* out) {
   ConfigureLogLevelFromEnv();
-  auto fail = [](NRT_STATUS status, std::string message) {
-    Log()->error("nrt_init {}", message);
-    return NrtResult{status, std::move(message)};
-  };
   const std::string root_env = Env("NEURON_ROOT");
   const RootPaths root(root_env.empty() ? "/" : root_env);
   absl::StatusOr<NodeModel> node = NodeModel::Load(root);
-  if (!node.ok()) return fail(NRT_FAILURE, std::string(node.status().message()));
+  if (!node.ok()) return InitFail(NRT_FAILURE, std::string(node.status().message()));
   std::unique_ptr<Runtime> rt(new Runtime(std::move(*node)));
 
   absl::StatusOr<ReservationRequest> req = RequestFromEnv(rt->node_.total_cores());
-  if (!req.ok()) return fail(NRT_INVALID, std::string(req.status().message()));
+  if (!req.ok()) return InitFail(NRT_INVALID, std::string(req.status().message()));
+  if (NrtResult r = rt->Reserve(root, &*req); !r.ok()) return r;
+  if (NrtResult r = rt->StartAccounting(framework, fw_version); !r.ok()) return r;
+  rt->ConfigureFromEnv();
+  rt->StartCores(root);
+  Log()->info("nrt_init reserved NeuronCores nc{}-nc{} ({}) on {} at {}", rt->range_.first,
+              rt->range_.last(), req->what, rt->node_.spec().name, root.root().string());
+  *out = std::move(rt);
+  return {};
+}
+
+NrtResult Runtime::Reserve(const RootPaths& root, ReservationRequest* req) {
   // The devices of the window, opened by the names this process sees; from here on every core
   // and device index is the host's.
-  const int per_device = rt->node_.cores_per_device();
+  const int per_device = node_.cores_per_device();
   absl::StatusOr<std::unique_ptr<DeviceNodes>> nodes =
       DeviceNodes::Open(req->window.first / per_device, req->window.last() / per_device);
   if (!nodes.ok()) {
-    return fail(absl::IsResourceExhausted(nodes.status()) ? NRT_RESOURCE : NRT_FAILURE,
-                std::string(nodes.status().message()));
+    return InitFail(absl::IsResourceExhausted(nodes.status()) ? NRT_RESOURCE : NRT_FAILURE,
+                    std::string(nodes.status().message()));
   }
   absl::StatusOr<CoreRange> host_window = (*nodes)->ToHost(req->window, per_device);
-  if (!host_window.ok()) return fail(NRT_INVALID, std::string(host_window.status().message()));
+  if (!host_window.ok()) return InitFail(NRT_INVALID, std::string(host_window.status().message()));
   req->window = *host_window;
-  rt->devices_ = *std::move(nodes);
+  devices_ = *std::move(nodes);
   absl::StatusOr<std::unique_ptr<CoreReservation>> res = CoreReservation::Acquire(root, *req);
   if (!res.ok()) {
     if (absl::IsResourceExhausted(res.status())) {
       Log()->error("nrt_allocate_neuron_cores {}", std::string(res.status().message()));
       return NrtResult{NRT_RESOURCE, std::string(res.status().message())};
     }
-    return fail(NRT_FAILURE, std::string(res.status().message()));
+    return InitFail(NRT_FAILURE, std::string(res.status().message()));
   }
-  rt->reservation_ = std::move(*res);
-  rt->range_ = rt->reservation_->range();
-  rt->devices_->KeepOnly(rt->range_.first / per_device, rt->range_.last() / per_device);
+  reservation_ = std::move(*res);
+  range_ = reservation_->range();
+  devices_->KeepOnly(range_.first / per_device, range_.last() / per_device);
+  return {};
+}
 
+NrtResult Runtime::StartAccounting(nrt_framework_type_t framework, const char* fw_version) {
   ProcessIdentity who;
   who.pid = ::getpid();
   who.tag = Env("NEURON_PROCESS_TAG");
@@ -158,70 +173,70 @@ NrtResult Runtime::Create(nrt_framework_type_t framework, const char* fw_version
   who.framework = ParseVersion(fw_version);
   who.runtime = kRuntimeVersion;
   absl::StatusOr<std::unique_ptr<Accounting>> acc =
-      Accounting::Create(rt->node_, rt->range_.first, rt->range_.count, who, *rt->devices_);
+      Accounting::Create(node_, range_.first, range_.count, who, *devices_);
   if (!acc.ok()) {
-    return fail(absl::IsResourceExhausted(acc.status()) ? NRT_RESOURCE : NRT_FAILURE,
-                std::string(acc.status().message()));
+    return InitFail(absl::IsResourceExhausted(acc.status()) ? NRT_RESOURCE : NRT_FAILURE,
+                    std::string(acc.status().message()));
   }
-  rt->accounting_ = std::move(*acc);
-  Accounting* accounting = rt->accounting_.get();
-  rt->ledger_ = std::make_shared<MemoryLedger>(
-      rt->range_.count, rt->node_.CoreHbmBytes(),
+  accounting_ = std::move(*acc);
+  Accounting* accounting = accounting_.get();
+  ledger_ = std::make_shared<MemoryLedger>(
+      range_.count, node_.CoreHbmBytes(),
       [accounting](int vnc, MemCategory c, uint64_t v) { accounting->SetDeviceMemory(vnc, c, v); },
-      rt->node_.spec().devices,
+      node_.spec().devices,
       [accounting](int dev, MemCategory c, uint64_t v) { accounting->SetHostMemory(dev, c, v); });
+  return {};
+}
 
+void Runtime::ConfigureFromEnv() {
   {
     std::lock_guard<std::mutex> lock(g_clock_mu);
-    rt->clock_ = g_test_clock;
+    clock_ = g_test_clock;
   }
-  if (!rt->clock_) {
+  if (!clock_) {
     const std::string mode = Env("NEURON_SIM_CLOCK");
     if (mode == "manual") {
-      rt->clock_ = std::make_shared<ManualClock>(SteadyClock().NowNs());
+      clock_ = std::make_shared<ManualClock>(SteadyClock().NowNs());
     } else {
       if (!mode.empty() && mode != "steady") {
         Log()->warn("nrt_init NEURON_SIM_CLOCK=\"{}\" is neither steady nor manual; using steady",
                     mode);
       }
-      rt->clock_ = std::make_shared<SteadyClock>();
+      clock_ = std::make_shared<SteadyClock>();
     }
   }
-  rt->exec_timeout_ns_ = ExecTimeoutFromEnv();
+  exec_timeout_ns_ = ExecTimeoutFromEnv();
   const std::string inflight = Env("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS");
-  if (!inflight.empty()) rt->async_max_ = std::max(0, std::atoi(inflight.c_str()));
-  rt->comm_id_ = Env("NEURON_RT_ROOT_COMM_ID");
-  rt->hostname_ = rt->node_.info().node_name;
+  if (!inflight.empty()) async_max_ = std::max(0, std::atoi(inflight.c_str()));
+  comm_id_ = Env("NEURON_RT_ROOT_COMM_ID");
+  hostname_ = node_.info().node_name;
+}
 
+void Runtime::StartCores(const RootPaths& root) {
   std::vector<int> devices;
-  rt->serials_.assign(static_cast<size_t>(rt->node_.spec().devices), "");
-  for (int vnc = 0; vnc < rt->range_.count; ++vnc) {
-    const int d = rt->Loc(vnc).device;
+  serials_.assign(static_cast<size_t>(node_.spec().devices), "");
+  for (int vnc = 0; vnc < range_.count; ++vnc) {
+    const int d = Loc(vnc).device;
     if (std::find(devices.begin(), devices.end(), d) != devices.end()) continue;
     devices.push_back(d);
     absl::StatusOr<std::string> serial = ReadText(root.NeuronDevice(d) / "info" / "serial_number");
-    if (serial.ok()) rt->serials_[static_cast<size_t>(d)] = *serial;
+    if (serial.ok()) serials_[static_cast<size_t>(d)] = *serial;
   }
-  Runtime* self = rt.get();
-  rt->faults_ = std::make_unique<FaultWatch>(
-      root, devices, rt->node_.spec().devices,
-      [self](int d, bool ready, bool reset) { self->OnDeviceState(d, ready, reset); });
-  rt->models_per_core_.assign(static_cast<size_t>(rt->range_.count), 0);
-  rt->scratchpads_.resize(static_cast<size_t>(rt->range_.count));
-  for (int vnc = 0; vnc < rt->range_.count; ++vnc) {
-    rt->cores_.push_back(std::make_unique<CoreScheduler>(
-        [self](Job& job) { return self->RunJob(job); },
+  faults_ = std::make_unique<FaultWatch>(
+      root, devices, node_.spec().devices,
+      [this](int d, bool ready, bool reset) { OnDeviceState(d, ready, reset); });
+  models_per_core_.assign(static_cast<size_t>(range_.count), 0);
+  scratchpads_.resize(static_cast<size_t>(range_.count));
+  for (int vnc = 0; vnc < range_.count; ++vnc) {
+    cores_.push_back(std::make_unique<CoreScheduler>(
+        [this](Job& job) { return RunJob(job); },
         [vnc](const Job& job, NRT_STATUS status) {
           InvokeAsyncCallback(job.model != nullptr ? job.model->id : 0, static_cast<uint32_t>(vnc),
                               job.job_id, status);
         }));
   }
-  rt->faults_->RefreshNow();
-  rt->faults_->Start();
-  Log()->info("nrt_init reserved NeuronCores nc{}-nc{} ({}) on {} at {}", rt->range_.first,
-              rt->range_.last(), req->what, rt->node_.spec().name, root.root().string());
-  *out = std::move(rt);
-  return {};
+  faults_->RefreshNow();
+  faults_->Start();
 }
 
 Runtime::~Runtime() { Close(); }

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "driver-sim/runtime/node_model.h"
 #include "driver-sim/runtime/objects.h"
 #include "driver-sim/runtime/profile.h"
+#include "driver-sim/runtime/program.h"
 #include "driver-sim/runtime/reservation.h"
 #include "driver-sim/runtime/scheduler.h"
 #include "nrt/nrt.h"
@@ -31,8 +33,12 @@
 
 namespace neuron::nrt {
 
-inline constexpr int64_t kDefaultExecTimeoutNs = 30'000'000'000;  // RUNTIME.md §3 (sim default)
-inline constexpr sim::NdsVersion kRuntimeVersion{2, 28, 0};       // reported as libnrt 2.28.0
+// docs/runtime.md#environment (sim default)
+inline constexpr int64_t kDefaultExecTimeoutNs = 30'000'000'000;
+inline constexpr sim::NdsVersion kRuntimeVersion{2, 28, 0};  // reported as libnrt 2.28.0
+
+struct JobTimeline;         // an execution's simulated course (executor.cc)
+struct HostCollectiveCall;  // one nrt_barrier or nrt_all_gather (collective_api.cc)
 
 // An NRT status with the message that was logged for it.
 struct NrtResult {
@@ -43,8 +49,8 @@ struct NrtResult {
 
 class Runtime {
  public:
-  // nrt_init: environment, node, reservation, datastores, fault watch. Failures are logged
-  // (RUNTIME.md §4's line for taken cores) and returned as NRT statuses.
+  // nrt_init: environment, node, reservation, datastores, fault watch. Failures are logged (the
+  // line for taken cores, docs/runtime.md#reservation-and-indices) and returned as NRT statuses.
   static NrtResult Create(nrt_framework_type_t framework, const char* fw_version,
                           std::unique_ptr<Runtime>* out);
   ~Runtime();
@@ -78,21 +84,52 @@ class Runtime {
   NRT_STATUS HostCollective(int32_t vnc, uint32_t rank, uint32_t world, uint32_t bytes,
                             const void* input, void* output);
 
-  // A NEURON_HW_ERR= record for the core (RUNTIME.md §6), through the daemon's printk.
+  // A NEURON_HW_ERR= record for the core (docs/runtime.md#hardware-errors), through the daemon's
+  // printk.
   void ReportHwError(int vnc, const char* token);
 
  private:
   Runtime(NodeModel node) : node_(std::move(node)) {}
+  // Steps of Create (runtime.cc): open the window's devices and reserve its cores (req's window
+  // becomes the host's); the process's datastores and memory ledger; clock, timeout and the
+  // other settings from the environment; fault watch and one scheduler per core.
+  NrtResult Reserve(const RootPaths& root, ReservationRequest* req);
+  NrtResult StartAccounting(nrt_framework_type_t framework, const char* fw_version);
+  void ConfigureFromEnv();
+  void StartCores(const RootPaths& root);
   NRT_STATUS RunJob(Job& job);  // on the core (executor.cc)
+  // Steps of RunJob (executor.cc): refuse the job on a device that is not READY or a core that
+  // faulted (recorded and logged); run its ops in simulated time; record the outcome on every
+  // core of the model; log a failure and note what it does to the core.
+  NRT_STATUS RefuseJob(const Job& job, int64_t start);
+  void RunOps(Job& job, bool profiling, int64_t real_deadline, JobTimeline* run);
+  void RecordJob(const Job& job, int64_t start, JobTimeline* run, bool profiling);
+  void ReportJobFailure(const nrt_model_t& m, NRT_STATUS status,
+                        const std::optional<sim::PendingFault>& fault);
   // One collective of an execution at simulated time *t (advanced past it); *cc_ns grows by the
   // time spent in it. NRT_EXEC_HW_ERR_COLLECTIVES when a peer never arrives or the ring
   // crosses a NeuronLink that is down.
   NRT_STATUS RunCollective(nrt_model_t& model, LoadedOp& op, int64_t* t, int64_t real_deadline,
                            int64_t* cc_ns, std::vector<Span>* spans);
   void ComputeRing(LoadedOp& op, const std::vector<int>& devices) const;
+  // Steps of HostCollective (collective_api.cc): the process's joined world for (world, rank);
+  // the collective on the core (its exclusive job); the rendezvous of barrier or all-gather,
+  // false when a peer never arrives.
+  absl::StatusOr<std::shared_ptr<CommWorld>> HostWorld(int32_t vnc, uint32_t rank, uint32_t world);
+  NRT_STATUS RunHostCollective(const HostCollectiveCall& call, CommWorld& w);
+  bool ExchangeHostCollective(const HostCollectiveCall& call, CommWorld& w, int64_t real_deadline,
+                              int64_t* t, std::vector<int>* devices);
   void RecordHangOnCollectives(int vnc);
   void OnDeviceState(int device, bool ready, bool reset_completed);
   int PickCore(int ncores);
+  // Steps of Load (loader.cc): checks of the header and of the collective context, the ops'
+  // timing and replica groups, the memory charge on every core (models_mu_ held), then the
+  // model's id, host memory and datastore records (models_mu_ held).
+  NrtResult CheckNeffHeader(const NeffHeader& header, int32_t vnc, int ncores);
+  NrtResult CheckCollectiveContext(const Program& program, uint32_t rank, uint32_t world) const;
+  NrtResult LoadOps(nrt_model_t& model, uint32_t world) const;
+  NrtResult ChargeModel(const nrt_model_t& model);
+  void RegisterModel(nrt_model_t& model, size_t neff_bytes);
   // A model's device memory on one core, all categories or none (loader.cc; models_mu_ held).
   absl::Status ChargeModelOnCore(const nrt_model_t& model, int core);
   void ReleaseModelOnCore(const nrt_model_t& model, int core);
@@ -121,7 +158,8 @@ class Runtime {
   std::mutex host_mu_;  // host-driven collectives: (world, rank) joined until nrt_close
   std::map<std::pair<uint32_t, uint32_t>, std::shared_ptr<CommWorld>> host_worlds_;
 
-  // Scratchpad is shared per core: the largest of the core's models (HARDWARE.md §7).
+  // Scratchpad is shared per core: the largest of the core's models
+  // (docs/hardware.md#device-memory).
   std::vector<std::multiset<uint64_t>> scratchpads_;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// One FIFO and one worker per logical core (RUNTIME.md §7.3): a core runs one execution at a
+// One FIFO and one worker per logical core (docs/runtime.md#queues): a core runs one execution at a
 // time, without preemption. A synchronous execution on an idle core with an empty queue runs on
 // the caller's thread (no hand-off, no system call); otherwise it queues and waits. Async
 // executions (NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS > 0) queue, at most that many queued

@@ -1,6 +1,7 @@
 #pragma once
-// The timing model of HARDWARE.md §8 / RUNTIME.md §7.4-§7.5: a launch cost per execution, a
-// roofline cost per op, and the ring model for collectives. Pure functions; thread-safe.
+// The timing model of docs/hardware.md#timing-model / docs/runtime.md#execution-time, #collectives:
+// a launch cost per execution, a roofline cost per op, and the ring model for collectives. Pure
+// functions; thread-safe.
 
 #include <cstdint>
 #include <vector>
@@ -11,7 +12,8 @@
 namespace neuron::nrt {
 
 inline constexpr int64_t kLaunchNs = 60000;  // 50 us host submit + 10 us device start
-inline constexpr double kEtaCompute = 0.86;  // reproduces the 6.97 ms GEMM (HARDWARE.md §8.3)
+// Reproduces the 6.97 ms GEMM (docs/hardware.md#calibration-points)
+inline constexpr double kEtaCompute = 0.86;
 inline constexpr double kEtaMemory = 0.8;
 inline constexpr double kAlphaIntraNodeS = 1.5e-6;  // per ring step over NeuronLink
 inline constexpr double kAlphaInterNodeS = 15e-6;   // per ring step when the ring crosses EFA

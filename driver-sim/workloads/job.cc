@@ -248,21 +248,11 @@ finishes the step (llama2-7b: the micro-step) under way, closes the runtime and 
 )";
 }
 
-int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) {
-  const auto& reg = Registry();
-  const auto it =
-      std::find_if(reg.begin(), reg.end(), [&](const Entry& e) { return e.name == options.name; });
-  if (it == reg.end()) {
-    fmt::print(err, "neuron-sim run: unknown workload '{}'; known: {}\n", options.name,
-               fmt::join(WorkloadNames(), ", "));
-    return 2;
-  }
-  if (options.steps < 0) {
-    fmt::print(err, "neuron-sim run: --steps must be >= 0 (0: until SIGTERM)\n");
-    return 2;
-  }
-  std::unique_ptr<Workload> workload = it->make(options);
+namespace {
 
+// The runtime's environment for a workload: a collective rendezvous key, and synchronous
+// executions.
+void PrepareEnvironment(std::FILE* out) {
   // The collective world of this process's cores needs a rendezvous key; one per process unless
   // the caller names the job's rank 0 as the real runtime expects.
   if (std::getenv("NEURON_RT_ROOT_COMM_ID") == nullptr) {
@@ -278,6 +268,70 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
                async);
     setenv("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS", "0", 1);
   }
+}
+
+// After nrt_init: the job's shape, and one context per visible core.
+std::vector<CoreContext> DescribeCores(JobInfo* info) {
+  nrt_get_visible_vnc_count(&info->cores);
+  nrt_instance_info_t instance{};
+  if (nrt_get_instance_info(&instance, sizeof(instance)) == NRT_SUCCESS) {
+    info->has_efa = HasEfa(instance);
+    info->instance = instance.arch_name;
+  }
+  std::vector<CoreContext> cores(info->cores);
+  for (uint32_t v = 0; v < info->cores; ++v) {
+    cores[v].vnc = v;
+    nrtsim_get_core_info(v, &cores[v].info);
+    info->lnc = std::max<uint32_t>(cores[v].info.lnc, 1);
+  }
+  return cores;
+}
+
+// One thread per core: set up, then step together (the barrier's completion step decides, in
+// `state`, when to stop) until the run ends.
+void RunCores(Workload& workload, std::vector<CoreContext>& cores, RunState& state) {
+  auto complete = [&state]() noexcept { state.Complete(); };
+  std::barrier sync(static_cast<std::ptrdiff_t>(cores.size()), complete);
+  auto run_core = [&](CoreContext& core) {
+    if (absl::Status s = workload.Setup(core); !s.ok()) core.failure = std::string(s.message());
+    sync.arrive_and_wait();
+    while (!state.stop) {
+      workload.Step(core, state.step, state.phase);
+      sync.arrive_and_wait();
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(cores.size());
+  for (CoreContext& c : cores) threads.emplace_back(run_core, std::ref(c));
+  for (std::thread& t : threads) t.join();
+}
+
+void FreeCores(std::vector<CoreContext>& cores) {
+  for (CoreContext& c : cores) {
+    for (nrt_model_t* m : c.models) nrt_unload(m);
+    for (nrt_tensor_t*& t : c.tensors) nrt_tensor_free(&t);
+    if (c.inputs != nullptr) nrt_destroy_tensor_set(&c.inputs);
+    if (c.outputs != nullptr) nrt_destroy_tensor_set(&c.outputs);
+  }
+}
+
+}  // namespace
+
+int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) {
+  const auto& reg = Registry();
+  const auto it =
+      std::find_if(reg.begin(), reg.end(), [&](const Entry& e) { return e.name == options.name; });
+  if (it == reg.end()) {
+    fmt::print(err, "neuron-sim run: unknown workload '{}'; known: {}\n", options.name,
+               fmt::join(WorkloadNames(), ", "));
+    return 2;
+  }
+  if (options.steps < 0) {
+    fmt::print(err, "neuron-sim run: --steps must be >= 0 (0: until SIGTERM)\n");
+    return 2;
+  }
+  std::unique_ptr<Workload> workload = it->make(options);
+  PrepareEnvironment(out);
 
   // Executions end on timed sleeps; the default 50 us timer slack would lengthen every one of
   // them. Threads created from here on (the runtime's, the cores') inherit the setting.
@@ -288,18 +342,7 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
     return 1;
   }
   JobInfo info;
-  nrt_get_visible_vnc_count(&info.cores);
-  nrt_instance_info_t instance{};
-  if (nrt_get_instance_info(&instance, sizeof(instance)) == NRT_SUCCESS) {
-    info.has_efa = HasEfa(instance);
-    info.instance = instance.arch_name;
-  }
-  std::vector<CoreContext> cores(info.cores);
-  for (uint32_t v = 0; v < info.cores; ++v) {
-    cores[v].vnc = v;
-    nrtsim_get_core_info(v, &cores[v].info);
-    info.lnc = std::max<uint32_t>(cores[v].info.lnc, 1);
-  }
+  std::vector<CoreContext> cores = DescribeCores(&info);
   if (absl::Status s = workload->Configure(info); !s.ok()) {
     fmt::print(err, "neuron-sim run: {}\n", std::string(s.message()));
     nrt_close();
@@ -316,31 +359,13 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
   state.err = err;
   state.steps = options.steps;
   state.phases = std::max(workload->Phases(), 1);
-  auto complete = [&state]() noexcept { state.Complete(); };
-  std::barrier sync(static_cast<std::ptrdiff_t>(info.cores), complete);
   if (options.estimate) state.stop = true;  // set up, then leave without a step
-  auto run_core = [&](CoreContext& core) {
-    if (absl::Status s = workload->Setup(core); !s.ok()) core.failure = std::string(s.message());
-    sync.arrive_and_wait();
-    while (!state.stop) {
-      workload->Step(core, state.step, state.phase);
-      sync.arrive_and_wait();
-    }
-  };
-  std::vector<std::thread> threads;
-  threads.reserve(cores.size());
-  for (CoreContext& c : cores) threads.emplace_back(run_core, std::ref(c));
-  for (std::thread& t : threads) t.join();
+  RunCores(*workload, cores, state);
 
   if (options.estimate && state.exit_code == 0 && !cores.empty()) {
     fmt::print(out, "estimate: {}\n", workload->Estimate(cores.front()));
   }
-  for (CoreContext& c : cores) {
-    for (nrt_model_t* m : c.models) nrt_unload(m);
-    for (nrt_tensor_t*& t : c.tensors) nrt_tensor_free(&t);
-    if (c.inputs != nullptr) nrt_destroy_tensor_set(&c.inputs);
-    if (c.outputs != nullptr) nrt_destroy_tensor_set(&c.outputs);
-  }
+  FreeCores(cores);
   nrt_close();
   if (state.stopped_by != 0) {
     fmt::print(out, "stopped by {} after {} step{}; runtime closed\n",

@@ -1,5 +1,5 @@
-// matmul: the calibration GEMM of HARDWARE.md §8.3 row 1 on every core, and `empty`, kernels
-// that do nothing, for the runtime's own cost per execution.
+// matmul: the calibration GEMM of docs/hardware.md#calibration-points row 1 on every core, and
+// `empty`, kernels that do nothing, for the runtime's own cost per execution.
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 namespace neuron::workloads {
 namespace {
 
-// BF16 [4096,8192] x [8192,8192]: F = 2·m·k·n = 549.76 GFLOP (HARDWARE.md §8.3).
+// BF16 [4096,8192] x [8192,8192]: F = 2·m·k·n = 549.76 GFLOP (docs/hardware.md#calibration-points).
 constexpr double kMatmulFlops = 2.0 * 4096 * 8192 * 8192;
 // A, B and C in HBM: (4096·8192 + 8192·8192 + 4096·8192) x 2 bytes.
 constexpr uint64_t kMatmulOperandBytes = (4096ull * 8192 + 8192ull * 8192 + 4096ull * 8192) * 2;

@@ -1,7 +1,8 @@
-// The two training workloads of RUNTIME.md §8: Llama-2-7B as AI-on-EKS trains it (TP groups of
-// 8, gradient accumulation, a data-parallel gradient all-reduce over EFA with the peers on other
-// nodes) and BERT-Large phase 1 (data parallel on every core). driver-sim/README.md
-// ("Workloads") explains every constant; the calibration targets are RUNTIME.md's.
+// The two training workloads of docs/runtime.md#calibration-workloads: Llama-2-7B as AI-on-EKS
+// trains it (TP groups of 8, gradient accumulation, a data-parallel gradient all-reduce over EFA
+// with the peers on other nodes) and BERT-Large phase 1 (data parallel on every core).
+// driver-sim/README.md#workloads explains every constant; the calibration targets are
+// those of docs/runtime.md#calibration-workloads.
 
 #include <fmt/format.h>
 
@@ -12,7 +13,7 @@
 namespace neuron::workloads {
 namespace {
 
-// The NeuronCore-v2 roofline the fillers are calibrated against (HARDWARE.md §8.1): HBM
+// The NeuronCore-v2 roofline the fillers are calibrated against (docs/hardware.md#roofline): HBM
 // bandwidth per core 410 GiB/s at η_m 0.8.
 constexpr double kHbmBytesPerSecond = 410.0 * 1024 * 1024 * 1024 * 0.8;
 constexpr double kGiB = 1024.0 * 1024 * 1024;
@@ -30,7 +31,7 @@ std::string StepOf(int step, int steps) {
 uint64_t Bytes(double b) { return static_cast<uint64_t>(std::max(b, 0.0)); }
 
 // ---------------------------------------------------------------------------------------------
-// Llama-2-7B (RUNTIME.md §8; HARDWARE.md §8.4)
+// Llama-2-7B (docs/runtime.md#calibration-workloads; docs/hardware.md#llama-targets)
 
 constexpr double kLlamaParams = 6.74e9;
 constexpr int kLlamaLayers = 32;
@@ -144,7 +145,8 @@ class Llama2 : public Workload {
   double ParamsPerRank() const { return kLlamaParams / o_.tp * o_.scale; }
 
   std::string MicroStepOps() const {
-    // 6N + 12·L·s·d FLOP per token (RUNTIME.md §8: 46.9 GFLOP at s = 4096), the rank's 1/TP.
+    // 6N + 12·L·s·d FLOP per token (docs/runtime.md#calibration-workloads: 46.9 GFLOP at s = 4096),
+    // the rank's 1/TP.
     const double per_token = 6 * kLlamaParams + 12.0 * kLlamaLayers * o_.seq * kLlamaHidden;
     const double flops = per_token * o_.seq / o_.tp * o_.scale / kLlamaLayers;
     // Each layer's weights are read three times (forward, backward data, backward weights).
@@ -194,7 +196,8 @@ class Llama2 : public Workload {
 };
 
 // ---------------------------------------------------------------------------------------------
-// BERT-Large phase 1 (RUNTIME.md §8; HARDWARE.md §8.3 row 4)
+// BERT-Large phase 1 (docs/runtime.md#calibration-workloads; docs/hardware.md#calibration-points
+// row 4)
 
 constexpr double kBertParams = 335e6;
 constexpr int kBertSeq = 128;

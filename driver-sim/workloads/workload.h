@@ -1,14 +1,16 @@
 #pragma once
-// Workloads that `neuron-sim run` runs on a simulated node through libnrt-sim (DESIGN
-// "driver-sim", RUNTIME.md §8): each uses every core the process was given
-// (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES), one thread per logical core, prints one
-// progress line per step, and on SIGTERM or SIGINT finishes the step under way on every core,
-// calls nrt_close and returns 0. driver-sim/README.md ("Workloads") documents each workload's
-// model and calibration.
+// Workloads that `neuron-sim run` runs on a simulated node through libnrt-sim
+// (docs/architecture.md#driver-sim, docs/runtime.md#calibration-workloads): each uses every core
+// the process was given (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES), one thread per logical
+// core, prints one progress line per step, and on SIGTERM or SIGINT finishes the step under way on
+// every core, calls nrt_close and returns 0. driver-sim/README.md#workloads documents each
+// workload's model and calibration.
 //
-//   matmul      BF16 [4096,8192] x [8192,8192] on every core (HARDWARE.md §8.3 row 1: 6.97 ms)
-//   llama2-7b   the AI-on-EKS Llama-2-7B recipe: TP groups of 8, gradient accumulation, a
-//               data-parallel all-reduce over EFA with the peers on other nodes (§8)
+//   matmul      BF16 [4096,8192] x [8192,8192] on every core (docs/hardware.md#calibration-points
+//   row 1: 6.97 ms) llama2-7b   the AI-on-EKS Llama-2-7B recipe: TP groups of 8, gradient
+//   accumulation, a
+//               data-parallel all-reduce over EFA with the peers on other nodes
+//               (docs/runtime.md#calibration-workloads)
 //   bert-large  BERT-Large phase 1, data parallel on every core, micro-batch 16, seq 128
 //   empty       kernels that do nothing: the runtime's own cost per execution
 //

@@ -336,9 +336,9 @@ TEST(AllocatorTest, ContractHoldsOnRandomInputs) {
 // 8 (15%), 16 (10%) or 32 (5%) cores, plus odd sizes 1..32 (5%): inference and notebooks take a
 // core or two, smaller training jobs a power of two. Each step is an arrival or a departure with
 // equal odds; a departure frees a live allocation chosen at random; an arrival that does not fit
-// by count is dropped. Double booking is modelled as the plugin masks it (DESIGN decision 8):
-// a device request sees only devices with no core in use; a core request sees only cores of
-// devices not held whole.
+// by count is dropped. Double booking is modelled as the plugin masks it
+// (docs/architecture.md#health): a device request sees only devices with no core in use; a core
+// request sees only cores of devices not held whole.
 
 struct Request {
   bool arrival;

@@ -89,29 +89,57 @@ Topology TopologyOf(const InstanceSpec& s) {
   return Topology(n);
 }
 
-TEST(Topology, TorusDistancesAndConnectivity) {
+using Ids = std::vector<int>;
+
+// What the allocator walks (Neighbours) and checks (IsConnected), per link shape.
+TEST(Topology, TorusNeighboursAndConnectivity) {
   const Topology t = TopologyOf(Spec("trn1.32xlarge"));
-  EXPECT_EQ(t.Distance(0, 0), 0);
-  EXPECT_EQ(t.Distance(0, 1), 1);
-  EXPECT_EQ(t.Distance(0, 3), 1);   // wrap-around
-  EXPECT_EQ(t.Distance(0, 10), 4);  // opposite corner of a 4x4 torus
+  ASSERT_EQ(t.size(), 16);
+  EXPECT_EQ(t.Neighbours(0), (Ids{1, 3, 4, 12}));  // the row and the column wrap round
+  EXPECT_EQ(t.Neighbours(5), (Ids{1, 4, 6, 9}));
+  for (int d = 0; d < 16; ++d) EXPECT_EQ(t.Neighbours(d).size(), 4u) << d;
+  EXPECT_TRUE(t.Adjacent(0, 3));
+  EXPECT_FALSE(t.Adjacent(0, 5));  // diagonal
+  EXPECT_FALSE(t.Adjacent(0, 0));
   EXPECT_TRUE(t.IsConnected({0, 1, 2, 3}));
   EXPECT_TRUE(t.IsConnected({0, 4, 8, 12}));
+  EXPECT_TRUE(t.IsConnected({0, 1, 5, 6, 10}));  // to the opposite corner, hop by hop
   EXPECT_FALSE(t.IsConnected({0, 2}));
-  int max = 0;
-  for (int a = 0; a < 16; ++a)
-    for (int b = 0; b < 16; ++b) max = std::max(max, t.Distance(a, b));
-  EXPECT_EQ(max, 4);
+  EXPECT_FALSE(t.IsConnected({0, 10}));
+  EXPECT_FALSE(t.IsConnected({}));
 }
 
 TEST(Topology, RingAndChain) {
   const Topology ring = TopologyOf(Spec("inf2.48xlarge"));
-  EXPECT_EQ(ring.Distance(0, 6), 6);
-  EXPECT_EQ(ring.Distance(0, 11), 1);
+  EXPECT_EQ(ring.Neighbours(0), (Ids{1, 11}));
+  EXPECT_EQ(ring.Neighbours(6), (Ids{5, 7}));
+  EXPECT_TRUE(ring.IsConnected({10, 11, 0, 1}));
+  EXPECT_FALSE(ring.IsConnected({0, 6}));
   const Topology chain = TopologyOf(Spec("inf2.24xlarge"));
-  EXPECT_EQ(chain.Distance(0, 5), 5);
+  EXPECT_EQ(chain.Neighbours(0), (Ids{1}));
+  EXPECT_EQ(chain.Neighbours(2), (Ids{1, 3}));
+  EXPECT_EQ(chain.Neighbours(5), (Ids{4}));
+  EXPECT_TRUE(chain.IsConnected({0, 1, 2, 3, 4, 5}));
+  EXPECT_FALSE(chain.IsConnected({0, 5}));  // no wrap
   const Topology none = TopologyOf(Spec("trn1.2xlarge"));
+  EXPECT_TRUE(none.Neighbours(0).empty());
   EXPECT_TRUE(none.IsConnected({0}));
+}
+
+TEST(Topology, LinksCountBothWaysAndBadIdsAreIgnored) {
+  const Topology t({{1, 1, 7, -1, 0}, {}, {1}, {}});
+  EXPECT_EQ(t.size(), 4);
+  EXPECT_EQ(t.Neighbours(0), (Ids{1}));     // repeat, out of range, negative and self dropped
+  EXPECT_EQ(t.Neighbours(1), (Ids{0, 2}));  // listed only by 0 and 2
+  EXPECT_EQ(t.Neighbours(2), (Ids{1}));
+  EXPECT_TRUE(t.Neighbours(3).empty());
+  EXPECT_TRUE(t.Neighbours(4).empty());  // outside the node
+  EXPECT_TRUE(t.Neighbours(-1).empty());
+  EXPECT_TRUE(t.Adjacent(1, 0));
+  EXPECT_FALSE(t.Adjacent(0, 7));
+  EXPECT_TRUE(t.IsConnected({0, 1, 2}));
+  EXPECT_FALSE(t.IsConnected({0, 3}));
+  EXPECT_FALSE(t.IsConnected({0, 4}));
 }
 
 TEST(DeviceId, Codec) {

@@ -1,10 +1,11 @@
-// The node daemon's runtime side (DESIGN decisions 2 and 16): it mirrors live datastore memory
-// into sysfs, adds EFA traffic to the port counters, folds a process's counters into sysfs once
-// when it releases its datastore (RELEASE_NEURON_DS, its last close of the device, or its death)
-// and zeroes the slot, drives power from busy time, lists processes in `ctl status`, and writes
-// printk records. The runtime is a real process attached through the simulated driver (a forked
-// RuntimeProcess, or this test process); the daemon is the real neuron-sim binary. Expected
-// values are written literally from DRIVER-INTERFACE.md §3 and driver-sim/README.md.
+// The node daemon's runtime side (docs/architecture.md#daemon-is-the-driver, #device-abi): it
+// mirrors live datastore memory into sysfs, adds EFA traffic to the port counters, folds a
+// process's counters into sysfs once when it releases its datastore (RELEASE_NEURON_DS, its last
+// close of the device, or its death) and zeroes the slot, drives power from busy time, lists
+// processes in `ctl status`, and writes printk records. The runtime is a real process attached
+// through the simulated driver (a forked RuntimeProcess, or this test process); the daemon is the
+// real neuron-sim binary. Expected values are written literally from
+// docs/driver-interface.md#counter-semantics and driver-sim/README.md.
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -18,13 +19,16 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/unique_fd.h"
 #include "core/driver/datastore_layout.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/datastore_writer.h"
 #include "tests/driver-sim/runtime_process.h"
-#include "tests/driver-sim/sim_process.h"
 #include "tests/support/driver_abi_client.h"
+#include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::sim {
@@ -32,7 +36,10 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
-using namespace ::neuron::sim::testing;
+using namespace ::neuron::testing;
+using ::neuron::sim::testing::RuntimeProcess;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 
 constexpr auto kCeiling = 30s;
 
@@ -41,7 +48,8 @@ class DaemonRuntimeTest : public ::testing::Test {
   void SetUp() override {
     root_ = tmp_.path() / "root";
     fs::create_directories(root_);
-    node_ = std::make_unique<SimNode>(NEURON_SIM_BIN, root_, tmp_.path());
+    node_ = std::make_unique<SimNode>(SimNodeOptions{
+        .sim_bin = NEURON_SIM_BIN, .root = root_, .logs = tmp_.path(), .on_stop = ExpectCleanExit});
   }
   void TearDown() override {
     runtimes_.clear();
@@ -85,7 +93,7 @@ class DaemonRuntimeTest : public ::testing::Test {
 };
 
 TEST_F(DaemonRuntimeTest, MirrorsMemoryLiveByCategoryAsIncAndDec) {
-  node_->Up("inf2.xlarge");
+  ASSERT_TRUE(node_->Up("inf2.xlarge")) << node_->Log();
   RuntimeProcess* rt = Runtime(0);
   ASSERT_NE(rt, nullptr);
   ASSERT_TRUE(rt->SetCore(0, nds::kMemUsageTensorsDevice, 1000));
@@ -94,7 +102,8 @@ TEST_F(DaemonRuntimeTest, MirrorsMemoryLiveByCategoryAsIncAndDec) {
   ASSERT_TRUE(rt->SetDevice(nds::kMemUsageTensorsHost, 4096));
   ASSERT_TRUE(rt->SetDevice(nds::kMemUsageMiscHost, 64));
 
-  // Memory is live in sysfs (DRIVER-INTERFACE §3.2), by category and in the core's total.
+  // Memory is live in sysfs (docs/driver-interface.md#live-vs-exit), by category and in the core's
+  // total.
   ASSERT_TRUE(WaitUntil([&] { return Is(Mem(1, "runtime_memory/total"), 300); }, kCeiling));
   EXPECT_TRUE(WaitUntil([&] { return Is(Mem(0, "total"), 1500); }, kCeiling));
   EXPECT_EQ(U64(Mem(0, "tensors/total")), 1000u);
@@ -102,7 +111,7 @@ TEST_F(DaemonRuntimeTest, MirrorsMemoryLiveByCategoryAsIncAndDec) {
   EXPECT_EQ(U64(Mem(1, "total")), 300u);
   EXPECT_TRUE(WaitUntil([&] { return Is(HostMem("tensors/total"), 4096); }, kCeiling));
   EXPECT_TRUE(WaitUntil([&] { return Is(HostMem("application_memory/total"), 64); }, kCeiling));
-  // The probe's driver memory stays (§3.3).
+  // The probe's driver memory stays (docs/driver-interface.md#post-load-values).
   EXPECT_EQ(U64(HostMem("driver_memory/total")), 4194304u);
 
   // A free is a dec: total falls, present is the size freed, peak keeps the high-water mark.
@@ -113,7 +122,7 @@ TEST_F(DaemonRuntimeTest, MirrorsMemoryLiveByCategoryAsIncAndDec) {
 }
 
 TEST_F(DaemonRuntimeTest, FoldsOnceAndZeroesTheSlotWhenTheProcessIsKilled) {
-  node_->Up("inf2.xlarge");
+  ASSERT_TRUE(node_->Up("inf2.xlarge")) << node_->Log();
   RuntimeProcess* rt = Runtime(0);
   ASSERT_NE(rt, nullptr);
   ASSERT_TRUE(rt->SetCore(0, nds::kMemUsageTensorsDevice, 1000));
@@ -124,7 +133,8 @@ TEST_F(DaemonRuntimeTest, FoldsOnceAndZeroesTheSlotWhenTheProcessIsKilled) {
   ASSERT_TRUE(WaitUntil([&] { return Is(HostMem("tensors/total"), 4096); }, kCeiling));
   ASSERT_TRUE(WaitUntil([&] { return Is(Mem(0, "tensors/total"), 400); }, kCeiling));
 
-  // Runtime counters reach sysfs only when the process goes (D1 not offered).
+  // Runtime counters reach sysfs only when the process goes (D1 not offered,
+  // driver-sim/README.md#deviations).
   ASSERT_TRUE(rt->SetCore(0, nds::kInferCompleted, 7));
   ASSERT_TRUE(rt->SetCore(0, nds::kInferenceCount, 7));
   ASSERT_TRUE(rt->SetCore(0, nds::kTimeInUse, 123456));
@@ -135,14 +145,15 @@ TEST_F(DaemonRuntimeTest, FoldsOnceAndZeroesTheSlotWhenTheProcessIsKilled) {
   EXPECT_EQ(U64(Status(0, "success/total")), 0u);
   EXPECT_EQ(U64(Other(0, "nc_time_in_use/total")), 0u);
 
-  // A monitor's mapping of the slot outlives the process (DRIVER-ABI.md §2).
+  // A monitor's mapping of the slot outlives the process
+  // (docs/driver-interface.md#abi-reading-datastore).
   const std::unique_ptr<::neuron::testing::DatastoreView> view =
       ::neuron::testing::DatastoreView::Open(RootPaths(root_).DevNeuron(0), rt->pid());
   ASSERT_NE(view, nullptr);
   rt->Kill();  // left a zombie: the driver learns of the death from the connection's end
   ASSERT_TRUE(WaitUntil([&] { return Gone(0, rt->pid()); }, kCeiling))
       << "the datastore of a killed process stays\n"
-      << node_->DaemonLog();
+      << node_->Log();
   // Folded: each counter one inc of the process's total (present = that total).
   EXPECT_EQ(U64(Status(0, "success/total")), 7u);
   EXPECT_EQ(U64(Status(0, "success/present")), 7u);
@@ -171,7 +182,7 @@ TEST_F(DaemonRuntimeTest, FoldsOnceAndZeroesTheSlotWhenTheProcessIsKilled) {
 }
 
 TEST_F(DaemonRuntimeTest, ReleasedDatastoreOfALiveProcessIsFoldedOnceAndFreed) {
-  node_->Up("trn1.2xlarge");
+  ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   RuntimeProcess* rt = Runtime(0);
   ASSERT_NE(rt, nullptr);
   ASSERT_TRUE(rt->SetCore(1, nds::kInferCompleted, 40));
@@ -183,7 +194,7 @@ TEST_F(DaemonRuntimeTest, ReleasedDatastoreOfALiveProcessIsFoldedOnceAndFreed) {
   const uint64_t before = *U64(Status(1, "success/total")) + 40;
   // ...then nrt_close releases the datastore (ioctl 72); the process lives on, device open.
   ASSERT_TRUE(rt->Release());
-  ASSERT_TRUE(WaitUntil([&] { return Gone(0, rt->pid()); }, kCeiling)) << node_->DaemonLog();
+  ASSERT_TRUE(WaitUntil([&] { return Gone(0, rt->pid()); }, kCeiling)) << node_->Log();
   EXPECT_EQ(kill(rt->pid(), 0), 0);
   EXPECT_EQ(U64(Status(1, "success/total")), before);
   EXPECT_EQ(U64(Other(1, "nc_time_in_use/total")), 5000u);
@@ -198,14 +209,14 @@ TEST_F(DaemonRuntimeTest, ReleasedDatastoreOfALiveProcessIsFoldedOnceAndFreed) {
 // A process that never calls nrt_close but closes the device (its last fd and mapping) is
 // released by the driver's release of that open.
 TEST_F(DaemonRuntimeTest, LastCloseOfTheDeviceFoldsTheDatastore) {
-  node_->Up("trn1.2xlarge");
+  ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   RuntimeProcess* rt = Runtime(0);
   ASSERT_NE(rt, nullptr);
   ASSERT_TRUE(rt->SetCore(0, nds::kInferCompleted, 11));
   ASSERT_TRUE(rt->SetCore(0, nds::kMemUsageTensorsDevice, 2048));
   ASSERT_TRUE(WaitUntil([&] { return Is(Mem(0, "tensors/total"), 2048); }, kCeiling));
   ASSERT_TRUE(rt->CloseDevice());
-  ASSERT_TRUE(WaitUntil([&] { return Gone(0, rt->pid()); }, kCeiling)) << node_->DaemonLog();
+  ASSERT_TRUE(WaitUntil([&] { return Gone(0, rt->pid()); }, kCeiling)) << node_->Log();
   EXPECT_EQ(kill(rt->pid(), 0), 0);
   EXPECT_EQ(U64(Status(0, "success/total")), 11u);
   EXPECT_EQ(U64(Mem(0, "tensors/total")), 0u);
@@ -213,7 +224,7 @@ TEST_F(DaemonRuntimeTest, LastCloseOfTheDeviceFoldsTheDatastore) {
 
 // trn2 at LNC 2: logical slot k is physical cores 2k and 2k+1 (driver-sim/README.md).
 TEST_F(DaemonRuntimeTest, Lnc2SplitsMemoryAndFoldsBusyTimeIntoBothCoresAndEfaTraffic) {
-  node_->Up("trn2.48xlarge");
+  ASSERT_TRUE(node_->Up("trn2.48xlarge")) << node_->Log();
   RuntimeProcess* rt = Runtime(3);
   ASSERT_NE(rt, nullptr);
   ASSERT_TRUE(rt->SetCore(1, nds::kMemUsageTensorsDevice, 1001));
@@ -250,7 +261,7 @@ TEST_F(DaemonRuntimeTest, Lnc2SplitsMemoryAndFoldsBusyTimeIntoBothCoresAndEfaTra
   ASSERT_TRUE(rt->SetCore(1, nds::kTimeInUse, 777));
   ASSERT_TRUE(rt->SetCore(1, nds::kInferCompleted, 3));
   rt->Kill();
-  ASSERT_TRUE(WaitUntil([&] { return Gone(3, rt->pid()); }, kCeiling)) << node_->DaemonLog();
+  ASSERT_TRUE(WaitUntil([&] { return Gone(3, rt->pid()); }, kCeiling)) << node_->Log();
   // Busy time into both physical cores of the group, counts into the first.
   EXPECT_EQ(U64(core(2) / "other_info/nc_time_in_use/total"), 777u);
   EXPECT_EQ(U64(core(3) / "other_info/nc_time_in_use/total"), 777u);
@@ -264,7 +275,7 @@ TEST_F(DaemonRuntimeTest, Lnc2SplitsMemoryAndFoldsBusyTimeIntoBothCoresAndEfaTra
 // A new daemon is a freshly loaded driver: the runtimes of the previous one are not its
 // processes, so nothing of theirs is mirrored or folded into the new tree.
 TEST_F(DaemonRuntimeTest, RestartedDaemonForgetsThePreviousDriversRuntimes) {
-  node_->Up("inf2.xlarge");
+  ASSERT_TRUE(node_->Up("inf2.xlarge")) << node_->Log();
   RuntimeProcess* old_rt = Runtime(0);
   ASSERT_NE(old_rt, nullptr);
   ASSERT_TRUE(old_rt->SetCore(0, nds::kInferCompleted, 9));
@@ -272,8 +283,9 @@ TEST_F(DaemonRuntimeTest, RestartedDaemonForgetsThePreviousDriversRuntimes) {
   ASSERT_TRUE(WaitUntil([&] { return Is(Mem(0, "tensors/total"), 111); }, kCeiling));
 
   node_.reset();  // SIGTERM: the daemon removes its tree; the old runtime lives on
-  node_ = std::make_unique<SimNode>(NEURON_SIM_BIN, root_, tmp_.path());
-  node_->Up("inf2.xlarge");
+  node_ = std::make_unique<SimNode>(SimNodeOptions{
+      .sim_bin = NEURON_SIM_BIN, .root = root_, .logs = tmp_.path(), .on_stop = ExpectCleanExit});
+  ASSERT_TRUE(node_->Up("inf2.xlarge")) << node_->Log();
   RuntimeProcess* live = Runtime(0);
   ASSERT_NE(live, nullptr);
   ASSERT_TRUE(old_rt->SetCore(0, nds::kMemUsageTensorsDevice, 333));
@@ -288,7 +300,7 @@ TEST_F(DaemonRuntimeTest, RestartedDaemonForgetsThePreviousDriversRuntimes) {
 }
 
 TEST_F(DaemonRuntimeTest, PowerFollowsBusyTime) {
-  node_->Up("inf2.xlarge", {"--power-period-ms", "1000"});
+  ASSERT_TRUE(node_->Up("inf2.xlarge", {"--power-period-ms", "1000"})) << node_->Log();
   const fs::path power = node_->Device(0) / "stats/power/utilization";
   auto avg = [&]() -> std::optional<double> {
     const std::string text = ReadFile(power);
@@ -322,19 +334,20 @@ TEST_F(DaemonRuntimeTest, PowerFollowsBusyTime) {
 }
 
 TEST_F(DaemonRuntimeTest, StatusListsProcessesWithTagAndCores) {
-  node_->Up("trn1.2xlarge");
+  ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   // This test process is the runtime: attached to device 0, datastore claimed, core 1 locked.
   const pid_t self = getpid();
-  const int dev = open(RootPaths(root_).DevNeuron(0).c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(dev, 0) << std::strerror(errno);
-  absl::StatusOr<std::unique_ptr<DatastoreWriter>> ds = DatastoreWriter::Acquire(dev, 0, self);
+  const UniqueFd dev(open(RootPaths(root_).DevNeuron(0).c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(dev.valid()) << std::strerror(errno);
+  absl::StatusOr<std::unique_ptr<DatastoreWriter>> ds =
+      DatastoreWriter::Acquire(dev.get(), 0, self);
   ASSERT_TRUE(ds.ok()) << ds.status();
   (*ds)->SetProcessTag("llama-worker-0");
   ASSERT_TRUE((*ds)->SetCoreCounter(1, nds::kMemUsageTensorsDevice, 4096).ok());
   const fs::path lock = root_ / "run/neuron/cores/1";
-  const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  const UniqueFd fd(open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_EQ(flock(fd.get(), LOCK_EX | LOCK_NB), 0);
   ASSERT_TRUE(WaitUntil([&] { return Is(Mem(1, "tensors/total"), 4096); }, kCeiling));
 
   const fs::path out = tmp_.path() / "status.out";
@@ -353,13 +366,11 @@ TEST_F(DaemonRuntimeTest, StatusListsProcessesWithTagAndCores) {
         << status;
   }
   EXPECT_TRUE(row) << status;
-  close(fd);
-  (*ds)->Release();
-  close(dev);
+  (*ds)->Release();  // the lock and the device go with their fds at the end
 }
 
 TEST_F(DaemonRuntimeTest, PrintkAppendsToKmsgVerbatim) {
-  node_->Up("inf2.xlarge");
+  ASSERT_TRUE(node_->Up("inf2.xlarge")) << node_->Log();
   const RootPaths paths(root_);
   const std::string text =
       "nrt: NEURON_HW_ERR=HBM_UNCORRECTABLE_ERROR instance-id=i-0 nd-id=0 nc-id=1 "
@@ -367,7 +378,8 @@ TEST_F(DaemonRuntimeTest, PrintkAppendsToKmsgVerbatim) {
   ASSERT_TRUE(SendPrintk(paths, 3, text).ok());
   ASSERT_TRUE(SendPrintk(paths, 6, "two  spaces\tand a tab").ok());
   const std::string kmsg = ReadFile(root_ / "dev/kmsg");
-  // "<prio>,<seq>,<usec>,-;<text>" (README D9); KERN_ERR is 3; a tab is escaped as the kernel does.
+  // "<prio>,<seq>,<usec>,-;<text>" (D9, driver-sim/README.md#deviations); KERN_ERR is 3; a tab is
+  // escaped as the kernel does.
   EXPECT_THAT(kmsg, MatchesRegex(fmt::format("(.|\n)*\n3,[0-9]+,[0-9]+,-;{}\n(.|\n)*", text)));
   EXPECT_THAT(kmsg, HasSubstr(",-;two  spaces\\x09and a tab\n"));
   EXPECT_THAT(kmsg, MatchesRegex("(.|\n)*\n6,[0-9]+,[0-9]+,-;two (.|\n)*"));
@@ -379,7 +391,8 @@ TEST_F(DaemonRuntimeTest, PrintkAppendsToKmsgVerbatim) {
   EXPECT_TRUE(absl::IsInvalidArgument(SendPrintk(paths, 8, "level")));
 }
 
-// The printk request line: everything after "-- " is the text, verbatim (README "ctl protocol").
+// The printk request line: everything after "-- " is the text, verbatim
+// (driver-sim/README.md#ctl-protocol).
 TEST(CtlPrintkTest, RequestLineCarriesTheTextVerbatim) {
   absl::StatusOr<CtlRequest> r = ParseCtlLine("printk --level 4 --  two  spaces\tand a tab");
   ASSERT_TRUE(r.ok()) << r.status();

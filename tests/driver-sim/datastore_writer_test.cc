@@ -1,6 +1,7 @@
-// The datastore's bytes at the offsets DRIVER-INTERFACE.md §4.2 and driver-sim/README.md give,
-// read back raw from the memory (not through the writer); and the writer's claim and release of
-// its slot through the simulated driver (DRIVER-ABI.md §2).
+// The datastore's bytes at the offsets docs/driver-interface.md#datastore-layout and
+// driver-sim/README.md give, read back raw from the memory (not through the writer); and the
+// writer's claim and release of its slot through the simulated driver
+// (docs/driver-interface.md#abi-reading-datastore).
 #include "driver-sim/driver/datastore_writer.h"
 
 #include <fcntl.h>
@@ -14,12 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/unique_fd.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "gtest/gtest.h"
 #include "tests/support/driver_abi_client.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_driver_thread.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::sim {
@@ -206,9 +209,9 @@ TEST_F(DatastoreWriterTest, LatencyHistogramExtension) {
 class DatastoreWriterDriverTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    spec_ = *FindInstance("trn1.2xlarge");
-    tree_ = std::make_unique<SimTree>(paths_, NodeConfig{spec_, 1, "", ""});
-    ASSERT_TRUE(tree_->Create().ok());
+    tree_ = neuron::testing::MakeSimTree(paths_.root(), "trn1.2xlarge", {.lnc = 1});
+    ASSERT_NE(tree_, nullptr);
+    spec_ = tree_->config().spec;
     driver_ = std::make_unique<neuron::testing::SimDriverThread>(tree_.get(), *spec_, 1);
     ASSERT_TRUE(driver_->status().ok()) << driver_->status();
   }
@@ -224,9 +227,10 @@ class DatastoreWriterDriverTest : public ::testing::Test {
 };
 
 TEST_F(DatastoreWriterDriverTest, AcquireMapsTheDriversSlotAndReleaseFoldsAndFreesIt) {
-  const int fd = ::open(paths_.DevNeuron(0).c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(fd, 0) << std::strerror(errno);
-  absl::StatusOr<std::unique_ptr<DatastoreWriter>> w = DatastoreWriter::Acquire(fd, 0, ::getpid());
+  UniqueFd fd(::open(paths_.DevNeuron(0).c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  absl::StatusOr<std::unique_ptr<DatastoreWriter>> w =
+      DatastoreWriter::Acquire(fd.get(), 0, ::getpid());
   ASSERT_TRUE(w.ok()) << w.status();
   std::optional<std::vector<uint8_t>> seen =
       neuron::testing::ReadDatastoreBytes(paths_.DevNeuron(0), ::getpid());
@@ -251,11 +255,11 @@ TEST_F(DatastoreWriterDriverTest, AcquireMapsTheDriversSlotAndReleaseFoldsAndFre
   EXPECT_EQ(view->Bytes(), std::vector<uint8_t>(nds::kSize, 0));
   // The process's last close releases a slot it did not release itself.
   absl::StatusOr<std::unique_ptr<DatastoreWriter>> again =
-      DatastoreWriter::Acquire(fd, 0, ::getpid());
+      DatastoreWriter::Acquire(fd.get(), 0, ::getpid());
   ASSERT_TRUE(again.ok()) << again.status();
   ASSERT_TRUE((*again)->SetCoreCounter(0, nds::kModelLoadCount, 5).ok());
   again->reset();  // unmaps without releasing, as a dying process's mappings go
-  ::close(fd);
+  fd.Reset();      // the last close, which the driver answers by releasing the slot
   EXPECT_FALSE(MonitorWord(0).has_value());
   EXPECT_EQ(neuron::testing::ReadFile(tree_->OtherInfoDir(0, 0, "model_load_count") / "total"),
             "5\n");
@@ -263,15 +267,13 @@ TEST_F(DatastoreWriterDriverTest, AcquireMapsTheDriversSlotAndReleaseFoldsAndFre
 
 TEST_F(DatastoreWriterDriverTest, AcquireNeedsANormalDeviceFd) {
   // An O_WRONLY fd is the driver's free-access mode: ACQUIRE_NEURON_DS is refused.
-  const int fd = ::open(paths_.DevNeuron(0).c_str(), O_WRONLY | O_CLOEXEC);
-  ASSERT_GE(fd, 0) << std::strerror(errno);
-  EXPECT_FALSE(DatastoreWriter::Acquire(fd, 0, ::getpid()).ok());
-  ::close(fd);
-  const int plain = ::open(tree_->OtherInfoDir(0, 0, "model_load_count").c_str(),
-                           O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  ASSERT_GE(plain, 0);
-  EXPECT_FALSE(DatastoreWriter::Acquire(plain, 0, ::getpid()).ok());  // not a device at all
-  ::close(plain);
+  const UniqueFd fd(::open(paths_.DevNeuron(0).c_str(), O_WRONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  EXPECT_FALSE(DatastoreWriter::Acquire(fd.get(), 0, ::getpid()).ok());
+  const UniqueFd plain(::open(tree_->OtherInfoDir(0, 0, "model_load_count").c_str(),
+                              O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(plain.valid());
+  EXPECT_FALSE(DatastoreWriter::Acquire(plain.get(), 0, ::getpid()).ok());  // not a device at all
 }
 
 }  // namespace

@@ -20,8 +20,9 @@
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "podresources/v1/api.grpc.pb.h"
 #include "proto/pod_resources.h"
-#include "tests/driver-sim/sim_process.h"
 #include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::sim {
@@ -171,7 +172,7 @@ class TestPlugin final : public v1beta1::DevicePlugin::Service {
   grpc::Status allocate_error;
   // Allocate names host device PREFIX<id>, seen in the container under the same path, or as
   // PREFIX<k> for the k-th ID (ascending) with container numbering (the device plugin's
-  // device_numbering: container, DESIGN decision 18).
+  // device_numbering: container, docs/architecture.md#device-numbering).
   std::string device_prefix = "/dev/neuron";
   bool container_numbering = false;
   std::vector<v1beta1::PreferredAllocationRequest> gpa_requests;
@@ -621,8 +622,11 @@ TEST_F(KubeletEmulatorTest, PodRunThroughTheBinaryRunsTheCommandWithThePodsEnvir
   // pod run runs CMD under the simulated driver (`neuron-sim exec`), which needs a running node
   // whose devices 2 and 3 back the plugin's answers.
   TempDir node{"node"};
-  neuron::sim::testing::SimNode sim(NEURON_SIM_BIN, node.path(), logs);
-  sim.Up("inf2.24xlarge");
+  neuron::testing::SimNode sim({.sim_bin = NEURON_SIM_BIN,
+                                .root = node.path(),
+                                .logs = logs,
+                                .on_stop = neuron::testing::ExpectCleanExit});
+  ASSERT_TRUE(sim.Up("inf2.24xlarge")) << sim.Log();
   const pid_t kubelet = neuron::testing::Spawn(
       {NEURON_SIM_BIN, "kubelet", "--root", node.str(), "--kubelet-dir", dir_.str()},
       logs / "kubelet.out", logs / "kubelet.err");

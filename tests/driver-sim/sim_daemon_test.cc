@@ -1,6 +1,7 @@
 // The node daemon and ctl, tested through the real neuron-sim binary in temporary roots
 // (sim_ctl_test.cc has the protocol and faults.json codecs). Expected paths, texts and values are
-// written literally from DRIVER-INTERFACE.md and DESIGN.md, not recomputed by the code under test.
+// written literally from docs/driver-interface.md and docs/architecture.md, not recomputed by the
+// code under test.
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -29,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/unique_fd.h"
 #include "tests/support/driver_abi_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -45,8 +47,8 @@ using ::neuron::testing::Spawn;
 using ::neuron::testing::WaitExit;
 using ::neuron::testing::WaitUntil;
 
-// Ceilings, not expectations (DESIGN decision 15): building a tree is thousands of files, and
-// this machine is shared and may run sanitizers.
+// Ceilings, not expectations (docs/architecture.md#timing-in-tests): building a tree is thousands
+// of files, and this machine is shared and may run sanitizers.
 constexpr auto kReadyCeiling = 90s;
 constexpr auto kEffectCeiling = 30s;
 
@@ -116,7 +118,8 @@ class SimDaemonTest : public ::testing::Test {
     const pid_t pid = StartUp(root, args);
     EXPECT_TRUE(WaitUntil([&] { return fs::exists(root / "run/neuron/sim.ready"); }, kReadyCeiling))
         << "no sim.ready under " << root;
-    // Start-up logs the probe's reset pair per device (§3.3); tests look at what comes after.
+    // Start-up logs the probe's reset pair per device (docs/driver-interface.md#post-load-values);
+    // tests look at what comes after.
     kmsg_start_[root] = ReadFile(root / "dev/kmsg").size();
     return pid;
   }
@@ -180,7 +183,8 @@ TEST_F(SimDaemonTest, UpWritesReadyLastAndServesStatus) {
   ASSERT_EQ(lstat((root_ / "run/neuron/ctl.sock").c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  // Driver load resets every device once (§3.3): one initiating/completed pair each.
+  // Driver load resets every device once (docs/driver-interface.md#post-load-values): one
+  // initiating/completed pair each.
   const std::string boot_log = ReadFile(root_ / "dev/kmsg");
   for (int d = 0; d < 6; ++d) {
     EXPECT_THAT(boot_log,
@@ -396,7 +400,7 @@ TEST_F(SimDaemonTest, RuntimeFaultsGoOnlyToFaultsJson) {
   EXPECT_EQ(f[3]["device"], 0);
   EXPECT_EQ(f[3]["peer"], 1);
 
-  // inf2.24xlarge is a chain: 0-1-2-3-4-5 (DRIVER-INTERFACE §2.5).
+  // inf2.24xlarge is a chain: 0-1-2-3-4-5 (docs/driver-interface.md#connected-devices).
   const RunResult far = Ctl({"link-down", "--device", "0", "--peer", "5"});
   EXPECT_EQ(far.code, 1);
   EXPECT_THAT(far.err, HasSubstr("devices 0 and 5 are not NeuronLink neighbours"));
@@ -431,16 +435,17 @@ TEST_F(SimDaemonTest, EfaDownAndUp) {
 TEST_F(SimDaemonTest, SysfsResetWriteResetsOnlyADeviceNobodyHasOpen) {
   Up(root_, "inf2.24xlarge", {"--reset-ms", "300"});
   // Device 2 is open: a live process (this test) attached to it with a datastore.
-  const int fd = neuron::testing::OpenAndClaimDatastore(root_ / "dev/neuron2");
-  ASSERT_GE(fd, 0) << std::strerror(errno);
+  UniqueFd fd = neuron::testing::OpenAndClaimDatastore(root_ / "dev/neuron2");
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
   WriteFile(Dev(2) / "reset", "9\n");
-  // The daemon answers every write by restoring the state (D4); then it has seen this one.
+  // The daemon answers every write by restoring the state (D4, driver-sim/README.md#deviations);
+  // then it has seen this one.
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(Dev(2) / "reset") == "1\n"; }, kEffectCeiling));
   EXPECT_THAT(Kmsg(), Not(HasSubstr("nd2: initiating")));
   EXPECT_EQ(ReadFile(Dev(2) / "neuron_core0/stats/other_info/reset_req_count/total"), "1\n");
   EXPECT_TRUE(Listed(2, getpid()));
 
-  ::close(fd);  // the last close: the driver's open count drops to 0
+  fd.Reset();  // the last close: the driver's open count drops to 0
   WriteFile(Dev(2) / "reset", "1\n");
   ASSERT_TRUE(WaitUntil(
       [&] { return Kmsg().find("nd2: reset request 4294967295 completed") != std::string::npos; },
@@ -450,7 +455,8 @@ TEST_F(SimDaemonTest, SysfsResetWriteResetsOnlyADeviceNobodyHasOpen) {
 
   // A process that died with the device open does not hold it: its death closed its fds.
   const pid_t child = fork();
-  if (child == 0) _exit(neuron::testing::OpenAndClaimDatastore(root_ / "dev/neuron3") >= 0 ? 0 : 1);
+  if (child == 0)
+    _exit(neuron::testing::OpenAndClaimDatastore(root_ / "dev/neuron3").valid() ? 0 : 1);
   ASSERT_EQ(WaitExit(child, kEffectCeiling), 0);
   // The driver learns of the death from the connection's end; its datastore row then goes.
   ASSERT_TRUE(WaitUntil([&] { return !Listed(3, child); }, kEffectCeiling));
@@ -500,7 +506,8 @@ TEST_F(SimDaemonTest, PowerRollsUpWithWallClockStamps) {
   ASSERT_TRUE(
       WaitUntil([&] { return ReadFile(util).starts_with("POWER_STATUS_VALID,"); }, kEffectCeiling))
       << ReadFile(util);
-  // "<status>,<epoch_s>,<min>,<max>,<avg>\n", percentages "%u.%02u" (DRIVER-INTERFACE §2.3).
+  // "<status>,<epoch_s>,<min>,<max>,<avg>\n", percentages "%u.%02u"
+  // (docs/driver-interface.md#computed-formats).
   const std::string text = ReadFile(util);
   unsigned long long epoch = 0;
   unsigned min_i = 0, min_f = 0, max_i = 0, max_f = 0, avg_i = 0, avg_f = 0;

@@ -1,5 +1,5 @@
-// The simulated driver's tree against DRIVER-INTERFACE.md and HARDWARE.md: expected values are
-// written literally from those documents.
+// The simulated driver's tree against docs/driver-interface.md and docs/hardware.md: expected
+// values are written literally from those documents.
 #include "driver-sim/driver/sim_tree.h"
 
 #include <fcntl.h>
@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/base/unique_fd.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/node_info.h"
 #include "gmock/gmock.h"
@@ -70,7 +71,8 @@ class Node {
   SimTree tree_;
 };
 
-// Regular files below a device directory, without the generic dev and uevent (§2).
+// Regular files below a device directory, without the generic dev and uevent
+// (docs/driver-interface.md#sysfs-tree).
 int CountDeviceFiles(const fs::path& dir) {
   int n = 0;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
@@ -176,7 +178,7 @@ TEST(SimTreeTest, Trn2TreeMatchesTheDriver) {
   EXPECT_EQ(Slurp(n.dev(3) / "info/architecture/instance_type"), "Trn2\n");
   EXPECT_EQ(Slurp(n.dev(3) / "info/architecture/device_name"), "Trainium2\n");
   EXPECT_EQ(Slurp(n.dev(3) / "neuron_core5/info/architecture/arch_type"), "NCv3\n");
-  // HARDWARE.md §4: device 0 is 0000:cc:00.0, CPUs 48-95,144-191, NUMA 1.
+  // docs/hardware.md#neuronlink-topology: device 0 is 0000:cc:00.0, CPUs 48-95,144-191, NUMA 1.
   const fs::path pci = n.root() / "sys/bus/pci/devices/0000:cc:00.0";
   EXPECT_EQ(Slurp(pci / "device"), "0x7364\n");
   EXPECT_EQ(Slurp(pci / "numa_node"), "1\n");
@@ -186,7 +188,7 @@ TEST(SimTreeTest, Trn2TreeMatchesTheDriver) {
   for (const auto& e : fs::directory_iterator(n.root() / "sys/class/infiniband")) {
     efas += e.is_symlink() ? 1 : 0;
   }
-  EXPECT_EQ(efas, 16);  // HARDWARE.md §6
+  EXPECT_EQ(efas, 16);  // docs/hardware.md#efa-per-instance
   absl::StatusOr<NodeInfo> info = ReadNodeInfo(RootPaths(n.root()));
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->lnc, 2);
@@ -239,7 +241,8 @@ TEST(SimTreeTest, CounterArithmeticFollowsTheDriver) {
   ASSERT_TRUE(t.ApplyCounter(mem, CounterOp::kSet, 900).ok());
   EXPECT_EQ(triple(mem), "900\n900\n900\n");
 
-  // A user's write clears the field it wrote to (§3.1): the next update starts from 0.
+  // A user's write clears the field it wrote to (docs/driver-interface.md#total-present-peak): the
+  // next update starts from 0.
   std::ofstream(mem / "total") << "whatever";
   ASSERT_TRUE(t.ApplyCounter(mem, CounterOp::kInc, 5).ok());
   EXPECT_EQ(triple(mem), "5\n5\n900\n");
@@ -280,7 +283,7 @@ TEST(SimTreeTest, DeviceStateHardwareErrorsAndPower) {
 
   ASSERT_TRUE(t.AddHardwareErrors(2, "mem_ecc_uncorrected", 3).ok());
   EXPECT_EQ(Slurp(n.dev(2) / "stats/hardware/mem_ecc_uncorrected"), "3\n");
-  // SRAM shows the low 16 bits of the firmware count (§2.1).
+  // SRAM shows the low 16 bits of the firmware count (docs/driver-interface.md#device-files).
   ASSERT_TRUE(t.AddHardwareErrors(2, "sram_ecc_uncorrected", 65535).ok());
   ASSERT_TRUE(t.AddHardwareErrors(2, "sram_ecc_uncorrected", 2).ok());
   EXPECT_EQ(Slurp(n.dev(2) / "stats/hardware/sram_ecc_uncorrected"), "1\n");
@@ -296,7 +299,8 @@ TEST(SimTreeTest, DeviceStateHardwareErrorsAndPower) {
 
 TEST(SimTreeTest, PciIdentityAndLinks) {
   Node n("trn1.32xlarge");
-  // HARDWARE.md §4: trn1.32xlarge device 0 is 0000:10:1c.0 on NUMA 0, CPUs 0-31,64-95.
+  // docs/hardware.md#neuronlink-topology: trn1.32xlarge device 0 is 0000:10:1c.0 on NUMA 0, CPUs
+  // 0-31,64-95.
   const fs::path pci = n.root() / "sys/bus/pci/devices/0000:10:1c.0";
   EXPECT_EQ(fs::read_symlink(pci), "../../../devices/pci0000:10/0000:10:1c.0");
   EXPECT_EQ(Slurp(pci / "vendor"), "0x1d0f\n");
@@ -319,7 +323,7 @@ TEST(SimTreeTest, PciIdentityAndLinks) {
   EXPECT_EQ(Slurp(inf2_pci / "device"), "0x7264\n");
   EXPECT_EQ(Slurp(inf2_pci / "local_cpus"), "f\n");
 
-  // Class and dev/char links (§1).
+  // Class and dev/char links (docs/driver-interface.md#device-nodes).
   EXPECT_EQ(fs::read_symlink(n.root() / "sys/class/neuron_device/neuron3"),
             "../../devices/virtual/neuron_device/neuron3");
   EXPECT_EQ(fs::read_symlink(n.root() / "sys/dev/char/239:3"),
@@ -397,7 +401,7 @@ TEST(SimTreeTest, UnplugAndPlug) {
   EXPECT_FALSE(fs::exists(fs::symlink_status(n.root() / "sys/class/neuron_device/neuron3")));
   EXPECT_FALSE(fs::exists(fs::symlink_status(n.root() / "sys/dev/char/239:3")));
   EXPECT_FALSE(fs::exists(n.root() / "dev/neuron3"));
-  // Device 3 is 0000:a0:1d.0 (HARDWARE.md §4).
+  // Device 3 is 0000:a0:1d.0 (docs/hardware.md#neuronlink-topology).
   EXPECT_FALSE(fs::exists(fs::symlink_status(n.root() / "sys/bus/pci/devices/0000:a0:1d.0")));
   EXPECT_FALSE(fs::exists(n.root() / "sys/devices/pci0000:a0/0000:a0:1d.0"));
   EXPECT_TRUE(fs::exists(n.root() / "sys/bus/pci/devices/0000:a0:1c.0/vendor"));
@@ -425,8 +429,8 @@ TEST(SimTreeTest, EfaLayoutDownAndUp) {
   const fs::path ib_class = n.root() / "sys/class/infiniband";
   int count = 0;
   for (const auto& e : fs::directory_iterator(ib_class)) count += e.is_symlink() ? 1 : 0;
-  EXPECT_EQ(count, 8);  // HARDWARE.md §6
-  // HARDWARE.md §5: EFA at 10:19.0 is rdmap16s25.
+  EXPECT_EQ(count, 8);  // docs/hardware.md#efa-per-instance
+  // docs/hardware.md#pcie-layout: EFA at 10:19.0 is rdmap16s25.
   const fs::path ib = ib_class / "rdmap16s25";
   EXPECT_EQ(fs::read_symlink(ib), "../../devices/pci0000:10/0000:10:19.0/infiniband/rdmap16s25");
   EXPECT_EQ(Slurp(ib / "ports/1/state"), "4: ACTIVE\n");
@@ -576,7 +580,7 @@ TEST(SimTreeTest, WriteFileAtomicReplacesWholeAndSetsMode) {
   EXPECT_EQ(entries, 1);  // no temporary left behind
 }
 
-// ---- libudev under umockdev sees the tree (DESIGN decision 7) ----
+// ---- libudev under umockdev sees the tree (docs/architecture.md#discovery) ----
 
 struct HelperRun {
   int exit_code = -1;
@@ -609,21 +613,19 @@ HelperRun RunUdevHelper(const fs::path& root, const std::vector<std::string>& ar
   int pipefd[2];
   HelperRun run;
   if (::pipe(pipefd) != 0) return run;
+  const UniqueFd read_end(pipefd[0]);
+  UniqueFd write_end(pipefd[1]);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipefd[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, pipefd[0]);
+  posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, read_end.get());
   pid_t pid = 0;
   const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  ::close(pipefd[1]);
-  if (rc != 0) {
-    ::close(pipefd[0]);
-    return run;
-  }
+  write_end.Reset();  // ours closed, the read below ends when the helper exits
+  if (rc != 0) return run;
   char buf[4096];
-  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof(buf))) > 0;) run.out.append(buf, n);
-  ::close(pipefd[0]);
+  for (ssize_t n; (n = ::read(read_end.get(), buf, sizeof(buf))) > 0;) run.out.append(buf, n);
   int status = 0;
   ::waitpid(pid, &status, 0);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

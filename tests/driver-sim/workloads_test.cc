@@ -1,7 +1,8 @@
 // `neuron-sim run`: the workloads on a simulated node, as real processes against the real daemon
 // and libnrt-sim, their datastores read as a monitor reads them (through the driver).
-// Calibration figures are RUNTIME.md §8's and HARDWARE.md §8.3's, written literally; timing
-// assertions are ranges around them or ceilings (DESIGN decision 15).
+// Calibration figures are those of docs/runtime.md#calibration-workloads and
+// docs/hardware.md#calibration-points, written literally; timing assertions are ranges around
+// them or ceilings (docs/architecture.md#timing-in-tests).
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -14,19 +15,24 @@
 #include <memory>
 #include <regex>
 
-#include "core/driver/datastore_layout.h"
+#include "core/base/unique_fd.h"
 #include "core/discovery/inventory.h"
+#include "core/driver/datastore_layout.h"
 #include "core/sample/sampler.h"
 #include "core/sample/snapshot.h"
-#include "tests/driver-sim/sim_process.h"
 #include "tests/support/driver_abi_client.h"
+#include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::sim {
 namespace {
 
 using ::testing::HasSubstr;
-using namespace ::neuron::sim::testing;
+using namespace ::neuron::testing;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 
 constexpr auto kCeiling = 60s;
 
@@ -55,7 +61,8 @@ class WorkloadsTest : public ::testing::Test {
   void SetUp() override {
     root_ = tmp_.path() / "root";
     fs::create_directories(root_);
-    node_ = std::make_unique<SimNode>(NEURON_SIM_BIN, root_, tmp_.path());
+    node_ = std::make_unique<SimNode>(SimNodeOptions{
+        .sim_bin = NEURON_SIM_BIN, .root = root_, .logs = tmp_.path(), .on_stop = ExpectCleanExit});
   }
   void TearDown() override {
     for (const auto& [pid, out] : runs_) {
@@ -121,11 +128,8 @@ class WorkloadsTest : public ::testing::Test {
   }
   // A global core's lock file is free when we can take it.
   bool CoreFree(int core) const {
-    const int fd = open((root_ / "run/neuron/cores" / std::to_string(core)).c_str(), O_RDWR);
-    if (fd < 0) return true;
-    const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
-    close(fd);
-    return free;
+    const UniqueFd fd(open((root_ / "run/neuron/cores" / std::to_string(core)).c_str(), O_RDWR));
+    return !fd || flock(fd.get(), LOCK_EX | LOCK_NB) == 0;
   }
 
   ::neuron::testing::TempDir tmp_{"wl_test"};
@@ -136,9 +140,10 @@ class WorkloadsTest : public ::testing::Test {
   int count_ = 0;
 };
 
-// HARDWARE.md §8.3 row 1: 6.97 ms for the BF16 [4096,8192] @ [8192,8192] GEMM on one NC-v2.
+// docs/hardware.md#calibration-points row 1: 6.97 ms for the BF16 [4096,8192] @ [8192,8192] GEMM on
+// one NC-v2.
 TEST_F(WorkloadsTest, MatmulKernelTimeMatchesThePublishedCalibration) {
-  node_->Up("trn1.2xlarge");
+  ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   const Result r = Run({"--workload", "matmul", "--steps", "3", "--kernels", "5"},
                        {"NEURON_RT_VISIBLE_CORES=1"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
@@ -156,9 +161,10 @@ TEST_F(WorkloadsTest, MatmulKernelTimeMatchesThePublishedCalibration) {
   EXPECT_NEAR(std::stod(m[1]), 6.97, 6.97 * 0.1);
 }
 
-// RUNTIME.md §8: 3,826.6 seq/s on 32 cores = 119.6 seq/s per core, 0.134 s per 16 sequences.
+// docs/runtime.md#calibration-workloads: 3,826.6 seq/s on 32 cores = 119.6 seq/s per core, 0.134 s
+// per 16 sequences.
 TEST_F(WorkloadsTest, BertThroughputMatchesThePublishedFigureAndSigtermStopsCleanly) {
-  node_->Up("trn1.2xlarge");
+  ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   const pid_t pid = Start({"--workload", "bert-large"});
   ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 5; }, kCeiling))
       << Out(pid) << Err(pid);
@@ -187,9 +193,10 @@ TEST_F(WorkloadsTest, BertThroughputMatchesThePublishedFigureAndSigtermStopsClea
   EXPECT_TRUE(CoreFree(1));
 }
 
-// RUNTIME.md §8: an optimizer step of 20-25 s, 20.7k-25.9k tokens/s per node.
+// docs/runtime.md#calibration-workloads: an optimizer step of 20-25 s, 20.7k-25.9k tokens/s per
+// node.
 TEST_F(WorkloadsTest, Llama2FullSizeStepIsTwentyToTwentyFiveSeconds) {
-  node_->Up("trn1.32xlarge");
+  ASSERT_TRUE(node_->Up("trn1.32xlarge")) << node_->Log();
   const Result r = Run({"--workload", "llama2-7b", "--estimate"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("TP 8 x DP 8 (4 on this node, 2 nodes)"));
@@ -203,13 +210,13 @@ TEST_F(WorkloadsTest, Llama2FullSizeStepIsTwentyToTwentyFiveSeconds) {
 }
 
 TEST_F(WorkloadsTest, Llama2KeepsCoresBusyAndItsGradientAllReduceCrossesEfa) {
-  node_->Up("trn1.32xlarge");
+  ASSERT_TRUE(node_->Up("trn1.32xlarge")) << node_->Log();
   const pid_t pid = Start({"--workload", "llama2-7b", "--micro-steps", "6", "--scale", "0.25"},
                           {"NEURON_RT_VISIBLE_CORES=0-7"});
   ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 1; }, kCeiling))
       << Out(pid) << Err(pid);
 
-  // Utilization from the datastores, as the agent derives it (core/snapshot.h).
+  // Utilization from the datastores, as the agent derives it (core/sample/snapshot.h).
   absl::StatusOr<Inventory> inv = MakeDirectoryDiscovery(RootPaths(root_), {})->Scan();
   ASSERT_TRUE(inv.ok()) << inv.status();
   Sampler sampler(RootPaths(root_), *inv);
@@ -244,9 +251,9 @@ TEST_F(WorkloadsTest, Llama2KeepsCoresBusyAndItsGradientAllReduceCrossesEfa) {
 }
 
 TEST_F(WorkloadsTest, MemoryIsMirroredWhileRunningAndAKilledRunIsFoldedOnce) {
-  node_->Up("trn1.2xlarge");
+  ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   const pid_t pid = Start({"--workload", "matmul"}, {"NEURON_PROCESS_TAG=gemm-job"});
-  // The model holds 256 MiB of operands as scratchpad (driver-sim/README.md "Workloads") and a
+  // The model holds 256 MiB of operands as scratchpad (driver-sim/README.md#workloads) and a
   // 1 MiB state tensor on each core.
   auto mem = [&](int core) {
     return U64(Stat(0, core, "memory_usage/device_mem/total")).value_or(0);
@@ -280,7 +287,7 @@ TEST_F(WorkloadsTest, MemoryIsMirroredWhileRunningAndAKilledRunIsFoldedOnce) {
   kill(pid, SIGKILL);
   ASSERT_EQ(WaitExit(pid, kCeiling), 128 + SIGKILL);
   runs_.erase(pid);
-  ASSERT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling)) << node_->DaemonLog();
+  ASSERT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling)) << node_->Log();
   for (int c = 0; c < 2; ++c) {
     EXPECT_EQ(U64(Stat(0, c, "status/success/total")), expect_success[c]) << c;
     EXPECT_EQ(U64(Stat(0, c, "other_info/nc_time_in_use/total")), expect_busy[c]) << c;
@@ -296,7 +303,7 @@ TEST_F(WorkloadsTest, MemoryIsMirroredWhileRunningAndAKilledRunIsFoldedOnce) {
 }
 
 TEST_F(WorkloadsTest, InjectedFaultsShowInOutputCountersAndKmsg) {
-  node_->Up("trn1.2xlarge");
+  ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   const pid_t pid =
       Start({"--workload", "matmul", "--kernels", "5"}, {"NEURON_RT_VISIBLE_CORES=0"});
   ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 1; }, kCeiling)) << Err(pid);
@@ -312,7 +319,7 @@ TEST_F(WorkloadsTest, InjectedFaultsShowInOutputCountersAndKmsg) {
   const std::optional<int> code = WaitExit(pid, kCeiling);
   EXPECT_EQ(code, 1) << Out(pid) << Err(pid);
   runs_.erase(pid);
-  // RUNTIME.md §6: an HBM UE returns 5 or 1201.
+  // docs/runtime.md#hardware-errors: an HBM UE returns 5 or 1201.
   EXPECT_THAT(Err(pid),
               ::testing::ContainsRegex("NRT_EXEC_HW_ERR_HBM_UE \\(1201\\)|NRT_TIMEOUT \\(5\\)"));
   const std::string kmsg = ReadFile(root_ / "dev/kmsg");
@@ -330,7 +337,7 @@ TEST_F(WorkloadsTest, BadRequestsGetClearErrors) {
   EXPECT_EQ(none.code, 1);
   EXPECT_THAT(none.err, HasSubstr(root_.string()));
 
-  node_->Up("trn1.2xlarge");
+  ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   const Result unknown = Run({"--workload", "resnet"});
   EXPECT_EQ(unknown.code, 2);
   EXPECT_THAT(unknown.err, HasSubstr("matmul, llama2-7b, bert-large, empty"));

@@ -1,4 +1,4 @@
-// The shared HTTP server (core/http_server.h) and the exporter-toolkit web config: routing and
+// The shared HTTP server (http/http_server.h) and the exporter-toolkit web config: routing and
 // error statuses a scraper sees, basic auth with bcrypt (and its cache), TLS with a real
 // self-signed certificate made by `openssl req` and checked by `curl`, and config errors that name
 // the field and line.

@@ -1,5 +1,6 @@
 // libnrt-sim's C API: life cycle, status codes, instance info, NEFF checks, tensors, tensor sets
-// and device memory (RUNTIME.md §1-§2, §5, §7.2; HARDWARE.md §3, §7).
+// and device memory (docs/runtime.md#public-functions, #status-codes, #neff-header, #load;
+// docs/hardware.md#core-parameters, #device-memory).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -22,7 +23,7 @@ TEST_F(RuntimeApiTest, CallsBeforeInitAndAfterCloseGetTheirOwnCodes) {
   MakeNode("trn1.2xlarge");
   const std::string neff = Neff(Ops(""));
   nrt_model_t* model = nullptr;
-  // RUNTIME.md §2: 13 before nrt_init, 14 after nrt_close.
+  // docs/runtime.md#status-codes: 13 before nrt_init, 14 after nrt_close.
   EXPECT_EQ(nrt_load(neff.data(), neff.size(), -1, -1, &model), 13);
   nrt_version_t ver{};
   ASSERT_EQ(nrt_get_version(&ver, sizeof(ver)), NRT_SUCCESS);  // exempt from the init rule
@@ -59,14 +60,14 @@ TEST_F(RuntimeApiTest, InstanceInfoAndCoreCounts) {
 }
 
 TEST_F(RuntimeApiTest, Trn2InstanceInfoCountsLogicalCores) {
-  MakeNode("trn2.48xlarge");  // LNC 2 by default (DESIGN decision 13)
+  MakeNode("trn2.48xlarge");  // LNC 2 by default (docs/architecture.md#lnc)
   nrt_instance_info_t info{};
   ASSERT_EQ(nrt_get_instance_info(&info, sizeof(info)), NRT_SUCCESS);
   EXPECT_EQ(info.family, 5u);  // NRT_INSTANCE_TRN2
   EXPECT_EQ(info.size, 7u);    // NRT_INSTANCE_SIZE_48XL
   uint32_t n = 0;
   ASSERT_EQ(nrt_get_total_vnc_count(&n), NRT_SUCCESS);
-  EXPECT_EQ(n, 64u);  // HARDWARE.md §1: 64 logical cores at LNC=2
+  EXPECT_EQ(n, 64u);  // docs/hardware.md#instance-catalog: 64 logical cores at LNC=2
 }
 
 TEST_F(RuntimeApiTest, LoadChecksTheNeffHeader) {
@@ -95,7 +96,8 @@ TEST_F(RuntimeApiTest, LoadChecksTheNeffHeader) {
   v1.neff_version_major = 1;
   neff = Neff(Ops(""), v1);
   EXPECT_EQ(nrt_load(neff.data(), neff.size(), -1, -1, &m), NRT_SUCCESS);
-  // The unsupported version counted on the core it was aimed at (DRIVER-INTERFACE §4.3 #20).
+  // The unsupported version counted on the core it was aimed at
+  // (index 20, docs/driver-interface.md#core-counter-indices).
   neff = Neff(Ops(""), v3);
   EXPECT_EQ(nrt_load(neff.data(), neff.size(), 1, -1, &m), NRT_UNSUPPORTED_NEFF_VERSION);
   EXPECT_EQ(DsCounter(0, 1, nds::kErrUnsupportedNeffVersion), 1u);
@@ -136,7 +138,8 @@ TEST_F(RuntimeApiTest, TensorsHoldBytesAndObeyPlacementRules) {
   ASSERT_EQ(nrt_tensor_read(a, out, 100, sizeof(out)), NRT_SUCCESS);
   EXPECT_STREQ(out, text);
   EXPECT_EQ(nrt_tensor_read(a, out, 4090, sizeof(out)), NRT_INVALID);  // past the end
-  // Device to device on one core works; across cores it is NRT_INVALID (RUNTIME.md §1).
+  // Device to device on one core works; across cores it is NRT_INVALID
+  // (docs/runtime.md#public-functions).
   EXPECT_EQ(nrt_tensor_copy(a, 100, b, 0, sizeof(text)), NRT_SUCCESS);
   ASSERT_EQ(nrt_tensor_read(b, out, 0, sizeof(out)), NRT_SUCCESS);
   EXPECT_STREQ(out, text);
@@ -162,7 +165,7 @@ TEST_F(RuntimeApiTest, TensorsHoldBytesAndObeyPlacementRules) {
   EXPECT_EQ(nrt_tensor_get_va(empty), buffer);
   ASSERT_EQ(nrt_tensor_read(empty, out, 0, 6), NRT_SUCCESS);
   EXPECT_EQ(std::string(out, 6), "attach");
-  // HOST placement is limited to 4 MB (RUNTIME.md §1).
+  // HOST placement is limited to 4 MB (docs/runtime.md#public-functions).
   nrt_tensor_t* big = nullptr;
   EXPECT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_HOST, -1, 5 * kMiB, "big", &big), NRT_INVALID);
   ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_HOST, -1, kMiB, "small", &big), NRT_SUCCESS);
@@ -215,7 +218,7 @@ TEST_F(RuntimeApiTest, ModelTensorInfoDescribesInputsAndOutputs) {
   EXPECT_EQ(info->tensor_array[1].usage, NRT_TENSOR_USAGE_OUTPUT);
   EXPECT_EQ(info->tensor_array[1].size, 16u * 2 * 2);
   EXPECT_EQ(nrt_free_model_tensor_info(info), NRT_SUCCESS);
-  // Executing without the input is bad input (RUNTIME.md §2, 1002).
+  // Executing without the input is bad input (docs/runtime.md#status-codes, 1002).
   EXPECT_EQ(nrt_execute(m, nullptr, nullptr), NRT_EXEC_BAD_INPUT);
   EXPECT_EQ(DsCounter(0, 0, nds::kInferIncorrectInput), 1u);
   nrt_tensor_set_t* in = nullptr;
@@ -230,7 +233,7 @@ TEST_F(RuntimeApiTest, ModelTensorInfoDescribesInputsAndOutputs) {
 }
 
 TEST_F(RuntimeApiTest, DeviceMemoryOverflowIsResourceWithATable) {
-  MakeNode("trn1.2xlarge");  // NC-v2: 16 GiB per core (HARDWARE.md §3)
+  MakeNode("trn1.2xlarge");  // NC-v2: 16 GiB per core (docs/hardware.md#core-parameters)
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   nrt_vnc_memory_stats_t stats{};
   size_t written = 0;
@@ -268,7 +271,8 @@ TEST_F(RuntimeApiTest, LoadChargesMicrocodeCodeAndASharedScratchpad) {
       "ops": []})");
   nrt_model_t* a = Load(small, 0);
   ASSERT_NE(a, nullptr);
-  // ~96 MB of microcode per physical core with the first NEFF (HARDWARE.md §7), plus the code.
+  // ~96 MB of microcode per physical core with the first NEFF (docs/hardware.md#device-memory),
+  // plus the code.
   EXPECT_EQ(DsCounter(0, 0, nds::kMemUsageCodeDevice), 96 * kMiB + small.size() + kMiB);
   EXPECT_EQ(DsCounter(0, 0, nds::kMemUsageConstantsDevice), 4096u);
   EXPECT_EQ(DsCounter(0, 0, nds::kMemUsageScratchpadDevice), 512 * kMiB);
@@ -300,7 +304,7 @@ TEST_F(RuntimeApiTest, Trn2LogicalCoreAtLnc2Has24GiB) {
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   nrt_vnc_memory_stats_t stats{};
   ASSERT_EQ(nrt_get_vnc_memory_stats(0, &stats, sizeof(stats), nullptr), NRT_SUCCESS);
-  EXPECT_EQ(stats.bytes_limit, 24 * kGiB);  // HARDWARE.md §3
+  EXPECT_EQ(stats.bytes_limit, 24 * kGiB);  // docs/hardware.md#core-parameters
   // Microcode: ~96 MB per physical core, two physical cores per logical core.
   nrt_model_t* m = Load(Neff(Ops("")), 0);
   ASSERT_NE(m, nullptr);

@@ -1,6 +1,7 @@
-// Collectives gang-scheduled across processes (RUNTIME.md §7.5-§7.6): rendezvous through
-// ROOT/run/neuron/cc, the ring cost over NeuronLink and EFA, EFA traffic on the nearest EFA,
-// timeouts when a peer never arrives or dies, link-down faults, nrt_barrier and nrt_all_gather.
+// Collectives gang-scheduled across processes (docs/runtime.md#collectives, #timeouts): rendezvous
+// through ROOT/run/neuron/cc, the ring cost over NeuronLink and EFA, EFA traffic on the nearest
+// EFA, timeouts when a peer never arrives or dies, link-down faults, nrt_barrier and
+// nrt_all_gather.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -8,8 +9,8 @@
 #include <future>
 #include <vector>
 
-#include "driver-sim/runtime/clock.h"
 #include "driver-sim/driver/sim_paths.h"
+#include "driver-sim/runtime/clock.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {
@@ -58,7 +59,8 @@ class CollectivesTest : public SimNodeTest {
 TEST_F(CollectivesTest, AllReduceAcrossTwoProcessesOnNeighbourDevices) {
   const std::string neff = Neff(kAllReduce);
   // Two ranks on devices 0 and 1 (NeuronLink neighbours): 2(N−1)·α + 2(N−1)/N·S/β with
-  // α = 1.5 µs and β = 384 GiB/s ÷ 4 links (RUNTIME.md §7.5, HARDWARE.md §4).
+  // α = 1.5 µs and β = 384 GiB/s ÷ 4 links (docs/runtime.md#collectives,
+  // docs/hardware.md#neuronlink-topology).
   const double ring_us = (2 * 1.5e-6 + 67108864.0 / (96.0 * (1 << 30))) * 1e6;
   const pid_t r0 = Fork([&] { return Rank(0, 0, 2, neff, 3, ring_us); });
   const pid_t r1 = Fork([&] { return Rank(2, 1, 2, neff, 3, ring_us); });
@@ -90,27 +92,28 @@ TEST_F(CollectivesTest, PeerThatNeverArrivesEndsInHangOnCollectives) {
 TEST_F(CollectivesTest, PeerKilledMidwayMakesTheNextCollectiveTimeOut) {
   ::setenv("NEURON_RT_EXEC_TIMEOUT", "1", 1);
   const std::string neff = Neff(kAllReduce);
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  UniqueFd status_read(ends[0]), status_write(ends[1]);
   const pid_t peer = Fork([&] {
-    ::close(fds[0]);
+    status_read.Reset();
     ::setenv("NEURON_RT_VISIBLE_CORES", "2", 1);
     if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS) return 1;
     nrt_model_t* m = nullptr;
     if (nrt_load_collectives(neff.data(), neff.size(), 0, -1, 1, 2, &m) != NRT_SUCCESS) return 2;
     const unsigned char s = static_cast<unsigned char>(nrt_execute(m, nullptr, nullptr));
-    (void)!::write(fds[1], &s, 1);
+    (void)!::write(status_write.get(), &s, 1);
     ::pause();
     return 0;
   });
-  ::close(fds[1]);
+  status_write.Reset();
   ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   nrt_model_t* m = nullptr;
   ASSERT_EQ(nrt_load_collectives(neff.data(), neff.size(), 0, -1, 0, 2, &m), NRT_SUCCESS);
   EXPECT_EQ(nrt_execute(m, nullptr, nullptr), NRT_SUCCESS);
   unsigned char peer_status = 255;
-  ASSERT_EQ(::read(fds[0], &peer_status, 1), 1);
+  ASSERT_EQ(::read(status_read.get(), &peer_status, 1), 1);
   EXPECT_EQ(peer_status, NRT_SUCCESS);
   ::kill(peer, SIGKILL);
   ::waitpid(peer, nullptr, 0);
@@ -178,10 +181,11 @@ TEST_F(CollectivesTest, RingAcrossNodesPaysEfaAndCountsTrafficOnTheNearestEfa) {
   nrt_model_t* m = nullptr;
   ASSERT_EQ(nrt_load_collectives(neff.data(), neff.size(), 0, -1, 0, 1, &m), NRT_SUCCESS);
   ASSERT_EQ(nrt_execute(m, nullptr, nullptr), NRT_SUCCESS);
-  // 2(N−1)·15 µs + 2(N−1)/N·S at 25 Gbps per rank (HARDWARE.md §6: 800 Gbps over 32 ranks).
+  // 2(N−1)·15 µs + 2(N−1)/N·S at 25 Gbps per rank (docs/hardware.md#efa-per-instance: 800 Gbps over
+  // 32 ranks).
   const double expect_us = 2 * 15 + 1e9 * 8 / 25e9 * 1e6;
   EXPECT_NEAR(static_cast<double>(DsCounter(2, 0, nds::kCcTime)), expect_us, 2.0);
-  // Device 2 sits on bus 0xa0 (HARDWARE.md §5) with devices 15, 3, 14; its EFAs are
+  // Device 2 sits on bus 0xa0 (docs/hardware.md#pcie-layout) with devices 15, 3, 14; its EFAs are
   // rdmap160s25 and rdmap160s26, the 7th and 8th of the catalog (indices 6, 7); in BDF order
   // devices 15 and 2 share the first.
   EXPECT_EQ(DsWord(2, nds::EfaTrafficFieldOffset(6, nds::kEfaTxBytes)), 1'000'000'000u);

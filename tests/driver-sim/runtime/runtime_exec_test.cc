@@ -1,5 +1,6 @@
-// Executions: the timing model's calibration points (HARDWARE.md §8), accounting at completion
-// (RUNTIME.md §7.8), async queues and QUEUE_FULL, the execution timeout, and profiles.
+// Executions: the timing model's calibration points (docs/hardware.md#timing-model), accounting at
+// completion (docs/runtime.md#accounting), async queues and QUEUE_FULL, the execution timeout, and
+// profiles.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,7 +18,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// HARDWARE.md §8.3 row 1: BF16 [4096,8192] @ [8192,8192] on one NC-v2 takes 6.97 ms.
+// docs/hardware.md#calibration-points row 1: BF16 [4096,8192] @ [8192,8192] on one NC-v2 takes 6.97
+// ms.
 constexpr const char* kGemm =
     R"({"op": "matmul", "m": 4096, "k": 8192, "n": 8192, "dtype": "bfloat16"})";
 
@@ -41,12 +43,14 @@ TEST_F(ExecTest, GemmCalibrationPointOnOneNcV2) {
   nrtsim_model_estimate_t est{};
   ASSERT_EQ(nrtsim_get_model_estimate(m, &est), NRT_SUCCESS);
   EXPECT_EQ(est.duration_ns / 1000, busy_us);
-  // MAC_COUNT: M·K·N multiply-accumulates (flop_count = 2 × MAC, DRIVER-INTERFACE §4.3).
+  // MAC_COUNT: M·K·N multiply-accumulates (flop_count = 2 × MAC,
+  // docs/driver-interface.md#core-counter-indices).
   EXPECT_EQ(DsCounter(0, 0, nds::kMacCount), 4096ull * 8192 * 8192);
   EXPECT_EQ(DsCounter(0, 0, nds::kInferCompleted), 1u);
   EXPECT_EQ(DsCounter(0, 0, nds::kInferenceCount), 1u);
   EXPECT_EQ(DsCounter(0, 0, nds::kLatencyTotal), busy_us);
-  // D13 histogram: 7 ms lands in the (5 ms, 10 ms] bucket, index 4 of METRICS.md's bounds.
+  // D13 histogram: 7 ms lands in the (5 ms, 10 ms] bucket, index 4 of the bounds of
+  // docs/metrics.md#executions-errors-latency.
   EXPECT_EQ(DsWord(0, nds::HistogramCountOffset(0, 4)), 1u);
   EXPECT_EQ(DsWord(0, nds::HistogramCountOffset(0, 3)), 0u);
   nrtsim_core_stats_t stats{};
@@ -63,7 +67,8 @@ TEST_F(ExecTest, Lnc2LogicalCoreRunsAtTwicePhysicalPeak) {
   nrt_model_t* m = Load(Neff(Ops(kGemm)));
   ASSERT_NE(m, nullptr);
   ASSERT_EQ(nrt_execute(m, nullptr, nullptr), NRT_SUCCESS);
-  // HARDWARE.md §8.1: 79 TFLOPS per NC-v3, x2 at LNC=2, eta_c 0.86: 549.76 GFLOP in ~4.05 ms.
+  // docs/hardware.md#roofline: 79 TFLOPS per NC-v3, x2 at LNC=2, eta_c 0.86: 549.76 GFLOP in ~4.05
+  // ms.
   const double expected_us = 549.76e9 / (2 * 79e12 * 0.86) * 1e6;
   const double busy_us = static_cast<double>(DsCounter(0, 0, nds::kTimeInUse));
   EXPECT_NEAR(busy_us, expected_us, expected_us * 0.1);

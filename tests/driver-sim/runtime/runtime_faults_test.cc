@@ -1,7 +1,7 @@
-// Faults as a runtime process sees them (DESIGN decision 6, RUNTIME.md §6, §7.7): each injected
-// fault's status and datastore counters, FAULTED cores until a device reset, device states, a
-// reset aborting an execution in flight, and, with a real node daemon, the NEURON_HW_ERR= kmsg
-// record and the one-shot clear.
+// Faults as a runtime process sees them (docs/architecture.md#faults,
+// docs/runtime.md#hardware-errors, #faults): each injected fault's status and datastore counters,
+// FAULTED cores until a device reset, device states, a reset aborting an execution in flight, and,
+// with a real node daemon, the NEURON_HW_ERR= kmsg record and the one-shot clear.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -133,7 +133,7 @@ TEST_F(FaultsTest, UnpluggedDeviceFailsExecutionsWithHwError) {
   EXPECT_EQ(Exec(), NRT_HW_ERROR);
 }
 
-// A reset while an execution runs aborts it (decision 6), on the wall clock.
+// A reset while an execution runs aborts it (docs/architecture.md#faults), on the wall clock.
 class ResetInFlightTest : public SimNodeTest {};
 
 TEST_F(ResetInFlightTest, ResetAbortsTheRunningExecution) {
@@ -164,7 +164,8 @@ class FaultsWithDaemonTest : public SimNodeTest {
 };
 
 TEST_F(FaultsWithDaemonTest, HbmUeWritesTheKmsgRecordAndClearsTheFault) {
-  // The daemon keeps ctl.sock under ROOT, which must stay short (README "ctl protocol").
+  // The daemon keeps ctl.sock under ROOT, which must stay short
+  // (driver-sim/README.md#ctl-protocol).
   neuron::testing::TempDir short_root("nrtd");
   if (short_root.str().size() > 60) GTEST_SKIP() << "TMPDIR too long for ctl.sock";
   const RootPaths paths(short_root.path());
@@ -193,7 +194,8 @@ TEST_F(FaultsWithDaemonTest, HbmUeWritesTheKmsgRecordAndClearsTheFault) {
   RefreshForTesting();
   StderrCapture quiet(dir_.path() / "err.txt");
   EXPECT_EQ(nrt_execute(m, nullptr, nullptr), NRT_EXEC_HW_ERR_HBM_UE);
-  // RUNTIME.md §6: the record names the device and core, with a prefix so NPD's pattern matches.
+  // docs/runtime.md#hardware-errors: the record names the device and core, with a prefix so NPD's
+  // pattern matches.
   std::string kmsg;
   EXPECT_TRUE(WaitFor(
       [&] {

@@ -1,6 +1,7 @@
-// Core reservation across real processes (DESIGN decision 3, RUNTIME.md §3-§4): VISIBLE_CORES
-// and NUM_CORES, logical indices from 0, the exact failure line, cleanup after SIGKILL, the
-// datastore's release at nrt_close, and the driver's limit of 16 processes per device.
+// Core reservation across real processes (docs/architecture.md#core-reservation,
+// docs/runtime.md#environment, #reservation-and-indices): VISIBLE_CORES and NUM_CORES, logical
+// indices from 0, the exact failure line, cleanup after SIGKILL, the datastore's release at
+// nrt_close, and the driver's limit of 16 processes per device.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
@@ -26,19 +27,19 @@ class ReservationTest : public SimNodeTest {
   // A child that runs `setup`, reports its result through a pipe byte and then waits to be
   // killed, keeping whatever `setup` took. Returns its pid; *result gets the byte.
   pid_t Parked(const std::function<unsigned char()>& setup, unsigned char* result) {
-    int fds[2];
-    EXPECT_EQ(::pipe(fds), 0);
+    int ends[2];
+    EXPECT_EQ(::pipe(ends), 0);
+    UniqueFd result_read(ends[0]), result_write(ends[1]);
     const pid_t pid = Fork([&]() {
-      ::close(fds[0]);
+      result_read.Reset();
       const unsigned char r = setup();
-      (void)!::write(fds[1], &r, 1);
+      (void)!::write(result_write.get(), &r, 1);
       ::pause();
       return 0;
     });
-    ::close(fds[1]);
+    result_write.Reset();  // a child that dies before it answers then reads as EOF
     *result = 255;
-    EXPECT_EQ(::read(fds[0], result, 1), 1);
-    ::close(fds[0]);
+    EXPECT_EQ(::read(result_read.get(), result, 1), 1);
     return pid;
   }
 
@@ -87,7 +88,8 @@ TEST_F(ReservationTest, VisibleCoresAreNumberedFromZeroInsideTheProcess) {
   EXPECT_EQ(n, 2u);
   nrtsim_core_info_t info{};
   ASSERT_EQ(nrtsim_get_core_info(0, &info), NRT_SUCCESS);
-  EXPECT_EQ(info.global_core, 3u);  // HARDWARE.md §1: trn1 device d holds cores 2d, 2d+1
+  // docs/hardware.md#instance-catalog: trn1 device d holds cores 2d, 2d+1
+  EXPECT_EQ(info.global_core, 3u);
   EXPECT_EQ(info.device, 1u);
   EXPECT_EQ(info.device_core, 1u);
   ASSERT_EQ(nrtsim_get_core_info(1, &info), NRT_SUCCESS);
@@ -102,11 +104,10 @@ TEST_F(ReservationTest, VisibleCoresAreNumberedFromZeroInsideTheProcess) {
   EXPECT_EQ(DsCounter(1, 1, nds::kModelLoadCount), 0u);
   // The lock files of global cores 3 and 4 are held; 5 is free.
   for (int core : {3, 4, 5}) {
-    const int fd = ::open((neuron::sim::CoreLockDir(root()) / std::to_string(core)).c_str(),
-                          O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    ASSERT_GE(fd, 0);
-    EXPECT_EQ(::flock(fd, LOCK_EX | LOCK_NB) == 0, core == 5) << "core " << core;
-    ::close(fd);
+    const UniqueFd fd(::open((neuron::sim::CoreLockDir(root()) / std::to_string(core)).c_str(),
+                             O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    ASSERT_TRUE(fd.valid());
+    EXPECT_EQ(::flock(fd.get(), LOCK_EX | LOCK_NB) == 0, core == 5) << "core " << core;
   }
 }
 
@@ -124,7 +125,7 @@ TEST_F(ReservationTest, NumCoresTakesTheFirstFreeRunLargeEnough) {
   int status = -1;
   const pid_t holder = Holder("NEURON_RT_VISIBLE_CORES", "1-2", &status);
   ASSERT_EQ(status, NRT_SUCCESS);
-  // Core 0 alone is too short for 3: first fit is 3-5 (RUNTIME.md §4).
+  // Core 0 alone is too short for 3: first fit is 3-5 (docs/runtime.md#reservation-and-indices).
   ::setenv("NEURON_RT_NUM_CORES", "3", 1);
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   nrtsim_core_info_t info{};
@@ -156,7 +157,7 @@ TEST_F(ReservationTest, SecondProcessForTheSameCoreGetsResourceAndTheLogLine) {
       },
       err);
   EXPECT_EQ(WaitChild(second), NRT_RESOURCE);
-  // The troubleshooting guide's line (RUNTIME.md §4).
+  // The troubleshooting guide's line (docs/runtime.md#reservation-and-indices).
   EXPECT_THAT(ReadFileText(err),
               HasSubstr("ERROR NRT:nrt_allocate_neuron_cores NeuronCore(s) not available - "
                         "Requested:nc1-nc1 Available:0"));
@@ -210,7 +211,8 @@ TEST_F(ReservationTest, ProcessTagAndRuntimeVersionGoToTheDatastore) {
 }
 
 TEST_F(ReservationTest, SixteenProcessesPerDeviceAtMost) {
-  // 16 live processes attached to device 0 (DRIVER-ABI.md §4: the 17th open gets EBUSY).
+  // 16 live processes attached to device 0 (docs/driver-interface.md#abi-open-semantics: the 17th
+  // open gets EBUSY).
   std::vector<pid_t> sleepers;
   for (int i = 0; i < 16; ++i) sleepers.push_back(Opener(0));
   ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
@@ -227,11 +229,7 @@ TEST_F(ReservationTest, SixteenProcessesPerDeviceAtMost) {
   Kill(sleepers.back());  // one leaves: the driver detaches it when its connection ends
   sleepers.pop_back();
   ASSERT_TRUE(WaitFor(
-      [&] {
-        const int fd = ::open(root().DevNeuron(0).c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) ::close(fd);
-        return fd >= 0;
-      },
+      [&] { return UniqueFd(::open(root().DevNeuron(0).c_str(), O_RDONLY | O_CLOEXEC)).valid(); },
       10s));
   ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
   EXPECT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);

@@ -1,6 +1,6 @@
 #pragma once
-// libnrt-sim: the Neuron runtime C API (docs/reference/RUNTIME.md §1), our own declarations with
-// the real names, signatures and enum values, implemented by driver-sim/runtime on a simulated
+// libnrt-sim: the Neuron runtime C API (docs/runtime.md#public-functions), our own declarations
+// with the real names, signatures and enum values, implemented by driver-sim/runtime on a simulated
 // node (NEURON_ROOT). driver-sim/README.md, section "libnrt-sim", says what each call does in
 // the simulator and where it differs from the real runtime.
 //
@@ -237,7 +237,7 @@ NRT_STATUS nrt_get_vnc_memory_stats(uint32_t vnc, nrt_vnc_memory_stats_t* stats,
 
 // ---- Profiling (nrt_profile.h on the real runtime) ----
 // Records the engine spans of `model`'s executions until nrt_profile_stop, which writes them to
-// `filename` as Chrome trace JSON (not NTFF; RUNTIME.md §1).
+// `filename` as Chrome trace JSON (not NTFF; docs/runtime.md#public-functions).
 NRT_STATUS nrt_profile_start(nrt_model_t* model, const char* filename);
 NRT_STATUS nrt_profile_stop(const char* filename);
 

@@ -1,7 +1,7 @@
 #pragma once
-// libnrt-sim: the experimental half of the runtime API (RUNTIME.md §1, "NRTX"): model tensor
-// info, async callbacks and draining, host-driven barrier and all-gather, tracing. Our own
-// declarations with the real names and signatures.
+// libnrt-sim: the experimental half of the runtime API (docs/runtime.md#public-functions, "NRTX"):
+// model tensor info, async callbacks and draining, host-driven barrier and all-gather, tracing. Our
+// own declarations with the real names and signatures.
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 #pragma once
-// libnrt-sim: status codes of the Neuron runtime API (docs/reference/RUNTIME.md §2). Our own
+// libnrt-sim: status codes of the Neuron runtime API (docs/runtime.md#status-codes). Our own
 // declarations with the real names and values, so code written against libnrt compiles and
 // behaves the same against the simulator.
 

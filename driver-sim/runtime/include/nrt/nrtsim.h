@@ -3,11 +3,11 @@
 // NEFF from an op list, and read-only views of what the simulator did. driver-sim/README.md,
 // section "libnrt-sim", documents the op-list format field by field.
 //
-// A simulated NEFF is the real 1024-byte NEFF header (RUNTIME.md §5) followed by the op list
-// (UTF-8 JSON) where a real NEFF has its tarball. nrt_load checks the header as the runtime
+// A simulated NEFF is the real 1024-byte NEFF header (docs/runtime.md#neff-header) followed by the
+// op list (UTF-8 JSON) where a real NEFF has its tarball. nrt_load checks the header as the runtime
 // does (versions, num_tpb, lnc_size) and parses the op list.
 //
-// Environment read by nrt_init besides the runtime's own variables (RUNTIME.md §3):
+// Environment read by nrt_init besides the runtime's own variables (docs/runtime.md#environment):
 //   NEURON_ROOT          the simulated node's root (default "/").
 //   NEURON_SIM_CLOCK     "steady" (default): executions take wall-clock time;
 //                        "manual": simulated time only, executions never sleep (benchmarks).
@@ -54,7 +54,8 @@ typedef struct nrtsim_core_info {
 NRT_STATUS nrtsim_get_core_info(uint32_t vnc, nrtsim_core_info_t* info);
 
 // What the timing model predicts for one execution of `model` without waiting for peers
-// (RUNTIME.md §7.4-§7.5): launch + roofline per op + each collective's ring cost.
+// (docs/runtime.md#execution-time, #collectives): launch + roofline per op + each collective's ring
+// cost.
 typedef struct nrtsim_model_estimate {
   uint64_t duration_ns;    // total
   uint64_t compute_ns;     // launch + compute and DMA ops
