@@ -1,9 +1,9 @@
 #pragma once
 // Device index -> PCI address ("0000:10:1c.0"). The neuron class device has no `device` link,
-// so sysfs cannot answer this (DRIVER-INTERFACE §1); the driver does: NEURON_IOCTL_DEVICE_BDF_EXT
-// (106) on ROOT/dev/neuronN opened O_WRONLY, the driver's "free access" mode, which attaches no
-// process and takes none of the 16 slots. The simulated driver answers it the same way.
-// Resolvers are not thread-safe: one owner (a Discovery scan).
+// so sysfs cannot answer this (docs/driver-interface.md#device-nodes); the driver does:
+// NEURON_IOCTL_DEVICE_BDF_EXT (106) on ROOT/dev/neuronN opened O_WRONLY, the driver's "free access"
+// mode, which attaches no process and takes none of the 16 slots. The simulated driver answers it
+// the same way. Resolvers are not thread-safe: one owner (a Discovery scan).
 
 #include <cstdint>
 #include <memory>

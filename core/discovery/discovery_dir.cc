@@ -4,7 +4,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,9 +13,10 @@
 #include <cstring>
 #include <map>
 
+#include "core/base/file_io.h"
+#include "core/base/unique_fd.h"
 #include "core/discovery/bdf.h"
 #include "core/discovery/internal/discovery_internal.h"
-#include "core/base/file_io.h"
 #include "core/discovery/inventory.h"
 
 namespace neuron {
@@ -24,29 +24,9 @@ namespace {
 
 using discovery_internal::AttributeSource;
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
-
-Fd OpenDir(int at, const char* rel) {
-  return Fd(::openat(at, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+UniqueFd OpenDir(int at, const char* rel) {
+  return UniqueFd(::openat(at, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 }
-
-// Entry names of a directory (symlinks and real directories alike), or none if it is absent.
 
 // readlinkat() into a string; "" when it is not a link or absent.
 std::string ReadLink(int at, const char* rel) {
@@ -97,8 +77,8 @@ class DirectoryDiscovery final : public Discovery {
     ScanDevices(*resolver, &inv);
     ScanEfas(&inv);
     discovery_internal::NodeIdentity identity;
-    identity.dmi_product_name = ReadDmi("product_name", &inv.warnings);
-    identity.dmi_asset_tag = ReadDmi("board_asset_tag", &inv.warnings);
+    identity.dmi_product_name = ReadDmi(sysfs::kDmiProductName, &inv.warnings);
+    identity.dmi_asset_tag = ReadDmi(sysfs::kDmiBoardAssetTag, &inv.warnings);
     discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }
@@ -108,16 +88,17 @@ class DirectoryDiscovery final : public Discovery {
  private:
   void ScanDevices(BdfResolver& resolver, Inventory* inv) {
     const std::filesystem::path class_dir = root_.NeuronClassDir();
-    const Fd class_fd = OpenDir(AT_FDCWD, class_dir.c_str());
-    if (!class_fd.ok()) return;  // no driver loaded: no devices
+    const UniqueFd class_fd = OpenDir(AT_FDCWD, class_dir.c_str());
+    if (!class_fd.valid()) return;  // no driver loaded: no devices
     for (const std::string& entry : ListDir(class_dir)) {
       const std::optional<int> index = discovery_internal::NeuronIndex(entry);
       if (!index) continue;
-      const Fd dev_fd = OpenDir(class_fd.get(), entry.c_str());
-      if (!dev_fd.ok()) continue;  // dangling link: unplugged while we looked
+      const UniqueFd dev_fd = OpenDir(class_fd.get(), entry.c_str());
+      if (!dev_fd.valid()) continue;  // dangling link: unplugged while we looked
       NeuronDevice dev;
       dev.index = *index;
-      dev.dev_node = fmt::format("/dev/neuron{}", *index);  // host path (decision 9)
+      // Host path (docs/architecture.md#allocation)
+      dev.dev_node = RootPaths("/").DevNeuron(*index).string();
       std::vector<std::string> warnings;
       DirSource src(dev_fd.get(), class_dir / entry);
       discovery_internal::ReadNeuronDevice(src, &dev, &warnings);
@@ -133,8 +114,8 @@ class DirectoryDiscovery final : public Discovery {
   void ReadPci(const std::string& bdf, std::optional<int>* numa, std::string* cpulist,
                std::vector<std::string>* warnings) {
     const std::filesystem::path dir = root_.PciDevice(bdf);
-    const Fd fd = OpenDir(AT_FDCWD, dir.c_str());
-    if (!fd.ok()) return;
+    const UniqueFd fd = OpenDir(AT_FDCWD, dir.c_str());
+    if (!fd.valid()) return;
     DirSource src(fd.get(), dir);
     discovery_internal::ReadPciPlacement(src, numa, cpulist, warnings);
   }
@@ -145,7 +126,7 @@ class DirectoryDiscovery final : public Discovery {
     for (const std::string& entry : ListDir(dir)) {
       const std::optional<int> n = discovery_internal::UverbsIndex(entry);
       if (!n) continue;
-      absl::StatusOr<std::string> ibdev = ReadText(dir / entry / "ibdev");
+      absl::StatusOr<std::string> ibdev = ReadText(dir / entry / sysfs::kIbdev);
       if (ibdev.ok()) {
         out[*ibdev] = *n;
       } else if (!absl::IsNotFound(ibdev.status())) {
@@ -157,15 +138,18 @@ class DirectoryDiscovery final : public Discovery {
 
   void ScanEfas(Inventory* inv) {
     const std::filesystem::path class_dir = root_.InfinibandClassDir();
-    const Fd class_fd = OpenDir(AT_FDCWD, class_dir.c_str());
-    if (!class_fd.ok()) return;
+    const UniqueFd class_fd = OpenDir(AT_FDCWD, class_dir.c_str());
+    if (!class_fd.valid()) return;
     std::map<std::string, int> uverbs;
     bool uverbs_read = false;
     for (const std::string& entry : ListDir(class_dir)) {
-      const Fd ib_fd = OpenDir(class_fd.get(), entry.c_str());
-      if (!ib_fd.ok()) continue;
-      // Only the driver link tells EFA apart; never the name (DRIVER-INTERFACE §7).
-      if (Basename(ReadLink(ib_fd.get(), "device/driver")) != "efa") continue;
+      const UniqueFd ib_fd = OpenDir(class_fd.get(), entry.c_str());
+      if (!ib_fd.valid()) continue;
+      // Only the driver link tells EFA apart; never the name (docs/driver-interface.md#efa).
+      if (Basename(ReadLink(ib_fd.get(), sysfs::kDeviceDriverLink.data())) !=
+          sysfs::kEfaDriverName) {
+        continue;
+      }
       if (!uverbs_read) {
         uverbs = UverbsByIbdev(inv);
         uverbs_read = true;
@@ -177,7 +161,7 @@ class DirectoryDiscovery final : public Discovery {
       discovery_internal::ReadEfaPort(src, &efa, &warnings);
       if (Unlinked(ib_fd.get())) continue;
       // Resolved, not read: the link may be "../../../0000:10:19.0" or "../.." alike.
-      efa.bdf = Basename(RealPath(class_dir / entry / "device"));
+      efa.bdf = Basename(RealPath(class_dir / entry / sysfs::kDeviceLink));
       if (!efa.bdf.empty()) {
         ReadPci(efa.bdf, &efa.numa_node, nullptr, &warnings);
       }
@@ -187,7 +171,7 @@ class DirectoryDiscovery final : public Discovery {
     }
   }
 
-  std::string ReadDmi(const char* attr, std::vector<std::string>* warnings) {
+  std::string ReadDmi(std::string_view attr, std::vector<std::string>* warnings) {
     absl::StatusOr<std::string> v = ReadText(root_.DmiDir() / attr);
     if (v.ok()) return *v;
     if (!absl::IsNotFound(v.status())) warnings->push_back(std::string(v.status().message()));

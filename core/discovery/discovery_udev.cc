@@ -1,6 +1,6 @@
-// The libudev back end (production, decision 7). libudev reads the host's /sys, or a umockdev
-// testbed when the process runs with LD_PRELOAD=libumockdev-preload.so.0 and UMOCKDEV_DIR set.
-// Files outside sysfs (/dev/neuronN for the BDF ioctl) still come from RootPaths.
+// The libudev back end (production, docs/architecture.md#discovery). libudev reads the host's /sys,
+// or a umockdev testbed when the process runs with LD_PRELOAD=libumockdev-preload.so.0 and
+// UMOCKDEV_DIR set. Files outside sysfs (/dev/neuronN for the BDF ioctl) still come from RootPaths.
 
 #include <fmt/format.h>
 
@@ -8,10 +8,10 @@
 #include <cstring>
 #include <map>
 
+#include "core/base/udev_util.h"
 #include "core/discovery/bdf.h"
 #include "core/discovery/internal/discovery_internal.h"
 #include "core/discovery/inventory.h"
-#include "core/base/udev_util.h"
 
 namespace neuron {
 namespace {
@@ -72,10 +72,11 @@ class UdevDiscovery final : public Discovery {
     ScanDevices(*resolver, &inv);
     ScanEfas(&inv);
     discovery_internal::NodeIdentity identity;
-    if (UdevDevice dmi{udev_device_new_from_subsystem_sysname(udev_.get(), "dmi", "id")}) {
+    if (UdevDevice dmi{udev_device_new_from_subsystem_sysname(
+            udev_.get(), sysfs::kDmiSubsystem.data(), sysfs::kDmiSysname.data())}) {
       UdevSource src(dmi.get());
-      identity.dmi_product_name = ReadOr(src, "product_name", &inv.warnings);
-      identity.dmi_asset_tag = ReadOr(src, "board_asset_tag", &inv.warnings);
+      identity.dmi_product_name = ReadOr(src, sysfs::kDmiProductName, &inv.warnings);
+      identity.dmi_asset_tag = ReadOr(src, sysfs::kDmiBoardAssetTag, &inv.warnings);
     }
     discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
@@ -84,7 +85,7 @@ class UdevDiscovery final : public Discovery {
   std::string_view name() const override { return "udev"; }
 
  private:
-  static std::string ReadOr(AttributeSource& src, const char* attr,
+  static std::string ReadOr(AttributeSource& src, std::string_view attr,
                             std::vector<std::string>* warnings) {
     absl::StatusOr<std::string> v = src.Read(attr);
     if (!v.ok()) {
@@ -97,7 +98,7 @@ class UdevDiscovery final : public Discovery {
   }
 
   void ScanDevices(BdfResolver& resolver, Inventory* inv) {
-    for (const std::string& syspath : Enumerate(udev_.get(), "neuron_device")) {
+    for (const std::string& syspath : Enumerate(udev_.get(), kNeuronClass.data())) {
       UdevDevice dev(udev_device_new_from_syspath(udev_.get(), syspath.c_str()));
       if (!dev) continue;  // vanished since the enumeration
       const char* sysname = udev_device_get_sysname(dev.get());
@@ -106,7 +107,8 @@ class UdevDiscovery final : public Discovery {
       if (!index) continue;
       NeuronDevice d;
       d.index = *index;
-      d.dev_node = fmt::format("/dev/neuron{}", *index);  // host path (decision 9)
+      // Host path (docs/architecture.md#allocation)
+      d.dev_node = RootPaths("/").DevNeuron(*index).string();
       std::vector<std::string> warnings;
       UdevSource src(dev.get());
       discovery_internal::ReadNeuronDevice(src, &d, &warnings);
@@ -125,7 +127,8 @@ class UdevDiscovery final : public Discovery {
 
   void ReadPci(const std::string& bdf, std::optional<int>* numa, std::string* cpulist,
                std::vector<std::string>* warnings) {
-    UdevDevice pci(udev_device_new_from_subsystem_sysname(udev_.get(), "pci", bdf.c_str()));
+    UdevDevice pci(udev_device_new_from_subsystem_sysname(udev_.get(), sysfs::kPciSubsystem.data(),
+                                                          bdf.c_str()));
     if (!pci) return;
     UdevSource src(pci.get());
     discovery_internal::ReadPciPlacement(src, numa, cpulist, warnings);
@@ -133,14 +136,14 @@ class UdevDiscovery final : public Discovery {
 
   std::map<std::string, int> UverbsByIbdev(Inventory* inv) {
     std::map<std::string, int> out;
-    for (const std::string& syspath : Enumerate(udev_.get(), "infiniband_verbs")) {
+    for (const std::string& syspath : Enumerate(udev_.get(), sysfs::kUverbsClass.data())) {
       UdevDevice dev(udev_device_new_from_syspath(udev_.get(), syspath.c_str()));
       if (!dev) continue;
       const char* sysname = udev_device_get_sysname(dev.get());
       const std::optional<int> n = discovery_internal::UverbsIndex(sysname ? sysname : "");
       if (!n) continue;
       UdevSource src(dev.get());
-      absl::StatusOr<std::string> ibdev = src.Read("ibdev");
+      absl::StatusOr<std::string> ibdev = src.Read(sysfs::kIbdev);
       if (ibdev.ok()) {
         std::string_view t = *ibdev;
         while (!t.empty() && t.back() == '\n') t.remove_suffix(1);
@@ -155,15 +158,15 @@ class UdevDiscovery final : public Discovery {
   void ScanEfas(Inventory* inv) {
     std::map<std::string, int> uverbs;
     bool uverbs_read = false;
-    for (const std::string& syspath : Enumerate(udev_.get(), "infiniband")) {
+    for (const std::string& syspath : Enumerate(udev_.get(), sysfs::kInfinibandClass.data())) {
       UdevDevice ib(udev_device_new_from_syspath(udev_.get(), syspath.c_str()));
       if (!ib) continue;
       // The `device` link leads to the PCI function; its driver tells EFA apart, never the name.
-      const std::string pci_path = syspath + "/device";
+      const std::string pci_path = fmt::format("{}/{}", syspath, sysfs::kDeviceLink);
       UdevDevice pci(udev_device_new_from_syspath(udev_.get(), pci_path.c_str()));
       if (!pci) continue;
       const char* driver = udev_device_get_driver(pci.get());
-      if (driver == nullptr || std::string_view(driver) != "efa") continue;
+      if (driver == nullptr || std::string_view(driver) != sysfs::kEfaDriverName) continue;
       if (!uverbs_read) {
         uverbs = UverbsByIbdev(inv);
         uverbs_read = true;

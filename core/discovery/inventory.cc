@@ -10,8 +10,9 @@
 #include <set>
 
 #include "core/base/component_log.h"
-#include "core/discovery/internal/discovery_internal.h"
 #include "core/base/file_io.h"
+#include "core/discovery/internal/discovery_internal.h"
+#include "core/model/core_ids.h"
 
 namespace neuron {
 
@@ -49,7 +50,7 @@ std::vector<int> Inventory::CoreIds(int device_index) const {
   std::vector<int> ids;
   if (FindDevice(device_index) == nullptr) return ids;
   const int n = LogicalCoresPerDevice();
-  for (int k = 0; k < n; ++k) ids.push_back(device_index * n + k);
+  for (int k = 0; k < n; ++k) ids.push_back(GlobalCoreId(device_index, k, n));
   return ids;
 }
 
@@ -123,46 +124,52 @@ const ChipSpec* ChipFor(const NeuronDevice& d, const InstanceSpec* instance) {
 
 }  // namespace
 
-std::optional<int> UverbsIndex(std::string_view name) { return IndexAfter(name, "uverbs"); }
-std::optional<int> NeuronIndex(std::string_view name) { return IndexAfter(name, "neuron"); }
+std::optional<int> UverbsIndex(std::string_view name) {
+  return IndexAfter(name, sysfs::kUverbsPrefix);
+}
+std::optional<int> NeuronIndex(std::string_view name) {
+  return IndexAfter(name, sysfs::kDevicePrefix);
+}
 
 void ReadNeuronDevice(AttributeSource& src, NeuronDevice* dev, std::vector<std::string>* w) {
-  if (auto v = ReadText(src, "info/architecture/arch_type", w)) dev->arch_type = *v;
-  if (auto v = ReadText(src, "info/architecture/instance_type", w)) dev->instance_type = *v;
-  if (auto v = ReadText(src, "info/architecture/device_name", w)) dev->device_name = *v;
-  if (auto v = ReadText(src, "neuron_core0/info/architecture/arch_type", w)) dev->nc_arch_type = *v;
-  if (auto v = ReadText(src, "core_count", w)) {
-    absl::StatusOr<int64_t> n = ParseI64(*v, src.Display("core_count"));
+  if (auto v = ReadText(src, sysfs::kArchType, w)) dev->arch_type = *v;
+  if (auto v = ReadText(src, sysfs::kInstanceType, w)) dev->instance_type = *v;
+  if (auto v = ReadText(src, sysfs::kDeviceName, w)) dev->device_name = *v;
+  static const std::string kCore0ArchType =
+      (std::filesystem::path(sysfs::CoreDir(0)) / sysfs::kArchType).string();
+  if (auto v = ReadText(src, kCore0ArchType, w)) dev->nc_arch_type = *v;
+  if (auto v = ReadText(src, sysfs::kCoreCount, w)) {
+    absl::StatusOr<int64_t> n = ParseI64(*v, src.Display(sysfs::kCoreCount));
     if (!n.ok()) {
       Warn(w, n.status());
     } else if (*n < 1 || *n > 64) {
       w->push_back(
-          fmt::format("{}: core count {} out of range 1..64", src.Display("core_count"), *n));
+          fmt::format("{}: core count {} out of range 1..64", src.Display(sysfs::kCoreCount), *n));
     } else {
       dev->physical_cores = static_cast<int>(*n);
     }
   }
-  if (auto v = ReadText(src, "connected_devices", w)) {
-    absl::StatusOr<std::vector<int>> ids = ParseIdList(*v, src.Display("connected_devices"));
+  if (auto v = ReadText(src, sysfs::kConnectedDevices, w)) {
+    absl::StatusOr<std::vector<int>> ids = ParseIdList(*v, src.Display(sysfs::kConnectedDevices));
     if (ids.ok()) {
       dev->connected = *std::move(ids);
     } else {
       Warn(w, ids.status());
     }
   }
-  if (auto v = ReadText(src, "reset", w)) {
-    absl::StatusOr<int64_t> n = ParseI64(*v, src.Display("reset"));
+  if (auto v = ReadText(src, sysfs::kReset, w)) {
+    absl::StatusOr<int64_t> n = ParseI64(*v, src.Display(sysfs::kReset));
     if (!n.ok()) {
       Warn(w, n.status());
     } else if (*n < 0 || *n > 2) {
       w->push_back(fmt::format("{}: device state {} is not 0 (RESET), 1 (READY) or 2 (INVALID)",
-                               src.Display("reset"), *n));
+                               src.Display(sysfs::kReset), *n));
     } else {
       dev->state = static_cast<DeviceState>(*n);
     }
   }
   // "\n" when the firmware read fails: absent, not empty.
-  if (auto v = ReadText(src, "info/serial_number", w); v && !v->empty()) dev->serial_number = *v;
+  if (auto v = ReadText(src, sysfs::kSerialNumber, w); v && !v->empty()) dev->serial_number = *v;
 }
 
 void AddNeuronDevice(NeuronDevice dev, std::vector<std::string> warnings, BdfResolver& resolver,
@@ -180,19 +187,19 @@ void AddNeuronDevice(NeuronDevice dev, std::vector<std::string> warnings, BdfRes
 
 void ReadPciPlacement(AttributeSource& pci, std::optional<int>* numa, std::string* cpulist,
                       std::vector<std::string>* w) {
-  if (auto v = ReadText(pci, "numa_node", w)) {
-    absl::StatusOr<int64_t> n = ParseI64(*v, pci.Display("numa_node"));
+  if (auto v = ReadText(pci, sysfs::kNumaNode, w)) {
+    absl::StatusOr<int64_t> n = ParseI64(*v, pci.Display(sysfs::kNumaNode));
     if (!n.ok()) {
       Warn(w, n.status());
     } else if (*n < -1 || *n > 1023) {
-      w->push_back(fmt::format("{}: NUMA node {} out of range", pci.Display("numa_node"), *n));
+      w->push_back(fmt::format("{}: NUMA node {} out of range", pci.Display(sysfs::kNumaNode), *n));
     } else if (*n >= 0) {
       *numa = static_cast<int>(*n);  // -1: the platform has no NUMA information
     }
   }
   if (cpulist == nullptr) return;
-  if (auto v = ReadText(pci, "local_cpulist", w)) {
-    absl::StatusOr<std::vector<int>> cpus = ParseCpuList(*v, pci.Display("local_cpulist"));
+  if (auto v = ReadText(pci, sysfs::kLocalCpulist, w)) {
+    absl::StatusOr<std::vector<int>> cpus = ParseCpuList(*v, pci.Display(sysfs::kLocalCpulist));
     if (cpus.ok()) {
       *cpulist = *v;
     } else {
@@ -202,9 +209,9 @@ void ReadPciPlacement(AttributeSource& pci, std::optional<int>* numa, std::strin
 }
 
 void ReadEfaPort(AttributeSource& ib, EfaInterface* efa, std::vector<std::string>* w) {
-  if (auto v = ReadText(ib, "ports/1/state", w)) efa->port_state = StripPortPrefix(*v);
-  if (auto v = ReadText(ib, "ports/1/phys_state", w)) efa->phys_state = StripPortPrefix(*v);
-  if (auto v = ReadText(ib, "ports/1/rate", w)) {
+  if (auto v = ReadText(ib, sysfs::kPortState, w)) efa->port_state = StripPortPrefix(*v);
+  if (auto v = ReadText(ib, sysfs::kPortPhysState, w)) efa->phys_state = StripPortPrefix(*v);
+  if (auto v = ReadText(ib, sysfs::kPortRate, w)) {
     // "100 Gb/sec (4X EDR)"; fractional rates ("12.5 Gb/sec") keep their whole part.
     int gbps = 0;
     const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), gbps);
@@ -212,7 +219,7 @@ void ReadEfaPort(AttributeSource& ib, EfaInterface* efa, std::vector<std::string
     if (ec != std::errc() || gbps < 0 ||
         !(after.starts_with(" Gb/sec") || after.starts_with("."))) {
       w->push_back(fmt::format("{}: malformed value \"{}\" (expected a rate like \"100 Gb/sec\")",
-                               ib.Display("ports/1/rate"), v->substr(0, 40)));
+                               ib.Display(sysfs::kPortRate), v->substr(0, 40)));
     } else {
       efa->rate = *v;
       efa->rate_gbps = gbps;
@@ -226,7 +233,8 @@ std::unique_ptr<BdfResolver> MakeResolver(const DiscoveryOptions& options, const
 
 void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identity,
                      Inventory* inv) {
-  // Decision 11: the instance's identity is in DMI, on a real node as on the simulator.
+  // docs/architecture.md#instance-identity: the instance's identity is in DMI, on a real node as on
+  // the simulator.
   inv->instance_type = identity.dmi_product_name;
   inv->instance_id = identity.dmi_asset_tag;
   std::sort(inv->devices.begin(), inv->devices.end(),
@@ -234,8 +242,8 @@ void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identi
   std::sort(inv->efas.begin(), inv->efas.end(),
             [](const EfaInterface& a, const EfaInterface& b) { return a.name < b.name; });
 
-  // Decision 13: --lnc (or NEURON_LOGICAL_NC_CONFIG), else the instance default, as on a real
-  // node: the driver does not publish the runtime's LNC.
+  // docs/architecture.md#lnc: --lnc (or NEURON_LOGICAL_NC_CONFIG), else the instance default, as on
+  // a real node: the driver does not publish the runtime's LNC.
   const InstanceSpec* spec = inv->Spec();
   int lnc = options.lnc;
   if (spec != nullptr) {

@@ -53,13 +53,15 @@ struct EfaInterface {
 };
 
 struct Inventory {
-  std::string instance_type;          // "trn1.32xlarge", from DMI product_name (decision 11)
-  std::string instance_id;            // DMI board_asset_tag
-  int lnc = 1;                        // logical NeuronCore config in force (decision 13)
+  // "trn1.32xlarge", from DMI product_name (docs/architecture.md#instance-identity)
+  std::string instance_type;
+  std::string instance_id;  // DMI board_asset_tag
+  // Logical NeuronCore config in force (docs/architecture.md#lnc)
+  int lnc = 1;
   std::vector<NeuronDevice> devices;  // ascending index; gaps where a device is absent
   std::vector<EfaInterface> efas;     // ascending name
   // Files that were present but malformed, each message naming the file. Absent files are not
-  // warnings: partial data is normal (STYLE 7).
+  // warnings: partial data is normal (docs/style.md#partial-data).
   std::vector<std::string> warnings;
 
   bool operator==(const Inventory&) const = default;
@@ -85,8 +87,9 @@ struct DiscoveryOptions {
   std::function<std::unique_ptr<BdfResolver>(const RootPaths&)> bdf_resolver = nullptr;
 };
 
-// One interface, two back ends (DESIGN "core", decision 7). Both must give the same Inventory
-// for the same tree; tests/core/discovery_agreement_test proves it. Not thread-safe: one owner.
+// One interface, two back ends (docs/architecture.md#core, docs/architecture.md#discovery). Both
+// must give the same Inventory for the same tree; tests/core/discovery_agreement_test proves it.
+// Not thread-safe: one owner.
 class Discovery {
  public:
   virtual ~Discovery() = default;

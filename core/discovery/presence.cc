@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/base/unique_fd.h"
 #include "core/discovery/internal/discovery_internal.h"
 
 namespace neuron {
@@ -32,10 +33,8 @@ std::vector<int> ClassEntries(const std::filesystem::path& dir, int* err) {
 
 // errno of opening `path` for reading, 0 when it opens.
 int OpenErrno(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  ::close(fd);
-  return 0;
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  return fd.valid() ? 0 : errno;
 }
 
 std::string Ranges(const std::vector<int>& ids) {
@@ -64,7 +63,7 @@ Unreadable FindUnreadable(const RootPaths& root, const Inventory& inv, std::stri
   for (const NeuronDevice& d : inv.devices) {
     if (!missing(d)) continue;
     const std::filesystem::path path =
-        root.NeuronClassDir() / fmt::format("neuron{}", d.index) / attribute;
+        root.NeuronClassDir() / fmt::format("{}{}", sysfs::kDevicePrefix, d.index) / attribute;
     const int err = OpenErrno(path);
     // 0: read but malformed, which discovery's own warning names; ENOENT: absent, not denied.
     if (err == 0 || err == ENOENT) continue;
@@ -93,7 +92,8 @@ std::string CannotRead(const Unreadable& u) {
 void DropWarnings(const Unreadable& u, Inventory* inv) {
   std::erase_if(inv->warnings, [&u](const std::string& w) {
     return std::any_of(u.devices.begin(), u.devices.end(), [&](int d) {
-      return w.find(fmt::format("neuron{}/{}:", d, u.attribute)) != std::string::npos;
+      return w.find(fmt::format("{}{}/{}:", sysfs::kDevicePrefix, d, u.attribute)) !=
+             std::string::npos;
     });
   });
 }
@@ -118,7 +118,7 @@ std::vector<std::string> FillUnreadableFromCatalog(const RootPaths& root, Invent
   std::vector<std::string> notes;
   const InstanceSpec* spec = inv->Spec();
   const Unreadable cores = FindUnreadable(
-      root, *inv, "core_count", [](const NeuronDevice& d) { return d.physical_cores == 0; });
+      root, *inv, sysfs::kCoreCount, [](const NeuronDevice& d) { return d.physical_cores == 0; });
   if (!cores.devices.empty() && spec != nullptr) {
     for (NeuronDevice& d : inv->devices) {
       if (d.physical_cores == 0) d.physical_cores = spec->chip->physical_cores;
@@ -129,8 +129,9 @@ std::vector<std::string> FillUnreadableFromCatalog(const RootPaths& root, Invent
                     CannotRead(cores), spec->name, spec->chip->physical_cores));
     DropWarnings(cores, inv);
   }
-  const Unreadable links = FindUnreadable(
-      root, *inv, "connected_devices", [](const NeuronDevice& d) { return d.connected.empty(); });
+  const Unreadable links =
+      FindUnreadable(root, *inv, sysfs::kConnectedDevices,
+                     [](const NeuronDevice& d) { return d.connected.empty(); });
   if (!links.devices.empty()) {
     for (NeuronDevice& d : inv->devices) {
       if (spec != nullptr && d.connected.empty() && d.index < spec->devices) {
@@ -144,7 +145,7 @@ std::vector<std::string> FillUnreadableFromCatalog(const RootPaths& root, Invent
     DropWarnings(links, inv);
   }
   const Unreadable state = FindUnreadable(
-      root, *inv, "reset", [](const NeuronDevice& d) { return !d.state.has_value(); });
+      root, *inv, sysfs::kReset, [](const NeuronDevice& d) { return !d.state.has_value(); });
   if (!state.devices.empty()) {
     notes.push_back(CannotRead(state) + "; device state unknown");
     DropWarnings(state, inv);
@@ -177,17 +178,18 @@ PresenceCheck CheckPresence(const RootPaths& root, const Inventory& inventory) {
                     err != 0 ? fmt::format(" ({})", std::strerror(err)) : std::string());
     return c;
   }
-  // core_count and connected_devices are 0400 (DRIVER-INTERFACE §2): unreadable unless root.
+  // core_count and connected_devices are 0400 (docs/driver-interface.md#sysfs-tree): unreadable
+  // unless root.
   const int index = inventory.devices.empty() ? entries.front() : inventory.devices.front().index;
-  const std::filesystem::path core_count = root.NeuronDevice(index) / "core_count";
+  const std::filesystem::path core_count = root.NeuronDevice(index) / sysfs::kCoreCount;
   const int open_err = OpenErrno(core_count);
   const bool no_cores = inventory.devices.empty() || inventory.devices.front().physical_cores == 0;
   if ((open_err == EACCES || open_err == EPERM) && no_cores) {
     c.presence = DevicePresence::kPermissionDenied;
     c.message = fmt::format(
-        "permission denied reading {} (core_count is readable by root only) and the instance "
-        "type \"{}\" (DMI product_name) is not in the catalog to stand in for it: run as root",
-        core_count.string(), inventory.instance_type);
+        "permission denied reading {} ({} is readable by root only) and the instance type "
+        "\"{}\" (DMI {}) is not in the catalog to stand in for it: run as root",
+        core_count.string(), sysfs::kCoreCount, inventory.instance_type, sysfs::kDmiProductName);
     return c;
   }
   if (inventory.devices.empty()) {

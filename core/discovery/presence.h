@@ -1,8 +1,8 @@
 #pragma once
-// Why a node shows no usable Neuron device, one actionable line per cause (TOOLS-UX.md §4 Q3):
-// the driver is not loaded, it is loaded but has no device, the device files cannot be read, or
-// (not fatal for readers of sysfs) the device nodes were not passed into the container.
-// Stateless; thread-safe.
+// Why a node shows no usable Neuron device, one actionable line per cause
+// (docs/tools-ux.md#requirements Q3): the driver is not loaded, it is loaded but has no device, the
+// device files cannot be read, or (not fatal for readers of sysfs) the device nodes were not passed
+// into the container. Stateless; thread-safe.
 
 #include <string>
 #include <vector>
@@ -36,15 +36,16 @@ PresenceCheck CheckPresence(const RootPaths& root, const Inventory& inventory);
 int PresenceExitCode(DevicePresence presence);
 
 // The driver keeps core_count and connected_devices readable by root only (0400) and reset
-// 0600 (DRIVER-INTERFACE §2), so a normal user's scan has no core count, no NeuronLink
-// neighbours and no device state. The tools are for everyone: the instance catalog
-// (core/catalog.h, by the DMI product_name that discovery read) stands in for the first two.
+// 0600 (docs/driver-interface.md#sysfs-tree), so a normal user's scan has no core count, no
+// NeuronLink neighbours and no device state. The tools are for everyone: the instance catalog
+// (core/model/catalog.h, by the DMI product_name that discovery read) stands in for the first two.
 // Returns one line per attribute saying which file could not be read, why (the errno text) and
 // what stands in for it, and removes the inventory warnings those lines replace (one per device
 // and file). Nothing happens for attributes that were read.
 //
-// Temporary home: discovery (core/inventory.cc) should apply the catalog itself so that every
-// consumer agrees (STYLE 20); until it does, the tools call this after each scan.
+// Temporary home: discovery (core/discovery/inventory.cc) should apply the catalog itself so that
+// every consumer agrees (docs/style.md#derive-once); until it does, the tools call this after each
+// scan.
 std::vector<std::string> FillUnreadableFromCatalog(const RootPaths& root, Inventory* inventory);
 
 }  // namespace neuron

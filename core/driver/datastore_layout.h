@@ -1,8 +1,8 @@
 #pragma once
-// Byte layout of the per-process datastore (NDS), DRIVER-INTERFACE.md §4. The offsets and the
-// counter index order are ABI shared with the real runtime; the object-area placement and the
-// latency-histogram extension (deviation D13) are the simulator's own, documented in
-// driver-sim/README.md. Values are little-endian u64, written without locking.
+// Byte layout of the per-process datastore (NDS), docs/driver-interface.md#datastore. The offsets
+// and the counter index order are ABI shared with the real runtime; the object-area placement and
+// the latency-histogram extension (D13, driver-sim/README.md#deviations) are the simulator's own,
+// documented in driver-sim/README.md. Values are little-endian u64, written without locking.
 
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +12,8 @@ namespace neuron::nds {
 
 inline constexpr size_t kSize = 262144;
 inline constexpr char kMagic[4] = {'n', 'd', 's', '\0'};
-inline constexpr int32_t kFormatVersion = 1;  // the real value is unverified (§4.2)
+// The real value is unverified (docs/driver-interface.md#datastore-layout)
+inline constexpr int32_t kFormatVersion = 1;
 
 inline constexpr size_t kDeviceCountersOffset = 8;
 inline constexpr int kDeviceCounterCount = 31;
@@ -29,7 +30,7 @@ inline constexpr size_t kRealLayoutEnd = 67200;
 inline constexpr int kMaxCores = 16;
 inline constexpr int kCoreCounterCount = 95;  // NC indices 0..94; 41..94 reserved
 
-// Core counter indices (order is ABI, DRIVER-INTERFACE §4.3).
+// Core counter indices (order is ABI, docs/driver-interface.md#core-counter-indices).
 enum CoreCounter : int {
   kTimeInUse = 0,
   kInferCompleted = 1,
@@ -74,7 +75,7 @@ enum CoreCounter : int {
   kHwErrRepairableHbmUe = 40,
 };
 
-// Device counter indices (DRIVER-INTERFACE §4.4).
+// Device counter indices (docs/driver-interface.md#device-counter-indices).
 enum DeviceCounter : int {
   kRuntimeVersion = 0,
   kFrameworkVersion = 1,
@@ -131,7 +132,7 @@ inline constexpr size_t kPiFrameworkVersion = 36;
 inline constexpr size_t kPiFalVersion = 44;
 inline constexpr size_t kPiRuntimeVersion = 52;
 
-// ---- Deviation D13: latency histogram extension after the real layout ----
+// ---- D13 (driver-sim/README.md#deviations): latency histogram extension after the real layout
 inline constexpr char kHistogramMagic[4] = {'h', 'i', 's', 't'};
 inline constexpr size_t kHistogramOffset = kRealLayoutEnd;  // magic, u32 bucket count
 inline constexpr int kHistogramBuckets = 24;
@@ -144,10 +145,11 @@ inline constexpr size_t HistogramCountOffset(int core, int bucket) {
 }
 static_assert(HistogramCountOffset(kMaxCores, 0) <= kSize);
 
-// ---- Simulator extension: EFA traffic of this process (deviation D15) ----
-// The runtime cannot write sysfs (the daemon is the driver, decision 2), so it counts the bytes
-// and packets its collectives moved over each EFA here; the daemon adds the growth to the EFA's
-// ports/1/hw_counters live. Per EFA index (the node's EFA in catalog order), kEfaTrafficFields u64.
+// ---- Simulator extension: EFA traffic of this process (D15, driver-sim/README.md#deviations) ----
+// The runtime cannot write sysfs (the daemon is the driver,
+// docs/architecture.md#daemon-is-the-driver), so it counts the bytes and packets its collectives
+// moved over each EFA here; the daemon adds the growth to the EFA's ports/1/hw_counters live. Per
+// EFA index (the node's EFA in catalog order), kEfaTrafficFields u64.
 inline constexpr char kEfaTrafficMagic[4] = {'e', 'f', 'a', 't'};
 inline constexpr size_t kEfaTrafficOffset = HistogramCountOffset(kMaxCores, 0);  // magic, u32 n
 inline constexpr int kMaxEfas = 32;

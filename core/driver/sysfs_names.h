@@ -1,12 +1,16 @@
 #pragma once
 // Names and locations in the Neuron driver's sysfs tree, the datastore and the EFA tree
-// (DRIVER-INTERFACE.md §2, §4, §7). The reader in core and the writer in driver-sim share them,
-// so a name is spelled in exactly one place. Orders are the driver's table orders (ABI).
+// (docs/driver-interface.md#sysfs-tree, #datastore, #efa). The reader in core and the writer in
+// driver-sim share them, so a name is spelled in exactly one place. Orders are the driver's table
+// orders (ABI). The names of single files and directories are in core/driver/sysfs_files.h,
+// included here.
 
 #include <array>
 #include <filesystem>
 #include <string>
 #include <string_view>
+
+#include "core/driver/sysfs_files.h"
 
 namespace neuron {
 
@@ -81,14 +85,23 @@ inline constexpr std::array<std::string_view, 12> kEfaDeviceCounters{
     "reg_mr_err",     "alloc_ucontext_err", "create_ah_err", "mmap_err"};
 // clang-format on
 
-// Device state as the `reset` file prints it (DRIVER-INTERFACE §5).
+// Positions in the tables above of the names that code singles out, so that it does not spell
+// them again.
+namespace name_index {
+inline constexpr size_t kSramEccUncorrected = 0;  // kHardwareCounters: low 16 bits only
+inline constexpr size_t kResetReqCount = 1;       // kOtherInfo: 1 on every core after probe
+inline constexpr size_t kHostDriverMemory = 4;    // kHostMemCategories: the probe's NCDEV memory
+}  // namespace name_index
+
+// Device state as the `reset` file prints it (docs/driver-interface.md#reset-and-state).
 enum class DeviceState { kReset = 0, kReady = 1, kInvalid = 2 };
 std::string_view DeviceStateName(DeviceState s);
 
 inline constexpr std::string_view kPciDriverName = "neuron-driver";
 inline constexpr std::string_view kNeuronClass = "neuron_device";
 
-// Paths below an injected root (DESIGN "The root convention"). No other code spells /sys or /dev.
+// Paths below an injected root (docs/architecture.md#root-convention). No other code spells /sys or
+// /dev.
 class RootPaths {
  public:
   explicit RootPaths(std::filesystem::path root) : root_(std::move(root)) {}
@@ -96,26 +109,33 @@ class RootPaths {
   const std::filesystem::path& root() const { return root_; }
   std::filesystem::path Sys() const { return root_ / "sys"; }
   std::filesystem::path NeuronDevicesDir() const {
-    return root_ / "sys/devices/virtual/neuron_device";
+    return Sys() / "devices/virtual" / kNeuronClass;
   }
   std::filesystem::path NeuronDevice(int index) const {
-    return NeuronDevicesDir() / ("neuron" + std::to_string(index));
+    return NeuronDevicesDir() / DeviceName(index);
   }
-  std::filesystem::path NeuronClassDir() const { return root_ / "sys/class/neuron_device"; }
+  std::filesystem::path NeuronClassDir() const { return Sys() / "class" / kNeuronClass; }
   std::filesystem::path PciDevice(std::string_view bdf) const {
     return root_ / "sys/bus/pci/devices" / bdf;
   }
-  std::filesystem::path InfinibandClassDir() const { return root_ / "sys/class/infiniband"; }
-  std::filesystem::path UverbsClassDir() const { return root_ / "sys/class/infiniband_verbs"; }
-  std::filesystem::path DmiDir() const { return root_ / "sys/class/dmi/id"; }
-  std::filesystem::path Dev() const { return root_ / "dev"; }
-  std::filesystem::path DevNeuron(int index) const {
-    return Dev() / ("neuron" + std::to_string(index));
+  std::filesystem::path InfinibandClassDir() const {
+    return Sys() / "class" / sysfs::kInfinibandClass;
   }
+  std::filesystem::path UverbsClassDir() const { return Sys() / "class" / sysfs::kUverbsClass; }
+  std::filesystem::path DmiDir() const {
+    return Sys() / "class" / sysfs::kDmiSubsystem / sysfs::kDmiSysname;
+  }
+  std::filesystem::path Dev() const { return root_ / "dev"; }
+  std::filesystem::path DevNeuron(int index) const { return Dev() / DeviceName(index); }
   std::filesystem::path Kmsg() const { return root_ / "dev/kmsg"; }
   std::filesystem::path Proc() const { return root_ / "proc"; }
 
  private:
+  // "neuronN": the class device's name and its device node's.
+  static std::string DeviceName(int index) {
+    return std::string(sysfs::kDevicePrefix) + std::to_string(index);
+  }
+
   std::filesystem::path root_;
 };
 

@@ -1,16 +1,19 @@
 #pragma once
 // Node events: Neuron devices and EFA interfaces appearing and vanishing, device state and EFA
-// port state changes, and NEURON_HW_ERR= kernel log records (DESIGN "core", decisions 7 and 8).
+// port state changes, and NEURON_HW_ERR= kernel log records (docs/architecture.md#core,
+// docs/architecture.md#discovery, #health).
 //
 // Sources, watched by one thread that polls all of them:
 //   - presence: in directory mode, inotify on ROOT/sys/class/neuron_device,
 //     ROOT/sys/devices/virtual/neuron_device and ROOT/sys/class/infiniband (watches are re-armed
 //     when those directories vanish and return), plus a periodic rescan as a safety net, since
-//     the plain tree has no uevents (D10); in udev mode, a udev monitor on the neuron_device and
-//     infiniband subsystems, plus the same periodic rescan through libudev.
-//   - state: the `reset` file and ports/1/state have no change uevent (DRIVER-INTERFACE §1), so
-//     they are polled every `state_poll` (a few small reads).
-//   - kernel log: KmsgReader on `kmsg_path`, from the end of the log (decision 8).
+//     the plain tree has no uevents (D10, driver-sim/README.md#deviations); in udev mode, a udev
+//     monitor on the neuron_device and infiniband subsystems, plus the same periodic rescan
+//     through libudev.
+//   - state: the `reset` file and ports/1/state have no change uevent
+//     (docs/driver-interface.md#device-nodes), so they are polled every `state_poll` (a few small
+//     reads).
+//   - kernel log: KmsgReader on `kmsg_path`, from the end of the log (docs/architecture.md#health).
 // Start() takes a silent snapshot of what is present; events report changes after it, so a
 // consumer scans its Inventory first and then applies events (or simply rescans on each).
 

@@ -185,7 +185,8 @@ absl::StatusOr<std::unique_ptr<KmsgReader>> KmsgReader::Adopt(int fd, std::strin
     reader->offset_ = static_cast<uint64_t>(st.st_size);
     reader->inode_ = st.st_ino;
   } else if (S_ISCHR(st.st_mode)) {
-    // /dev/kmsg: start after the last record (decision 8). Pipes and sockets cannot seek.
+    // /dev/kmsg: start after the last record (docs/architecture.md#health). Pipes and sockets
+    // cannot seek.
     ::lseek(fd, 0, SEEK_END);
   }
   return reader;

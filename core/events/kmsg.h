@@ -1,6 +1,6 @@
 #pragma once
 // The kernel log as /dev/kmsg presents it, and the NEURON_HW_ERR records the Neuron runtime
-// prints into it (DRIVER-INTERFACE.md §6, §8 D9).
+// prints into it (docs/driver-interface.md#hardware-errors; D9, driver-sim/README.md#deviations).
 //
 // A /dev/kmsg record is "<prio>,<seq>,<usec>,<flags>[,<more>];<text>\n", optionally followed by
 // continuation lines that start with a space and carry "KEY=value" dictionary entries
@@ -61,7 +61,7 @@ inline constexpr std::string_view kHwErrToken = "NEURON_HW_ERR=";
 std::optional<HwErrorRecord> ParseHwError(std::string_view text);
 
 // Tails a kernel log. Starts at the end: records already in the log are history, not evidence
-// (DESIGN decision 8). Not thread-safe: one owner (the Events thread).
+// (docs/architecture.md#health). Not thread-safe: one owner (the Events thread).
 //
 // - Character device (the real /dev/kmsg), or any other non-regular file such as a FIFO or a
 //   socket: read() returns one record (the reader also splits a buffer holding several). EPIPE

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <set>
 
+#include "core/base/unique_fd.h"
+
 namespace neuron {
 namespace {
 
@@ -28,23 +30,20 @@ absl::Status ErrnoError(int err, std::string_view op, const std::string& path) {
 
 // Reads up to `max_bytes`; procfs files report size 0, so no stat().
 absl::StatusOr<std::string> ReadUpTo(const std::string& path, size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "open", path);
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError(errno, "open", path);
   std::string out;
   char buf[4096];
   while (out.size() < max_bytes) {
     const size_t want = std::min(sizeof(buf), max_bytes - out.size());
-    const ssize_t n = ::read(fd, buf, want);
+    const ssize_t n = ::read(fd.get(), buf, want);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return ErrnoError(err, "read", path);
+      return ErrnoError(errno, "read", path);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
-  ::close(fd);
   return out;
 }
 
@@ -144,7 +143,7 @@ ProcReader::ProcReader(const RootPaths& root) {
     proc_dir_ = under_root;
     uses_root_proc_ = root.root() != fs::path("/");
   } else {
-    proc_dir_ = "/proc";
+    proc_dir_ = RootPaths("/").Proc();
     uses_root_proc_ = false;
   }
 }
@@ -160,7 +159,7 @@ absl::StatusOr<std::string> ProcReader::ReadProcFile(int pid, const char* name,
 }
 
 absl::StatusOr<SystemCpuTimes> ProcReader::SystemCpu() const {
-  const std::string path = (proc_dir_ / "stat").string();
+  const std::string path = (proc_dir_ / procfs::kStat).string();
   // 192 vCPUs print about 16 KiB; 1 MiB leaves room for the largest hosts.
   absl::StatusOr<std::string> text = ReadUpTo(path, 1 << 20);
   if (!text.ok()) return text.status();
@@ -168,13 +167,13 @@ absl::StatusOr<SystemCpuTimes> ProcReader::SystemCpu() const {
 }
 
 absl::StatusOr<ProcessStat> ProcReader::Stat(int pid) const {
-  absl::StatusOr<std::string> text = ReadProcFile(pid, "stat", 4096);
+  absl::StatusOr<std::string> text = ReadProcFile(pid, procfs::kStat.data(), 4096);
   if (!text.ok()) return text.status();
-  return ParseProcessStat(*text, fmt::format("{}/{}/stat", proc_dir_.string(), pid));
+  return ParseProcessStat(*text, fmt::format("{}/{}/{}", proc_dir_.string(), pid, procfs::kStat));
 }
 
 absl::StatusOr<std::string> ProcReader::CommandLine(int pid, size_t max_bytes) const {
-  absl::StatusOr<std::string> raw = ReadProcFile(pid, "cmdline", max_bytes);
+  absl::StatusOr<std::string> raw = ReadProcFile(pid, procfs::kCmdline.data(), max_bytes);
   if (!raw.ok()) return raw.status();
   std::string line = FormatCommandLine(*raw);
   if (!line.empty()) return line;
@@ -184,7 +183,7 @@ absl::StatusOr<std::string> ProcReader::CommandLine(int pid, size_t max_bytes) c
 }
 
 absl::StatusOr<std::string> ProcReader::Cgroup(int pid) const {
-  return ReadProcFile(pid, "cgroup", 64 * 1024);
+  return ReadProcFile(pid, procfs::kCgroup.data(), 64 * 1024);
 }
 
 std::map<fs::path, std::vector<int>> ProcReader::PidsWithOpen(const std::vector<fs::path>& targets,
@@ -202,7 +201,7 @@ std::map<fs::path, std::vector<int>> ProcReader::PidsWithOpen(const std::vector<
   while (const dirent* e = ::readdir(proc)) {
     int pid = 0;
     if (!ParseNumber(std::string_view(e->d_name), &pid) || pid <= 0) continue;
-    const std::string fd_dir = fmt::format("{}/{}/fd", proc_dir_.string(), pid);
+    const std::string fd_dir = fmt::format("{}/{}/{}", proc_dir_.string(), pid, procfs::kFdDir);
     DIR* fds = ::opendir(fd_dir.c_str());
     if (fds == nullptr) {
       if (problems != nullptr && (errno == EACCES || errno == EPERM)) {

@@ -1,14 +1,17 @@
 #pragma once
 // Process information for the tools: command lines, CPU times, cgroups and open device nodes of
-// the processes that use Neuron devices, and the system's CPU times (TOOLS-UX.md §1.9, §2.7).
+// the processes that use Neuron devices, and the system's CPU times (docs/tools-ux.md#ls-sources,
+// #top-data).
 //
-// Where it reads (DESIGN decision 14): ROOT/proc when it exists (the host's /proc mounted into
-// the agent's container, so host PIDs from the datastores resolve), else this process's /proc
-// (the simulator, where runtime processes are our neighbours). No other code spells "/proc".
+// Where it reads (docs/architecture.md#process-information): ROOT/proc when it exists (the host's
+// /proc mounted into the agent's container, so host PIDs from the datastores resolve), else this
+// process's /proc (the simulator, where runtime processes are our neighbours). No other code spells
+// "/proc".
 //
 // Files are read without stat() (procfs reports size 0) and parsed here, so consumers only turn
-// the values into columns (STYLE 5). A process that has gone is NotFound; other failures name the
-// file. ProcReader is immutable after construction and thread-safe.
+// the values into columns (docs/style.md#collectors-translate). A process that has gone is
+// NotFound; other failures name the file. ProcReader is immutable after construction and
+// thread-safe.
 
 #include <cstdint>
 #include <filesystem>
@@ -78,7 +81,7 @@ class ProcReader {
   // The command line, cut at `max_bytes` (COMMAND columns show at most 80 characters). When
   // cmdline is empty (a zombie, a kernel thread) it is "[comm]", as ps prints it.
   absl::StatusOr<std::string> CommandLine(int pid, size_t max_bytes = 4096) const;
-  // /proc/<pid>/cgroup as text (pod identity is parsed from it: core/pod_identity.h).
+  // /proc/<pid>/cgroup as text (pod identity is parsed from it: core/proc/pod_identity.h).
   absl::StatusOr<std::string> Cgroup(int pid) const;
 
   // Processes whose open files PidsWithOpen could not see: another user's fd/ directory is

@@ -1,12 +1,13 @@
 #pragma once
-// Reader of the per-process datastores (NDS, DRIVER-INTERFACE.md §4): one record per (device,
-// runtime process) with its device counters, per-core counters, process info, model records and,
-// when the simulator's extension is present (deviation D13), latency histogram buckets.
+// Reader of the per-process datastores (NDS, docs/driver-interface.md#datastore): one record per
+// (device, runtime process) with its device counters, per-core counters, process info, model
+// records and, when the simulator's extension is present (D13, driver-sim/README.md#deviations),
+// latency histogram buckets.
 //
-// One back end reads them as a monitor must on a real node and on the simulator alike: through
-// the driver's device ABI (GET_ALL_APPS_INFO lists the processes of /dev/neuronN, ACQUIRE_NEURON_DS
-// with a PID gives the offset to mmap read-only; core/driver_abi.h, datastore_driver.cc). Tests
-// may put their own DatastoreReader in its place. Every back end hands the bytes to
+// One back end reads them as a monitor must on a real node and on the simulator alike: through the
+// driver's device ABI (GET_ALL_APPS_INFO lists the processes of /dev/neuronN, ACQUIRE_NEURON_DS
+// with a PID gives the offset to mmap read-only; core/driver/driver_abi.h, datastore_driver.cc).
+// Tests may put their own DatastoreReader in its place. Every back end hands the bytes to
 // ParseDatastore, so the byte layout is decoded in one place.
 //
 // The runtime writes counters without locking, so a read returns whatever is there: each u64 is
@@ -46,7 +47,7 @@ struct NdsVersion {
 // device counter RUNTIME_VERSION in the simulator (driver-sim/README.md).
 NdsVersion UnpackVersionWord(uint64_t word);
 
-// Process info and process info ext (DRIVER-INTERFACE §4.5).
+// Process info and process info ext (docs/driver-interface.md#process-records).
 struct DatastoreProcessInfo {
   int8_t framework_type = 0;
   std::string tag;       // char[32] of the process info record
@@ -56,7 +57,7 @@ struct DatastoreProcessInfo {
   NdsVersion runtime_version;
 };
 
-// Model node info + model node memory (§4.5).
+// Model node info + model node memory (docs/driver-interface.md#process-records).
 struct DatastoreModel {
   uint32_t model_id = 0;
   uint32_t model_node_id = 0;
@@ -75,7 +76,8 @@ struct DatastoreModel {
   std::array<std::array<Memory, 12>, 2> memory{};
 };
 
-// Deviation D13: per-core latency buckets. bounds_us[num_buckets - 1] is UINT64_MAX (+Inf).
+// D13 (driver-sim/README.md#deviations): per-core latency buckets. bounds_us[num_buckets - 1] is
+// UINT64_MAX (+Inf).
 struct LatencyHistogram {
   int num_buckets = 0;
   std::array<uint64_t, nds::kHistogramBuckets> bounds_us{};
@@ -102,7 +104,7 @@ struct DatastoreRecord {
   // Indexed by core slot: the process's logical core index within the device (slots 0-15).
   std::array<CoreCounterSet, nds::kMaxCores> core_counters{};
   // Absent when the object area does not hold the simulator's records (a real runtime's
-  // placement is unpublished, §4.5).
+  // placement is unpublished, docs/driver-interface.md#process-records).
   std::optional<DatastoreProcessInfo> process;
   std::vector<DatastoreModel> models;
   std::optional<LatencyHistogram> histogram;  // only when the D13 magic is present
@@ -110,7 +112,8 @@ struct DatastoreRecord {
 
   DatastoreKey key() const { return {device, pid}; }
   uint64_t Core(int slot, int index) const { return core_counters[slot][index]; }
-  // NEURON_PROCESS_TAG, else the short tag, else the PID as text (METRICS.md §3.4 runtime_tag).
+  // NEURON_PROCESS_TAG, else the short tag, else the PID as text (docs/metrics.md#compat-rules
+  // runtime_tag).
   std::string Tag() const;
 };
 
@@ -126,7 +129,8 @@ struct DatastoreScan {
   std::vector<std::string> errors;       // each names the datastore (file) it concerns
 };
 
-// Whether a live source can be read (DESIGN decision 19). `known` is false until it was tried.
+// Whether a live source can be read (docs/architecture.md#unknown-is-not-zero). `known` is false
+// until it was tried.
 struct SourceState {
   bool known = false;
   bool up = false;          // some device's live data could be read

@@ -188,17 +188,7 @@ void Sampler::RunUnits(std::vector<Unit>& units, const std::function<void()>& ca
   worker_->Wait();
 }
 
-std::shared_ptr<const Snapshot> Sampler::Sample(SampleKind kind) {
-  const auto start = std::chrono::steady_clock::now();
-  auto snap = std::make_shared<Snapshot>();
-  snap->generation = ++generation_;
-  if (!last_) kind = SampleKind::kFull;
-  snap->kind = kind;
-  snap->steady = start;
-  snap->wall = std::chrono::system_clock::now();
-  snap->lnc = inventory_.lnc > 0 ? inventory_.lnc : 1;
-
-  // 1. sysfs, and the datastores on the calling thread meanwhile.
+std::vector<Sampler::Unit> Sampler::PlanUnits(SampleKind kind, Snapshot* snap) {
   std::vector<Unit> units;
   units.reserve(readers_->devices.size() + readers_->efas.size());
   for (sysfs_reader::DeviceReader& r : readers_->devices) {
@@ -223,29 +213,30 @@ std::shared_ptr<const Snapshot> Sampler::Sample(SampleKind kind) {
     u.files = sysfs_reader::EfaFileCount();
     units.push_back(std::move(u));
   }
-  DatastoreScan ds;
-  const int ds_files = 4 + 2 * static_cast<int>(last_ ? last_->processes.size() : 0);
-  RunUnits(
-      units, [&] { ds = datastore_->ReadAll(); }, ds_files);
+  return units;
+}
 
-  // 2. Devices whose exit counters (status, other_info totals) must be read now, after the
-  // datastore reads: those that lost an entry since the last sample (the driver folded it into
-  // sysfs before removing it), and, listing the datastores again, those whose entry went away
-  // while this sample ran (it may already be folded: drop it from this snapshot).
+std::set<int> Sampler::DevicesToReread(DatastoreScan* ds) {
+  // Those that lost an entry since the last sample (the driver folded it into sysfs before
+  // removing it), and, listing the datastores again, those whose entry went away while this
+  // sample ran (it may already be folded: drop it from this snapshot).
   std::set<int> reread;
   if (last_) {
     for (const DatastoreRecord& p : last_->processes) {
-      if (!HasKey(ds.records, p.key())) reread.insert(p.device);
+      if (!HasKey(ds->records, p.key())) reread.insert(p.device);
     }
   }
   const std::vector<DatastoreKey> live = datastore_->List();
-  std::erase_if(ds.records, [&](const DatastoreRecord& r) {
+  std::erase_if(ds->records, [&](const DatastoreRecord& r) {
     if (std::binary_search(live.begin(), live.end(), r.key())) return false;
     reread.insert(r.device);
     return true;
   });
+  return reread;
+}
 
-  // 4. Assemble, in inventory order.
+void Sampler::Assemble(std::vector<Unit>& units, const std::set<int>& reread, DatastoreScan ds,
+                       Snapshot* snap) {
   snap->errors = std::move(ds.errors);
   counter_files::ErrorSink late;
   sysfs_reader::ReadContext ctx{snap->generation, &late};
@@ -263,7 +254,7 @@ std::shared_ptr<const Snapshot> Sampler::Sample(SampleKind kind) {
   for (std::string& e : late.errors()) snap->errors.push_back(std::move(e));
   std::sort(snap->devices.begin(), snap->devices.end(),
             [](const DeviceSample& a, const DeviceSample& b) { return a.index < b.index; });
-  if (kind == SampleKind::kHot) {
+  if (snap->kind == SampleKind::kHot) {
     // Carried EFAs went first; restore inventory order.
     std::vector<EfaSample> ordered;
     for (const sysfs_reader::EfaReader& r : readers_->efas) {
@@ -275,6 +266,30 @@ std::shared_ptr<const Snapshot> Sampler::Sample(SampleKind kind) {
   }
   snap->processes = std::move(ds.records);
   snap->datastore_source = datastore_->State();
+}
+
+std::shared_ptr<const Snapshot> Sampler::Sample(SampleKind kind) {
+  const auto start = std::chrono::steady_clock::now();
+  auto snap = std::make_shared<Snapshot>();
+  snap->generation = ++generation_;
+  if (!last_) kind = SampleKind::kFull;
+  snap->kind = kind;
+  snap->steady = start;
+  snap->wall = std::chrono::system_clock::now();
+  snap->lnc = inventory_.lnc > 0 ? inventory_.lnc : 1;
+
+  // 1. sysfs, and the datastores on the calling thread meanwhile.
+  std::vector<Unit> units = PlanUnits(kind, snap.get());
+  DatastoreScan ds;
+  const int ds_files = 4 + 2 * static_cast<int>(last_ ? last_->processes.size() : 0);
+  RunUnits(
+      units, [&] { ds = datastore_->ReadAll(); }, ds_files);
+  // 2. Devices whose exit counters (status, other_info totals) must be read now, after the
+  // datastore reads.
+  const std::set<int> reread = DevicesToReread(&ds);
+  // 3. Assemble, in inventory order.
+  Assemble(units, reread, std::move(ds), snap.get());
+
   snap->duration = std::chrono::steady_clock::now() - start;
   if (!snap->errors.empty()) {
     Log().debug("sample {}: {} errors, first: {}", snap->generation, snap->errors.size(),

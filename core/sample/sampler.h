@@ -1,23 +1,24 @@
 #pragma once
-// The Sampler reads the driver's counter files (DRIVER-INTERFACE.md §2, §7) and the live
-// per-process datastores (§4) under a root and returns each sample as an immutable Snapshot
-// (core/snapshot.h).
+// The Sampler reads the driver's counter files (docs/driver-interface.md#sysfs-tree, #efa) and the
+// live per-process datastores (docs/driver-interface.md#datastore) under a root and returns each
+// sample as an immutable Snapshot (core/sample/snapshot.h).
 //
-// Two sweeps (DESIGN decision 10). A trn2.48xlarge has ~13,500 counter files and opening them
-// all costs tens of milliseconds, so:
+// Two sweeps (docs/architecture.md#sampling-cost). A trn2.48xlarge has ~13,500 counter files and
+// opening them all costs tens of milliseconds, so:
 //  - Sample(SampleKind::kFull) reads every counter file;
 //  - Sample(SampleKind::kHot) reads the hot set (device state, ECC counters, memory totals:
 //    per-core device_mem/total and host_mem/total, device host_mem category totals) and the
 //    live datastores, and carries everything else forward from the previous snapshot.
 //    Status and other_info counters are not in the hot set because the driver changes them only
 //    when a process releases its datastore entry, folding that process's counters into sysfs
-//    before it removes the entry (§3.2; the simulator writes sysfs before removing the file,
-//    DESIGN decision 2). So while a device keeps its datastore entries, those sysfs totals
-//    cannot have moved, and the live part is in the datastores the hot sample reads; when one
-//    of a device's entries goes away, the hot sample re-reads that device's status and
-//    other_info totals. It also re-reads them when the device's state changed, because resets
-//    bump reset_req_count/reset_fail_count live. Everything else (present/peak values, category
-//    memory, power, pe_cntrs, EFA) is refreshed by the next full sweep.
+//    before it removes the entry (docs/driver-interface.md#live-vs-exit; the simulator writes sysfs
+//    before removing the file, docs/architecture.md#daemon-is-the-driver). So while a device keeps
+//    its datastore entries, those sysfs totals cannot have moved, and the live part is in the
+//    datastores the hot sample reads; when one of a device's entries goes away, the hot sample
+//    re-reads that device's status and other_info totals. It also re-reads them when the device's
+//    state changed, because resets bump reset_req_count/reset_fail_count live. Everything else
+//    (present/peak values, category memory, power, pe_cntrs, EFA) is refreshed by the next full
+//    sweep.
 //  - The first sample, and any device or EFA the previous snapshot did not have (a rescan, a
 //    replug), are read in full whatever the kind.
 //
@@ -27,7 +28,7 @@
 // that listing, so they include the fold. A process is counted once, in sysfs or in its
 // datastore, except when a full sweep reads a device while the driver is between folding and
 // removing the entry; the next sample corrects that (consumers keep counters monotonic,
-// METRICS.md §2.1).
+// docs/metrics.md#labels-and-liveness).
 //
 // Cost: files are opened relative to O_PATH directory descriptors kept per device and per
 // counter group of each core (about 4 per physical core: ~580 on a trn2.48xlarge), read with one
@@ -43,10 +44,10 @@
 #include <set>
 #include <vector>
 
-#include "core/sample/datastore.h"
 #include "core/discovery/inventory.h"
-#include "core/sample/snapshot.h"
 #include "core/driver/sysfs_names.h"
+#include "core/sample/datastore.h"
+#include "core/sample/snapshot.h"
 
 namespace neuron {
 
@@ -85,6 +86,16 @@ class Sampler {
   // meanwhile, weighing about `caller_first_files` file reads.
   void RunUnits(std::vector<Unit>& units, const std::function<void()>& caller_first,
                 int caller_first_files);
+  // The steps of Sample(). PlanUnits: the devices and EFAs to read; the EFAs a hot sample
+  // carries forward go straight into `snap`.
+  std::vector<Unit> PlanUnits(SampleKind kind, Snapshot* snap);
+  // Drops from `ds` the entries that went away while the sample ran and returns the devices
+  // whose exit counters must be read after the datastores (see the comment at the top).
+  std::set<int> DevicesToReread(DatastoreScan* ds);
+  // Moves the units' results and errors and the datastore records into `snap`, in inventory
+  // order, reading the exit counters of `reread` devices first.
+  void Assemble(std::vector<Unit>& units, const std::set<int>& reread, DatastoreScan ds,
+                Snapshot* snap);
 
   RootPaths root_;
   Inventory inventory_;

@@ -38,8 +38,9 @@ int LogicalCount(const Snapshot& s, const DeviceSample& d) {
   return std::min(static_cast<int>(d.cores.size()) / lnc, nds::kMaxCores);
 }
 
-// A logical core's busy time is the mean of its physical cores' (METRICS.md §2.1), so rate()
-// stays in [0, 1]; the live datastore slot already counts the logical core as one.
+// A logical core's busy time is the mean of its physical cores'
+// (docs/metrics.md#labels-and-liveness), so rate() stays in [0, 1]; the live datastore slot already
+// counts the logical core as one.
 std::optional<uint64_t> BusyMicros(const Snapshot& s, const DeviceSample& d, int k) {
   const PhysicalRange r = PhysicalCoresOf(k, s.lnc);
   const std::optional<uint64_t> sysfs =

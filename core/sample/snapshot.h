@@ -1,14 +1,16 @@
 #pragma once
-// One sample of every counter the agent reads (DRIVER-INTERFACE.md §2, §3, §4, §7), as the
-// Sampler (core/sampler.h) produces it. Immutable once published and shared as
-// std::shared_ptr<const Snapshot>, so any number of threads may read it.
+// One sample of every counter the agent reads (docs/driver-interface.md#sysfs-tree,
+// #counter-semantics, #datastore, #efa), as the Sampler (core/sample/sampler.h) produces it.
+// Immutable once published and shared as std::shared_ptr<const Snapshot>, so any number of threads
+// may read it.
 //
-// Every field is std::optional: a file that does not exist is absent, never 0 (STYLE 7); a file
-// that exists but is malformed is absent too, with an error naming it in `errors`.
+// Every field is std::optional: a file that does not exist is absent, never 0
+// (docs/style.md#partial-data); a file that exists but is malformed is absent too, with an error
+// naming it in `errors`.
 //
-// Which sweep read what (DESIGN decision 10): a kFull snapshot read every file. A kHot snapshot
-// read only the hot set, marked [hot] below, plus the live datastores; every other field is
-// carried forward from the previous snapshot and was read by the sweep named in
+// Which sweep read what (docs/architecture.md#sampling-cost): a kFull snapshot read every file. A
+// kHot snapshot read only the hot set, marked [hot] below, plus the live datastores; every other
+// field is carried forward from the previous snapshot and was read by the sweep named in
 // DeviceSample::full_generation (status and other_info totals: exit_counters_generation).
 
 #include <array>
@@ -34,7 +36,7 @@ struct CounterPair {
 };
 
 // {total, present, peak} memory counter files: bytes allocated now, size of the last
-// allocation or free, high-water mark (§3.1).
+// allocation or free, high-water mark (docs/driver-interface.md#total-present-peak).
 struct MemCounter {
   std::optional<uint64_t> total;
   std::optional<uint64_t> present;
@@ -44,7 +46,8 @@ struct MemCounter {
 
 enum class PowerStatus { kValid, kNoData, kInvalid };
 
-// stats/power/utilization: "<status>,<epoch>,<min>,<max>,<avg>" (§2.3), percentages of max power.
+// stats/power/utilization: "<status>,<epoch>,<min>,<max>,<avg>"
+// (docs/driver-interface.md#computed-formats), percentages of max power.
 struct PowerReading {
   PowerStatus status = PowerStatus::kNoData;
   int64_t epoch_s = 0;  // rollup time; 0 before the first rollup
@@ -54,7 +57,8 @@ struct PowerReading {
   bool operator==(const PowerReading&) const = default;
 };
 
-// One row of stats/tensor_engine/pe_cntrs: cycle counters of a PE row group (§2.3).
+// One row of stats/tensor_engine/pe_cntrs: cycle counters of a PE row group
+// (docs/driver-interface.md#computed-formats).
 struct PeCounterRow {
   int row_group = 0;
   uint64_t mm_active = 0;
@@ -100,7 +104,7 @@ struct DeviceSample {
   uint64_t exit_counters_generation = 0;
 };
 
-// One EFA device (§7); port 1, the only port EFA has.
+// One EFA device (docs/driver-interface.md#efa); port 1, the only port EFA has.
 struct EfaSample {
   std::string name;
   int port = 1;
@@ -127,8 +131,8 @@ struct Snapshot {
   std::vector<DeviceSample> devices;
   std::vector<EfaSample> efas;             // present EFA devices, in inventory order
   std::vector<DatastoreRecord> processes;  // live datastores, ascending (device, pid)
-  // Whether live datastores could be read at all (DESIGN decision 19): when not, `processes` is
-  // empty because nothing could be seen, not because nothing runs.
+  // Whether live datastores could be read at all (docs/architecture.md#unknown-is-not-zero): when
+  // not, `processes` is empty because nothing could be seen, not because nothing runs.
   SourceState datastore_source;
   std::vector<std::string> errors;  // this sample's errors, each naming its file
 
@@ -136,7 +140,8 @@ struct Snapshot {
   const EfaSample* FindEfa(std::string_view name) const;
 };
 
-// ---- Derived figures that consumers share (METRICS.md §2.1, TOOLS-UX.md §2.7) ----
+// ---- Derived figures that consumers share (docs/metrics.md#labels-and-liveness,
+// docs/tools-ux.md#top-data) ----
 
 // Physical cores [first, first + count) that logical core `k` covers: k*lnc .. k*lnc+lnc-1.
 struct PhysicalRange {

@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
     if (absl::Status _s = (expr); !_s.ok()) return _s; \
   } while (0)
 
-constexpr mode_t kMetric = 0644;     // every metric file (owner write clears, §3.1)
+// Every metric file (owner write clears, docs/driver-interface.md#total-present-peak)
+constexpr mode_t kMetric = 0644;
 constexpr mode_t kReadOnly = 0444;   // kernel read-only attributes (dev, vendor, ...)
 constexpr mode_t kRootRead = 0400;   // core_count, connected_devices
 constexpr mode_t kRootWrite = 0600;  // reset
@@ -38,7 +39,8 @@ uint64_t Fnv1a(std::string_view text) {
 }
 
 // A counter field as the driver would print it; anything else (a user's write, a
-// missing file) counts as 0, which is how a write clears a field (§3.1, D4).
+// missing file) counts as 0, which is how a write clears a field
+// (docs/driver-interface.md#total-present-peak; D4, driver-sim/README.md#deviations).
 uint64_t ReadCounterOrZero(const fs::path& file) {
   absl::StatusOr<std::string> text = ReadAttribute(file);
   if (!text.ok()) return 0;
@@ -56,9 +58,9 @@ constexpr FileWriter kFresh = &WriteNewFile;
 
 absl::Status WriteTriple(const fs::path& dir, uint64_t total, uint64_t present,
                          std::optional<uint64_t> peak, FileWriter write = kAtomic) {
-  SIM_RETURN_IF_ERROR(write(dir / "total", U64Line(total), kMetric));
-  SIM_RETURN_IF_ERROR(write(dir / "present", U64Line(present), kMetric));
-  if (peak) SIM_RETURN_IF_ERROR(write(dir / "peak", U64Line(*peak), kMetric));
+  SIM_RETURN_IF_ERROR(write(dir / sysfs::kTotal, U64Line(total), kMetric));
+  SIM_RETURN_IF_ERROR(write(dir / sysfs::kPresent, U64Line(present), kMetric));
+  if (peak) SIM_RETURN_IF_ERROR(write(dir / sysfs::kPeak, U64Line(*peak), kMetric));
   return absl::OkStatus();
 }
 
@@ -104,7 +106,7 @@ absl::Status WritePciFunction(const RootPaths& root, const PciFunction& f) {
   if (!fs::exists(bus_dir / "uevent")) {
     SIM_RETURN_IF_ERROR(WriteFileAtomic(bus_dir / "uevent", "", kMetric));
   }
-  absl::StatusOr<std::vector<int>> cpus = ParseCpuList(f.cpulist, dir / "local_cpulist");
+  absl::StatusOr<std::vector<int>> cpus = ParseCpuList(f.cpulist, dir / sysfs::kLocalCpulist);
   if (!cpus.ok()) return cpus.status();
   const std::string id = fmt::format("{:04X}:{:04X}", kPciVendorAmazon, f.device);
   const std::vector<std::pair<std::string_view, std::string>> attrs = {
@@ -113,8 +115,8 @@ absl::Status WritePciFunction(const RootPaths& root, const PciFunction& f) {
       {"subsystem_vendor", fmt::format("0x{:04x}\n", kPciVendorAmazon)},
       {"subsystem_device", "0x0000\n"},
       {"class", fmt::format("0x{:06x}\n", f.cls)},
-      {"numa_node", fmt::format("{}\n", f.numa_node)},
-      {"local_cpulist", f.cpulist + "\n"},
+      {sysfs::kNumaNode, fmt::format("{}\n", f.numa_node)},
+      {sysfs::kLocalCpulist, f.cpulist + "\n"},
       {"local_cpus", CpuMask(*cpus, f.vcpus) + "\n"},
   };
   for (const auto& [name, value] : attrs) {
@@ -128,8 +130,8 @@ absl::Status WritePciFunction(const RootPaths& root, const PciFunction& f) {
       kMetric));
   // Depth: sys/devices/pci0000:BB/<BDF> -> three levels up is sys/.
   SIM_RETURN_IF_ERROR(MakeSymlink("../../../bus/pci", dir / "subsystem"));
-  SIM_RETURN_IF_ERROR(
-      MakeSymlink(fmt::format("../../../bus/pci/drivers/{}", f.driver), dir / "driver"));
+  SIM_RETURN_IF_ERROR(MakeSymlink(fmt::format("../../../bus/pci/drivers/{}", f.driver),
+                                  dir / sysfs::part::kDriver));
   const std::string rel = fmt::format("devices/{}/{}", bus_dir.filename().string(), f.bdf);
   SIM_RETURN_IF_ERROR(MakeSymlink("../../../" + rel, root.Sys() / "bus/pci/devices" / f.bdf));
   return MakeSymlink("../../../../" + rel, root.Sys() / "bus/pci/drivers" / f.driver / f.bdf);
@@ -191,92 +193,103 @@ absl::StatusOr<size_t> SimTree::EfaIndex(std::string_view name) const {
 }
 
 fs::path SimTree::CoreDir(int device, int physical_core) const {
-  return root_.NeuronDevice(device) / fmt::format("neuron_core{}", physical_core);
+  return root_.NeuronDevice(device) / sysfs::CoreDir(physical_core);
 }
 fs::path SimTree::OtherInfoDir(int device, int physical_core, std::string_view name) const {
-  return CoreDir(device, physical_core) / "stats/other_info" / name;
+  return CoreDir(device, physical_core) / sysfs::kOtherInfoDir / name;
 }
 fs::path SimTree::StatusDir(int device, int physical_core, std::string_view name) const {
-  return CoreDir(device, physical_core) / "stats/status" / name;
+  return CoreDir(device, physical_core) / sysfs::kStatusDir / name;
 }
 fs::path SimTree::DeviceMemDir(int device, int physical_core, std::string_view cat) const {
-  return CoreDir(device, physical_core) / "stats/memory_usage/device_mem" / cat;
+  return CoreDir(device, physical_core) / sysfs::kDeviceMemDir / cat;
 }
 fs::path SimTree::HostMemDir(int device, std::string_view cat) const {
-  return root_.NeuronDevice(device) / "stats/memory_usage/host_mem" / cat;
+  return root_.NeuronDevice(device) / sysfs::kHostMemDir / cat;
 }
 
-// The class device in its post-probe state (§2, §3.3). Built under a hidden name and renamed
-// into place, so a scanner never meets a half-written device.
+namespace {
+
+// One physical core's directory in its post-probe state.
+absl::Status WriteNeuronCore(const fs::path& core, const ChipSpec& chip, int c) {
+  SIM_RETURN_IF_ERROR(
+      WriteNewFile(core / sysfs::kArchType, fmt::format("{}\n", chip.nc_arch_type), kMetric));
+  for (const StatusCounterName& s : kStatusCounters) {
+    SIM_RETURN_IF_ERROR(
+        WriteTriple(core / sysfs::kStatusDir / s.sysfs, 0, 0, std::nullopt, kFresh));
+  }
+  const uint64_t host = c == 0 ? kProbeHostDriverMemory : 0;
+  SIM_RETURN_IF_ERROR(WriteTriple(core / sysfs::kHostMemDir, host, host, host, kFresh));
+  SIM_RETURN_IF_ERROR(WriteTriple(core / sysfs::kDeviceMemDir, 0, 0, 0, kFresh));
+  for (std::string_view cat : kDeviceMemCategories) {
+    SIM_RETURN_IF_ERROR(WriteTriple(core / sysfs::kDeviceMemDir / cat, 0, 0, 0, kFresh));
+  }
+  for (size_t i = 0; i < kOtherInfo.size(); ++i) {
+    // The probe reset requests every core once (docs/driver-interface.md#post-load-values).
+    const uint64_t v = i == name_index::kResetReqCount ? 1 : 0;
+    SIM_RETURN_IF_ERROR(
+        WriteTriple(core / sysfs::kOtherInfoDir / kOtherInfo[i], v, v, std::nullopt, kFresh));
+  }
+  std::string pe = "xrow_grp,mm_active,wl_active,idle\n";
+  for (int g = 0; g < 4; ++g) pe += fmt::format("{},0,0,0\n", g);
+  return WriteNewFile(core / sysfs::kPeCounters, pe, kMetric);
+}
+
+}  // namespace
+
+// The class device in its post-probe state (docs/driver-interface.md#sysfs-tree,
+// #post-load-values). Built under a hidden name and renamed into place, so a scanner never meets a
+// half-written device.
 absl::Status SimTree::WriteNeuronDevice(int d) {
   const ChipSpec& chip = *config_.spec->chip;
   const fs::path final_dir = root_.NeuronDevice(d);
-  const fs::path dir = root_.NeuronDevicesDir() / fmt::format(".neuron{}.new", d);
+  const std::string name = final_dir.filename().string();
+  const fs::path dir = root_.NeuronDevicesDir() / fmt::format(".{}.new", name);
   SIM_RETURN_IF_ERROR(RemovePath(dir));
   auto put = [&](const fs::path& rel, std::string_view content, mode_t mode = kMetric) {
     return WriteNewFile(dir / rel, content, mode);
   };
   SIM_RETURN_IF_ERROR(put("dev", fmt::format("{}:{}\n", kSimNeuronMajor, d), kReadOnly));
   SIM_RETURN_IF_ERROR(
-      put("uevent", fmt::format("MAJOR={}\nMINOR={}\nDEVNAME=neuron{}\n", kSimNeuronMajor, d, d)));
+      put("uevent", fmt::format("MAJOR={}\nMINOR={}\nDEVNAME={}\n", kSimNeuronMajor, d, name)));
   // Depth: sys/devices/virtual/neuron_device/neuronN -> four levels up is sys/.
-  SIM_RETURN_IF_ERROR(MakeSymlink("../../../../class/neuron_device", dir / "subsystem"));
+  SIM_RETURN_IF_ERROR(
+      MakeSymlink(fmt::format("../../../../class/{}", kNeuronClass), dir / "subsystem"));
   SIM_RETURN_IF_ERROR(MakeDirs(dir / "power"));
-  SIM_RETURN_IF_ERROR(put("reset", "1\n", kRootWrite));
-  SIM_RETURN_IF_ERROR(put("core_count", fmt::format("{}", chip.physical_cores), kRootRead));
+  SIM_RETURN_IF_ERROR(put(sysfs::kReset, "1\n", kRootWrite));
+  SIM_RETURN_IF_ERROR(put(sysfs::kCoreCount, fmt::format("{}", chip.physical_cores), kRootRead));
   const std::vector<int> peers = ConnectedDevices(*config_.spec, d);
   SIM_RETURN_IF_ERROR(
-      put("connected_devices", fmt::format("{}\n", fmt::join(peers, ", ")), kRootRead));
-  SIM_RETURN_IF_ERROR(put("info/notify_delay", "-1\n"));
+      put(sysfs::kConnectedDevices, fmt::format("{}\n", fmt::join(peers, ", ")), kRootRead));
+  SIM_RETURN_IF_ERROR(put(sysfs::kNotifyDelay, "-1\n"));
   if (chip.has_serial_number) {
     const uint64_t serial = Fnv1a(fmt::format("{}/{}", config_.instance_id, d));
-    SIM_RETURN_IF_ERROR(put("info/serial_number", fmt::format("{:016x}\n", serial)));
+    SIM_RETURN_IF_ERROR(put(sysfs::kSerialNumber, fmt::format("{:016x}\n", serial)));
   }
-  SIM_RETURN_IF_ERROR(put("info/architecture/arch_type", fmt::format("{}\n", chip.arch_type)));
-  SIM_RETURN_IF_ERROR(
-      put("info/architecture/instance_type", fmt::format("{}\n", chip.instance_type)));
-  SIM_RETURN_IF_ERROR(put("info/architecture/device_name", fmt::format("{}\n", chip.device_name)));
-  for (std::string_view cat : kHostMemCategories) {
-    const uint64_t v = cat == "driver_memory" ? kProbeHostDriverMemory : 0;
-    SIM_RETURN_IF_ERROR(WriteTriple(dir / "stats/memory_usage/host_mem" / cat, v, v, v, kFresh));
+  SIM_RETURN_IF_ERROR(put(sysfs::kArchType, fmt::format("{}\n", chip.arch_type)));
+  SIM_RETURN_IF_ERROR(put(sysfs::kInstanceType, fmt::format("{}\n", chip.instance_type)));
+  SIM_RETURN_IF_ERROR(put(sysfs::kDeviceName, fmt::format("{}\n", chip.device_name)));
+  for (size_t i = 0; i < kHostMemCategories.size(); ++i) {
+    const uint64_t v = i == name_index::kHostDriverMemory ? kProbeHostDriverMemory : 0;
+    SIM_RETURN_IF_ERROR(
+        WriteTriple(dir / sysfs::kHostMemDir / kHostMemCategories[i], v, v, v, kFresh));
   }
   for (std::string_view hw : kHardwareCounters) {
-    SIM_RETURN_IF_ERROR(put(fs::path("stats/hardware") / hw, "0\n"));
+    SIM_RETURN_IF_ERROR(put(fs::path(sysfs::kHardwareDir) / hw, "0\n"));
   }
-  SIM_RETURN_IF_ERROR(put("stats/power/utilization", "POWER_STATUS_NO_DATA,0,0.00,0.00,0.00\n"));
-
+  SIM_RETURN_IF_ERROR(put(sysfs::kPowerUtilization, "POWER_STATUS_NO_DATA,0,0.00,0.00,0.00\n"));
   for (int c = 0; c < chip.physical_cores; ++c) {
-    const fs::path core = dir / fmt::format("neuron_core{}", c);
-    SIM_RETURN_IF_ERROR(WriteNewFile(core / "info/architecture/arch_type",
-                                     fmt::format("{}\n", chip.nc_arch_type), kMetric));
-    for (const StatusCounterName& s : kStatusCounters) {
-      SIM_RETURN_IF_ERROR(WriteTriple(core / "stats/status" / s.sysfs, 0, 0, std::nullopt, kFresh));
-    }
-    const uint64_t host = c == 0 ? kProbeHostDriverMemory : 0;
-    SIM_RETURN_IF_ERROR(
-        WriteTriple(core / "stats/memory_usage/host_mem", host, host, host, kFresh));
-    SIM_RETURN_IF_ERROR(WriteTriple(core / "stats/memory_usage/device_mem", 0, 0, 0, kFresh));
-    for (std::string_view cat : kDeviceMemCategories) {
-      SIM_RETURN_IF_ERROR(
-          WriteTriple(core / "stats/memory_usage/device_mem" / cat, 0, 0, 0, kFresh));
-    }
-    for (std::string_view name : kOtherInfo) {
-      // The probe reset requests every core once (§3.3).
-      const uint64_t v = name == "reset_req_count" ? 1 : 0;
-      SIM_RETURN_IF_ERROR(
-          WriteTriple(core / "stats/other_info" / name, v, v, std::nullopt, kFresh));
-    }
-    std::string pe = "xrow_grp,mm_active,wl_active,idle\n";
-    for (int g = 0; g < 4; ++g) pe += fmt::format("{},0,0,0\n", g);
-    SIM_RETURN_IF_ERROR(WriteNewFile(core / "stats/tensor_engine/pe_cntrs", pe, kMetric));
+    SIM_RETURN_IF_ERROR(WriteNeuronCore(dir / sysfs::CoreDir(c), chip, c));
   }
   SIM_RETURN_IF_ERROR(RenamePath(dir, final_dir));
 
-  const std::string rel = fmt::format("devices/virtual/neuron_device/neuron{}", d);
+  // Links are relative, from where each one sits to the device.
+  const fs::path class_link = root_.NeuronClassDir() / name;
   SIM_RETURN_IF_ERROR(
-      MakeSymlink("../../" + rel, root_.NeuronClassDir() / fmt::format("neuron{}", d)));
-  SIM_RETURN_IF_ERROR(MakeSymlink(
-      "../../" + rel, root_.Sys() / "dev/char" / fmt::format("{}:{}", kSimNeuronMajor, d)));
+      MakeSymlink(final_dir.lexically_relative(class_link.parent_path()).string(), class_link));
+  const fs::path char_link = root_.Sys() / "dev/char" / fmt::format("{}:{}", kSimNeuronMajor, d);
+  SIM_RETURN_IF_ERROR(
+      MakeSymlink(final_dir.lexically_relative(char_link.parent_path()).string(), char_link));
   return WriteFileAtomic(root_.DevNeuron(d), "", 0666);
 }
 
@@ -288,50 +301,52 @@ absl::Status SimTree::WriteNeuronPci(int d) {
 
 absl::Status SimTree::WriteEfaPci(size_t i) {
   const EfaPlacement& e = config_.spec->efas[i];
-  return WritePciFunction(root_,
-                          {e.bdf, kSimEfaPciDevice, 0x020000, e.numa_node,
-                           CpusOfNode(*config_.spec, e.numa_node), config_.spec->vcpus, "efa"});
+  return WritePciFunction(
+      root_, {e.bdf, kSimEfaPciDevice, 0x020000, e.numa_node,
+              CpusOfNode(*config_.spec, e.numa_node), config_.spec->vcpus, sysfs::kEfaDriverName});
 }
 
-// The RDMA device and its uverbs node inside the EFA's PCI function (§7), as the kernel lays
-// them out: class entries are symlinks into the PCI device (D12 not taken).
+// The RDMA device and its uverbs node inside the EFA's PCI function (docs/driver-interface.md#efa),
+// as the kernel lays them out: class entries are symlinks into the PCI device (D12 not taken,
+// driver-sim/README.md#deviations).
 absl::Status SimTree::WriteEfaIb(size_t i) {
   const EfaPlacement& e = config_.spec->efas[i];
   const fs::path pci = PciDeviceSysPath(root_, e.bdf);
   const std::string pci_rel =
       fmt::format("devices/{}/{}", pci.parent_path().filename().string(), e.bdf);
 
-  const fs::path ib_final = pci / "infiniband" / e.name;
-  const fs::path ib = pci / "infiniband" / fmt::format(".{}.new", e.name);
+  const fs::path ib_final = pci / sysfs::kInfinibandClass / e.name;
+  const fs::path ib = pci / sysfs::kInfinibandClass / fmt::format(".{}.new", e.name);
   SIM_RETURN_IF_ERROR(RemovePath(ib));
   SIM_RETURN_IF_ERROR(WriteNewFile(ib / "uevent", fmt::format("NAME={}\n", e.name), kMetric));
   SIM_RETURN_IF_ERROR(WriteNewFile(ib / "node_type", "7: unspecified\n", kReadOnly));
   // Depth: sys/devices/pci0000:BB/<BDF>/infiniband/<name> -> five levels up is sys/.
-  SIM_RETURN_IF_ERROR(MakeSymlink("../../../../../class/infiniband", ib / "subsystem"));
-  SIM_RETURN_IF_ERROR(MakeSymlink("../../", ib / "device"));
+  SIM_RETURN_IF_ERROR(MakeSymlink(fmt::format("../../../../../class/{}", sysfs::kInfinibandClass),
+                                  ib / "subsystem"));
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../", ib / sysfs::kDeviceLink));
   for (std::string_view c : kEfaDeviceCounters) {
-    SIM_RETURN_IF_ERROR(WriteNewFile(ib / "hw_counters" / c, "0\n", kReadOnly));
+    SIM_RETURN_IF_ERROR(WriteNewFile(ib / sysfs::kHwCountersDir / c, "0\n", kReadOnly));
   }
-  SIM_RETURN_IF_ERROR(WriteNewFile(ib / "hw_counters/lifespan", "10\n", kMetric));
-  const fs::path port = ib / "ports/1";
-  SIM_RETURN_IF_ERROR(WriteNewFile(port / "state", "4: ACTIVE\n", kReadOnly));
-  SIM_RETURN_IF_ERROR(WriteNewFile(port / "phys_state", "5: LinkUp\n", kReadOnly));
+  SIM_RETURN_IF_ERROR(WriteNewFile(ib / sysfs::kHwCountersDir / "lifespan", "10\n", kMetric));
+  SIM_RETURN_IF_ERROR(WriteNewFile(ib / sysfs::kPortState, "4: ACTIVE\n", kReadOnly));
+  SIM_RETURN_IF_ERROR(WriteNewFile(ib / sysfs::kPortPhysState, "5: LinkUp\n", kReadOnly));
   SIM_RETURN_IF_ERROR(
-      WriteNewFile(port / "rate", EfaRateString(config_.spec->efa_gbps) + "\n", kReadOnly));
+      WriteNewFile(ib / sysfs::kPortRate, EfaRateString(config_.spec->efa_gbps) + "\n", kReadOnly));
   for (std::string_view c : kEfaPortCounters) {
-    SIM_RETURN_IF_ERROR(WriteNewFile(port / "hw_counters" / c, "0\n", kReadOnly));
+    SIM_RETURN_IF_ERROR(WriteNewFile(ib / sysfs::kPortHwCountersDir / c, "0\n", kReadOnly));
   }
-  SIM_RETURN_IF_ERROR(WriteNewFile(port / "hw_counters/lifespan", "10\n", kMetric));
+  SIM_RETURN_IF_ERROR(WriteNewFile(ib / sysfs::kPortHwCountersDir / "lifespan", "10\n", kMetric));
   SIM_RETURN_IF_ERROR(RenamePath(ib, ib_final));
-  SIM_RETURN_IF_ERROR(MakeSymlink(fmt::format("../../{}/infiniband/{}", pci_rel, e.name),
-                                  root_.InfinibandClassDir() / e.name));
+  SIM_RETURN_IF_ERROR(
+      MakeSymlink(fmt::format("../../{}/{}/{}", pci_rel, sysfs::kInfinibandClass, e.name),
+                  root_.InfinibandClassDir() / e.name));
 
-  const std::string uv_name = fmt::format("uverbs{}", i);
+  const std::string uv_name = fmt::format("{}{}", sysfs::kUverbsPrefix, i);
   const int minor = kUverbsMinorBase + static_cast<int>(i);
-  const fs::path uv_final = pci / "infiniband_verbs" / uv_name;
-  const fs::path uv = pci / "infiniband_verbs" / fmt::format(".{}.new", uv_name);
+  const fs::path uv_final = pci / sysfs::kUverbsClass / uv_name;
+  const fs::path uv = pci / sysfs::kUverbsClass / fmt::format(".{}.new", uv_name);
   SIM_RETURN_IF_ERROR(RemovePath(uv));
-  SIM_RETURN_IF_ERROR(WriteNewFile(uv / "ibdev", e.name + "\n", kReadOnly));
+  SIM_RETURN_IF_ERROR(WriteNewFile(uv / sysfs::kIbdev, e.name + "\n", kReadOnly));
   SIM_RETURN_IF_ERROR(WriteNewFile(uv / "abi_version", "1\n", kReadOnly));
   SIM_RETURN_IF_ERROR(
       WriteNewFile(uv / "dev", fmt::format("{}:{}\n", kUverbsMajor, minor), kReadOnly));
@@ -339,10 +354,11 @@ absl::Status SimTree::WriteEfaIb(size_t i) {
       uv / "uevent",
       fmt::format("MAJOR={}\nMINOR={}\nDEVNAME=infiniband/{}\n", kUverbsMajor, minor, uv_name),
       kMetric));
-  SIM_RETURN_IF_ERROR(MakeSymlink("../../../../../class/infiniband_verbs", uv / "subsystem"));
-  SIM_RETURN_IF_ERROR(MakeSymlink("../../", uv / "device"));
+  SIM_RETURN_IF_ERROR(
+      MakeSymlink(fmt::format("../../../../../class/{}", sysfs::kUverbsClass), uv / "subsystem"));
+  SIM_RETURN_IF_ERROR(MakeSymlink("../../", uv / sysfs::kDeviceLink));
   SIM_RETURN_IF_ERROR(RenamePath(uv, uv_final));
-  const std::string uv_rel = fmt::format("../../{}/infiniband_verbs/{}", pci_rel, uv_name);
+  const std::string uv_rel = fmt::format("../../{}/{}/{}", pci_rel, sysfs::kUverbsClass, uv_name);
   SIM_RETURN_IF_ERROR(MakeSymlink(uv_rel, root_.UverbsClassDir() / uv_name));
   SIM_RETURN_IF_ERROR(
       MakeSymlink(uv_rel, root_.Sys() / "dev/char" / fmt::format("{}:{}", kUverbsMajor, minor)));
@@ -350,20 +366,22 @@ absl::Status SimTree::WriteEfaIb(size_t i) {
 }
 
 absl::Status SimTree::WriteDmi() {
-  const fs::path dir = root_.Sys() / "devices/virtual/dmi/id";
+  const fs::path dir = root_.Sys() / "devices/virtual" / sysfs::kDmiSubsystem / sysfs::kDmiSysname;
   const std::string_view type = config_.spec->name;
-  SIM_RETURN_IF_ERROR(WriteFileAtomic(dir / "sys_vendor", "Amazon EC2\n", kReadOnly));
-  SIM_RETURN_IF_ERROR(WriteFileAtomic(dir / "product_name", fmt::format("{}\n", type), kReadOnly));
+  SIM_RETURN_IF_ERROR(WriteFileAtomic(dir / sysfs::kDmiSysVendor, "Amazon EC2\n", kReadOnly));
   SIM_RETURN_IF_ERROR(
-      WriteFileAtomic(dir / "board_asset_tag", config_.instance_id + "\n", kReadOnly));
+      WriteFileAtomic(dir / sysfs::kDmiProductName, fmt::format("{}\n", type), kReadOnly));
+  SIM_RETURN_IF_ERROR(
+      WriteFileAtomic(dir / sysfs::kDmiBoardAssetTag, config_.instance_id + "\n", kReadOnly));
   SIM_RETURN_IF_ERROR(WriteFileAtomic(
       dir / "uevent", fmt::format("MODALIAS=dmi:svnAmazonEC2:pn{}:\n", type), kMetric));
-  SIM_RETURN_IF_ERROR(MakeSymlink("../../../../class/dmi", dir / "subsystem"));
-  return MakeSymlink("../../devices/virtual/dmi/id", root_.DmiDir());
+  SIM_RETURN_IF_ERROR(
+      MakeSymlink(fmt::format("../../../../class/{}", sysfs::kDmiSubsystem), dir / "subsystem"));
+  return MakeSymlink(dir.lexically_relative(root_.DmiDir().parent_path()).string(), root_.DmiDir());
 }
 
 absl::Status SimTree::WriteClassAttributes() {
-  // Outside a Trn2 UltraServer (DRIVER-INTERFACE §1).
+  // Outside a Trn2 UltraServer (docs/driver-interface.md#device-nodes).
   const std::vector<std::pair<std::string_view, std::string_view>> attrs = {
       {"node_id_2", "-1\n"},
       {"node_id_4", "-1\n"},
@@ -397,8 +415,9 @@ absl::Status SimTree::Create() {
   absent_devices_.clear();
   absent_efas_.clear();
   for (const fs::path& dir :
-       {root_.Sys() / "bus/pci/drivers" / kPciDriverName, root_.Sys() / "bus/pci/drivers/efa",
-        root_.Sys() / "dev/char", root_.NeuronClassDir(), root_.NeuronDevicesDir(), root_.Dev()}) {
+       {root_.Sys() / "bus/pci/drivers" / kPciDriverName,
+        root_.Sys() / "bus/pci/drivers" / sysfs::kEfaDriverName, root_.Sys() / "dev/char",
+        root_.NeuronClassDir(), root_.NeuronDevicesDir(), root_.Dev()}) {
     SIM_RETURN_IF_ERROR(MakeDirs(dir));
   }
   SIM_RETURN_IF_ERROR(WriteClassAttributes());
@@ -426,7 +445,8 @@ absl::Status SimTree::Destroy() {
   if (fs::is_directory(root_.Dev(), ec)) {
     for (const fs::directory_entry& e : fs::directory_iterator(root_.Dev(), ec)) {
       const std::string name = e.path().filename().string();
-      if (name.starts_with("neuron") || name == "infiniband" || name == "kmsg") {
+      if (name.starts_with(sysfs::kDevicePrefix) || name == "infiniband" ||
+          name == root_.Kmsg().filename()) {
         SIM_RETURN_IF_ERROR(RemovePath(e.path()));
       }
     }
@@ -446,7 +466,7 @@ absl::Status SimTree::RemoveDevice(int device) {
     return absl::FailedPreconditionError(fmt::format("device {} is already unplugged", device));
   }
   // Links first, so nothing reaches a directory that is being removed.
-  SIM_RETURN_IF_ERROR(RemovePath(root_.NeuronClassDir() / fmt::format("neuron{}", device)));
+  SIM_RETURN_IF_ERROR(RemovePath(root_.NeuronClassDir() / root_.NeuronDevice(device).filename()));
   SIM_RETURN_IF_ERROR(
       RemovePath(root_.Sys() / "dev/char" / fmt::format("{}:{}", kSimNeuronMajor, device)));
   SIM_RETURN_IF_ERROR(RemovePath(root_.DevNeuron(device)));
@@ -477,13 +497,13 @@ absl::Status SimTree::SetDeviceState(int device, DeviceState state) {
   if (!DevicePresent(device)) {
     return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
   }
-  return WriteFileAtomic(root_.NeuronDevice(device) / "reset",
+  return WriteFileAtomic(root_.NeuronDevice(device) / sysfs::kReset,
                          fmt::format("{}\n", static_cast<int>(state)), kRootWrite);
 }
 
 absl::StatusOr<DeviceState> SimTree::GetDeviceState(int device) const {
   SIM_RETURN_IF_ERROR(CheckDevice(device));
-  const fs::path file = root_.NeuronDevice(device) / "reset";
+  const fs::path file = root_.NeuronDevice(device) / sysfs::kReset;
   absl::StatusOr<uint64_t> v = ReadU64(file);
   if (!v.ok()) return v.status();
   if (*v > 2) {
@@ -502,9 +522,11 @@ absl::Status SimTree::AddHardwareErrors(int device, std::string_view counter, ui
   if (!DevicePresent(device)) {
     return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
   }
-  const fs::path file = root_.NeuronDevice(device) / "stats/hardware" / counter;
-  // "%u" of the firmware count; SRAM shows only its low 16 bits (§2.1).
-  const uint64_t mask = counter == "sram_ecc_uncorrected" ? 0xffff : 0xffffffff;
+  const fs::path file = root_.NeuronDevice(device) / sysfs::kHardwareDir / counter;
+  // "%u" of the firmware count; SRAM shows only its low 16 bits
+  // (docs/driver-interface.md#device-files).
+  const uint64_t mask =
+      counter == kHardwareCounters[name_index::kSramEccUncorrected] ? 0xffff : 0xffffffff;
   return WriteFileAtomic(file, U64Line((ReadCounterOrZero(file) + n) & mask), kMetric);
 }
 
@@ -513,9 +535,9 @@ absl::Status SimTree::ApplyCounter(const fs::path& dir, CounterOp op, uint64_t v
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(fmt::format("{}: no such counter directory", dir.string()));
   }
-  uint64_t total = ReadCounterOrZero(dir / "total");
-  const bool has_peak = fs::exists(dir / "peak", ec);
-  uint64_t peak = has_peak ? ReadCounterOrZero(dir / "peak") : 0;
+  uint64_t total = ReadCounterOrZero(dir / sysfs::kTotal);
+  const bool has_peak = fs::exists(dir / sysfs::kPeak, ec);
+  uint64_t peak = has_peak ? ReadCounterOrZero(dir / sysfs::kPeak) : 0;
   uint64_t present = value;
   switch (op) {
     case CounterOp::kInc:
@@ -543,7 +565,7 @@ absl::Status SimTree::WritePower(int device, std::string_view status, int64_t ep
   }
   auto pct = [](uint32_t bp) { return fmt::format("{}.{:02}", bp / 100, bp % 100); };
   return WriteFileAtomic(
-      root_.NeuronDevice(device) / "stats/power/utilization",
+      root_.NeuronDevice(device) / sysfs::kPowerUtilization,
       fmt::format("{},{},{},{},{}\n", status, epoch, pct(min_bp), pct(max_bp), pct(avg_bp)),
       kMetric);
 }
@@ -555,15 +577,15 @@ absl::Status SimTree::RemoveEfa(std::string_view name) {
     return absl::FailedPreconditionError(fmt::format("EFA {} is already down", name));
   }
   const EfaPlacement& e = config_.spec->efas[*i];
-  const std::string uv = fmt::format("uverbs{}", *i);
+  const std::string uv = fmt::format("{}{}", sysfs::kUverbsPrefix, *i);
   const fs::path pci = PciDeviceSysPath(root_, e.bdf);
   SIM_RETURN_IF_ERROR(RemovePath(root_.InfinibandClassDir() / e.name));
   SIM_RETURN_IF_ERROR(RemovePath(root_.UverbsClassDir() / uv));
   SIM_RETURN_IF_ERROR(RemovePath(root_.Sys() / "dev/char" /
                                  fmt::format("{}:{}", kUverbsMajor, kUverbsMinorBase + *i)));
   SIM_RETURN_IF_ERROR(RemovePath(root_.Dev() / "infiniband" / uv));
-  SIM_RETURN_IF_ERROR(RemovePath(pci / "infiniband" / e.name));
-  SIM_RETURN_IF_ERROR(RemovePath(pci / "infiniband_verbs" / uv));
+  SIM_RETURN_IF_ERROR(RemovePath(pci / sysfs::kInfinibandClass / e.name));
+  SIM_RETURN_IF_ERROR(RemovePath(pci / sysfs::kUverbsClass / uv));
   absent_efas_.insert(std::string(name));
   return absl::OkStatus();
 }
@@ -590,14 +612,15 @@ absl::Status SimTree::AddEfaCounter(std::string_view name, std::string_view coun
   if (absent_efas_.contains(name)) {
     return absl::FailedPreconditionError(fmt::format("EFA {} is down", name));
   }
-  const fs::path ib = PciDeviceSysPath(root_, config_.spec->efas[*i].bdf) / "infiniband" / name;
+  const fs::path ib =
+      PciDeviceSysPath(root_, config_.spec->efas[*i].bdf) / sysfs::kInfinibandClass / name;
   fs::path file;
   if (std::find(kEfaPortCounters.begin(), kEfaPortCounters.end(), counter) !=
       kEfaPortCounters.end()) {
-    file = ib / "ports/1/hw_counters" / counter;
+    file = ib / sysfs::kPortHwCountersDir / counter;
   } else if (std::find(kEfaDeviceCounters.begin(), kEfaDeviceCounters.end(), counter) !=
              kEfaDeviceCounters.end()) {
-    file = ib / "hw_counters" / counter;
+    file = ib / sysfs::kHwCountersDir / counter;
   } else {
     return absl::InvalidArgumentError(fmt::format("unknown EFA counter '{}'", counter));
   }

@@ -1,12 +1,13 @@
 #pragma once
 // The simulated driver's filesystem: renders a node model as ROOT/sys, ROOT/dev and
-// ROOT/run/neuron/node.json exactly as DRIVER-INTERFACE.md describes the real driver's tree,
+// ROOT/run/neuron/node.json exactly as docs/driver-interface.md describes the real driver's tree,
 // laid out like kernel sysfs (class and bus symlinks, uevent files, relative links) so that
 // ROOT is also a valid umockdev testbed. driver-sim/README.md lists every file and deviation.
 //
-// Every file is written whole to a temporary name and renamed into place (DESIGN decision 2),
-// so readers never see half a value. Counter updates read the current file first, so a user's
-// write (which clears that field, DRIVER-INTERFACE §3.1) is honoured by the next update.
+// Every file is written whole to a temporary name and renamed into place
+// (docs/architecture.md#daemon-is-the-driver), so readers never see half a value. Counter updates
+// read the current file first, so a user's write (which clears that field,
+// docs/driver-interface.md#total-present-peak) is honoured by the next update.
 //
 // Not thread-safe: the node daemon (neuron-sim up) is its one owner, as the kernel is the one
 // writer of sysfs on a real node.
@@ -35,7 +36,8 @@ struct NodeConfig {
   std::string node_name;    // Kubernetes node name; "sim-<instance type>" when empty
 };
 
-// How a counter file triple {total, present, peak} changes (DRIVER-INTERFACE §3.1).
+// How a counter file triple {total, present, peak} changes
+// (docs/driver-interface.md#total-present-peak).
 enum class CounterOp { kInc, kDec, kSet };
 
 class SimTree {
@@ -45,8 +47,8 @@ class SimTree {
   const RootPaths& paths() const { return root_; }
   const NodeConfig& config() const { return config_; }
 
-  // Writes the whole tree in its post-probe state (§3.3) and node.json. Fails if ROOT/sys
-  // already holds a neuron tree.
+  // Writes the whole tree in its post-probe state (docs/driver-interface.md#post-load-values) and
+  // node.json. Fails if ROOT/sys already holds a neuron tree.
   absl::Status Create();
   // Removes everything Create() and later calls wrote (ROOT itself stays).
   absl::Status Destroy();
@@ -117,13 +119,16 @@ absl::Status WriteFileAtomic(const std::filesystem::path& path, std::string_view
                              mode_t mode);
 
 // Char majors of the simulated tree: the neuron region's is dynamic on hardware (never
-// hard-code it when reading; DRIVER-INTERFACE §1), uverbs' is 231 with minors from 192 (§7).
+// hard-code it when reading; docs/driver-interface.md#device-nodes), uverbs' is 231 with minors
+// from 192 (docs/driver-interface.md#efa).
 inline constexpr int kSimNeuronMajor = 239;
 inline constexpr int kUverbsMajor = 231;
 inline constexpr int kUverbsMinorBase = 192;
-// PCI device id of the simulated EFA functions (one of 0xefa0-0xefa4, DRIVER-INTERFACE §7).
+// PCI device id of the simulated EFA functions (one of 0xefa0-0xefa4,
+// docs/driver-interface.md#efa).
 inline constexpr uint16_t kSimEfaPciDevice = 0xefa1;
-// Host NCDEV memory the probe allocates on core 0 (16 datastore slots of 262144 bytes, §3.3).
+// Host NCDEV memory the probe allocates on core 0 (16 datastore slots of 262144 bytes,
+// docs/driver-interface.md#post-load-values).
 inline constexpr uint64_t kProbeHostDriverMemory = 4194304;
 
 // Appends one kernel-log record "<prio>,<seq>,<usec>,-;<text>\n" to the kmsg file at `kmsg`

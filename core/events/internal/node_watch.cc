@@ -25,8 +25,8 @@ spdlog::logger& Log() {
 }
 
 std::optional<int> NeuronIndexOf(std::string_view name) {
-  if (!name.starts_with("neuron")) return std::nullopt;
-  name.remove_prefix(6);
+  if (!name.starts_with(sysfs::kDevicePrefix)) return std::nullopt;
+  name.remove_prefix(sysfs::kDevicePrefix.size());
   if (name.empty() || name.size() > 3 || (name.size() > 1 && name[0] == '0')) return std::nullopt;
   int v = 0;
   for (char c : name) {
@@ -89,8 +89,9 @@ NodeWatch::~NodeWatch() { Close(); }
 int NodeWatch::monitor_fd() const { return monitor_ ? udev_monitor_get_fd(monitor_.get()) : -1; }
 
 absl::Status NodeWatch::Open() {
-  inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (inotify_fd_ < 0) {
+  inotify_fd_.Reset();  // first, so that no close() runs between inotify_init1 and errno
+  inotify_fd_.Reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+  if (!inotify_fd_.valid()) {
     const int err = errno;
     const std::string msg =
         fmt::format("inotify_init1: {}{}", std::strerror(err),
@@ -111,8 +112,9 @@ absl::Status NodeWatch::Open() {
   if (!monitor_) {
     return absl::UnavailableError("cannot create a udev monitor; use the directory watch mode");
   }
-  udev_monitor_filter_add_match_subsystem_devtype(monitor_.get(), "neuron_device", nullptr);
-  udev_monitor_filter_add_match_subsystem_devtype(monitor_.get(), "infiniband", nullptr);
+  udev_monitor_filter_add_match_subsystem_devtype(monitor_.get(), kNeuronClass.data(), nullptr);
+  udev_monitor_filter_add_match_subsystem_devtype(monitor_.get(), sysfs::kInfinibandClass.data(),
+                                                  nullptr);
   if (udev_monitor_enable_receiving(monitor_.get()) < 0) {
     return absl::UnavailableError("cannot receive udev events; use the directory watch mode");
   }
@@ -120,8 +122,7 @@ absl::Status NodeWatch::Open() {
 }
 
 void NodeWatch::Close() {
-  if (inotify_fd_ >= 0) ::close(inotify_fd_);
-  inotify_fd_ = -1;
+  inotify_fd_.Reset();
   target_wd_.clear();
   wd_path_.clear();
   kmsg_.clear();
@@ -130,14 +131,14 @@ void NodeWatch::Close() {
 }
 
 void NodeWatch::ArmWatches() {
-  if (inotify_fd_ < 0) return;
+  if (!inotify_fd_.valid()) return;
   const std::filesystem::path top = root_.root();
   for (auto& [target, wd] : target_wd_) {
     if (wd >= 0) continue;
     // The directory itself, or else its nearest existing ancestor, to see it (re)appear
     // (Envoy: watch the directory that owns the thing being watched).
     for (std::filesystem::path p = target;; p = p.parent_path()) {
-      const int w = ::inotify_add_watch(inotify_fd_, p.c_str(), kDirMask);
+      const int w = ::inotify_add_watch(inotify_fd_.get(), p.c_str(), kDirMask);
       if (w >= 0) {
         wd_path_[w] = p;
         if (p == target) wd = w;
@@ -153,7 +154,7 @@ void NodeWatch::ArmWatches() {
   }
   if (!kmsg_.empty()) {
     const std::filesystem::path dir = kmsg_.parent_path();
-    const int w = ::inotify_add_watch(inotify_fd_, dir.c_str(), kKmsgDirMask);
+    const int w = ::inotify_add_watch(inotify_fd_.get(), dir.c_str(), kKmsgDirMask);
     if (w >= 0) wd_path_[w] = dir;
   }
 }
@@ -173,13 +174,13 @@ void NodeWatch::WatchKmsgFile(const std::filesystem::path& kmsg) {
 }
 
 void NodeWatch::DrainInotify(bool* presence, bool* kmsg) {
-  if (inotify_fd_ < 0) return;
+  if (!inotify_fd_.valid()) return;
   alignas(inotify_event) char buf[16 * 1024];
   bool rearm = false;
   const std::filesystem::path kmsg_dir = kmsg_.empty() ? "" : kmsg_.parent_path();
   const std::string kmsg_name = kmsg_.filename().string();
   for (;;) {
-    const ssize_t n = ::read(inotify_fd_, buf, sizeof(buf));
+    const ssize_t n = ::read(inotify_fd_.get(), buf, sizeof(buf));
     if (n <= 0) break;
     for (ssize_t off = 0; off < n;) {
       const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
@@ -227,7 +228,7 @@ std::vector<Uevent> NodeWatch::DrainMonitor() {
     const std::string_view act = action;
     if (act != "add" && act != "remove") continue;
     u.add = act == "add";
-    u.neuron = std::string_view(subsystem) == "neuron_device";
+    u.neuron = std::string_view(subsystem) == kNeuronClass;
     u.name = sysname;
     u.syspath = syspath;
     if (u.neuron) {
@@ -251,13 +252,13 @@ Presence NodeWatch::ReadPresence() {
     }
     const std::filesystem::path ib = root_.InfinibandClassDir();
     for (const std::string& name : ListDir(ib)) {
-      // Only the driver tells EFA apart (DRIVER-INTERFACE §7).
-      if (ReadLinkBase(ib / name / "device/driver") != "efa") continue;
+      // Only the driver tells EFA apart (docs/driver-interface.md#efa).
+      if (ReadLinkBase(ib / name / sysfs::kDeviceDriverLink) != sysfs::kEfaDriverName) continue;
       p.efas[name] = ReadPortState(name).value_or("");
     }
     return p;
   }
-  for (const std::string_view subsystem : {"neuron_device", "infiniband"}) {
+  for (const std::string_view subsystem : {kNeuronClass, sysfs::kInfinibandClass}) {
     UdevEnumerate e(udev_enumerate_new(udev_.get()));
     if (!e) continue;
     udev_enumerate_add_match_subsystem(e.get(), std::string(subsystem).c_str());
@@ -266,7 +267,7 @@ Presence NodeWatch::ReadPresence() {
     udev_list_entry_foreach(entry, udev_enumerate_get_list_entry(e.get())) {
       const std::string syspath = udev_list_entry_get_name(entry);
       const std::string name = Basename(syspath);
-      if (subsystem == "neuron_device") {
+      if (subsystem == kNeuronClass) {
         if (const std::optional<int> index = NeuronIndexOf(name)) {
           p.devices[*index] = ReadDeviceState(*index);
         }
@@ -280,36 +281,37 @@ Presence NodeWatch::ReadPresence() {
 
 bool NodeWatch::IsEfaSyspath(const std::string& syspath) {
   if (!udev_) return false;
-  const std::string pci_path = syspath + "/device";
+  const std::string pci_path = fmt::format("{}/{}", syspath, sysfs::kDeviceLink);
   UdevDevice pci(udev_device_new_from_syspath(udev_.get(), pci_path.c_str()));
   if (!pci) return false;
   const char* driver = udev_device_get_driver(pci.get());
-  return driver != nullptr && std::string_view(driver) == "efa";
+  return driver != nullptr && std::string_view(driver) == sysfs::kEfaDriverName;
 }
 
 std::optional<DeviceState> NodeWatch::ReadDeviceState(int index) {
-  const std::string name = fmt::format("neuron{}", index);
+  const std::string name = fmt::format("{}{}", sysfs::kDevicePrefix, index);
   if (mode_ == WatchMode::kDirectory) {
-    absl::StatusOr<std::string> raw = ReadAttribute(root_.NeuronClassDir() / name / "reset");
+    absl::StatusOr<std::string> raw = ReadAttribute(root_.NeuronClassDir() / name / sysfs::kReset);
     return raw.ok() ? ParseState(*raw) : std::nullopt;
   }
   UdevDevice dev(
-      udev_device_new_from_subsystem_sysname(udev_.get(), "neuron_device", name.c_str()));
+      udev_device_new_from_subsystem_sysname(udev_.get(), kNeuronClass.data(), name.c_str()));
   if (!dev) return std::nullopt;
-  const char* v = udev_device_get_sysattr_value(dev.get(), "reset");
+  const char* v = udev_device_get_sysattr_value(dev.get(), sysfs::kReset.data());
   return v != nullptr ? ParseState(v) : std::nullopt;
 }
 
 std::optional<std::string> NodeWatch::ReadPortState(const std::string& efa) {
   if (mode_ == WatchMode::kDirectory) {
     absl::StatusOr<std::string> raw =
-        ReadAttribute(root_.InfinibandClassDir() / efa / "ports/1/state");
+        ReadAttribute(root_.InfinibandClassDir() / efa / sysfs::kPortState);
     if (!raw.ok()) return std::nullopt;
     return PortState(*raw);
   }
-  UdevDevice dev(udev_device_new_from_subsystem_sysname(udev_.get(), "infiniband", efa.c_str()));
+  UdevDevice dev(udev_device_new_from_subsystem_sysname(udev_.get(), sysfs::kInfinibandClass.data(),
+                                                        efa.c_str()));
   if (!dev) return std::nullopt;
-  const char* v = udev_device_get_sysattr_value(dev.get(), "ports/1/state");
+  const char* v = udev_device_get_sysattr_value(dev.get(), sysfs::kPortState.data());
   if (v == nullptr) return std::nullopt;
   return PortState(v);
 }

@@ -2,7 +2,7 @@
 #if !defined(NEURON_ROOM_EVENTS)
 #error "core/events/internal/ is private to core/events: include its public headers instead"
 #endif
-// Private to core/events.cc: what is present on the node and how to notice changes, for the
+// Private to core/events/events.cc: what is present on the node and how to notice changes, for the
 // two watch modes. Directory mode lists ROOT/sys and keeps inotify watches on the directories
 // where devices appear and vanish, re-arming them when those directories themselves vanish and
 // return; udev mode enumerates through libudev and listens on a udev monitor.
@@ -16,9 +16,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/events/events.h"
-#include "core/driver/sysfs_names.h"
 #include "core/base/udev_util.h"
+#include "core/base/unique_fd.h"
+#include "core/driver/sysfs_names.h"
+#include "core/events/events.h"
 
 namespace neuron::events_internal {
 
@@ -49,7 +50,7 @@ class NodeWatch {
   absl::Status Open();
   void Close();
 
-  int inotify_fd() const { return inotify_fd_; }
+  int inotify_fd() const { return inotify_fd_.get(); }
   int monitor_fd() const;
 
   // Also watch the directory holding a regular-file kernel log (the simulator's).
@@ -71,7 +72,7 @@ class NodeWatch {
 
   RootPaths root_;
   WatchMode mode_;
-  int inotify_fd_ = -1;
+  UniqueFd inotify_fd_;
   std::map<std::filesystem::path, int> target_wd_;  // presence dirs -> wd, or -1 when unarmed
   std::map<int, std::filesystem::path> wd_path_;
   std::filesystem::path kmsg_;  // empty unless WatchKmsgFile

@@ -38,52 +38,25 @@ bool Percent(std::string_view t, uint32_t* bp) {
 
 }  // namespace
 
-DirHandle::DirHandle(DirHandle&& other) noexcept
-    : path_(std::move(other.path_)),
-      fd_(other.fd_),
-      open_errno_(other.open_errno_),
-      reopened_sweep_(other.reopened_sweep_) {
-  other.fd_ = -1;
-}
-
-DirHandle& DirHandle::operator=(DirHandle&& other) noexcept {
-  if (this != &other) {
-    Close();
-    path_ = std::move(other.path_);
-    fd_ = other.fd_;
-    open_errno_ = other.open_errno_;
-    reopened_sweep_ = other.reopened_sweep_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
-DirHandle::~DirHandle() { Close(); }
-
 bool DirHandle::IsAbsence(int err) { return err == ENOENT || err == ENOTDIR; }
 
-void DirHandle::Close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 bool DirHandle::Reopen(uint64_t sweep) {
-  Close();
+  fd_.Reset();
   reopened_sweep_ = sweep;
-  fd_ = ::open(path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  open_errno_ = fd_ >= 0 ? 0 : errno;
-  return fd_ >= 0;
+  fd_.Reset(::open(path_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  open_errno_ = fd_.valid() ? 0 : errno;
+  return fd_.valid();
 }
 
 namespace {
 
-ReadResult ReadOpened(int fd, char* buf, size_t cap, size_t* len, int* err) {
+ReadResult ReadOpened(UniqueFd fd, char* buf, size_t cap, size_t* len, int* err) {
   ssize_t n;
   do {
-    n = ::read(fd, buf, cap);
+    n = ::read(fd.get(), buf, cap);
   } while (n < 0 && errno == EINTR);
   const int read_err = errno;
-  ::close(fd);
+  fd.Reset();
   if (n == static_cast<ssize_t>(cap)) {
     // One read filled the buffer: the file is larger than any attribute we know.
     *err = EFBIG;
@@ -113,23 +86,23 @@ ReadResult DirHandle::ReadByPath(const char* name, char* buf, size_t cap, size_t
     *err = ENAMETOOLONG;
     return ReadResult::kError;
   }
-  const int fd = ::open(path, kFileFlags);
-  if (fd < 0) return OpenFailed(err);
-  return ReadOpened(fd, buf, cap, len, err);
+  UniqueFd fd(::open(path, kFileFlags));
+  if (!fd.valid()) return OpenFailed(err);
+  return ReadOpened(std::move(fd), buf, cap, len, err);
 }
 
 ReadResult DirHandle::Read(const char* name, char* buf, size_t cap, size_t* len, int* err,
                            uint64_t sweep) {
-  if (fd_ < 0 && reopened_sweep_ != sweep) Reopen(sweep);
-  if (fd_ < 0) {
+  if (!fd_.valid() && reopened_sweep_ != sweep) Reopen(sweep);
+  if (!fd_.valid()) {
     if (IsAbsence(open_errno_)) {
       *err = open_errno_;
       return ReadResult::kMissing;
     }
     return ReadByPath(name, buf, cap, len, err);  // out of descriptors, or the like
   }
-  int fd = ::openat(fd_, name, kFileFlags);
-  if (fd < 0 && (errno == ENOENT || errno == ESTALE) && reopened_sweep_ != sweep) {
+  UniqueFd fd(::openat(fd_.get(), name, kFileFlags));
+  if (!fd.valid() && (errno == ENOENT || errno == ESTALE) && reopened_sweep_ != sweep) {
     // The directory may have been replaced since we opened it: look it up again, once.
     if (!Reopen(sweep)) {
       if (IsAbsence(open_errno_)) {
@@ -138,18 +111,18 @@ ReadResult DirHandle::Read(const char* name, char* buf, size_t cap, size_t* len,
       }
       return ReadByPath(name, buf, cap, len, err);
     }
-    fd = ::openat(fd_, name, kFileFlags);
+    fd.Reset(::openat(fd_.get(), name, kFileFlags));
   }
-  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+  if (!fd.valid() && (errno == EMFILE || errno == ENFILE)) {
     // Out of descriptors: give ours back and go by full paths for the rest of this sweep, so
     // the directory handles cannot starve the file opens they exist for.
     open_errno_ = errno;
-    Close();
+    fd_.Reset();
     reopened_sweep_ = sweep;
     return ReadByPath(name, buf, cap, len, err);
   }
-  if (fd < 0) return OpenFailed(err);
-  return ReadOpened(fd, buf, cap, len, err);
+  if (!fd.valid()) return OpenFailed(err);
+  return ReadOpened(std::move(fd), buf, cap, len, err);
 }
 
 void ErrorSink::Add(const DirHandle& dir, const char* name, std::string_view what) {

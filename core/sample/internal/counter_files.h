@@ -4,12 +4,12 @@
 #endif
 // Fast reading of many small counter files (core-internal, used by the Sampler).
 //
-// Opening ~13,500 sysfs-like files costs tens of milliseconds, most of it in the kernel's path
-// walk and file setup, so the Sampler keeps an O_PATH directory handle per counter directory
-// group and opens short names relative to it, reads each file with one read() into a stack
-// buffer and parses with std::from_chars: no stat() (sysfs sizes lie), no allocation per file.
-// Files are still opened, read and closed every time, because the simulator replaces them by
-// rename (deviation D2) and a kept descriptor would go on reading the old file.
+// Opening ~13,500 sysfs-like files costs tens of milliseconds, most of it in the kernel's path walk
+// and file setup, so the Sampler keeps an O_PATH directory handle per counter directory group and
+// opens short names relative to it, reads each file with one read() into a stack buffer and parses
+// with std::from_chars: no stat() (sysfs sizes lie), no allocation per file. Files are still
+// opened, read and closed every time, because the simulator replaces them by rename (D2,
+// driver-sim/README.md#deviations) and a kept descriptor would go on reading the old file.
 //
 // Not thread-safe: a DirHandle belongs to one thread at a time (the Sampler splits work by
 // device, so no two threads share a handle during a sweep).
@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/unique_fd.h"
 #include "core/driver/sysfs_names.h"
 
 namespace neuron::counter_files {
@@ -37,15 +38,12 @@ class DirHandle {
  public:
   DirHandle() = default;
   explicit DirHandle(std::string path) : path_(std::move(path)) {}
-  DirHandle(DirHandle&& other) noexcept;
-  DirHandle& operator=(DirHandle&& other) noexcept;
-  DirHandle(const DirHandle&) = delete;
-  DirHandle& operator=(const DirHandle&) = delete;
-  ~DirHandle();
+  DirHandle(DirHandle&& other) noexcept = default;
+  DirHandle& operator=(DirHandle&& other) noexcept = default;
 
   const std::string& path() const { return path_; }
   // True after a read found the directory itself gone (ENOENT/ENOTDIR on reopening it).
-  bool gone() const { return fd_ < 0 && open_errno_ != 0 && IsAbsence(open_errno_); }
+  bool gone() const { return !fd_.valid() && open_errno_ != 0 && IsAbsence(open_errno_); }
 
   // Reads `name` (relative, may contain '/') into buf with one read(). `sweep` is a number that
   // changes every sweep, so a missing directory is retried at most once per sweep. On kError,
@@ -57,11 +55,10 @@ class DirHandle {
  private:
   static bool IsAbsence(int err);
   bool Reopen(uint64_t sweep);
-  void Close();
   ReadResult ReadByPath(const char* name, char* buf, size_t cap, size_t* len, int* err);
 
   std::string path_;
-  int fd_ = -1;
+  UniqueFd fd_;
   int open_errno_ = 0;  // errno of the last failed reopen, 0 while open
   uint64_t reopened_sweep_ = 0;
 };
@@ -77,8 +74,9 @@ class ErrorSink {
   std::vector<std::string> errors_;
 };
 
-// Parsers of the formats of DRIVER-INTERFACE.md §2-§3 and §7. Each takes the raw bytes of one
-// file and returns nullopt when they do not match; callers report that as malformed.
+// Parsers of the formats of docs/driver-interface.md#sysfs-tree to #counter-semantics and #efa.
+// Each takes the raw bytes of one file and returns nullopt when they do not match; callers report
+// that as malformed.
 std::optional<uint64_t> ParseCounter(std::string_view text);   // "%llu\n"
 std::optional<DeviceState> ParseState(std::string_view text);  // "%d\n", 0..2
 struct ParsedPower {

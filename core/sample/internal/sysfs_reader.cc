@@ -10,7 +10,7 @@ namespace {
 using counter_files::DirHandle;
 using counter_files::ReadResult;
 
-constexpr const char* kTriple[3] = {"total", "present", "peak"};
+constexpr const std::array<std::string_view, 3>& kTriple = sysfs::kCounterFields;
 
 // Every relative name, built once, so a sweep allocates nothing per file.
 struct Names {
@@ -23,6 +23,8 @@ struct Names {
   std::array<std::string, kHardwareCounters.size()> hardware;  // "hardware/<name>"
   std::array<std::string, kEfaPortCounters.size()> efa_port;   // "hw_counters/<name>"
   std::array<std::string, kEfaDeviceCounters.size()> efa_device;
+  std::string power;  // "power/utilization"
+  std::string port_state, port_phys_state, port_rate;
 };
 
 const Names& N() {
@@ -39,26 +41,31 @@ const Names& N() {
       }
     }
     for (int f = 0; f < 3; ++f) {
-      n->device_mem[f] = fmt::format("device_mem/{}", kTriple[f]);
-      n->core_host_mem[f] = fmt::format("host_mem/{}", kTriple[f]);
+      n->device_mem[f] = fmt::format("{}/{}", sysfs::part::kDeviceMem, kTriple[f]);
+      n->core_host_mem[f] = fmt::format("{}/{}", sysfs::part::kHostMem, kTriple[f]);
       for (size_t c = 0; c < kDeviceMemCategories.size(); ++c) {
         n->device_mem_cat[c][f] =
-            fmt::format("device_mem/{}/{}", kDeviceMemCategories[c], kTriple[f]);
+            fmt::format("{}/{}/{}", sysfs::part::kDeviceMem, kDeviceMemCategories[c], kTriple[f]);
       }
       for (size_t c = 0; c < kHostMemCategories.size(); ++c) {
         n->host_mem_cat[c][f] =
-            fmt::format("memory_usage/host_mem/{}/{}", kHostMemCategories[c], kTriple[f]);
+            fmt::format("{}/{}/{}/{}", sysfs::part::kMemoryUsage, sysfs::part::kHostMem,
+                        kHostMemCategories[c], kTriple[f]);
       }
     }
     for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
-      n->hardware[i] = fmt::format("hardware/{}", kHardwareCounters[i]);
+      n->hardware[i] = fmt::format("{}/{}", sysfs::part::kHardware, kHardwareCounters[i]);
     }
     for (size_t i = 0; i < kEfaPortCounters.size(); ++i) {
-      n->efa_port[i] = fmt::format("hw_counters/{}", kEfaPortCounters[i]);
+      n->efa_port[i] = fmt::format("{}/{}", sysfs::part::kHwCounters, kEfaPortCounters[i]);
     }
     for (size_t i = 0; i < kEfaDeviceCounters.size(); ++i) {
-      n->efa_device[i] = fmt::format("hw_counters/{}", kEfaDeviceCounters[i]);
+      n->efa_device[i] = fmt::format("{}/{}", sysfs::kHwCountersDir, kEfaDeviceCounters[i]);
     }
+    n->power = fmt::format("{}/{}", sysfs::part::kPower, sysfs::part::kUtilization);
+    n->port_state = std::string(sysfs::part::kState);
+    n->port_phys_state = std::string(sysfs::part::kPhysState);
+    n->port_rate = std::string(sysfs::part::kRate);
     return n;
   }();
   return *names;
@@ -155,14 +162,16 @@ PowerStatus ToPowerStatus(std::string_view s, bool* ok) {
 }  // namespace
 
 DeviceReader::DeviceReader(const RootPaths& root, int index, int physical_cores) : index_(index) {
-  const std::string dev = root.NeuronDevice(index).string();
-  dev_ = DirHandle(dev);
-  stats_ = DirHandle(dev + "/stats");
+  const std::filesystem::path dev = root.NeuronDevice(index);
+  dev_ = DirHandle(dev.string());
+  stats_ = DirHandle((dev / sysfs::part::kStats).string());
   cores_.reserve(physical_cores);
   for (int c = 0; c < physical_cores; ++c) {
-    const std::string s = fmt::format("{}/neuron_core{}/stats/", dev, c);
-    cores_.push_back(CoreDirs{DirHandle(s + "status"), DirHandle(s + "memory_usage"),
-                              DirHandle(s + "other_info"), DirHandle(s + "tensor_engine")});
+    const std::filesystem::path core = dev / sysfs::CoreDir(c);
+    cores_.push_back(CoreDirs{DirHandle((core / sysfs::kStatusDir).string()),
+                              DirHandle((core / sysfs::kMemoryUsageDir).string()),
+                              DirHandle((core / sysfs::kOtherInfoDir).string()),
+                              DirHandle((core / sysfs::kTensorEngineDir).string())});
   }
 }
 
@@ -176,14 +185,14 @@ DeviceSample DeviceReader::Empty() const {
 
 bool DeviceReader::ReadHot(DeviceSample* d, ReadContext& ctx) {
   const Names& n = N();
-  static const std::string kReset = "reset";
+  static const std::string kReset(sysfs::kReset);
   Text t;
   d->state.reset();
   if (ReadText(dev_, kReset, ctx, &t)) {
     d->state = counter_files::ParseState(t.view());
     if (!d->state) {
       ctx.errors->Add(
-          dev_, "reset",
+          dev_, kReset.c_str(),
           fmt::format("malformed value {} (expected 0, 1 or 2)", counter_files::Shown(t.view())));
     }
   } else if (dev_.gone()) {
@@ -205,9 +214,9 @@ bool DeviceReader::ReadHot(DeviceSample* d, ReadContext& ctx) {
 bool DeviceReader::ReadFull(DeviceSample* d, ReadContext& ctx) {
   const Names& n = N();
   if (!ReadHot(d, ctx)) return false;
-  static const std::string kSerial = "info/serial_number";
-  static const std::string kPower = "power/utilization";
-  static const std::string kPe = "pe_cntrs";
+  static const std::string kSerial(sysfs::kSerialNumber);
+  static const std::string kPe(sysfs::part::kPeCounters);
+  const std::string& kPower = n.power;
   Text t;
   d->serial_number.reset();
   if (ReadText(dev_, kSerial, ctx, &t)) {
@@ -276,14 +285,16 @@ void DeviceReader::ReadExitCounters(DeviceSample* d, ReadContext& ctx) {
 }
 
 EfaReader::EfaReader(const RootPaths& root, std::string name) : name_(std::move(name)) {
-  const std::string dir = (root.InfinibandClassDir() / name_).string();
-  ibdev_ = DirHandle(dir);
-  port_ = DirHandle(dir + "/ports/1");
+  const std::filesystem::path dir = root.InfinibandClassDir() / name_;
+  ibdev_ = DirHandle(dir.string());
+  port_ = DirHandle((dir / sysfs::kPortDir).string());
 }
 
 bool EfaReader::Read(EfaSample* e, ReadContext& ctx) {
   const Names& n = N();
-  static const std::string kState = "state", kPhys = "phys_state", kRate = "rate";
+  const std::string& kState = n.port_state;
+  const std::string& kPhys = n.port_phys_state;
+  const std::string& kRate = n.port_rate;
   *e = EfaSample{};
   e->name = name_;
   Text t;
@@ -292,7 +303,7 @@ bool EfaReader::Read(EfaSample* e, ReadContext& ctx) {
       e->port_state = s->first;
       e->port_state_name = std::string(s->second);
     } else {
-      ctx.errors->Add(port_, "state",
+      ctx.errors->Add(port_, kState.c_str(),
                       fmt::format("malformed value {} (expected \"<n>: <NAME>\")",
                                   counter_files::Shown(t.view())));
     }
@@ -304,7 +315,7 @@ bool EfaReader::Read(EfaSample* e, ReadContext& ctx) {
       e->phys_state = s->first;
       e->phys_state_name = std::string(s->second);
     } else {
-      ctx.errors->Add(port_, "phys_state",
+      ctx.errors->Add(port_, kPhys.c_str(),
                       fmt::format("malformed value {} (expected \"<n>: <Name>\")",
                                   counter_files::Shown(t.view())));
     }
@@ -314,7 +325,7 @@ bool EfaReader::Read(EfaSample* e, ReadContext& ctx) {
     e->rate = std::string(v);
     e->rate_gbps = counter_files::ParseRateGbps(v);
     if (!e->rate_gbps) {
-      ctx.errors->Add(port_, "rate",
+      ctx.errors->Add(port_, kRate.c_str(),
                       fmt::format("malformed value {} (expected \"<n> Gb/sec ...\")",
                                   counter_files::Shown(t.view())));
     }

@@ -3,7 +3,8 @@
 #error "core/sample/internal/ is private to core/sample: include its public headers instead"
 #endif
 // Readers of one Neuron device's and one EFA device's counter files into a Snapshot's parts
-// (core-internal, used by the Sampler). Names and formats: DRIVER-INTERFACE.md §2, §3, §7.
+// (core-internal, used by the Sampler). Names and formats: docs/driver-interface.md#sysfs-tree,
+// #counter-semantics, #efa.
 //
 // Not thread-safe: each reader owns its directory handles; the Sampler gives a reader to one
 // thread per sweep.
@@ -40,7 +41,8 @@ class DeviceReader {
   // Every file.
   bool ReadFull(DeviceSample* d, ReadContext& ctx);
   // status/*/total and other_info/*/total of every core: the counters the driver changes when
-  // a process releases its datastore entry (§3.2), and reset_req_count/reset_fail_count.
+  // a process releases its datastore entry (docs/driver-interface.md#live-vs-exit), and
+  // reset_req_count/reset_fail_count.
   void ReadExitCounters(DeviceSample* d, ReadContext& ctx);
 
  private:
