@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "core/base/file_io.h"
+#include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/daemon_impl.h"
 
 namespace neuron::sim {
@@ -178,7 +179,7 @@ CtlReply NodeDaemon::Impl::Inject(const CtlRequest& req) {
         *req.fault == FaultKind::kHbmUe ? "mem_ecc_uncorrected" : "sram_ecc_uncorrected";
     if (absl::Status s = tree_->AddHardwareErrors(d, counter, 1); !s.ok()) return Error(s);
     detail = fmt::format("device {}: stats/hardware/{} is now {}\n", d, counter,
-                         CounterText(paths_.NeuronDevice(d) / "stats/hardware" / counter));
+                         CounterText(paths_.NeuronDevice(d) / sysfs::kHardwareDir / counter));
   }
   const PendingFault f = faults_.Add(*req.fault, d, req.core, std::nullopt);
   SaveFaults();
@@ -308,7 +309,7 @@ std::string NodeDaemon::Impl::Status() const {
       out += fmt::format(kRow, d, bdf, "-", "no", "-", "-", "-", "-");
       continue;
     }
-    const std::filesystem::path hw = paths_.NeuronDevice(d) / "stats/hardware";
+    const std::filesystem::path hw = paths_.NeuronDevice(d) / sysfs::kHardwareDir;
     const std::vector<pid_t> users = driver_->Attached(d);
     out += fmt::format(
         kRow, d, bdf, DeviceStateName(dev.state), "yes", CounterText(hw / "sram_ecc_uncorrected"),

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/base/file_io.h"
+#include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/daemon_impl.h"
 
 namespace neuron::sim {
@@ -161,7 +162,7 @@ void NodeDaemon::Impl::HandleInotify() {
       const auto [device, is_info] = it->second;
       // Our own writes land as renames of "."-prefixed temporaries, never as these names.
       if (!is_info && name == "reset") OnResetWrite(device);
-      if (is_info && name == "notify_delay") OnNotifyDelayWrite(device);
+      if (is_info && name == sysfs::part::kNotifyDelay) OnNotifyDelayWrite(device);
     }
   }
 }
@@ -188,7 +189,7 @@ void NodeDaemon::Impl::OnResetWrite(int d) {
 }
 
 void NodeDaemon::Impl::OnNotifyDelayWrite(int d) {
-  const std::filesystem::path file = paths_.NeuronDevice(d) / "info/notify_delay";
+  const std::filesystem::path file = paths_.NeuronDevice(d) / sysfs::kNotifyDelay;
   absl::StatusOr<std::string> text = ReadAttribute(file);
   if (!text.ok()) {
     log_->warn("{}", std::string(text.status().message()));
@@ -217,7 +218,7 @@ void NodeDaemon::Impl::OnNotifyDelayWrite(int d) {
 }
 
 void NodeDaemon::Impl::WriteNotifyDelay(int d) {
-  const std::filesystem::path file = paths_.NeuronDevice(d) / "info/notify_delay";
+  const std::filesystem::path file = paths_.NeuronDevice(d) / sysfs::kNotifyDelay;
   if (absl::Status s = WriteFileAtomic(file, notify_delay_ + "\n", 0644); !s.ok()) {
     log_->error("{}", std::string(s.message()));
   }

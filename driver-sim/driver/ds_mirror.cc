@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "core/driver/datastore_layout.h"
+#include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/sim_paths.h"
 
 namespace neuron::sim {
@@ -169,7 +170,7 @@ void DatastoreMirror::Sync(Entry& e, bool release) {
         if (target == mirrored) continue;
         const int64_t delta = static_cast<int64_t>(target - mirrored);
         Apply(tree_->DeviceMemDir(e.device, p, kDeviceMemMirror[c]), delta);
-        Apply(tree_->CoreDir(e.device, p) / "stats/memory_usage/device_mem", delta);
+        Apply(tree_->CoreDir(e.device, p) / sysfs::kDeviceMemDir, delta);
         mirrored = target;
       }
     }

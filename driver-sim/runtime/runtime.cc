@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/base/file_io.h"
+#include "core/driver/sysfs_names.h"
 #include "driver-sim/runtime/log.h"
 #include "driver-sim/runtime/testing.h"
 
@@ -219,7 +220,7 @@ void Runtime::StartCores(const RootPaths& root) {
     const int d = Loc(vnc).device;
     if (std::find(devices.begin(), devices.end(), d) != devices.end()) continue;
     devices.push_back(d);
-    absl::StatusOr<std::string> serial = ReadText(root.NeuronDevice(d) / "info" / "serial_number");
+    absl::StatusOr<std::string> serial = ReadText(root.NeuronDevice(d) / sysfs::kSerialNumber);
     if (serial.ok()) serials_[static_cast<size_t>(d)] = *serial;
   }
   faults_ = std::make_unique<FaultWatch>(
