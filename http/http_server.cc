@@ -35,6 +35,7 @@
 #include "core/base/component_log.h"
 #include "core/base/unique_fd.h"
 #include "fmt/format.h"
+#include "http/request_parser.h"
 
 namespace neuron {
 
@@ -92,33 +93,6 @@ std::string_view Reason(int status) {
   }
 }
 
-// "%2F" -> "/"; nullopt on a malformed escape.
-std::optional<std::string> UrlDecode(std::string_view in) {
-  std::string out;
-  out.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out.push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return std::nullopt;
-    int v = 0;
-    const auto [p, ec] = std::from_chars(in.data() + i + 1, in.data() + i + 3, v, 16);
-    if (ec != std::errc() || p != in.data() + i + 3) return std::nullopt;
-    out.push_back(static_cast<char>(v));
-    i += 2;
-  }
-  return out;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 struct Conn {
   uint64_t id = 0;
   UniqueFd fd;
@@ -142,40 +116,7 @@ HttpResponse Plain(int status, std::string body) {
 }
 
 // The outcome of one step of reading a request.
-enum class ReadStep { kOk, kGone, kBad, kTooLarge };
-
-// The request line and header lines of `head` (without the blank line) into `req`, and the
-// request target, which points into `head`. An error for a 400 answer when they are malformed.
-std::optional<std::string> ParseHead(std::string_view head, HttpRequest* req,
-                                     std::string_view* target, bool* keep_alive) {
-  const size_t line_end = head.find("\r\n");
-  const std::string_view line = head.substr(0, line_end);
-  const size_t sp1 = line.find(' ');
-  const size_t sp2 = line.rfind(' ');
-  if (sp1 == std::string_view::npos || sp2 == sp1) return "bad request line\n";
-  req->method = std::string(line.substr(0, sp1));
-  *target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  const std::string_view version = line.substr(sp2 + 1);
-  if (version != "HTTP/1.1" && version != "HTTP/1.0") return "unsupported HTTP version\n";
-  if (line_end != std::string_view::npos) {
-    std::string_view rest = head.substr(line_end + 2);
-    while (!rest.empty()) {
-      const size_t e = rest.find("\r\n");
-      const std::string_view h = rest.substr(0, e);
-      rest = e == std::string_view::npos ? std::string_view() : rest.substr(e + 2);
-      const size_t colon = h.find(':');
-      if (colon == std::string_view::npos || colon == 0) return "malformed header\n";
-      req->headers.emplace_back(std::string(h.substr(0, colon)),
-                                std::string(Trim(h.substr(colon + 1))));
-    }
-  }
-  *keep_alive = version == "HTTP/1.1";
-  if (const auto conn = req->Header("Connection")) {
-    if (strncasecmp(conn->data(), "close", 5) == 0) *keep_alive = false;
-    if (strncasecmp(conn->data(), "keep-alive", 10) == 0) *keep_alive = true;
-  }
-  return std::nullopt;
-}
+enum class ReadStep { kOk, kGone };
 
 }  // namespace
 
@@ -204,10 +145,10 @@ class HttpServer::Impl {
   bool Serve(Conn& c);
   // Reads one request and answers it; false = close.
   bool ServeOne(Conn& c);
-  // Steps of ServeOne: the request head up to its blank line (at most `max` bytes, taken out of
-  // c.buf), and a body of Content-Length bytes (at most `max`), read and discarded.
-  ReadStep ReadHead(Conn& c, size_t max, std::string* head);
-  ReadStep SkipBody(Conn& c, const HttpRequest& req, size_t max);
+  // Steps of ServeOne: reads until c.buf holds a whole request head or a refusal
+  // (http/request_parser.h), then reads and discards `length` body bytes.
+  ReadStep ReadHead(Conn& c, size_t max, ParsedRequest* parsed);
+  ReadStep SkipBody(Conn& c, size_t length);
   HttpResponse Dispatch(const HttpRequest& req);
   ssize_t Read(Conn& c, char* data, size_t n);
   bool WriteAll(Conn& c, std::string_view data);
@@ -519,76 +460,34 @@ bool HttpServer::Impl::Serve(Conn& c) {
 
 bool HttpServer::Impl::ServeOne(Conn& c) {
   const size_t max = std::max<size_t>(1024, options_.max_request_bytes);
-  std::string head_text;
-  switch (ReadHead(c, max, &head_text)) {
-    case ReadStep::kOk:
-      break;
-    case ReadStep::kGone:
-    case ReadStep::kBad:
-      return false;  // closed, timed out or broken: nothing to answer
-    case ReadStep::kTooLarge:
-      return Answer(c, false, false, Plain(413, "request too large\n"));
+  ParsedRequest parsed;
+  if (ReadHead(c, max, &parsed) == ReadStep::kGone) return false;  // closed, timed out, broken
+  c.buf.erase(0, std::min(parsed.head_bytes, c.buf.size()));
+  // A body (unusual for GET) is read and discarded so that the next request starts cleanly.
+  if (parsed.body_bytes > 0 && SkipBody(c, parsed.body_bytes) == ReadStep::kGone) return false;
+  if (parsed.outcome == ParsedRequest::Outcome::kRefused) {
+    HttpResponse r = Plain(parsed.status, std::move(parsed.reason));
+    if (parsed.status == 405) r.headers.emplace_back("Allow", "GET, HEAD");
+    return Answer(c, parsed.omit_body, parsed.keep_alive, r);
   }
-  HttpRequest req;
+  HttpRequest& req = parsed.request;
   req.remote_address = c.remote;
   req.tls = c.ssl != nullptr;
-  std::string_view target;
-  bool keep_alive = false;
-  if (std::optional<std::string> bad = ParseHead(head_text, &req, &target, &keep_alive)) {
-    return Answer(c, false, false, Plain(400, *std::move(bad)));
-  }
-  if (req.Header("Transfer-Encoding")) {
-    return Answer(c, false, false, Plain(400, "request bodies must have a Content-Length\n"));
-  }
-  switch (SkipBody(c, req, max - head_text.size())) {
-    case ReadStep::kOk:
-      break;
-    case ReadStep::kGone:
-      return false;
-    case ReadStep::kBad:
-      return Answer(c, false, false, Plain(400, "bad Content-Length\n"));
-    case ReadStep::kTooLarge:
-      return Answer(c, false, false, Plain(413, "request too large\n"));
-  }
-  const bool head = req.method == "HEAD";
-  if (req.method != "GET" && !head) {
-    HttpResponse r = Plain(405, "method not allowed\n");
-    r.headers.emplace_back("Allow", "GET, HEAD");
-    return Answer(c, false, keep_alive, r);
-  }
-  const size_t q = target.find('?');
-  std::optional<std::string> path = UrlDecode(target.substr(0, q));
-  if (!path || path->empty() || path->front() != '/') {
-    return Answer(c, head, false, Plain(400, "bad request target\n"));
-  }
-  req.path = *std::move(path);
-  if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
-  return Answer(c, head, keep_alive, Dispatch(req));
+  return Answer(c, req.method == "HEAD", parsed.keep_alive, Dispatch(req));
 }
 
-ReadStep HttpServer::Impl::ReadHead(Conn& c, size_t max, std::string* head) {
-  size_t end;
+ReadStep HttpServer::Impl::ReadHead(Conn& c, size_t max, ParsedRequest* parsed) {
   char chunk[8192];
-  while ((end = c.buf.find("\r\n\r\n")) == std::string::npos) {
-    if (c.buf.size() > max) return ReadStep::kTooLarge;
+  for (;;) {
+    *parsed = ParseRequest(c.buf, max);
+    if (parsed->outcome != ParsedRequest::Outcome::kIncomplete) return ReadStep::kOk;
     const ssize_t n = Read(c, chunk, sizeof chunk);
     if (n <= 0) return ReadStep::kGone;
     c.buf.append(chunk, static_cast<size_t>(n));
   }
-  if (end + 4 > max) return ReadStep::kTooLarge;
-  *head = c.buf.substr(0, end);
-  c.buf.erase(0, end + 4);
-  return ReadStep::kOk;
 }
 
-// A body (unusual for GET) is read and discarded so the next request starts cleanly.
-ReadStep HttpServer::Impl::SkipBody(Conn& c, const HttpRequest& req, size_t max) {
-  const auto cl = req.Header("Content-Length");
-  if (!cl) return ReadStep::kOk;
-  uint64_t length = 0;
-  const auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), length);
-  if (ec != std::errc() || p != cl->data() + cl->size()) return ReadStep::kBad;
-  if (length > max) return ReadStep::kTooLarge;
+ReadStep HttpServer::Impl::SkipBody(Conn& c, size_t length) {
   char chunk[8192];
   while (c.buf.size() < length) {
     const ssize_t n = Read(c, chunk, sizeof chunk);

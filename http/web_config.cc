@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "http/request_parser.h"
 
 namespace neuron {
 namespace {
@@ -108,33 +109,6 @@ absl::StatusOr<TlsServerConfig> ParseTls(std::string_view source, const YAML::No
 bool IsBcryptHash(const std::string& h) {
   return h.size() == 60 && h[0] == '$' && h[1] == '2' &&
          (h[2] == 'a' || h[2] == 'b' || h[2] == 'y') && h[3] == '$';
-}
-
-// RFC 4648 base64 (standard alphabet, padding optional). nullopt on any invalid character.
-std::optional<std::string> DecodeBase64(std::string_view in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    const int v = value(c);
-    if (v < 0) return std::nullopt;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return out;
 }
 
 std::array<unsigned char, 32> Sha256(std::string_view a, std::string_view b, std::string_view c) {
@@ -245,23 +219,10 @@ class BasicAuthenticator::Impl {
       : users_(std::move(users)), max_cache_(max_cache) {}
 
   bool Check(std::string_view header) const {
-    constexpr std::string_view kPrefix = "Basic ";
-    if (header.size() <= kPrefix.size()) return false;
-    // The scheme is case-insensitive (RFC 7617).
-    for (size_t i = 0; i < kPrefix.size(); ++i) {
-      if (std::tolower(static_cast<unsigned char>(header[i])) !=
-          std::tolower(static_cast<unsigned char>(kPrefix[i]))) {
-        return false;
-      }
-    }
-    header.remove_prefix(kPrefix.size());
-    while (!header.empty() && header.front() == ' ') header.remove_prefix(1);
-    std::optional<std::string> decoded = DecodeBase64(header);
-    if (!decoded) return false;
-    const size_t colon = decoded->find(':');
-    if (colon == std::string::npos) return false;
-    const std::string user = decoded->substr(0, colon);
-    const std::string_view password = std::string_view(*decoded).substr(colon + 1);
+    std::optional<BasicCredentials> credentials = ParseBasicAuthorization(header);
+    if (!credentials) return false;
+    const std::string& user = credentials->user;
+    const std::string_view password = credentials->password;
     const auto it = users_.find(user);
     const std::string& hash = it != users_.end() ? it->second : dummy_;
     const std::array<unsigned char, 32> key = Sha256(user, hash, password);
