@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "core/model/catalog.h"
 #include "core/driver/sysfs_names.h"
+#include "core/model/catalog.h"
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/daemon.h"
 #include "driver-sim/driver/exec.h"
@@ -297,6 +297,7 @@ Command AddPod(CLI::App& app) {
     std::string namespace_name = "default";
     std::string container = "main";
     std::vector<std::string> requests;
+    int grace_period = 30;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* pod = app.add_subcommand(
@@ -305,13 +306,19 @@ Command AddPod(CLI::App& app) {
   pod->require_subcommand(1);
   CLI::App* run = pod->add_subcommand(
       "run",
-      "admit a pod and print its allocation; with -- CMD, run CMD with the pod's environment, "
-      "delete the pod when it ends and exit with its code");
-  CLI::App* del = pod->add_subcommand("delete", "delete a pod; its devices are freed");
+      "admit a pod and print its allocation; with -- CMD, run CMD with the pod's environment in "
+      "a process group of its own, delete the pod when it ends or on SIGTERM/SIGINT, and exit "
+      "with its code (128+signal if killed)");
+  CLI::App* del = pod->add_subcommand(
+      "delete",
+      "delete a pod: SIGTERM to its command's process group, SIGKILL after the grace period, "
+      "then its devices are freed");
   CLI::App* list = pod->add_subcommand("list", "one line per pod, container and resource");
   for (CLI::App* sub : {run, del}) {
     sub->add_option("--name", f->name, "pod name")->required();
     sub->add_option("--namespace", f->namespace_name, "pod namespace (default)");
+    sub->add_option("--grace-period", f->grace_period,
+                    "seconds between SIGTERM and SIGKILL when the pod is stopped (30)");
   }
   run->add_option("--request", f->requests, "RES=N, e.g. aws.amazon.com/neuroncore=2 (repeatable)");
   run->add_option("--container", f->container, "container name (main)");
@@ -322,12 +329,14 @@ Command AddPod(CLI::App& app) {
   for (CLI::App* sub : {run, del, list}) sub->fallthrough();
 
   return {pod, [f, run, del]() -> int {
+            if (f->grace_period < 0) return Usage("pod", "--grace-period must be >= 0");
             if (run->parsed()) {
               neuron::sim::PodRunArgs args;
               args.kubelet_dir = f->kubelet_dir;
               args.namespace_name = f->namespace_name;
               args.name = f->name;
               args.container = f->container;
+              args.grace_period_seconds = f->grace_period;
               if (CtlHasTail()) args.command = CtlTail();
               if (CtlHasTail() && args.command.empty()) {
                 return Usage("pod run", "nothing to run after --");
@@ -349,7 +358,7 @@ Command AddPod(CLI::App& app) {
             }
             if (del->parsed()) {
               return neuron::sim::PodDeleteCommand(f->kubelet_dir, f->namespace_name, f->name,
-                                                   std::cout, std::cerr);
+                                                   f->grace_period, std::cout, std::cerr);
             }
             return neuron::sim::PodListCommand(f->kubelet_dir, std::cout, std::cerr);
           }};

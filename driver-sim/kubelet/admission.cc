@@ -298,17 +298,45 @@ absl::Status KubeletEmulator::Impl::CheckDeviceNodes(const AdmittedPod& admitted
   return absl::OkStatus();
 }
 
-absl::Status KubeletEmulator::Impl::Delete(std::string_view namespace_name, std::string_view name) {
+absl::Status KubeletEmulator::Impl::SetProcessGroup(std::string_view namespace_name,
+                                                    std::string_view name, int pgid) {
+  if (pgid <= 0) return absl::InvalidArgumentError(fmt::format("bad process group {}", pgid));
   std::lock_guard lock(mu);
-  for (auto it = pods.begin(); it != pods.end(); ++it) {
-    if (it->namespace_name == namespace_name && it->name == name) {
-      pods.erase(it);
-      if (absl::Status s = WriteCheckpointLocked(); !s.ok())
-        log->error("{}", std::string(s.message()));
+  for (PodRecord& pod : pods) {
+    if (pod.namespace_name == namespace_name && pod.name == name) {
+      pod.pgid = pgid;
       return absl::OkStatus();
     }
   }
   return absl::NotFoundError(fmt::format("pod {}/{} not found", namespace_name, name));
+}
+
+// The pod stays listed, its devices held, while its processes stop (mu is not held meanwhile):
+// the kubelet frees devices of terminated pods only. A second Delete while the first waits stops
+// the same group and succeeds too; the pod is erased by UID, so a pod admitted again under the
+// same name is not taken for it.
+absl::Status KubeletEmulator::Impl::Delete(std::string_view namespace_name, std::string_view name,
+                                           std::chrono::milliseconds grace_period) {
+  std::string uid;
+  int pgid = 0;
+  {
+    std::lock_guard lock(mu);
+    auto it = std::find_if(pods.begin(), pods.end(), [&](const PodRecord& p) {
+      return p.namespace_name == namespace_name && p.name == name;
+    });
+    if (it == pods.end()) {
+      return absl::NotFoundError(fmt::format("pod {}/{} not found", namespace_name, name));
+    }
+    uid = it->uid;
+    pgid = it->pgid;
+  }
+  if (pgid > 0) {
+    if (absl::Status s = StopProcessGroup(pgid, grace_period, *log); !s.ok()) return s;
+  }
+  std::lock_guard lock(mu);
+  std::erase_if(pods, [&](const PodRecord& p) { return p.uid == uid; });
+  if (absl::Status s = WriteCheckpointLocked(); !s.ok()) log->error("{}", std::string(s.message()));
+  return absl::OkStatus();
 }
 
 namespace {

@@ -1,18 +1,25 @@
 // `neuron-sim kubelet` and `neuron-sim pod`: the emulator's process and the clients of its
 // control service.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "core/base/unique_fd.h"
 #include "driver-sim/kubelet/control.grpc.pb.h"
 #include "driver-sim/kubelet/kubelet_control.h"
 
@@ -43,22 +50,30 @@ int Fail(std::ostream& err, std::string_view command, const std::string& kubelet
   return kExitFailure;
 }
 
-// The pod run's child, for the signal handler; 0 before fork.
-volatile sig_atomic_t g_child = 0;
-volatile sig_atomic_t g_pending_signal = 0;
-
-void Forward(int sig) {
-  g_pending_signal = sig;
-  if (g_child > 0) kill(g_child, sig);
+// The signals `pod run` takes with sigwait while it supervises its command. They are blocked
+// before the first gRPC thread exists, so every thread inherits the mask and only sigwait takes
+// them: a stop request needs an RPC, which a signal handler cannot make.
+sigset_t SupervisedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGUSR1}) sigaddset(&set, sig);
+  return set;
 }
 
-int RunChild(const std::vector<std::string>& command,
-             const std::map<std::string, std::string>& envs, std::ostream& err) {
-  struct sigaction sa {};
-  sa.sa_handler = Forward;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
+int ExitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitFailure;
+}
+
+// Forks CMD (envs added to ours) as the leader of a process group of its own: the group is what
+// the emulator stops, as a container's processes are stopped together. The child gets back the
+// signal mask and SIGPIPE disposition a container's process starts with. It waits to exec until
+// `go` is closed, so that CMD never runs before the emulator knows its group (a delete in between
+// would free the devices under it).
+absl::StatusOr<pid_t> SpawnGroup(const std::vector<std::string>& command,
+                                 const std::map<std::string, std::string>& envs,
+                                 const sigset_t& child_mask, int go, int go_writer) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);
@@ -72,28 +87,73 @@ int RunChild(const std::vector<std::string>& command,
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
+  static constexpr char kExecFailed[] = "neuron-sim pod run: cannot run the command\n";
 
   const pid_t pid = fork();
-  if (pid < 0) {
-    err << fmt::format("neuron-sim pod run: fork: {}\n", std::strerror(errno));
-    return kExitFailure;
-  }
-  if (pid == 0) {
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
+  if (pid < 0) return absl::InternalError(fmt::format("fork: {}", std::strerror(errno)));
+  if (pid == 0) {  // only async-signal-safe calls: the parent has threads
+    setpgid(0, 0);
+    close(go_writer);  // else our own copy would keep the read below from ever seeing EOF
+    char byte;
+    while (read(go, &byte, 1) < 0 && errno == EINTR) {
+    }
+    signal(SIGPIPE, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &child_mask, nullptr);
     execvpe(argv[0], argv.data(), envp.data());
-    std::fprintf(stderr, "neuron-sim pod run: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    (void)!write(STDERR_FILENO, kExecFailed, sizeof(kExecFailed) - 1);
     _exit(127);
   }
-  g_child = pid;
-  if (g_pending_signal != 0) kill(pid, g_pending_signal);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  setpgid(pid, pid);  // as the child does: whichever runs first, the group exists before use
+  return pid;
+}
+
+// DeletePod for `pod run`: NOT_FOUND is success, a `pod delete` got there first. The deadline
+// leaves the grace period and SIGKILL's aftermath to the emulator.
+grpc::Status DeleteForRun(ctl::KubeletControl::Stub& stub, const ctl::PodRef& ref) {
+  grpc::ClientContext context;
+  Deadline(context, std::chrono::seconds(ref.grace_period_seconds() + 30));
+  ctl::Empty reply;
+  grpc::Status s = stub.DeletePod(&context, ref, &reply);
+  return s.error_code() == grpc::StatusCode::NOT_FOUND ? grpc::Status::OK : s;
+}
+
+// Until CMD has ended and the pod is deleted: reaps CMD (and, as a subreaper, the orphans of its
+// group, whose zombies would keep the group alive); on SIGTERM/SIGINT, or when CMD ends, deletes
+// the pod, the emulator stopping the group. The delete runs on a thread of its own, since it
+// returns only once the group is gone, which needs this thread reaping. Returns CMD's exit code.
+int Supervise(ctl::KubeletControl::Stub& stub, const ctl::PodRef& ref, pid_t pid,
+              const std::string& kubelet_dir, std::ostream& err) {
+  const sigset_t signals = SupervisedSignals();
+  const pthread_t self = pthread_self();
+  std::optional<int> code;
+  std::thread deleter;
+  std::atomic<bool> deleted = false;
+  grpc::Status delete_status;
+  auto start_delete = [&] {
+    if (deleter.joinable()) return;
+    deleter = std::thread([&] {
+      delete_status = DeleteForRun(stub, ref);
+      deleted = true;
+      pthread_kill(self, SIGUSR1);
+    });
+  };
+  while (!code || !deleted) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGTERM || sig == SIGINT) start_delete();
+    if (sig == SIGCHLD) {
+      int status = 0;
+      for (pid_t w; (w = waitpid(-1, &status, WNOHANG)) > 0;) {
+        if (w == pid) code = ExitCodeOf(status);
+      }
+      if (code) start_delete();
+    }
+    // A failed delete stopped nothing: stop CMD here rather than wait for it forever.
+    if (deleted && !delete_status.ok() && !code) kill(-pid, SIGKILL);
   }
-  g_child = 0;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return kExitFailure;
+  deleter.join();
+  if (!delete_status.ok()) Fail(err, "pod run", kubelet_dir, delete_status);
+  return *code;
 }
 
 // The command line that runs CMD under the simulated driver (docs/architecture.md#device-abi): this
@@ -112,6 +172,52 @@ absl::StatusOr<std::vector<std::string>> UnderSimulatedDriver(
   std::vector<std::string> argv{self.string(), "exec", "--root", root->second, "--"};
   argv.insert(argv.end(), command.begin(), command.end());
   return argv;
+}
+
+// The command part of `pod run`: CMD in its own process group, known to the emulator before it
+// starts, supervised until it ends and the pod is deleted.
+int RunInPod(ctl::KubeletControl::Stub& stub, const PodRunArgs& args,
+             const std::map<std::string, std::string>& envs, const sigset_t& child_mask,
+             std::ostream& err) {
+  ctl::PodRef ref;
+  ref.set_namespace_(args.namespace_name);
+  ref.set_name(args.name);
+  ref.set_grace_period_seconds(args.grace_period_seconds);
+  absl::StatusOr<std::vector<std::string>> command = UnderSimulatedDriver(args.command, envs);
+  int go[2];
+  if (pipe2(go, O_CLOEXEC) < 0) {
+    err << fmt::format("neuron-sim pod run: pipe: {}\n", std::strerror(errno));
+    if (grpc::Status s = DeleteForRun(stub, ref); !s.ok())
+      Fail(err, "pod run", args.kubelet_dir, s);
+    return kExitFailure;
+  }
+  UniqueFd go_read(go[0]);
+  UniqueFd go_write(go[1]);
+  const absl::StatusOr<pid_t> pid =
+      command.ok() ? SpawnGroup(*command, envs, child_mask, go_read.get(), go_write.get())
+                   : absl::StatusOr<pid_t>(command.status());
+  if (!pid.ok()) {
+    err << fmt::format("neuron-sim pod run: {}\n", std::string(pid.status().message()));
+    if (grpc::Status s = DeleteForRun(stub, ref); !s.ok())
+      Fail(err, "pod run", args.kubelet_dir, s);
+    return kExitFailure;
+  }
+  // The emulator stops this group when the pod is deleted (`pod delete` or ours below).
+  ctl::PodProcess process;
+  process.set_namespace_(args.namespace_name);
+  process.set_name(args.name);
+  process.set_pgid(*pid);
+  grpc::ClientContext context;
+  Deadline(context, std::chrono::seconds(10));
+  ctl::Empty reply;
+  const grpc::Status attached = stub.SetPodProcess(&context, process, &reply);
+  if (!attached.ok()) {
+    kill(-*pid, SIGKILL);  // a command nobody could stop must not run on the freed devices
+    Fail(err, "pod run", args.kubelet_dir, attached);
+  }
+  go_write.Reset();  // CMD starts
+  const int code = Supervise(stub, ref, *pid, args.kubelet_dir, err);
+  return attached.ok() ? code : kExitFailure;
 }
 
 }  // namespace
@@ -165,6 +271,16 @@ int KubeletStatusCommand(const std::string& kubelet_dir, std::ostream& out, std:
 }
 
 int PodRunCommand(const PodRunArgs& args, std::ostream& out, std::ostream& err) {
+  sigset_t child_mask;
+  pthread_sigmask(SIG_SETMASK, nullptr, &child_mask);
+  if (!args.command.empty()) {
+    // Before Connect: no gRPC thread may exist unblocked (SupervisedSignals). A signal during
+    // admission waits; Supervise then stops the command at once.
+    const sigset_t signals = SupervisedSignals();
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // As a container shim is: the orphans of CMD's group become ours to reap.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
   ctl::PodSpec spec;
   spec.set_namespace_(args.namespace_name);
   spec.set_name(args.name);
@@ -195,31 +311,18 @@ int PodRunCommand(const PodRunArgs& args, std::ostream& out, std::ostream& err) 
   report.flush();
   if (args.command.empty()) return 0;
 
-  int code = kExitFailure;
-  if (absl::StatusOr<std::vector<std::string>> command = UnderSimulatedDriver(args.command, envs);
-      command.ok()) {
-    code = RunChild(*command, envs, err);
-  } else {
-    err << fmt::format("neuron-sim pod run: {}\n", std::string(command.status().message()));
-  }
-  grpc::ClientContext context;
-  Deadline(context, std::chrono::seconds(10));
-  ctl::PodRef ref;
-  ref.set_namespace_(args.namespace_name);
-  ref.set_name(args.name);
-  ctl::Empty reply;
-  grpc::Status s = stub->DeletePod(&context, ref, &reply);
-  if (!s.ok()) Fail(err, "pod run", args.kubelet_dir, s);
-  return code;
+  return RunInPod(*stub, args, envs, child_mask, err);
 }
 
 int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespace_name,
-                     const std::string& name, std::ostream& out, std::ostream& err) {
+                     const std::string& name, int grace_period_seconds, std::ostream& out,
+                     std::ostream& err) {
   grpc::ClientContext context;
-  Deadline(context, std::chrono::seconds(10));
+  Deadline(context, std::chrono::seconds(grace_period_seconds + 30));
   ctl::PodRef ref;
   ref.set_namespace_(namespace_name);
   ref.set_name(name);
+  ref.set_grace_period_seconds(grace_period_seconds);
   ctl::Empty reply;
   grpc::Status s = Connect(kubelet_dir)->DeletePod(&context, ref, &reply);
   if (!s.ok()) return Fail(err, "pod delete", kubelet_dir, s);

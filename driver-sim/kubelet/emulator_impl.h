@@ -96,7 +96,16 @@ struct PodRecord {
   std::string name;
   std::string uid;
   std::vector<ContainerRecord> containers;
+  // The process group running the containers, 0 when none was given (a pod admitted without a
+  // command). Not checkpointed: the runtime's, not the device manager's; kept across Restart.
+  int pgid = 0;
 };
+
+// SIGTERM to process group `pgid`, SIGKILL after `grace_period`, and returns once no process of
+// the group is left (an unreaped zombie counts: its parent must reap it). DeadlineExceeded when
+// some remain seconds after SIGKILL.
+absl::Status StopProcessGroup(int pgid, std::chrono::milliseconds grace_period,
+                              spdlog::logger& log);
 
 class KubeletEmulator::Impl {
  public:
@@ -119,7 +128,9 @@ class KubeletEmulator::Impl {
 
   // admission.cc
   absl::StatusOr<AdmittedPod> Admit(const PodSpec& pod);
-  absl::Status Delete(std::string_view namespace_name, std::string_view name);
+  absl::Status Delete(std::string_view namespace_name, std::string_view name,
+                      std::chrono::milliseconds grace_period);
+  absl::Status SetProcessGroup(std::string_view namespace_name, std::string_view name, int pgid);
   AdmittedPod ToAdmitted(const PodRecord& pod) const;
   // DM devicesToAllocate for one (container, resource); takes `lock` (on mu) and releases it
   // around GetPreferredAllocation.

@@ -132,8 +132,14 @@ absl::Status KubeletEmulator::Impl::RestartLocked() {
     std::lock_guard admit(admit_mu);  // no admission straddles the restart
     std::lock_guard lock(mu);
     ++restarts;
+    // The containers outlive a kubelet restart; the runtime still knows their processes.
+    std::map<std::string, int> pgids;
+    for (const PodRecord& pod : pods) pgids[pod.uid] = pod.pgid;
     if (absl::Status s = ReadCheckpointLocked(); !s.ok()) {
       log->error("Continue after failing to read checkpoint file: {}", std::string(s.message()));
+    }
+    for (PodRecord& pod : pods) {
+      if (auto it = pgids.find(pod.uid); it != pgids.end()) pod.pgid = it->second;
     }
   }
   log->info("kubelet restarted: device-plugin sockets deleted, checkpoint read back");
@@ -245,8 +251,14 @@ absl::StatusOr<AdmittedPod> KubeletEmulator::AdmitPod(const PodSpec& pod) {
   return impl_->Admit(pod);
 }
 
-absl::Status KubeletEmulator::DeletePod(std::string_view namespace_name, std::string_view name) {
-  return impl_->Delete(namespace_name, name);
+absl::Status KubeletEmulator::SetPodProcessGroup(std::string_view namespace_name,
+                                                 std::string_view name, int pgid) {
+  return impl_->SetProcessGroup(namespace_name, name, pgid);
+}
+
+absl::Status KubeletEmulator::DeletePod(std::string_view namespace_name, std::string_view name,
+                                        std::chrono::milliseconds grace_period) {
+  return impl_->Delete(namespace_name, name, grace_period);
 }
 
 std::vector<AdmittedPod> KubeletEmulator::Pods() const {

@@ -48,6 +48,9 @@ struct PodSpec {
 // view.
 inline constexpr std::string_view kDeviceMapEnv = "NEURON_SIM_DEVICE_MAP";
 
+// terminationGracePeriodSeconds' default in Kubernetes.
+inline constexpr std::chrono::milliseconds kDefaultTerminationGracePeriod{30'000};
+
 struct DeviceSpecOut {
   std::string container_path;
   std::string host_path;
@@ -127,8 +130,17 @@ class KubeletEmulator {
   // the container runtime's FailedPrecondition "CreateContainerError: ..." when a device node is
   // missing under ROOT. A failed admission holds nothing.
   absl::StatusOr<AdmittedPod> AdmitPod(const PodSpec& pod);
-  // Frees the pod's devices (the plugin is not told; it learns through PodResources).
-  absl::Status DeletePod(std::string_view namespace_name, std::string_view name);
+  // The container runtime's part: the process group that runs the pod's containers (`neuron-sim
+  // pod run` starts its command in a group of its own and says which). Deleting the pod stops it.
+  // NotFound for an unknown pod.
+  absl::Status SetPodProcessGroup(std::string_view namespace_name, std::string_view name, int pgid);
+  // Stops the pod as the kubelet stops containers: SIGTERM to its process group, SIGKILL when
+  // some of it outlives `grace_period`, and only once no process of the group is left are the
+  // pod's devices freed (the plugin is not told; it learns through PodResources). Returns after
+  // that; DeadlineExceeded, keeping the pod, when the group survives SIGKILL for seconds (a
+  // member unreaped by its parent).
+  absl::Status DeletePod(std::string_view namespace_name, std::string_view name,
+                         std::chrono::milliseconds grace_period = kDefaultTerminationGracePeriod);
 
   std::vector<AdmittedPod> Pods() const;
   std::optional<ResourceState> Resource(std::string_view name) const;

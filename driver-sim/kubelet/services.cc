@@ -141,7 +141,20 @@ class ControlService final : public neuronsim::kubelet::KubeletControl::Service 
   grpc::Status DeletePod(grpc::ServerContext*, const neuronsim::kubelet::PodRef* request,
                          neuronsim::kubelet::Empty*) override {
     const std::string ns = request->namespace_().empty() ? "default" : request->namespace_();
-    return ToGrpc(emulator_->DeletePod(ns, request->name()));
+    std::chrono::milliseconds grace = kDefaultTerminationGracePeriod;
+    if (request->has_grace_period_seconds()) {
+      if (request->grace_period_seconds() < 0) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "grace period must be >= 0");
+      }
+      grace = std::chrono::seconds(request->grace_period_seconds());
+    }
+    return ToGrpc(emulator_->DeletePod(ns, request->name(), grace));
+  }
+
+  grpc::Status SetPodProcess(grpc::ServerContext*, const neuronsim::kubelet::PodProcess* request,
+                             neuronsim::kubelet::Empty*) override {
+    const std::string ns = request->namespace_().empty() ? "default" : request->namespace_();
+    return ToGrpc(emulator_->SetPodProcessGroup(ns, request->name(), request->pgid()));
   }
 
   grpc::Status ListPods(grpc::ServerContext*, const neuronsim::kubelet::Empty*,

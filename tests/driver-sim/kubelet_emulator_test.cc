@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <sstream>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "podresources/v1/api.grpc.pb.h"
@@ -729,6 +730,121 @@ TEST_F(KubeletEmulatorTest, PodRunThroughTheBinaryRunsTheCommandWithThePodsEnvir
   EXPECT_EQ(neuron::testing::Stop(kubelet, 20s), 0);
   EXPECT_FALSE(fs::exists(PluginDir() / "kubelet.sock"));
   EXPECT_FALSE(fs::exists(dir_.path() / "neuron-sim-kubelet.sock"));
+}
+
+// ---- stopping pods (`pod run` and `pod delete` through the binary, the emulator in-process) -----
+
+// A node, this emulator serving its control socket, and a plugin with devices 0..3, for
+// `neuron-sim pod run -- CMD` under the simulated driver. Holdings are read from the emulator.
+class PodStopTest : public KubeletEmulatorTest {
+ protected:
+  void SetUp() override {
+    fs::create_directories(logs_);
+    ASSERT_TRUE(sim_.Up("inf2.24xlarge")) << sim_.Log();
+    KubeletEmulator::Options o = Opts();
+    o.root = node_.str();
+    k_ = Start(o);
+    ASSERT_NE(k_, nullptr);
+    plugin_ = Plugin(*k_);
+  }
+  // Starts `neuron-sim pod run` for pod NAME with CMD; its output in logs/NAME.out and .err.
+  pid_t PodRun(const std::string& name, const std::string& grace, const std::string& script) {
+    return neuron::testing::Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", dir_.str(),
+                                   "--name", name, "--grace-period", grace, "--request",
+                                   std::string(kResource) + "=1", "--", "sh", "-c", script},
+                                  logs_ / (name + ".out"), logs_ / (name + ".err"));
+  }
+  pid_t PodDelete(const std::string& name, const std::string& grace) {
+    return neuron::testing::Spawn({NEURON_SIM_BIN, "pod", "delete", "--kubelet-dir", dir_.str(),
+                                   "--name", name, "--grace-period", grace},
+                                  logs_ / (name + ".del.out"), logs_ / (name + ".del.err"));
+  }
+  // The numbers CMD printed after "up" on its first line: its PID, then any child's.
+  std::vector<pid_t> UpLine(const std::string& name) {
+    std::vector<pid_t> pids;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          std::istringstream in(neuron::testing::ReadFile(logs_ / (name + ".out")));
+          std::string word;
+          if (!(in >> word) || word != "up") return false;
+          for (pid_t p; in >> p;) pids.push_back(p);
+          return !pids.empty();
+        },
+        30s))
+        << neuron::testing::ReadFile(logs_ / (name + ".err"));
+    return pids;
+  }
+  static bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
+
+  fs::path logs_ = dir_.path() / "logs";
+  TempDir node_{"node"};
+  neuron::testing::SimNode sim_{{.sim_bin = NEURON_SIM_BIN,
+                                 .root = node_.path(),
+                                 .logs = logs_,
+                                 .on_stop = neuron::testing::ExpectCleanExit}};
+  std::unique_ptr<KubeletEmulator> k_;
+  std::unique_ptr<TestPlugin> plugin_;
+};
+
+TEST_F(PodStopTest, CommandIgnoringSigtermIsKilledAfterTheGracePeriodAndHoldsItsDevicesTillGone) {
+  // `trap "" TERM` is inherited by the sleeps: the whole group ignores SIGTERM.
+  const pid_t run =
+      PodRun("stubborn", "3", "trap '' TERM; echo up $$; while :; do sleep 0.1; done");
+  const std::vector<pid_t> up = UpLine("stubborn");
+  ASSERT_EQ(up.size(), 1u);
+  ASSERT_EQ(InUse(*k_), 1);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t del = PodDelete("stubborn", "2");
+  // Until the delete returns: devices read as free imply the process is gone. In use is read
+  // first, so that a process dying between the two reads cannot fake a violation.
+  std::optional<int> del_code;
+  int samples_alive = 0;
+  while (!(del_code = neuron::testing::WaitExit(del, 50ms)) &&
+         std::chrono::steady_clock::now() - start < 60s) {
+    const int in_use = InUse(*k_);
+    const bool alive = Alive(up[0]);
+    EXPECT_FALSE(in_use == 0 && alive) << "devices freed while the command runs";
+    if (alive) ++samples_alive;
+  }
+  EXPECT_EQ(del_code, 0) << neuron::testing::ReadFile(logs_ / "stubborn.del.err");
+  // SIGKILL came after the 2 s grace period, not before: the command lived through it.
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_GT(samples_alive, 0);
+  EXPECT_EQ(neuron::testing::WaitExit(run, 30s), 137)
+      << neuron::testing::ReadFile(logs_ / "stubborn.err");
+  EXPECT_FALSE(Alive(up[0]));
+  EXPECT_EQ(InUse(*k_), 0);
+  EXPECT_TRUE(k_->Pods().empty());
+}
+
+TEST_F(PodStopTest, DeleteStopsACommandThatHonoursSigtermAtOnceWithItsChildren) {
+  // The grace period is far beyond the ceilings below: only SIGTERM can end this in time.
+  const pid_t run = PodRun("polite", "600", "sleep 1000 & echo up $$ $!; wait");
+  const std::vector<pid_t> up = UpLine("polite");
+  ASSERT_EQ(up.size(), 2u);
+  ASSERT_TRUE(Alive(up[1]));
+  EXPECT_EQ(neuron::testing::WaitExit(PodDelete("polite", "600"), 60s), 0)
+      << neuron::testing::ReadFile(logs_ / "polite.del.err");
+  // The delete returned, so the group is gone: the shell and its child, and the devices free.
+  EXPECT_FALSE(Alive(up[0]));
+  EXPECT_FALSE(Alive(up[1]));
+  EXPECT_EQ(InUse(*k_), 0);
+  EXPECT_EQ(neuron::testing::WaitExit(run, 30s), 143)
+      << neuron::testing::ReadFile(logs_ / "polite.err");
+}
+
+TEST_F(PodStopTest, SigtermToPodRunStopsTheGroupAndFreesThePod) {
+  const pid_t run = PodRun("signalled", "600", "sleep 1000 & echo up $$ $!; wait");
+  const std::vector<pid_t> up = UpLine("signalled");
+  ASSERT_EQ(up.size(), 2u);
+  ASSERT_EQ(InUse(*k_), 1);
+  kill(run, SIGTERM);
+  EXPECT_EQ(neuron::testing::WaitExit(run, 60s), 143)
+      << neuron::testing::ReadFile(logs_ / "signalled.err");
+  // pod run returns after its delete, which returns once the group is gone.
+  EXPECT_FALSE(Alive(up[1]));
+  EXPECT_EQ(InUse(*k_), 0);
+  EXPECT_TRUE(k_->Pods().empty());
 }
 
 }  // namespace
