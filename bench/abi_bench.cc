@@ -29,7 +29,8 @@
 #include "core/discovery/inventory.h"
 #include "core/sample/sampler.h"
 #include "tests/support/http_client.h"
-#include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/subprocess.h"
 
 namespace {
 
@@ -107,13 +108,13 @@ std::vector<double> Scrapes(int port, int n, std::chrono::milliseconds gap) {
   return ms;
 }
 
-int MeasureExporter(const fs::path& root, const fs::path& logs) {
+int MeasureExporter(const neuron::testing::SimNode& node) {
   const int port = neuron::testing::FreePort();
-  const pid_t exporter =
-      neuron::testing::Spawn({NEURON_SIM_BIN, "exec", "--root", root.string(), "--",
-                              NEURON_EXPORTER_BIN, "--root", root.string(), "--no-pod-resources",
-                              "--web.listen-address", fmt::format("127.0.0.1:{}", port)},
-                             logs / "exporter.out", logs / "exporter.err");
+  const fs::path& logs = node.logs();
+  const pid_t exporter = neuron::testing::StartProcess(
+      node.UnderDriver({NEURON_EXPORTER_BIN, "--root", node.root().string(), "--no-pod-resources",
+                        "--web.listen-address", fmt::format("127.0.0.1:{}", port)}),
+      logs / "exporter.out", logs / "exporter.err");
   const bool up = neuron::testing::WaitUntil(
       [&] {
         const auto r = neuron::testing::HttpGet(port, "/metrics");
@@ -134,35 +135,43 @@ int MeasureExporter(const fs::path& root, const fs::path& logs) {
   return 0;
 }
 
-// Starts the node and the runtimes, runs the measurements under the driver, cleans up.
+// The runtimes and the measurements on a running node, under its driver.
+int MeasureOn(const neuron::testing::SimNode& node, const char* self) {
+  const fs::path& logs = node.logs();
+  std::vector<pid_t> runtimes;
+  for (int d = 0; d < kRuntimes; ++d) {
+    runtimes.push_back(neuron::testing::StartProcess(
+        {NEURON_SIM_BIN, "run", "--root", node.root().string(), "--workload", "matmul"}, "",
+        logs / fmt::format("run{}.err", d),
+        {fmt::format("NEURON_RT_VISIBLE_CORES={}-{}", 4 * d, 4 * d + 3)}));
+  }
+  const pid_t measure = neuron::testing::StartProcess(
+      node.UnderDriver({fs::absolute(self).string(), "--measure", node.root().string()}),
+      logs / "measure.out", logs / "measure.err");
+  int rc = neuron::testing::WaitExit(measure, 600s).value_or(1);
+  std::fputs(neuron::testing::ReadFile(logs / "measure.out").c_str(), stdout);
+  if (rc != 0) std::fputs(neuron::testing::ReadFile(logs / "measure.err").c_str(), stdout);
+  if (rc == 0) rc = MeasureExporter(node);
+  for (const pid_t p : runtimes) neuron::testing::Stop(p, 30s);
+  return rc;
+}
+
+// Starts the node, runs the measurements on it, cleans up.
 int Scenario(const char* self) {
   const fs::path dir = fs::path(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") /
                        fmt::format("abi-bench.{}", ::getpid());
-  const fs::path root = dir / "root", logs = dir / "logs";
-  fs::create_directories(logs);
-  const pid_t node = neuron::testing::Spawn(
-      {NEURON_SIM_BIN, "up", "--instance", "trn2.48xlarge", "--root", root.string()},
-      logs / "up.out", logs / "up.err");
   int rc = 1;
-  std::vector<pid_t> runtimes;
-  if (neuron::testing::WaitUntil([&] { return fs::exists(root / "run/neuron/sim.ready"); }, 120s)) {
-    for (int d = 0; d < kRuntimes; ++d) {
-      runtimes.push_back(neuron::testing::Spawn(
-          {NEURON_SIM_BIN, "run", "--root", root.string(), "--workload", "matmul"}, "",
-          logs / fmt::format("run{}.err", d),
-          {fmt::format("NEURON_RT_VISIBLE_CORES={}-{}", 4 * d, 4 * d + 3)}));
+  {
+    neuron::testing::SimNode node({.sim_bin = NEURON_SIM_BIN,
+                                   .root = dir / "root",
+                                   .logs = dir / "logs",
+                                   .ready_ceiling = 120s});
+    if (node.Up("trn2.48xlarge")) {
+      rc = MeasureOn(node, self);
+    } else {
+      std::printf("the simulated node did not start:\n%s\n", node.Log().c_str());
     }
-    const pid_t measure =
-        neuron::testing::Spawn({NEURON_SIM_BIN, "exec", "--root", root.string(), "--",
-                                fs::absolute(self).string(), "--measure", root.string()},
-                               logs / "measure.out", logs / "measure.err");
-    rc = neuron::testing::WaitExit(measure, 600s).value_or(1);
-    std::fputs(neuron::testing::ReadFile(logs / "measure.out").c_str(), stdout);
-    if (rc != 0) std::fputs(neuron::testing::ReadFile(logs / "measure.err").c_str(), stdout);
-    if (rc == 0) rc = MeasureExporter(root, logs);
-  }
-  for (const pid_t p : runtimes) neuron::testing::Stop(p, 30s);
-  neuron::testing::Stop(node, 60s);
+  }  // the node stops here
   fs::remove_all(dir);
   return rc;
 }

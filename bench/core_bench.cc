@@ -16,11 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "core/base/unique_fd.h"
 #include "core/model/catalog.h"
 #include "core/sample/sampler.h"
 #include "driver-sim/driver/datastore_writer.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/fake_datastores.h"
+#include "tests/support/sim_tree_fixture.h"
 
 namespace neuron {
 namespace {
@@ -48,12 +50,14 @@ class Node {
 
  private:
   Node() : paths_(MakeRoot()) {
-    const InstanceSpec* spec = *FindInstance("trn2.48xlarge");
-    tree_ = std::make_unique<sim::SimTree>(paths_, sim::NodeConfig{spec, 2, "", ""});
-    if (absl::Status s = tree_->Create(); !s.ok()) {
-      std::fprintf(stderr, "SimTree::Create: %s\n", s.ToString().c_str());
+    absl::StatusOr<std::unique_ptr<sim::SimTree>> tree =
+        testing::BuildSimTree(paths_.root(), "trn2.48xlarge", {.lnc = 2});
+    if (!tree.ok()) {
+      std::fprintf(stderr, "simulated tree: %s\n", tree.status().ToString().c_str());
       std::abort();
     }
+    tree_ = *std::move(tree);
+    const InstanceSpec* spec = tree_->config().spec;
     inventory_.instance_type = std::string(spec->name);
     inventory_.lnc = 2;
     for (int d = 0; d < spec->devices; ++d) {
@@ -148,18 +152,17 @@ void BM_FullSweep(benchmark::State& state) {
 }
 BENCHMARK(BM_FullSweep)->ArgName("mode")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
-// The baseline of BUILD-NOTES.md: open, read, close every file by absolute path.
+// The baseline of docs/build.md#file-read-cost: open, read, close every file by absolute path.
 void BM_PlainOpenReadClose(benchmark::State& state) {
   const std::vector<std::string>& files = Node::Get().files();
   char buf[512];
   for (auto _ : state) {
     size_t bytes = 0;
     for (const std::string& f : files) {
-      const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      const UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));  // closed each turn
+      if (!fd) continue;
+      const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
       if (n > 0) bytes += static_cast<size_t>(n);
-      ::close(fd);
     }
     benchmark::DoNotOptimize(bytes);
   }

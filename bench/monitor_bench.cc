@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "bench/stats.h"
+#include "core/base/unique_fd.h"
 #include "tests/support/http_client.h"
 
 extern char** environ;
@@ -98,30 +99,23 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::seconds ceiling) {
 
 // GET /metrics over a fresh connection; returns the body size, or -1.
 long Scrape(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const neuron::UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
   const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) < 0) {
-    close(fd);
-    return -1;
-  }
+  if (send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL) < 0) return -1;
   long total = 0;
   char buf[65536];
   for (;;) {
-    pollfd p{fd, POLLIN, 0};
+    pollfd p{fd.get(), POLLIN, 0};
     if (poll(&p, 1, 20000) <= 0) break;
-    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    const ssize_t n = recv(fd.get(), buf, sizeof buf, 0);
     if (n <= 0) break;
     total += n;
   }
-  close(fd);
   return total;
 }
 

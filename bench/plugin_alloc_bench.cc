@@ -1,10 +1,10 @@
-// plugin_alloc_bench: the cost of one GetPreferredAllocation answer (DESIGN decision 9,
-// KUBELET-API.md §4.2 R5: answers from memory in microseconds). PreferDevices and PreferCores on
-// trn1.32xlarge (16 devices, 32 cores) and trn2.48xlarge at LNC 1 (16 devices, 128 cores), with
-// half of the node in use in a scattered pattern (fixed seed), so the search meets short free
-// runs and partly used devices as on a busy node. Sizes that exceed what is free take the
-// "everything there is" path. Reports ns per call; run with --benchmark_repetitions=N and quote
-// the medians.
+// plugin_alloc_bench: the cost of one GetPreferredAllocation answer
+// (docs/architecture.md#allocation, docs/kubelet-api.md#requirements R5: answers from memory in
+// microseconds). PreferDevices and PreferCores on trn1.32xlarge (16 devices, 32 cores) and
+// trn2.48xlarge at LNC 1 (16 devices, 128 cores), with half of the node in use in a scattered
+// pattern (fixed seed), so the search meets short free runs and partly used devices as on a busy
+// node. Sizes that exceed what is free take the "everything there is" path. Reports ns per call;
+// run with --benchmark_repetitions=N and quote the medians.
 
 #include <benchmark/benchmark.h>
 

@@ -33,15 +33,17 @@
 
 #include "bench/sim_driver.h"
 #include "bench/stats.h"
-#include "core/model/catalog.h"
+#include "core/base/unique_fd.h"
 #include "core/driver/datastore_layout.h"
 #include "core/driver/sysfs_names.h"
+#include "core/model/catalog.h"
 #include "driver-sim/driver/sim_paths.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "nrt/nrt.h"
 #include "nrt/nrtsim.h"
 #include "tests/support/driver_abi_client.h"
 #include "tests/support/sim_driver_thread.h"
+#include "tests/support/sim_tree_fixture.h"
 
 extern char** environ;
 
@@ -156,19 +158,23 @@ int Part1(long n, const char* clock, const fs::path& root) {
 int Part2(int processes, long per_process) {
   struct Kid {
     pid_t pid;
-    FILE* out;
-    int go;
+    FILE* out;            // owns the read end of the child's stdout
+    neuron::UniqueFd go;  // the write end of the child's stdin
   };
   std::vector<Kid> kids;
   for (int i = 0; i < processes; ++i) {
     int to_child[2], from_child[2];
-    if (pipe(to_child) != 0 || pipe(from_child) != 0) return 1;
+    if (pipe(to_child) != 0) return 1;
+    neuron::UniqueFd child_in(to_child[0]), go(to_child[1]);
+    if (pipe(from_child) != 0) return 1;
+    // The child's ends close here when this turn ends, so its output reaches EOF when it exits.
+    neuron::UniqueFd out(from_child[0]), child_out(from_child[1]);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
-    posix_spawn_file_actions_addclose(&fa, to_child[1]);
-    posix_spawn_file_actions_addclose(&fa, from_child[0]);
+    posix_spawn_file_actions_adddup2(&fa, child_in.get(), 0);
+    posix_spawn_file_actions_adddup2(&fa, child_out.get(), 1);
+    posix_spawn_file_actions_addclose(&fa, go.get());
+    posix_spawn_file_actions_addclose(&fa, out.get());
     setenv("NEURON_RT_VISIBLE_CORES", std::to_string(i).c_str(), 1);
     std::string self = fs::read_symlink("/proc/self/exe").string();
     std::string mode = "--child";
@@ -177,10 +183,8 @@ int Part2(int processes, long per_process) {
     pid_t pid = -1;
     const int rc = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
-    close(to_child[0]);
-    close(from_child[1]);
     if (rc != 0) return 1;
-    kids.push_back({pid, fdopen(from_child[0], "r"), to_child[1]});
+    kids.push_back({pid, fdopen(out.Release(), "r"), std::move(go)});
   }
   char line[256];
   for (Kid& k : kids) {
@@ -191,7 +195,7 @@ int Part2(int processes, long per_process) {
   }
   const Clock::time_point t0 = Clock::now();
   for (Kid& k : kids) {
-    if (write(k.go, "g", 1) != 1) return 1;
+    if (write(k.go.get(), "g", 1) != 1) return 1;
   }
   double total = 0, cpu = 0, slowest = 0;
   int failures = 0;
@@ -209,7 +213,7 @@ int Part2(int processes, long per_process) {
     waitpid(k.pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
     std::fclose(k.out);
-    close(k.go);
+    k.go.Reset();
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
   fmt::print(
@@ -239,13 +243,14 @@ int main(int argc, char** argv) {
   if (mkdtemp(templ.data()) == nullptr) return 1;
   const fs::path root = templ;
   const neuron::RootPaths paths(root);
-  absl::StatusOr<const neuron::InstanceSpec*> spec = neuron::FindInstance("trn1.32xlarge");
-  neuron::sim::SimTree tree(paths, neuron::sim::NodeConfig{*spec, 1, "", ""});
-  if (absl::Status s = tree.Create(); !s.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+  absl::StatusOr<std::unique_ptr<neuron::sim::SimTree>> tree =
+      neuron::testing::BuildSimTree(root, "trn1.32xlarge", {.lnc = 1});
+  if (!tree.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(tree.status().message()).c_str());
     return 1;
   }
-  auto driver = std::make_unique<neuron::testing::SimDriverThread>(&tree, **spec, 1);
+  auto driver = std::make_unique<neuron::testing::SimDriverThread>(
+      tree->get(), *(*tree)->config().spec, (*tree)->config().lnc);
   if (!driver->status().ok()) {
     std::fprintf(stderr, "simulated driver: %s\n", std::string(driver->status().message()).c_str());
     return 1;
@@ -265,7 +270,7 @@ int main(int argc, char** argv) {
   setenv("NEURON_SIM_CLOCK", "manual", 1);
   if (rc == 0) rc = Part2(processes, per_process);
   driver.reset();
-  (void)tree.Destroy();
+  (void)(*tree)->Destroy();
   std::error_code ec;
   fs::remove_all(root, ec);
   return rc;

@@ -38,11 +38,13 @@
 
 #include "bench/sim_driver.h"
 #include "bench/stats.h"
-#include "core/model/catalog.h"
+#include "core/base/unique_fd.h"
 #include "core/driver/datastore_layout.h"
+#include "core/model/catalog.h"
 #include "driver-sim/driver/datastore_writer.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/sim_driver_thread.h"
+#include "tests/support/sim_tree_fixture.h"
 #include "top/collector.h"
 
 extern char** environ;
@@ -151,10 +153,11 @@ int BusyRuntime(const fs::path& root) {
 pid_t StartBusyRuntime(const fs::path& root) {
   int out[2];
   if (pipe(out) != 0) return -1;
+  neuron::UniqueFd read_end(out[0]), write_end(out[1]);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
+  posix_spawn_file_actions_adddup2(&fa, write_end.get(), 1);
+  posix_spawn_file_actions_addclose(&fa, read_end.get());
   std::string self = fs::read_symlink("/proc/self/exe").string();
   std::string flag = kBusyRuntimeFlag;
   std::string dir = root.string();
@@ -162,11 +165,11 @@ pid_t StartBusyRuntime(const fs::path& root) {
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  close(out[1]);
+  write_end.Reset();  // the child's alone now: its exit ends our read
   char line[16] = {};
-  const bool ready = rc == 0 && read(out[0], line, sizeof(line) - 1) > 0 &&
+  const bool ready = rc == 0 && read(read_end.get(), line, sizeof(line) - 1) > 0 &&
                      std::string_view(line).starts_with("ready");
-  close(out[0]);
+  read_end.Reset();  // before waiting: a child still writing then gets EPIPE, not a full pipe
   if (rc == 0 && !ready) waitpid(pid, nullptr, 0);
   return ready ? pid : -1;
 }
@@ -176,14 +179,15 @@ pid_t StartBusyRuntime(const fs::path& root) {
 class BusyNode {
  public:
   explicit BusyNode(const fs::path& root) : root_(root) {
-    const neuron::InstanceSpec* spec = *neuron::FindInstance("trn2.48xlarge");
-    tree_ = std::make_unique<neuron::sim::SimTree>(
-        neuron::RootPaths(root), neuron::sim::NodeConfig{spec, 2, "i-0bench0000000000", ""});
-    if (absl::Status s = tree_->Create(); !s.ok()) {
-      std::fprintf(stderr, "SimTree::Create: %s\n", s.ToString().c_str());
+    absl::StatusOr<std::unique_ptr<neuron::sim::SimTree>> tree = neuron::testing::BuildSimTree(
+        root, "trn2.48xlarge", {.lnc = 2, .instance_id = "i-0bench0000000000"});
+    if (!tree.ok()) {
+      std::fprintf(stderr, "simulated tree: %s\n", tree.status().ToString().c_str());
       std::exit(1);
     }
-    driver_ = std::make_unique<neuron::testing::SimDriverThread>(tree_.get(), *spec, 2);
+    tree_ = *std::move(tree);
+    driver_ =
+        std::make_unique<neuron::testing::SimDriverThread>(tree_.get(), *tree_->config().spec, 2);
     if (!driver_->status().ok()) {
       std::fprintf(stderr, "simulated driver: %s\n", driver_->status().ToString().c_str());
       std::exit(1);

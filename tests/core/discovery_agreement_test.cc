@@ -1,7 +1,7 @@
-// Both discovery back ends agree on simulated trees (DESIGN decision 7), and the libudev event
-// path works under umockdev. libudev only sees a fake tree through umockdev's preload, so this
-// executable runs with LD_PRELOAD=libumockdev-preload.so.0 (ctest sets it); run by hand without
-// it, each test re-runs itself in a child process with the preload.
+// Both discovery back ends agree on simulated trees (docs/architecture.md#discovery), and the
+// libudev event path works under umockdev. libudev only sees a fake tree through umockdev's
+// preload, so this executable runs with LD_PRELOAD=libumockdev-preload.so.0 (ctest sets it); run by
+// hand without it, each test re-runs itself in a child process with the preload.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,11 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "core/events/events.h"
 #include "core/discovery/inventory.h"
+#include "core/events/events.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/event_collector.h"
 #include "tests/support/sim_discovery.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -37,7 +38,7 @@ bool PreloadActive() {
 }
 
 // Runs the current test in a child with umockdev's preload (ASan must tolerate the preload
-// coming first, see BUILD-NOTES). Returns its exit status.
+// coming first, see docs/build.md#sanitizers). Returns its exit status.
 int RerunUnderUmockdev() {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string filter =
@@ -119,22 +120,15 @@ const InstanceSpec& Spec(std::string_view instance) {
   return **spec;
 }
 
-std::unique_ptr<sim::SimTree> MakeTree(const fs::path& root, std::string_view instance, int lnc) {
-  auto tree = std::make_unique<sim::SimTree>(RootPaths(root),
-                                             sim::NodeConfig{&Spec(instance), lnc, "", ""});
-  const absl::Status s = tree->Create();
-  EXPECT_TRUE(s.ok()) << s;
-  return tree;
-}
-
 // These trees have no simulated driver behind their device nodes, so both back ends get the
 // PCI addresses it would answer (tests/support/sim_discovery.h).
+using ::neuron::testing::MakeSimTree;
 using ::neuron::testing::SimDiscoveryOptions;
 
 TEST(DiscoveryAgreement, Trn1_32xlarge) {
   REQUIRE_UMOCKDEV();
   TempRoot root;
-  auto tree = MakeTree(root.path(), "trn1.32xlarge", 1);
+  auto tree = MakeSimTree(root.path(), "trn1.32xlarge", {.lnc = 1});
   const DiscoveryOptions options = SimDiscoveryOptions(Spec("trn1.32xlarge"));
   const Inventory inv = ExpectAgreement(root.path(), options, 16, 8);
   ASSERT_NE(inv.FindDevice(0), nullptr);
@@ -151,7 +145,7 @@ TEST(DiscoveryAgreement, Trn1_32xlarge) {
 TEST(DiscoveryAgreement, Trn2_48xlargeLnc2And1) {
   REQUIRE_UMOCKDEV();
   TempRoot root;
-  auto tree = MakeTree(root.path(), "trn2.48xlarge", 2);
+  auto tree = MakeSimTree(root.path(), "trn2.48xlarge", {.lnc = 2});
   const InstanceSpec& spec = Spec("trn2.48xlarge");
   EXPECT_EQ(ExpectAgreement(root.path(), SimDiscoveryOptions(spec), 16, 16).lnc, 2);
   const Inventory lnc1 = ExpectAgreement(root.path(), SimDiscoveryOptions(spec, 1), 16, 16);
@@ -162,7 +156,7 @@ TEST(DiscoveryAgreement, Trn2_48xlargeLnc2And1) {
 TEST(DiscoveryAgreement, Inf2_48xlarge) {
   REQUIRE_UMOCKDEV();
   TempRoot root;
-  auto tree = MakeTree(root.path(), "inf2.48xlarge", 1);
+  auto tree = MakeSimTree(root.path(), "inf2.48xlarge", {.lnc = 1});
   ExpectAgreement(root.path(), SimDiscoveryOptions(Spec("inf2.48xlarge")), 12, 0);
 }
 
@@ -171,7 +165,7 @@ TEST(DiscoveryAgreement, Inf2_48xlarge) {
 TEST(DiscoveryAgreement, WithoutADriverBothLeaveBdfsAbsent) {
   REQUIRE_UMOCKDEV();
   TempRoot root;
-  auto tree = MakeTree(root.path(), "inf2.24xlarge", 1);
+  auto tree = MakeSimTree(root.path(), "inf2.24xlarge", {.lnc = 1});
   const Inventory inv = ExpectAgreement(root.path(), {}, 6, 0, /*warnings=*/1);
   for (const NeuronDevice& d : inv.devices) EXPECT_EQ(d.bdf, "") << d.index;
   ASSERT_EQ(inv.warnings.size(), 1u);
@@ -211,7 +205,7 @@ TEST(UdevEvents, TestbedUeventsBecomeEvents) {
   events.Subscribe([&](const Event& e) { got.Add(e); });
   ASSERT_TRUE(events.Start().ok());
 
-  // 0.17 sends no "remove" from remove_device (BUILD-NOTES): send it first, then remove.
+  // 0.17 sends no "remove" from remove_device (docs/build.md#umockdev): send it first, then remove.
   umockdev_testbed_uevent(tb, dev1, "remove");
   umockdev_testbed_remove_device(tb, dev1);
   EXPECT_TRUE(got.WaitFor(
@@ -225,7 +219,7 @@ TEST(UdevEvents, TestbedUeventsBecomeEvents) {
   ASSERT_TRUE(added.has_value());
   EXPECT_EQ(added->state, DeviceState::kReset);
 
-  // No uevent for a state change (DRIVER-INTERFACE §1): polling finds it.
+  // No uevent for a state change (docs/driver-interface.md#device-nodes): polling finds it.
   umockdev_testbed_set_attribute(tb, dev0, "reset", "2\n");
   std::optional<Event> changed = got.WaitFor(
       [](const Event& e) { return e.kind == EventKind::kDeviceStateChanged && e.device == 0; });
@@ -246,7 +240,7 @@ TEST(UdevEvents, SimUnplugWithUevent) {
   UMockdevTestbed* tb = umockdev_testbed_new();
   ASSERT_NE(tb, nullptr);
   gchar* root = umockdev_testbed_get_root_dir(tb);
-  auto tree = MakeTree(root, "inf2.24xlarge", 1);
+  auto tree = MakeSimTree(root, "inf2.24xlarge", {.lnc = 1});
 
   Collector got;
   Events events(RootPaths(root), MonitorOnlyOptions());

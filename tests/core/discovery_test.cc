@@ -1,7 +1,8 @@
 // The directory back end on simulated trees (expected values written literally from
-// HARDWARE.md §1, §4, §5 and DRIVER-INTERFACE.md §2, §7) and on hand-made broken trees. These
-// trees have no simulated driver behind their device nodes: where a test needs PCI addresses it
-// injects the catalog's (tests/support/sim_discovery.h).
+// docs/hardware.md#instance-catalog, #neuronlink-topology, #pcie-layout and
+// docs/driver-interface.md#sysfs-tree, #efa) and on hand-made broken trees. These trees have no
+// simulated driver behind their device nodes: where a test needs PCI addresses it injects the
+// catalog's (tests/support/sim_discovery.h).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,13 +15,15 @@
 #include <string>
 
 #include "core/discovery/bdf.h"
-#include "core/model/catalog.h"
-#include "core/driver/driver_abi.h"
 #include "core/discovery/inventory.h"
+#include "core/driver/driver_abi.h"
+#include "core/model/catalog.h"
 #include "driver-sim/driver/node_info.h"
 #include "driver-sim/driver/sim_paths.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/sim_discovery.h"
+#include "tests/support/sim_testing.h"
+#include "tests/support/sim_tree_fixture.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -50,25 +53,18 @@ Inventory ScanDir(const fs::path& root, DiscoveryOptions options = {}) {
   return inv.ok() ? *inv : Inventory{};
 }
 
-class SimNode {
+// A simulated node's tree in its own temporary directory, with no simulated driver behind it.
+class TempTree {
  public:
-  SimNode(std::string_view instance, int lnc) {
-    absl::StatusOr<const InstanceSpec*> spec = FindInstance(instance);
-    EXPECT_TRUE(spec.ok()) << spec.status();
-    spec_ = *spec;
-    tree_ = std::make_unique<sim::SimTree>(RootPaths(root_.path()),
-                                           sim::NodeConfig{spec_, lnc, "", ""});
-    const absl::Status s = tree_->Create();
-    EXPECT_TRUE(s.ok()) << s;
-  }
+  TempTree(std::string_view instance, int lnc)
+      : tree_(::neuron::testing::MakeSimTree(root_.path(), instance, {.lnc = lnc})) {}
   const fs::path& root() const { return root_.path(); }
   sim::SimTree& tree() { return *tree_; }
   // Discovery as with the simulated driver running: its PCI addresses, and --lnc `lnc`.
-  DiscoveryOptions options(int lnc = 0) const { return SimDiscoveryOptions(*spec_, lnc); }
+  DiscoveryOptions options(int lnc = 0) const { return SimDiscoveryOptions(*tree_, lnc); }
 
  private:
   TempRoot root_;
-  const InstanceSpec* spec_ = nullptr;
   std::unique_ptr<sim::SimTree> tree_;
 };
 
@@ -79,7 +75,7 @@ std::vector<std::string> EfaNames(const Inventory& inv) {
 }
 
 TEST(DirectoryDiscovery, Trn1_32xlargeMatchesTheCatalogTables) {
-  SimNode node("trn1.32xlarge", 1);
+  TempTree node("trn1.32xlarge", 1);
   const Inventory inv = ScanDir(node.root(), node.options());
   EXPECT_THAT(inv.warnings, IsEmpty());
   EXPECT_EQ(inv.instance_type, "trn1.32xlarge");
@@ -142,8 +138,8 @@ TEST(DirectoryDiscovery, Trn1_32xlargeMatchesTheCatalogTables) {
 }
 
 TEST(DirectoryDiscovery, Trn2LogicalCoresFollowLnc) {
-  SimNode lnc2("trn2.48xlarge", 2);
-  // No --lnc: the instance default, 2 on trn2 (decision 13).
+  TempTree lnc2("trn2.48xlarge", 2);
+  // No --lnc: the instance default, 2 on trn2 (docs/architecture.md#lnc).
   const Inventory inv2 = ScanDir(lnc2.root(), lnc2.options());
   EXPECT_THAT(inv2.warnings, IsEmpty());
   EXPECT_EQ(inv2.lnc, 2);
@@ -172,7 +168,7 @@ TEST(DirectoryDiscovery, Trn2LogicalCoresFollowLnc) {
   EXPECT_EQ(ScanDir(lnc2.root(), lnc2.options(/*lnc=*/3)).lnc, 2);
 
   // The driver does not publish the runtime's LNC, so the simulator's private node.json may not
-  // decide it either (decision 16): one saying LNC=1 leaves the default.
+  // decide it either (docs/architecture.md#device-abi): one saying LNC=1 leaves the default.
   absl::StatusOr<NodeInfo> info = ReadNodeInfo(RootPaths(lnc2.root()));
   ASSERT_TRUE(info.ok()) << info.status();
   info->lnc = 1;
@@ -183,7 +179,7 @@ TEST(DirectoryDiscovery, Trn2LogicalCoresFollowLnc) {
 }
 
 TEST(DirectoryDiscovery, Inf2_48xlargeRing) {
-  SimNode node("inf2.48xlarge", 1);
+  TempTree node("inf2.48xlarge", 1);
   const Inventory inv = ScanDir(node.root(), node.options());
   EXPECT_THAT(inv.warnings, IsEmpty());
   ASSERT_EQ(inv.devices.size(), 12u);
@@ -199,7 +195,7 @@ TEST(DirectoryDiscovery, Inf2_48xlargeRing) {
 }
 
 TEST(DirectoryDiscovery, UnpluggedDeviceAndRemovedEfaAreAbsent) {
-  SimNode node("trn1.32xlarge", 1);
+  TempTree node("trn1.32xlarge", 1);
   ASSERT_TRUE(node.tree().RemoveDevice(3).ok());
   ASSERT_TRUE(node.tree().RemoveEfa("rdmap16s25").ok());
   Inventory inv = ScanDir(node.root(), node.options());
@@ -220,7 +216,7 @@ TEST(DirectoryDiscovery, UnpluggedDeviceAndRemovedEfaAreAbsent) {
 }
 
 TEST(DirectoryDiscovery, CorruptedSimFilesGiveWarningsNamingTheFile) {
-  SimNode node("inf2.24xlarge", 1);
+  TempTree node("inf2.24xlarge", 1);
   const Inventory clean = ScanDir(node.root(), node.options());
   ASSERT_NE(clean.FindDevice(1), nullptr);
   const std::string bdf = clean.FindDevice(1)->bdf;
@@ -377,7 +373,7 @@ TEST(DirectoryDiscovery, EfaIsToldApartByDriverNotName) {
                      root.path() / "sys/class/infiniband/rdmap16s25");
   fs::create_symlink("../../devices/pci0000:10/0000:10:1a.0/infiniband/rdmap16s26",
                      root.path() / "sys/class/infiniband/rdmap16s26");
-  // An EFA as a real directory (deviation D12) with a malformed rate.
+  // An EFA as a real directory (D12, driver-sim/README.md#deviations) with a malformed rate.
   const fs::path real = root.path() / "sys/class/infiniband/efa_7";
   fs::create_directories(real / "ports/1");
   fs::create_symlink("../../../devices/pci0000:10/0000:10:19.0", real / "device");
@@ -400,9 +396,9 @@ TEST(DirectoryDiscovery, EfaIsToldApartByDriverNotName) {
   EXPECT_THAT(inv.warnings[0], HasSubstr("efa_7/ports/1/rate"));
 }
 
-// Decision 11: instance type and id are DMI's, as on a real node. The simulator's private
-// node.json (decision 16) is never read: not its identity, not its PCI addresses, and a
-// malformed one is no warning of ours.
+// docs/architecture.md#instance-identity: instance type and id are DMI's, as on a real node. The
+// simulator's private node.json (docs/architecture.md#device-abi) is never read: not its identity,
+// not its PCI addresses, and a malformed one is no warning of ours.
 TEST(DirectoryDiscovery, InstanceIdentityComesFromDmiOnly) {
   TempRoot root;
   Write(root.path() / "sys/class/neuron_device/neuron0/reset", "1\n");
@@ -429,7 +425,7 @@ TEST(DirectoryDiscovery, InstanceIdentityComesFromDmiOnly) {
 // Without a driver behind the device nodes (a SimTree without `neuron-sim up`, or a node whose
 // driver is not loaded) no device has a PCI address, and the reason is said once, not per device.
 TEST(DirectoryDiscovery, WithoutADriverBdfsAreAbsentWithOneWarning) {
-  SimNode node("inf2.24xlarge", 1);
+  TempTree node("inf2.24xlarge", 1);
   const Inventory inv = ScanDir(node.root());
   ASSERT_EQ(inv.devices.size(), 6u);
   for (const NeuronDevice& d : inv.devices) {

@@ -21,6 +21,7 @@
 #include "core/model/catalog.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/event_collector.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -29,7 +30,8 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-constexpr auto kCeiling = std::chrono::seconds(5);  // decision 15: generous
+// docs/architecture.md#timing-in-tests: generous
+constexpr auto kCeiling = std::chrono::seconds(5);
 
 constexpr std::string_view kHwErrLine =
     "nrt: NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR instance-id=i-0123456789abcdef0 "
@@ -57,11 +59,8 @@ EventsOptions InotifyOnly() {
 class EventsTest : public ::testing::Test {
  protected:
   void MakeTree(std::string_view instance) {
-    absl::StatusOr<const InstanceSpec*> spec = FindInstance(instance);
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    tree_ =
-        std::make_unique<sim::SimTree>(RootPaths(root_.path()), sim::NodeConfig{*spec, 1, "", ""});
-    ASSERT_TRUE(tree_->Create().ok());
+    tree_ = ::neuron::testing::MakeSimTree(root_.path(), instance, {.lnc = 1});
+    ASSERT_NE(tree_, nullptr);
   }
   void StartEvents(EventsOptions options = InotifyOnly()) {
     events_ = std::make_unique<Events>(RootPaths(root_.path()), options);

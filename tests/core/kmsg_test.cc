@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/unique_fd.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -21,7 +22,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-// The documented line (DRIVER-INTERFACE §6), with the prefix NPD's pattern needs.
+// The documented line (docs/driver-interface.md#hardware-errors), with the prefix NPD's pattern
+// needs.
 constexpr std::string_view kDocumentedHwErr =
     "NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR instance-id=i-0123456789abcdef0 "
     "hostname=ip-10-0-0-1 nd-id=0 nc-id=0 serial-num=19fcda00f5ff6eb9 action=TERMINATE_INSTANCE";
@@ -208,6 +210,7 @@ TEST(KmsgReader, TruncatedFileIsReadFromStart) {
 TEST(KmsgReader, StreamDeliversOneRecordPerRead) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  const UniqueFd writer(sv[1]);  // sv[0] is the reader's from here on
   absl::StatusOr<std::unique_ptr<KmsgReader>> reader = KmsgReader::Adopt(sv[0], "socketpair");
   ASSERT_TRUE(reader.ok()) << reader.status();
   EXPECT_EQ((*reader)->pollable_fd(), sv[0]);
@@ -215,7 +218,7 @@ TEST(KmsgReader, StreamDeliversOneRecordPerRead) {
   const std::string hw = "3,10,500,-;nrt: " + std::string(kDocumentedHwErr) + "\n";
   for (const std::string& rec :
        {std::string("6,9,400,-;before\n SUBSYSTEM=pci\n"), hw, std::string("junk\n")}) {
-    ASSERT_EQ(::write(sv[1], rec.data(), rec.size()), static_cast<ssize_t>(rec.size()));
+    ASSERT_EQ(::write(writer.get(), rec.data(), rec.size()), static_cast<ssize_t>(rec.size()));
   }
   Collected c;
   ASSERT_TRUE((*reader)->ReadAvailable(c.on_record(), c.on_malformed()).ok());
@@ -228,7 +231,6 @@ TEST(KmsgReader, StreamDeliversOneRecordPerRead) {
   // Nothing more: a non-blocking read reports no data instead of blocking.
   ASSERT_TRUE((*reader)->ReadAvailable(c.on_record(), c.on_malformed()).ok());
   EXPECT_EQ(c.records.size(), 2u);
-  ::close(sv[1]);
 }
 
 TEST(KmsgReader, MissingFileIsNotFound) {

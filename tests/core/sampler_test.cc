@@ -12,10 +12,12 @@
 #include <string>
 #include <thread>
 
+#include "core/base/unique_fd.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/datastore_writer.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/fake_datastores.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -66,18 +68,12 @@ class SamplerTest : public ::testing::Test {
   void Start(std::string_view instance, int lnc = 0, SamplerOptions options = {},
              bool driver_datastores = false) {
     root_ = tmp_.path();
-    absl::StatusOr<const InstanceSpec*> spec = FindInstance(instance);
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    spec_ = *spec;
-    absl::StatusOr<int> resolved = ResolveLnc(*spec_, lnc);
-    ASSERT_TRUE(resolved.ok()) << resolved.status();
-    tree_ =
-        std::make_unique<sim::SimTree>(RootPaths(root_), sim::NodeConfig{spec_, *resolved, "", ""});
-    absl::Status created = tree_->Create();
-    ASSERT_TRUE(created.ok()) << created;
+    tree_ = ::neuron::testing::MakeSimTree(root_, instance, {.lnc = lnc});
+    ASSERT_NE(tree_, nullptr);
+    spec_ = tree_->config().spec;
     if (!driver_datastores) options.datastore = ds_->Reader();
-    sampler_ = std::make_unique<Sampler>(RootPaths(root_), MakeInventory(*spec_, *resolved),
-                                         std::move(options));
+    sampler_ = std::make_unique<Sampler>(
+        RootPaths(root_), MakeInventory(*spec_, tree_->config().lnc), std::move(options));
   }
   void TearDown() override { sampler_.reset(); }
 
@@ -97,7 +93,8 @@ class SamplerTest : public ::testing::Test {
   std::unique_ptr<Sampler> sampler_;
 };
 
-// DRIVER-INTERFACE §3.3 and driver-sim/README.md "Post-probe values".
+// docs/driver-interface.md#post-load-values and driver-sim/README.md#neuron-devices (post-probe
+// values).
 TEST_F(SamplerTest, PostProbeValues) {
   Start("trn1.32xlarge");
   auto s = sampler_->Sample(SampleKind::kFull);
@@ -209,7 +206,8 @@ TEST_F(SamplerTest, StatusCountersAfterProcessExitReachTheNextHotSample) {
   EXPECT_EQ(cores[1].flops, 200u);
   EXPECT_EQ(cores[0].busy_us, 0u);
 
-  // Exit as the driver does it: fold into sysfs first, then release the entry (§3.2).
+  // Exit as the driver does it: fold into sysfs first, then release the entry
+  // (docs/driver-interface.md#live-vs-exit).
   ASSERT_TRUE(tree_->ApplyCounter(tree_->StatusDir(1, 1, "success"), sim::CounterOp::kInc, 7).ok());
   ASSERT_TRUE(
       tree_
@@ -376,19 +374,17 @@ TEST_F(SamplerTest, OutOfDescriptorsFallsBackToFullPathsAndLosesNothing) {
   options.threads = 1;
   Start("trn1.2xlarge", 0, std::move(options));
   // Use up every descriptor but two: the Sampler's directory handles cannot all be opened.
-  std::vector<int> held;
+  std::vector<UniqueFd> held;
   for (;;) {
-    const int fd = ::dup(0);
-    if (fd < 0) break;
-    held.push_back(fd);
+    UniqueFd fd(::dup(0));
+    if (!fd) break;
+    held.push_back(std::move(fd));
   }
   ASSERT_GE(held.size(), 2u);
-  ::close(held.back());
-  held.pop_back();
-  ::close(held.back());
+  held.pop_back();  // two descriptors free
   held.pop_back();
   auto s = sampler_->Sample(SampleKind::kFull);
-  for (int fd : held) ::close(fd);
+  held.clear();
 
   ASSERT_EQ(s->devices.size(), 1u);
   for (const CoreSample& c : s->devices[0].cores) {
@@ -454,8 +450,8 @@ TEST_F(SamplerTest, ProcessesAppearAndDisappearBetweenSamples) {
   EXPECT_THAT(s->errors, IsEmpty());
 }
 
-// DESIGN decision 19: each snapshot says whether live datastores could be read at all, so an
-// empty process list is not taken for an idle node.
+// docs/architecture.md#unknown-is-not-zero: each snapshot says whether live datastores could be
+// read at all, so an empty process list is not taken for an idle node.
 TEST_F(SamplerTest, SnapshotCarriesTheDatastoreSourceState) {
   Start("trn1.2xlarge");
   auto s = sampler_->Sample(SampleKind::kFull);
@@ -489,8 +485,9 @@ TEST_F(SamplerTest, WithoutADriverTheDatastoreSourceIsDownWithTheReason) {
 
 TEST_F(SamplerTest, Lnc2LogicalCoreIsTheMeanOfBusyAndTheSumOfCounts) {
   Start("trn2.48xlarge", 2);
-  // Logical core 1 = physical 2, 3. METRICS.md §2.1: busy time is the pair's mean, counts their
-  // sum; the simulator folds busy time into both physical cores (driver-sim/README.md).
+  // Logical core 1 = physical 2, 3. docs/metrics.md#labels-and-liveness: busy time is the pair's
+  // mean, counts their sum; the simulator folds busy time into both physical cores
+  // (driver-sim/README.md).
   ASSERT_TRUE(
       tree_->ApplyCounter(tree_->OtherInfoDir(7, 2, "nc_time_in_use"), sim::CounterOp::kInc, 300)
           .ok());

@@ -22,10 +22,13 @@
 #include <string>
 #include <vector>
 
-#include "core/model/catalog.h"
+#include "core/base/unique_fd.h"
 #include "core/driver/datastore_layout.h"
 #include "core/driver/driver_abi.h"
+#include "core/model/catalog.h"
 #include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -45,24 +48,22 @@ class DriverAbiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new neuron::testing::TempDir("abi");
-    root_ = new fs::path(dir_->path() / "root");
-    daemon_ = neuron::testing::Spawn({NEURON_SIM_BIN, "up", "--instance", "trn1.32xlarge", "--root",
-                                      root_->string(), "--reset-ms", "1500"},
-                                     dir_->path() / "up.out", dir_->path() / "up.err");
-    ASSERT_TRUE(WaitUntil([] { return fs::exists(*root_ / "run/neuron/sim.ready"); }, 90s))
-        << ReadFile(dir_->path() / "up.err");
+    node_ = new neuron::testing::SimNode({.sim_bin = NEURON_SIM_BIN,
+                                          .root = dir_->path() / "root",
+                                          .logs = dir_->path(),
+                                          .on_stop = neuron::testing::ExpectCleanExit});
+    ASSERT_TRUE(node_->Up("trn1.32xlarge", {"--reset-ms", "1500"})) << node_->Log();
   }
   static void TearDownTestSuite() {
-    EXPECT_EQ(neuron::testing::Stop(daemon_, 60s), 0) << ReadFile(dir_->path() / "up.err");
-    delete root_;
+    delete node_;
     delete dir_;
   }
 
-  static fs::path Node(int d) { return *root_ / "dev" / ("neuron" + std::to_string(d)); }
-  static fs::path Sys(int d) {
-    return *root_ / "sys/devices/virtual/neuron_device" / ("neuron" + std::to_string(d));
+  static fs::path Node(int d) { return node_->paths().DevNeuron(d); }
+  static fs::path Sys(int d) { return node_->Device(d); }
+  static UniqueFd Open(int d, int flags) {
+    return UniqueFd(::open(Node(d).c_str(), flags | O_CLOEXEC));
   }
-  static int Open(int d, int flags) { return ::open(Node(d).c_str(), flags | O_CLOEXEC); }
 
   // GET_ALL_APPS_INFO: the PIDs listed, or nullopt with errno set.
   static std::optional<std::vector<neuron_abi_app_info>> Apps(int fd, uint16_t flags = 0xF,
@@ -100,9 +101,10 @@ class DriverAbiTest : public ::testing::Test {
   static void WriteReset(int d) {
     const fs::path file = Sys(d) / "reset";
     const uint64_t ino = Inode(file);
-    const int fd = ::open(file.c_str(), O_WRONLY | O_TRUNC);  // in place, as `echo 1 >` does
-    EXPECT_EQ(::write(fd, "1\n", 2), 2);
-    ::close(fd);
+    {
+      const UniqueFd fd(::open(file.c_str(), O_WRONLY | O_TRUNC));  // in place, as `echo 1 >`
+      EXPECT_EQ(::write(fd.get(), "1\n", 2), 2);
+    }  // closed, as `echo` closes it, before the driver's answer is awaited
     EXPECT_TRUE(WaitUntil([&] { return Inode(file) != ino; }, 10s)) << "reset write not seen";
   }
   static uint64_t Inode(const fs::path& p) {
@@ -111,33 +113,31 @@ class DriverAbiTest : public ::testing::Test {
   }
 
   static neuron::testing::TempDir* dir_;
-  static fs::path* root_;
-  static pid_t daemon_;
+  static neuron::testing::SimNode* node_;
 };
 
 neuron::testing::TempDir* DriverAbiTest::dir_ = nullptr;
-fs::path* DriverAbiTest::root_ = nullptr;
-pid_t DriverAbiTest::daemon_ = -1;
+neuron::testing::SimNode* DriverAbiTest::node_ = nullptr;
 
 // A forked process that runs `body`, says whether it succeeded, runs `then` (which may wait for
 // the test) and waits to be killed.
 class Child {
  public:
   explicit Child(const std::function<bool()>& body, const std::function<void()>& then = {}) {
-    int ready[2];
-    EXPECT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+    int ends[2];
+    EXPECT_EQ(::pipe2(ends, O_CLOEXEC), 0);
+    UniqueFd ready_read(ends[0]), ready_write(ends[1]);
     pid_ = ::fork();
     if (pid_ == 0) {
-      ::close(ready[0]);
+      ready_read.Reset();
       const char ok = body() ? 'y' : 'n';
-      (void)!::write(ready[1], &ok, 1);
+      (void)!::write(ready_write.get(), &ok, 1);
       if (then) then();
       for (;;) ::pause();
     }
-    ::close(ready[1]);
+    ready_write.Reset();  // a child that dies before it answers then reads as EOF
     char ok = 0;
-    EXPECT_EQ(::read(ready[0], &ok, 1), 1);
-    ::close(ready[0]);
+    EXPECT_EQ(::read(ready_read.get(), &ok, 1), 1);
     ok_ = ok == 'y';
   }
   ~Child() { Kill(SIGKILL); }
@@ -155,13 +155,20 @@ class Child {
   bool ok_ = false;
 };
 
-// A runtime: attaches, claims its slot and writes TIME_IN_USE of core 0.
-bool RuntimeBody(const fs::path& node, uint64_t busy_us, int* fd_out = nullptr) {
-  const int fd = ::open(node.c_str(), O_RDWR);
-  if (fd_out != nullptr) *fd_out = fd;
+// A runtime: attaches, claims its slot and writes TIME_IN_USE of core 0. Its device fd goes to
+// *held when given (the caller closes it when it wants the driver to release the slot), else it
+// stays open until the process dies.
+bool RuntimeBody(const fs::path& node, uint64_t busy_us, UniqueFd* held = nullptr) {
+  UniqueFd fd(::open(node.c_str(), O_RDWR));
+  const int raw = fd.get();
+  if (held != nullptr) {
+    *held = std::move(fd);
+  } else {
+    (void)fd.Release();
+  }
   neuron_abi_ds_info info{};
-  if (fd < 0 || ::ioctl(fd, NEURON_ABI_ACQUIRE_DS, &info) != 0) return false;
-  void* m = ::mmap(nullptr, info.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+  if (raw < 0 || ::ioctl(raw, NEURON_ABI_ACQUIRE_DS, &info) != 0) return false;
+  void* m = ::mmap(nullptr, info.size, PROT_READ | PROT_WRITE, MAP_SHARED, raw,
                    static_cast<off_t>(info.mmap_offset));
   if (m == MAP_FAILED) return false;
   auto* base = static_cast<uint8_t*>(m);
@@ -171,49 +178,46 @@ bool RuntimeBody(const fs::path& node, uint64_t busy_us, int* fd_out = nullptr) 
 }
 
 TEST_F(DriverAbiTest, GuessedRequestValuesAreRefused) {
-  const int fd = Open(0, O_RDONLY);
-  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const UniqueFd fd = Open(0, O_RDONLY);
+  ASSERT_GE(fd.get(), 0) << std::strerror(errno);
   neuron_abi_ds_info info{};
   // _IOWR('N', 71, 24): the struct's size instead of the pointer's falls through to EINVAL.
-  EXPECT_EQ(::ioctl(fd, 0xC0184E47u, &info), -1);
+  EXPECT_EQ(::ioctl(fd.get(), 0xC0184E47u, &info), -1);
   EXPECT_EQ(errno, EINVAL);
-  EXPECT_EQ(::ioctl(fd, NEURON_ABI_REQUEST(NEURON_ABI_DIR_READ, 250, 8), &info), -1);
+  EXPECT_EQ(::ioctl(fd.get(), NEURON_ABI_REQUEST(NEURON_ABI_DIR_READ, 250, 8), &info), -1);
   EXPECT_EQ(errno, EINVAL);
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, NormalOpensAttachAndFreeAccessOpensDoNot) {
-  const int fd = Open(1, O_RDONLY);
-  ASSERT_GE(fd, 0);
+  const UniqueFd fd = Open(1, O_RDONLY);
+  ASSERT_GE(fd.get(), 0);
   Child writer([] { return ::open(Node(1).c_str(), O_WRONLY) >= 0; });
   ASSERT_TRUE(writer.ok());
   Child reader([] { return ::open(Node(1).c_str(), O_RDWR) >= 0; });
   ASSERT_TRUE(reader.ok());
-  const std::vector<pid_t> pids = Pids(fd);
+  const std::vector<pid_t> pids = Pids(fd.get());
   EXPECT_THAT(pids, Contains(::getpid()));  // the monitor itself is listed
   EXPECT_THAT(pids, Contains(reader.pid()));
   EXPECT_THAT(pids, Not(Contains(writer.pid())));
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, FreeAccessFdsReachOnlyTheMiscRequests) {
-  const int fd = Open(2, O_WRONLY);
-  ASSERT_GE(fd, 0);
-  EXPECT_FALSE(Apps(fd).has_value());
+  const UniqueFd fd = Open(2, O_WRONLY);
+  ASSERT_GE(fd.get(), 0);
+  EXPECT_FALSE(Apps(fd.get()).has_value());
   EXPECT_EQ(errno, EINVAL);
   neuron_abi_ds_info info{};
-  EXPECT_EQ(Acquire(fd, 0, &info), EINVAL);
+  EXPECT_EQ(Acquire(fd.get(), 0, &info), EINVAL);
   uint8_t ready = 0;
-  EXPECT_EQ(::ioctl(fd, NEURON_ABI_DEVICE_READY, &ready), -1);
+  EXPECT_EQ(::ioctl(fd.get(), NEURON_ABI_DEVICE_READY, &ready), -1);
   neuron_abi_basic_info basic{};
-  EXPECT_EQ(::ioctl(fd, NEURON_ABI_DEVICE_BASIC_INFO, &basic), 0);
+  EXPECT_EQ(::ioctl(fd.get(), NEURON_ABI_DEVICE_BASIC_INFO, &basic), 0);
   EXPECT_EQ(basic.architecture, NEURON_ABI_ARCH_V2);  // Trainium1
   neuron_abi_bdf_ext bdf{};
-  EXPECT_EQ(::ioctl(fd, NEURON_ABI_DEVICE_BDF_EXT, &bdf), 0);
+  EXPECT_EQ(::ioctl(fd.get(), NEURON_ABI_DEVICE_BDF_EXT, &bdf), 0);
   // No read access: the VFS refuses to map.
-  EXPECT_EQ(::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd, 0), MAP_FAILED);
+  EXPECT_EQ(::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), 0), MAP_FAILED);
   EXPECT_EQ(errno, EACCES);
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, TheSeventeenthProcessGetsEbusy) {
@@ -235,14 +239,14 @@ TEST_F(DriverAbiTest, TheSeventeenthProcessGetsEbusy) {
 TEST_F(DriverAbiTest, AppsInfoWritesAtMostCapacityEntriesAndOnlyTheFlagsAsked) {
   Child runtime([] { return RuntimeBody(Node(4), 1); });
   ASSERT_TRUE(runtime.ok());
-  const int fd = Open(4, O_RDONLY);
-  ASSERT_GE(fd, 0);
+  const UniqueFd fd = Open(4, O_RDONLY);
+  ASSERT_GE(fd.get(), 0);
   std::vector<uint8_t> buf(16 + 3 * sizeof(neuron_abi_app_info), 0x5a);
   neuron_abi_apps_header h{};
   h.flags = 0;
   h.capacity = 1;
   std::memcpy(buf.data(), &h, sizeof(h));
-  ASSERT_EQ(::ioctl(fd, NEURON_ABI_GET_ALL_APPS_INFO, buf.data()), 0);
+  ASSERT_EQ(::ioctl(fd.get(), NEURON_ABI_GET_ALL_APPS_INFO, buf.data()), 0);
   std::memcpy(&h, buf.data(), sizeof(h));
   EXPECT_EQ(h.size, 1u);
   EXPECT_EQ(buf[16 + sizeof(neuron_abi_app_info)], 0x5a) << "wrote past the capacity";
@@ -250,56 +254,52 @@ TEST_F(DriverAbiTest, AppsInfoWritesAtMostCapacityEntriesAndOnlyTheFlagsAsked) {
   std::memcpy(&first, buf.data() + 16, sizeof(first));
   EXPECT_EQ(first.nc_lock_map, 0);  // not asked for
   EXPECT_EQ(first.device_mem_size, 0u);
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, AcquireWithPidZeroClaimsOneSlotAndOthersFindIt) {
-  const int fd = Open(5, O_RDWR);
-  ASSERT_GE(fd, 0);
+  const UniqueFd fd = Open(5, O_RDWR);
+  ASSERT_GE(fd.get(), 0);
   neuron_abi_ds_info a{}, b{}, none{};
-  EXPECT_EQ(Acquire(fd, ::getpid(), &none), ENOENT);  // nothing claimed yet
-  ASSERT_EQ(Acquire(fd, 0, &a), 0);
-  ASSERT_EQ(Acquire(fd, 0, &b), 0);
+  EXPECT_EQ(Acquire(fd.get(), ::getpid(), &none), ENOENT);  // nothing claimed yet
+  ASSERT_EQ(Acquire(fd.get(), 0, &a), 0);
+  ASSERT_EQ(Acquire(fd.get(), 0, &b), 0);
   EXPECT_EQ(a.mmap_offset, b.mmap_offset);  // one slot per process
   EXPECT_EQ(a.size, kSlot);
   Child monitor([] {
-    const int mfd = ::open(Node(5).c_str(), O_RDONLY);
+    const UniqueFd mfd(::open(Node(5).c_str(), O_RDONLY));
     neuron_abi_ds_info info{};
     info.pid = ::getppid();
-    return mfd >= 0 && ::ioctl(mfd, NEURON_ABI_ACQUIRE_DS, &info) == 0;
+    return mfd.get() >= 0 && ::ioctl(mfd.get(), NEURON_ABI_ACQUIRE_DS, &info) == 0;
   });
   EXPECT_TRUE(monitor.ok());
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, MmapTakesExactlyTheSlotAndMonitorsCannotWrite) {
   Child runtime([] { return RuntimeBody(Node(6), 4242); });
   ASSERT_TRUE(runtime.ok());
-  const int fd = Open(6, O_RDONLY);
+  const UniqueFd fd = Open(6, O_RDONLY);
   neuron_abi_ds_info info{};
-  ASSERT_EQ(Acquire(fd, runtime.pid(), &info), 0);
+  ASSERT_EQ(Acquire(fd.get(), runtime.pid(), &info), 0);
   const off_t off = static_cast<off_t>(info.mmap_offset);
-  EXPECT_EQ(::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, off), MAP_FAILED);
-  EXPECT_EQ(::mmap(nullptr, kSlot, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off), MAP_FAILED);
+  EXPECT_EQ(::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd.get(), off), MAP_FAILED);
+  EXPECT_EQ(::mmap(nullptr, kSlot, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), off), MAP_FAILED);
   EXPECT_EQ(errno, EACCES);
-  void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd, off);
+  void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), off);
   ASSERT_NE(m, MAP_FAILED) << std::strerror(errno);
   uint64_t busy = 0;
   std::memcpy(&busy, static_cast<uint8_t*>(m) + *nds::CoreCounterOffset(0, nds::kTimeInUse), 8);
   EXPECT_EQ(busy, 4242u);
   ::munmap(m, kSlot);
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, ReleaseOfAForeignPidIsANoOp) {
   Child runtime([] { return RuntimeBody(Node(7), 77); });
   ASSERT_TRUE(runtime.ok());
-  const int fd = Open(7, O_RDONLY);
+  const UniqueFd fd = Open(7, O_RDONLY);
   neuron_abi_ds_info info{};
   info.pid = runtime.pid();
-  EXPECT_EQ(::ioctl(fd, NEURON_ABI_RELEASE_DS, &info), 0);
-  EXPECT_EQ(Acquire(fd, runtime.pid(), &info), 0) << "the foreign slot was released";
-  ::close(fd);
+  EXPECT_EQ(::ioctl(fd.get(), NEURON_ABI_RELEASE_DS, &info), 0);
+  EXPECT_EQ(Acquire(fd.get(), runtime.pid(), &info), 0) << "the foreign slot was released";
 }
 
 // The owner's exit folds its counters into sysfs and zeroes the slot under a monitor's mapping.
@@ -308,34 +308,33 @@ TEST_F(DriverAbiTest, TheOwnersLastCloseFoldsAndZeroesItsSlot) {
     SCOPED_TRACE(how == 0 ? "close" : strsignal(how));
     const fs::path busy_file = Sys(8) / "neuron_core0/stats/other_info/nc_time_in_use/total";
     const uint64_t before = Counter(busy_file);
-    int go[2];
-    ASSERT_EQ(::pipe(go), 0);
-    int runtime_fd = -1;
-    auto runtime =
-        std::make_unique<Child>([&runtime_fd] { return RuntimeBody(Node(8), 5000, &runtime_fd); },
-                                [&] {
-                                  char c;
-                                  if (::read(go[0], &c, 1) == 1 && how == 0)
-                                    ::close(runtime_fd);  // lives on, closed
-                                });
+    int ends[2];
+    ASSERT_EQ(::pipe(ends), 0);
+    const UniqueFd go_read(ends[0]), go_write(ends[1]);
+    UniqueFd runtime_fd;  // the child's device fd, in the child
+    // With how == 0 the runtime closes its device fd when told and lives on: that last close
+    // is what the driver folds and zeroes on.
+    const auto then = [&] {
+      char c;
+      if (::read(go_read.get(), &c, 1) == 1 && how == 0) runtime_fd.Reset();
+    };
+    auto runtime = std::make_unique<Child>(
+        [&runtime_fd] { return RuntimeBody(Node(8), 5000, &runtime_fd); }, then);
     ASSERT_TRUE(runtime->ok());
-    const int fd = Open(8, O_RDONLY);
+    const UniqueFd fd = Open(8, O_RDONLY);
     neuron_abi_ds_info info{};
-    ASSERT_EQ(Acquire(fd, runtime->pid(), &info), 0);
-    void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd, (off_t)info.mmap_offset);
+    ASSERT_EQ(Acquire(fd.get(), runtime->pid(), &info), 0);
+    void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), (off_t)info.mmap_offset);
     ASSERT_NE(m, MAP_FAILED);
     const pid_t pid = runtime->pid();
-    (void)!::write(go[1], "x", 1);
+    (void)!::write(go_write.get(), "x", 1);
     if (how != 0) runtime->Kill(how);
-    EXPECT_TRUE(WaitUntil([&] { return Acquire(fd, pid, &info) == ENOENT; }, 10s));
-    EXPECT_THAT(Pids(fd), Not(Contains(pid)));
+    EXPECT_TRUE(WaitUntil([&] { return Acquire(fd.get(), pid, &info) == ENOENT; }, 10s));
+    EXPECT_THAT(Pids(fd.get()), Not(Contains(pid)));
     const auto* bytes = static_cast<const uint8_t*>(m);
     EXPECT_TRUE(std::all_of(bytes, bytes + kSlot, [](uint8_t b) { return b == 0; }));
     EXPECT_EQ(Counter(busy_file), before + 5000);
     ::munmap(m, kSlot);
-    ::close(fd);
-    ::close(go[0]);
-    ::close(go[1]);
   }
 }
 
@@ -343,12 +342,12 @@ TEST_F(DriverAbiTest, TheOwnersLastCloseFoldsAndZeroesItsSlot) {
 // one's slot, so a stale mapping shows another PID's data.
 TEST_F(DriverAbiTest, SlotsAreReusedLeastRecentlyClearedFirst) {
   std::optional<uint64_t> first;
-  const int fd = Open(9, O_RDONLY);
+  const UniqueFd fd = Open(9, O_RDONLY);
   for (int i = 0; i <= NEURON_ABI_MAX_PROCESSES; ++i) {
     Child runtime([] { return RuntimeBody(Node(9), 1); });
     ASSERT_TRUE(runtime.ok());
     neuron_abi_ds_info info{};
-    ASSERT_EQ(Acquire(fd, runtime.pid(), &info), 0);
+    ASSERT_EQ(Acquire(fd.get(), runtime.pid(), &info), 0);
     if (!first) first = info.mmap_offset;
     if (i == NEURON_ABI_MAX_PROCESSES) {
       EXPECT_EQ(info.mmap_offset, *first);
@@ -356,86 +355,81 @@ TEST_F(DriverAbiTest, SlotsAreReusedLeastRecentlyClearedFirst) {
       EXPECT_NE(info.mmap_offset, *first);
     }
   }
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, ForkedChildrenAreNotAttachedAndDoNotInheritMappings) {
-  const int fd = Open(10, O_RDWR);
+  const UniqueFd fd = Open(10, O_RDWR);
   neuron_abi_ds_info info{};
-  ASSERT_EQ(Acquire(fd, 0, &info), 0);
-  void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd, (off_t)info.mmap_offset);
+  ASSERT_EQ(Acquire(fd.get(), 0, &info), 0);
+  void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), (off_t)info.mmap_offset);
   ASSERT_NE(m, MAP_FAILED);
   Child child([m] { return ::madvise(m, kSlot, MADV_NORMAL) != 0 && errno == ENOMEM; });
   EXPECT_TRUE(child.ok()) << "the child has the parent's datastore mapping";
-  EXPECT_THAT(Pids(fd), Not(Contains(child.pid())));
+  EXPECT_THAT(Pids(fd.get()), Not(Contains(child.pid())));
   Child opener([] { return ::open(Node(10).c_str(), O_RDONLY) >= 0; });
-  EXPECT_THAT(Pids(fd), Contains(opener.pid()));
+  EXPECT_THAT(Pids(fd.get()), Contains(opener.pid()));
   ::munmap(m, kSlot);
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, CloseOnExecDetachesAtExec) {
-  const int fd = Open(11, O_RDONLY);
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
+  const UniqueFd fd = Open(11, O_RDONLY);
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  const UniqueFd go_read(ends[0]), go_write(ends[1]);
   const pid_t child = ::fork();
   if (child == 0) {
+    // Left open on purpose: the exec below is what detaches it.
     if (::open(Node(11).c_str(), O_RDONLY | O_CLOEXEC) < 0) ::_exit(1);
     char c;
-    (void)!::read(go[0], &c, 1);
+    (void)!::read(go_read.get(), &c, 1);
     ::execl("/bin/sleep", "sleep", "30", nullptr);
     ::_exit(2);
   }
-  EXPECT_TRUE(WaitUntil([&] { return ::testing::Value(Pids(fd), Contains(child)); }, 10s));
-  (void)!::write(go[1], "x", 1);
-  EXPECT_TRUE(WaitUntil([&] { return !::testing::Value(Pids(fd), Contains(child)); }, 10s));
+  EXPECT_TRUE(WaitUntil([&] { return ::testing::Value(Pids(fd.get()), Contains(child)); }, 10s));
+  (void)!::write(go_write.get(), "x", 1);
+  EXPECT_TRUE(WaitUntil([&] { return !::testing::Value(Pids(fd.get()), Contains(child)); }, 10s));
   EXPECT_EQ(::kill(child, 0), 0) << "the process must still be alive";
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
-  ::close(go[0]);
-  ::close(go[1]);
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, DupedFdsKeepTheProcessAttachedUntilTheLastClose) {
   Child child([] {
-    const int a = ::open(Node(12).c_str(), O_RDONLY);
-    const int b = ::dup(a);
-    const int c = ::fcntl(a, F_DUPFD_CLOEXEC, 100);
-    ::close(a);
-    ::close(b);
-    return c >= 0;  // still attached through c
+    UniqueFd a(::open(Node(12).c_str(), O_RDONLY));
+    UniqueFd b(::dup(a.get()));
+    // Kept open for the child's life: the process stays attached through it alone.
+    const int c = ::fcntl(a.get(), F_DUPFD_CLOEXEC, 100);
+    a.Reset();
+    b.Reset();
+    return c >= 0;
   });
   ASSERT_TRUE(child.ok());
-  const int fd = Open(12, O_RDONLY);
-  EXPECT_THAT(Pids(fd), Contains(child.pid()));
-  ::close(fd);
+  const UniqueFd fd = Open(12, O_RDONLY);
+  EXPECT_THAT(Pids(fd.get()), Contains(child.pid()));
 }
 
 TEST_F(DriverAbiTest, AProgramClosingAllItsFdsKeepsTheDriverConnection) {
   Child child([] {
-    const int fd = ::open(Node(13).c_str(), O_RDONLY);
-    if (fd < 0 || !Apps(fd).has_value()) return false;
+    const UniqueFd fd(::open(Node(13).c_str(), O_RDONLY));
+    if (fd.get() < 0 || !Apps(fd.get()).has_value()) return false;
     // A daemon-style sweep of high fds: the interposer keeps its own above 600.
     ::close_range(500, ~0U, 0);
+    // Raw closes of numbers it never opened, on purpose: that sweep is what is tested.
     for (int high = 500; high < 700; ++high) ::close(high);
-    return Apps(fd).has_value();
+    return Apps(fd.get()).has_value();
   });
   EXPECT_TRUE(child.ok());
 }
 
 TEST_F(DriverAbiTest, RelativeOpensAndSymlinksReachTheDevice) {
-  const int dir = ::open((*root_ / "dev").c_str(), O_RDONLY | O_DIRECTORY);
-  const int fd = ::openat(dir, "neuron14", O_RDONLY);
-  ASSERT_GE(fd, 0);
-  EXPECT_TRUE(Apps(fd).has_value());
+  const UniqueFd dir(::open((node_->root() / "dev").c_str(), O_RDONLY | O_DIRECTORY));
+  const UniqueFd fd(::openat(dir.get(), "neuron14", O_RDONLY));
+  ASSERT_GE(fd.get(), 0);
+  EXPECT_TRUE(Apps(fd.get()).has_value());
   const fs::path link = dir_->path() / "my-neuron";
   fs::create_symlink(Node(14), link);
-  const int via_link = ::open(link.c_str(), O_RDONLY);
-  EXPECT_TRUE(Apps(via_link).has_value());
-  ::close(via_link);
-  ::close(fd);
-  ::close(dir);
+  const UniqueFd via_link(::open(link.c_str(), O_RDONLY));
+  EXPECT_TRUE(Apps(via_link.get()).has_value());
 }
 
 // A sysfs reset write is ignored while a normal fd or a mapping is live: the reset counter
@@ -443,12 +437,12 @@ TEST_F(DriverAbiTest, RelativeOpensAndSymlinksReachTheDevice) {
 TEST_F(DriverAbiTest, SysfsResetIsIgnoredWhileTheDeviceIsOpenOrMapped) {
   const int d = 15;
   const uint64_t before = ResetRequests(d);
-  const int fd = Open(d, O_RDWR);
+  UniqueFd fd = Open(d, O_RDWR);
   neuron_abi_ds_info info{};
-  ASSERT_EQ(Acquire(fd, 0, &info), 0);
-  void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd, (off_t)info.mmap_offset);
+  ASSERT_EQ(Acquire(fd.get(), 0, &info), 0);
+  void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), (off_t)info.mmap_offset);
   WriteReset(d);
-  ::close(fd);  // the mapping alone still holds the device
+  fd.Reset();  // the mapping alone still holds the device
   WriteReset(d);
   ::munmap(m, kSlot);
   EXPECT_TRUE(WaitUntil([&] { return ReadFile(Sys(d) / "reset") == "1\n"; }, 10s));
@@ -459,70 +453,64 @@ TEST_F(DriverAbiTest, SysfsResetIsIgnoredWhileTheDeviceIsOpenOrMapped) {
 }
 
 TEST_F(DriverAbiTest, OpensWaitOutAResetAndFailOnAnInvalidDevice) {
-  const auto ctl = [](std::vector<std::string> words) {
-    std::vector<std::string> argv{NEURON_SIM_BIN, "ctl", "--root", root_->string()};
-    argv.insert(argv.end(), words.begin(), words.end());
-    const pid_t pid = neuron::testing::Spawn(argv, "", "");
-    return neuron::testing::WaitExit(pid, 30s);
+  const auto ctl = [](const std::vector<std::string>& words) {
+    return node_->Ctl(words, 30s).code;
   };
   ASSERT_EQ(ctl({"reset", "--device", "0"}), 0);
   ASSERT_EQ(ReadFile(Sys(0) / "reset"), "0\n");  // RESET for 1.5 s
-  const int fd = Open(0, O_RDONLY);              // waits while the device is in RESET
-  ASSERT_GE(fd, 0);
-  EXPECT_EQ(ReadFile(Sys(0) / "reset"), "1\n");
-  uint8_t ready = 0;
-  EXPECT_EQ(::ioctl(fd, NEURON_ABI_DEVICE_READY, &ready), 0);
-  EXPECT_EQ(ready, 1);
-  ::close(fd);
+  {
+    const UniqueFd fd = Open(0, O_RDONLY);  // waits while the device is in RESET
+    ASSERT_GE(fd.get(), 0);
+    EXPECT_EQ(ReadFile(Sys(0) / "reset"), "1\n");
+    uint8_t ready = 0;
+    EXPECT_EQ(::ioctl(fd.get(), NEURON_ABI_DEVICE_READY, &ready), 0);
+    EXPECT_EQ(ready, 1);
+  }
   ASSERT_EQ(ctl({"reset", "--device", "1", "--fail"}), 0);
-  EXPECT_EQ(Open(1, O_RDONLY), -1);
+  EXPECT_EQ(Open(1, O_RDONLY).get(), -1);
   EXPECT_EQ(errno, EINVAL);
   ASSERT_EQ(ctl({"reset", "--device", "1"}), 0);  // a good reset brings it back
-  const int again = Open(1, O_RDONLY);
-  EXPECT_GE(again, 0);
-  ::close(again);
+  const UniqueFd again = Open(1, O_RDONLY);
+  EXPECT_GE(again.get(), 0);
 }
 
 TEST_F(DriverAbiTest, BdfExtIsRelativeToTheDeviceTheFdWasOpenedOn) {
   const InstanceSpec& spec = **FindInstance("trn1.32xlarge");
-  const int fd = Open(3, O_WRONLY);
+  const UniqueFd fd = Open(3, O_WRONLY);
   for (uint32_t rel : {0u, 1u}) {
     neuron_abi_bdf_ext bdf{};
     bdf.nd_index = rel;
-    ASSERT_EQ(::ioctl(fd, NEURON_ABI_DEVICE_BDF_EXT, &bdf), 0);
+    ASSERT_EQ(::ioctl(fd.get(), NEURON_ABI_DEVICE_BDF_EXT, &bdf), 0);
     char text[32];
     std::snprintf(text, sizeof(text), "%04x:%02x:%02x.%x", bdf.domain, bdf.bus, bdf.slot, bdf.func);
     EXPECT_EQ(text, spec.placement[3 + rel].bdf);
   }
   neuron_abi_bdf_ext bad{};
   bad.nd_index = 100;
-  EXPECT_EQ(::ioctl(fd, NEURON_ABI_DEVICE_BDF_EXT, &bad), -1);
+  EXPECT_EQ(::ioctl(fd.get(), NEURON_ABI_DEVICE_BDF_EXT, &bad), -1);
   EXPECT_EQ(errno, EINVAL);
-  ::close(fd);
 }
 
 TEST_F(DriverAbiTest, PrintkChecksSizeAndTerminationAndLogsAtKernErr) {
-  const int fd = Open(2, O_WRONLY);
-  const auto printk = [fd](const char* text, uint32_t size) {
+  const UniqueFd fd = Open(2, O_WRONLY);
+  const auto printk = [&fd](const char* text, uint32_t size) {
     neuron_abi_printk p{reinterpret_cast<uint64_t>(text), size, 0};
-    return ::ioctl(fd, NEURON_ABI_PRINTK, &p) == 0 ? 0 : errno;
+    return ::ioctl(fd.get(), NEURON_ABI_PRINTK, &p) == 0 ? 0 : errno;
   };
   std::string big(600, 'x');
   EXPECT_EQ(printk(big.c_str(), 600), EFAULT);
   EXPECT_EQ(printk("no terminator", 5), EBADMSG);
   const char msg[] = "conformance says hello";
   EXPECT_EQ(printk(msg, sizeof(msg)), 0);
-  EXPECT_TRUE(
-      WaitUntil([&] { return ReadFile(*root_ / "dev/kmsg").find(msg) != std::string::npos; }, 10s));
-  ::close(fd);
+  EXPECT_TRUE(WaitUntil(
+      [&] { return ReadFile(node_->root() / "dev/kmsg").find(msg) != std::string::npos; }, 10s));
 }
 
 // The driver's copy_to_user failures come back as a positive count, not -1/EFAULT.
 TEST_F(DriverAbiTest, ABadPointerGivesAPositiveReturn) {
-  const int fd = Open(4, O_RDONLY);
-  const int rc = ::ioctl(fd, NEURON_ABI_GET_ALL_APPS_INFO, reinterpret_cast<void*>(8));
+  const UniqueFd fd = Open(4, O_RDONLY);
+  const int rc = ::ioctl(fd.get(), NEURON_ABI_GET_ALL_APPS_INFO, reinterpret_cast<void*>(8));
   EXPECT_GT(rc, 0);
-  ::close(fd);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/base/unique_fd.h"
 #include "driver-sim/driver/datastore_writer.h"
 
 namespace neuron::sim::testing {
@@ -39,27 +40,27 @@ class RuntimeProcess {
       ADD_FAILURE() << "socketpair: " << std::strerror(errno);
       return nullptr;
     }
+    UniqueFd ours(sv[0]), theirs(sv[1]);
     const pid_t pid = ::fork();
     if (pid == 0) {
-      ::close(sv[0]);
-      ::_exit(Serve(sv[1], node, device));
+      ours.Reset();
+      ::_exit(Serve(theirs.get(), node, device));
     }
-    ::close(sv[1]);
+    theirs.Reset();  // the child's end is the child's alone: its exit ends the connection
     if (pid < 0) {
       ADD_FAILURE() << "fork: " << std::strerror(errno);
-      ::close(sv[0]);
       return nullptr;
     }
-    std::unique_ptr<RuntimeProcess> p(new RuntimeProcess(pid, sv[0]));
+    std::unique_ptr<RuntimeProcess> p(new RuntimeProcess(pid, std::move(ours)));
     Answer ready{};
-    if (::recv(p->sock_, &ready, sizeof(ready), 0) != sizeof(ready) || ready.err != 0) {
+    if (::recv(p->sock_.get(), &ready, sizeof(ready), 0) != sizeof(ready) || ready.err != 0) {
       ADD_FAILURE() << "runtime stand-in on " << node << " did not start: " << ready.text;
       return nullptr;
     }
     return p;
   }
   ~RuntimeProcess() {
-    ::close(sock_);  // a live child sees the end and exits
+    sock_.Reset();  // a live child sees the end and exits
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }
@@ -98,12 +99,12 @@ class RuntimeProcess {
     char text[252];
   };
 
-  RuntimeProcess(pid_t pid, int sock) : pid_(pid), sock_(sock) {}
+  RuntimeProcess(pid_t pid, UniqueFd sock) : pid_(pid), sock_(std::move(sock)) {}
 
   ::testing::AssertionResult Call(const Command& c) {
     Answer a{};
-    if (::send(sock_, &c, sizeof(c), MSG_NOSIGNAL) != sizeof(c) ||
-        ::recv(sock_, &a, sizeof(a), 0) != sizeof(a)) {
+    if (::send(sock_.get(), &c, sizeof(c), MSG_NOSIGNAL) != sizeof(c) ||
+        ::recv(sock_.get(), &a, sizeof(a), 0) != sizeof(a)) {
       return ::testing::AssertionFailure() << "runtime stand-in " << pid_ << " is gone";
     }
     if (a.err != 0) return ::testing::AssertionFailure() << a.text;
@@ -118,13 +119,13 @@ class RuntimeProcess {
       std::strncpy(a.text, std::string(s.message()).c_str(), sizeof(a.text) - 1);
       return ::send(sock, &a, sizeof(a), MSG_NOSIGNAL) == sizeof(a);
     };
-    int fd = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(::open(node.c_str(), O_RDWR | O_CLOEXEC));
+    if (!fd) {
       answer(absl::InternalError("open " + node.string() + ": " + std::strerror(errno)));
       return 1;
     }
     absl::StatusOr<std::unique_ptr<DatastoreWriter>> w =
-        DatastoreWriter::Acquire(fd, device, ::getpid());
+        DatastoreWriter::Acquire(fd.get(), device, ::getpid());
     if (!answer(w.status()) || !w.ok()) return 1;
     Command c{};
     while (::recv(sock, &c, sizeof(c), 0) == sizeof(c)) {
@@ -133,7 +134,7 @@ class RuntimeProcess {
     return 0;  // the test let go of us
   }
 
-  static absl::Status Execute(const Command& c, std::unique_ptr<DatastoreWriter>& w, int* fd) {
+  static absl::Status Execute(const Command& c, std::unique_ptr<DatastoreWriter>& w, UniqueFd* fd) {
     if (!w && c.op != Op::kCloseDevice) return absl::FailedPreconditionError("no datastore");
     switch (c.op) {
       case Op::kSetCore:
@@ -151,15 +152,14 @@ class RuntimeProcess {
         return absl::OkStatus();
       case Op::kCloseDevice:
         w.reset();
-        ::close(*fd);
-        *fd = -1;
+        fd->Reset();  // the process's last close of the device: the driver releases its slot
         return absl::OkStatus();
     }
     return absl::InvalidArgumentError("unknown command");
   }
 
   pid_t pid_;
-  int sock_;
+  UniqueFd sock_;
 };
 
 }  // namespace neuron::sim::testing

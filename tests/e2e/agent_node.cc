@@ -6,13 +6,13 @@
 
 #include "core/model/catalog.h"
 #include "tests/support/process.h"
+#include "tests/support/sim_testing.h"
 
 namespace neuron::e2e {
 
 using neuron::testing::ReadFile;
 using neuron::testing::Spawn;
 using neuron::testing::Stop;
-using neuron::testing::WaitExit;
 using neuron::testing::WaitUntil;
 
 AgentNode::AgentNode(Options options) : options_(std::move(options)) {
@@ -32,8 +32,12 @@ AgentNode::AgentNode(Options options) : options_(std::move(options)) {
   efas_ = spec->efa_count;
   for (const EfaPlacement& e : spec->efas) efa_names_.push_back(e.name);
 
-  sim_ = std::make_unique<sim::testing::SimNode>(NEURON_SIM_BIN, root_, logs_);
-  sim_->Up(options_.instance, options_.sim_args);
+  sim_ = std::make_unique<neuron::testing::SimNode>(
+      neuron::testing::SimNodeOptions{.sim_bin = NEURON_SIM_BIN,
+                                      .root = root_,
+                                      .logs = logs_,
+                                      .on_stop = neuron::testing::ExpectCleanExit});
+  EXPECT_TRUE(sim_->Up(options_.instance, options_.sim_args)) << sim_->Log();
   absl::StatusOr<std::unique_ptr<sim::KubeletEmulator>> kubelet =
       sim::KubeletEmulator::Start({.kubelet_dir = kubelet_dir_.string(),
                                    .root = root_.string(),
@@ -65,7 +69,7 @@ void AgentNode::StartPlugin(const std::vector<std::string>& extra_args) {
   // A small ASan quarantine: freed memory held back by the sanitizer is not a leak of ours.
   // Under the simulated driver, as on a real node: PCI addresses (so NUMA) come from its ioctl.
   plugin_pid_ = Spawn(
-      UnderSimDriver(root_, argv), logs_ / "plugin.out", logs_ / "plugin.err",
+      sim_->UnderDriver(argv), logs_ / "plugin.out", logs_ / "plugin.err",
       {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1", "NEURON_DP_CONFIG=" + config.string()});
   const bool up = WaitForResource(
       kNeuron, [&](const sim::ResourceState& r) { return r.capacity == devices_; }, 60s);
@@ -94,10 +98,8 @@ int AgentNode::PluginHttpPort() const {
 }
 
 void AgentNode::Ctl(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{NEURON_SIM_BIN, "ctl", "--root", root_.string()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const pid_t pid = Spawn(argv, logs_ / "ctl.out", logs_ / "ctl.err");
-  ASSERT_EQ(WaitExit(pid, 60s), 0) << ReadFile(logs_ / "ctl.err");
+  const neuron::testing::RunResult r = sim_->Ctl(args);
+  ASSERT_EQ(r.code, 0) << r.err;
 }
 
 bool AgentNode::WaitForResource(const std::string& resource,
@@ -127,13 +129,6 @@ std::vector<int> Ids(const sim::AdmittedPod& pod, const std::string& resource) {
     for (const std::string& id : it->second) out.push_back(std::stoi(id));
   }
   std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::vector<std::string> UnderSimDriver(const fs::path& root,
-                                        const std::vector<std::string>& argv) {
-  std::vector<std::string> out{NEURON_SIM_BIN, "exec", "--root", root.string(), "--"};
-  out.insert(out.end(), argv.begin(), argv.end());
   return out;
 }
 

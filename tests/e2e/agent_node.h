@@ -1,7 +1,8 @@
 #pragma once
-// One simulated Kubernetes node for end-to-end tests: `neuron-sim up` (the driver), the kubelet
-// emulator in-process, and the real neuron-device-plugin binary between them, all on real
-// sockets in a temporary directory. Thread-compatible (one test owns it).
+// One simulated Kubernetes node for end-to-end tests: a simulated node (tests/support/sim_node.h:
+// `neuron-sim up`, the driver), the kubelet emulator in-process, and the real
+// neuron-device-plugin binary between them, all on real sockets in a temporary directory.
+// Thread-compatible (one test owns it).
 
 #include <gtest/gtest.h>
 #include <sys/types.h>
@@ -14,8 +15,8 @@
 #include <vector>
 
 #include "driver-sim/kubelet/kubelet_emulator.h"
-#include "tests/driver-sim/sim_process.h"
 #include "tests/support/process.h"
+#include "tests/support/sim_node.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::e2e {
@@ -43,6 +44,11 @@ class AgentNode {
   void StopPlugin();  // SIGTERM; expects exit 0
 
   sim::KubeletEmulator& kubelet() { return *kubelet_; }
+  // The simulated node under the plugin: its daemon, and programs run under its driver
+  // (sim().UnderDriver(argv)): the agent reads live per-process data only through that device
+  // ABI (docs/architecture.md#device-abi), so an exporter that must see a workload starts so.
+  neuron::testing::SimNode& sim() { return *sim_; }
+  const neuron::testing::SimNode& sim() const { return *sim_; }
   pid_t plugin_pid() const { return plugin_pid_; }
   const fs::path& root() const { return root_; }
   const fs::path& kubelet_dir() const { return kubelet_dir_; }
@@ -70,24 +76,19 @@ class AgentNode {
   Options options_;
   neuron::testing::TempDir dir_{"e2e"};
   fs::path root_, kubelet_dir_, logs_;
-  std::unique_ptr<sim::testing::SimNode> sim_;
+  std::unique_ptr<neuron::testing::SimNode> sim_;
   std::unique_ptr<sim::KubeletEmulator> kubelet_;
   pid_t plugin_pid_ = -1;
   int devices_ = 0, cores_ = 0, efas_ = 0;
   std::vector<std::string> efa_names_;
 };
 
-// Resource names (decision 1).
+// Resource names (docs/architecture.md#device-ids).
 inline const std::string kNeuron = "aws.amazon.com/neuron";
 inline const std::string kCore = "aws.amazon.com/neuroncore";
 inline const std::string kEfa = "vpc.amazonaws.com/efa";
 
 // Integer IDs of a container's allocation of `resource`, sorted.
 std::vector<int> Ids(const sim::AdmittedPod& pod, const std::string& resource);
-
-// `neuron-sim exec --root ROOT -- argv...`: argv under the simulated driver, which serves
-// ROOT/dev/neuronN to it. The agent reads live per-process data only through that device ABI
-// (DESIGN decision 16), so an exporter that must see a workload starts this way.
-std::vector<std::string> UnderSimDriver(const fs::path& root, const std::vector<std::string>& argv);
 
 }  // namespace neuron::e2e

@@ -1,5 +1,5 @@
-// `make demo` without a terminal (DESIGN "Two commands"): the whole story runs to its end and
-// shows the Llama pod's cores busy, with the pod's labels on the exporter's series.
+// `make demo` without a terminal (docs/architecture.md#two-commands): the whole story runs to its
+// end and shows the Llama pod's cores busy, with the pod's labels on the exporter's series.
 #include <gtest/gtest.h>
 
 #include <filesystem>

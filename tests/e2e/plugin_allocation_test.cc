@@ -132,8 +132,9 @@ TEST(AllocationTest, EveryRequestSizeOnAnEmptyNodeIsContiguousAndConnected) {
   }
 }
 
-// Decision 8's mask: cores inside a whole-device allocation are not offered as neuroncore, and
-// a device with a core handed out is not offered whole, until PodResources shows the release.
+// The mask of docs/architecture.md#health: cores inside a whole-device allocation are not offered
+// as neuroncore, and a device with a core handed out is not offered whole, until PodResources shows
+// the release.
 TEST(AllocationTest, WholeDevicePodsAndCorePodsNeverShareACore) {
   AgentNode node({});
   std::set<int> core_pod_cores, device_pod_cores;

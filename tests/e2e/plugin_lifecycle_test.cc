@@ -1,6 +1,7 @@
 // The device plugin's health and lifecycle against the kubelet emulator: hardware faults turn IDs
-// Unhealthy and recover (decision 8), a restarted kubelet is re-registered every time without
-// leaking, and a plugin restart picks up the allocations of running pods from PodResources.
+// Unhealthy and recover (docs/architecture.md#health), a restarted kubelet is re-registered every
+// time without leaking, and a plugin restart picks up the allocations of running pods from
+// PodResources.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -84,7 +85,7 @@ TEST(PluginLifecycleTest, HundredKubeletRestartsReRegisterEveryTimeWithoutLeaks)
   auto restart_once = [&](int i) {
     const uint64_t before = node.kubelet().registrations();
     ASSERT_TRUE(node.kubelet().Restart().ok());
-    // Capacity reads 0 until the plugin re-registers (KUBELET-API §2.4).
+    // Capacity reads 0 until the plugin re-registers (docs/kubelet-api.md#kubelet-restart).
     ASSERT_TRUE(neuron::testing::WaitUntil(
         [&] { return node.kubelet().registrations() >= before + kResources; }, 30s))
         << "restart " << i << ": not re-registered\n"

@@ -1,11 +1,11 @@
 // What docs/OPERATIONS.md asks of a real node, on a simulated one with every binary under the
 // simulated driver: pods under `--device-numbering container` see devices and cores from 0 while
 // their runtime works on the host device the plugin chose; the costs of monitoring through the
-// device node ("Costs on a real node"): an operator's sysfs reset works while the exporter runs
-// and no job does, and a 16th process still attaches while the exporter runs; and the preloads a
-// test of the plugin stacks in one process (the sanitizer's runtime, umockdev's, the simulated
-// driver's) still let the driver answer the plugin's ioctls. Every wait is on an observable event
-// with a generous ceiling (DESIGN decision 15).
+// device node (docs/OPERATIONS.md#costs-on-a-real-node): an operator's sysfs reset works while the
+// exporter runs and no job does, and a 16th process still attaches while the exporter runs; and the
+// preloads a test of the plugin stacks in one process (the sanitizer's runtime, umockdev's, the
+// simulated driver's) still let the driver answer the plugin's ioctls. Every wait is on an
+// observable event with a generous ceiling (docs/architecture.md#timing-in-tests).
 #include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,6 @@
 #include <regex>
 #include <sstream>
 
-#include "tests/driver-sim/sim_process.h"
 #include "tests/e2e/agent_node.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
@@ -26,9 +25,9 @@
 namespace neuron::e2e {
 namespace {
 
-using neuron::sim::testing::ReadU64File;
 using neuron::testing::HttpGet;
 using neuron::testing::ReadFile;
+using neuron::testing::ReadU64File;
 using neuron::testing::Spawn;
 using neuron::testing::WaitExit;
 using neuron::testing::WaitUntil;
@@ -240,7 +239,8 @@ TEST(ContainerNumberingTest, APodSeesDeviceZeroAndRunsOnItsHostDevice) {
   ExpectRenumbered(node, pod, status, "single");
   EXPECT_THAT(RuntimeCores(status, 0), ::testing::IsEmpty()) << status;
 
-  // Busy time reaches sysfs when the runtime releases its datastore (deviation D1).
+  // Busy time reaches sysfs when the runtime releases its datastore (D1,
+  // driver-sim/README.md#deviations).
   const std::vector<uint64_t> before = BusyTimes(node, pod.host_device);
   EXPECT_EQ(children.Stop(pod.pid), 0) << ReadFile(pod.out) << ReadFile(pod.err);
   EXPECT_TRUE(WaitUntil([&] { return Grew(BusyTimes(node, pod.host_device), before); }, 60s))
@@ -293,10 +293,10 @@ struct Exporter {
 Exporter StartExporter(const AgentNode& node, Children& children) {
   const fs::path out = LogDir(node) / "exporter.out", err = LogDir(node) / "exporter.err";
   Exporter e;
-  e.pid = children.Add(Spawn(
-      UnderSimDriver(node.root(), {NEURON_EXPORTER_BIN, "--root", node.root().string(),
-                                   "--no-pod-resources", "--web.listen-address", "127.0.0.1:0"}),
-      out, err));
+  e.pid = children.Add(
+      Spawn(node.sim().UnderDriver({NEURON_EXPORTER_BIN, "--root", node.root().string(),
+                                    "--no-pod-resources", "--web.listen-address", "127.0.0.1:0"}),
+            out, err));
   EXPECT_TRUE(WaitUntil(
       [&] {
         e.port = neuron::testing::ListeningPort(ReadFile(out));
@@ -394,8 +394,8 @@ bool RawOpener(const AgentNode& node, Children& children, int device, int n) {
   const fs::path out = LogDir(node) / ("holder" + std::to_string(n) + ".out");
   const fs::path err = LogDir(node) / ("holder" + std::to_string(n) + ".err");
   const fs::path dev = node.root() / ("dev/neuron" + std::to_string(device));
-  const pid_t pid = children.Add(
-      Spawn(UnderSimDriver(node.root(), {NEURON_FD_HOLDER_BIN, dev.string()}), out, err));
+  const pid_t pid =
+      children.Add(Spawn(node.sim().UnderDriver({NEURON_FD_HOLDER_BIN, dev.string()}), out, err));
   bool holding = false;
   WaitUntil(
       [&] {
@@ -488,7 +488,7 @@ class ScopedTmpdir {
 };
 
 // LD_PRELOAD holding umockdev's preload, after the sanitizer's runtime in a sanitized build:
-// GCC's ASan must come first in the process (BUILD-NOTES, "Sanitizers, preloads and root").
+// GCC's ASan must come first in the process (docs/build.md#sanitizers).
 std::string UmockdevPreload() {
   std::string preload = "libumockdev-preload.so.0";
   Dl_info info{};
@@ -509,13 +509,13 @@ TEST(PreloadStackTest, PluginUnderUmockdevGetsPciAddressesFromTheDriver) {
   Children children;
   const fs::path out = LogDir(node) / "plugin.out", err = LogDir(node) / "plugin.err";
   const std::string preload = UmockdevPreload();
-  const pid_t plugin = children.Add(
-      Spawn(UnderSimDriver(node.root(), {NEURON_PLUGIN_BIN, "--root", node.root().string(),
-                                         "--kubelet-dir", node.kubelet_dir().string(), "--listen",
-                                         "127.0.0.1:0", "--discovery", "udev"}),
-            out, err,
-            {"LD_PRELOAD=" + preload, "UMOCKDEV_DIR=" + node.root().string(),
-             "ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1"}));
+  const pid_t plugin =
+      children.Add(Spawn(node.sim().UnderDriver({NEURON_PLUGIN_BIN, "--root", node.root().string(),
+                                                 "--kubelet-dir", node.kubelet_dir().string(),
+                                                 "--listen", "127.0.0.1:0", "--discovery", "udev"}),
+                         out, err,
+                         {"LD_PRELOAD=" + preload, "UMOCKDEV_DIR=" + node.root().string(),
+                          "ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1"}));
   // Only libudev under umockdev sees these devices: the host's /sys has none.
   for (const auto& [resource, count] :
        {std::pair{kNeuron, node.devices()}, {kCore, node.cores()}, {kEfa, node.efas()}}) {

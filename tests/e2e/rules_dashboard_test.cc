@@ -75,11 +75,10 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
   const fs::path dir = node.root().parent_path();
   // The exporter (under the simulated driver, to read the workload's datastores), and a pod
   // running a workload on cores the plugin chose.
-  const pid_t exporter =
-      Spawn(UnderSimDriver(node.root(),
-                           {NEURON_EXPORTER_BIN, "--root", node.root().string(), "--kubelet-dir",
-                            node.kubelet_dir().string(), "--web.listen-address", "127.0.0.1:0"}),
-            dir / "exporter.out", dir / "exporter.err");
+  const pid_t exporter = Spawn(
+      node.sim().UnderDriver({NEURON_EXPORTER_BIN, "--root", node.root().string(), "--kubelet-dir",
+                              node.kubelet_dir().string(), "--web.listen-address", "127.0.0.1:0"}),
+      dir / "exporter.out", dir / "exporter.err");
   const pid_t pod =
       Spawn({NEURON_SIM_BIN, "pod", "run", "--kubelet-dir", node.kubelet_dir().string(),
              "--namespace", "training", "--name", "bert-0", "--request", kCore + "=4", "--",
@@ -211,7 +210,7 @@ TEST(RulesAndDashboardTest, TheReadmeListsExactlyTheMetricsTheExporterEmits) {
                                   "127.0.0.1:0"};
     if (compat) argv.push_back("--compat");
     const pid_t exporter =
-        Spawn(UnderSimDriver(node.root(), argv), dir / (tag + ".out"), dir / (tag + ".err"));
+        Spawn(node.sim().UnderDriver(argv), dir / (tag + ".out"), dir / (tag + ".err"));
     int port = 0;
     ASSERT_TRUE(
         WaitUntil([&] { return (port = ListeningPort(ReadFile(dir / (tag + ".out")))) > 0; }, 60s));

@@ -1,7 +1,7 @@
-// A driver for fuzz targets built without libFuzzer (the gcc presets): it replays every file of
-// the seed corpora given on the command line, then mutates them for a while with a fixed seed.
-// That is the smoke run `make test` does on every target; `make fuzz` builds the same targets
-// with clang's libFuzzer for coverage-guided runs (tests/fuzz/README.md).
+// A driver for fuzz targets built without libFuzzer (the gcc presets): it replays every file of the
+// seed corpora given on the command line, then mutates them for a while with a fixed seed. That is
+// the smoke run `make test` does on every target; `make fuzz` builds the same targets with clang's
+// libFuzzer for coverage-guided runs (tests/fuzz/CMakeLists.txt, docs/RELIABILITY.md#fuzzing).
 //
 //   <target> [--iterations N] [--seed S] CORPUS_DIR_OR_FILE...
 #include <fcntl.h>
@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/unique_fd.h"
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) __attribute__((weak));
 
@@ -30,11 +32,9 @@ const std::vector<uint8_t>* g_current = nullptr;
 
 void SaveCrash(int sig) {
   if (g_current != nullptr) {
-    const int fd = ::open("crash-input", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      (void)!::write(fd, g_current->data(), g_current->size());
-      ::close(fd);
-    }
+    // In a signal handler: UniqueFd's close() is async-signal-safe.
+    const neuron::UniqueFd fd(::open("crash-input", O_WRONLY | O_CREAT | O_TRUNC, 0644));
+    if (fd) (void)!::write(fd.get(), g_current->data(), g_current->size());
     static const char kMsg[] = "fuzz driver: crashing input written to ./crash-input\n";
     (void)!::write(2, kMsg, sizeof(kMsg) - 1);
   }

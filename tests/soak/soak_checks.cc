@@ -8,7 +8,7 @@
 
 #include "core/model/allocator.h"
 #include "tests/soak/soak_node.h"
-#include "tests/support/process.h"
+#include "tests/support/subprocess.h"
 
 namespace neuron::soak {
 

@@ -1,7 +1,8 @@
 #pragma once
 // The soak's invariants as functions of what the kubelet emulator, the pods and the simulator's
 // files say: double booking, contiguity and connectivity of allocations, and hardware health
-// against the simulator's ground truth (DESIGN decisions 8 and 9). Pure apart from reading files.
+// against the simulator's ground truth (docs/architecture.md#health, #allocation). Pure apart from
+// reading files.
 
 #include <array>
 #include <cstdint>
@@ -43,9 +44,9 @@ struct Baseline {
 };
 Baseline TakeBaseline(const RootPaths& paths, int devices);
 
-// The simulator's ground truth of hardware health (decision 8), read from its files: a device is
-// healthy when present, READY, with no uncorrected ECC rise and no NEURON_HW_ERR record naming
-// it since `baseline`; an EFA when present with its port ACTIVE.
+// The simulator's ground truth of hardware health (docs/architecture.md#health), read from its
+// files: a device is healthy when present, READY, with no uncorrected ECC rise and no NEURON_HW_ERR
+// record naming it since `baseline`; an EFA when present with its port ACTIVE.
 struct HwTruth {
   std::vector<bool> device_healthy;
   std::vector<std::string> device_reason;  // why not ("absent", "state 2", "ecc", "hw_err")

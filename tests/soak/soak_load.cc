@@ -6,7 +6,7 @@
 
 #include "driver-sim/driver/ctl.h"
 #include "tests/soak/soak_checks.h"
-#include "tests/support/process.h"
+#include "tests/support/subprocess.h"
 
 namespace neuron::soak {
 
@@ -205,7 +205,7 @@ void Load::AdmitOne(std::mt19937_64& rng) {
   if (resource != kEfa && running < 3 && Uniform(rng, 0, 9) < 3) {
     std::vector<std::string> env = {"NEURON_RT_EXEC_TIMEOUT=2"};
     for (const auto& [k, v] : pod->containers.front().envs) env.push_back(k + "=" + v);
-    live.workload = neuron::testing::Spawn(
+    live.workload = neuron::testing::StartProcess(
         {NEURON_SIM_BIN, "run", "--root", node_.root().string(), "--workload", "matmul", "--steps",
          std::to_string(Uniform(rng, 20, 120))},
         "", node_.logs() / "workload.err", env);

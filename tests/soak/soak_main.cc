@@ -1,7 +1,7 @@
-// `soak`: a simulated trn1.32xlarge under random faults every 100 ms for SOAK_SECONDS (default
-// 600) while pods come and go through the kubelet emulator, the kubelet restarts every 20-30 s and
-// Prometheus scrapes the exporter and the plugin; then the invariants of issue 8 item 3, each
-// printed PASS/FAIL with its numbers. Exit 0 only when every invariant holds.
+// `soak`: a simulated trn1.32xlarge under random faults every 100 ms for SOAK_SECONDS (default 600)
+// while pods come and go through the kubelet emulator, the kubelet restarts every 20-30 s and
+// Prometheus scrapes the exporter and the plugin; then the invariants of docs/RELIABILITY.md#soak,
+// each printed PASS/FAIL with its numbers. Exit 0 only when every invariant holds.
 //
 //   soak [--seconds N] [--seed N] [--logs DIR] [--report FILE] [--scrape-interval S]
 //        [--rss-limit-kib N]
@@ -20,7 +20,7 @@
 #include "tests/soak/soak_load.h"
 #include "tests/soak/soak_node.h"
 #include "tests/support/http_client.h"
-#include "tests/support/process.h"
+#include "tests/support/subprocess.h"
 
 namespace neuron::soak {
 namespace {

@@ -14,16 +14,15 @@
 #include <thread>
 
 #include "core/model/catalog.h"
-#include "driver-sim/driver/sim_paths.h"
 #include "tests/support/http_client.h"
-#include "tests/support/process.h"
+#include "tests/support/subprocess.h"
 
 namespace neuron::soak {
 
 using namespace std::chrono_literals;
 using neuron::testing::ListeningPort;
 using neuron::testing::ReadFile;
-using neuron::testing::Spawn;
+using neuron::testing::StartProcess;
 using neuron::testing::WaitUntil;
 using neuron::testing::WriteFile;
 
@@ -77,12 +76,21 @@ absl::Status SoakNode::Start() {
   cores_per_device_ = LogicalCoresPerDevice(**spec, *lnc);
   for (const EfaPlacement& e : (*spec)->efas) efa_names_.push_back(e.name);
 
-  sim_.pid =
-      Spawn({NEURON_SIM_BIN, "up", "--root", root_.string(), "--instance", options_.instance},
-            logs_ / "sim.out", logs_ / "sim.err");
-  if (sim_.pid <= 0) return absl::InternalError("cannot spawn neuron-sim up");
-  if (!WaitUntil([&] { return fs::exists(neuron::sim::SimReadyPath(paths_)); }, 90s)) {
-    return absl::DeadlineExceededError("no sim.ready within 90 s:\n" + Tail("sim.err"));
+  sim_node_ = std::make_unique<neuron::testing::SimNode>(
+      neuron::testing::SimNodeOptions{.sim_bin = NEURON_SIM_BIN,
+                                      .root = root_,
+                                      .logs = logs_,
+                                      .log_name = "sim",
+                                      .ready_ceiling = 90s});
+  const bool up = sim_node_->Up(options_.instance);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sim_.pid = sim_node_->pid();
+    sim_.exit_code = sim_node_->Poll();
+  }
+  if (!up) {
+    const std::string log = sim_node_->Log();
+    return absl::UnavailableError("neuron-sim up is not ready: " + log.substr(0, 3000));
   }
   topology_ = ReadTopology(paths_, devices_);
 
@@ -104,9 +112,9 @@ absl::Status SoakNode::StartPlugin() {
   // Allocate never seen there is dropped after 2 s (defaults 1 s and 30 s), so the mask follows.
   const fs::path config = dir_.path() / "plugin.yaml";
   WriteFile(config, "podresources_period: 200ms\nallocation_grace: 2s\n");
-  plugin_.pid = Spawn(
-      {NEURON_SIM_BIN, "exec", "--root", root_.string(), "--", NEURON_PLUGIN_BIN, "--root",
-       root_.string(), "--kubelet-dir", kubelet_dir_.string(), "--listen", "127.0.0.1:0"},
+  plugin_.pid = StartProcess(
+      sim_node_->UnderDriver({NEURON_PLUGIN_BIN, "--root", root_.string(), "--kubelet-dir",
+                              kubelet_dir_.string(), "--listen", "127.0.0.1:0"}),
       logs_ / "plugin.out", logs_ / "plugin.err",
       {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1", "NEURON_DP_CONFIG=" + config.string()});
   if (plugin_.pid <= 0) return absl::InternalError("cannot spawn the plugin");
@@ -122,11 +130,11 @@ absl::Status SoakNode::StartPlugin() {
 
 absl::Status SoakNode::StartExporter() {
   // Both under the simulated driver (neuron-sim exec), as the agent reaches a real node's devices.
-  exporter_.pid = Spawn({NEURON_SIM_BIN, "exec", "--root", root_.string(), "--",
-                         NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir",
-                         kubelet_dir_.string(), "--web.listen-address", "127.0.0.1:0"},
-                        logs_ / "exporter.out", logs_ / "exporter.err",
-                        {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1"});
+  exporter_.pid = StartProcess(
+      sim_node_->UnderDriver({NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir",
+                              kubelet_dir_.string(), "--web.listen-address", "127.0.0.1:0"}),
+      logs_ / "exporter.out", logs_ / "exporter.err",
+      {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1"});
   if (exporter_.pid <= 0) return absl::InternalError("cannot spawn the exporter");
   if (!WaitUntil(
           [&] {
@@ -151,10 +159,10 @@ absl::Status SoakNode::StartPrometheus() {
                         std::to_string(exporter_port_) + "']\n" +
                         "  - job_name: plugin\n    static_configs:\n" +
                         "      - targets: ['127.0.0.1:" + std::to_string(plugin_port_) + "']\n");
-  prom_.pid = Spawn({"prometheus", "--config.file=" + config.string(),
-                     "--storage.tsdb.path=" + (dir_.path() / "tsdb").string(),
-                     "--web.listen-address=127.0.0.1:" + std::to_string(prom_port_)},
-                    logs_ / "prom.out", logs_ / "prom.err");
+  prom_.pid = StartProcess({"prometheus", "--config.file=" + config.string(),
+                            "--storage.tsdb.path=" + (dir_.path() / "tsdb").string(),
+                            "--web.listen-address=127.0.0.1:" + std::to_string(prom_port_)},
+                           logs_ / "prom.out", logs_ / "prom.err");
   if (prom_.pid <= 0) return absl::InternalError("cannot spawn prometheus");
   if (!WaitUntil([&] { return neuron::testing::HttpGet(prom_port_, "/-/ready").status == 200; },
                  60s)) {
@@ -189,11 +197,12 @@ std::vector<std::string> SoakNode::Poll() {
   std::vector<std::string> ended;
   for (Child* c : {&sim_, &plugin_, &exporter_, &prom_}) {
     if (c->pid <= 0 || c->exit_code) continue;
-    int status = 0;
-    if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
+    if (c == &sim_) {
+      c->exit_code = sim_node_->Poll();  // the node reaps its daemon
+    } else if (int status = 0; waitpid(c->pid, &status, WNOHANG) == c->pid) {
       c->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      ended.push_back(c->name);
     }
+    if (c->exit_code) ended.push_back(c->name);
   }
   return ended;
 }
@@ -207,7 +216,8 @@ void SoakNode::StopChild(Child& c, std::chrono::seconds ceiling) {
   std::lock_guard<std::mutex> lock(mu_);
   if (c.pid <= 0 || c.exit_code) return;
   c.stopped_by_us = true;
-  c.exit_code = neuron::testing::Stop(c.pid, ceiling);
+  // The simulated node stops its daemon itself, with its own ceiling.
+  c.exit_code = &c == &sim_ ? sim_node_->Stop() : neuron::testing::Stop(c.pid, ceiling);
   if (!c.exit_code) c.exit_code = -1;  // needed SIGKILL
 }
 

@@ -1,10 +1,11 @@
 #pragma once
-// The soak's node: `neuron-sim up` (trn1.32xlarge), the kubelet emulator in-process, the real
-// neuron-device-plugin and neuron-exporter, and a real Prometheus scraping both, all on real
-// sockets under one temporary directory. Start() brings everything up and waits until the plugin
-// registered every resource with its full count; Stop() sends SIGTERM to each and keeps the exit
-// codes. Liveness is polled by one thread (Poll); the rest is thread-safe to call from any thread
-// (the emulator is, and the pids do not change after Start).
+// The soak's node: a simulated node (tests/support/sim_node.h: `neuron-sim up`, trn1.32xlarge),
+// the kubelet emulator in-process, the real neuron-device-plugin and neuron-exporter, and a real
+// Prometheus scraping both, all on real sockets under one temporary directory. Start() brings
+// everything up and waits until the plugin registered every resource with its full count; Stop()
+// sends SIGTERM to each and keeps the exit codes. Liveness is polled by one thread (Poll); the
+// rest is thread-safe to call from any thread (the emulator is, the pids do not change after
+// Start, and the simulated node is reached only under the lock of the Child records).
 
 #include <sys/types.h>
 
@@ -23,7 +24,8 @@
 #include "core/driver/sysfs_names.h"
 #include "core/model/topology.h"
 #include "driver-sim/kubelet/kubelet_emulator.h"
-#include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::soak {
@@ -101,6 +103,7 @@ class SoakNode {
   neuron::testing::TempDir dir_{"soak"};
   fs::path root_, kubelet_dir_, logs_;
   RootPaths paths_{""};
+  std::unique_ptr<neuron::testing::SimNode> sim_node_;  // sim_ is its daemon
   std::unique_ptr<sim::KubeletEmulator> kubelet_;
   mutable std::mutex mu_;  // guards the Child records
   Child sim_, plugin_, exporter_, prom_;

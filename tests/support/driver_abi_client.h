@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/base/unique_fd.h"
 #include "core/driver/datastore_layout.h"
 #include "core/driver/driver_abi.h"
 
@@ -24,21 +25,22 @@ namespace neuron::testing {
 
 // `pid`'s datastore slot mapped read-only for as long as the view lives. The mapping outlives
 // the owner's release: the driver then zeroes the slot's memory, which the view goes on reading
-// (DRIVER-ABI.md §2), so a test can watch that happen. Not thread-safe.
+// (docs/driver-interface.md#abi-reading-datastore), so a test can watch that happen. Not
+// thread-safe.
 class DatastoreView {
  public:
   // nullptr when `pid` has no datastore on the device node `node` (ACQUIRE gives ENOENT).
   static std::unique_ptr<DatastoreView> Open(const std::filesystem::path& node, pid_t pid) {
-    const int fd = ::open(node.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return nullptr;
+    // The fd goes on return: the mapping keeps the open alive, as in the kernel.
+    const UniqueFd fd(::open(node.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return nullptr;
     neuron_abi_ds_info info{};
     info.pid = pid;
     void* m = MAP_FAILED;
-    if (::ioctl(fd, NEURON_ABI_ACQUIRE_DS, &info) == 0) {
-      m = ::mmap(nullptr, info.size, PROT_READ, MAP_SHARED, fd,
+    if (::ioctl(fd.get(), NEURON_ABI_ACQUIRE_DS, &info) == 0) {
+      m = ::mmap(nullptr, info.size, PROT_READ, MAP_SHARED, fd.get(),
                  static_cast<off_t>(info.mmap_offset));
     }
-    ::close(fd);  // the mapping keeps the open alive, as in the kernel
     if (m == MAP_FAILED) return nullptr;
     return std::unique_ptr<DatastoreView>(
         new DatastoreView(static_cast<const uint8_t*>(m), info.size));
@@ -62,18 +64,17 @@ class DatastoreView {
 
 // Opens the device node `node` as a runtime does (O_RDWR: the caller attaches) and claims the
 // caller's datastore slot (ACQUIRE_NEURON_DS with pid 0) without mapping it, for tests that
-// need a process the driver counts as a runtime. Returns the fd, or -1 with errno set. The
-// process's last close of the device (or its death) releases the slot.
-inline int OpenAndClaimDatastore(const std::filesystem::path& node) {
-  const int fd = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return -1;
+// need a process the driver counts as a runtime. Returns the fd, or an empty one with errno
+// set. The process's last close of the device (or its death) releases the slot.
+inline UniqueFd OpenAndClaimDatastore(const std::filesystem::path& node) {
+  UniqueFd fd(::open(node.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd) return fd;
   neuron_abi_ds_info info{};
   info.pid = 0;
-  if (::ioctl(fd, NEURON_ABI_ACQUIRE_DS, &info) != 0) {
+  if (::ioctl(fd.get(), NEURON_ABI_ACQUIRE_DS, &info) != 0) {
     const int err = errno;
-    ::close(fd);
+    fd.Reset();
     errno = err;
-    return -1;
   }
   return fd;
 }

@@ -15,7 +15,8 @@ namespace neuron::testing {
 
 class EventCollector {
  public:
-  // Generous: a cause-and-effect ceiling, not a latency target (DESIGN decision 15).
+  // Generous: a cause-and-effect ceiling, not a latency target
+  // (docs/architecture.md#timing-in-tests).
   static constexpr std::chrono::seconds kCeiling{5};
 
   void Add(const Event& e) {

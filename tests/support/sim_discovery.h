@@ -1,8 +1,8 @@
 #pragma once
-// Discovery on simulated trees that have no simulated driver behind their device nodes (a
-// SimTree alone, without `neuron-sim up`): the agent learns each device's PCI address only from
-// the driver's DEVICE_BDF_EXT ioctl (core/bdf.h), so these tests inject a table resolver holding
-// what the simulated driver would answer, the catalog's placement (core/catalog.h).
+// Discovery on simulated trees that have no simulated driver behind their device nodes (a SimTree
+// alone, without `neuron-sim up`): the agent learns each device's PCI address only from the
+// driver's DEVICE_BDF_EXT ioctl (core/discovery/bdf.h), so these tests inject a table resolver
+// holding what the simulated driver would answer, the catalog's placement (core/model/catalog.h).
 
 #include <functional>
 #include <memory>

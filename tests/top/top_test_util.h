@@ -2,8 +2,8 @@
 // Helpers shared by the neuron-ls / neuron-top tests: running binaries, golden files, simulated
 // trees, a running simulated node with a workload (the tools read live data only through the
 // driver's device ABI, which `neuron-sim up` serves to processes under `neuron-sim exec`), and
-// fake ROOT/proc entries (DESIGN decision 14: the tools read ROOT/proc when it exists, so tests
-// can give a process any PID, command line and cgroup).
+// fake ROOT/proc entries (docs/architecture.md#process-information: the tools read ROOT/proc when
+// it exists, so tests can give a process any PID, command line and cgroup).
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -24,11 +24,12 @@
 #include <thread>
 #include <vector>
 
-#include "core/discovery/bdf.h"
-#include "core/model/catalog.h"
 #include "core/discovery/inventory.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
+#include "tests/support/sim_tree_fixture.h"
 
 namespace neuron::top::testing {
 
@@ -41,35 +42,9 @@ using ::neuron::testing::WriteFile;
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
 // Runs to completion (killed after `ceiling`), capturing stdout and stderr via files in `work`.
-inline RunResult RunCommand(const fs::path& work, std::vector<std::string> args,
-                            const std::vector<std::string>& env = {},
-                            std::chrono::milliseconds ceiling = std::chrono::seconds(60)) {
-  static int counter = 0;
-  const std::string tag = std::to_string(::getpid()) + "." + std::to_string(++counter);
-  const fs::path out = work / ("run." + tag + ".out");
-  const fs::path err = work / ("run." + tag + ".err");
-  const pid_t pid = Spawn(std::move(args), out, err, env);
-  RunResult r;
-  if (pid < 0) return r;
-  std::optional<int> code = WaitExit(pid, ceiling);
-  if (!code) {
-    kill(pid, SIGKILL);
-    WaitExit(pid, std::chrono::seconds(10));
-  }
-  r.code = code.value_or(-1);
-  r.out = ReadFile(out);
-  r.err = ReadFile(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
+using ::neuron::testing::RunCommand;
+using ::neuron::testing::RunResult;
 
 // Compares `actual` with tests/fixtures/top/<name>; NEURON_UPDATE_GOLDENS=1 rewrites it.
 inline void ExpectGolden(const std::string& name, const std::string& actual) {
@@ -88,96 +63,21 @@ inline void ExpectGolden(const std::string& name, const std::string& actual) {
 // temporary path, from which the simulator otherwise derives the id).
 inline std::unique_ptr<sim::SimTree> MakeTree(const fs::path& root, std::string_view instance,
                                               int lnc = 0) {
-  const InstanceSpec* spec = *FindInstance(instance);
-  const int resolved = *ResolveLnc(*spec, lnc);
-  auto tree = std::make_unique<sim::SimTree>(
-      RootPaths(root), sim::NodeConfig{spec, resolved, "i-aabbccdd123456789", ""});
-  const absl::Status s = tree->Create();
-  EXPECT_TRUE(s.ok()) << s;
-  return tree;
+  return ::neuron::testing::MakeSimTree(root, instance,
+                                        {.lnc = lnc, .instance_id = "i-aabbccdd123456789"});
 }
 
 // Discovery of a simulated tree without a driver to answer DEVICE_BDF_EXT: the catalog's PCI
 // addresses stand in for the driver's (the simulator answers with the same ones).
-inline Inventory ScanTree(const fs::path& root, std::string_view instance, int lnc = 0) {
-  const InstanceSpec* spec = *FindInstance(instance);
-  DiscoveryOptions options;
-  options.lnc = lnc;
-  options.bdf_resolver = [spec](const RootPaths&) {
-    std::vector<std::string> bdfs;
-    for (const DevicePlacement& p : spec->placement) bdfs.push_back(p.bdf);
-    return MakeTableBdfResolver(std::move(bdfs));
-  };
-  absl::StatusOr<Inventory> inv = MakeDirectoryDiscovery(RootPaths(root), options)->Scan();
+inline Inventory ScanTree(const sim::SimTree& tree, int lnc = 0) {
+  absl::StatusOr<Inventory> inv = ::neuron::testing::ScanSimTree(tree, lnc);
   EXPECT_TRUE(inv.ok()) << inv.status();
   return inv.ok() ? *std::move(inv) : Inventory{};
 }
 
-// A running simulated node (`neuron-sim up`) and optionally a workload on it (`neuron-sim run`,
-// which runs under the simulated driver by itself). Everything is stopped with SIGTERM when the
-// object goes.
-class SimNode {
- public:
-  static constexpr auto kReady = std::chrono::seconds(180);  // a ceiling (decision 15)
-
-  // `dir` holds ROOT (dir/root) and the processes' output.
-  SimNode(std::string sim_bin, const fs::path& dir, std::string_view instance)
-      : sim_bin_(std::move(sim_bin)), dir_(dir), root_(dir / "root") {
-    fs::create_directories(root_);
-    daemon_ = Spawn({sim_bin_, "up", "--instance", std::string(instance), "--root", root_.string()},
-                    dir_ / "up.out", dir_ / "up.err");
-    ready_ = WaitUntil([&] { return fs::exists(root_ / "run/neuron/sim.ready"); }, kReady);
-  }
-  ~SimNode() {
-    // Never kill(-1): a failed Spawn returns -1.
-    for (auto it = pids_.rbegin(); it != pids_.rend(); ++it) {
-      if (*it > 0) Stop(*it, std::chrono::seconds(60));
-    }
-    if (daemon_ > 0) Stop(daemon_, std::chrono::seconds(60));
-  }
-  SimNode(const SimNode&) = delete;
-  SimNode& operator=(const SimNode&) = delete;
-
-  bool ready() const { return ready_; }
-  const fs::path& root() const { return root_; }
-  std::string Log() const { return ReadFile(dir_ / "up.err"); }
-
-  // `neuron-sim run --workload matmul` on `cores` (NEURON_RT_VISIBLE_CORES) until stopped.
-  // Returns its PID once it has completed a step, i.e. holds its cores and datastores; -1 when
-  // it did not within the ceiling.
-  pid_t StartWorkload(const std::string& cores) {
-    const fs::path out = dir_ / ("run." + std::to_string(pids_.size()) + ".out");
-    const pid_t pid =
-        Spawn({sim_bin_, "run", "--root", root_.string(), "--workload", "matmul", "--steps", "0"},
-              out, out.string() + ".err", {"NEURON_RT_VISIBLE_CORES=" + cores});
-    pids_.push_back(pid);
-    const bool stepped =
-        WaitUntil([&] { return ReadFile(out).find("step 1 ") != std::string::npos; }, kReady);
-    return stepped ? pid : -1;
-  }
-
-  // Starts `args` under the simulated driver (`neuron-sim exec --root ROOT -- args...`), to be
-  // stopped with the node.
-  pid_t StartUnderDriver(const std::vector<std::string>& args, const std::string& name) {
-    pids_.push_back(Spawn(UnderDriver(args), dir_ / (name + ".out"), dir_ / (name + ".err")));
-    return pids_.back();
-  }
-
-  // `args` as a command line that runs under the simulated driver.
-  std::vector<std::string> UnderDriver(const std::vector<std::string>& args) const {
-    std::vector<std::string> argv{sim_bin_, "exec", "--root", root_.string(), "--"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return argv;
-  }
-
- private:
-  std::string sim_bin_;
-  fs::path dir_;
-  fs::path root_;
-  pid_t daemon_ = -1;
-  bool ready_ = false;
-  std::vector<pid_t> pids_;
-};
+// A running simulated node (`neuron-sim up`) and the workloads started on it
+// (tests/support/sim_node.h).
+using ::neuron::testing::SimNode;
 
 // ROOT/proc/<pid>/{cmdline,stat,cgroup} and fd links, as the host's /proc would show them.
 struct FakeProcess {

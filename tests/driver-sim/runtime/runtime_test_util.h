@@ -22,17 +22,19 @@
 #include <string>
 #include <thread>
 
-#include "core/model/catalog.h"
+#include "core/base/unique_fd.h"
 #include "core/driver/datastore_layout.h"
 #include "core/driver/sysfs_names.h"
+#include "core/model/catalog.h"
 #include "driver-sim/driver/faults.h"
-#include "driver-sim/runtime/testing.h"
 #include "driver-sim/driver/sim_tree.h"
+#include "driver-sim/runtime/testing.h"
 #include "nrt/nrt.h"
 #include "nrt/nrt_experimental.h"
 #include "nrt/nrtsim.h"
 #include "tests/support/driver_abi_client.h"
 #include "tests/support/sim_driver_thread.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::nrt::testing {
@@ -61,14 +63,11 @@ inline void ClearRuntimeEnv() {
 class SimNodeTest : public ::testing::Test {
  protected:
   void MakeNode(const char* instance, int lnc = 0) {
-    absl::StatusOr<const InstanceSpec*> spec = FindInstance(instance);
-    ASSERT_TRUE(spec.ok()) << spec.status();
-    absl::StatusOr<int> resolved = ResolveLnc(**spec, lnc);
-    ASSERT_TRUE(resolved.ok());
     root_ = std::make_unique<RootPaths>(dir_.path());
-    tree_ = std::make_unique<sim::SimTree>(*root_, sim::NodeConfig{*spec, *resolved, "", ""});
-    ASSERT_TRUE(tree_->Create().ok());
-    driver_ = std::make_unique<neuron::testing::SimDriverThread>(tree_.get(), **spec, *resolved);
+    tree_ = neuron::testing::MakeSimTree(dir_.path(), instance, {.lnc = lnc});
+    ASSERT_NE(tree_, nullptr);
+    driver_ = std::make_unique<neuron::testing::SimDriverThread>(tree_.get(), *tree_->config().spec,
+                                                                 tree_->config().lnc);
     ASSERT_TRUE(driver_->status().ok()) << driver_->status();
     ::setenv("NEURON_ROOT", dir_.str().c_str(), 1);
   }
@@ -136,8 +135,8 @@ inline pid_t Fork(const std::function<int()>& body, const fs::path& err = {}) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (!err.empty()) {
-      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 2);
+      const UniqueFd fd(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+      ::dup2(fd.get(), 2);
     }
     const int code = body();
     std::fflush(nullptr);
@@ -174,10 +173,9 @@ class StderrCapture {
  public:
   explicit StderrCapture(const fs::path& file) : file_(file) {
     std::fflush(stderr);
-    saved_ = ::dup(2);
-    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 2);
-    ::close(fd);
+    saved_.Reset(::dup(2));
+    const UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644));
+    ::dup2(fd.get(), 2);
   }
   ~StderrCapture() { Restore(); }
   std::string Text() {
@@ -185,16 +183,15 @@ class StderrCapture {
     return ReadFileText(file_);
   }
   void Restore() {
-    if (saved_ < 0) return;
+    if (!saved_) return;
     std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
+    ::dup2(saved_.get(), 2);
+    saved_.Reset();
   }
 
  private:
   fs::path file_;
-  int saved_ = -1;
+  UniqueFd saved_;  // the original stderr while captured
 };
 
 }  // namespace neuron::nrt::testing
