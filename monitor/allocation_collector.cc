@@ -1,9 +1,10 @@
 // allocation: info metrics joining devices, cores and EFA interfaces to the pods that hold them,
-// from the kubelet's PodResources List() as last cached (METRICS.md §2.6). Never calls the
-// kubelet: the cache refreshes on its own thread.
+// from the kubelet's PodResources List() as last cached (docs/metrics.md#pod-attribution). Never
+// calls the kubelet: the cache refreshes on its own thread.
 #include <set>
 #include <tuple>
 
+#include "core/model/core_ids.h"
 #include "core/model/device_id.h"
 #include "monitor/collector.h"
 
@@ -59,12 +60,14 @@ class AllocationCollector final : public Collector {
         if (*r == Resource::kNeuronCore) {
           absl::StatusOr<int> core = ParseIndexId(id, max_device * per_device);
           if (!core.ok()) continue;
-          add_core(*core / per_device, *core, a);
-          add_device(*core / per_device, a);
+          add_core(DeviceOfCore(*core, per_device), *core, a);
+          add_device(DeviceOfCore(*core, per_device), a);
         } else {
           absl::StatusOr<int> device = ParseIndexId(id, max_device);
           if (!device.ok()) continue;
-          for (int k = 0; k < per_device; ++k) add_core(*device, *device * per_device + k, a);
+          for (int k = 0; k < per_device; ++k) {
+            add_core(*device, GlobalCoreId(*device, k, per_device), a);
+          }
           add_device(*device, a);
         }
       }

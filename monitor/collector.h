@@ -1,8 +1,9 @@
 #pragma once
-// One collector per metric group (METRICS.md §2.7: device, memory, core, execution, health,
-// power, efa, allocation, compat). Each turns a NodeView into metric families; none reads a file
-// itself (STYLE 5), except compat's `system_*`, which read ROOT/proc as the compat set requires.
-// Collectors are stateless or guard their own state: scrapes may run concurrently.
+// One collector per metric group (docs/metrics.md#self-metrics: device, memory, core, execution,
+// health, power, efa, allocation, compat). Each turns a NodeView into metric families; none reads a
+// file itself (docs/style.md#collectors-translate), except compat's `system_*`, which read
+// ROOT/proc as the compat set requires. Collectors are stateless or guard their own state: scrapes
+// may run concurrently.
 
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/base/version.h"
 #include "monitor/families.h"
 #include "monitor/node_source.h"
 
@@ -17,14 +19,14 @@ namespace neuron::monitor {
 
 struct ExporterOptions {
   bool compat = false;
-  // Compat mode's instance labels (METRICS.md §3.1); region and zone come from flags (decision
-  // 11), instance id and type from the inventory.
+  // Compat mode's instance labels (docs/metrics.md#compat-names); region and zone come from flags
+  // (docs/architecture.md#instance-identity), instance id and type from the inventory.
   bool compat_instance_labels = true;
   std::string region;
   std::string availability_zone;
   std::string instance_name;
   std::string subnet_id;
-  std::string version = "0.1.0";
+  std::string version = std::string(AgentVersion());  // neuron_exporter_build_info
   std::string revision = "unknown";
 };
 
@@ -35,9 +37,10 @@ struct ScrapeContext {
 
   const Inventory& inventory() const { return *view.inventory; }
   const Snapshot& snap() const { return *view.current; }
-  // Unknown is not zero (DESIGN decision 19): a series that adds the live datastores to a sysfs
-  // total, or comes from them alone, is left out unless the latest snapshot read them, because
-  // the sysfs part alone only moves when a process exits and reads as idle during a job.
+  // Unknown is not zero (docs/architecture.md#unknown-is-not-zero): a series that adds the live
+  // datastores to a sysfs total, or comes from them alone, is left out unless the latest snapshot
+  // read them, because the sysfs part alone only moves when a process exits and reads as idle
+  // during a job.
   bool live() const { return DatastoresRead(snap()); }
   // The same for a figure measured between the base snapshot and the latest: a base without the
   // datastores would count every running process's whole history into one window.

@@ -1,13 +1,15 @@
-// compat: the names, labels and HELP of AWS's neuron-monitor-prometheus.py (METRICS.md §3.1,
-// §3.4), so dashboards built for it keep working. Computed from the same NodeView as the native
-// metrics; per-process series come from live datastores and vanish at the first scrape after
-// the process exits. `system_*` read ROOT/proc (else /proc, decision 14).
+// compat: the names, labels and HELP of AWS's neuron-monitor-prometheus.py
+// (docs/metrics.md#compat-names, docs/metrics.md#compat-rules), so dashboards built for it keep
+// working. Computed from the same NodeView as the native metrics; per-process series come from live
+// datastores and vanish at the first scrape after the process exits. `system_*` read ROOT/proc
+// (else /proc, docs/architecture.md#process-information).
 #include <array>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
+#include "core/model/core_ids.h"
+#include "core/proc/meminfo.h"
 #include "core/proc/procinfo.h"
+#include "core/sample/process_usage.h"
 #include "monitor/collector.h"
 #include "monitor/latency.h"
 
@@ -43,45 +45,6 @@ constexpr std::array<std::pair<std::string_view, int>, 6> kStatusTypes{{
     {"incorrect_input", nds::kInferIncorrectInput},
     {"failed_to_queue", nds::kInferFailedToQueue},
 }};
-
-// A core slot the process holds: it has run or loaded something there.
-bool Holds(const DatastoreRecord& rec, int slot) {
-  if (rec.Core(slot, nds::kTimeInUse) != 0 || rec.Core(slot, nds::kModelLoadCount) != 0) {
-    return true;
-  }
-  for (const DatastoreModel& m : rec.models) {
-    if (m.nc_index == slot) return true;
-  }
-  return false;
-}
-
-const DatastoreRecord* FindRecord(const Snapshot& s, int device, int pid) {
-  for (const DatastoreRecord& r : s.processes) {
-    if (r.device == device && r.pid == pid) return &r;
-  }
-  return nullptr;
-}
-
-std::optional<std::pair<uint64_t, uint64_t>> ReadMeminfo(const std::filesystem::path& proc,
-                                                         std::string_view total_key,
-                                                         std::string_view free_key) {
-  std::ifstream in(proc / "meminfo");
-  if (!in) return std::nullopt;
-  std::optional<uint64_t> total, avail;
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    if (!(ls >> key >> kb)) continue;
-    if (key.size() > 1) key.pop_back();  // "MemTotal:" -> "MemTotal"
-    if (key == total_key) total = kb * 1024;
-    if (key == free_key) avail = kb * 1024;
-  }
-  if (!total || !avail || *avail > *total) return std::nullopt;
-  return std::pair{*total, *total - *avail};
-}
 
 // Compat labels: the instance labels, then `extra`.
 Labels With(const Labels& inst, std::initializer_list<prometheus::ClientMetric::Label> extra) {
@@ -158,16 +121,11 @@ void AddRecord(const ScrapeContext& ctx, const Labels& inst, const DatastoreReco
   const int per_device = ctx.inventory().LogicalCoresPerDevice();
   // A base that could not read the datastores has no records to measure from.
   const Snapshot* base = ctx.live_since_base() ? ctx.view.base.get() : nullptr;
-  const double dt =
-      base == nullptr
-          ? 0
-          : std::chrono::duration<double, std::micro>(snap.steady - base->steady).count();
   p.tag = rec.Tag();
   for (int i = nds::kMemUsageCodeHost; i <= nds::kMemUsageMiscHost; ++i) {
     p.host += rec.device_counters[i];
   }
-  const DatastoreRecord* before =
-      base != nullptr ? FindRecord(*base, rec.device, rec.pid) : nullptr;
+  const DatastoreRecord* before = FindRecord(base, rec.device, rec.pid);
   for (int slot = 0; slot < per_device && slot < nds::kMaxCores; ++slot) {
     for (size_t i = 0; i < kErrorTypes.size(); ++i) {
       p.errors[i] += rec.Core(slot, kErrorTypes[i].second);
@@ -176,20 +134,19 @@ void AddRecord(const ScrapeContext& ctx, const Labels& inst, const DatastoreReco
       p.status[i] += rec.Core(slot, kStatusTypes[i].second);
     }
     for (const CoreMemCategory& c : kCoreMem) p.device += rec.Core(slot, c.nds_index);
-    if (!Holds(rec, slot)) continue;
-    const std::string core = Str(rec.device * per_device + slot);
+    if (!HoldsCore(rec, slot, snap.lnc)) continue;
+    const std::string core = Str(GlobalCoreId(rec.device, slot, per_device));
     for (size_t c = 0; c < kCoreMem.size(); ++c) {
       f.core_mem[c].Add(With(inst, {L("memory_location", "None"), L("neuroncore", core),
                                     L("runtime_tag", p.tag)}),
                         static_cast<double>(rec.Core(slot, kCoreMem[c].nds_index)));
     }
-    if (before == nullptr || dt <= 0) continue;
-    const uint64_t a = before->Core(slot, nds::kTimeInUse);
-    const uint64_t b = rec.Core(slot, nds::kTimeInUse);
-    if (b < a) continue;
+    if (base == nullptr) continue;
+    const std::optional<double> util = ActivityBetween(*base, snap, rec, slot).utilization;
+    if (!util) continue;
     f.util.Add(With(inst, {L("neuron_device", Str(rec.device)), L("neuroncore", core),
                            L("runtime_tag", p.tag)}),
-               std::clamp(static_cast<double>(b - a) / dt, 0.0, 1.0));
+               *util);
   }
   AddWindowLatency(rec, before, p);
 }
@@ -260,22 +217,25 @@ void CompatCollector::SystemMetrics(const ScrapeContext& ctx, const Labels& inst
   }
   count.Finish(out);
   usage.Finish(out);
+  const absl::StatusOr<MemInfo> mem = ReadMeminfo(proc);
+  if (!mem.ok()) return;
   struct MemPair {
-    std::string_view total_metric, used_metric, help_total, help_used, total_key, free_key;
+    std::string_view total_metric, used_metric, help_total, help_used;
+    std::optional<uint64_t> total, used;
   };
-  for (const MemPair& m : {MemPair{"system_memory_total_bytes", "system_memory_used_bytes",
-                                   "System memory total_bytes bytes",
-                                   "System memory used_bytes bytes", "MemTotal", "MemAvailable"},
-                           MemPair{"system_swap_total_bytes", "system_swap_used_bytes",
-                                   "System swap total_bytes bytes", "System swap used_bytes bytes",
-                                   "SwapTotal", "SwapFree"}}) {
-    const auto v = ReadMeminfo(proc.proc_dir(), m.total_key, m.free_key);
-    if (!v) continue;
+  for (const MemPair& m :
+       {MemPair{"system_memory_total_bytes", "system_memory_used_bytes",
+                "System memory total_bytes bytes", "System memory used_bytes bytes", mem->mem_total,
+                mem->MemUsed()},
+        MemPair{"system_swap_total_bytes", "system_swap_used_bytes",
+                "System swap total_bytes bytes", "System swap used_bytes bytes", mem->swap_total,
+                mem->SwapUsed()}}) {
+    if (!m.total || !m.used) continue;
     FamilyBuilder t = Gauge(std::string(m.total_metric), std::string(m.help_total));
-    t.Add(inst, static_cast<double>(v->first));
+    t.Add(inst, static_cast<double>(*m.total));
     t.Finish(out);
     FamilyBuilder u = Gauge(std::string(m.used_metric), std::string(m.help_used));
-    u.Add(inst, static_cast<double>(v->second));
+    u.Add(inst, static_cast<double>(*m.used));
     u.Finish(out);
   }
 }
@@ -329,8 +289,8 @@ void CompatCollector::AddProcess(const ProcReader& proc_reader, int pid, const P
   }
 }
 
-// Per live runtime process: only from the datastores, so nothing at all without them (DESIGN
-// decision 19); the processes are unknown then, not gone.
+// Per live runtime process: only from the datastores, so nothing at all without them
+// (docs/architecture.md#unknown-is-not-zero); the processes are unknown then, not gone.
 void CompatCollector::RuntimeMetrics(const ScrapeContext& ctx, const Labels& inst, Families& out) {
   if (!ctx.live()) return;
   RuntimeFamilies f;
@@ -346,9 +306,8 @@ void CompatCollector::RuntimeMetrics(const ScrapeContext& ctx, const Labels& ins
   f.Finish(out);
 }
 
-absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
-  const Labels inst = InstanceLabels(ctx);
-  const Inventory& inv = ctx.inventory();
+// instance_info and neuron_hardware_info: constant 1, the facts in the labels.
+void IdentityMetrics(const Inventory& inv, const Labels& inst, Families& out) {
   FamilyBuilder instance = Gauge("instance_info", "EC2 instance information");
   instance.Add(inst, 1);
   instance.Finish(out);
@@ -360,10 +319,11 @@ absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
                      L("neuroncore_per_device_count", Str(inv.LogicalCoresPerDevice()))}),
          1);
   hw.Finish(out);
-  SystemMetrics(ctx, inst, out);
-  RuntimeMetrics(ctx, inst, out);
+}
+
+void EccMetrics(const Snapshot& snap, const Labels& inst, Families& out) {
   FamilyBuilder ecc = Counter("hardware_ecc_events_total", "Hardware ecc events total");
-  for (const DeviceSample& d : ctx.snap().devices) {
+  for (const DeviceSample& d : snap.devices) {
     for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
       const std::string_view n = kHardwareCounters[i];
       if (!d.ecc[i] || (n != "mem_ecc_uncorrected" && n != "sram_ecc_uncorrected")) continue;
@@ -372,6 +332,14 @@ absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
     }
   }
   ecc.Finish(out);
+}
+
+absl::Status CompatCollector::Collect(const ScrapeContext& ctx, Families& out) {
+  const Labels inst = InstanceLabels(ctx);
+  IdentityMetrics(ctx.inventory(), inst, out);
+  SystemMetrics(ctx, inst, out);
+  RuntimeMetrics(ctx, inst, out);
+  EccMetrics(ctx.snap(), inst, out);
   return absl::OkStatus();
 }
 

@@ -1,6 +1,8 @@
 // core: busy-seconds counter, utilization gauges, FLOPs, model loads, inferences
-// (METRICS.md §2.2). Counters are sysfs totals plus the live datastores, never decreasing; every
-// family needs the datastores (ScrapeContext::live) and is absent without them.
+// (docs/metrics.md#device-utilization-memory). Counters are sysfs totals plus the live datastores,
+// never decreasing; every family needs the datastores (ScrapeContext::live) and is absent without
+// them.
+#include "core/model/core_ids.h"
 #include "monitor/collector.h"
 
 namespace neuron::monitor {
@@ -34,14 +36,14 @@ class CoreCollector final : public Collector {
     const Snapshot& snap = ctx.snap();
     const int per_device = ctx.inventory().LogicalCoresPerDevice();
     // In compat mode the compat collector emits neuroncore_utilization_ratio in the script's
-    // shape (decision 12: each name once).
+    // shape (docs/architecture.md#compat-mode: each name once).
     const bool native_util = !ctx.options.compat;
     for (const DeviceSample& d : snap.devices) {
       if (!ctx.live(d.index)) continue;
       double util_sum = 0;
       int util_n = 0;
       for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
-        const int global = d.index * per_device + lc.logical_index;
+        const int global = GlobalCoreId(d.index, lc.logical_index, per_device);
         auto counter = [&](FamilyBuilder& f, std::string_view key, std::optional<uint64_t> v,
                            double scale) {
           if (!v) return;

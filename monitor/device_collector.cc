@@ -1,4 +1,5 @@
-// device: neuron_device_info, neuron_device_state, neuron_device_link_info (METRICS.md §2.2).
+// device: neuron_device_info, neuron_device_state, neuron_device_link_info
+// (docs/metrics.md#device-utilization-memory).
 #include "monitor/collector.h"
 
 namespace neuron::monitor {

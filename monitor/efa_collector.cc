@@ -1,4 +1,4 @@
-// efa: EFA port counters, port state and speed, and identity (METRICS.md §2.5).
+// efa: EFA port counters, port state and speed, and identity (docs/metrics.md#efa-metrics).
 #include <array>
 
 #include "monitor/collector.h"

@@ -1,15 +1,16 @@
 // execution: executions and failure outcomes per core, device error counts by status name, and
-// the device latency histogram (METRICS.md §2.3). Counts are sysfs totals plus the live
-// datastores and the histogram comes from the datastores alone: every family needs them
-// (ScrapeContext::live) and is absent without them.
+// the device latency histogram (docs/metrics.md#executions-errors-latency). Counts are sysfs totals
+// plus the live datastores and the histogram comes from the datastores alone: every family needs
+// them (ScrapeContext::live) and is absent without them.
 #include <array>
 
+#include "core/model/core_ids.h"
 #include "monitor/collector.h"
 
 namespace neuron::monitor {
 namespace {
 
-// status/ name -> outcome label (METRICS.md §2.3).
+// status/ name -> outcome label (docs/metrics.md#executions-errors-latency).
 constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kOutcomes{{
     {"execute_completed_with_error", "completed_with_err"},
     {"execute_completed_with_num_error", "completed_with_num_err"},
@@ -63,7 +64,7 @@ class ExecutionCollector final : public Collector {
       if (!ctx.live(d.index)) continue;
       std::array<std::optional<uint64_t>, kStatusCounters.size()> device_sum{};
       for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
-        const int global = d.index * per_device + lc.logical_index;
+        const int global = GlobalCoreId(d.index, lc.logical_index, per_device);
         std::optional<uint64_t> total;
         for (size_t i = 0; i < kStatusCounters.size(); ++i) {
           const std::optional<uint64_t>& v = lc.status[i];

@@ -81,7 +81,8 @@ void ProcessMetrics(Families& out) {
   start.Finish(out);
 }
 
-// neuron_exporter_source_up (DESIGN decision 19), one series per source once it was tried.
+// neuron_exporter_source_up (docs/architecture.md#unknown-is-not-zero), one series per source once
+// it was tried.
 void SourceMetrics(const NodeView& view, Families& out) {
   FamilyBuilder up =
       Gauge("neuron_exporter_source_up",

@@ -1,15 +1,16 @@
 #pragma once
 // The exporter: a prometheus::Collectable that, at every scrape, takes the NodeSource's current
-// view (shared between scrapes that arrive close together, decision 10), runs every collector
-// in order and adds the self-metrics (per-collector duration and success, neuron_up, build info,
-// pod-resources health, read errors, process_*). Rendering to text is RenderMetrics().
+// view (shared between scrapes that arrive close together, docs/architecture.md#sampling-cost),
+// runs every collector in order and adds the self-metrics (per-collector duration and success,
+// neuron_up, build info, pod-resources health, read errors, process_*). Rendering to text is
+// RenderMetrics().
 //
 // Rendering cache: the collectors' part of a scrape depends only on the NodeView (snapshot,
 // base, inventory, pod assignments, kernel-log counts) and on this exporter's options (compat),
 // so RenderMetrics() keeps the text of the last view it rendered and serves every scrape of
 // that same view from it; only the self-metrics (a few lines) are built per scrape. Scrapes
-// sharing one sample (decision 10) thus serialise ~2,500 series once, not once each. The
-// collector durations exported are those of the rendering that served the scrape.
+// sharing one sample (docs/architecture.md#sampling-cost) thus serialise ~2,500 series once, not
+// once each. The collector durations exported are those of the rendering that served the scrape.
 //
 // Thread-safety: Collect() and RenderMetrics() may run concurrently from several HTTP workers.
 

@@ -1,6 +1,7 @@
 #pragma once
 // Small builders for prometheus-cpp metric families, so collectors read as a list of names,
-// labels and values (STYLE 5: collectors translate). Not thread-safe; one per scrape.
+// labels and values (docs/style.md#collectors-translate: collectors translate). Not thread-safe;
+// one per scrape.
 
 #include <prometheus/client_metric.h>
 #include <prometheus/metric_family.h>
@@ -17,7 +18,7 @@ using Labels = std::vector<prometheus::ClientMetric::Label>;
 using Families = std::vector<prometheus::MetricFamily>;
 
 // One family being filled. Families with no samples are dropped by Finish(): a metric whose
-// every source is absent does not appear at all (STYLE 7).
+// every source is absent does not appear at all (docs/style.md#partial-data).
 class FamilyBuilder {
  public:
   FamilyBuilder(std::string name, std::string help, prometheus::MetricType type)

@@ -1,10 +1,12 @@
 // health: ECC counters, reset requests and failures, NEURON_HW_ERR kernel-log records
-// (METRICS.md §2.4). The counters are sysfs files the driver updates live; the kernel-log counts
-// need the log and are absent while it cannot be read (DESIGN decision 19: a 0 would say "no
-// hardware error" when nothing could be seen).
+// (docs/metrics.md#health-metrics). The counters are sysfs files the driver updates live; the
+// kernel-log counts need the log and are absent while it cannot be read
+// (docs/architecture.md#unknown-is-not-zero: a 0 would say "no hardware error" when nothing could
+// be seen).
 #include <array>
 #include <set>
 
+#include "core/model/core_ids.h"
 #include "monitor/collector.h"
 
 namespace neuron::monitor {
@@ -74,7 +76,7 @@ class HealthCollector final : public Collector {
       }
       for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
         if (!lc.reset_requests) continue;
-        const int global = d.index * per_device + lc.logical_index;
+        const int global = GlobalCoreId(d.index, lc.logical_index, per_device);
         resets.Add(CoreLabels(d.index, global),
                    ctx.Mono(d.index, "reset/" + Str(global), *lc.reset_requests));
       }

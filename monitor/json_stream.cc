@@ -1,11 +1,12 @@
 #include "monitor/json_stream.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <span>
-#include <sstream>
 
+#include "core/model/core_ids.h"
+#include "core/proc/meminfo.h"
 #include "core/proc/procinfo.h"
+#include "core/sample/process_usage.h"
 #include "monitor/latency.h"
 
 namespace neuron::monitor {
@@ -13,26 +14,271 @@ namespace {
 
 using nlohmann::json;
 
-const DatastoreRecord* FindRecord(const Snapshot* s, int device, int pid) {
-  if (s == nullptr) return nullptr;
-  for (const DatastoreRecord& r : s->processes) {
-    if (r.device == device && r.pid == pid) return &r;
-  }
-  return nullptr;
-}
-
+// neuron-monitor's per-period count: a counter below its earlier value restarted from zero.
 uint64_t Delta(uint64_t now, uint64_t before) { return now >= before ? now - before : now; }
 
-std::optional<uint64_t> Meminfo(const std::filesystem::path& proc, std::string_view key) {
-  std::ifstream in(proc / "meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(std::string(key) + ":", 0) != 0) continue;
-    std::istringstream ls(line.substr(key.size() + 1));
-    uint64_t kb = 0;
-    if (ls >> kb) return kb * 1024;
+void Add(json& j, uint64_t v) { j = j.get<uint64_t>() + v; }
+
+constexpr std::pair<const char*, int> kErr[] = {
+    {"generic", nds::kErrGeneric},     {"numerical", nds::kErrNumerical},
+    {"transient", nds::kErrTransient}, {"model", nds::kErrModel},
+    {"runtime", nds::kErrRt},          {"hardware", nds::kErrHw}};
+constexpr std::pair<const char*, int> kExec[] = {
+    {"completed", nds::kInferCompleted},
+    {"completed_with_err", nds::kInferCompletedWithErr},
+    {"completed_with_num_err", nds::kInferCompletedWithNumErr},
+    {"timed_out", nds::kInferTimedOut},
+    {"incorrect_input", nds::kInferIncorrectInput},
+    {"failed_to_queue", nds::kInferFailedToQueue}};
+constexpr std::pair<const char*, int> kHost[] = {{"application_memory", nds::kMemUsageCodeHost},
+                                                 {"tensors", nds::kMemUsageTensorsHost},
+                                                 {"constants", nds::kMemUsageConstantsHost},
+                                                 {"dma_buffers", nds::kMemUsageScratchpadHost},
+                                                 {"dma_buffers", nds::kMemUsageMiscHost}};
+
+// A runtime's entry before any of its datastores is added: every count 0.
+json EmptyRuntime(const DatastoreRecord& rec, double period) {
+  json zeros = json::object();
+  for (const auto& [k, idx] : kErr) zeros[k] = 0;
+  json exec_zeros = json::object();
+  for (const auto& [k, idx] : kExec) exec_zeros[k] = 0;
+  json host_zeros = json::object();
+  for (const auto& [k, idx] : kHost) host_zeros[k] = 0;
+  return {{"pid", rec.pid},
+          {"address", ""},
+          {"neuron_runtime_tag", rec.Tag()},
+          {"error", ""},
+          {"report",
+           {{"neuroncore_counters",
+             {{"period", period}, {"neuroncores_in_use", json::object()}, {"error", ""}}},
+            {"execution_stats",
+             {{"period", period},
+              {"error_summary", zeros},
+              {"execution_summary", exec_zeros},
+              {"latency_stats", {{"total_latency", nullptr}, {"device_latency", nullptr}}},
+              {"error", ""}}},
+            {"memory_used",
+             {{"period", period},
+              {"neuron_runtime_used_bytes",
+               {{"host", 0},
+                {"neuron_device", 0},
+                {"usage_breakdown",
+                 {{"host", host_zeros}, {"neuroncore_memory_usage", json::object()}}}}},
+              {"loaded_models", json::array()},
+              {"error", ""}}}}}};
+}
+
+// What one datastore adds to its runtime's report. `before` is the previous document's snapshot
+// (null for the first document); `period` the seconds between them.
+struct RecordContext {
+  const Snapshot& snap;
+  const Snapshot* before;
+  const DatastoreRecord& rec;
+  const DatastoreRecord* rec_before;
+  int per_device;
+  double period;
+
+  // The core counter's rise over the period; 0 without an earlier document.
+  uint64_t CoreDelta(int slot, int index) const {
+    const uint64_t now = rec.Core(slot, index);
+    return rec_before != nullptr ? Delta(now, rec_before->Core(slot, index)) : uint64_t{0};
   }
-  return std::nullopt;
+};
+
+// neuroncores_in_use of one held core: utilization in percent and FLOP/s over the period.
+void AddCoreActivity(const RecordContext& c, int slot, const std::string& nc, json& in_use) {
+  if (c.before == nullptr || c.period <= 0) return;
+  const CoreActivity act = ActivityBetween(*c.before, c.snap, c.rec, slot);
+  if (!act.utilization) return;  // a counter went down: unknown this period
+  json core = {{"neuroncore_utilization", 100.0 * *act.utilization}};
+  if (act.flops_per_s) core["flops"] = *act.flops_per_s;
+  if (c.snap.lnc == 2) {
+    // Both physical cores of the pair run the logical core's work (driver-sim's model).
+    json v3d = json::object();
+    const PhysicalRange pair = PhysicalCoresOf(slot, c.snap.lnc);
+    for (int p = pair.first; p < pair.first + pair.count; ++p) {
+      v3d["nc_v3." + std::to_string(p)] = {
+          {"neuroncore_utilization", core["neuroncore_utilization"]}};
+    }
+    core["v3d"] = v3d;
+  }
+  in_use[nc] = core;
+}
+
+// Execution counts, device memory and, for the cores the process holds, per-core memory and
+// activity.
+void AddCores(const RecordContext& c, json& report) {
+  json& in_use = report["neuroncore_counters"]["neuroncores_in_use"];
+  json& exec = report["execution_stats"];
+  json& mem = report["memory_used"]["neuron_runtime_used_bytes"];
+  for (int slot = 0; slot < c.per_device && slot < nds::kMaxCores; ++slot) {
+    for (const auto& [k, idx] : kErr) Add(exec["error_summary"][k], c.CoreDelta(slot, idx));
+    for (const auto& [k, idx] : kExec) Add(exec["execution_summary"][k], c.CoreDelta(slot, idx));
+    const uint64_t code = c.rec.Core(slot, nds::kMemUsageCodeDevice);
+    const uint64_t tensors = c.rec.Core(slot, nds::kMemUsageTensorsDevice);
+    const uint64_t constants = c.rec.Core(slot, nds::kMemUsageConstantsDevice);
+    const uint64_t scratch = c.rec.Core(slot, nds::kMemUsageScratchpadDevice);
+    const uint64_t misc = c.rec.Core(slot, nds::kMemUsageMiscDevice);
+    Add(mem["neuron_device"], code + tensors + constants + scratch + misc);
+    if (!HoldsCore(c.rec, slot, c.snap.lnc)) continue;
+    const std::string nc = std::to_string(GlobalCoreId(c.rec.device, slot, c.per_device));
+    mem["usage_breakdown"]["neuroncore_memory_usage"][nc] = {{"constants", constants},
+                                                             {"model_code", code},
+                                                             {"model_shared_scratchpad", scratch},
+                                                             {"runtime_memory", misc},
+                                                             {"tensors", tensors}};
+    AddCoreActivity(c, slot, nc, in_use);
+  }
+}
+
+void AddHostAndModels(const RecordContext& c, json& report) {
+  json& mem = report["memory_used"]["neuron_runtime_used_bytes"];
+  for (const auto& [k, idx] : kHost) {
+    Add(mem["usage_breakdown"]["host"][k], c.rec.device_counters[idx]);
+    Add(mem["host"], c.rec.device_counters[idx]);
+  }
+  for (const DatastoreModel& m : c.rec.models) {
+    report["memory_used"]["loaded_models"].push_back(
+        {{"name", m.name},
+         {"model_id", m.model_id},
+         {"is_running", true},
+         {"subgraphs",
+          {{"sg_00",
+            {{"neuroncore_index", GlobalCoreId(c.rec.device, m.nc_index, c.per_device)},
+             {"neuron_device_index", c.rec.device}}}}}});
+  }
+}
+
+// Latency percentiles over the period, from the simulator's histogram extension.
+void AddLatency(const RecordContext& c, json& report) {
+  const DatastoreRecord* before = c.rec_before;
+  if (!c.rec.histogram || c.rec.histogram->num_buckets <= 0 || before == nullptr ||
+      !before->histogram || before->histogram->num_buckets != c.rec.histogram->num_buckets) {
+    return;
+  }
+  const LatencyHistogram& h = *c.rec.histogram;
+  const int nb = h.num_buckets;
+  std::vector<uint64_t> counts(nb, 0);
+  for (int slot = 0; slot < nds::kMaxCores; ++slot) {
+    for (int b = 0; b < nb; ++b)
+      counts[b] += Delta(h.counts[slot][b], before->histogram->counts[slot][b]);
+  }
+  std::vector<uint64_t> bounds(h.bounds_us.begin(), h.bounds_us.begin() + (nb - 1));
+  const auto pct = Percentiles(bounds, counts);
+  if (pct.empty()) return;
+  json lat = json::object();
+  for (const auto& [k, v] : pct) lat[k] = v;
+  report["execution_stats"]["latency_stats"]["total_latency"] = lat;
+}
+
+// neuron_runtime_data: one entry per PID, merging its datastores on several devices; none while
+// the datastores cannot be read (docs/architecture.md#unknown-is-not-zero), whatever a reader
+// handed out.
+json RuntimeData(const Snapshot& snap, const Snapshot* before, int per_device, double period) {
+  std::map<int, json> runtimes;
+  const std::span<const DatastoreRecord> records =
+      DatastoresRead(snap) ? std::span<const DatastoreRecord>(snap.processes)
+                           : std::span<const DatastoreRecord>();
+  for (const DatastoreRecord& rec : records) {
+    json& rt = runtimes[rec.pid];
+    if (rt.is_null()) rt = EmptyRuntime(rec, period);
+    const RecordContext c{snap,       before, rec, FindRecord(before, rec.device, rec.pid),
+                          per_device, period};
+    AddCores(c, rt["report"]);
+    AddHostAndModels(c, rt["report"]);
+    AddLatency(c, rt["report"]);
+  }
+  json out = json::array();
+  for (auto& [pid, rt] : runtimes) out.push_back(std::move(rt));
+  return out;
+}
+
+json HardwareCounters(const Snapshot& snap, double period) {
+  json devices = json::array();
+  for (const DeviceSample& d : snap.devices) {
+    // No corrected-ECC source exists; 0 there, since consumers inc() these values
+    // (docs/metrics.md#json-stream).
+    json e = {
+        {"neuron_device_index", d.index}, {"mem_ecc_corrected", 0}, {"sram_ecc_corrected", 0}};
+    for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
+      if (kHardwareCounters[i] == "mem_ecc_uncorrected" && d.ecc[i]) {
+        e["mem_ecc_uncorrected"] = *d.ecc[i];
+      }
+      if (kHardwareCounters[i] == "sram_ecc_uncorrected" && d.ecc[i]) {
+        e["sram_ecc_uncorrected"] = *d.ecc[i];
+      }
+    }
+    devices.push_back(e);
+  }
+  return {{"period", period}, {"neuron_devices", devices}, {"error", ""}};
+}
+
+json MemoryInfo(const ProcReader& proc, double period) {
+  json meminfo = {{"period", period}, {"error", ""}};
+  const absl::StatusOr<MemInfo> m = ReadMeminfo(proc);
+  if (m.ok() && m->mem_total && m->MemUsed() && m->swap_total && m->SwapUsed()) {
+    meminfo["memory_total_bytes"] = *m->mem_total;
+    meminfo["memory_used_bytes"] = *m->MemUsed();
+    meminfo["swap_total_bytes"] = *m->swap_total;
+    meminfo["swap_used_bytes"] = *m->SwapUsed();
+  } else {
+    meminfo["error"] = "meminfo unavailable";
+  }
+  return meminfo;
+}
+
+// Percent of all CPU time since the previous document, per kind.
+json VcpuUsage(const ProcReader& proc, double period, std::optional<SystemCpuTimes>* last) {
+  const absl::StatusOr<SystemCpuTimes> cpu = proc.SystemCpu();
+  json vcpu = {{"period", period}, {"usage_data", json::object()}, {"error", ""}};
+  if (cpu.ok() && *last && cpu->TotalTicks() > (*last)->TotalTicks()) {
+    const double total = static_cast<double>(cpu->TotalTicks() - (*last)->TotalTicks());
+    const SystemCpuTimes& a = **last;
+    auto pct = [&](uint64_t now, uint64_t before) {
+      return 100.0 * static_cast<double>(Delta(now, before)) / total;
+    };
+    vcpu["average_usage"] = {
+        {"user", pct(cpu->user, a.user)},          {"nice", pct(cpu->nice, a.nice)},
+        {"system", pct(cpu->system, a.system)},    {"idle", pct(cpu->idle, a.idle)},
+        {"io_wait", pct(cpu->iowait, a.iowait)},   {"irq", pct(cpu->irq, a.irq)},
+        {"soft_irq", pct(cpu->softirq, a.softirq)}};
+  } else if (!cpu.ok()) {
+    vcpu["error"] = std::string(cpu.status().message());
+  }
+  if (cpu.ok()) *last = *cpu;
+  return vcpu;
+}
+
+json SystemData(const Snapshot& snap, const ProcReader& proc, double period,
+                std::optional<SystemCpuTimes>* last_cpu) {
+  return {{"neuron_hw_counters", HardwareCounters(snap, period)},
+          {"vcpu_usage", VcpuUsage(proc, period, last_cpu)},
+          {"memory_info", MemoryInfo(proc, period)}};
+}
+
+json InstanceInfo(const ExporterOptions& options, const Inventory& inv) {
+  return {{"instance_name", options.instance_name},
+          {"instance_id", inv.instance_id},
+          {"instance_type", inv.instance_type},
+          {"instance_availability_zone", options.availability_zone},
+          {"instance_availability_zone_id", ""},
+          {"instance_region", options.region},
+          {"ami_id", ""},
+          {"subnet_id", options.subnet_id},
+          {"error", ""}};
+}
+
+json HardwareInfo(const Inventory& inv) {
+  json hw = {{"neuron_device_count", inv.devices.size()},
+             {"neuroncore_per_device_count", inv.LogicalCoresPerDevice()},
+             {"logical_neuroncore_config", inv.lnc},
+             {"error", ""}};
+  if (!inv.devices.empty()) {
+    const NeuronDevice& d0 = inv.devices.front();
+    hw["neuron_device_type"] = d0.device_name;
+    if (d0.memory_bytes) hw["neuron_device_memory_size"] = *d0.memory_bytes;
+  }
+  return hw;
 }
 
 }  // namespace
@@ -48,226 +294,15 @@ std::string JsonStream::Next() {
   if (previous_ == view.current) previous_ = before_previous_;
   const Snapshot* prev = previous_.get();
   const Inventory& inv = *view.inventory;
-  const int per_device = inv.LogicalCoresPerDevice();
   const double period =
       prev != nullptr ? std::chrono::duration<double>(snap.steady - prev->steady).count() : 0;
 
-  // Runtimes: one entry per PID, merging its datastores on several devices; none while the
-  // datastores cannot be read (DESIGN decision 19), whatever a reader handed out.
-  std::map<int, json> runtimes;
-  const std::span<const DatastoreRecord> records =
-      DatastoresRead(snap) ? std::span<const DatastoreRecord>(snap.processes)
-                           : std::span<const DatastoreRecord>();
-  for (const DatastoreRecord& rec : records) {
-    const DatastoreRecord* before = FindRecord(prev, rec.device, rec.pid);
-    json& rt = runtimes[rec.pid];
-    if (rt.is_null()) {
-      rt = {{"pid", rec.pid},
-            {"address", ""},
-            {"neuron_runtime_tag", rec.Tag()},
-            {"error", ""},
-            {"report",
-             {{"neuroncore_counters",
-               {{"period", period}, {"neuroncores_in_use", json::object()}, {"error", ""}}},
-              {"execution_stats",
-               {{"period", period},
-                {"error_summary",
-                 {{"generic", 0},
-                  {"numerical", 0},
-                  {"transient", 0},
-                  {"model", 0},
-                  {"runtime", 0},
-                  {"hardware", 0}}},
-                {"execution_summary",
-                 {{"completed", 0},
-                  {"completed_with_err", 0},
-                  {"completed_with_num_err", 0},
-                  {"timed_out", 0},
-                  {"incorrect_input", 0},
-                  {"failed_to_queue", 0}}},
-                {"latency_stats", {{"total_latency", nullptr}, {"device_latency", nullptr}}},
-                {"error", ""}}},
-              {"memory_used",
-               {{"period", period},
-                {"neuron_runtime_used_bytes",
-                 {{"host", 0},
-                  {"neuron_device", 0},
-                  {"usage_breakdown",
-                   {{"host",
-                     {{"application_memory", 0},
-                      {"constants", 0},
-                      {"dma_buffers", 0},
-                      {"tensors", 0}}},
-                    {"neuroncore_memory_usage", json::object()}}}}},
-                {"loaded_models", json::array()},
-                {"error", ""}}}}}};
-    }
-    json& report = rt["report"];
-    json& in_use = report["neuroncore_counters"]["neuroncores_in_use"];
-    json& exec = report["execution_stats"];
-    json& mem = report["memory_used"]["neuron_runtime_used_bytes"];
-    auto add = [](json& j, uint64_t v) { j = j.get<uint64_t>() + v; };
-    auto core = [&](int slot, int index) {
-      const uint64_t now = rec.Core(slot, index);
-      return before != nullptr ? Delta(now, before->Core(slot, index)) : uint64_t{0};
-    };
-    constexpr std::pair<const char*, int> kErr[] = {
-        {"generic", nds::kErrGeneric},     {"numerical", nds::kErrNumerical},
-        {"transient", nds::kErrTransient}, {"model", nds::kErrModel},
-        {"runtime", nds::kErrRt},          {"hardware", nds::kErrHw}};
-    constexpr std::pair<const char*, int> kExec[] = {
-        {"completed", nds::kInferCompleted},
-        {"completed_with_err", nds::kInferCompletedWithErr},
-        {"completed_with_num_err", nds::kInferCompletedWithNumErr},
-        {"timed_out", nds::kInferTimedOut},
-        {"incorrect_input", nds::kInferIncorrectInput},
-        {"failed_to_queue", nds::kInferFailedToQueue}};
-    for (int slot = 0; slot < per_device && slot < nds::kMaxCores; ++slot) {
-      for (const auto& [k, idx] : kErr) add(exec["error_summary"][k], core(slot, idx));
-      for (const auto& [k, idx] : kExec) add(exec["execution_summary"][k], core(slot, idx));
-      const uint64_t code = rec.Core(slot, nds::kMemUsageCodeDevice);
-      const uint64_t tensors = rec.Core(slot, nds::kMemUsageTensorsDevice);
-      const uint64_t constants = rec.Core(slot, nds::kMemUsageConstantsDevice);
-      const uint64_t scratch = rec.Core(slot, nds::kMemUsageScratchpadDevice);
-      const uint64_t misc = rec.Core(slot, nds::kMemUsageMiscDevice);
-      const uint64_t total = code + tensors + constants + scratch + misc;
-      add(mem["neuron_device"], total);
-      const bool held = total > 0 || rec.Core(slot, nds::kTimeInUse) > 0;
-      if (!held) continue;
-      const std::string nc = std::to_string(rec.device * per_device + slot);
-      mem["usage_breakdown"]["neuroncore_memory_usage"][nc] = {{"constants", constants},
-                                                               {"model_code", code},
-                                                               {"model_shared_scratchpad", scratch},
-                                                               {"runtime_memory", misc},
-                                                               {"tensors", tensors}};
-      if (period > 0 && before != nullptr) {
-        const double busy_s = static_cast<double>(core(slot, nds::kTimeInUse)) / 1e6;
-        json c = {{"neuroncore_utilization", std::min(100.0, 100.0 * busy_s / period)},
-                  {"flops", 2.0 * static_cast<double>(core(slot, nds::kMacCount)) / period}};
-        if (snap.lnc == 2) {
-          // Both physical cores of the pair run the logical core's work (driver-sim's model).
-          json v3d = json::object();
-          for (int p = 0; p < 2; ++p) {
-            v3d["nc_v3." + std::to_string(slot * 2 + p)] = {
-                {"neuroncore_utilization", c["neuroncore_utilization"]}};
-          }
-          c["v3d"] = v3d;
-        }
-        in_use[nc] = c;
-      }
-    }
-    const std::pair<const char*, int> kHost[] = {{"application_memory", nds::kMemUsageCodeHost},
-                                                 {"tensors", nds::kMemUsageTensorsHost},
-                                                 {"constants", nds::kMemUsageConstantsHost},
-                                                 {"dma_buffers", nds::kMemUsageScratchpadHost},
-                                                 {"dma_buffers", nds::kMemUsageMiscHost}};
-    for (const auto& [k, idx] : kHost) {
-      add(mem["usage_breakdown"]["host"][k], rec.device_counters[idx]);
-      add(mem["host"], rec.device_counters[idx]);
-    }
-    for (const DatastoreModel& m : rec.models) {
-      report["memory_used"]["loaded_models"].push_back(
-          {{"name", m.name},
-           {"model_id", m.model_id},
-           {"is_running", true},
-           {"subgraphs",
-            {{"sg_00",
-              {{"neuroncore_index", rec.device * per_device + m.nc_index},
-               {"neuron_device_index", rec.device}}}}}});
-    }
-    if (rec.histogram && rec.histogram->num_buckets > 0 && before != nullptr && before->histogram &&
-        before->histogram->num_buckets == rec.histogram->num_buckets) {
-      const int nb = rec.histogram->num_buckets;
-      std::vector<uint64_t> counts(nb, 0);
-      for (int slot = 0; slot < nds::kMaxCores; ++slot) {
-        for (int b = 0; b < nb; ++b) {
-          counts[b] += Delta(rec.histogram->counts[slot][b], before->histogram->counts[slot][b]);
-        }
-      }
-      std::vector<uint64_t> bounds(rec.histogram->bounds_us.begin(),
-                                   rec.histogram->bounds_us.begin() + (nb - 1));
-      const auto pct = Percentiles(bounds, counts);
-      if (!pct.empty()) {
-        json lat = json::object();
-        for (const auto& [k, v] : pct) lat[k] = v;
-        exec["latency_stats"]["total_latency"] = lat;
-      }
-    }
-  }
-
   json doc;
-  doc["neuron_runtime_data"] = json::array();
-  for (auto& [pid, rt] : runtimes) doc["neuron_runtime_data"].push_back(std::move(rt));
-
-  json devices = json::array();
-  for (const DeviceSample& d : snap.devices) {
-    // No corrected-ECC source exists; 0 there, since consumers inc() these values (§4).
-    json e = {
-        {"neuron_device_index", d.index}, {"mem_ecc_corrected", 0}, {"sram_ecc_corrected", 0}};
-    for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
-      if (kHardwareCounters[i] == "mem_ecc_uncorrected" && d.ecc[i]) {
-        e["mem_ecc_uncorrected"] = *d.ecc[i];
-      }
-      if (kHardwareCounters[i] == "sram_ecc_uncorrected" && d.ecc[i]) {
-        e["sram_ecc_uncorrected"] = *d.ecc[i];
-      }
-    }
-    devices.push_back(e);
-  }
-  json& system = doc["system_data"];
-  system["neuron_hw_counters"] = {{"period", period}, {"neuron_devices", devices}, {"error", ""}};
-  ProcReader proc{RootPaths(source_.options().root)};
-  absl::StatusOr<SystemCpuTimes> cpu = proc.SystemCpu();
-  json vcpu = {{"period", period}, {"usage_data", json::object()}, {"error", ""}};
-  if (cpu.ok() && cpu_ && cpu->TotalTicks() > cpu_->TotalTicks()) {
-    const double total = static_cast<double>(cpu->TotalTicks() - cpu_->TotalTicks());
-    auto pct = [&](uint64_t now, uint64_t before) {
-      return 100.0 * static_cast<double>(Delta(now, before)) / total;
-    };
-    vcpu["average_usage"] = {
-        {"user", pct(cpu->user, cpu_->user)},          {"nice", pct(cpu->nice, cpu_->nice)},
-        {"system", pct(cpu->system, cpu_->system)},    {"idle", pct(cpu->idle, cpu_->idle)},
-        {"io_wait", pct(cpu->iowait, cpu_->iowait)},   {"irq", pct(cpu->irq, cpu_->irq)},
-        {"soft_irq", pct(cpu->softirq, cpu_->softirq)}};
-  } else if (!cpu.ok()) {
-    vcpu["error"] = std::string(cpu.status().message());
-  }
-  if (cpu.ok()) cpu_ = *cpu;
-  system["vcpu_usage"] = vcpu;
-  json meminfo = {{"period", period}, {"error", ""}};
-  const auto mt = Meminfo(proc.proc_dir(), "MemTotal");
-  const auto ma = Meminfo(proc.proc_dir(), "MemAvailable");
-  const auto st = Meminfo(proc.proc_dir(), "SwapTotal");
-  const auto sf = Meminfo(proc.proc_dir(), "SwapFree");
-  if (mt && ma && st && sf) {
-    meminfo["memory_total_bytes"] = *mt;
-    meminfo["memory_used_bytes"] = *mt - std::min(*mt, *ma);
-    meminfo["swap_total_bytes"] = *st;
-    meminfo["swap_used_bytes"] = *st - std::min(*st, *sf);
-  } else {
-    meminfo["error"] = "meminfo unavailable";
-  }
-  system["memory_info"] = meminfo;
-
-  doc["instance_info"] = {{"instance_name", options_.instance_name},
-                          {"instance_id", inv.instance_id},
-                          {"instance_type", inv.instance_type},
-                          {"instance_availability_zone", options_.availability_zone},
-                          {"instance_availability_zone_id", ""},
-                          {"instance_region", options_.region},
-                          {"ami_id", ""},
-                          {"subnet_id", options_.subnet_id},
-                          {"error", ""}};
-  json hw = {{"neuron_device_count", inv.devices.size()},
-             {"neuroncore_per_device_count", per_device},
-             {"logical_neuroncore_config", inv.lnc},
-             {"error", ""}};
-  if (!inv.devices.empty()) {
-    const NeuronDevice& d0 = inv.devices.front();
-    hw["neuron_device_type"] = d0.device_name;
-    if (d0.memory_bytes) hw["neuron_device_memory_size"] = *d0.memory_bytes;
-  }
-  doc["neuron_hardware_info"] = hw;
+  doc["neuron_runtime_data"] = RuntimeData(snap, prev, inv.LogicalCoresPerDevice(), period);
+  doc["system_data"] =
+      SystemData(snap, ProcReader(RootPaths(source_.options().root)), period, &cpu_);
+  doc["instance_info"] = InstanceInfo(options_, inv);
+  doc["neuron_hardware_info"] = HardwareInfo(inv);
   if (previous_ != view.current) {
     before_previous_ = previous_;
     previous_ = view.current;

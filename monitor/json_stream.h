@@ -1,7 +1,7 @@
 #pragma once
-// `--format=json`: neuron-monitor-shaped JSON documents (METRICS.md §4), one per line, built
-// from the same NodeSource as /metrics. Per-period figures (utilization, FLOP/s, execution
-// counts, latency percentiles) are differences between this document's snapshot and the
+// `--format=json`: neuron-monitor-shaped JSON documents (docs/metrics.md#json-stream), one per
+// line, built from the same NodeSource as /metrics. Per-period figures (utilization, FLOP/s,
+// execution counts, latency percentiles) are differences between this document's snapshot and the
 // previous document's. Not thread-safe: one owner (the output loop).
 
 #include <memory>

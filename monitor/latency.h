@@ -1,7 +1,7 @@
 #pragma once
 // Percentiles from a latency histogram, for the compat set and the JSON stream, whose consumers
-// expect p0..p100 (METRICS.md §3.4). Approximate: linear interpolation inside a bucket; p0 and
-// p100 are the bounds of the first and last non-empty buckets. Thread-safe (pure).
+// expect p0..p100 (docs/metrics.md#compat-rules). Approximate: linear interpolation inside a
+// bucket; p0 and p100 are the bounds of the first and last non-empty buckets. Thread-safe (pure).
 
 #include <cstdint>
 #include <string>

@@ -1,5 +1,7 @@
 // memory: device memory by category, host memory by category, per-core used and peak, device
-// total (METRICS.md §2.2). Categories are the driver's directory names verbatim.
+// total (docs/metrics.md#device-utilization-memory). Categories are the driver's directory names
+// verbatim.
+#include "core/model/core_ids.h"
 #include "monitor/collector.h"
 
 namespace neuron::monitor {
@@ -48,7 +50,7 @@ class MemoryCollector final : public Collector {
         host.Add(std::move(l), static_cast<double>(*d.host_mem[c].total));
       }
       for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
-        const int global = d.index * per_device + lc.logical_index;
+        const int global = GlobalCoreId(d.index, lc.logical_index, per_device);
         if (lc.device_mem.total) {
           core_used.Add(CoreLabels(d.index, global), static_cast<double>(*lc.device_mem.total));
         }

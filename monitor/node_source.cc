@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/base/component_log.h"
+#include "core/discovery/make_discovery.h"
 
 namespace neuron::monitor {
 namespace {
@@ -39,8 +40,13 @@ NodeSource::~NodeSource() {
 }
 
 absl::Status NodeSource::Init() {
-  discovery_ = MakeDirectoryDiscovery(
-      root_, DiscoveryOptions{.lnc = options_.lnc, .bdf_resolver = options_.bdf_resolver});
+  // The directory scan, as the exporter has always read the node (libudev would find the same:
+  // tests/core/discovery_agreement_test.cc).
+  absl::StatusOr<std::unique_ptr<Discovery>> discovery =
+      MakeDiscovery(root_, DiscoveryMode::kDirectory,
+                    DiscoveryOptions{.lnc = options_.lnc, .bdf_resolver = options_.bdf_resolver});
+  if (!discovery.ok()) return discovery.status();
+  discovery_ = *std::move(discovery);
   absl::StatusOr<Inventory> inv = discovery_->Scan();
   if (!inv.ok()) return inv.status();
   for (const std::string& w : inv->warnings) Log()->warn("inventory: {}", w);
@@ -51,8 +57,8 @@ absl::Status NodeSource::Init() {
   so.datastore = options_.datastore
                      ? options_.datastore(std::move(devices))
                      : MakeDriverDatastoreReader(root_, {.devices = std::move(devices)});
-  // Bounded: a device in reset holds the probe (core/datastore.h); the state then stays unknown
-  // (no source_up series, no live series) until a later sample knows it.
+  // Bounded: a device in reset holds the probe (core/sample/datastore.h); the state then stays
+  // unknown (no source_up series, no live series) until a later sample knows it.
   so.datastore->AwaitFirstProbe(options_.first_probe_timeout);
   sampler_ = std::make_unique<Sampler>(root_, *inv, std::move(so));
   {
@@ -280,7 +286,6 @@ NodeView NodeSource::Get() {
       if (full) last_full_ = snap->steady;
       AfterSample(*snap);
       PushSnapshot(std::move(snap));
-      view.sampled_now = true;
     }
     // Keep the newest snapshot that is at least a window older than the latest as the base.
     const auto newest = history_.back()->steady;

@@ -2,10 +2,10 @@
 // What every scrape reads: the node's inventory, the latest Snapshot and the one the rates are
 // taken against, pod assignments and the kernel-log counts. Owns the Sampler.
 //
-// Sharing (DESIGN decision 10): Get() samples at most once per `share_window`; scrapes that
-// arrive meanwhile (an HA Prometheus pair, a browser) get the same snapshot, and a scrape that
-// arrives while a sample runs waits for it instead of starting another. Each sample reads the
-// hot set; a full sweep runs when the last one is older than `full_sweep_interval`.
+// Sharing (docs/architecture.md#sampling-cost): Get() samples at most once per `share_window`;
+// scrapes that arrive meanwhile (an HA Prometheus pair, a browser) get the same snapshot, and a
+// scrape that arrives while a sample runs waits for it instead of starting another. Each sample
+// reads the hot set; a full sweep runs when the last one is older than `full_sweep_interval`.
 //
 // History: utilization needs a snapshot about `utilization_window` old, but scrapes without
 // sharing may sample every few milliseconds, and each trn2.48xlarge snapshot holds ~0.3 MB
@@ -16,14 +16,15 @@
 // PodResources cache refreshes on a thread of its own, so a slow or absent kubelet never slows a
 // scrape.
 //
-// Counters never go backwards (METRICS.md §2.1): Monotonic() keeps the last exported value per
-// series and device, forgotten when the device disappears (a replugged device may restart).
-// Latency histograms live only in datastores, which vanish with their process, so their counts
-// are accumulated here per device.
+// Counters never go backwards (docs/metrics.md#labels-and-liveness): Monotonic() keeps the last
+// exported value per series and device, forgotten when the device disappears (a replugged device
+// may restart). Latency histograms live only in datastores, which vanish with their process, so
+// their counts are accumulated here per device.
 //
-// Live sources (DESIGN decision 19): sysfs and the datastores are judged per snapshot, the kernel
-// log by the background thread, PodResources by its cache. A NodeView (its snapshot included)
-// carries their states (neuron_exporter_source_up); each change is logged once, with the reason.
+// Live sources (docs/architecture.md#unknown-is-not-zero): sysfs and the datastores are judged per
+// snapshot, the kernel log by the background thread, PodResources by its cache. A NodeView (its
+// snapshot included) carries their states (neuron_exporter_source_up); each change is logged once,
+// with the reason.
 //
 // Thread-safety: every public method may be called from any thread.
 
@@ -44,9 +45,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/sample/datastore.h"
 #include "core/discovery/inventory.h"
 #include "core/events/kmsg.h"
+#include "core/sample/datastore.h"
 #include "core/sample/sampler.h"
 #include "proto/pod_resources.h"
 
@@ -55,7 +56,7 @@ namespace neuron::monitor {
 struct NodeSourceOptions {
   std::filesystem::path root = "/";
   std::filesystem::path kubelet_dir = "/var/lib/kubelet";
-  int lnc = 0;  // 0: the node's (decision 13)
+  int lnc = 0;  // 0: the node's (docs/architecture.md#lnc)
   std::chrono::milliseconds share_window{1000};
   std::chrono::milliseconds full_sweep_interval{10000};
   // Utilization is measured between the latest snapshot and the newest one at least this much
@@ -75,8 +76,8 @@ struct NodeSourceOptions {
   std::chrono::milliseconds first_probe_timeout{3000};
 };
 
-// Whether `snap` holds the live datastores (DESIGN decision 19). When not, its sysfs totals lack
-// every running process's part and would read as idle during a job.
+// Whether `snap` holds the live datastores (docs/architecture.md#unknown-is-not-zero). When not,
+// its sysfs totals lack every running process's part and would read as idle during a job.
 inline bool DatastoresRead(const Snapshot& snap) {
   return snap.datastore_source.known && snap.datastore_source.up;
 }
@@ -98,15 +99,14 @@ struct NodeView {
   std::shared_ptr<const PodAssignments> pods;  // never null
   // device -> hw error type -> NEURON_HW_ERR records seen since start
   std::map<int, std::map<std::string, uint64_t>> hw_errors;
-  // The live sources not judged by `current` (DESIGN decision 19; sysfs and the datastores are:
-  // SysfsState, Snapshot::datastore_source). kmsg: the kernel log could be opened and read;
-  // hw_errors counts nothing when not. pod_resources: the last PodResources List() succeeded;
-  // unknown (known == false) before the first and without the cache.
+  // The live sources not judged by `current` (docs/architecture.md#unknown-is-not-zero; sysfs and
+  // the datastores are: SysfsState, Snapshot::datastore_source). kmsg: the kernel log could be
+  // opened and read; hw_errors counts nothing when not. pod_resources: the last PodResources List()
+  // succeeded; unknown (known == false) before the first and without the cache.
   SourceState kmsg;
   SourceState pod_resources;
   uint64_t hw_errors_version = 0;  // changes whenever hw_errors or kmsg does
   std::map<int, DeviceLatency> latency;
-  bool sampled_now = false;  // this Get() took the sample (false: shared)
 };
 
 class NodeSource {

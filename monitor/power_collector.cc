@@ -1,6 +1,6 @@
-// power: stats/power/utilization as ratios of maximum power (METRICS.md §2.4). The driver gives
-// only percentages of max power per wall-clock minute, so no joules counter is possible; ratios
-// are left out while the reading is not valid.
+// power: stats/power/utilization as ratios of maximum power (docs/metrics.md#health-metrics). The
+// driver gives only percentages of max power per wall-clock minute, so no joules counter is
+// possible; ratios are left out while the reading is not valid.
 #include "monitor/collector.h"
 
 namespace neuron::monitor {

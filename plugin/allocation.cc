@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/driver/sysfs_names.h"
+#include "core/model/core_ids.h"
 #include "core/model/visible_cores.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
@@ -112,25 +113,26 @@ HostAllocation ToHost(const ResourceView& rv, Resource resource, const Container
   const std::vector<int> indices = KnownIndices(rv, plan.ids);
   if (resource == Resource::kNeuronCore) {
     host.cores = indices;
-    for (int c : host.cores) host.devices.push_back(c / cpd);
+    for (int c : host.cores) host.devices.push_back(DeviceOfCore(c, cpd));
     host.devices.erase(std::unique(host.devices.begin(), host.devices.end()), host.devices.end());
   } else {
     host.devices = indices;
     for (int d : host.devices) {
-      for (int k = 0; k < cpd; ++k) host.cores.push_back(d * cpd + k);
+      for (int k = 0; k < cpd; ++k) host.cores.push_back(GlobalCoreId(d, k, cpd));
     }
   }
   return host;
 }
 
-// Container numbering (decision 18): the runtime in the container numbers the cores of the
-// devices it sees in device order, so host core c becomes k * cpd + c % cpd where its device
-// c / cpd is the container's device k. Keeping the offset within the device matters for a
-// partial-device core allocation: host core 11 alone (device 5, 2 cores per device) is core 1
+// Container numbering (docs/architecture.md#device-numbering): the runtime in the container numbers
+// the cores of the devices it sees in device order, so host core c becomes k * cpd + c % cpd where
+// its device c / cpd is the container's device k. Keeping the offset within the device matters for
+// a partial-device core allocation: host core 11 alone (device 5, 2 cores per device) is core 1
 // of the container's /dev/neuron0, not core 0.
 int ContainerCore(const std::vector<int>& devices, int core, int cpd) {
-  const auto k = std::lower_bound(devices.begin(), devices.end(), core / cpd) - devices.begin();
-  return static_cast<int>(k) * cpd + core % cpd;
+  const auto k =
+      std::lower_bound(devices.begin(), devices.end(), DeviceOfCore(core, cpd)) - devices.begin();
+  return GlobalCoreId(static_cast<int>(k), LocalCoreOf(core, cpd), cpd);
 }
 
 void AddNeuronDevices(const NodeView& view, Resource resource, const ContainerPlan& plan, bool cdi,

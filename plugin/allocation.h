@@ -1,7 +1,7 @@
 #pragma once
 // The two allocation RPCs as pure functions of an immutable NodeView (no I/O, no locks), so they
-// answer from memory in microseconds (KUBELET-API §2.5, §2.6) and are unit-testable without gRPC.
-// Thread-safe (no state).
+// answer from memory in microseconds (docs/kubelet-api.md#allocate, #get-preferred-allocation) and
+// are unit-testable without gRPC. Thread-safe (no state).
 
 #include <string>
 #include <vector>
@@ -26,11 +26,12 @@ absl::StatusOr<std::vector<ContainerPlan>> ValidateAllocate(const NodeView& view
                                                             const v1beta1::AllocateRequest& request,
                                                             NonContiguousPolicy policy);
 
-// Allocate, step 2: device specs (host paths never prefixed by --root: decision 9),
-// NEURON_RT_VISIBLE_CORES, and CDI names (host IDs) when `cdi`. `numbering` decides what the
-// container sees (decision 18, plugin/README.md "Device numbering"): kHost keeps host paths and
-// global core indices; kContainer names the k-th host device (ascending) /dev/neuronk and each
-// core k * cores_per_device + its position within its device. EFA specs are never renumbered.
+// Allocate, step 2: device specs (host paths never prefixed by --root:
+// docs/architecture.md#allocation), NEURON_RT_VISIBLE_CORES, and CDI names (host IDs) when `cdi`.
+// `numbering` decides what the container sees (docs/architecture.md#device-numbering,
+// plugin/README.md#device-numbering): kHost keeps host paths and global core indices; kContainer
+// names the k-th host device (ascending) /dev/neuronk and each core k * cores_per_device + its
+// position within its device. EFA specs are never renumbered.
 v1beta1::AllocateResponse BuildAllocateResponse(const NodeView& view, Resource resource,
                                                 const std::vector<ContainerPlan>& plans, bool cdi,
                                                 DeviceNumbering numbering = DeviceNumbering::kHost);

@@ -3,7 +3,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
-#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -59,11 +58,6 @@ absl::StatusOr<std::map<Resource, bool>> ResourceSet(std::string_view text) {
   Config c;
   if (absl::Status s = ParseResourceList(text, &c); !s.ok()) return s;
   return c.resources;
-}
-
-absl::StatusOr<int> ParseLnc(std::string_view text) {
-  if (text == "1" || text == "2") return text[0] - '0';
-  return absl::InvalidArgumentError(fmt::format("'{}' is not 1 or 2", text));
 }
 
 // Walks a map, calling `each(key, value)`; a non-map or a non-scalar key is an error.
@@ -255,12 +249,6 @@ absl::Status ApplyConfigFile(const std::string& path, Config* config) {
   return ApplyConfigYaml(text.str(), path, config);
 }
 
-std::optional<std::string> RealGetEnv(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return std::nullopt;
-  return std::string(v);
-}
-
 absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
   Config c = *config;  // applied whole or not at all
   // An unset or empty variable leaves the lower layers alone.
@@ -270,9 +258,7 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
     return ParseNamed(name, *v, parse, out);
   };
   for (const absl::Status& s :
-       {apply("NEURON_ROOT", AnyString, &c.root),
-        apply("NEURON_LOGICAL_NC_CONFIG", ParseLnc, &c.lnc),
-        apply("NEURON_DP_KUBELET_DIR", AnyString, &c.kubelet_dir),
+       {apply("NEURON_DP_KUBELET_DIR", AnyString, &c.kubelet_dir),
         apply("NEURON_DP_LISTEN", AnyString, &c.listen),
         apply("NEURON_DP_LOG_LEVEL", AnyString, &c.log_level),
         apply("NEURON_DP_SOCKET_SUFFIX", AnyString, &c.socket_suffix),
@@ -296,17 +282,14 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, GetEnvFn getenv) {
     if (absl::Status s = ApplyConfigFile(*file, &c); !s.ok()) return s;
   }
   if (absl::Status s = ApplyEnvironment(getenv, &c); !s.ok()) return s;
-  if (flags.root) c.root = *flags.root;
+  const absl::StatusOr<NodeFlags> node = ResolveNodeFlags({flags.root, flags.lnc}, getenv);
+  if (!node.ok()) return node.status();
+  c.root = node->root;
+  c.lnc = node->lnc;
   if (flags.kubelet_dir) c.kubelet_dir = *flags.kubelet_dir;
   if (flags.listen) c.listen = *flags.listen;
   if (flags.log_level) c.log_level = *flags.log_level;
   if (flags.socket_suffix) c.socket_suffix = *flags.socket_suffix;
-  if (flags.lnc) {
-    if (*flags.lnc != 1 && *flags.lnc != 2) {
-      return absl::InvalidArgumentError(fmt::format("--lnc: {} is not 1 or 2", *flags.lnc));
-    }
-    c.lnc = *flags.lnc;
-  }
   if (flags.cdi) c.cdi = *flags.cdi;
   // An unset flag leaves the lower layers alone.
   auto apply = [](std::string_view flag, const std::optional<std::string>& value, auto parse,
@@ -322,7 +305,6 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, GetEnvFn getenv) {
               &c.device_numbering)}) {
     if (!s.ok()) return s;
   }
-  if (c.root.empty()) return absl::InvalidArgumentError("--root: empty");
   if (c.kubelet_dir.empty()) return absl::InvalidArgumentError("--kubelet-dir: empty");
   return c;
 }

@@ -1,8 +1,8 @@
 #pragma once
 // Configuration of neuron-device-plugin: defaults < config file (YAML) < environment < flags.
 // plugin/README.md documents every key. Parsing never throws: yaml-cpp's exceptions are caught
-// here and turned into InvalidArgument naming the file and line (STYLE 6, 8). Plain values;
-// thread-compatible.
+// here and turned into InvalidArgument naming the file and line
+// (docs/style.md#status-across-modules, #bad-input). Plain values; thread-compatible.
 
 #include <array>
 #include <chrono>
@@ -14,17 +14,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/discovery/make_discovery.h"
 #include "core/model/device_id.h"
+#include "core/model/node_flags.h"
 
 namespace neuron::plugin {
 
 enum class NonContiguousPolicy { kWarn, kReject };
-enum class DiscoveryMode { kAuto, kDirectory, kUdev };
-// How a pod sees its Neuron devices and cores (DESIGN decision 18, plugin/README.md "Device
-// numbering"): kHost keeps the host's indices, kContainer renumbers them from 0.
+using ::neuron::DiscoveryMode;  // core/discovery/make_discovery.h chooses the back end
+// How a pod sees its Neuron devices and cores (docs/architecture.md#device-numbering,
+// plugin/README.md#device-numbering): kHost keeps the host's indices, kContainer renumbers them
+// from 0.
 enum class DeviceNumbering { kHost, kContainer };
 
-// Which evidence makes a device or EFA interface Unhealthy (DESIGN decision 8).
+// Which evidence makes a device or EFA interface Unhealthy (docs/architecture.md#health).
 struct HealthPolicy {
   bool absence = true;    // device or EFA interface gone
   bool state = true;      // device state not READY
@@ -54,7 +57,7 @@ struct Config {
                                      {Resource::kNeuronDevice, false}};
   NonContiguousPolicy noncontiguous = NonContiguousPolicy::kWarn;
   bool cdi = false;
-  // Host until container numbering is checked on hardware (decision 18).
+  // Host until container numbering is checked on hardware (docs/architecture.md#device-numbering).
   DeviceNumbering device_numbering = DeviceNumbering::kHost;
   HealthPolicy health;
   // Socket names are "<short>-<suffix>.sock"; empty means the instance id (hostname without one).
@@ -84,17 +87,15 @@ std::string_view ShortName(Resource r);
 absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Config* config);
 absl::Status ApplyConfigFile(const std::string& path, Config* config);
 
-// NEURON_ROOT, NEURON_LOGICAL_NC_CONFIG and NEURON_DP_* (README). `getenv` is injectable for
-// tests. The config file path comes from NEURON_DP_CONFIG (before the file is read).
-using GetEnvFn = std::function<std::optional<std::string>(const char* name)>;
-std::optional<std::string> RealGetEnv(const char* name);
+// NEURON_DP_* (README). `getenv` (core/model/node_flags.h) is injectable for tests. The config
+// file path comes from NEURON_DP_CONFIG (before the file is read); NEURON_ROOT and
+// NEURON_LOGICAL_NC_CONFIG are read with --root and --lnc (ResolveNodeFlags), as every tool does.
 absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config);
 
 // Values given on the command line; unset ones leave the lower layers alone.
 struct Flags {
   std::optional<std::string> root, kubelet_dir, config_file, listen, log_level, socket_suffix,
-      resources, noncontiguous, discovery, device_numbering;
-  std::optional<int> lnc;
+      resources, noncontiguous, discovery, device_numbering, lnc;
   std::optional<bool> cdi;
 };
 

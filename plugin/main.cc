@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "core/base/version.h"
 #include "http/http_server.h"
 #include "plugin/config.h"
 #include "plugin/plugin.h"
@@ -21,27 +22,9 @@ using neuron::HttpRequest;
 using neuron::HttpResponse;
 using neuron::plugin::Plugin;
 
-int Run(const neuron::plugin::Config& config) {
-  spdlog::set_default_logger(spdlog::stderr_color_mt("neuron-device-plugin"));
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
-  spdlog::info(
-      "starting: root {}, kubelet dir {}, lnc {}, noncontiguous {}, cdi {}, device numbering {}",
-      config.root, config.kubelet_dir, config.lnc == 0 ? "auto" : std::to_string(config.lnc),
-      neuron::plugin::NonContiguousPolicyName(config.noncontiguous), config.cdi,
-      neuron::plugin::DeviceNumberingName(config.device_numbering));
-
-  // Signals are taken by sigwait below; every thread started from here inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  Plugin plugin(config);
-  if (absl::Status s = plugin.Start(); !s.ok()) {
-    spdlog::error("{}", std::string(s.message()));
-    return 1;
-  }
+// /healthz (liveness), /readyz (every enabled resource with devices registered with the kubelet)
+// and /metrics on --listen.
+neuron::HttpServer::Options HttpOptions(const neuron::plugin::Config& config, Plugin& plugin) {
   neuron::HttpServer::Options hopts;
   hopts.listen_address = config.listen;
   hopts.threads = 2;
@@ -64,8 +47,34 @@ int Run(const neuron::plugin::Config& config) {
     r.body = plugin.metrics().Serialize();
     return r;
   };
+  return hopts;
+}
+
+int Run(const neuron::plugin::Config& config) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("neuron-device-plugin"));
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::info(
+      "neuron-device-plugin {} starting: root {}, kubelet dir {}, lnc {}, noncontiguous {}, cdi "
+      "{}, device numbering {}",
+      neuron::AgentVersion(), config.root, config.kubelet_dir,
+      config.lnc == 0 ? "auto" : std::to_string(config.lnc),
+      neuron::plugin::NonContiguousPolicyName(config.noncontiguous), config.cdi,
+      neuron::plugin::DeviceNumberingName(config.device_numbering));
+
+  // Signals are taken by sigwait below; every thread started from here inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Plugin plugin(config);
+  if (absl::Status s = plugin.Start(); !s.ok()) {
+    spdlog::error("{}", std::string(s.message()));
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<neuron::HttpServer>> http =
-      neuron::HttpServer::Start(std::move(hopts));
+      neuron::HttpServer::Start(HttpOptions(config, plugin));
   if (!http.ok()) {
     spdlog::error("--listen {}: {}", config.listen, std::string(http.status().message()));
     return 1;
@@ -86,8 +95,8 @@ int Run(const neuron::plugin::Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // glibc gives every thread that allocates its own arena; gRPC's and civetweb's threads would
-  // each keep one resident. Two are plenty for a process that answers from memory (RSS target
+  // glibc gives every thread that allocates its own arena; gRPC's and the HTTP server's threads
+  // would each keep one resident. Two are plenty for a process that answers from memory (RSS target
   // 16 MiB).
   mallopt(M_ARENA_MAX, 2);
   // Our sockets are 0600 (resource_server.cc); with this umask they are never wider, even
@@ -101,8 +110,8 @@ int main(int argc, char** argv) {
                  "Kubelet directory (env NEURON_DP_KUBELET_DIR; /var/lib/kubelet)");
   app.add_option("--config", f.config_file, "YAML config file (env NEURON_DP_CONFIG)");
   app.add_option("--listen", f.listen, "/healthz /readyz /metrics address (default 0.0.0.0:9410)");
-  app.add_option("--lnc", f.lnc, "Logical NeuronCore config on trn2: 1 or 2")
-      ->check(CLI::IsMember({1, 2}));
+  app.add_option("--lnc", f.lnc,
+                 "Logical NeuronCore config on trn2: 1 or 2 (env NEURON_LOGICAL_NC_CONFIG)");
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error");
   app.add_option("--socket-suffix", f.socket_suffix,
                  "Socket name suffix (default: the instance id)");
@@ -118,7 +127,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   absl::StatusOr<neuron::plugin::Config> config =
-      neuron::plugin::ResolveConfig(f, neuron::plugin::RealGetEnv);
+      neuron::plugin::ResolveConfig(f, neuron::RealGetEnv);
   if (!config.ok()) {
     std::fprintf(stderr, "neuron-device-plugin: %s\n",
                  std::string(config.status().message()).c_str());

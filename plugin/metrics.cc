@@ -65,7 +65,9 @@ Metrics::Metrics()
                       .Register(reg);
   f_->devices = &prometheus::BuildGauge()
                      .Name("neuron_plugin_devices")
-                     .Help("Devices known per resource by hardware health (decision 8).")
+                     .Help(
+                         "Devices known per resource by hardware health "
+                         "(docs/architecture.md#health).")
                      .Register(reg);
   f_->masked = &prometheus::BuildGauge()
                     .Name("neuron_plugin_devices_masked")

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/model/core_ids.h"
+
 namespace neuron::plugin {
 namespace {
 
@@ -27,6 +29,44 @@ void Index(ResourceView* view) {
   view->index.clear();
   view->index.reserve(view->devices.size());
   for (size_t i = 0; i < view->devices.size(); ++i) view->index[view->devices[i].id] = i;
+}
+
+// One resource's ListAndWatch list: every known device, core or EFA interface with its hardware
+// health, masked while an overlapping resource holds it (the device, or any core of it) so it is
+// not handed out twice (docs/kubelet-api.md#overlapping-resources).
+ResourceView ListOf(Resource r, const Hardware& hardware, const NodeView& view) {
+  ResourceView rv;
+  rv.resource = r;
+  const int cpd = std::max(1, hardware.cores_per_device);
+  if (r == Resource::kEfa) {
+    for (const HardwareEfa& e : hardware.efas) {
+      rv.devices.push_back(ResourceDevice{e.name, e.healthy, e.healthy, false, e.numa, -1});
+    }
+  } else if (r == Resource::kNeuronCore) {
+    for (const HardwareDevice& d : hardware.devices) {
+      if (hardware.cores_per_device <= 0) break;
+      const bool masked = view.device_holder.contains(d.index);
+      for (int k = 0; k < cpd; ++k) {
+        rv.devices.push_back(ResourceDevice{IndexId(GlobalCoreId(d.index, k, cpd)),
+                                            d.healthy && !masked, d.healthy, masked, d.numa,
+                                            d.index});
+      }
+    }
+  } else {
+    std::set<int> devices_with_cores;
+    for (const auto& [core, holder] : view.core_holder) {
+      devices_with_cores.insert(DeviceOfCore(core, cpd));
+    }
+    for (const HardwareDevice& d : hardware.devices) {
+      const auto holder = view.device_holder.find(d.index);
+      const bool masked = (holder != view.device_holder.end() && holder->second != r) ||
+                          devices_with_cores.count(d.index) > 0;
+      rv.devices.push_back(ResourceDevice{IndexId(d.index), d.healthy && !masked, d.healthy, masked,
+                                          d.numa, d.index});
+    }
+  }
+  Index(&rv);
+  return rv;
 }
 
 }  // namespace
@@ -146,7 +186,6 @@ std::shared_ptr<const NodeView> NodeState::RebuildLocked() {
   for (const HardwareDevice& d : hardware_.devices) view->devices[d.index] = d;
 
   // Holdings per resource: what PodResources shows plus Allocates it has not shown yet.
-  const int cpd = std::max(1, hardware_.cores_per_device);
   auto note = [&](Resource r, const std::string& id) {
     const std::optional<int> index = ParseIndex(id);
     if (!index) return;
@@ -164,37 +203,7 @@ std::shared_ptr<const NodeView> NodeState::RebuildLocked() {
       for (const std::string& id : h.ids) note(r, id);
     }
   }
-  std::set<int> devices_with_cores;
-  for (const auto& [core, r] : view->core_holder) devices_with_cores.insert(core / cpd);
-
-  for (Resource r : kAllResources) {
-    ResourceView& rv = view->resources[r];
-    rv.resource = r;
-    if (r == Resource::kEfa) {
-      for (const HardwareEfa& e : hardware_.efas) {
-        rv.devices.push_back(ResourceDevice{e.name, e.healthy, e.healthy, false, e.numa, -1});
-      }
-    } else if (r == Resource::kNeuronCore) {
-      if (hardware_.cores_per_device <= 0) continue;
-      for (const HardwareDevice& d : hardware_.devices) {
-        const auto holder = view->device_holder.find(d.index);
-        const bool masked = holder != view->device_holder.end();
-        for (int k = 0; k < cpd; ++k) {
-          rv.devices.push_back(ResourceDevice{IndexId(d.index * cpd + k), d.healthy && !masked,
-                                              d.healthy, masked, d.numa, d.index});
-        }
-      }
-    } else {
-      for (const HardwareDevice& d : hardware_.devices) {
-        const auto holder = view->device_holder.find(d.index);
-        const bool masked = (holder != view->device_holder.end() && holder->second != r) ||
-                            devices_with_cores.count(d.index) > 0;
-        rv.devices.push_back(ResourceDevice{IndexId(d.index), d.healthy && !masked, d.healthy,
-                                            masked, d.numa, d.index});
-      }
-    }
-    Index(&rv);
-  }
+  for (Resource r : kAllResources) view->resources[r] = ListOf(r, hardware_, *view);
   if (view_ != nullptr && SameContent(*view, *view_)) return nullptr;
   view->generation = ++generation_;
   view_ = view;

@@ -1,7 +1,8 @@
 #pragma once
 // What the plugin tells the kubelet: per resource the device list with health, combined from
-// hardware health (NodeWatcher, decision 8) and the double-booking mask (decision 8,
-// KUBELET-API §2.8): holdings learned from Allocate and from PodResources.
+// hardware health (NodeWatcher, docs/architecture.md#health) and the double-booking mask
+// (docs/architecture.md#health, docs/kubelet-api.md#overlapping-resources): holdings learned from
+// Allocate and from PodResources.
 //
 // Thread-safety: every method may be called from any thread. One mutex guards the hardware
 // picture and the holdings; nothing slow runs under it (no file or network I/O: callers do their
@@ -119,7 +120,8 @@ class NodeState {
   absl::StatusOr<std::shared_ptr<const NodeView>> Commit(Resource resource,
                                                          const Validator& validate);
 
-  // Allocate holdings not yet confirmed by PodResources (metrics, tests).
+  // Allocate holdings not yet confirmed by PodResources. Only tests/fuzz/allocate_fuzz.cc reads
+  // it: a refused Allocate records none, and a PodResources answer after the grace ends them all.
   size_t pending_allocations() const;
 
  private:

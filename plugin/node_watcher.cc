@@ -8,11 +8,12 @@
 #include <set>
 #include <thread>
 
-#include "core/model/catalog.h"
 #include "core/base/component_log.h"
-#include "core/events/events.h"
 #include "core/base/file_io.h"
 #include "core/discovery/inventory.h"
+#include "core/discovery/make_discovery.h"
+#include "core/events/events.h"
+#include "core/model/catalog.h"
 #include "fmt/format.h"
 
 namespace neuron::plugin {
@@ -51,16 +52,12 @@ class NodeWatcher::Impl {
   ~Impl() { Stop(); }
 
   absl::Status Start() {
-    const bool udev = options_.discovery == DiscoveryMode::kUdev ||
-                      (options_.discovery == DiscoveryMode::kAuto && options_.root == "/");
-    DiscoveryOptions dopts{.lnc = options_.lnc};
-    if (udev) {
-      absl::StatusOr<std::unique_ptr<Discovery>> d = MakeUdevDiscovery(paths_, dopts);
-      if (!d.ok()) return d.status();
-      discovery_ = *std::move(d);
-    } else {
-      discovery_ = MakeDirectoryDiscovery(paths_, dopts);
-    }
+    // Events watch the way discovery reads: udev events for libudev, inotify for the directory.
+    const bool udev = ResolveDiscoveryMode(paths_, options_.discovery) == DiscoveryMode::kUdev;
+    absl::StatusOr<std::unique_ptr<Discovery>> d =
+        MakeDiscovery(paths_, options_.discovery, DiscoveryOptions{.lnc = options_.lnc});
+    if (!d.ok()) return d.status();
+    discovery_ = *std::move(d);
     EventsOptions eopts;
     eopts.mode = udev ? WatchMode::kUdev : WatchMode::kDirectory;
     eopts.state_poll = std::chrono::milliseconds(100);

@@ -1,5 +1,5 @@
 #pragma once
-// Hardware health per device and EFA interface (DESIGN decision 8), fed to NodeState.
+// Hardware health per device and EFA interface (docs/architecture.md#health), fed to NodeState.
 //
 // Evidence, each counted only when the HealthPolicy says so:
 //   - absence: core Events device/EFA removed (and added back);
@@ -16,7 +16,7 @@
 // from the instance catalog when the instance type is known, so capacity reflects the node.
 //
 // Thread-safety: one owner calls Start/Stop; the work runs on one thread of its own, which is
-// the only owner of the evidence (STYLE 9).
+// the only owner of the evidence (docs/style.md#one-owner).
 
 #include <chrono>
 #include <memory>

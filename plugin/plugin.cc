@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/base/component_log.h"
+#include "core/base/unique_fd.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "fmt/format.h"
 #include "plugin/node_watcher.h"
@@ -32,7 +33,8 @@ constexpr std::string_view kKubeletSocket = "kubelet.sock";
 constexpr milliseconds kFirstBackoff{50};
 constexpr milliseconds kMaxBackoff{5000};
 constexpr milliseconds kPeriodicCheck{1000};
-// The kubelet dials back with a 10 s timeout inside Register (§2.1); allow for it.
+// The kubelet dials back with a 10 s timeout inside Register (docs/kubelet-api.md#registration);
+// allow for it.
 constexpr std::chrono::seconds kRegisterDeadline{15};
 // Signals of one kubelet restart arrive together; count them as one restart.
 constexpr std::chrono::seconds kRestartEpisode{2};
@@ -94,9 +96,9 @@ class Plugin::Impl {
     }
     servers_lock.unlock();
     Publish(*state_.view());
-    inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (inotify_fd_ < 0 || wake_fd_ < 0) {
+    inotify_fd_.Reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    wake_fd_.Reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!inotify_fd_.valid() || !wake_fd_.valid()) {
       return absl::ResourceExhaustedError(
           "inotify_init1/eventfd failed: consider raising fs.inotify.max_user_instances");
     }
@@ -123,9 +125,8 @@ class Plugin::Impl {
     for (auto& [r, slot] : slots_) DropServer(slot);
     pod_resources_.reset();
     if (watcher_) watcher_->Stop();
-    if (inotify_fd_ >= 0) ::close(inotify_fd_);
-    if (wake_fd_ >= 0) ::close(wake_fd_);
-    inotify_fd_ = wake_fd_ = -1;
+    inotify_fd_.Reset();
+    wake_fd_.Reset();
   }
 
   bool Ready() const {
@@ -175,14 +176,14 @@ class Plugin::Impl {
 
   void Wake() {
     const uint64_t one = 1;
-    if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof(one));
+    if (wake_fd_.valid()) (void)!::write(wake_fd_.get(), &one, sizeof(one));
   }
 
   void ArmWatch() {
     std::error_code ec;
     fs::create_directories(plugin_dir_, ec);
     watch_ = ::inotify_add_watch(
-        inotify_fd_, plugin_dir_.c_str(),
+        inotify_fd_.get(), plugin_dir_.c_str(),
         IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF);
     if (watch_ < 0) log_->warn("cannot watch {}: {}", plugin_dir_.string(), std::strerror(errno));
   }
@@ -229,7 +230,7 @@ class Plugin::Impl {
   void DrainInotify() {
     alignas(inotify_event) std::array<char, 8192> buf;
     while (true) {
-      const ssize_t n = ::read(inotify_fd_, buf.data(), buf.size());
+      const ssize_t n = ::read(inotify_fd_.get(), buf.data(), buf.size());
       if (n <= 0) return;
       for (ssize_t off = 0; off < n;) {
         const auto* ev = reinterpret_cast<const inotify_event*>(buf.data() + off);
@@ -376,7 +377,7 @@ class Plugin::Impl {
       DrainInotify();
       {
         uint64_t v;
-        while (::read(wake_fd_, &v, sizeof(v)) > 0) {
+        while (::read(wake_fd_.get(), &v, sizeof(v)) > 0) {
         }
       }
       std::vector<std::pair<Resource, Clock::time_point>> ended;
@@ -412,7 +413,7 @@ class Plugin::Impl {
       Publish(*view);
       if (stopped_) break;
       const auto timeout = std::max<int64_t>(0, (wake_at - Clock::now()) / milliseconds(1));
-      std::array<pollfd, 2> fds{{{inotify_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}}};
+      std::array<pollfd, 2> fds{{{inotify_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}}};
       ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(timeout, 1000)));
     }
   }
@@ -436,8 +437,8 @@ class Plugin::Impl {
   std::unique_ptr<PodResourcesCache> pod_resources_;
   std::thread thread_;
   std::atomic<bool> stopped_{false};
-  int inotify_fd_ = -1;
-  int wake_fd_ = -1;
+  UniqueFd inotify_fd_;
+  UniqueFd wake_fd_;
 
   // Lifecycle thread only (and Start/Stop around it).
   std::map<Resource, Slot> slots_;

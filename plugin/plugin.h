@@ -1,7 +1,7 @@
 #pragma once
 // The device plugin: hardware health (NodeWatcher), the double-booking mask fed from PodResources,
 // one ResourceServer per enabled resource that has devices, and the registration lifecycle
-// (KUBELET-API §2.1, §2.4):
+// (docs/kubelet-api.md#registration, #kubelet-restart):
 //   - serve first, then Register on KUBELET_DIR/device-plugins/kubelet.sock; retry with backoff;
 //   - kubelet restarts are seen by inotify on device-plugins/ (kubelet.sock created or moved in,
 //     our socket deleted), with a periodic check (our socket still there, kubelet.sock still the

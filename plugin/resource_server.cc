@@ -53,7 +53,8 @@ v1beta1::ListAndWatchResponse ToMessage(const std::vector<Entry>& entries) {
     v1beta1::Device* d = msg.add_devices();
     d->set_id(e.id);
     d->set_health(e.healthy ? "Healthy" : "Unhealthy");
-    // Unknown NUMA: leave topology unset (no affinity), as the kubelet expects (§2.2).
+    // Unknown NUMA: leave topology unset (no affinity), as the kubelet expects
+    // (docs/kubelet-api.md#list-and-watch).
     if (e.numa) d->mutable_topology()->add_nodes()->set_id(*e.numa);
   }
   return msg;
@@ -142,10 +143,6 @@ class ResourceServer::Impl : public v1beta1::DevicePlugin::CallbackService {
   }
   void OnView(const std::shared_ptr<const NodeView>& view);
   void CloseStreams();
-  int open_streams() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return static_cast<int>(streams_.size());
-  }
 
   Options options_;
   std::shared_ptr<spdlog::logger> log_;
@@ -319,9 +316,5 @@ bool ResourceServer::SocketPresent() const {
   struct stat st {};
   return ::stat(impl_->options_.socket_path.c_str(), &st) == 0 && st.st_ino == impl_->inode_;
 }
-
-int ResourceServer::open_streams() const { return impl_->open_streams(); }
-Resource ResourceServer::resource() const { return impl_->options_.resource; }
-const std::string& ResourceServer::socket_path() const { return impl_->options_.socket_path; }
 
 }  // namespace neuron::plugin

@@ -1,8 +1,9 @@
 #pragma once
-// One resource's DevicePlugin gRPC server on its own Unix socket (KUBELET-API §2.1): options,
-// ListAndWatch as callback-API write reactors (STYLE 10), GetPreferredAllocation and Allocate
-// from memory. The server runs on gRPC's own threads, so it answers GetDevicePluginOptions while
-// the registering thread waits in Register.
+// One resource's DevicePlugin gRPC server on its own Unix socket
+// (docs/kubelet-api.md#registration): options, ListAndWatch as callback-API write reactors
+// (docs/style.md#streams-are-reactors), GetPreferredAllocation and Allocate from memory. The server
+// runs on gRPC's own threads, so it answers GetDevicePluginOptions while the registering thread
+// waits in Register.
 //
 // Thread-safety: OnView may be called from any thread; construction and destruction belong to
 // one owner (the Plugin's lifecycle thread).
@@ -46,9 +47,6 @@ class ResourceServer {
 
   // True while the socket file we bound is still in place (same inode).
   bool SocketPresent() const;
-  int open_streams() const;
-  Resource resource() const;
-  const std::string& socket_path() const;
 
   class Impl;
 

@@ -1,6 +1,6 @@
 #pragma once
-// Who holds which device IDs, from the kubelet's PodResources API (KUBELET-API.md §3), and a
-// cache that refreshes it off every caller's path.
+// Who holds which device IDs, from the kubelet's PodResources API
+// (docs/kubelet-api.md#pod-resources), and a cache that refreshes it off every caller's path.
 //
 // The plugin learns releases from it (the kubelet has no Deallocate), the exporter and the tools
 // attribute devices and cores to pods with it. A slow or absent kubelet must never slow those

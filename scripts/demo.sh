@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make demo: the story of DESIGN.md "Two commands" on one simulated trn1.32xlarge.
+# make demo: the story of docs/architecture.md#two-commands on one simulated trn1.32xlarge.
 #   the simulated driver (neuron-sim up) -> the kubelet emulator (neuron-sim kubelet) ->
 #   neuron-device-plugin -> neuron-exporter -> the Llama-2-7B worker pod admitted through the
 #   plugin (16 devices, 8 EFA; its data-parallel peer on the second node is modelled by the cost

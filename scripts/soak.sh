@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make soak`: builds the soak program and the binaries it drives, then runs the soak for
-# SOAK_SECONDS (default 600, issue 8's ten minutes) and writes its summary to
+# SOAK_SECONDS (default 600: ten minutes, docs/RELIABILITY.md#soak) and writes its summary to
 # build/soak-report.txt. Exit status: the soak's (0 only when every invariant holds).
 #
 # Preset: dev (RelWithDebInfo), the build `make test` already keeps warm in ccache; optimised

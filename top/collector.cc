@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "core/base/component_log.h"
+#include "core/discovery/make_discovery.h"
 #include "core/discovery/presence.h"
+#include "core/sample/process_usage.h"
 
 namespace neuron::top {
 namespace {
@@ -53,10 +55,7 @@ Collector::Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods,
       datastore_(std::move(datastore)),
       notify_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
-Collector::~Collector() {
-  Stop();
-  if (notify_fd_ >= 0) ::close(notify_fd_);
-}
+Collector::~Collector() { Stop(); }
 
 absl::StatusOr<Inventory> Collector::ScanInventory() {
   absl::StatusOr<Inventory> inv = discovery_->Scan();
@@ -70,7 +69,11 @@ absl::StatusOr<Inventory> Collector::ScanInventory() {
 }
 
 absl::Status Collector::Init() {
-  discovery_ = MakeDirectoryDiscovery(root_, DiscoveryOptions{.lnc = options_.lnc});
+  // The directory scan, as neuron-top has always read the node (neuron-ls reads it the same way).
+  absl::StatusOr<std::unique_ptr<Discovery>> discovery =
+      MakeDiscovery(root_, DiscoveryMode::kDirectory, DiscoveryOptions{.lnc = options_.lnc});
+  if (!discovery.ok()) return discovery.status();
+  discovery_ = *std::move(discovery);
   absl::StatusOr<Inventory> inv = ScanInventory();
   if (!inv.ok()) return inv.status();
   inventory_ = *std::move(inv);
@@ -137,13 +140,8 @@ void Collector::RefreshDetails(const Snapshot& snap) {
     if (d.pod_known || pods_ == nullptr) continue;
     ProcessRef ref;
     ref.pid = pid;
-    for (const DatastoreRecord& r : snap.processes) {
-      if (r.pid != pid) continue;
-      ref.devices.push_back(r.device);
-      for (int k = 0; k < cpd && k < nds::kMaxCores; ++k) {
-        if (r.Core(k, nds::kTimeInUse) != 0) ref.core_ids.push_back(r.device * cpd + k);
-      }
-    }
+    for (const DatastoreRecord* r : RecordsOf(snap, pid)) ref.devices.push_back(r->device);
+    ref.core_ids = CoresHeldBy(snap, pid, cpd);
     absl::StatusOr<std::optional<PodIdentity>> pod = pods_->Locate(ref);
     if (pod.ok()) {
       d.pod = *pod;
@@ -226,7 +224,7 @@ void Collector::Publish(std::shared_ptr<const TopView> view) {
     latest_ = std::move(view);
   }
   const uint64_t one = 1;
-  if (notify_fd_ >= 0 && ::write(notify_fd_, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+  if (notify_fd_.valid() && ::write(notify_fd_.get(), &one, sizeof(one)) < 0 && errno != EAGAIN) {
     Log().warn("notify: {}", std::strerror(errno));
   }
 }

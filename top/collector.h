@@ -1,6 +1,6 @@
 #pragma once
-// neuron-top's collection side (TOOLS-UX.md §4 Q5, Q6): owns discovery, the Sampler, process
-// information and the pod locator; every --delay it takes a hot sample, turns the last two
+// neuron-top's collection side (docs/tools-ux.md#requirements Q5, Q6): owns discovery, the Sampler,
+// process information and the pod locator; every --delay it takes a hot sample, turns the last two
 // snapshots into a TopView and publishes it. The drawing thread never waits on file I/O: it
 // takes Latest() (an immutable view) and polls notify_fd() to learn that a new one is there.
 //
@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "core/base/unique_fd.h"
 #include "core/discovery/inventory.h"
 #include "core/proc/pod_identity.h"
 #include "core/proc/procinfo.h"
@@ -33,7 +34,7 @@ namespace neuron::top {
 
 struct CollectorOptions {
   std::filesystem::path root = "/";
-  int lnc = 0;  // 0: the node's (decision 13)
+  int lnc = 0;  // 0: the node's (docs/architecture.md#lnc)
   std::chrono::milliseconds delay{1000};
   // The second sample comes this soon after the first, so rates appear quickly at start-up.
   std::chrono::milliseconds first_delay{250};
@@ -70,7 +71,7 @@ class Collector {
 
   std::shared_ptr<const TopView> Latest() const;
   // An eventfd that becomes readable when a view is published; the reader drains it.
-  int notify_fd() const { return notify_fd_; }
+  int notify_fd() const { return notify_fd_.get(); }
   void SetDetailWanted(bool wanted) { detail_wanted_.store(wanted, std::memory_order_relaxed); }
 
   // Samples taken so far, by kind (benchmarks and tests check the cost policy).
@@ -111,7 +112,7 @@ class Collector {
   std::atomic<uint64_t> full_samples_{0};
   std::atomic<uint64_t> hot_samples_{0};
 
-  int notify_fd_ = -1;
+  UniqueFd notify_fd_;
   mutable std::mutex mu_;
   std::shared_ptr<const TopView> latest_;  // guarded by mu_
   bool stop_ = false;                      // guarded by mu_

@@ -25,7 +25,7 @@ spdlog::logger& Log() {
 constexpr int kStyles = 15;
 static_assert(static_cast<int>(Style::kChartMem) + 1 == kStyles, "one attribute per Style");
 
-// Colour pair per Style (TOOLS-UX §2.4); pair 0 is the terminal's default.
+// Colour pair per Style (docs/tools-ux.md#top-colours); pair 0 is the terminal's default.
 void InitColors(bool color, std::array<attr_t, kStyles>* attrs) {
   attrs->fill(A_NORMAL);
   auto at = [&](Style s) -> attr_t& { return (*attrs)[static_cast<size_t>(s)]; };

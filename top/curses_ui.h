@@ -2,8 +2,8 @@
 // The ncurses front end of neuron-top: copies painted frames (screen.h) to the terminal and
 // feeds keys to HandleKey (ui_state.h). It runs on the calling (drawing) thread and only waits
 // in poll() on the terminal and the collector's notify_fd, so input and drawing never wait on
-// file I/O (TOOLS-UX Q6). It redraws only when a new view arrives or a key changes something
-// (Q5), and relays out on KEY_RESIZE, which ncurses delivers on SIGWINCH (Q7).
+// file I/O (docs/tools-ux.md Q6). It redraws only when a new view arrives or a key changes
+// something (Q5), and relays out on KEY_RESIZE, which ncurses delivers on SIGWINCH (Q7).
 //
 // Not thread-safe: one instance, on the thread that owns the terminal.
 

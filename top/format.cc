@@ -11,7 +11,7 @@ std::string FormatSize(std::optional<uint64_t> bytes) {
   static constexpr std::array<std::string_view, 4> kUnits{"B", "KB", "MB", "GB"};
   double v = static_cast<double>(*bytes);
   size_t unit = 0;
-  // Switch units at 1024 so that 1767.2MB prints as 1.7GB (TOOLS-UX §2.2).
+  // Switch units at 1024 so that 1767.2MB prints as 1.7GB (docs/tools-ux.md#top-layout).
   while (v >= 1024.0 && unit + 1 < kUnits.size()) {
     v /= 1024.0;
     ++unit;
@@ -62,7 +62,7 @@ std::string ShortBdf(std::string_view bdf) {
 std::string RuntimeVersion(const DatastoreRecord& record) {
   // Only the simulator's process record says it (driver-sim/README.md). A real runtime's
   // placement of its version is unpublished and the RUNTIME_VERSION word's packing unverified
-  // (TOOLS-UX.md §1.9), so nothing else is read as a version.
+  // (docs/tools-ux.md#ls-sources), so nothing else is read as a version.
   if (!record.process || record.process->runtime_version == NdsVersion{}) return "NA";
   const NdsVersion& v = record.process->runtime_version;
   return fmt::format("{}.{}.{}", v.major, v.minor, v.build);

@@ -1,6 +1,6 @@
 #pragma once
-// Text formats of neuron-ls and neuron-top (TOOLS-UX.md §1.2, §2.2), one place each.
-// Pure functions; thread-safe.
+// Text formats of neuron-ls and neuron-top (docs/tools-ux.md#ls-table-rules, #top-layout), one
+// place each. Pure functions; thread-safe.
 
 #include <cstdint>
 #include <optional>
@@ -25,7 +25,8 @@ std::string FormatTflops(std::optional<double> flops_per_s);
 std::string FormatRanges(const std::vector<int>& ids);
 // "12, 3, 4, 1".
 std::string JoinIds(const std::vector<int>& ids, std::string_view sep = ", ");
-// The first max-3 characters plus "..." when longer than `max` (neuron-ls COMMAND, §1.2).
+// The first max-3 characters plus "..." when longer than `max` (neuron-ls COMMAND,
+// docs/tools-ux.md#ls-table-rules).
 std::string TruncateEllipsis(std::string_view text, size_t max);
 // "0000:cc:00.0" -> "cc:00.0" (the short BDF of --wide, -a, --topology and JSON).
 std::string ShortBdf(std::string_view bdf);

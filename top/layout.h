@@ -1,9 +1,9 @@
 #pragma once
 // neuron-top's screen layout as a pure function of the terminal size and the view's shape
-// (TOOLS-UX.md §2.2, §4 Q7; nvtop's compute_sizes_from_layout). Sections never overlap and never
-// leave the screen; what does not fit is hidden or scrolled, and below a minimum size only a
-// "terminal too small" message is shown. tests/top/layout_test.cc checks every size from 80x24
-// to 300x100. Thread-safe (no state).
+// (docs/tools-ux.md#top-layout, #requirements Q7; nvtop's compute_sizes_from_layout). Sections
+// never overlap and never leave the screen; what does not fit is hidden or scrolled, and below a
+// minimum size only a "terminal too small" message is shown. tests/top/layout_test.cc checks every
+// size from 80x24 to 300x100. Thread-safe (no state).
 //
 // Top to bottom: title bar; status lines when something could not be read; per-core utilization
 // grid; vCPU; memory summary; memory details tree; then (beside the left column on wide

@@ -1,9 +1,9 @@
-// neuron-ls: the node's Neuron devices as a table (TOOLS-UX.md §1).
+// neuron-ls: the node's Neuron devices as a table (docs/tools-ux.md#neuron-ls).
 //   neuron-ls --root DIR [--wide] [--show-all-procs] [--json-output] [--topology] [--lnc 1|2]
 // The default and --topology formats only read files. The process columns (--wide, -a, -j) open
 // each device read-only for the runtimes' live data, as a monitor does on hardware, and close it
-// before exiting (TOOLS-UX Q4). Exit codes (top/README.md): 0 success (also when live data is
-// unavailable: stderr says why), 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device,
+// before exiting (docs/tools-ux.md Q4). Exit codes (top/README.md): 0 success (also when live data
+// is unavailable: stderr says why), 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device,
 // 5 permission denied.
 
 #include <fmt/format.h>
@@ -14,15 +14,16 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <optional>
 
 #include "core/base/component_log.h"
-#include "core/sample/datastore.h"
 #include "core/discovery/inventory.h"
+#include "core/discovery/make_discovery.h"
 #include "core/discovery/presence.h"
+#include "core/model/node_flags.h"
 #include "core/proc/procinfo.h"
+#include "core/sample/datastore.h"
 #include "top/ls_report.h"
 
 namespace {
@@ -30,7 +31,7 @@ namespace {
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 // The datastore reader's first look at every device: a normal open waits while a device is in
-// reset (docs/reference/DRIVER-ABI.md §4), which is what this bounds.
+// reset (docs/driver-interface.md#abi-open-semantics), which is what this bounds.
 constexpr std::chrono::seconds kProbeWait{5};
 
 void Warn(std::string_view text) { std::cerr << "neuron-ls: warning: " << text << "\n"; }
@@ -77,9 +78,11 @@ std::string Render(const neuron::top::LsReport& report, bool wide, bool all, boo
 
 // The inventory, with the catalog standing in for root-only files; exits early through `code`.
 std::optional<neuron::Inventory> Scan(const neuron::RootPaths& root, int lnc, int* code) {
-  std::unique_ptr<neuron::Discovery> discovery =
-      neuron::MakeDirectoryDiscovery(root, neuron::DiscoveryOptions{.lnc = lnc});
-  absl::StatusOr<neuron::Inventory> inv = discovery->Scan();
+  // The directory scan: neuron-ls reads files only, wherever it runs.
+  absl::StatusOr<std::unique_ptr<neuron::Discovery>> discovery = neuron::MakeDiscovery(
+      root, neuron::DiscoveryMode::kDirectory, neuron::DiscoveryOptions{.lnc = lnc});
+  absl::StatusOr<neuron::Inventory> inv =
+      discovery.ok() ? (*discovery)->Scan() : absl::StatusOr<neuron::Inventory>(discovery.status());
   if (!inv.ok()) {
     std::cerr << "neuron-ls: " << inv.status().message() << "\n";
     *code = kExitFailure;
@@ -142,22 +145,20 @@ int main(int argc, char** argv) {
   neuron::ComponentLogger("datastore")->set_level(spdlog::level::err);
 
   CLI::App app{"neuron-ls: list the node's AWS Neuron devices (see top/README.md)"};
-  const char* env_root = std::getenv("NEURON_ROOT");
-  std::string root = env_root != nullptr && *env_root != '\0' ? env_root : "/";
-  int lnc = 0;
+  neuron::NodeFlagValues node;
   bool wide = false;
   bool all = false;
   bool json = false;
   bool topology = false;
-  app.add_option("--root", root, "root of the node's filesystem (default $NEURON_ROOT or /)");
+  app.add_option("--root", node.root, "root of the node's filesystem (default $NEURON_ROOT or /)");
   app.add_flag("-w,--wide", wide, "add PID, COMMAND (up to 80 characters) and RUNTIME VERSION");
   app.add_flag("-a,--show-all-procs", all,
                "also processes holding a device without a runtime datastore");
   app.add_flag("-j,--json-output", json, "one JSON object per device");
   app.add_flag("-t,--topology", topology, "the NeuronLink topology drawing");
-  app.add_option("--lnc", lnc, "logical NeuronCore config 1|2 (trn2; default: the node's)")
-      ->envname("NEURON_LOGICAL_NC_CONFIG")
-      ->check(CLI::IsMember({0, 1, 2}));
+  app.add_option("--lnc", node.lnc,
+                 "logical NeuronCore config 1|2 (trn2; default $NEURON_LOGICAL_NC_CONFIG, then the "
+                 "node's)");
   app.footer(
       "Exit codes: 0 success, 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device, "
       "5 permission denied.");
@@ -167,5 +168,11 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   }
-  return Run(root, lnc, wide, all, json, topology);
+  const absl::StatusOr<neuron::NodeFlags> flags =
+      neuron::ResolveNodeFlags(node, neuron::RealGetEnv);
+  if (!flags.ok()) {
+    std::cerr << "neuron-ls: " << flags.status().message() << "\n";
+    return kExitUsage;
+  }
+  return Run(flags->root, flags->lnc, wide, all, json, topology);
 }

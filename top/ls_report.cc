@@ -12,7 +12,7 @@
 namespace neuron::top {
 namespace {
 
-// COMMAND is cut to 40 characters, 80 with --wide (TOOLS-UX §1.2).
+// COMMAND is cut to 40 characters, 80 with --wide (docs/tools-ux.md#ls-table-rules).
 constexpr size_t kCommandWidth = 40;
 constexpr size_t kWideCommandWidth = 80;
 
@@ -269,7 +269,7 @@ std::string RenderLsJson(const LsReport& r) {
     j["bdf"] = d.bdf.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(ShortBdf(d.bdf));
     j["cpu_affinity"] =
         d.cpu_affinity.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d.cpu_affinity);
-    // A string in neuron-ls's output (TOOLS-UX §1.7).
+    // A string in neuron-ls's output (docs/tools-ux.md#ls-json).
     j["numa_node"] = d.numa_node ? nlohmann::ordered_json(std::to_string(*d.numa_node))
                                  : nlohmann::ordered_json();
     j["connected_to"] = d.connected;
@@ -287,7 +287,8 @@ std::string RenderLsJson(const LsReport& r) {
       procs.push_back(std::move(pj));
     }
     j["neuron_processes"] = d.processes_known ? std::move(procs) : nlohmann::ordered_json();
-    // Only when it applies, so the document keeps neuron-ls's fields otherwise (§1.7).
+    // Only when it applies, so the document keeps neuron-ls's fields otherwise
+    // (docs/tools-ux.md#ls-json).
     if (r.live_data_unavailable) j["live_data_unavailable"] = *r.live_data_unavailable;
     devices.push_back(std::move(j));
   }

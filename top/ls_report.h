@@ -1,8 +1,8 @@
 #pragma once
 // neuron-ls: what it shows (LsReport, built from core's Inventory, the live datastores and
 // process information) and how (the table, --wide, --show-all-procs, --topology and
-// --json-output formats of TOOLS-UX.md §1). Building reads only through core; rendering is
-// pure. Plain values; thread-safe to read.
+// --json-output formats of docs/tools-ux.md#neuron-ls). Building reads only through core; rendering
+// is pure. Plain values; thread-safe to read.
 
 #include <optional>
 #include <string>
@@ -44,7 +44,8 @@ struct LsReport {
   std::vector<LsDevice> devices;
   Inventory inventory;  // for the drawing
   LinkLayout link;
-  // Why the runtimes' live data (DESIGN decision 19) could not be read; absent when it was.
+  // Why the runtimes' live data (docs/architecture.md#unknown-is-not-zero) could not be read;
+  // absent when it was.
   std::optional<std::string> live_data_unavailable;
   // What the process scan could not see, one line each (for stderr).
   std::vector<std::string> notes;
@@ -62,7 +63,7 @@ struct LsSources {
   // ROOT/dev/neuronN). Works whether or not live data could be read.
   bool all_processes = false;
   // Left out of the -a scan: neuron-ls itself, whose datastore reader holds a device exactly
-  // while a runtime is on it (core/datastore_driver.cc), which would only repeat that row.
+  // while a runtime is on it (core/sample/datastore_driver.cc), which would only repeat that row.
   int self_pid = 0;
   // The device node paths a process may hold for device N: the host's (NeuronDevice::dev_node)
   // and the simulator's (ROOT/dev/neuronN). Filled by the caller from RootPaths.
@@ -79,7 +80,8 @@ enum class LsFormat { kDefault, kWide, kAllProcs, kWideAllProcs, kTopology };
 
 // The header lines and the table (and the drawing for kTopology), '\n'-terminated.
 std::string RenderLsText(const LsReport& report, LsFormat format);
-// The --json-output array (§1.7), pretty-printed with 4 spaces, '\n'-terminated.
+// The --json-output array (docs/tools-ux.md#ls-json), pretty-printed with 4 spaces,
+// '\n'-terminated.
 std::string RenderLsJson(const LsReport& report);
 
 }  // namespace neuron::top

@@ -54,8 +54,8 @@ void PaintTabs(Canvas& c, const Rect& r, const TopView& v, const UiState& ui) {
     for (const std::string& t : texts) total += static_cast<int>(DisplayWidth(t)) + 3;
     if (total <= room) break;
   }
-  // When the tabs still do not fit, show a window that holds the current one (TOOLS-UX Q7: tab
-  // names must not vanish).
+  // When the tabs still do not fit, show a window that holds the current one (docs/tools-ux.md Q7:
+  // tab names must not vanish).
   size_t first = 0;
   if (total > room) {
     int width = 0;

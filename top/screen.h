@@ -1,6 +1,6 @@
 #pragma once
-// Paints one neuron-top frame onto a Canvas (TOOLS-UX.md §2.2 layout, plus the history chart
-// and the process table): pure, so frames are testable as text; the ncurses renderer copies
+// Paints one neuron-top frame onto a Canvas (docs/tools-ux.md#top-layout layout, plus the history
+// chart and the process table): pure, so frames are testable as text; the ncurses renderer copies
 // the canvas to the terminal. Thread-safe (no state).
 
 #include <string>
@@ -22,19 +22,23 @@ LayoutRequest RequestFor(const TopView* view, const UiState& ui, int width, int 
 Canvas Paint(const TopView* view, const UiState& ui, const Layout& layout,
              std::string_view version);
 
-// What the status lines say, one problem each: live data that could not be read (decision
-// 19), then the view's notes (root-only files the catalog stood in for). Empty when all is read.
+// What the status lines say, one problem each: live data that could not be read
+// (docs/architecture.md#unknown-is-not-zero), then the view's notes (root-only files the catalog
+// stood in for). Empty when all is read.
 std::vector<std::string> StatusLines(const TopView& view);
 
-// The sections, each drawing only inside its rectangle (screen_sections.cc).
+// The sections, each drawing only inside its rectangle. The status line, the grid, vCPU and the
+// memory summary live in screen_sections.cc;
 void PaintStatus(Canvas& c, const Rect& r, const TopView& v);
 void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, const UiState& ui,
                const GridGeometry& g);
 void PaintVcpu(Canvas& c, const Rect& r, const TopView& v, const AppView& app);
 void PaintMemorySummary(Canvas& c, const Rect& r, const AppView& app);
+// the memory tree, the history chart and the process table in screen_tables.cc;
 void PaintTree(Canvas& c, const Rect& r, const AppView& app, const UiState& ui);
 void PaintChart(Canvas& c, const Rect& r, const TopView& v);
 void PaintProcesses(Canvas& c, const Rect& r, const TopView& v, const UiState& ui);
+// the tab bar, with the title and Paint itself, in screen.cc.
 void PaintTabs(Canvas& c, const Rect& r, const TopView& v, const UiState& ui);
 
 }  // namespace neuron::top

@@ -1,4 +1,5 @@
-// The upper sections of a frame: utilization grid, vCPU, memory summary (TOOLS-UX.md §2.2).
+// The upper sections of a frame: utilization grid, vCPU, memory summary
+// (docs/tools-ux.md#top-layout).
 
 #include <fmt/format.h>
 
@@ -35,7 +36,7 @@ std::string CellValue(const CoreCell& cell, bool flops) {
   return "[" + (flops ? FormatTflops(cell.flops_per_s) : FormatPercent(cell.utilization)) + "]";
 }
 
-// TOOLS-UX Q2: devices but no runtime; each device shows its state instead of empty bars.
+// docs/tools-ux.md Q2: devices but no runtime; each device shows its state instead of empty bars.
 void PaintNoRuntime(Canvas& c, const Rect& r, const AppView& app, const GridGeometry& g,
                     int first) {
   c.Put(r.y + 1, r.x + g.label_width, "no Neuron runtime attached: no process holds a NeuronCore",
@@ -139,7 +140,7 @@ void PaintVcpu(Canvas& c, const Rect& r, const TopView& v, const AppView& app) {
   for (int i = 0; i < 2 && i + 1 < r.h; ++i) {
     const int y = r.y + 1 + i;
     const CpuUsage& u = lines[i].usage;
-    // "[%5.2f%%,%5.2f%%]" as neuron-top prints it (TOOLS-UX §2.2 item 3).
+    // "[%5.2f%%,%5.2f%%]" as neuron-top prints it (docs/tools-ux.md#top-layout item 3).
     const std::string value =
         u.user && u.system ? fmt::format("[{:5.2f}%,{:5.2f}%]", *u.user * 100.0, *u.system * 100.0)
                            : std::string("[  N/A ,  N/A ]");

@@ -1,5 +1,5 @@
-// The lower sections of a frame: memory details tree (TOOLS-UX.md §2.2 item 5), the history
-// chart and the process table (§3: nvtop features adopted).
+// The lower sections of a frame: memory details tree (docs/tools-ux.md#top-layout item 5), the
+// history chart and the process table (docs/tools-ux.md#nvtop: nvtop features adopted).
 
 #include <fmt/format.h>
 
@@ -177,7 +177,8 @@ void PaintProcesses(Canvas& c, const Rect& r, const TopView& v, const UiState& u
   }
   const std::vector<const ProcessRow*> rows = SortedProcesses(v, ui.sort, ui.descending);
   if (rows.empty()) {
-    // Without live data nobody knows whether a runtime is there (decision 19).
+    // Without live data nobody knows whether a runtime is there
+    // (docs/architecture.md#unknown-is-not-zero).
     const std::string_view why = v.runtime_attached.has_value()
                                      ? "no Neuron runtime attached"
                                      : "processes unknown: live data unavailable (see the top)";

@@ -1,4 +1,5 @@
-// neuron-top: live NeuronCore utilization, vCPU, memory and processes (TOOLS-UX.md §2).
+// neuron-top: live NeuronCore utilization, vCPU, memory and processes
+// (docs/tools-ux.md#neuron-top).
 //   neuron-top --root DIR [--kubelet-dir DIR] [--delay SECONDS] [--snapshot] [--lnc 1|2]
 //              [--log-file FILE] [--no-color]
 // --snapshot prints one JSON document (the view model) and exits, without a terminal. Logs go
@@ -18,18 +19,16 @@
 #include <iostream>
 #include <thread>
 
-#include "core/proc/pod_identity.h"
+#include "core/base/version.h"
 #include "core/discovery/presence.h"
+#include "core/model/node_flags.h"
+#include "core/proc/pod_identity.h"
 #include "core/proc/procinfo.h"
 #include "proto/pod_resources_locator.h"
 #include "top/collector.h"
 #include "top/curses_ui.h"
 #include "top/screen.h"
 #include "top/view_model.h"
-
-#ifndef NEURON_TOP_VERSION
-#define NEURON_TOP_VERSION "0.0.0"
-#endif
 
 namespace {
 
@@ -65,6 +64,7 @@ void SetUpLogging(const std::string& path) {
 }
 
 struct Flags {
+  neuron::NodeFlagValues node;  // --root and --lnc as given, resolved into `root` and `lnc`
   std::string root = "/";
   std::string kubelet_dir = "/var/lib/kubelet";
   double delay = 1.0;
@@ -99,7 +99,7 @@ int PrintSnapshot(neuron::top::Collector& collector, std::chrono::milliseconds d
 
 int Run(const Flags& f) {
   SetUpLogging(f.log_file);
-  spdlog::info("neuron-top {} root={} kubelet-dir={} delay={}s snapshot={}", NEURON_TOP_VERSION,
+  spdlog::info("neuron-top {} root={} kubelet-dir={} delay={}s snapshot={}", neuron::AgentVersion(),
                f.root, f.kubelet_dir, f.delay, f.snapshot);
   neuron::top::CollectorOptions options;
   options.root = f.root;
@@ -123,7 +123,7 @@ int Run(const Flags& f) {
     return kExitFailure;
   }
   collector.Start();
-  const int rc = neuron::top::RunTui(collector, {NEURON_TOP_VERSION, !f.no_color});
+  const int rc = neuron::top::RunTui(collector, {std::string(neuron::AgentVersion()), !f.no_color});
   collector.Stop();
   spdlog::info("neuron-top exits");
   return rc;
@@ -135,18 +135,16 @@ int main(int argc, char** argv) {
   std::setlocale(LC_ALL, "");  // wide characters for ncursesw
   CLI::App app{"neuron-top: live AWS Neuron utilization, memory and processes (top/README.md)"};
   Flags f;
-  if (const char* env_root = std::getenv("NEURON_ROOT"); env_root != nullptr && *env_root != '\0') {
-    f.root = env_root;
-  }
-  app.add_option("--root", f.root, "root of the node's filesystem (default $NEURON_ROOT or /)");
+  app.add_option("--root", f.node.root,
+                 "root of the node's filesystem (default $NEURON_ROOT or /)");
   app.add_option("--kubelet-dir", f.kubelet_dir,
                  "kubelet directory: pod names come from its pod-resources/kubelet.sock");
   app.add_option("--delay", f.delay, "seconds between samples (at least 0.1)")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_flag("--snapshot", f.snapshot, "print one JSON document and exit");
-  app.add_option("--lnc", f.lnc, "logical NeuronCore config 1|2 (trn2; default: the node's)")
-      ->envname("NEURON_LOGICAL_NC_CONFIG")
-      ->check(CLI::IsMember({0, 1, 2}));
+  app.add_option("--lnc", f.node.lnc,
+                 "logical NeuronCore config 1|2 (trn2; default $NEURON_LOGICAL_NC_CONFIG, then the "
+                 "node's)");
   app.add_option("--log-file", f.log_file, "where to log (never the terminal)");
   app.add_flag("-C,--no-color", f.no_color, "monochrome");
   app.footer(
@@ -158,5 +156,13 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   }
+  const absl::StatusOr<neuron::NodeFlags> node =
+      neuron::ResolveNodeFlags(f.node, neuron::RealGetEnv);
+  if (!node.ok()) {
+    std::cerr << "neuron-top: " << node.status().message() << "\n";
+    return kExitUsage;
+  }
+  f.root = node->root;
+  f.lnc = node->lnc;
   return Run(f);
 }

@@ -118,6 +118,53 @@ int SelectedRow(const UiState& ui, const std::vector<TreeRow>& rows) {
   return 0;
 }
 
+namespace {
+
+// Up, Down, Home, End: the selected row of the memory tree.
+bool MoveSelection(UiState& ui, int key, const TopView* view) {
+  const AppView* app = CurrentApp(ui, view);
+  if (app == nullptr) return false;
+  const std::vector<TreeRow> rows = FlattenTree(*app, ui.expanded);
+  if (rows.empty()) return false;
+  int i = SelectedRow(ui, rows);
+  const int last = static_cast<int>(rows.size()) - 1;
+  if (key == kKeyUp) i = std::max(0, i - 1);
+  if (key == kKeyDown) i = std::min(last, i + 1);
+  if (key == kKeyHome) i = 0;
+  if (key == kKeyEnd) i = last;
+  ui.selected = rows[static_cast<size_t>(i)].key;
+  return true;
+}
+
+// Enter: expands or collapses the selected row.
+bool ToggleSelected(UiState& ui, const TopView* view) {
+  const AppView* app = CurrentApp(ui, view);
+  if (app == nullptr) return false;
+  const std::vector<TreeRow> rows = FlattenTree(*app, ui.expanded);
+  if (rows.empty()) return false;
+  const TreeRow& r = rows[static_cast<size_t>(SelectedRow(ui, rows))];
+  ui.selected = r.key;
+  if (!r.expandable) return false;
+  if (r.expanded) {
+    ui.expanded.erase(r.key);
+  } else {
+    ui.expanded.insert(r.key);
+  }
+  return true;
+}
+
+// x: collapses everything, or expands everything when nothing is.
+void ToggleAll(UiState& ui, const TopView* view) {
+  const AppView* app = CurrentApp(ui, view);
+  if (!ui.expanded.empty()) {
+    ui.expanded.clear();
+  } else if (app != nullptr) {
+    ui.expanded = AllKeys(*app);
+  }
+}
+
+}  // namespace
+
 bool HandleKey(UiState& ui, int key, const TopView* view) {
   const int tabs = view != nullptr ? static_cast<int>(view->apps.size()) : 0;
   switch (key) {
@@ -141,47 +188,16 @@ bool HandleKey(UiState& ui, int key, const TopView* view) {
     case kKeyUp:
     case kKeyDown:
     case kKeyHome:
-    case kKeyEnd: {
-      const AppView* app = CurrentApp(ui, view);
-      if (app == nullptr) return false;
-      const std::vector<TreeRow> rows = FlattenTree(*app, ui.expanded);
-      if (rows.empty()) return false;
-      int i = SelectedRow(ui, rows);
-      const int last = static_cast<int>(rows.size()) - 1;
-      if (key == kKeyUp) i = std::max(0, i - 1);
-      if (key == kKeyDown) i = std::min(last, i + 1);
-      if (key == kKeyHome) i = 0;
-      if (key == kKeyEnd) i = last;
-      ui.selected = rows[static_cast<size_t>(i)].key;
-      return true;
-    }
+    case kKeyEnd:
+      return MoveSelection(ui, key, view);
     case kKeyEnter:
     case '\n':
-    case '\r': {
-      const AppView* app = CurrentApp(ui, view);
-      if (app == nullptr) return false;
-      const std::vector<TreeRow> rows = FlattenTree(*app, ui.expanded);
-      if (rows.empty()) return false;
-      const TreeRow& r = rows[static_cast<size_t>(SelectedRow(ui, rows))];
-      ui.selected = r.key;
-      if (!r.expandable) return false;
-      if (r.expanded) {
-        ui.expanded.erase(r.key);
-      } else {
-        ui.expanded.insert(r.key);
-      }
-      return true;
-    }
+    case '\r':
+      return ToggleSelected(ui, view);
     case 'x':
-    case 'X': {
-      const AppView* app = CurrentApp(ui, view);
-      if (!ui.expanded.empty()) {
-        ui.expanded.clear();
-      } else if (app != nullptr) {
-        ui.expanded = AllKeys(*app);
-      }
+    case 'X':
+      ToggleAll(ui, view);
       return true;
-    }
     case kKeyPageUp:
       ui.grid_scroll = std::max(0, ui.grid_scroll - 4);
       return true;

@@ -1,8 +1,8 @@
 #pragma once
 // neuron-top's interactive state (tab, FLOPS mode, tree expansion and selection, sorting,
-// scrolling) and what each key does to it (TOOLS-UX.md §2.3, plus nvtop's sort keys). Pure:
-// the ncurses layer maps its key codes to Key and calls HandleKey. Owned by the drawing thread;
-// not thread-safe.
+// scrolling) and what each key does to it (docs/tools-ux.md#top-keys, plus nvtop's sort keys).
+// Pure: the ncurses layer maps its key codes to Key and calls HandleKey. Owned by the drawing
+// thread; not thread-safe.
 
 #include <optional>
 #include <set>

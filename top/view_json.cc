@@ -1,4 +1,5 @@
-// ViewToJson: neuron-top --snapshot (TOOLS-UX.md §4 Q10): base units, null for absent.
+// ViewToJson: neuron-top --snapshot (docs/tools-ux.md#requirements Q10): base units, null for
+// absent.
 
 #include <chrono>
 #include <nlohmann/json.hpp>

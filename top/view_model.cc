@@ -1,4 +1,4 @@
-// BuildView: from two snapshots to what neuron-top shows (TOOLS-UX.md §2.7).
+// BuildView: from two snapshots to what neuron-top shows (docs/tools-ux.md#top-data).
 
 #include "top/view_model.h"
 
@@ -7,6 +7,8 @@
 #include <set>
 
 #include "core/driver/datastore_layout.h"
+#include "core/model/core_ids.h"
+#include "core/sample/process_usage.h"
 #include "top/format.h"
 
 namespace neuron::top {
@@ -40,7 +42,8 @@ const std::array<int, kDeviceCategoryCount>& SysfsCategoryIndex() {
   return idx;
 }
 
-// Datastore core counter of each category (DRIVER-INTERFACE §4.3, §2.2 allocation types).
+// Datastore core counter of each category (docs/driver-interface.md#core-counter-indices,
+// #sysfs-names allocation types).
 constexpr std::array<int, kDeviceCategoryCount> kNdsCategoryCounter{
     nds::kMemUsageTensorsDevice, nds::kMemUsageConstantsDevice, nds::kMemUsageCodeDevice,
     nds::kMemUsageMiscDevice, nds::kMemUsageScratchpadDevice};
@@ -149,38 +152,6 @@ ModelMemory ModelOf(const DatastoreModel& m, int pid) {
   return out;
 }
 
-std::vector<const DatastoreRecord*> RecordsOf(const Snapshot& s, int pid) {
-  std::vector<const DatastoreRecord*> out;
-  for (const DatastoreRecord& r : s.processes) {
-    if (r.pid == pid) out.push_back(&r);
-  }
-  return out;
-}
-
-const DatastoreRecord* FindRecord(const Snapshot* s, int device, int pid) {
-  if (s == nullptr) return nullptr;
-  for (const DatastoreRecord& r : s->processes) {
-    if (r.device == device && r.pid == pid) return &r;
-  }
-  return nullptr;
-}
-
-// Logical core slots a process uses on a device: busy time, memory, or a model placed there.
-std::vector<int> SlotsUsed(const DatastoreRecord& r, int cores_per_device) {
-  std::set<int> slots;
-  const int n = std::min(cores_per_device, nds::kMaxCores);
-  for (int k = 0; k < n; ++k) {
-    if (r.Core(k, nds::kTimeInUse) != 0) slots.insert(k);
-    for (const int counter : kNdsCategoryCounter) {
-      if (r.Core(k, counter) != 0) slots.insert(k);
-    }
-  }
-  for (const DatastoreModel& m : r.models) {
-    if (m.nc_index < n) slots.insert(m.nc_index);
-  }
-  return {slots.begin(), slots.end()};
-}
-
 HostMemory HostFromRecords(const std::vector<const DatastoreRecord*>& records) {
   HostMemory h;
   uint64_t total = 0;
@@ -215,7 +186,8 @@ struct AllTotals {
 };
 
 // Whether a snapshot saw the runtimes' live counters. Without them its busy and FLOP totals
-// lack every running process's share, so rates over it would read as idle (decision 19).
+// lack every running process's share, so rates over it would read as idle
+// (docs/architecture.md#unknown-is-not-zero).
 bool LiveRead(const Snapshot* s) {
   return s != nullptr && s->datastore_source.known && s->datastore_source.up;
 }
@@ -238,7 +210,7 @@ DeviceRow AllGridRow(const ViewInputs& in, const DeviceSample& d, AllTotals* t) 
   const int cpd = static_cast<int>(now.size());
   for (int k = 0; k < cpd; ++k) {
     CoreCell cell;
-    cell.core_id = d.index * cpd + k;
+    cell.core_id = GlobalCoreId(d.index, k, cpd);
     if (rates) cell.utilization = Utilization(*before, after, d.index, k);
     if (rates && k < static_cast<int>(prev.size()) && prev[k].flops && now[k].flops && dt > 0 &&
         *now[k].flops >= *prev[k].flops) {
@@ -324,90 +296,109 @@ AppView BuildAll(const ViewInputs& in, const std::vector<int>& pids) {
   return app;
 }
 
-AppView BuildProcess(const ViewInputs& in, int pid, int cpd, std::vector<int>* core_ids) {
-  const Snapshot& after = *in.after;
-  const Snapshot* before = in.before;
-  const double dt_us =
-      before != nullptr
-          ? std::chrono::duration<double, std::micro>(after.steady - before->steady).count()
-          : 0;
-  const std::vector<const DatastoreRecord*> records = RecordsOf(after, pid);
-  AppView app;
-  app.pid = pid;
-  app.label = records.empty() ? std::to_string(pid) : records.front()->Tag();
+// What a process's tab adds up over its cores.
+struct ProcessTotals {
   std::vector<std::optional<double>> utils;
   std::optional<double> flops_sum;
-  for (const DeviceSample& d : after.devices) {
-    DeviceRow row;
-    row.index = d.index;
-    row.state = d.state;
-    const DatastoreRecord* now = FindRecord(&after, d.index, pid);
-    const DatastoreRecord* prev = FindRecord(before, d.index, pid);
-    const std::vector<int> slots = now != nullptr ? SlotsUsed(*now, cpd) : std::vector<int>();
-    for (int k = 0; k < cpd; ++k) {
-      CoreCell cell;
-      cell.core_id = d.index * cpd + k;
-      if (before != nullptr && dt_us > 0) {
-        if (now == nullptr) {
-          cell.utilization = 0.0;  // the process does not use this device
-          cell.flops_per_s = 0.0;
-        } else if (prev != nullptr && k < nds::kMaxCores) {
-          const uint64_t b0 = prev->Core(k, nds::kTimeInUse);
-          const uint64_t b1 = now->Core(k, nds::kTimeInUse);
-          if (b1 >= b0) cell.utilization = std::clamp((b1 - b0) / dt_us, 0.0, 1.0);
-          const uint64_t m0 = prev->Core(k, nds::kMacCount);
-          const uint64_t m1 = now->Core(k, nds::kMacCount);
-          if (m1 >= m0) cell.flops_per_s = 2.0 * static_cast<double>(m1 - m0) / (dt_us / 1e6);
-        }
-      }
-      if (std::find(slots.begin(), slots.end(), k) != slots.end()) {
-        utils.push_back(cell.utilization);
-        core_ids->push_back(cell.core_id);
-        if (cell.flops_per_s) flops_sum = flops_sum.value_or(0) + *cell.flops_per_s;
-      }
-      row.cores.push_back(cell);
+};
+
+// One device's row of a process's tab: its activity on each core, 0 on a device it does not
+// use; the cores it holds count towards its averages.
+DeviceRow ProcessGridRow(const ViewInputs& in, const DeviceSample& d, int pid, int cpd,
+                         const std::vector<int>& held, ProcessTotals* t) {
+  const Snapshot& after = *in.after;
+  const Snapshot* before = in.before;
+  const bool rates = before != nullptr && after.steady > before->steady;
+  const DatastoreRecord* now = FindRecord(&after, d.index, pid);
+  DeviceRow row;
+  row.index = d.index;
+  row.state = d.state;
+  for (int k = 0; k < cpd; ++k) {
+    CoreCell cell;
+    cell.core_id = GlobalCoreId(d.index, k, cpd);
+    if (rates && now == nullptr) {
+      cell.utilization = 0.0;  // the process does not use this device
+      cell.flops_per_s = 0.0;
+    } else if (rates) {
+      const CoreActivity act = ActivityBetween(*before, after, *now, k);
+      cell.utilization = act.utilization;
+      cell.flops_per_s = act.flops_per_s;
     }
-    app.grid.push_back(std::move(row));
-    if (now == nullptr) continue;
-    DeviceMemoryNode node;
-    node.index = d.index;
-    uint64_t node_dev = 0;
-    for (const int k : slots) {
-      CoreMemory cm;
-      cm.local_index = k;
-      uint64_t sum = 0;
-      for (int c = 0; c < kDeviceCategoryCount; ++c) {
-        cm.categories[c] = now->Core(k, kNdsCategoryCounter[c]);
-        sum += *cm.categories[c];
-      }
-      cm.device_bytes = sum;
-      node_dev += sum;
-      for (const DatastoreModel& m : now->models) {
-        if (m.nc_index == k) cm.models.push_back(ModelOf(m, pid));
-      }
-      node.cores.push_back(std::move(cm));
+    if (std::find(held.begin(), held.end(), k) != held.end()) {
+      t->utils.push_back(cell.utilization);
+      if (cell.flops_per_s) t->flops_sum = t->flops_sum.value_or(0) + *cell.flops_per_s;
     }
-    node.device_bytes = node_dev;
-    node.host_bytes = HostFromRecords({now}).total;
-    app.memory_tree.push_back(std::move(node));
+    row.cores.push_back(cell);
   }
-  app.average_utilization = Mean(utils);
-  app.total_flops_per_s = flops_sum;
-  app.runtime_cpu = RuntimeCpu(in, {pid});
-  app.host = HostFromRecords(records);
+  return row;
+}
+
+// A process's node of the memory tree for one device: the cores it holds, by category, with
+// its models under them.
+DeviceMemoryNode ProcessMemoryNode(const DatastoreRecord& now, const std::vector<int>& held,
+                                   int pid) {
+  DeviceMemoryNode node;
+  node.index = now.device;
+  uint64_t node_dev = 0;
+  for (const int k : held) {
+    CoreMemory cm;
+    cm.local_index = k;
+    uint64_t sum = 0;
+    for (int c = 0; c < kDeviceCategoryCount; ++c) {
+      cm.categories[c] = now.Core(k, kNdsCategoryCounter[c]);
+      sum += *cm.categories[c];
+    }
+    cm.device_bytes = sum;
+    node_dev += sum;
+    for (const DatastoreModel& m : now.models) {
+      if (m.nc_index == k) cm.models.push_back(ModelOf(m, pid));
+    }
+    node.cores.push_back(std::move(cm));
+  }
+  node.device_bytes = node_dev;
+  node.host_bytes = HostFromRecords({&now}).total;
+  return node;
+}
+
+// Device memory of a process's tab: the sum of its memory tree, every category present.
+DeviceMemory ProcessDeviceMemory(const std::vector<DeviceMemoryNode>& tree) {
+  DeviceMemory out;
   uint64_t total = 0;
   CategoryBytes cats{};
-  for (const DeviceMemoryNode& n : app.memory_tree) {
+  for (auto& c : cats) c = 0;
+  for (const DeviceMemoryNode& n : tree) {
     for (const CoreMemory& c : n.cores) {
       for (int k = 0; k < kDeviceCategoryCount; ++k) {
-        cats[k] = cats[k].value_or(0) + c.categories[k].value_or(0);
+        *cats[k] += c.categories[k].value_or(0);
         total += c.categories[k].value_or(0);
       }
     }
   }
-  app.device.total = total;
-  app.device.categories = cats;
-  for (auto& c : app.device.categories) c = c.value_or(0);
+  out.total = total;
+  out.categories = cats;
+  return out;
+}
+
+// A process's tab, from its datastores only.
+AppView BuildProcess(const ViewInputs& in, int pid, int cpd) {
+  const Snapshot& after = *in.after;
+  const std::vector<const DatastoreRecord*> records = RecordsOf(after, pid);
+  AppView app;
+  app.pid = pid;
+  app.label = records.empty() ? std::to_string(pid) : records.front()->Tag();
+  ProcessTotals t;
+  for (const DeviceSample& d : after.devices) {
+    const DatastoreRecord* now = FindRecord(&after, d.index, pid);
+    const std::vector<int> held =
+        now != nullptr ? CoreSlotsHeld(*now, cpd, after.lnc) : std::vector<int>();
+    app.grid.push_back(ProcessGridRow(in, d, pid, cpd, held, &t));
+    if (now != nullptr) app.memory_tree.push_back(ProcessMemoryNode(*now, held, pid));
+  }
+  app.average_utilization = Mean(t.utils);
+  app.total_flops_per_s = t.flops_sum;
+  app.runtime_cpu = RuntimeCpu(in, {pid});
+  app.host = HostFromRecords(records);
+  app.device = ProcessDeviceMemory(app.memory_tree);
   return app;
 }
 
@@ -496,10 +487,9 @@ TopView BuildView(const ViewInputs& in) {
   const std::vector<int> pids = RuntimePids(after);
   v.apps.push_back(BuildAll(in, pids));
   for (const int pid : pids) {
-    std::vector<int> core_ids;
-    AppView app = BuildProcess(in, pid, v.cores_per_device, &core_ids);
+    AppView app = BuildProcess(in, pid, v.cores_per_device);
     ProcessRow row = RowOf(in, pid, app);
-    row.core_ids = std::move(core_ids);
+    row.core_ids = CoresHeldBy(after, pid, v.cores_per_device);
     v.processes.push_back(std::move(row));
     v.apps.push_back(std::move(app));
   }

@@ -2,10 +2,11 @@
 // neuron-top's view model: everything one screen (or one --snapshot document) shows, computed
 // from two consecutive core Snapshots, the Inventory and process information. Built by the
 // collector thread and published as std::shared_ptr<const TopView>: immutable, so the drawing
-// thread reads it without locks (STYLE 9).
+// thread reads it without locks (docs/style.md#one-owner).
 //
-// Absent data is std::nullopt throughout, shown as N/A on screen and null in JSON (TOOLS-UX §3
-// "Missing data"). Ratios are fractions (0..1), rates per second, sizes in bytes.
+// Absent data is std::nullopt throughout, shown as N/A on screen and null in JSON
+// (docs/tools-ux.md#nvtop "Missing data"). Ratios are fractions (0..1), rates per second, sizes in
+// bytes.
 
 #include <array>
 #include <chrono>
@@ -23,7 +24,7 @@
 
 namespace neuron::top {
 
-// The device memory categories neuron-top shows (TOOLS-UX §2.7), in its order.
+// The device memory categories neuron-top shows (docs/tools-ux.md#top-data), in its order.
 enum DeviceCategory : int { kTensors, kConstants, kModelCode, kRuntimeMemory, kScratchpad };
 inline constexpr int kDeviceCategoryCount = 5;
 inline constexpr std::array<std::string_view, kDeviceCategoryCount> kDeviceCategoryLabels{
@@ -132,12 +133,13 @@ struct TopView {
   std::string instance_type;
   std::string instance_id;
   int lnc = 1;
-  std::string nc_version;  // "v2", "v3", "v3d" (TOOLS-UX §2.2 item 2)
+  std::string nc_version;  // "v2", "v3", "v3d" (docs/tools-ux.md#top-layout item 2)
   int cores_per_device = 0;
-  // BF16 peak of one logical core (HARDWARE.md §8.1 x LNC): the full bar in FLOPS mode.
+  // BF16 peak of one logical core (docs/hardware.md#roofline x LNC): the full bar in FLOPS mode.
   std::optional<double> peak_flops_per_core;
-  // Whether the runtimes' live data could be read (DESIGN decision 19). When not, utilization,
-  // FLOPS and processes are unknown (N/A), not zero, and runtime_attached is absent.
+  // Whether the runtimes' live data could be read (docs/architecture.md#unknown-is-not-zero). When
+  // not, utilization, FLOPS and processes are unknown (N/A), not zero, and runtime_attached is
+  // absent.
   SourceState datastore_source;
   std::optional<bool> runtime_attached;  // some process holds a datastore entry
   // What could not be read and what stands in for it (root-only sysfs files), one line each.

@@ -1,7 +1,7 @@
 #pragma once
-// One named spdlog logger per component (STYLE 15), sharing the default logger's sinks so that a
-// binary's logging setup (file for neuron-top, stderr elsewhere) applies to every component.
-// Thread-safe.
+// One named spdlog logger per component (docs/style.md#google-style), sharing the default logger's
+// sinks so that a binary's logging setup (file for neuron-top, stderr elsewhere) applies to every
+// component. Thread-safe.
 
 #include <spdlog/spdlog.h>
 

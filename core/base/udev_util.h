@@ -1,6 +1,6 @@
 #pragma once
 // Owning handles for libudev objects. Private to core (discovery_udev.cc, events.cc): nothing
-// outside core includes libudev (STYLE 1).
+// outside core includes libudev (docs/style.md#one-interface-per-seam).
 
 #include <libudev.h>
 

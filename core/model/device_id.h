@@ -1,5 +1,5 @@
 #pragma once
-// Kubelet device IDs (DESIGN decision 1), the one codec every component uses.
+// Kubelet device IDs (docs/architecture.md#device-ids), the one codec every component uses.
 //   aws.amazon.com/neuron, aws.amazon.com/neurondevice: device index in decimal ("5")
 //   aws.amazon.com/neuroncore: global logical core index in decimal ("12")
 //   vpc.amazonaws.com/efa: the RDMA device name ("rdmap16s27")

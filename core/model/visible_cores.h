@@ -1,6 +1,6 @@
 #pragma once
-// NEURON_RT_VISIBLE_CORES syntax (RUNTIME.md §3): comma-separated items, each `N` or `N-M`
-// (inclusive), e.g. "3,4,5,6", "3-6", "3-5,6". The runtime needs the result to be one
+// NEURON_RT_VISIBLE_CORES syntax (docs/runtime.md#environment): comma-separated items, each `N` or
+// `N-M` (inclusive), e.g. "3,4,5,6", "3-6", "3-5,6". The runtime needs the result to be one
 // contiguous, increasing run ("3,5,6" is invalid). The runtime (libnrt-sim) parses it and the
 // device plugin formats it, so both share this one codec. Thread-safe (no state).
 

@@ -1,6 +1,6 @@
 #pragma once
 // "Which pod does this process belong to?" for the tools' POD and NAMESPACE columns
-// (TOOLS-UX.md §4 Q1). One small interface with several back ends:
+// (docs/tools-ux.md#requirements Q1). One small interface with several back ends:
 //   - cgroup (here): the process's cgroup path names the pod's UID and QoS class and the
 //     container's runtime id (kubepods.../pod<uid>/<container>), but not the pod's name;
 //   - PodResources (later, with the kubelet client in proto/): names and namespaces of the pods
@@ -50,7 +50,7 @@ class PodLocator {
 // has a kubepods path with a pod<uid> segment.
 std::optional<PodIdentity> ParsePodFromCgroup(std::string_view cgroup_text);
 
-// Reads /proc/<pid>/cgroup through `proc` (DESIGN decision 14).
+// Reads /proc/<pid>/cgroup through `proc` (docs/architecture.md#process-information).
 std::unique_ptr<PodLocator> MakeCgroupPodLocator(ProcReader proc);
 // Asks each locator in order (see the file comment). An error only when every locator failed.
 std::unique_ptr<PodLocator> MakeChainedPodLocator(std::vector<std::unique_ptr<PodLocator>> chain);

@@ -1,6 +1,6 @@
-// The datastore reader over the driver's device ABI (core/datastore.h, MakeDriverDatastoreReader),
-// as a monitor must use it on a real node (docs/driver-interface.md "Reading another process's
-// datastore"):
+// The datastore reader over the driver's device ABI (core/sample/datastore.h,
+// MakeDriverDatastoreReader), as a monitor must use it on a real node (docs/driver-interface.md
+// "Reading another process's datastore"):
 //   - a presence probe on a worker thread, every probe_period: open /dev/neuronN read-only
 //     (a normal open, which waits while the device is in RESET), list its processes
 //     (GET_ALL_APPS_INFO) and ask for each one's datastore (ACQUIRE_NEURON_DS with its PID).

@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// A zeroed datastore image with the header of DRIVER-INTERFACE §4.2 / driver-sim/README.md.
+// A zeroed datastore image with the header of docs/driver-interface.md#datastore-layout /
+// driver-sim/README.md.
 std::vector<std::byte> Image() {
   std::vector<std::byte> b(262144);
   std::memcpy(b.data(), "nds\0", 4);
@@ -48,7 +49,8 @@ DatastoreRecord Parse(const std::vector<std::byte>& b, std::vector<std::string>*
   return r.ok() ? *r : DatastoreRecord{};
 }
 
-// Offsets written literally from DRIVER-INTERFACE §4.2 and the README's worked examples.
+// Offsets written literally from docs/driver-interface.md#datastore-layout and the README's worked
+// examples.
 TEST(ParseDatastore, CoreCountersOfSlots0To3OriginalAndExtended) {
   std::vector<std::byte> b = Image();
   PutU64(b, 256, 11);    // core 0, index 0 (TIME_IN_USE)
@@ -323,8 +325,9 @@ TEST_F(WriterParserTest, AZeroedSlotIsNoRecord) {
   EXPECT_THAT(r.status().message(), HasSubstr("/dev/neuron2 (pid 4242)"));
 }
 
-// The driver back end without a driver (DESIGN decision 19): the source is known to be down,
-// with the reason in the user's words, and a read finds nothing rather than failing.
+// The driver back end without a driver (docs/architecture.md#unknown-is-not-zero): the source is
+// known to be down, with the reason in the user's words, and a read finds nothing rather than
+// failing.
 class DriverReaderTest : public ::testing::Test {
  protected:
   SourceState ProbedState(std::vector<int> devices) {

@@ -11,7 +11,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// RUNTIME.md §3: "3,4,5,6", "3-6" and "3-5,6" all name cores 3 to 6.
+// docs/runtime.md#environment: "3,4,5,6", "3-6" and "3-5,6" all name cores 3 to 6.
 TEST(VisibleCoresTest, ListRangeAndMixedSyntaxNameTheSameCores) {
   for (const char* text : {"3,4,5,6", "3-6", "3-5,6", " 3 - 4 , 5-6 "}) {
     absl::StatusOr<CoreRange> r = ParseVisibleCores(text);
@@ -24,7 +24,7 @@ TEST(VisibleCoresTest, ListRangeAndMixedSyntaxNameTheSameCores) {
   EXPECT_EQ(*one, (CoreRange{12, 1}));
 }
 
-// RUNTIME.md §3: "3,5,6 is invalid" (not contiguous).
+// docs/runtime.md#environment: "3,5,6 is invalid" (not contiguous).
 TEST(VisibleCoresTest, NonContiguousSetIsRejectedNamingTheGap) {
   absl::StatusOr<CoreRange> r = ParseVisibleCores("3,5,6");
   ASSERT_FALSE(r.ok());

@@ -1,9 +1,10 @@
-// Fuzz target: the device plugin's Allocate and GetPreferredAllocation handling (KUBELET-API
-// §2.5, §2.6), in-process: the request protos go through the same calls the gRPC handlers make
-// (NodeState::Commit with ValidateAllocate, BuildAllocateResponse, PreferredAllocation), on a
-// simulated trn1.32xlarge (16 devices, 32 cores, 8 EFAs; big enough for the topology rules, small
-// enough for the smoke run's 100,000 inputs under ASan) scanned once at start-up by the plugin's
-// own NodeWatcher. Each input starts from that node with nothing allocated.
+// Fuzz target: the device plugin's Allocate and GetPreferredAllocation handling
+// (docs/kubelet-api.md docs/kubelet-api.md#allocate, #get-preferred-allocation), in-process: the
+// request protos go through the same calls the gRPC handlers make (NodeState::Commit with
+// ValidateAllocate, BuildAllocateResponse, PreferredAllocation), on a simulated trn1.32xlarge (16
+// devices, 32 cores, 8 EFAs; big enough for the topology rules, small enough for the smoke run's
+// 100,000 inputs under ASan) scanned once at start-up by the plugin's own NodeWatcher. Each input
+// starts from that node with nothing allocated.
 //
 // The input is text, one operation per line (unknown lines are skipped), at most kMaxOps
 // operations (two: an operation and one that meets its consequences, e.g. the mask; more would
@@ -15,7 +16,7 @@
 // except @K, which names the K-th EFA interface.
 //
 // Properties: GetPreferredAllocation never fails, changes nothing, and answers by the contract of
-// core/allocator.h (all valid must_include, only valid candidates, exactly
+// core/model/allocator.h (all valid must_include, only valid candidates, exactly
 // max(|must|, min(size, |candidates|)) distinct IDs). Allocate succeeds exactly when an
 // independent check of the request says it should, then with one response per container request
 // naming the requested devices (and masking them for the overlapping resources); otherwise it

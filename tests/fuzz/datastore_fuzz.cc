@@ -1,9 +1,10 @@
-// Fuzz target: a process's datastore as the agent maps it (DRIVER-INTERFACE.md §3, D13, D15).
-// Random bytes would only ever fail the size check, so the input is a patch list over a valid
-// datastore written by driver-sim's writer: byte 0 picks a truncation, then (u32 offset, u8
-// length, bytes) records overwrite the image. Any patched image must parse or fail cleanly.
-// The runtime writes its slot without locks while the agent reads it, so every byte of a mapped
-// slot is outside input to the parser, whatever the driver guarantees about its size.
+// Fuzz target: a process's datastore as the agent maps it (docs/driver-interface.md#datastore; D13,
+// D15 in driver-sim/README.md#deviations). Random bytes would only ever fail the size check, so the
+// input is a patch list over a valid datastore written by driver-sim's writer: byte 0 picks a
+// truncation, then (u32 offset, u8 length, bytes) records overwrite the image. Any patched image
+// must parse or fail cleanly. The runtime writes its slot without locks while the agent reads it,
+// so every byte of a mapped slot is outside input to the parser, whatever the driver guarantees
+// about its size.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // Fuzz target: kernel log records as /dev/kmsg returns them (one record per read) and the
-// NEURON_HW_ERR= lines inside them (DRIVER-INTERFACE.md §7).
+// NEURON_HW_ERR= lines inside them (docs/driver-interface.md#efa).
 #include <cstdint>
 #include <string_view>
 

@@ -1,6 +1,7 @@
-// Fuzz target: every parser of a sysfs, procfs or sim file value (DRIVER-INTERFACE.md §2-§3):
-// the first input byte picks the parser, the rest is the file's bytes. Beyond "no crash", a
-// value that parses must print back to text that parses to the same value.
+// Fuzz target: every parser of a sysfs, procfs or sim file value
+// (docs/driver-interface.md#sysfs-tree to #counter-semantics): the first input byte picks the
+// parser, the rest is the file's bytes. Beyond "no crash", a value that parses must print back to
+// text that parses to the same value.
 #include <cstdint>
 #include <string>
 #include <string_view>

@@ -1,5 +1,5 @@
-// Fuzz target: NEURON_RT_VISIBLE_CORES (RUNTIME.md §3), which users type by hand and the plugin
-// writes. What parses must format back to text that parses to the same cores.
+// Fuzz target: NEURON_RT_VISIBLE_CORES (docs/runtime.md#environment), which users type by hand and
+// the plugin writes. What parses must format back to text that parses to the same cores.
 #include <cstdint>
 #include <string_view>
 

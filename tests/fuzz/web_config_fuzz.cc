@@ -1,4 +1,4 @@
-// Fuzz target: the exporter-toolkit web configuration (core/web_config.h), an operator's file that
+// Fuzz target: the exporter-toolkit web configuration (http/web_config.h), an operator's file that
 // decides whether TLS and basic auth are on. Properties: nothing throws; errors are
 // InvalidArgument naming the source; what parses is usable as is: certificate and key paths
 // present and absolute (relative ones resolved against the config's directory), a CA whenever

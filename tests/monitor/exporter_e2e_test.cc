@@ -6,8 +6,9 @@
 // other core stays idle. Then a real Prometheus server scraping the exporter, real promtool,
 // curl for TLS and auth, 64 concurrent scrapers, and the JSON stream. Every exporter that must
 // see the workload runs under `neuron-sim exec`, as the agent reads live data only through the
-// driver's device ABI (DESIGN decision 16); a test of its own checks that the same binary started
-// without it sees no live data and says so (decision 19).
+// driver's device ABI (docs/architecture.md#device-abi); a test of its own checks that the same
+// binary started without it sees no live data and says so
+// (docs/architecture.md#unknown-is-not-zero).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -26,6 +27,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/prometheus.h"
+#include "tests/support/sim_node.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -33,10 +35,10 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-using e2e::UnderSimDriver;
 using nlohmann::json;
 using testing::HttpGet;
 using testing::ReadFile;
+using testing::SimNode;
 using testing::Spawn;
 using testing::Stop;
 using testing::TempDir;
@@ -75,10 +77,8 @@ class ExporterE2eTest : public ::testing::Test {
     root_ = dir_->path() / "root";
     kubelet_ = dir_->path() / "kubelet";
     const fs::path logs = dir_->path();
-    sim_ = Spawn({NEURON_SIM_BIN, "up", "--instance", "trn1.2xlarge", "--root", root_.string()},
-                 logs / "sim.out", logs / "sim.err");
-    ASSERT_TRUE(WaitUntil([] { return fs::exists(root_ / "run/neuron/sim.ready"); }, 60s))
-        << ReadFile(logs / "sim.err");
+    sim_ = new SimNode({.sim_bin = NEURON_SIM_BIN, .root = root_, .logs = logs, .log_name = "sim"});
+    ASSERT_TRUE(sim_->Up("trn1.2xlarge")) << sim_->Log();
     kubelet_pid_ = Spawn(
         {NEURON_SIM_BIN, "kubelet", "--root", root_.string(), "--kubelet-dir", kubelet_.string()},
         logs / "kubelet.out", logs / "kubelet.err");
@@ -127,7 +127,7 @@ class ExporterE2eTest : public ::testing::Test {
     if (pod_ > 0) Stop(pod_, 30s);
     if (plugin_ > 0) Stop(plugin_, 30s);
     if (kubelet_pid_ > 0) Stop(kubelet_pid_, 30s);
-    if (sim_ > 0) Stop(sim_, 30s);
+    delete sim_;
     delete dir_;
   }
 
@@ -142,7 +142,7 @@ class ExporterE2eTest : public ::testing::Test {
                                      "--kubelet-dir",     kubelet_.string(), "--web.listen-address",
                                      "127.0.0.1:0"};
     args.insert(args.end(), flags.begin(), flags.end());
-    const Exporter e = SpawnExporter(UnderSimDriver(root_, args), dir_->path() / (name + ".out"),
+    const Exporter e = SpawnExporter(sim_->UnderDriver(args), dir_->path() / (name + ".out"),
                                      dir_->path() / (name + ".err"), env);
     started_.push_back(e.pid);
     const testing::HttpResult ready = HttpGet(e.port, "/readyz");
@@ -155,7 +155,8 @@ class ExporterE2eTest : public ::testing::Test {
 
   static inline TempDir* dir_ = nullptr;
   static inline fs::path root_, kubelet_;
-  static inline pid_t sim_ = -1, kubelet_pid_ = -1, plugin_ = -1, pod_ = -1;
+  static inline SimNode* sim_ = nullptr;
+  static inline pid_t kubelet_pid_ = -1, plugin_ = -1, pod_ = -1;
   static inline int busy_core_ = -1, idle_core_ = -1;
   std::vector<pid_t> started_;
 };
@@ -193,7 +194,7 @@ TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
   testing::PrometheusServer prometheus(dir_->path(), {{.job = "neuron", .port = e.port}});
   auto query = [&](const std::string& promql) { return prometheus.Query(promql); };
   auto scalar = [&](const std::string& promql) { return prometheus.Scalar(promql); };
-  // Rates need a few scrapes; the ceiling is generous (decision 15).
+  // Rates need a few scrapes; the ceiling is generous (docs/architecture.md#timing-in-tests).
   ASSERT_TRUE(WaitUntil(
       [&] {
         return scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"" + Busy() + "\"}[10s])")
@@ -239,7 +240,7 @@ TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
   EXPECT_EQ(joined[0]["metric"]["neuroncore"], Busy());
   EXPECT_GT(std::stod(joined[0]["value"][1].get<std::string>()), 0.9);
 
-  // The AWS dashboard's expressions return data (METRICS.md §3.2).
+  // The AWS dashboard's expressions return data (docs/metrics.md#dashboard-queries).
   EXPECT_EQ(scalar("count(instance_info)"), 1);
   EXPECT_GT(scalar("sum (system_vcpu_count)").value_or(0), 0);
   EXPECT_GT(scalar("avg(system_memory_used_bytes / system_memory_total_bytes)").value_or(0), 0);
@@ -353,9 +354,9 @@ TEST_F(ExporterE2eTest, SixtyFourConcurrentScrapersFor30Seconds) {
 
 TEST_F(ExporterE2eTest, JsonStreamIsNeuronMonitorShaped) {
   const fs::path out = dir_->path() / "json.out";
-  const pid_t pid = Spawn(UnderSimDriver(root_, {NEURON_EXPORTER_BIN, "--root", root_.string(),
-                                                 "--kubelet-dir", kubelet_.string(), "--format",
-                                                 "json", "--period", "0.5", "--log-level", "warn"}),
+  const pid_t pid = Spawn(sim_->UnderDriver({NEURON_EXPORTER_BIN, "--root", root_.string(),
+                                             "--kubelet-dir", kubelet_.string(), "--format", "json",
+                                             "--period", "0.5", "--log-level", "warn"}),
                           out, dir_->path() / "json.err");
   started_.push_back(pid);
   std::vector<json> docs;
@@ -398,10 +399,11 @@ std::optional<double> Value(const std::string& text, const std::string& series) 
   return std::nullopt;
 }
 
-// Live data only through the driver's device ABI (DESIGN decisions 16, 19): a workload on cores
-// 0-1 of a simulated node. The exporter under `neuron-sim exec` reads its datastores; the same
-// binary on the same root without it has no other way in: it says the source is down and leaves
-// the live series out instead of showing busy cores as idle.
+// Live data only through the driver's device ABI (docs/architecture.md#device-abi,
+// #unknown-is-not-zero): a workload on cores 0-1 of a simulated node. The exporter under
+// `neuron-sim exec` reads its datastores; the same binary on the same root without it has no other
+// way in: it says the source is down and leaves the live series out instead of showing busy cores
+// as idle.
 TEST(ExporterSourcesE2eTest, LiveDataOnlyThroughTheDriversDeviceAbi) {
   e2e::AgentNode node({.instance = "trn1.2xlarge", .start_plugin = false});
   const fs::path dir = node.root().parent_path();
@@ -415,7 +417,7 @@ TEST(ExporterSourcesE2eTest, LiveDataOnlyThroughTheDriversDeviceAbi) {
                                              node.root().string(),   "--no-pod-resources",
                                              "--web.listen-address", "127.0.0.1:0"};
   const StartedExporter with =
-      SpawnExporter(UnderSimDriver(node.root(), exporter), dir / "with.out", dir / "with.err");
+      SpawnExporter(node.sim().UnderDriver(exporter), dir / "with.out", dir / "with.err");
   const StartedExporter without = SpawnExporter(exporter, dir / "without.out", dir / "without.err");
   const std::string core0 = "{neuron_device=\"0\",neuroncore=\"0\"}";
   const std::string datastore_up = "neuron_exporter_source_up{source=\"datastore\"}";

@@ -19,14 +19,15 @@
 #include <sstream>
 
 #include "core/model/catalog.h"
-#include "http/http_server.h"
 #include "driver-sim/driver/datastore_writer.h"
 #include "driver-sim/driver/sim_tree.h"
+#include "http/http_server.h"
 #include "podresources/v1/api.grpc.pb.h"
 #include "tests/support/fake_datastores.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_discovery.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::monitor {
@@ -40,14 +41,6 @@ using neuron::testing::TempDir;
 using neuron::testing::WriteFile;
 
 constexpr int kPid = 4242;
-
-std::unique_ptr<sim::SimTree> MakeTree(const fs::path& root, std::string_view instance) {
-  const InstanceSpec* spec = *FindInstance(instance);
-  auto tree = std::make_unique<sim::SimTree>(
-      RootPaths(root), sim::NodeConfig{spec, *ResolveLnc(*spec, 0), "i-aabbccdd123456789", ""});
-  EXPECT_TRUE(tree->Create().ok());
-  return tree;
-}
 
 // Lines whose values depend on time or on this process, dropped before comparing with goldens.
 std::string Stable(const std::string& text) {
@@ -98,8 +91,10 @@ class ExporterTest : public ::testing::Test {
   // A trn1.2xlarge with one runtime on device 0 using both cores, ECC errors, a valid power
   // reading, a folded-in past process (sysfs totals) and a NEURON_HW_ERR record.
   void BuildNode(std::string_view instance = "trn1.2xlarge") {
-    tree_ = MakeTree(root_, instance);
-    spec_ = *FindInstance(instance);
+    // A fixed instance id: goldens must not depend on the temporary path.
+    tree_ = testing::MakeSimTree(root_, instance, {.instance_id = "i-aabbccdd123456789"});
+    ASSERT_NE(tree_, nullptr);
+    spec_ = tree_->config().spec;
     writer_ = &datastores_->Add(0, kPid);
     writer_->SetProcessInfo("train", {2, 28, 0}, 1);
     writer_->SetProcessTag("llama-train");
@@ -187,7 +182,7 @@ TEST_F(ExporterTest, GoldenNativeAndCompat) {
   EXPECT_TRUE(HasMetric(compat, "execution_status_total{"));
   EXPECT_TRUE(HasMetric(compat, "system_vcpu_count{"));
   EXPECT_NE(compat.find("runtime_tag=\"llama-train\""), std::string::npos);
-  // Decision 12: one neuroncore_utilization_ratio family, in the compat shape.
+  // docs/architecture.md#compat-mode: one neuroncore_utilization_ratio family, in the compat shape.
   EXPECT_EQ(compat.find("# TYPE neuroncore_utilization_ratio"),
             compat.rfind("# TYPE neuroncore_utilization_ratio"));
   // Never a PID or instance label outside compat mode.

@@ -34,7 +34,8 @@ TEST(ConfigTest, DefaultsServeThreeResourcesWithLegacyOff) {
   EXPECT_FALSE(c->cdi);
   EXPECT_EQ(c->root, "/");
   EXPECT_EQ(c->kubelet_dir, "/var/lib/kubelet");
-  EXPECT_EQ(c->device_numbering, DeviceNumbering::kHost) << "decision 18: host until checked";
+  EXPECT_EQ(c->device_numbering, DeviceNumbering::kHost)
+      << "docs/architecture.md#device-numbering: host until checked";
 }
 
 TEST(ConfigTest, FileSetsEveryKnob) {
@@ -106,7 +107,7 @@ TEST(ConfigTest, FlagsBeatEnvironmentWhichBeatsTheFile) {
   EXPECT_EQ(c->root, "/host");
   EXPECT_EQ(c->lnc, 1);
 
-  flags.lnc = 2;
+  flags.lnc = "2";
   flags.resources = "neuron,efa";
   c = ResolveConfig(flags, Env({{"NEURON_LOGICAL_NC_CONFIG", "1"}}));
   ASSERT_TRUE(c.ok());
@@ -128,6 +129,10 @@ TEST(ConfigTest, BadEnvironmentAndFlagsAreNamed) {
   f.noncontiguous = "never";
   c = ResolveConfig(f, Env({}));
   EXPECT_NE(c.status().message().find("--noncontiguous"), std::string::npos);
+  f = Flags{};
+  f.lnc = "0";
+  c = ResolveConfig(f, Env({}));
+  EXPECT_EQ(c.status().message(), "--lnc: '0' is not 1 or 2");
   f = Flags{};
   f.config_file = "/nonexistent/plugin.yaml";
   c = ResolveConfig(f, Env({}));

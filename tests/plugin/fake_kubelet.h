@@ -1,8 +1,9 @@
 #pragma once
 // The kubelet's side of the device-plugin API, as small as the plugin tests need, over real gRPC
-// on Unix sockets (KUBELET-API §2.1): a Registration server on KUBELET_DIR/device-plugins/
-// kubelet.sock that, like the kubelet, dials the plugin back and calls GetDevicePluginOptions
-// before Register returns; ListAndWatch readers; a PodResources List server. Thread-safe.
+// on Unix sockets (docs/kubelet-api.md#registration): a Registration server on
+// KUBELET_DIR/device-plugins/ kubelet.sock that, like the kubelet, dials the plugin back and calls
+// GetDevicePluginOptions before Register returns; ListAndWatch readers; a PodResources List server.
+// Thread-safe.
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -26,7 +27,8 @@ namespace neuron::plugin::testing {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-inline constexpr auto kCeiling = 10s;  // cause and effect, not latency (decision 15)
+// Cause and effect, not latency (docs/architecture.md#timing-in-tests)
+inline constexpr auto kCeiling = 10s;
 
 struct Registration {
   std::string resource;

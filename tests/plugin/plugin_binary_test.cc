@@ -9,18 +9,20 @@
 
 #include <charconv>
 
+#include "core/base/unique_fd.h"
 #include "core/model/device_id.h"
-#include "tests/driver-sim/sim_process.h"
 #include "tests/plugin/fake_kubelet.h"
 #include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::plugin {
 namespace {
 
 using namespace ::neuron::plugin::testing;
-using ::neuron::sim::testing::SimNode;
 using ::neuron::testing::ReadFile;
+using ::neuron::testing::SimNode;
 using ::neuron::testing::Spawn;
 using ::neuron::testing::Stop;
 using ::neuron::testing::TempDir;
@@ -30,21 +32,20 @@ using ::neuron::testing::WriteFile;
 
 // GET on 127.0.0.1:port; returns "<status line>\r\n...body", "" on failure.
 std::string HttpGet(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
     const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+    if (::write(fd.get(), req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
       char buf[4096];
       ssize_t n;
-      while ((n = ::read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+      while ((n = ::read(fd.get(), buf, sizeof(buf))) > 0) out.append(buf, n);
     }
   }
-  ::close(fd);
   return out;
 }
 
@@ -61,9 +62,11 @@ int PortFrom(const std::string& stdout_text) {
 TEST(PluginBinaryTest, ServesEndpointsRegistersAndRemovesSocketsOnSigterm) {
   TempDir tmp("plb");
   const fs::path root = tmp.path() / "root", kdir = tmp.path() / "k";
-  fs::create_directories(root);
-  SimNode sim(NEURON_SIM_BIN, root, tmp.path());
-  sim.Up("trn1.32xlarge");
+  SimNode sim({.sim_bin = NEURON_SIM_BIN,
+               .root = root,
+               .logs = tmp.path(),
+               .on_stop = ::neuron::testing::ExpectCleanExit});
+  ASSERT_TRUE(sim.Up("trn1.32xlarge")) << sim.Log();
   FakeKubelet kubelet(kdir);
   // A stale socket of ours from an earlier run, and someone else's socket that must survive.
   const std::string iid = "i-0123456789abcdef0";

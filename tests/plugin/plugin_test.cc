@@ -10,15 +10,17 @@
 #include <set>
 
 #include "core/driver/sysfs_names.h"
-#include "tests/driver-sim/sim_process.h"
 #include "tests/plugin/fake_kubelet.h"
+#include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::plugin {
 namespace {
 
 using namespace ::neuron::plugin::testing;
-using ::neuron::sim::testing::SimNode;
+using ::neuron::testing::SimNode;
 using ::neuron::testing::TempDir;
 
 const std::string kNeuron(kResourceNeuron);
@@ -31,9 +33,12 @@ class PluginTest : public ::testing::Test {
   fs::path kdir() const { return tmp_.path() / "k"; }
 
   void StartSim(const std::string& instance, const std::vector<std::string>& extra = {}) {
-    fs::create_directories(root());
-    sim_ = std::make_unique<SimNode>(NEURON_SIM_BIN, root(), tmp_.path());
-    sim_->Up(instance, extra);
+    sim_ = std::make_unique<SimNode>(
+        ::neuron::testing::SimNodeOptions{.sim_bin = NEURON_SIM_BIN,
+                                          .root = root(),
+                                          .logs = tmp_.path(),
+                                          .on_stop = ::neuron::testing::ExpectCleanExit});
+    ASSERT_TRUE(sim_->Up(instance, extra)) << sim_->Log();
   }
 
   void StartPlugin(const std::function<void(Config&)>& tweak = {}) {
@@ -61,11 +66,8 @@ class PluginTest : public ::testing::Test {
   }
 
   void Ctl(const std::vector<std::string>& words) {
-    std::vector<std::string> argv{NEURON_SIM_BIN, "ctl", "--root", root().string()};
-    argv.insert(argv.end(), words.begin(), words.end());
-    const pid_t pid = ::neuron::testing::Spawn(argv, "", tmp_.path() / "ctl.err");
-    ASSERT_EQ(::neuron::testing::WaitExit(pid, kCeiling), 0)
-        << ::neuron::testing::ReadFile(tmp_.path() / "ctl.err");
+    const ::neuron::testing::RunResult r = sim_->Ctl(words, kCeiling);
+    ASSERT_EQ(r.code, 0) << r.err;
   }
 
   std::unique_ptr<v1beta1::DevicePlugin::Stub> Stub(const std::string& resource) {
@@ -122,7 +124,8 @@ size_t CountHealth(const std::map<std::string, Listed>& l, const std::string& he
 
 TEST_F(PluginTest, RegistersEveryResourceWithCountsAndNumaOnTrn1) {
   Boot("trn1.32xlarge");
-  // The instance id where a Nitro host keeps it and the plugin reads it (decision 11).
+  // The instance id where a Nitro host keeps it and the plugin reads it
+  // (docs/architecture.md#instance-identity).
   std::string instance_id =
       ::neuron::testing::ReadFile(RootPaths(root()).DmiDir() / "board_asset_tag");
   while (!instance_id.empty() && instance_id.back() == '\n') instance_id.pop_back();

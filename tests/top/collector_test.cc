@@ -81,8 +81,9 @@ TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
   EXPECT_EQ(v->runtime_attached, false);
 }
 
-// Decision 19: while the live source cannot be read, utilization and the process list are
-// unknown (absent), not zero, and the view carries the reason; they return with the source.
+// docs/architecture.md#unknown-is-not-zero: while the live source cannot be read, utilization and
+// the process list are unknown (absent), not zero, and the view carries the reason; they return
+// with the source.
 TEST_F(CollectorTest, LiveSourceDownMeansUnknownNotIdle) {
   datastores_->SetState({true, false, "/x/dev/neuron0: no Neuron driver answers its ioctls"});
   Start("inf2.24xlarge");

@@ -1,5 +1,5 @@
-// neuron-top's layout over every terminal size from 80x24 to 300x100 (TOOLS-UX.md §4 Q7), on
-// view models collected from simulated trn1.32xlarge and trn2.48xlarge nodes with a runtime
+// neuron-top's layout over every terminal size from 80x24 to 300x100 (docs/tools-ux.md#requirements
+// Q7), on view models collected from simulated trn1.32xlarge and trn2.48xlarge nodes with a runtime
 // process on every device: sections never overlap, never leave the screen, and each section's
 // painter draws only inside its own rectangle.
 

@@ -1,10 +1,11 @@
 // neuron-ls and neuron-top, the real binaries, against a running simulated trn1.2xlarge
 // (`neuron-sim up`) whose two NeuronCores a `neuron-sim run --workload matmul` keeps busy. The
-// tools read live data only through the driver's device ABI (DESIGN decision 16), which the
-// simulator serves to processes under `neuron-sim exec`:
+// tools read live data only through the driver's device ABI (docs/architecture.md#device-abi),
+// which the simulator serves to processes under `neuron-sim exec`:
 //   - under exec they show the runtime (PID, command, runtime version) and its utilization;
 //   - the same binaries without exec cannot (their ioctls reach a plain file), say so with the
-//     reason, and show no utilization figure rather than zeros (decision 19);
+//     reason, and show no utilization figure rather than zeros
+//     (docs/architecture.md#unknown-is-not-zero);
 //   - `neuron-ls -a` lists a process that merely holds a device open, found through /proc;
 //   - a normal user, who cannot read the root-only core_count, still gets the table, with the
 //     catalog's core count and a line naming the file and the error.
@@ -30,8 +31,9 @@ class LiveTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new ::neuron::testing::TempDir("live");
-    node_ = new SimNode(NEURON_SIM_BIN, dir_->path(), "trn1.2xlarge");
-    if (node_->ready()) runtime_ = node_->StartWorkload("0-1");
+    node_ = new SimNode(
+        {.sim_bin = NEURON_SIM_BIN, .root = dir_->path() / "root", .logs = dir_->path()});
+    if (node_->Up("trn1.2xlarge")) runtime_ = node_->StartWorkload("0-1");
   }
   static void TearDownTestSuite() {
     delete node_;
@@ -156,7 +158,7 @@ TEST_F(LiveTest, AllProcsListsAProcessHoldingTheDevice) {
   const fs::path out = dir_->path() / "holder.out";
   const pid_t holder = Spawn(node_->UnderDriver({NEURON_FD_HOLDER_BIN, Node0()}), out, "");
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("holding") != std::string::npos; },
-                        SimNode::kReady));
+                        ::neuron::testing::kSimReadyCeiling));
   const std::string row = "| " + std::to_string(holder) + " | ";
   const RunResult under = Run(node_->UnderDriver(Ls({"-a", "--wide"})));
   const RunResult plain = Run(Ls({"--show-all-procs"}));
@@ -174,10 +176,10 @@ TEST_F(LiveTest, AllProcsListsAProcessHoldingTheDevice) {
   EXPECT_THAT(plain.err, HasSubstr("processes are listed from their open device files only"));
 }
 
-// TOOLS-UX Q4: concurrent runs all complete with the same output. The table opens no device, so
-// any number agree. The process columns open each device (one of its 16 process slots, as on
-// hardware): 12 at once beside the runtime stay clear of the reader's rule that keeps two slots
-// free, so each of them reads the runtime's datastore.
+// docs/tools-ux.md Q4: concurrent runs all complete with the same output. The table opens no
+// device, so any number agree. The process columns open each device (one of its 16 process slots,
+// as on hardware): 12 at once beside the runtime stay clear of the reader's rule that keeps two
+// slots free, so each of them reads the runtime's datastore.
 TEST_F(LiveTest, ConcurrentRunsAgree) {
   for (const auto& [flags, runs] : {std::pair<std::vector<std::string>, int>{{}, 16},
                                     std::pair<std::vector<std::string>, int>{{"--wide"}, 12}}) {
@@ -199,8 +201,7 @@ TEST_F(LiveTest, ConcurrentRunsAgree) {
 
 // A normal user reads what a normal user can: core_count (0400) comes from the catalog, the
 // problem is named, and live data still flows through the device nodes (0666 on a node).
-// CI runs as root, so the test drops privileges (docs BUILD-NOTES "Sanitizers, preloads and
-// root").
+// CI runs as root, so the test drops privileges (docs/build.md#sanitizers).
 TEST_F(LiveTest, NormalUserGetsTheCatalogsCoreCount) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to drop privileges with setpriv";
   fs::permissions(dir_->path(), fs::perms::owner_all | fs::perms::group_read |

@@ -2,7 +2,7 @@
 // inf2.48xlarge trees with runtime processes: datastores from FakeDatastores (the tool reads them
 // through the driver's device ABI, which tests/top/live_test.cc exercises end to end), command
 // lines and open device files in a fake ROOT/proc. Every format is compared with a golden file
-// under tests/fixtures/top/ (NEURON_UPDATE_GOLDENS=1 rewrites them), and the rows TOOLS-UX.md
+// under tests/fixtures/top/ (NEURON_UPDATE_GOLDENS=1 rewrites them), and the rows docs/tools-ux.md
 // prints for trn2 are checked literally against the document.
 
 #include "top/ls_report.h"
@@ -22,7 +22,8 @@ namespace {
 using ::testing::HasSubstr;
 using namespace ::neuron::top::testing;
 
-// TOOLS-UX §1.4's sample process, whose command is long enough to be cut at 40 and 80.
+// The sample process of docs/tools-ux.md#ls-wide, whose command is long enough to be cut at 40 and
+// 80.
 constexpr int kBenchPid = 268911;
 constexpr int kLsPid = 269192;
 const std::vector<std::string> kBenchArgv{
@@ -51,7 +52,7 @@ void AddRuntime(Node& n, int pid, const std::vector<int>& devices, sim::NdsVersi
   for (const int d : devices) n.datastores->Add(d, pid).SetProcessInfo("bench", version, 1);
 }
 
-// trn2.48xlarge as in TOOLS-UX §1.4: the benchmark on every device, and a `neuron-ls -a`
+// trn2.48xlarge as in docs/tools-ux.md#ls-wide: the benchmark on every device, and a `neuron-ls -a`
 // holding device 0 open without a datastore.
 Node Trn2() {
   Node n = MakeNode("trn2.48xlarge");
@@ -99,7 +100,7 @@ struct Options {
 
 // What neuron-ls --root n.root builds, as ls_main.cc puts it together.
 LsReport Report(const Node& n, const Options& o = {}) {
-  const Inventory inv = ScanTree(n.root, n.instance, o.lnc);
+  const Inventory inv = ScanTree(*n.tree, o.lnc);
   std::vector<DatastoreRecord> records;
   if (!o.unavailable) records = n.datastores->Reader()->ReadAll().records;
   const ProcReader proc{RootPaths(n.root)};
@@ -137,7 +138,7 @@ TEST(LsReportTest, Trn2Goldens) { Goldens("trn2.48xlarge", Trn2()); }
 
 TEST(LsReportTest, Inf2Goldens) { Goldens("inf2.48xlarge", Inf2()); }
 
-// TOOLS-UX §1.3, rows 0-3 and 15 of the current default table, byte for byte.
+// docs/tools-ux.md#ls-default, rows 0-3 and 15 of the current default table, byte for byte.
 TEST(LsReportTest, Trn2DefaultTableMatchesTheDocument) {
   const std::string out = Text(Trn2(), LsFormat::kDefault);
   EXPECT_THAT(out, ::testing::StartsWith("instance-type: trn2.48xlarge\n"
@@ -165,7 +166,7 @@ TEST(LsReportTest, Trn2DefaultTableMatchesTheDocument) {
   }
 }
 
-// TOOLS-UX §1.4, --wide and --show-all-procs.
+// docs/tools-ux.md#ls-wide, --wide and --show-all-procs.
 TEST(LsReportTest, Trn2WideAndAllProcsMatchTheDocument) {
   const Node n = Trn2();
   EXPECT_THAT(
@@ -199,7 +200,8 @@ TEST(LsReportTest, Trn2WideAndAllProcsMatchTheDocument) {
                         "-------------------------------+---------+\n"));
 }
 
-// TOOLS-UX §1.6: the 4x4 torus drawing of the trn2 sample, lines padded to 40 columns.
+// docs/tools-ux.md#ls-topology: the 4x4 torus drawing of the trn2 sample, lines padded to 40
+// columns.
 TEST(LsReportTest, TorusDrawingMatchesTheDocument) {
   const std::string out = Text(Trn2(), LsFormat::kTopology);
   const std::string marks = "      *        *        *        *      \n";
@@ -217,7 +219,7 @@ TEST(LsReportTest, TorusDrawingMatchesTheDocument) {
   EXPECT_THAT(out, HasSubstr("| 15     | 4      | 96 GB  | 11, 14, 3, 12 | f7:00.0 |\n"));
 }
 
-// TOOLS-UX §1.7: field names and JSON types.
+// docs/tools-ux.md#ls-json: field names and JSON types.
 TEST(LsReportTest, JsonFieldsAndTypes) {
   const nlohmann::json j = nlohmann::json::parse(Json(Trn2()));
   ASSERT_TRUE(j.is_array());
@@ -239,9 +241,9 @@ TEST(LsReportTest, JsonFieldsAndTypes) {
   EXPECT_FALSE(d0.contains("live_data_unavailable"));
 }
 
-// Decision 19: when the runtimes' live data cannot be read, process cells are unknown, never
-// "idle": NA in the table, null in JSON with the reason beside it. -a still lists what holds a
-// device, from /proc, with no runtime version.
+// docs/architecture.md#unknown-is-not-zero: when the runtimes' live data cannot be read, process
+// cells are unknown, never "idle": NA in the table, null in JSON with the reason beside it. -a
+// still lists what holds a device, from /proc, with no runtime version.
 TEST(LsReportTest, UnavailableLiveDataIsUnknownNotIdle) {
   const Node n = Trn1();
   Options o;
@@ -275,7 +277,7 @@ TEST(LsReportTest, AllProcsFindsHoldersOfTheSimulatorsNode) {
   AddFakeProcess(n.root, {4242, {"holder"}, {(n.root / "dev/neuron3").string()}});
   const fs::path link = n.dir->path().parent_path() / (n.dir->path().filename().string() + ".l");
   fs::create_directory_symlink(n.root, link);
-  const Inventory inv = ScanTree(n.root, n.instance);
+  const Inventory inv = ScanTree(*n.tree);
   const ProcReader proc{RootPaths(n.root)};
   LsSources src;
   src.inventory = &inv;
@@ -292,7 +294,7 @@ TEST(LsReportTest, AllProcsFindsHoldersOfTheSimulatorsNode) {
 }
 
 // Runtime versions come only from the simulator's process record (no guessing from the
-// RUNTIME_VERSION word, whose packing is unverified: TOOLS-UX §1.9).
+// RUNTIME_VERSION word, whose packing is unverified: docs/tools-ux.md#ls-sources).
 TEST(LsReportTest, RuntimeVersionOnlyFromTheProcessRecord) {
   Node n = Inf2();
   ASSERT_TRUE(
@@ -303,7 +305,8 @@ TEST(LsReportTest, RuntimeVersionOnlyFromTheProcessRecord) {
   EXPECT_EQ(r.devices[5].processes[0].runtime_version, "2.19.5");
 }
 
-// The ring and chain drawings and the single-device case (TOOLS-UX §1.6, §2.5 neighbours).
+// The ring and chain drawings and the single-device case (docs/tools-ux.md#ls-topology,
+// #top-trn1-layout neighbours).
 TEST(LsReportTest, RingChainAndUnlinkedDrawings) {
   const Node inf2 = Inf2();
   EXPECT_THAT(Text(inf2, LsFormat::kTopology),
@@ -329,7 +332,7 @@ TEST(LsReportTest, RingChainAndUnlinkedDrawings) {
   ExpectGolden("trn1.2xlarge.topology.txt", single_out);
 }
 
-// Decision 13: the LNC given overrides the node's on trn2.
+// docs/architecture.md#lnc: the LNC given overrides the node's on trn2.
 TEST(LsReportTest, LncOverride) {
   const Node n = Trn2();
   Options o;

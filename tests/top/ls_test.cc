@@ -1,6 +1,6 @@
 // neuron-ls, the real binary, where no simulated driver answers: the command line, exit codes
-// and the messages that name what is missing (TOOLS-UX.md §4 Q3, Q9). The formats are checked
-// on the report in ls_report_test.cc; live data through the driver's device ABI in
+// and the messages that name what is missing (docs/tools-ux.md#requirements Q3, Q9). The formats
+// are checked on the report in ls_report_test.cc; live data through the driver's device ABI in
 // live_test.cc, against a running `neuron-sim up` node.
 
 #include <gmock/gmock.h>
@@ -44,8 +44,8 @@ TEST_F(LsTest, TableWithoutLiveData) {
   }
 }
 
-// Decision 19: without the device nodes (a container started without them) the process
-// columns are unknown and stderr names the missing node; the exit code stays 0.
+// docs/architecture.md#unknown-is-not-zero: without the device nodes (a container started without
+// them) the process columns are unknown and stderr names the missing node; the exit code stays 0.
 TEST_F(LsTest, ProcessColumnsSayWhyTheyAreUnknown) {
   auto tree = MakeTree(node_.path(), "inf2.24xlarge");
   for (int d = 0; d < 6; ++d) fs::remove(node_.path() / "dev" / ("neuron" + std::to_string(d)));
@@ -61,7 +61,7 @@ TEST_F(LsTest, ProcessColumnsSayWhyTheyAreUnknown) {
   EXPECT_THAT(j[0]["live_data_unavailable"].get<std::string>(), HasSubstr("no device node"));
 }
 
-// Decision 13: --lnc (or NEURON_LOGICAL_NC_CONFIG) overrides the node's LNC on trn2.
+// docs/architecture.md#lnc: --lnc (or NEURON_LOGICAL_NC_CONFIG) overrides the node's LNC on trn2.
 TEST_F(LsTest, LncOverride) {
   auto tree = MakeTree(node_.path(), "trn2.48xlarge");
   const RunResult flag = Ls(node_.path(), {"--lnc", "1"});
@@ -77,7 +77,7 @@ TEST_F(LsTest, LncOverride) {
   EXPECT_EQ(Ls(node_.path(), {"--lnc", "3"}).code, 2);
 }
 
-// TOOLS-UX Q3: each missing piece named, with its own exit code.
+// docs/tools-ux.md Q3: each missing piece named, with its own exit code.
 TEST_F(LsTest, NoDevicesIsAClearErrorWithNonZeroExit) {
   const RunResult none = Ls(node_.path(), {});
   EXPECT_EQ(none.code, 3);
@@ -92,7 +92,7 @@ TEST_F(LsTest, NoDevicesIsAClearErrorWithNonZeroExit) {
   EXPECT_THAT(no_devices.err, HasSubstr("lists no device"));
 }
 
-// TOOLS-UX Q9: unknown option -> usage on stderr, exit 2.
+// docs/tools-ux.md Q9: unknown option -> usage on stderr, exit 2.
 TEST_F(LsTest, UnknownOptionIsUsageError) {
   const RunResult r = RunCommand(work_.path(), {NEURON_LS_BIN, "--no-such-option"});
   EXPECT_EQ(r.code, 2);
@@ -100,7 +100,7 @@ TEST_F(LsTest, UnknownOptionIsUsageError) {
   EXPECT_THAT(r.err, HasSubstr("--no-such-option"));
 }
 
-// NEURON_ROOT stands in for --root (DESIGN "The root convention").
+// NEURON_ROOT stands in for --root (docs/architecture.md#root-convention).
 TEST_F(LsTest, RootFromEnvironment) {
   auto tree = MakeTree(node_.path(), "inf2.48xlarge");
   const RunResult r =

@@ -2,9 +2,9 @@
 // (`neuron-sim up`) whose NeuronCores 0-31 (devices 0-7 at LNC 2) are kept busy by
 // `neuron-sim run --workload matmul` with NEURON_RT_VISIBLE_CORES=0-31 (libnrt-sim). neuron-top
 // runs under `neuron-sim exec`, the simulated driver's device ABI, as it would on hardware. What
-// the captured pane must show comes from TOOLS-UX.md §2.2-§2.3: ND0..ND15, the busy cores'
-// non-zero utilization, tab switching, FLOPS mode, the memory tree's expand/collapse, resize,
-// and `q`; without the driver, the reason and N/A instead of figures.
+// the captured pane must show comes from docs/tools-ux.md#top-layout, #top-keys: ND0..ND15, the
+// busy cores' non-zero utilization, tab switching, FLOPS mode, the memory tree's expand/collapse,
+// resize, and `q`; without the driver, the reason and N/A instead of figures.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -24,14 +24,15 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using namespace std::chrono_literals;
 
-// A ceiling, not an expectation (DESIGN decision 15).
+// A ceiling, not an expectation (docs/architecture.md#timing-in-tests).
 constexpr auto kScreen = 30s;
 
 class TopTmuxTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    node_ = std::make_unique<SimNode>(NEURON_SIM_BIN, tmp_.path(), "trn2.48xlarge");
-    ASSERT_TRUE(node_->ready()) << node_->Log();
+    node_ = std::make_unique<SimNode>(::neuron::testing::SimNodeOptions{
+        .sim_bin = NEURON_SIM_BIN, .root = tmp_.path() / "root", .logs = tmp_.path()});
+    ASSERT_TRUE(node_->Up("trn2.48xlarge")) << node_->Log();
     root_ = node_->root();
     sock_ = tmp_.path() / "tmux.sock";
     busy_ = node_->StartWorkload("0-31");
@@ -192,7 +193,7 @@ TEST_F(TopTmuxTest, ShowsBusyCoresAndAnswersKeys) {
 }
 
 // Without the driver's device ABI the screen says why, shows N/A for every core and never
-// claims that no runtime is attached (decision 19).
+// claims that no runtime is attached (docs/architecture.md#unknown-is-not-zero).
 TEST_F(TopTmuxTest, WithoutTheDriverTheScreenSaysWhy) {
   StartTop(200, 60, /*under_driver=*/false);
   const std::string reason =
@@ -242,7 +243,7 @@ TEST_F(TopTmuxTest, SnapshotWithoutTerminal) {
 namespace neuron::top {
 namespace {
 
-// Same answers as neuron-ls when there is nothing to show (TOOLS-UX Q3, Q9).
+// Same answers as neuron-ls when there is nothing to show (docs/tools-ux.md Q3, Q9).
 TEST(TopCliTest, EmptyRootAndUnknownOption) {
   ::neuron::testing::TempDir tmp("top_cli");
   const RunResult empty =

@@ -1,5 +1,6 @@
 // neuron-top's view model, keys and painting on hand-built snapshots whose deltas are known
-// exactly: what the screen and --snapshot show for given counters (TOOLS-UX.md §2.2, §2.7).
+// exactly: what the screen and --snapshot show for given counters (docs/tools-ux.md#top-layout,
+// #top-data).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -260,7 +261,7 @@ TEST(ViewModelTest, SnapshotJsonInBaseUnits) {
   EXPECT_EQ(j["memory_details"][0]["neuroncores"][1]["models"][0]["model_id"], 10027);
 }
 
-// TOOLS-UX Q2: devices but no runtime -> say so.
+// docs/tools-ux.md Q2: devices but no runtime -> say so.
 TEST(ViewModelTest, NoRuntimeAttached) {
   Fixture f;
   f.before = MakeSnapshot(f.t0, 0, 0, std::nullopt, 0);
@@ -275,9 +276,9 @@ TEST(ViewModelTest, NoRuntimeAttached) {
   EXPECT_TRUE(StatusLines(v).empty());
 }
 
-// Decision 19: when the live source could not be read (or has not answered yet), the sysfs
-// totals lack every running process's share, so no rate is shown: N/A on screen, null in JSON,
-// the reason on a status line, and never "no Neuron runtime attached".
+// docs/architecture.md#unknown-is-not-zero: when the live source could not be read (or has not
+// answered yet), the sysfs totals lack every running process's share, so no rate is shown: N/A on
+// screen, null in JSON, the reason on a status line, and never "no Neuron runtime attached".
 TEST(ViewModelTest, LiveSourceDownIsUnknownNotIdle) {
   for (const SourceState& source :
        {SourceState{true, false, "/x/dev/neuron0: permission denied"}, SourceState{}}) {
@@ -430,7 +431,7 @@ TEST(ScreenTest, ProcessTableSorts) {
   EXPECT_FALSE(ui.descending);
 }
 
-// TOOLS-UX §2.2 size format: base 1024, one decimal, no space.
+// docs/tools-ux.md#top-layout size format: base 1024, one decimal, no space.
 TEST(FormatTest, SizesPercentsAndTruncation) {
   EXPECT_EQ(FormatSize(0), "0.0B");
   EXPECT_EQ(FormatSize(262144), "256.0KB");
