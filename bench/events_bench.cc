@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "bench/stats.h"
-#include "core/model/catalog.h"
-#include "core/events/events.h"
 #include "core/discovery/inventory.h"
+#include "core/events/events.h"
+#include "core/model/catalog.h"
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/daemon.h"
 #include "driver-sim/driver/sim_paths.h"

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/sample/datastore.h"
 #include "core/discovery/inventory.h"
 #include "core/proc/procinfo.h"
+#include "core/sample/datastore.h"
 #include "top/link_shape.h"
 
 namespace neuron::top {

@@ -14,8 +14,8 @@
 
 #include "absl/status/statusor.h"
 #include "core/discovery/bdf.h"
-#include "core/model/catalog.h"
 #include "core/driver/sysfs_names.h"
+#include "core/model/catalog.h"
 #include "core/model/topology.h"
 
 namespace neuron {

@@ -27,8 +27,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "core/events/kmsg.h"
 #include "core/driver/sysfs_names.h"
+#include "core/events/kmsg.h"
 
 namespace neuron {
 

@@ -27,8 +27,8 @@
 #include <thread>
 
 #include "core/base/component_log.h"
-#include "core/sample/datastore.h"
 #include "core/driver/driver_abi.h"
+#include "core/sample/datastore.h"
 
 namespace neuron {
 namespace {

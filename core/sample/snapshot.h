@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/sample/datastore.h"
 #include "core/driver/sysfs_names.h"
+#include "core/sample/datastore.h"
 
 namespace neuron {
 

@@ -19,6 +19,8 @@ inline std::filesystem::path SimReadyPath(const RootPaths& root) {
 inline std::filesystem::path CtlSocketPath(const RootPaths& root) {
   return SimRunDir(root) / "ctl.sock";
 }
-inline std::filesystem::path CoreLockDir(const RootPaths& root) { return SimRunDir(root) / "cores"; }
+inline std::filesystem::path CoreLockDir(const RootPaths& root) {
+  return SimRunDir(root) / "cores";
+}
 
 }  // namespace neuron::sim

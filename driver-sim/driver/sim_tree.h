@@ -24,8 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/model/catalog.h"
 #include "core/driver/sysfs_names.h"
+#include "core/model/catalog.h"
 
 namespace neuron::sim {
 

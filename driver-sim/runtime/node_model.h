@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/model/catalog.h"
 #include "core/driver/sysfs_names.h"
+#include "core/model/catalog.h"
 #include "core/model/topology.h"
 #include "driver-sim/driver/node_info.h"
 

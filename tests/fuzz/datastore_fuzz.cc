@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/sample/datastore.h"
 #include "core/driver/datastore_layout.h"
+#include "core/sample/datastore.h"
 #include "driver-sim/driver/datastore_writer.h"
 #include "tests/fuzz/fuzz_check.h"
 

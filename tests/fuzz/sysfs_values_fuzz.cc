@@ -6,10 +6,10 @@
 #include <string>
 #include <string_view>
 
-#include "core/sample/internal/counter_files.h"
 #include "core/base/file_io.h"
 #include "core/proc/pod_identity.h"
 #include "core/proc/procinfo.h"
+#include "core/sample/internal/counter_files.h"
 #include "driver-sim/driver/node_info.h"
 #include "tests/fuzz/fuzz_check.h"
 

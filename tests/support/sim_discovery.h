@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/discovery/bdf.h"
-#include "core/model/catalog.h"
 #include "core/discovery/inventory.h"
+#include "core/model/catalog.h"
 
 namespace neuron::testing {
 

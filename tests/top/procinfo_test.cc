@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "core/discovery/inventory.h"
-#include "core/proc/pod_identity.h"
 #include "core/discovery/presence.h"
+#include "core/proc/pod_identity.h"
 #include "tests/support/temp_dir.h"
 #include "tests/top/top_test_util.h"
 

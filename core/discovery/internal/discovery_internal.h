@@ -40,7 +40,6 @@ std::optional<int> UverbsIndex(std::string_view name);
 // neuronN from a class entry's name; nullopt for anything else ("neuron_x", "neuron01").
 std::optional<int> NeuronIndex(std::string_view name);
 
-
 // Reads numa_node (and local_cpulist unless null) of the PCI device `bdf`; each back end
 // reaches PCI devices its own way.
 using PciPlacementReader =

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "core/driver/sysfs_names.h"
 #include "core/sample/internal/counter_files.h"
 #include "core/sample/snapshot.h"
-#include "core/driver/sysfs_names.h"
 
 namespace neuron::sysfs_reader {
 

@@ -11,8 +11,8 @@
 
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/daemon.h"
-#include "driver-sim/runtime/clock.h"
 #include "driver-sim/driver/sim_paths.h"
+#include "driver-sim/runtime/clock.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {
