@@ -31,7 +31,9 @@ TEST(UniqueFdTest, MoveTransfersOwnershipAndResetClosesTheOldOne) {
   EXPECT_EQ(b.get(), first);
   b.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   // The kernel may hand the freed number straight back; otherwise it must be closed.
-  if (b.get() != first) EXPECT_FALSE(IsOpen(first));
+  if (b.get() != first) {
+    EXPECT_FALSE(IsOpen(first));
+  }
   UniqueFd c;
   c = std::move(b);
   EXPECT_TRUE(c.valid());
