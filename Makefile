@@ -3,7 +3,8 @@ PRESET ?= dev
 JOBS   ?= $(shell nproc)
 BUILD  := build/$(PRESET)
 
-.PHONY: all deps configure build test test-asan test-tsan demo bench fuzz soak reliability format deploy-gen clean
+.PHONY: all deps configure build test test-fast test-asan test-tsan demo bench fuzz soak reliability \
+        check format deploy-gen clean
 
 all: build
 
@@ -20,6 +21,10 @@ build: configure
 test: build
 	ctest --preset $(PRESET) -j $(JOBS) --timeout 300
 
+# The unit tests that are not slow (ctest labels, tests/CMakeLists.txt): under a minute on 2 cores.
+test-fast: build
+	ctest --preset $(PRESET) -j $(JOBS) --timeout 300 -L '^unit$$' -LE '^slow$$'
+
 test-asan:
 	$(MAKE) test PRESET=asan
 
@@ -32,15 +37,18 @@ test-tsan: deps
 demo: build
 	@scripts/demo.sh $(BUILD)
 
-bench:
-	$(MAKE) build PRESET=release
+# Only the benchmark programs and what they run, in a release build (bench/CMakeLists.txt).
+bench: deps
+	@test -f build/release/build.ninja || cmake --preset release >/dev/null
+	cmake --build build/release -j $(JOBS) --target benchmarks
 	@bench/run.sh build/release
 
 # Coverage-guided fuzzing with libFuzzer (clang preset `fuzz`), FUZZ_SECONDS per target.
 fuzz: deps
 	@scripts/fuzz.sh
 
-# The soak (issue 8): faults, pods, kubelet restarts and scrapes for SOAK_SECONDS (default 600).
+# The soak (docs/RELIABILITY.md#soak): faults, pods, kubelet restarts and scrapes for SOAK_SECONDS
+# (default 600).
 soak: deps
 	@scripts/soak.sh
 
@@ -52,8 +60,14 @@ reliability: deps
 deploy-gen:
 	@scripts/gen-deploy.sh
 
+# What CI checks beside the tests: formatting, and clang-tidy on the last commit's C++ sources
+# with the dev build's compile commands (scripts/check.sh).
+check:
+	$(MAKE) build PRESET=dev
+	@scripts/check.sh
+
 format:
-	git ls-files '*.h' '*.cc' | xargs clang-format -i
+	git ls-files '*.c' '*.h' '*.cc' | xargs clang-format -i
 
 clean:
 	rm -rf build

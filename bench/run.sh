@@ -9,15 +9,32 @@ export TMPDIR=${TMPDIR:-$( [ -d /dev/shm ] && echo /dev/shm || echo /tmp )}
 gb_flags=(--benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true
           --benchmark_display_aggregates_only=true)
 
-echo "== core: inventory scan, hot sample, full sweep (trn2.48xlarge)"
-"$build/bench/core_bench" "${gb_flags[@]}" --benchmark_filter='median' 2>/dev/null ||
-  "$build/bench/core_bench" "${gb_flags[@]}"
+# A Google Benchmark program, its median rows only (the mean, stddev and cv rows are noise on a
+# shared machine; its own lines, e.g. events_bench's latencies, stay). It fails when the program
+# fails, reports a benchmark error, or prints no median at all (a filter that matches nothing
+# exits 0 with an empty table).
+gbench() {
+  local out rc=0
+  out=$("$@" "${gb_flags[@]}") || rc=$?
+  grep -v -E '_(mean|stddev|cv) ' <<<"$out" || true
+  if [ "$rc" -ne 0 ]; then
+    echo "bench/run.sh: $1 exited with $rc" >&2
+    return 1
+  fi
+  if grep -q 'ERROR OCCURRED' <<<"$out" || ! grep -q '_median ' <<<"$out"; then
+    echo "bench/run.sh: $1 printed an error or no median" >&2
+    return 1
+  fi
+}
+
+echo "== core: hot sample, full sweep, and a plain open/read/close of the same files (trn2.48xlarge)"
+gbench "$build/bench/core_bench"
 echo
 echo "== core + exporter: live data through the driver's device ABI, 16 runtimes (trn2.48xlarge)"
 "$build/bench/abi_bench"
 echo
-echo "== core: ctl unplug -> DeviceRemoved event delay (trn2.48xlarge)"
-"$build/bench/events_bench" "${gb_flags[@]}"
+echo "== core: ctl unplug -> DeviceRemoved event delay, and the inventory scan (trn2.48xlarge)"
+gbench "$build/bench/events_bench"
 echo
 echo "== runtime: host CPU cost per execution (empty kernel), 1 process and 32 processes"
 "$build/bench/runtime_bench"
@@ -26,7 +43,7 @@ echo "== top: neuron-ls wall time, neuron-top start-up and CPU at a 1 s refresh"
 "$build/bench/top_bench"
 echo
 echo "== plugin: allocator cost per GetPreferredAllocation answer (half the node in use)"
-"$build/bench/plugin_alloc_bench" "${gb_flags[@]}"
+gbench "$build/bench/plugin_alloc_bench"
 echo
 echo "== plugin: Allocate/GetPreferredAllocation over the socket, re-registration, health -> ListAndWatch, RSS"
 "$build/bench/plugin_bench"

@@ -5,8 +5,10 @@
 set -euo pipefail
 
 packages=(
-  # toolchain
-  build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev clang-format clang-tidy
+  # toolchain (clang-14 and libclang-rt-14-dev: the fuzz preset's libFuzzer)
+  build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev
+  # scripts/check.sh (make check, .ci/run): /usr/bin/clang-format and /usr/bin/clang-tidy (14)
+  clang-format clang-tidy
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
   libspdlog-dev libudev-dev libncurses-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev

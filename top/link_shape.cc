@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 #include "top/format.h"
@@ -21,7 +22,7 @@ std::set<int> NeighbourSet(const NeuronDevice& d) {
   return {d.connected.begin(), d.connected.end()};
 }
 
-// Up, left, down, right (HARDWARE.md §4).
+// Up, left, down, right (docs/hardware.md#neuronlink-topology).
 std::vector<int> TorusNeighbours(int d) {
   const int r = d / 4;
   const int c = d % 4;
@@ -44,6 +45,13 @@ bool AllMatch(const Inventory& inv, Expected expected) {
 }
 
 std::string Box(int d) { return fmt::format("[{:2d} ]", d); }
+
+// Devices 0 .. n-1.
+std::vector<int> AllDevices(int n) {
+  std::vector<int> all(static_cast<size_t>(std::max(n, 0)));
+  std::iota(all.begin(), all.end(), 0);
+  return all;
+}
 
 // A line of `mark` at the given columns, padded with spaces to `width` columns.
 std::string MarkLine(std::string_view mark, const std::vector<int>& columns, int width) {
@@ -91,9 +99,7 @@ std::string DrawRing(int n) {
   std::string out = "Neuron Device Topology\n\n";
   if (n % 2 != 0) {
     // One row whose ends wrap around to each other.
-    std::vector<int> all;
-    for (int d = 0; d < n; ++d) all.push_back(d);
-    out += std::string(kWrapIn) + BoxRow(all) + std::string(kWrapOut) + "\n";
+    out += std::string(kWrapIn) + BoxRow(AllDevices(n)) + std::string(kWrapOut) + "\n";
     out += "\nLegend:\n\n        *––► = Wrap-around link\n";
     return out;
   }
@@ -117,15 +123,19 @@ std::string DrawRing(int n) {
 }
 
 std::string DrawChain(int n) {
-  std::vector<int> all;
-  for (int d = 0; d < n; ++d) all.push_back(d);
-  return "Neuron Device Topology\n\n  " + BoxRow(all) + "\n";
+  return "Neuron Device Topology\n\n  " + BoxRow(AllDevices(n)) + "\n";
 }
 
 std::string DrawUnlinked(const Inventory& inv) {
   std::string out = "Neuron Device Topology\n\n ";
-  for (const NeuronDevice& d : inv.devices) out += " " + Box(d.index);
-  return out + "  (no NeuronLink)\n";
+  // Appended piece by piece: `" " + Box(...)` (a literal before a temporary string) trips GCC
+  // 12's -Wrestrict false positive at -O3 (GCC bug 105329) once inlined here.
+  for (const NeuronDevice& d : inv.devices) {
+    out += ' ';
+    out += Box(d.index);
+  }
+  out += "  (no NeuronLink)\n";
+  return out;
 }
 
 std::string DrawLinkList(const Inventory& inv) {
