@@ -11,3 +11,9 @@ neuron_target_options(plugin_bench)
 add_executable(plugin_alloc_bench plugin_alloc_bench.cc)
 target_link_libraries(plugin_alloc_bench PRIVATE neuron::core benchmark::benchmark)
 neuron_target_options(plugin_alloc_bench)
+
+# The allocator against the kubelet's random pick and the lowest free IDs, per request size, on
+# one churn trace (the table of tests/core/allocator_test.cc's churn test).
+add_executable(plugin_churn_bench plugin_churn_bench.cc)
+target_link_libraries(plugin_churn_bench PRIVATE neuron::core neuron_test_churn)
+neuron_target_options(plugin_churn_bench)

@@ -45,6 +45,9 @@ echo
 echo "== plugin: allocator cost per GetPreferredAllocation answer (half the node in use)"
 gbench "$build/bench/plugin_alloc_bench"
 echo
+echo "== plugin: contiguous+connected answers per request size vs the kubelet's random pick and lowest free IDs (churn, trn1.32xlarge)"
+"$build/bench/plugin_churn_bench"
+echo
 echo "== plugin: Allocate/GetPreferredAllocation over the socket, re-registration, health -> ListAndWatch, RSS"
 "$build/bench/plugin_bench"
 echo

@@ -15,6 +15,10 @@
 // <res> is n (neuron), c (neuroncore), e (efa) or d (neurondevice). IDs are taken verbatim,
 // except @K, which names the K-th EFA interface.
 //
+// An input whose first byte is 0x80 or above is a long sequence instead (Sequence below): up to
+// kMaxSequenceOps operations of two bytes each, allocations of devices or cores, frees and device
+// health changes, played against an independent model of the node's free units.
+//
 // Properties: GetPreferredAllocation never fails, changes nothing, and answers by the contract of
 // core/model/allocator.h (all valid must_include, only valid candidates, exactly
 // max(|must|, min(size, |candidates|)) distinct IDs). Allocate succeeds exactly when an
@@ -25,6 +29,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -33,9 +38,11 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/model/catalog.h"
+#include "core/model/topology.h"
 #include "core/model/visible_cores.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "plugin/allocation.h"
@@ -54,8 +61,14 @@ using neuron::plugin::ResourceView;
 
 constexpr size_t kMaxOps = 2;
 constexpr size_t kMaxIds = 24;
+// Two bytes per operation; long enough to churn the node through many states, short enough that
+// the smoke run's mutated inputs still finish in seconds.
+constexpr size_t kMaxSequenceOps = 256;
 
 Hardware* g_hardware = nullptr;
+// The link graph from the catalog (core/model/catalog.h), not from the plugin's allocator: the
+// sequence model's connectivity checks must not share the code they check.
+neuron::Topology* g_catalog_links = nullptr;
 
 // The node's hardware picture as the plugin's NodeWatcher publishes it, rebuilt from the view.
 Hardware ScanNode() {
@@ -302,10 +315,196 @@ void Allocate(NodeState& state, Resource r, NonContiguousPolicy policy, bool cdi
   }
 }
 
+// --- Long sequences against a model of the allocator's contract (core/model/allocator.h).
+//
+// The model owns the node's occupancy, as the kubelet and the plugin's double-booking mask see it
+// (docs/architecture.md#health): a device request may take devices that are healthy, not held
+// whole and with no core in use; a core request may take cores of healthy devices not held whole.
+// Each allocation asks the plugin's GetPreferredAllocation (on the NodeView the NodeState
+// publishes after each health change) with every such unit, and checks the answer. The model, not
+// NodeState::Commit, records what is taken: ending a holding in the plugin needs a PodResources
+// answer after the grace period, too slow for hundreds of frees per input; the text mode above
+// checks Allocate and its masks. The checks:
+//   - the answer holds only offered units, each once, and min(size, offered) of them;
+//   - the request is satisfied (recorded) exactly when enough free healthy units exist, and no
+//     unit is then handed out twice;
+//   - it is contiguous whenever a contiguous free window exists, connected on the NeuronLink
+//     graph whenever a contiguous connected window exists, and otherwise of the smallest span
+//     there is (brute force over windows here, independent of the allocator's search).
+class SequenceModel {
+ public:
+  explicit SequenceModel(int per)
+      : per_(per),
+        healthy_(16, 1),
+        owner_(static_cast<size_t>(16) * static_cast<size_t>(per), -1) {}
+
+  // Units a request of that kind may draw from.
+  std::vector<int> Offered(bool cores) const {
+    std::vector<int> out;
+    for (int u = 0; u < (cores ? 16 * per_ : 16); ++u) {
+      const int d = cores ? u / per_ : u;
+      if (!healthy_[d] || HeldWhole(d)) continue;
+      if (cores ? owner_[u] == -1 : CoresFree(d)) out.push_back(u);
+    }
+    return out;
+  }
+
+  void Take(bool cores, const std::vector<int>& units) {
+    const int id = next_id_++;
+    for (int u : units) {
+      for (int c : CoresOf(cores, u)) {
+        FUZZ_CHECK(owner_[c] == -1);  // never handed out twice
+        owner_[c] = id;
+      }
+      if (!cores) whole_.insert(u);
+    }
+    live_.push_back({id, cores, units});
+  }
+
+  void Free(size_t pick) {
+    if (live_.empty()) return;
+    const Live l = live_[pick % live_.size()];
+    for (int u : l.units) {
+      for (int c : CoresOf(l.cores, u)) {
+        FUZZ_CHECK(owner_[c] == l.id);
+        owner_[c] = -1;
+      }
+      if (!l.cores) whole_.erase(u);
+    }
+    live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(pick % live_.size()));
+  }
+
+  bool ToggleHealth(int d) { return healthy_[d] ^= 1; }
+  int per() const { return per_; }
+
+ private:
+  struct Live {
+    int id;
+    bool cores;
+    std::vector<int> units;
+  };
+  std::vector<int> CoresOf(bool cores, int u) const {
+    if (cores) return {u};
+    std::vector<int> out(static_cast<size_t>(per_));
+    for (int k = 0; k < per_; ++k) out[static_cast<size_t>(k)] = u * per_ + k;
+    return out;
+  }
+  bool HeldWhole(int d) const { return whole_.count(d) == 1; }
+  bool CoresFree(int d) const {
+    for (int k = 0; k < per_; ++k) {
+      if (owner_[d * per_ + k] != -1) return false;
+    }
+    return true;
+  }
+
+  int per_;
+  std::vector<char> healthy_;
+  std::vector<int> owner_;  // by global core: the live allocation holding it, or -1
+  std::set<int> whole_;     // devices held whole
+  std::vector<Live> live_;
+  int next_id_ = 0;
+};
+
+std::vector<int> DevicesOfUnits(const std::vector<int>& units, int upd) {
+  std::set<int> d;
+  for (int u : units) d.insert(u / upd);
+  return {d.begin(), d.end()};
+}
+
+// Over free windows [lo, lo + k) of `free`: does one exist, and does a connected one?
+std::pair<bool, bool> FreeWindows(const std::vector<char>& free, int k, int upd) {
+  bool any = false;
+  const int n = static_cast<int>(free.size());
+  for (int lo = 0; lo + k <= n; ++lo) {
+    bool all = true;
+    for (int u = lo; u < lo + k && all; ++u) all = free[u] != 0;
+    if (!all) continue;
+    any = true;
+    std::vector<int> w;
+    for (int u = lo; u < lo + k; ++u) w.push_back(u);
+    if (g_catalog_links->IsConnected(DevicesOfUnits(w, upd))) return {true, true};
+  }
+  return {any, false};
+}
+
+// The smallest max - min over k free units.
+int SmallestSpan(const std::vector<int>& offered, int k) {
+  const size_t n = static_cast<size_t>(k);
+  int best = INT_MAX;
+  for (size_t i = 0; i + n <= offered.size(); ++i) {
+    best = std::min(best, offered[i + n - 1] - offered[i]);
+  }
+  return best;
+}
+
+void SequenceAllocate(const NodeState& state, SequenceModel& model, bool cores, int size) {
+  const std::vector<int> offered = model.Offered(cores);
+  v1beta1::PreferredAllocationRequest request;
+  auto* c = request.add_container_requests();
+  for (int u : offered) c->add_available_deviceids(std::to_string(u));
+  c->set_allocation_size(size);
+  const Resource r = cores ? Resource::kNeuronCore : Resource::kNeuron;
+  const auto response = neuron::plugin::PreferredAllocation(*state.view(), r, request);
+  FUZZ_CHECK(response.container_responses_size() == 1);
+  std::vector<int> got;
+  for (const std::string& id : response.container_responses(0).deviceids()) {
+    got.push_back(Number(id, -1));
+  }
+  std::sort(got.begin(), got.end());
+  FUZZ_CHECK(std::adjacent_find(got.begin(), got.end()) == got.end());
+  for (int u : got) FUZZ_CHECK(std::binary_search(offered.begin(), offered.end(), u));
+  const int k = std::min(size, static_cast<int>(offered.size()));
+  FUZZ_CHECK(static_cast<int>(got.size()) == k);
+  // Too few free healthy units: the kubelet cannot admit the pod, so nothing is taken.
+  if (k < size || k == 0) return;
+  const int upd = cores ? model.per() : 1;
+  std::vector<char> free(static_cast<size_t>(16 * upd), 0);
+  for (int u : offered) free[u] = 1;
+  const auto [contiguous, connected] = FreeWindows(free, k, upd);
+  if (contiguous) {
+    FUZZ_CHECK(got.back() - got.front() == k - 1);
+    if (connected) FUZZ_CHECK(g_catalog_links->IsConnected(DevicesOfUnits(got, upd)));
+  } else {
+    FUZZ_CHECK(got.back() - got.front() == SmallestSpan(offered, k));
+  }
+  model.Take(cores, got);
+}
+
+// Each operation is two bytes (op, arg): op % 8 is 0-2 a device request of 1 + arg % 16
+// devices, 3-5 a core request of 1 + arg % 32 cores, 6 the end of live allocation arg, 7 a health
+// flip of device arg % 16.
+void Sequence(NodeState& state, Hardware hw, const uint8_t* data, size_t size) {
+  SequenceModel model(hw.cores_per_device);
+  const size_t ops = std::min(size / 2, kMaxSequenceOps);
+  for (size_t i = 0; i < ops; ++i) {
+    const int op = data[2 * i] % 8, arg = data[2 * i + 1];
+    if (op < 6) {
+      const bool cores = op >= 3;
+      SequenceAllocate(state, model, cores, cores ? 1 + arg % 32 : 1 + arg % 16);
+    } else if (op == 6) {
+      model.Free(static_cast<size_t>(arg));
+    } else {
+      const int d = arg % 16;
+      const bool healthy = model.ToggleHealth(d);
+      hw.devices[static_cast<size_t>(d)].healthy = healthy;
+      state.SetHardware(hw);
+      // The published view agrees with the model on the device's hardware health.
+      FUZZ_CHECK(state.view()->Get(Resource::kNeuron).Find(std::to_string(d))->hw_healthy ==
+                 healthy);
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_hardware = new Hardware(ScanNode());
+  const neuron::InstanceSpec& spec = **neuron::FindInstance("trn1.32xlarge");
+  std::vector<std::vector<int>> links(static_cast<size_t>(spec.devices));
+  for (int d = 0; d < spec.devices; ++d) {
+    links[static_cast<size_t>(d)] = neuron::ConnectedDevices(spec, d);
+  }
+  g_catalog_links = new neuron::Topology(links);
   return 0;
 }
 
@@ -322,6 +521,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                             std::chrono::steady_clock::now() + std::chrono::hours(1));
   }
   FUZZ_CHECK(state.pending_allocations() == 0);
+  if (size > 0 && data[0] >= 0x80) {
+    Sequence(state, hw, data + 1, size - 1);
+    return 0;
+  }
   size_t ops = 0, budget = kMaxIds;
   for (std::string_view line : Split(text, '\n')) {
     if (ops >= kMaxOps || budget == 0) break;

@@ -31,8 +31,11 @@ bool Percent(std::string_view t, uint32_t* bp) {
   if (dot == std::string_view::npos || t.size() != dot + 3) return false;
   uint32_t whole = 0, frac = 0;
   if (!Whole(t.substr(0, dot), &whole) || !Whole(t.substr(dot + 1), &frac)) return false;
-  if (whole > 42949672) return false;
-  *bp = whole * 100 + frac;
+  // Basis points must fit in u32: check the sum in 64 bits, not the whole part alone (42949672.99
+  // would wrap to 3).
+  const uint64_t bp64 = static_cast<uint64_t>(whole) * 100 + frac;
+  if (bp64 > UINT32_MAX) return false;
+  *bp = static_cast<uint32_t>(bp64);
   return true;
 }
 
