@@ -13,7 +13,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <signal.h>
 #include <strings.h>
@@ -36,6 +35,8 @@
 #include "core/base/unique_fd.h"
 #include "fmt/format.h"
 #include "http/request_parser.h"
+#include "http/tls_context.h"
+#include "http/web_config_reloader.h"
 
 namespace neuron {
 
@@ -54,17 +55,6 @@ constexpr uint64_t kWakeKey = 1;
 constexpr std::chrono::seconds kIdleTimeout{120};
 // Open connections beyond this are closed at once, bounding memory under a connection flood.
 constexpr size_t kMaxConnections = 512;
-
-std::string OpenSslError() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
-}
 
 std::string_view Reason(int status) {
   switch (status) {
@@ -124,15 +114,18 @@ class HttpServer::Impl {
  public:
   explicit Impl(Options options) : options_(std::move(options)) {
     log_ = ComponentLogger(options_.logger_name);
-    if (options_.web_config && !options_.web_config->basic_auth_users.empty()) {
-      auth_ = std::make_unique<BasicAuthenticator>(options_.web_config->basic_auth_users);
+    const WebConfig initial = options_.web_config.value_or(WebConfig{});
+    if (!options_.web_config_file.empty()) {
+      web_config_ = std::make_unique<WebConfigReloader>(options_.web_config_file, initial, log_);
+    } else if (!initial.basic_auth_users.empty()) {
+      auth_ = std::make_shared<const BasicAuthenticator>(initial.basic_auth_users);
     }
   }
   ~Impl() { Stop(); }
 
   absl::Status Start();
   int port() const { return port_; }
-  bool tls() const { return ssl_ctx_ != nullptr; }
+  bool tls() const { return tls_ != nullptr; }
 
  private:
   absl::Status SetUpTls();
@@ -157,8 +150,12 @@ class HttpServer::Impl {
 
   Options options_;
   std::shared_ptr<spdlog::logger> log_;
-  std::unique_ptr<BasicAuthenticator> auth_;
-  SSL_CTX* ssl_ctx_ = nullptr;
+  // One or the other: fixed users, or users re-read from the web config file.
+  std::shared_ptr<const BasicAuthenticator> auth_;
+  std::unique_ptr<WebConfigReloader> web_config_;
+  // Owned by the poller thread after Start (it accepts); http/tls_context.h says how
+  // certificates rotate.
+  std::unique_ptr<TlsContextReloader> tls_;
   UniqueFd listen_fd_;
   UniqueFd epoll_fd_;
   UniqueFd wake_fd_;
@@ -175,34 +172,10 @@ class HttpServer::Impl {
 };
 
 absl::Status HttpServer::Impl::SetUpTls() {
-  const TlsServerConfig& tls = *options_.web_config->tls;
-  ssl_ctx_ = SSL_CTX_new(TLS_server_method());
-  if (ssl_ctx_ == nullptr) return absl::InternalError("SSL_CTX_new: " + OpenSslError());
-  auto fail = [&](std::string msg) { return absl::FailedPreconditionError(std::move(msg)); };
-  if (SSL_CTX_use_certificate_chain_file(ssl_ctx_, tls.cert_file.c_str()) != 1) {
-    return fail(fmt::format("tls_server_config.cert_file {}: {}", tls.cert_file, OpenSslError()));
-  }
-  if (SSL_CTX_use_PrivateKey_file(ssl_ctx_, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-    return fail(fmt::format("tls_server_config.key_file {}: {}", tls.key_file, OpenSslError()));
-  }
-  if (SSL_CTX_check_private_key(ssl_ctx_) != 1) {
-    return fail(fmt::format("tls_server_config.key_file {} does not match cert_file {}: {}",
-                            tls.key_file, tls.cert_file, OpenSslError()));
-  }
-  SSL_CTX_set_min_proto_version(ssl_ctx_, tls.min_version == TlsServerConfig::MinVersion::kTls13
-                                              ? TLS1_3_VERSION
-                                              : TLS1_2_VERSION);
-  if (tls.client_auth != TlsServerConfig::ClientAuth::kNone) {
-    if (SSL_CTX_load_verify_locations(ssl_ctx_, tls.client_ca_file.c_str(), nullptr) != 1) {
-      return fail(fmt::format("tls_server_config.client_ca_file {}: {}", tls.client_ca_file,
-                              OpenSslError()));
-    }
-    int mode = SSL_VERIFY_PEER;
-    if (tls.client_auth == TlsServerConfig::ClientAuth::kRequireAndVerify) {
-      mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
-    }
-    SSL_CTX_set_verify(ssl_ctx_, mode, nullptr);
-  }
+  absl::StatusOr<std::unique_ptr<TlsContextReloader>> tls =
+      TlsContextReloader::Create(*options_.web_config->tls, log_);
+  if (!tls.ok()) return tls.status();
+  tls_ = *std::move(tls);
   return absl::OkStatus();
 }
 
@@ -302,8 +275,7 @@ void HttpServer::Impl::Stop() {
   listen_fd_.Reset();
   epoll_fd_.Reset();
   wake_fd_.Reset();
-  if (ssl_ctx_ != nullptr) SSL_CTX_free(ssl_ctx_);
-  ssl_ctx_ = nullptr;
+  tls_.reset();
 }
 
 void HttpServer::Impl::PollLoop() {
@@ -357,11 +329,15 @@ void HttpServer::Impl::Accept() {
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (ssl_ctx_ != nullptr) {
-      c->ssl = SSL_new(ssl_ctx_);
+    c->last_active = std::chrono::steady_clock::now();
+    if (tls_ != nullptr) {
+      c->ssl = SSL_new(tls_->ForNewConnection(c->last_active));
+      if (c->ssl == nullptr) {
+        log_->error("SSL_new: {}", OpenSslError());
+        continue;  // closed by ~Conn
+      }
       SSL_set_fd(c->ssl, fd);
     }
-    c->last_active = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
     if (conns_.size() >= kMaxConnections) continue;  // closed by ~Conn
     c->id = next_id_++;
@@ -500,9 +476,11 @@ ReadStep HttpServer::Impl::SkipBody(Conn& c, size_t length) {
 
 HttpResponse HttpServer::Impl::Dispatch(const HttpRequest& req) {
   HttpResponse r;
-  if (auth_ != nullptr) {
+  const std::shared_ptr<const BasicAuthenticator> auth =
+      web_config_ != nullptr ? web_config_->Current(std::chrono::steady_clock::now()) : auth_;
+  if (auth != nullptr) {
     const std::optional<std::string_view> authz = req.Header("Authorization");
-    if (!authz || !auth_->Check(*authz)) {
+    if (!authz || !auth->Check(*authz)) {
       r.status = 401;
       r.body = "Unauthorized\n";
       r.headers.emplace_back("WWW-Authenticate", "Basic");

@@ -8,6 +8,11 @@
 // configured every path answers 401 with `WWW-Authenticate` until credentials match. HEAD answers
 // as GET without the body.
 //
+// With TLS, a certificate, key or client CA replaced on disk is served, without a restart, on every
+// connection accepted more than a second after the change; connections already open keep theirs,
+// and files that fail to load are logged and leave the working certificate in place
+// (http/tls_context.h). The same holds for the basic-auth users of `web_config_file`.
+//
 // Thread-safety: handlers run concurrently on up to `threads` worker threads, so they must be
 // thread-safe. Start, port and the destructor may be called from any one thread.
 
@@ -52,6 +57,9 @@ class HttpServer {
     // "host:port", ":port" or "port" (all IPv4 interfaces); port 0 picks a free port.
     std::string listen_address = "127.0.0.1:0";
     std::optional<WebConfig> web_config;
+    // The file `web_config` was read from, when there is one: its basic_auth_users are re-read
+    // when it changes (http/web_config_reloader.h). Empty: `web_config` holds for good.
+    std::string web_config_file;
     std::map<std::string, HttpHandler> handlers;  // path -> handler
     size_t max_request_bytes = 16 * 1024;         // request line + headers (+ body)
     int threads = 4;

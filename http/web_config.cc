@@ -202,7 +202,7 @@ absl::StatusOr<WebConfig> LoadWebConfig(const std::filesystem::path& file) {
 
 bool VerifyBcrypt(std::string_view password, const std::string& hash) {
   if (password.find('\0') != std::string_view::npos) return false;
-  // crypt_data is ~32 KiB: keep it off the (civetweb worker) stack.
+  // crypt_data is ~32 KiB: keep it off the HTTP worker thread's stack.
   auto data = std::make_unique<crypt_data>();
   std::memset(data.get(), 0, sizeof(crypt_data));
   const std::string pw(password);

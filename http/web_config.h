@@ -35,6 +35,7 @@ struct TlsServerConfig {
   enum class ClientAuth { kNone, kVerifyIfGiven, kRequireAndVerify };
   ClientAuth client_auth = ClientAuth::kNone;
   std::string client_ca_file;
+  bool operator==(const TlsServerConfig&) const = default;
 };
 
 struct WebConfig {
