@@ -39,6 +39,9 @@ echo
 echo "== runtime: host CPU cost per execution (empty kernel), 1 process and 32 processes"
 "$build/bench/runtime_bench"
 echo
+echo "== runtime: the device model's predictions beside AWS's published figures (trn1.32xlarge)"
+"$build/bench/model_validation"
+echo
 echo "== top: neuron-ls wall time, neuron-top start-up and CPU at a 1 s refresh"
 "$build/bench/top_bench"
 echo

@@ -9,7 +9,8 @@
 //      executions/s and CPU time per execution across them.
 // Executions run on the runtime's manual clock (NEURON_SIM_CLOCK=manual): the simulated 60 us
 // launch is accounted but not slept, so what is measured is the runtime's own work. Part 1 is
-// repeated on the steady clock (the launch slept, as workloads see it), and checks that every
+// repeated on the steady clock (the launch slept, once per millisecond the core runs ahead,
+// as workloads see it; driver-sim/README.md#scheduling-and-timing), and checks that every
 // execution reached the datastore (INFER_COMPLETED, read through the driver as a monitor would).
 //
 // Usage: runtime_bench [--executions N] [--processes P] [--per-process N]

@@ -25,6 +25,7 @@
 #include "driver-sim/driver/daemon.h"
 #include "driver-sim/driver/exec.h"
 #include "driver-sim/kubelet/kubelet_control.h"
+#include "driver-sim/predict_command.h"
 #include "driver-sim/workloads/workload.h"
 
 namespace {
@@ -372,8 +373,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "neuron-sim: a simulated AWS Neuron node (driver, faults; see driver-sim/README.md)"};
   app.require_subcommand(1);
-  const std::vector<Command> commands{AddUp(app),   AddCtl(app),     AddRun(app),
-                                      AddExec(app), AddKubelet(app), AddPod(app)};
+  const std::vector<Command> commands{AddUp(app),     AddCtl(app),
+                                      AddRun(app),    AddExec(app),
+                                      AddKubelet(app), AddPod(app),
+                                      neuron::sim::AddPredictCommand(app)};
   OriginalArgs().assign(argv, argv + argc);
   // `ctl printk -- TEXT`, `pod run -- CMD` and `exec -- CMD`: the words after "--" are not for
   // CLI11.

@@ -78,8 +78,7 @@ NRT_STATUS nrtsim_get_model_estimate(const nrt_model_t* model, nrtsim_model_esti
   if (rt == nullptr) return NoRuntimeStatus();
   if (!rt->ValidModel(model)) return NRT_INVALID_HANDLE;
   if (est == nullptr) return NRT_INVALID;
-  const neuron::nrt::NodeModel& node = rt->node();
-  const int my_global = rt->Loc(model->vnc).global;
+  const neuron::nrt::CollectivePath path = neuron::nrt::PathFor(rt->node());
   uint64_t coll = 0;
   for (const neuron::nrt::LoadedOp& op : model->ops) {
     if (op.op->engine != neuron::nrt::Engine::kCollectives) continue;
@@ -87,18 +86,11 @@ NRT_STATUS nrtsim_get_model_estimate(const nrt_model_t* model, nrtsim_model_esti
       coll += static_cast<uint64_t>(op.ring_ns);
       continue;
     }
-    // Until an execution meets the real ring, ranks are taken to sit on consecutive cores.
-    std::vector<int> devices;
-    for (uint32_t r : op.members) {
-      const int g = std::clamp<int>(my_global - static_cast<int>(model->rank) + static_cast<int>(r),
-                                    0, node.total_cores() - 1);
-      devices.push_back(node.Locate(g).device);
-    }
-    const neuron::nrt::RingPath path =
-        neuron::nrt::PathFor(node, devices, op.op->nodes > 1 || op.op->remote_ranks > 0);
-    const uint64_t ranks = op.members.size() * uint64_t{op.op->nodes} + op.op->remote_ranks;
+    const uint64_t local = op.members.size();
     coll +=
-        static_cast<uint64_t>(neuron::nrt::CollectiveNs(op.op->coll, op.op->bytes, ranks, path));
+        static_cast<uint64_t>(neuron::nrt::CostCollective(op.op->coll, op.op->bytes, local,
+                                                          neuron::nrt::NodesOf(*op.op, local), path)
+                                  .ns);
   }
   est->compute_ns = static_cast<uint64_t>(model->compute_ns);
   est->collective_ns = coll;

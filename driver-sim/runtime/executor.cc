@@ -14,6 +14,9 @@ namespace neuron::nrt {
 namespace {
 
 constexpr int64_t kHangRecordIntervalNs = 10'000'000'000;  // one HANG record per core per 10 s
+// How far a core's simulated time may run ahead of the steady clock before an execution sleeps:
+// 1 ms, a thousandth of a 1 s utilization sample (docs/runtime.md#accounting).
+constexpr int64_t kRunAheadNs = 1'000'000;
 
 int64_t SteadyNowNs() { return SteadyClock().NowNs(); }
 
@@ -141,7 +144,11 @@ NRT_STATUS Runtime::RunJob(Job& job) {
     run.cc_ns += std::max<int64_t>(0, deadline - run.t);
     run.t = deadline;
   }
-  if (!clock_->SleepUntil(run.t, c.interrupt())) {
+  // A short execution does not sleep on its own: the core runs ahead of the wall clock by up to
+  // kRunAheadNs and the execution that passes it sleeps until its end, so one sleep and wake-up
+  // serves many small executions (each still starts at its predecessor's simulated end).
+  const bool sleep = clock_->instant() || run.t - clock_->NowNs() > kRunAheadNs;
+  if (sleep ? !clock_->SleepUntil(run.t, c.interrupt()) : c.interrupt().fired()) {
     run.status = c.closing() ? NRT_CLOSED : NRT_HW_ERROR;
     run.t = std::max(start, std::min(run.t, clock_->NowNs()));
   }
@@ -191,6 +198,11 @@ void Runtime::RunOps(Job& job, bool profiling, int64_t real_deadline, JobTimelin
       }
       if (profiling) {
         run->spans.push_back({m.vnc, global_core, op.op->engine, op.op->name, run->t, op.ns, m.id});
+        // The DMA queues feed the compute engine at the same time: their own track.
+        if (op.op->engine != Engine::kDma && op.dma_ns > 0) {
+          run->spans.push_back(
+              {m.vnc, global_core, Engine::kDma, op.op->name, run->t, op.dma_ns, m.id});
+        }
       }
       run->t += op.ns;
     }
@@ -247,8 +259,9 @@ void Runtime::RecordHangOnCollectives(int vnc) {
 void Runtime::ComputeRing(LoadedOp& op, const std::vector<int>& devices) const {
   const Op& o = *op.op;
   const size_t n = op.members.size();
-  op.crosses_efa = o.nodes > 1 || o.remote_ranks > 0;
-  op.ring_ranks = uint64_t{n} * o.nodes + o.remote_ranks;
+  const uint64_t nodes = NodesOf(o, n);
+  op.crosses_efa = nodes > 1;
+  op.ring_ranks = uint64_t{n} * nodes;
   op.links.clear();
   for (size_t i = 0; i < n; ++i) {
     const int a = devices[i];
@@ -259,9 +272,9 @@ void Runtime::ComputeRing(LoadedOp& op, const std::vector<int>& devices) const {
       op.links.emplace_back(std::min(route[k], route[k + 1]), std::max(route[k], route[k + 1]));
     }
   }
-  const RingPath path = PathFor(node_, devices, op.crosses_efa);
-  op.ring_ns = CollectiveNs(o.coll, o.bytes, op.ring_ranks, path);
-  op.wire_bytes = CollectiveWireBytes(o.coll, o.bytes, op.ring_ranks);
+  const CollectiveCost cost = CostCollective(o.coll, o.bytes, n, nodes, PathFor(node_));
+  op.ring_ns = cost.ns;
+  op.wire_bytes = cost.efa_bytes;
   op.ring_known = true;
 }
 

@@ -129,7 +129,7 @@ NrtResult Runtime::CheckCollectiveContext(const Program& program, uint32_t rank,
 }
 
 NrtResult Runtime::LoadOps(nrt_model_t& model, uint32_t world) const {
-  const CorePerf perf = node_.Perf();
+  const CoreEngines engines = EnginesFor(node_.spec().chip->chip, node_.lnc(), node_.Perf());
   model.compute_ns = kLaunchNs;
   for (const Op& op : model.program->ops) {
     LoadedOp lop;
@@ -141,7 +141,9 @@ NrtResult Runtime::LoadOps(nrt_model_t& model, uint32_t world) const {
       if (!members.ok()) return Fail(NRT_INVALID, std::string(members.status().message()));
       lop.members = *std::move(members);
     } else {
-      lop.ns = OpNs(op, perf);
+      const OpCost cost = CostOp(op, engines);
+      lop.ns = cost.ns;
+      lop.dma_ns = cost.dma_ns;
       model.compute_ns += lop.ns;
     }
     model.ops.push_back(std::move(lop));

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "driver-sim/runtime/engine_model.h"
 #include "driver-sim/runtime/memory.h"
 #include "driver-sim/runtime/program.h"
 #include "driver-sim/runtime/rendezvous.h"
@@ -31,14 +32,15 @@ inline constexpr uint32_t kSetMagic = 0x6e736574;     // "nset"
 // One op ready to run on the model's core.
 struct LoadedOp {
   const Op* op = nullptr;
-  int64_t ns = 0;  // compute and DMA ops; collectives get theirs from the ring
+  int64_t ns = 0;      // compute and DMA ops; collectives get theirs from the collective model
+  int64_t dma_ns = 0;  // the part of ns the DMA queues are busy, overlapped with the compute engine
   // Collectives: this rank's replica group (world ranks) and, once known, the ring.
   std::vector<uint32_t> members;
   bool ring_known = false;
   bool crosses_efa = false;
   uint64_t ring_ranks = 0;
   int64_t ring_ns = 0;
-  double wire_bytes = 0;
+  double wire_bytes = 0;                   // bytes this rank sends (and receives) over EFA
   std::vector<std::pair<int, int>> links;  // NeuronLink hops the ring uses (a < b)
 };
 

@@ -148,23 +148,36 @@ struct Parser {
       absl::StatusOr<double> m = Number(o, path, "m", std::nullopt);
       absl::StatusOr<double> k = Number(o, path, "k", std::nullopt);
       absl::StatusOr<double> nn = Number(o, path, "n", std::nullopt);
-      for (const auto* v : {&m, &k, &nn}) {
+      absl::StatusOr<double> batch = Number(o, path, "batch", 1.0);
+      for (const auto* v : {&m, &k, &nn, &batch}) {
         if (!v->ok()) return v->status();
       }
       op.engine = Engine::kTensor;
-      op.macs = *m * *k * *nn;
+      op.m = *m;
+      op.k = *k;
+      op.n = *nn;
+      op.batch = *batch;
+      op.macs = *batch * *m * *k * *nn;
       op.flops = 2 * op.macs;
-      op.bytes = DtypeSize(op.dtype) * (*m * *k + *k * *nn + *m * *nn);
-    } else if (kind == "tensor" || kind == "vector" || kind == "scalar") {
+      // Each operand crosses HBM once unless the op says otherwise (resident operands).
+      absl::StatusOr<double> b =
+          Number(o, path, "bytes", *batch * DtypeSize(op.dtype) * (*m * *k + *k * *nn + *m * *nn));
+      if (!b.ok()) return b.status();
+      op.bytes = *b;
+    } else if (kind == "tensor" || kind == "vector" || kind == "scalar" || kind == "gpsimd") {
       absl::StatusOr<double> f = Number(o, path, "flops", 0.0);
       absl::StatusOr<double> b = Number(o, path, "bytes", 0.0);
+      absl::StatusOr<double> e = Number(o, path, "elements", 0.0);
       if (!f.ok()) return f.status();
       if (!b.ok()) return b.status();
+      if (!e.ok()) return e.status();
       op.engine = kind == "tensor"   ? Engine::kTensor
                   : kind == "vector" ? Engine::kVector
-                                     : Engine::kScalar;
+                  : kind == "scalar" ? Engine::kScalar
+                                     : Engine::kGpSimd;
       op.flops = *f;
       op.bytes = *b;
+      op.elements = op.engine == Engine::kTensor ? 0 : *e;
       if (op.engine == Engine::kTensor) op.macs = *f / 2;
     } else if (kind == "dma") {
       absl::StatusOr<double> b = Number(o, path, "bytes", std::nullopt);
@@ -174,9 +187,10 @@ struct Parser {
     } else if (kind == "allreduce" || kind == "allgather" || kind == "reducescatter") {
       if (absl::Status s = ParseCollective(o, path, kind, &op); !s.ok()) return s;
     } else {
-      return Err(path + ".op", fmt::format("unknown op \"{}\" (matmul, tensor, vector, scalar, "
-                                           "dma, allreduce, allgather, reducescatter, repeat)",
-                                           kind));
+      return Err(path + ".op",
+                 fmt::format("unknown op \"{}\" (matmul, tensor, vector, scalar, "
+                             "gpsimd, dma, allreduce, allgather, reducescatter, repeat)",
+                             kind));
     }
     return Push(std::move(op), n, path);
   }
@@ -309,6 +323,8 @@ const char* EngineName(Engine e) {
       return "DMA";
     case Engine::kCollectives:
       return "Collectives";
+    case Engine::kGpSimd:
+      return "GpSimd";
   }
   return "?";
 }

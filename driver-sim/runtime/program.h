@@ -41,9 +41,11 @@ absl::StatusOr<NeffHeader> DecodeNeffHeader(std::string_view bytes);
 // FNV-1a-64 of the payload repeated to 32 bytes (the sim's `hash`).
 std::array<uint8_t, 32> PayloadHash(std::string_view payload);
 
-enum class Engine : uint8_t { kTensor, kVector, kScalar, kDma, kCollectives };
-inline constexpr int kEngineCount = 5;
-const char* EngineName(Engine e);  // "TensorE", "VectorE", "ScalarE", "DMA", "Collectives"
+// GpSimd comes last so that the trace's track numbers of the older engines stay put.
+enum class Engine : uint8_t { kTensor, kVector, kScalar, kDma, kCollectives, kGpSimd };
+inline constexpr int kEngineCount = 6;
+// "TensorE", "VectorE", "ScalarE", "DMA", "Collectives", "GpSimd"
+const char* EngineName(Engine e);
 
 enum class CollKind : uint8_t { kAllReduce, kAllGather, kReduceScatter };
 const char* CollKindName(CollKind k);  // "allreduce", ...
@@ -61,6 +63,15 @@ struct Op {
   double flops = 0;
   double bytes = 0;
   double macs = 0;  // TensorE only
+  // matmul: [m,k] x [k,n], `batch` times (the engine model tiles them,
+  // docs/hardware.md#engine-model)
+  double m = 0;
+  double k = 0;
+  double n = 0;
+  double batch = 1;
+  // VectorE, ScalarE and GpSimd: element-passes (one element through one instruction); 0 when the
+  // op gives FLOPs only.
+  double elements = 0;
   std::string name;
   // Collectives.
   CollKind coll = CollKind::kAllReduce;

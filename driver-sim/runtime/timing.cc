@@ -3,76 +3,56 @@
 #include <algorithm>
 #include <cmath>
 
-#include "nrt/nrt.h"
-
 namespace neuron::nrt {
 namespace {
 
-double PeakFor(int dtype, const CorePerf& p) {
-  switch (dtype) {
-    case NRT_DTYPE_FLOAT32:
-    case NRT_DTYPE_FP32R:
-    case NRT_DTYPE_INT32:
-    case NRT_DTYPE_UINT32:
-    case NRT_DTYPE_INT64:
-    case NRT_DTYPE_UINT64:
-      return p.p_fp32;
-    case NRT_DTYPE_FP8_E3:
-    case NRT_DTYPE_FP8_E4:
-    case NRT_DTYPE_FP8_E5:
-      return p.p_fp8;
-    case NRT_DTYPE_INT8:
-    case NRT_DTYPE_UINT8:
-      return p.p_int8;
-    default:
-      return p.p_bf16;
-  }
-}
-
 int64_t Ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
+
+// Ring steps and the fraction of the buffer one rank sends, for a ring of n.
+double Steps(CollKind kind, double n) { return (kind == CollKind::kAllReduce ? 2 : 1) * (n - 1); }
+double Fraction(CollKind kind, double n) { return Steps(kind, n) / n; }
 
 }  // namespace
 
-int64_t OpNs(const Op& op, const CorePerf& perf) {
-  const double mem = op.bytes / (perf.mem_bw * kEtaMemory);
-  switch (op.engine) {
-    case Engine::kTensor:
-      return Ns(std::max(op.flops / (PeakFor(op.dtype, perf) * kEtaCompute), mem));
-    case Engine::kVector:
-      return Ns(std::max(op.flops / perf.p_vector, mem));
-    case Engine::kScalar:
-      return Ns(std::max(op.flops / perf.p_scalar, mem));
-    case Engine::kDma:
-      return Ns(mem);
-    case Engine::kCollectives:
-      return 0;
+CollectivePath PathFor(const NodeModel& node) {
+  CollectivePath p;
+  if (node.LinkBytesPerS() > 0) {
+    p.intra_bytes_per_s = kIntraRingBytesPerS * node.LinkBytesPerS() / kTrn1LinkBytesPerS;
   }
-  return 0;
+  p.efa_bytes_per_s = node.EfaShareBytesPerS();
+  return p;
 }
 
-RingPath PathFor(const NodeModel& node, const std::vector<int>& devices, bool crosses_efa) {
-  bool one_device = true;
-  for (int d : devices) one_device = one_device && d == devices.front();
-  RingPath path;
-  path.beta_bytes_per_s = one_device ? node.Perf().mem_bw : node.LinkBytesPerS();
-  if (crosses_efa) {
-    path.alpha_s = kAlphaInterNodeS;
-    path.beta_bytes_per_s = std::min(path.beta_bytes_per_s, node.EfaShareBytesPerS());
+uint64_t NodesOf(const Op& op, uint64_t local) {
+  if (op.remote_ranks == 0) return std::max<uint64_t>(op.nodes, 1);
+  return 1 + (op.remote_ranks + std::max<uint64_t>(local, 1) - 1) / std::max<uint64_t>(local, 1);
+}
+
+CollectiveCost CostCollective(CollKind kind, double bytes, uint64_t local, uint64_t nodes,
+                              const CollectivePath& path) {
+  CollectiveCost c;
+  const double n = static_cast<double>(std::max<uint64_t>(local, 1));
+  const double m = static_cast<double>(std::max<uint64_t>(nodes, 1));
+  if (n * m <= 1) return c;
+  // Within the node: one ring (all-reduce) or, with other nodes, a reduce-scatter before and an
+  // all-gather after the EFA phase; either way the same steps and bytes as a ring all-reduce
+  // over n for an all-reduce, half of it for the others.
+  double intra = 0;
+  if (n > 1) {
+    c.ring_bytes = Fraction(kind, n) * bytes;
+    intra = Steps(kind, n) * kAlphaIntraNodeS + c.ring_bytes / path.intra_bytes_per_s;
   }
-  return path;
-}
-
-double CollectiveWireBytes(CollKind kind, double bytes, uint64_t ranks) {
-  if (ranks <= 1) return 0;
-  const double n = static_cast<double>(ranks);
-  const double factor = kind == CollKind::kAllReduce ? 2.0 : 1.0;
-  return factor * (n - 1) / n * bytes;
-}
-
-int64_t CollectiveNs(CollKind kind, double bytes, uint64_t ranks, const RingPath& path) {
-  if (ranks <= 1) return 0;
-  const double steps = (kind == CollKind::kAllReduce ? 2.0 : 1.0) * static_cast<double>(ranks - 1);
-  return Ns(steps * path.alpha_s + CollectiveWireBytes(kind, bytes, ranks) / path.beta_bytes_per_s);
+  double efa = 0;
+  if (m > 1) {
+    // Between nodes each rank handles its 1/n shard, in a ring over the m nodes.
+    c.efa_bytes = Fraction(kind, m) * bytes / n;
+    efa = kEfaCollectiveFixedS + Steps(kind, m) * kAlphaInterNodeS +
+          c.efa_bytes / path.efa_bytes_per_s;
+  }
+  c.intra_ns = Ns(intra);
+  c.efa_ns = Ns(efa);
+  c.ns = c.intra_ns + c.efa_ns;
+  return c;
 }
 
 }  // namespace neuron::nrt

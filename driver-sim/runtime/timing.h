@@ -1,10 +1,10 @@
 #pragma once
-// The timing model of docs/hardware.md#timing-model / docs/runtime.md#execution-time, #collectives:
-// a launch cost per execution, a roofline cost per op, and the ring model for collectives. Pure
-// functions; thread-safe.
+// The collective model of docs/hardware.md#collective-timing and the launch cost of an execution
+// (docs/runtime.md#execution-time); the engines' op costs are in engine_model.h. A collective is
+// hierarchical as the Neuron runtime's are: within a node a ring over NeuronLink, between nodes
+// over EFA on each rank's shard, then the ring again. Pure functions; thread-safe.
 
 #include <cstdint>
-#include <vector>
 
 #include "driver-sim/runtime/node_model.h"
 #include "driver-sim/runtime/program.h"
@@ -12,32 +12,48 @@
 namespace neuron::nrt {
 
 inline constexpr int64_t kLaunchNs = 60000;  // 50 us host submit + 10 us device start
-// Reproduces the 6.97 ms GEMM (docs/hardware.md#calibration-points)
-inline constexpr double kEtaCompute = 0.86;
-inline constexpr double kEtaMemory = 0.8;
-inline constexpr double kAlphaIntraNodeS = 1.5e-6;  // per ring step over NeuronLink
-inline constexpr double kAlphaInterNodeS = 15e-6;   // per ring step when the ring crosses EFA
 
-// Duration of one compute or DMA op on a core: max(F / (P·η_c), B / (W·η_m)) for TensorE,
-// max(F / P_engine, B / (W·η_m)) for VectorE and ScalarE, B / (W·η_m) for DMA. 0 for
-// collectives (see CollectiveNs).
-int64_t OpNs(const Op& op, const CorePerf& perf);
+// Per ring step within a node and between nodes (docs/hardware.md#collective-timing: 1-2 us over
+// NeuronLink, ~15 us EFA HBM to HBM).
+inline constexpr double kAlphaIntraNodeS = 1.5e-6;
+inline constexpr double kAlphaInterNodeS = 15e-6;
 
-// Where a ring runs: alpha per step and beta, the slowest hop's bandwidth.
-struct RingPath {
-  double alpha_s = kAlphaIntraNodeS;
-  double beta_bytes_per_s = 1;
+// Calibration, intra-node bandwidth (docs/hardware.md#collective-calibration): nccom-test's
+// all-reduce of 1e9 bytes over 2 ranks of one trn1.32xlarge takes 18.9 ms; a ring of 2 moves
+// S bytes per rank in 2 steps, so one rank's ring bandwidth is S / (t - 2·α).
+inline constexpr double kNccomTwoRankSeconds = 18.9e-3;
+inline constexpr double kIntraRingBytesPerS = 1e9 / (kNccomTwoRankSeconds - 2 * kAlphaIntraNodeS);
+// trn1's per-link NeuronLink bandwidth that calibration ran on (384 GiB/s over 4 links); other
+// instances scale the ring bandwidth by their link bandwidth over this.
+inline constexpr double kTrn1LinkBytesPerS = 96.0 * (1 << 30);
+// Calibration, inter-node latency: nccom-test's 8-byte all-reduce over 64 ranks on 2
+// trn1.32xlarge takes 520 us, of which the hops account for 2·31·α_intra + 2·α_inter; the rest
+// is taken as the fixed cost of a collective that leaves the node (the host's network proxy).
+inline constexpr double kNccomSmallEfaSeconds = 520e-6;
+inline constexpr double kEfaCollectiveFixedS =
+    kNccomSmallEfaSeconds - 2 * 31 * kAlphaIntraNodeS - 2 * kAlphaInterNodeS;
+
+// Where a collective runs: one rank's ring bandwidth within the node and its share of the node's
+// EFA (all of the node's ranks cross EFA at once in a data-parallel reduction).
+struct CollectivePath {
+  double intra_bytes_per_s = kIntraRingBytesPerS;
+  double efa_bytes_per_s = 1;  // per rank
 };
+CollectivePath PathFor(const NodeModel& node);
 
-// The ring over `devices` (one per rank, ring order): within one device it moves through the
-// core's HBM, between devices over NeuronLink (one link's bandwidth); a ring that also crosses
-// EFA pays the inter-node alpha and at most the node's EFA share per rank.
-RingPath PathFor(const NodeModel& node, const std::vector<int>& devices, bool crosses_efa);
+// One collective of `bytes` (the full buffer) over `local` ranks on each of `nodes` nodes.
+struct CollectiveCost {
+  int64_t ns = 0;
+  int64_t intra_ns = 0;   // the NeuronLink phases
+  int64_t efa_ns = 0;     // the EFA phase, fixed cost included
+  double efa_bytes = 0;   // bytes one rank sends over EFA (and receives)
+  double ring_bytes = 0;  // bytes one rank sends within the node
+};
+CollectiveCost CostCollective(CollKind kind, double bytes, uint64_t local, uint64_t nodes,
+                              const CollectivePath& path);
 
-// Ring cost of one collective of S bytes over `ranks` ranks: all-reduce 2(N−1)·α +
-// 2(N−1)/N·S/β; all-gather and reduce-scatter half of that. 0 for one rank.
-int64_t CollectiveNs(CollKind kind, double bytes, uint64_t ranks, const RingPath& path);
-// Bytes one rank sends (and receives) in that collective: 2(N−1)/N·S or (N−1)/N·S.
-double CollectiveWireBytes(CollKind kind, double bytes, uint64_t ranks);
+// The nodes a collective op spans: its `nodes`, or for `remote_ranks` (peers elsewhere, no node
+// count given) enough nodes of `local` ranks to hold them.
+uint64_t NodesOf(const Op& op, uint64_t local);
 
 }  // namespace neuron::nrt

@@ -29,9 +29,10 @@ struct Entry {
   std::unique_ptr<Workload> (*make)(const WorkloadOptions&);
 };
 const std::vector<Entry>& Registry() {
-  static const std::vector<Entry> r{{"matmul", MakeMatmul},
-                                    {"llama2-7b", MakeLlama2},
-                                    {"bert-large", MakeBert},
+  // The training workloads take their name from their model (transformer.h).
+  static const std::vector<Entry> r{{"matmul", MakeMatmul},       {"llama2-7b", MakeTraining},
+                                    {"llama2-13b", MakeTraining}, {"llama3.1-8b", MakeTraining},
+                                    {"gpt3-6.7b", MakeTraining},  {"bert-large", MakeTraining},
                                     {"empty", MakeEmpty}};
   return r;
 }
@@ -232,15 +233,19 @@ std::string WorkloadHelp() {
   return R"(workloads (each uses every visible core, one thread per logical core):
   matmul      BF16 [4096,8192] x [8192,8192] on every core; prints the kernel time
               (published: 6.97 ms on one NeuronCore-v2). --kernels N per core per step (10)
-  llama2-7b   Llama-2-7B pre-training as the AI-on-EKS recipe runs it: TP groups of --tp (8)
-              cores, DP = cores / tp here times --nodes (2; the gradient all-reduce crosses EFA
-              to the modelled peers on the other nodes), micro-batch 1, --seq (4096), and
-              --micro-steps (32) accumulation micro-steps per optimizer step (a step: about
-              23 s at full size). Prints tokens/s. Shrink it for tests with --micro-steps,
-              --seq or --scale
+  llama2-7b   Llama-2-7B pre-training as the published job runs it, generated from the model's
+              architecture: TP groups of --tp (8) cores, DP = cores / tp here times --nodes (2;
+              ZeRO-1's gradient reduce-scatter and parameter all-gather cross EFA to the
+              modelled peers on the other nodes), micro-batch 1, --seq (4096), --micro-steps
+              (32) accumulation micro-steps, then the optimizer phase. Prints tokens/s. Shrink
+              it for tests with --micro-steps, --seq or --scale
+  llama2-13b, llama3.1-8b, gpt3-6.7b
+              the same job for those models
   bert-large  BERT-Large phase 1, data parallel on every core: micro-batch --batch (16), --seq
-              (128), a gradient all-reduce every --accum (32) micro-steps; a step is one
-              micro-step (published: 119.6 seq/s per core, 0.134 s per step). Prints seq/s
+              (128), gradient all-reduce and AdamW every --accum (32) micro-steps; a step is one
+              micro-step. Prints seq/s
+  Step times come from the runtime's engine and collective models; `neuron-sim predict`
+  costs the same op lists without running them.
   empty       zero-work kernels, --kernels N per core per step (1000): the runtime's own cost
 --scale F multiplies the work of every op (compute, memory traffic, collective bytes) and the
 memory the training workloads hold. --steps 0 runs until SIGTERM or SIGINT; either signal

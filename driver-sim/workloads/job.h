@@ -71,8 +71,8 @@ class Workload {
 };
 
 std::unique_ptr<Workload> MakeMatmul(const WorkloadOptions& o);
-std::unique_ptr<Workload> MakeLlama2(const WorkloadOptions& o);
-std::unique_ptr<Workload> MakeBert(const WorkloadOptions& o);
+// llama2-7b, llama2-13b, llama3.1-8b, gpt3-6.7b, bert-large (o.name picks the model).
+std::unique_ptr<Workload> MakeTraining(const WorkloadOptions& o);
 std::unique_ptr<Workload> MakeEmpty(const WorkloadOptions& o);
 
 // ---- Helpers for workloads ----

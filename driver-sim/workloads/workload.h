@@ -7,10 +7,11 @@
 // workload's model and calibration.
 //
 //   matmul      BF16 [4096,8192] x [8192,8192] on every core (docs/hardware.md#calibration-points
-//   row 1: 6.97 ms) llama2-7b   the AI-on-EKS Llama-2-7B recipe: TP groups of 8, gradient
-//   accumulation, a
-//               data-parallel all-reduce over EFA with the peers on other nodes
-//               (docs/runtime.md#calibration-workloads)
+//               row 1: 6.97 ms)
+//   llama2-7b, llama2-13b, llama3.1-8b, gpt3-6.7b
+//               a decoder's training step generated from its architecture
+//               (driver-sim/README.md#training-model): TP groups, ZeRO-1 over the data-parallel
+//               ranks here and on the modelled peers of other nodes, gradient accumulation
 //   bert-large  BERT-Large phase 1, data parallel on every core, micro-batch 16, seq 128
 //   empty       kernels that do nothing: the runtime's own cost per execution
 //

@@ -11,6 +11,7 @@
 
 #include "driver-sim/driver/sim_paths.h"
 #include "driver-sim/runtime/clock.h"
+#include "driver-sim/runtime/timing.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {
@@ -58,10 +59,10 @@ class CollectivesTest : public SimNodeTest {
 
 TEST_F(CollectivesTest, AllReduceAcrossTwoProcessesOnNeighbourDevices) {
   const std::string neff = Neff(kAllReduce);
-  // Two ranks on devices 0 and 1 (NeuronLink neighbours): 2(N−1)·α + 2(N−1)/N·S/β with
-  // α = 1.5 µs and β = 384 GiB/s ÷ 4 links (docs/runtime.md#collectives,
-  // docs/hardware.md#neuronlink-topology).
-  const double ring_us = (2 * 1.5e-6 + 67108864.0 / (96.0 * (1 << 30))) * 1e6;
+  // Two ranks on devices 0 and 1 (NeuronLink neighbours): a ring of 2, 2(N−1)·α + 2(N−1)/N·S/β
+  // with α = 1.5 µs and β the ring bandwidth calibrated on nccom-test's 2-rank all-reduce
+  // (docs/hardware.md#collective-timing).
+  const double ring_us = (2 * 1.5e-6 + 67108864.0 / kIntraRingBytesPerS) * 1e6;
   const pid_t r0 = Fork([&] { return Rank(0, 0, 2, neff, 3, ring_us); });
   const pid_t r1 = Fork([&] { return Rank(2, 1, 2, neff, 3, ring_us); });
   EXPECT_EQ(WaitChild(r0), 0);
@@ -181,9 +182,9 @@ TEST_F(CollectivesTest, RingAcrossNodesPaysEfaAndCountsTrafficOnTheNearestEfa) {
   nrt_model_t* m = nullptr;
   ASSERT_EQ(nrt_load_collectives(neff.data(), neff.size(), 0, -1, 0, 1, &m), NRT_SUCCESS);
   ASSERT_EQ(nrt_execute(m, nullptr, nullptr), NRT_SUCCESS);
-  // 2(N−1)·15 µs + 2(N−1)/N·S at 25 Gbps per rank (docs/hardware.md#efa-per-instance: 800 Gbps over
-  // 32 ranks).
-  const double expect_us = 2 * 15 + 1e9 * 8 / 25e9 * 1e6;
+  // The EFA phase of the hierarchical all-reduce: its fixed cost, 2(N−1)·15 µs and 2(N−1)/N·S at
+  // 25 Gbps per rank (docs/hardware.md#efa-per-instance: 800 Gbps over 32 ranks).
+  const double expect_us = kEfaCollectiveFixedS * 1e6 + 2 * 15 + 1e9 * 8 / 25e9 * 1e6;
   EXPECT_NEAR(static_cast<double>(DsCounter(2, 0, nds::kCcTime)), expect_us, 2.0);
   // Device 2 sits on bus 0xa0 (docs/hardware.md#pcie-layout) with devices 15, 3, 14; its EFAs are
   // rdmap160s25 and rdmap160s26, the 7th and 8th of the catalog (indices 6, 7); in BDF order

@@ -54,8 +54,8 @@ typedef struct nrtsim_core_info {
 NRT_STATUS nrtsim_get_core_info(uint32_t vnc, nrtsim_core_info_t* info);
 
 // What the timing model predicts for one execution of `model` without waiting for peers
-// (docs/runtime.md#execution-time, #collectives): launch + roofline per op + each collective's ring
-// cost.
+// (docs/runtime.md#execution-time, #collectives): launch + each op on the engine model + each
+// collective's cost.
 typedef struct nrtsim_model_estimate {
   uint64_t duration_ns;    // total
   uint64_t compute_ns;     // launch + compute and DMA ops

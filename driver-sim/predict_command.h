@@ -1,0 +1,13 @@
+#pragma once
+// `neuron-sim predict`: registers the subcommand's flags on the CLI and returns what runs it
+// (driver-sim/workloads/predict.h does the work). Not thread-safe (command-line set-up).
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <utility>
+
+namespace neuron::sim {
+
+std::pair<CLI::App*, std::function<int()>> AddPredictCommand(CLI::App& app);
+
+}  // namespace neuron::sim

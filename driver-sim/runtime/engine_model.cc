@@ -1,0 +1,162 @@
+#include "driver-sim/runtime/engine_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "nrt/nrt.h"
+
+namespace neuron::nrt {
+namespace {
+
+// TensorE tiles (docs/hardware.md#core-parameters): a stationary tile of 128 (contraction) x 128
+// (columns) and a moving tile of up to 512 columns; one instruction takes max(N, 64) cycles.
+constexpr double kPartitions = 128;
+constexpr double kMovingMax = 512;
+constexpr double kMinIssueCycles = 64;
+// VectorE/ScalarE/GpSimd: ~100 cycles of static overhead for a dependent instruction.
+constexpr double kStaticOverheadCycles = 100;
+// DMA: 16 queues per core at 27 GiB/s each; ~600 ns to start a DMA instruction (NC-v3's DGE
+// figure, used for NC-v2 too, docs/hardware.md#engine-model).
+constexpr double kDmaQueues = 16;
+constexpr double kDmaQueueBytesPerS = 27.0 * (1 << 30);
+constexpr double kDmaStartSeconds = 600e-9;
+
+int64_t Ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
+
+bool IsFp32(int dtype) {
+  return dtype == NRT_DTYPE_FLOAT32 || dtype == NRT_DTYPE_FP32R || dtype == NRT_DTYPE_INT32 ||
+         dtype == NRT_DTYPE_UINT32 || dtype == NRT_DTYPE_INT64 || dtype == NRT_DTYPE_UINT64;
+}
+bool IsFp8(int dtype) {
+  return dtype == NRT_DTYPE_FP8_E3 || dtype == NRT_DTYPE_FP8_E4 || dtype == NRT_DTYPE_FP8_E5;
+}
+
+// Cycles of one [free x k] x [k x stationary] product, tiled as the array takes it.
+double TileCycles(double free, double stationary, double k) {
+  const double full = std::floor(free / kMovingMax);
+  const double rest = free - full * kMovingMax;
+  const double per_pass = full * kMovingMax + (rest > 0 ? std::max(rest, kMinIssueCycles) : 0);
+  return std::ceil(k / kPartitions) * std::ceil(stationary / kPartitions) * per_pass;
+}
+
+// TensorE seconds: the tiled cycle count when the op gives its shape, its FLOPs at the array's
+// peak otherwise; either way at the calibrated efficiency.
+double TensorSeconds(const Op& op, const CoreEngines& e) {
+  double cycles = 0;
+  if (op.m > 0 && op.k > 0 && op.n > 0) {
+    // The compiler picks the orientation with fewer cycles.
+    cycles = op.batch * std::min(TileCycles(op.m, op.n, op.k), TileCycles(op.n, op.m, op.k));
+  } else {
+    cycles = op.flops / (2 * kPartitions * kPartitions);
+  }
+  if (IsFp32(op.dtype)) cycles *= e.fp32_slowdown;
+  if (IsFp8(op.dtype)) cycles /= e.fp8_speedup;
+  return cycles / (e.tensor_hz * e.lnc) / kTensorEfficiency;
+}
+
+double LaneSeconds(double elements, double lanes, double hz, int lnc) {
+  return elements / (lanes * lnc) / hz;
+}
+
+}  // namespace
+
+CoreEngines EnginesFor(Chip chip, int lnc, const CorePerf& perf) {
+  CoreEngines e;
+  e.lnc = std::max(lnc, 1);
+  if (chip == Chip::kTrainium2) {
+    e.tensor_hz = 2.4e9;
+    e.vector_hz = 0.96e9;
+    e.scalar_hz = 1.2e9;
+    e.gpsimd_hz = 1.2e9;
+    e.vector_lanes = 512;
+    e.fp8_speedup = 2;
+  } else {
+    e.tensor_hz = 2.8e9;
+    e.vector_hz = 1.12e9;
+    e.scalar_hz = 1.4e9;
+    e.gpsimd_hz = 1.4e9;
+  }
+  e.dma_bytes_per_s = std::min(kDmaQueues * kDmaQueueBytesPerS * e.lnc, perf.mem_bw);
+  e.vector_flops = perf.p_vector;
+  e.scalar_flops = perf.p_scalar;
+  return e;
+}
+
+const char* BoundName(Bound b) {
+  switch (b) {
+    case Bound::kCompute:
+      return "compute";
+    case Bound::kMemory:
+      return "memory";
+    case Bound::kLatency:
+      return "latency";
+  }
+  return "?";
+}
+
+OpCost CostOp(const Op& op, const CoreEngines& e) {
+  OpCost c;
+  if (op.engine == Engine::kCollectives) return c;
+  double compute = 0;
+  double overhead = 0;
+  switch (op.engine) {
+    case Engine::kTensor:
+      compute = TensorSeconds(op, e);
+      overhead = kMinIssueCycles / e.tensor_hz;
+      break;
+    case Engine::kVector:
+      compute = op.elements > 0 ? LaneSeconds(op.elements, e.vector_lanes, e.vector_hz, e.lnc)
+                                : op.flops / e.vector_flops;
+      overhead = kStaticOverheadCycles / e.vector_hz;
+      break;
+    case Engine::kScalar:
+      compute = op.elements > 0 ? LaneSeconds(op.elements, e.lanes, e.scalar_hz, e.lnc)
+                                : op.flops / e.scalar_flops;
+      overhead = kStaticOverheadCycles / e.scalar_hz;
+      break;
+    case Engine::kGpSimd:
+      compute = LaneSeconds(op.elements, e.lanes, e.gpsimd_hz, e.lnc);
+      overhead = kStaticOverheadCycles / e.gpsimd_hz;
+      break;
+    case Engine::kDma:
+    case Engine::kCollectives:
+      break;
+  }
+  const double dma = op.bytes / e.dma_bytes_per_s;
+  if (op.bytes > 0) overhead += kDmaStartSeconds;
+  if (compute == 0 && dma == 0) overhead = 0;  // an empty op issues nothing
+  c.compute_ns = Ns(compute);
+  c.dma_ns = Ns(dma);
+  c.fixed_ns = Ns(overhead);
+  c.ns = std::max(c.compute_ns, c.dma_ns) + c.fixed_ns;
+  if (c.fixed_ns > std::max(c.compute_ns, c.dma_ns)) {
+    c.bound = Bound::kLatency;
+  } else {
+    c.bound = c.dma_ns > c.compute_ns ? Bound::kMemory : Bound::kCompute;
+  }
+  return c;
+}
+
+ListCost CostOps(std::span<const Op> ops, const CoreEngines& e) {
+  ListCost l;
+  for (const Op& op : ops) {
+    const OpCost c = CostOp(op, e);
+    l.ns += c.ns;
+    switch (c.bound) {
+      case Bound::kCompute:
+        l.compute_bound_ns += c.ns;
+        break;
+      case Bound::kMemory:
+        l.memory_bound_ns += c.ns;
+        break;
+      case Bound::kLatency:
+        l.latency_bound_ns += c.ns;
+        break;
+    }
+    l.engine_busy_ns[static_cast<size_t>(op.engine)] += c.compute_ns;
+    l.engine_busy_ns[static_cast<size_t>(Engine::kDma)] += c.dma_ns;
+  }
+  return l;
+}
+
+}  // namespace neuron::nrt

@@ -1,0 +1,81 @@
+#pragma once
+// A transformer training step built from the model's architecture
+// (driver-sim/README.md#training-model): every matmul, attention, softmax, normalisation,
+// activation, embedding and loss of the forward and backward pass, the tensor-parallel
+// all-reduces per layer, gradient accumulation, the data-parallel gradient reduction
+// (hierarchical: NeuronLink, then EFA) and the optimizer's memory-bound update, as op lists for
+// libnrt-sim (docs/runtime.md#neff-header). `neuron-sim run` loads these lists and `neuron-sim
+// predict` costs the very same lists with the runtime's engine and collective models. No time
+// constant enters: durations come only from those models.
+// Thread-safe (pure functions).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace neuron::workloads {
+
+struct ModelShape {
+  std::string name;
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;  // grouped-query attention; = heads for multi-head attention
+  int ffn = 0;
+  int vocab = 0;
+  bool gated_mlp = false;  // SwiGLU (three FFN matrices) instead of GELU (two)
+  bool causal = true;      // decoder; false: encoder (BERT)
+  bool rms_norm = true;    // RMSNorm; false: LayerNorm
+  bool dropout = false;    // dropout masks (BERT)
+  bool tied_head = false;  // the output projection reuses the embedding (BERT's MLM decoder)
+};
+
+// llama2-7b, llama2-13b, llama3.1-8b, gpt3-6.7b, bert-large; NotFound lists them.
+absl::StatusOr<ModelShape> FindModel(std::string_view name);
+std::vector<std::string_view> ModelNames();
+// Parameters of the model (embeddings included).
+double ParamCount(const ModelShape& m);
+// FLOPs per token of a training step as docs/hardware.md#calibration-points counts them:
+// 6N + 12·L·s·d.
+double FlopsPerToken(const ModelShape& m, int seq);
+
+enum class Precision { kBf16, kFp32 };  // kBf16: BF16 compute with FP32 master weights
+enum class Optimizer { kAdamW, kLamb };
+
+struct TrainSpec {
+  ModelShape model;
+  int seq = 0;
+  int micro_batch = 1;
+  int tp = 1;
+  int pp = 1;
+  int cores_per_node = 0;  // ranks this node runs (one per logical core)
+  int nodes = 1;
+  Precision precision = Precision::kBf16;
+  Optimizer optimizer = Optimizer::kAdamW;
+  bool zero1 = false;
+  double scale = 1.0;  // multiplies every op's work (tests run small jobs)
+
+  int dp() const { return cores_per_node * nodes / (tp * pp); }
+  int dp_local() const { return cores_per_node / (tp * pp); }
+};
+
+// InvalidArgument when the spec cannot run: TP must divide heads, kv-heads and the node's cores,
+// PP the layers, and so on; the message names the flag.
+absl::Status Validate(const TrainSpec& s);
+
+// The two op lists of one rank (JSON, op-list version 1) for pipeline stage `stage`: one
+// micro-step (forward, backward, gradient accumulation) and the optimizer phase (gradient
+// reduction, optimizer update, ZeRO-1 parameter all-gather). Collective groups are numbered over
+// the node's `cores_per_node` ranks: TP groups are consecutive ranks, DP groups the ranks with the
+// same TP rank and stage.
+struct StepOps {
+  std::string micro_step;
+  std::string optimizer;
+  double pp_send_bytes = 0;  // activation bytes a stage sends its neighbour per micro-batch
+};
+StepOps BuildStepOps(const TrainSpec& s, int stage);
+
+}  // namespace neuron::workloads
