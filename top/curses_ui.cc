@@ -7,6 +7,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -39,6 +40,10 @@ void InitColors(bool color, std::array<attr_t, kStyles>* attrs) {
   at(Style::kBarEmpty) = A_DIM;
   at(Style::kModel) = A_DIM;
   if (!color || !has_colors()) return;
+  // https://no-color.org: present and non-empty turns colour off; attributes stay
+  // (docs/tools-ux.md#top-colours).
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color != nullptr && no_color[0] != '\0') return;
   start_color();
   use_default_colors();
   const short grey = COLORS >= 16 ? 8 : COLOR_BLACK;

@@ -15,6 +15,8 @@ namespace neuron::top {
 
 struct TuiOptions {
   std::string version;  // for the title bar
+  // false: monochrome. Colour is also off when NO_COLOR is set and non-empty or the terminal
+  // has none (has_colors()); bold and reverse stay (docs/tools-ux.md#top-colours).
   bool color = true;
 };
 

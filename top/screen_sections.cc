@@ -22,13 +22,12 @@ int Ticks(int width, double fraction) {
                     width);
 }
 
-// "|||||" of `width`, the first `filled` in `fill` style, the rest in `rest` style.
-void Bar(Canvas& c, int y, int x, int width, int filled, Style fill, Style rest, const Rect& clip,
-         char32_t empty_char = U'|') {
+// A bar `width` cells wide: `filled` ticks `|` in `fill` style, then blanks in `rest` style.
+// The empty part is blank, not dim ticks, so that the bar reads right without colour (TERM=vt100,
+// NO_COLOR, a plain capture): an idle core's bar is empty (docs/tools-ux.md#top-colours).
+void Bar(Canvas& c, int y, int x, int width, int filled, Style fill, Style rest, const Rect& clip) {
   for (int i = 0; i < width; ++i) {
-    std::string ch;
-    AppendUtf8(i < filled ? U'|' : empty_char, &ch);
-    c.Put(y, x + i, ch, i < filled ? fill : rest, clip);
+    c.Put(y, x + i, i < filled ? "|" : " ", i < filled ? fill : rest, clip);
   }
 }
 

@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <iterator>
 #include <memory>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -86,6 +88,29 @@ class DaemonRuntimeTest : public ::testing::Test {
     return node_->Core(0, core) / "stats/other_info" / name;
   }
 
+  // Positive evidence that the daemon has read `rt`'s datastore since now: a memory counter
+  // changed now shows in sysfs (the mirror pass), so a check that something did not happen
+  // after an earlier change is not vacuous.
+  ::testing::AssertionResult MirrorPassAfterNow(RuntimeProcess* rt, uint64_t marker) {
+    if (auto r = rt->SetCore(1, nds::kMemUsageCodeDevice, marker); !r) return r;
+    if (!WaitUntil([&] { return Is(Mem(1, "model_code/total"), marker); }, kCeiling)) {
+      return ::testing::AssertionFailure() << "no mirror pass showed " << marker;
+    }
+    return ::testing::AssertionSuccess();
+  }
+  // The OPEN BY column of `device` in `ctl status` ("-" for none; "" when the row is missing).
+  std::string OpenBy(int device) const {
+    const RunResult r = node_->Ctl({"status"});
+    std::istringstream lines(r.out);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream words(line);
+      std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+      if (w.size() == 8 && w[0] == std::to_string(device) && w[3] == "yes") return w[7];
+    }
+    return "";
+  }
+
   ::neuron::testing::TempDir tmp_{"dsrt_test"};
   fs::path root_;
   std::unique_ptr<SimNode> node_;
@@ -141,7 +166,7 @@ TEST_F(DaemonRuntimeTest, FoldsOnceAndZeroesTheSlotWhenTheProcessIsKilled) {
   ASSERT_TRUE(rt->SetCore(0, nds::kMacCount, 1000));
   ASSERT_TRUE(rt->SetCore(0, nds::kModelLoadCount, 2));
   ASSERT_TRUE(rt->SetCore(1, nds::kHwErrHbmUe, 1));
-  std::this_thread::sleep_for(300ms);  // several daemon passes
+  ASSERT_TRUE(MirrorPassAfterNow(rt, 4242));  // the daemon has read these counters
   EXPECT_EQ(U64(Status(0, "success/total")), 0u);
   EXPECT_EQ(U64(Other(0, "nc_time_in_use/total")), 0u);
 
@@ -175,8 +200,10 @@ TEST_F(DaemonRuntimeTest, FoldsOnceAndZeroesTheSlotWhenTheProcessIsKilled) {
   // Folded before the driver zeroed the whole slot, which the monitor now reads.
   EXPECT_EQ(view->Bytes(), std::vector<uint8_t>(nds::kSize, 0));
 
-  // Once: later passes add nothing.
-  std::this_thread::sleep_for(400ms);
+  // Once: later passes add nothing. A new runtime's memory mirrored is a later pass.
+  RuntimeProcess* next = Runtime(0);
+  ASSERT_NE(next, nullptr);
+  ASSERT_TRUE(MirrorPassAfterNow(next, 4343));
   EXPECT_EQ(U64(Status(0, "success/total")), 7u);
   EXPECT_EQ(U64(Other(0, "nc_time_in_use/total")), 123456u);
 }
@@ -199,9 +226,17 @@ TEST_F(DaemonRuntimeTest, ReleasedDatastoreOfALiveProcessIsFoldedOnceAndFreed) {
   EXPECT_EQ(U64(Status(1, "success/total")), before);
   EXPECT_EQ(U64(Other(1, "nc_time_in_use/total")), 5000u);
   EXPECT_EQ(U64(Mem(1, "model_shared_scratchpad/total")), 0u);
-  // Once: neither later passes nor the process's last close add anything.
+  // Once: neither later passes nor the process's last close add anything. The daemon has
+  // handled the close once `ctl status` no longer lists the process on the device, and a later
+  // pass once another runtime's memory shows.
+  const std::string pid = std::to_string(rt->pid());
+  ASSERT_THAT(OpenBy(0), HasSubstr(pid));
   ASSERT_TRUE(rt->CloseDevice());
-  std::this_thread::sleep_for(400ms);
+  EXPECT_TRUE(WaitUntil([&] { return OpenBy(0).find(pid) == std::string::npos; }, kCeiling))
+      << OpenBy(0);
+  RuntimeProcess* next = Runtime(0);
+  ASSERT_NE(next, nullptr);
+  ASSERT_TRUE(MirrorPassAfterNow(next, 4343));
   EXPECT_EQ(U64(Status(1, "success/total")), before);
   EXPECT_EQ(U64(Other(1, "nc_time_in_use/total")), 5000u);
 }
@@ -294,7 +329,7 @@ TEST_F(DaemonRuntimeTest, RestartedDaemonForgetsThePreviousDriversRuntimes) {
   EXPECT_TRUE(Gone(0, old_rt->pid()));
   // The old runtime's nrt_close finds no driver that knows it: nothing is folded.
   (void)old_rt->Release();
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(MirrorPassAfterNow(live, 4444));  // the daemon has had passes since
   EXPECT_EQ(U64(Status(0, "success/total")), 0u);
   EXPECT_EQ(U64(Mem(0, "tensors/total")), 222u);
 }

@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -214,9 +215,12 @@ class FakePodResources final : public v1::PodResourcesLister::Service {
     std::lock_guard<std::mutex> lock(mu_);
     pods_ = std::move(pods);
   }
+  // How many List calls have been answered: a test waits for answers given after a change.
+  int lists() const { return lists_.load(); }
   grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
                     v1::ListPodResourcesResponse* out) override {
     std::lock_guard<std::mutex> lock(mu_);
+    ++lists_;
     for (const auto& [name, resources] : pods_) {
       v1::PodResources* pod = out->add_pod_resources();
       pod->set_name(name);
@@ -236,6 +240,7 @@ class FakePodResources final : public v1::PodResourcesLister::Service {
   std::unique_ptr<grpc::Server> server_;
   std::mutex mu_;
   std::map<std::string, std::map<std::string, std::vector<std::string>>> pods_;
+  std::atomic<int> lists_{0};
 };
 
 inline std::unique_ptr<v1beta1::DevicePlugin::Stub> PluginStub(const fs::path& socket) {

@@ -326,6 +326,8 @@ TEST_F(PluginTest, MaskKeepsWholeDevicesAndCoresApartUntilPodResourcesReleases) 
   EXPECT_TRUE(cores.WaitHealth("1", "Unhealthy"));
   EXPECT_EQ(cores.latest().at("2").health, "Healthy");
   ASSERT_TRUE(Allocate(core.get(), {{"5"}}, &r).ok());
+  // Both Allocates were recorded before this point, so their grace has ended by then.
+  const auto grace_end = std::chrono::steady_clock::now() + 3000ms;
   EXPECT_TRUE(devices.WaitHealth("2", "Unhealthy"));
   EXPECT_EQ(devices.latest().at("0").health, "Healthy") << "a holder is not masked in its own list";
   const grpc::Status s = Allocate(core.get(), {{"1"}}, &r);
@@ -334,7 +336,17 @@ TEST_F(PluginTest, MaskKeepsWholeDevicesAndCoresApartUntilPodResourcesReleases) 
 
   // The kubelet records both; past the grace period they stay masked.
   pod_resources_->Set({{"whole", {{kNeuron, {"0"}}}}, {"cores", {{kCore, {"5"}}}}});
-  std::this_thread::sleep_for(4s);
+  // The grace is a time: wait it out, then for two PodResources answers after it, so the plugin
+  // has applied at least one answer given past the grace (it asks again only after applying).
+  ASSERT_TRUE(::neuron::testing::WaitUntil(
+      [&] { return std::chrono::steady_clock::now() > grace_end; }, kCeiling));
+  const int lists = pod_resources_->lists();
+  ASSERT_TRUE(
+      ::neuron::testing::WaitUntil([&] { return pod_resources_->lists() >= lists + 2; }, kCeiling))
+      << "the plugin stopped asking PodResources";
+  const std::shared_ptr<const NodeView> view = plugin_->state().view();
+  EXPECT_TRUE(view->Get(Resource::kNeuronCore).Find("0")->masked);
+  EXPECT_TRUE(view->Get(Resource::kNeuron).Find("2")->masked);
   EXPECT_EQ(cores.latest().at("0").health, "Unhealthy");
   EXPECT_EQ(devices.latest().at("2").health, "Unhealthy");
   // The pods end: their IDs vanish from PodResources and the mask lifts.
@@ -368,7 +380,16 @@ TEST_F(PluginTest, HardwareFaultsTurnDevicesUnhealthyAndRecover) {
   ASSERT_TRUE(::neuron::testing::WaitUntil(
       [&] { return ::neuron::testing::ReadFile(sim_->Device(4) / "reset") == "2\n"; }, kCeiling))
       << "the failed reset ends in INVALID";
-  std::this_thread::sleep_for(300ms);
+  // The watcher has seen INVALID (not only the reset in progress) once the view says so.
+  EXPECT_TRUE(::neuron::testing::WaitUntil(
+      [&] {
+        const auto view = plugin_->state().view();
+        const auto it = view->devices.find(4);
+        return it != view->devices.end() && it->second.reason.find("INVALID") != std::string::npos;
+      },
+      kCeiling))
+      << plugin_->state().view()->devices.at(4).reason;
+  EXPECT_FALSE(plugin_->state().view()->devices.at(4).healthy);
   EXPECT_EQ(devices.latest().at("4").health, "Unhealthy") << "INVALID stays Unhealthy";
   Ctl({"reset", "--device", "4"});
   EXPECT_TRUE(devices.WaitHealth("4", "Healthy"));

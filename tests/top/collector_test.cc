@@ -196,8 +196,17 @@ TEST_F(CollectorTest, ThreadPublishesViewsAndSignalsTheDrawingSide) {
                         std::chrono::seconds(20)));
   collector_->Stop();
   const uint64_t stopped = collector_->Latest()->generation;
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(collector_->Latest()->generation, stopped);
+  // Stopped: the owner's own Step() is the only publisher left, so the next view is exactly
+  // one generation on and the eventfd counts exactly that one publication.
+  while (::read(collector_->notify_fd(), &drained, sizeof(drained)) > 0) {
+  }
+  const std::shared_ptr<const TopView> stepped = collector_->Step();
+  EXPECT_EQ(stepped->generation, stopped + 1);
+  EXPECT_EQ(collector_->Latest()->generation, stopped + 1);
+  uint64_t signals = 0;
+  ASSERT_EQ(::read(collector_->notify_fd(), &signals, sizeof(signals)),
+            static_cast<ssize_t>(sizeof(signals)));
+  EXPECT_EQ(signals, 1u);
 }
 
 }  // namespace

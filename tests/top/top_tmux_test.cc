@@ -49,10 +49,13 @@ class TopTmuxTest : public ::testing::Test {
     return RunCommand(tmp_.path(), args, {}, 30s);
   }
 
-  void StartTop(int width, int height, bool under_driver = true) {
+  // `env` prefixes the command (`env` arguments): by default colour is left to the terminal, so
+  // a NO_COLOR in the test's own environment cannot change what the pane shows.
+  void StartTop(int width, int height, bool under_driver = true,
+                const std::string& env = "env -u NO_COLOR") {
     // The shell records neuron-top's exit code and stderr, which must stay empty: a sanitizer
     // report or a log line on the terminal would show there.
-    std::string cmd;
+    std::string cmd = env + " ";
     const std::vector<std::string> top = {NEURON_TOP_BIN};
     for (const std::string& a : under_driver ? node_->UnderDriver(top) : top) cmd += a + " ";
     cmd += "--root " + root_.string() + " --delay 0.5 --log-file " +
@@ -64,6 +67,8 @@ class TopTmuxTest : public ::testing::Test {
   }
 
   std::string Pane() { return Tmux({"capture-pane", "-p", "-t", "top"}).out; }
+  // The pane with its colours and attributes as SGR escape sequences.
+  std::string PaneWithEscapes() { return Tmux({"capture-pane", "-p", "-e", "-t", "top"}).out; }
 
   // Waits until the pane satisfies `pred`; returns the last capture.
   std::string WaitPane(const std::function<bool(const std::string&)>& pred) {
@@ -119,10 +124,56 @@ bool BusyShown(const std::string& pane) {
   return true;
 }
 
+// A grid row's cells: the bar before each value (its blank separator column included, as
+// "  |||   ") and the value in percent.
+struct Cell {
+  std::string bar;
+  double percent = 0;
+};
+std::vector<Cell> Cells(const std::string& row) {
+  std::vector<Cell> out;
+  const std::regex re("([| ]*)\\[ *([0-9]+\\.[0-9]{2})%\\]");
+  const std::string body = row.substr(std::min(row.size(), row.find(' ')));
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), re); it != std::sregex_iterator();
+       ++it) {
+    out.push_back({(*it)[1].str(), std::stod((*it)[2].str())});
+  }
+  return out;
+}
+
+// The ticks of a cell's bar when it is blanks, ticks, then blanks (the separator column, the
+// filled part, the empty part); -1 for any other shape, e.g. ticks after a blank.
+int Ticks(const std::string& bar) {
+  static const std::regex shape("^ *(\\|*) *$");
+  std::smatch m;
+  return std::regex_match(bar, m, shape) ? static_cast<int>(m[1].length()) : -1;
+}
+
+// Whether the captured escapes set a foreground or background colour (SGR 30-38, 40-48, 90-107)
+// other than the default, as opposed to attributes only (bold, dim, reverse).
+bool HasColour(const std::string& escaped) {
+  const std::regex sgr("\x1b\\[([0-9;]*)m");
+  for (auto it = std::sregex_iterator(escaped.begin(), escaped.end(), sgr);
+       it != std::sregex_iterator(); ++it) {
+    std::istringstream params((*it)[1].str());
+    std::string p;
+    while (std::getline(params, p, ';')) {
+      if (p.empty()) continue;
+      const int n = std::stoi(p);
+      if (n == 39 || n == 49) continue;  // the terminal's default colours
+      if ((n >= 30 && n <= 48) || (n >= 90 && n <= 107)) return true;
+    }
+  }
+  return false;
+}
+
 TEST_F(TopTmuxTest, ShowsBusyCoresAndAnswersKeys) {
   StartTop(200, 60);
   std::string pane = WaitPane(BusyShown);
   ASSERT_TRUE(BusyShown(pane)) << pane;
+  // The terminal has colour and NO_COLOR is unset: the frame is in colour, which is what the
+  // monochrome test below must not see.
+  EXPECT_TRUE(HasColour(PaneWithEscapes()));
   EXPECT_THAT(pane, HasSubstr("running on i-"));
   EXPECT_THAT(pane, HasSubstr("(trn2.48xlarge)"));
   EXPECT_THAT(pane, HasSubstr("NeuronCore v3d Utilization (Avg: "));
@@ -191,6 +242,63 @@ TEST_F(TopTmuxTest, ShowsBusyCoresAndAnswersKeys) {
   EXPECT_EQ(ReadFile(tmp_.path() / "top.err"), "");
   EXPECT_THAT(ReadFile(tmp_.path() / "top.log"), HasSubstr("first frame"));
 }
+
+// Without colour the bars must still read right (docs/tools-ux.md#top-colours): on a terminal
+// without colours (TERM=vt100) and with NO_COLOR=1 on one with colours, the frame has no colour,
+// an idle core's bar is blank, a busy core's bar is ticks in proportion to its value, full when
+// the value rounds to a full bar.
+class TopMonochromeTest : public TopTmuxTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(TopMonochromeTest, IdleBarsAreEmptyAndBusyBarsFilled) {
+  StartTop(200, 60, /*under_driver=*/true, GetParam());
+  std::string pane =
+      WaitPane([](const std::string& p) { return BusyShown(p) && Values(Row(p, 15)).size() == 4; });
+  ASSERT_TRUE(BusyShown(pane)) << pane;
+  EXPECT_FALSE(HasColour(PaneWithEscapes()));
+  // Devices 8-15 have no runtime: 0.00% and not one tick.
+  for (int d = 8; d < 16; ++d) {
+    const std::vector<Cell> cells = Cells(Row(pane, d));
+    ASSERT_EQ(cells.size(), 4u) << Row(pane, d);
+    for (const Cell& cell : cells) {
+      EXPECT_EQ(cell.percent, 0.0) << Row(pane, d);
+      EXPECT_EQ(Ticks(cell.bar), 0) << Row(pane, d);
+    }
+  }
+  // Devices 0-7 run the workload. Cells after the first start with their one blank separator
+  // column, so their bar is the rest; the ticks are that width times the value, rounded.
+  int full = 0;
+  double least = 100;
+  for (int d = 0; d < 8; ++d) {
+    const std::vector<Cell> cells = Cells(Row(pane, d));
+    ASSERT_EQ(cells.size(), 4u) << Row(pane, d);
+    for (size_t j = 0; j < cells.size(); ++j) {
+      const int ticks = Ticks(cells[j].bar);
+      least = std::min(least, cells[j].percent);
+      ASSERT_GT(ticks, 0) << Row(pane, d);
+      if (j == 0) continue;
+      const int width = static_cast<int>(cells[j].bar.size()) - 1;
+      EXPECT_NEAR(ticks, cells[j].percent / 100.0 * width, 0.51) << Row(pane, d);
+      if (ticks == width) ++full;
+      if (cells[j].percent / 100.0 * width >= width - 0.49) {
+        EXPECT_EQ(ticks, width) << Row(pane, d);
+      }
+    }
+  }
+  // How busy the workload kept the cores here (a loaded machine slows the simulated runtime).
+  RecordProperty("full_bars", full);
+  RecordProperty("least_busy_percent", std::to_string(least));
+  Keys({"q"});
+  EXPECT_TRUE(WaitUntil([&] { return Tmux({"has-session", "-t", "top"}).code != 0; }, kScreen));
+  EXPECT_EQ(ReadFile(tmp_.path() / "top.exit"), "0\n");
+  EXPECT_EQ(ReadFile(tmp_.path() / "top.err"), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(NoColour, TopMonochromeTest,
+                         ::testing::Values("env -u NO_COLOR TERM=vt100",
+                                           "env TERM=xterm-256color NO_COLOR=1"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return info.index == 0 ? std::string("Vt100") : std::string("NoColor");
+                         });
 
 // Without the driver's device ABI the screen says why, shows N/A for every core and never
 // claims that no runtime is attached (docs/architecture.md#unknown-is-not-zero).

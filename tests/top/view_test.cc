@@ -363,6 +363,67 @@ TEST(ScreenTest, SectionsShowTheFigures) {
   EXPECT_THAT(text, HasSubstr("python3 serve.py"));
 }
 
+// A bar's cells from `x`, `width` wide: how many ticks lead, or -1 unless it is ticks in the fill
+// style then blanks in the empty style (so it reads right without colour:
+// docs/tools-ux.md#top-colours).
+int BarTicks(const Canvas& c, int y, int x, int width, Style fill, Style rest) {
+  int ticks = 0;
+  while (ticks < width && c.at(y, x + ticks).ch == U'|') {
+    if (c.at(y, x + ticks).style != fill) return -1;
+    ++ticks;
+  }
+  for (int i = ticks; i < width; ++i) {
+    if (c.at(y, x + i).ch != U' ' || c.at(y, x + i).style != rest) return -1;
+  }
+  return ticks;
+}
+
+TEST(ScreenTest, BarsAreTicksThenBlanks) {
+  const Fixture f;
+  TopView v = f.Build();
+  std::vector<CoreCell>& cores = v.apps[0].grid[0].cores;
+  ASSERT_EQ(cores.size(), 2u);
+  for (const auto& [core0, core1] : {std::pair{0.0, 1.0}, {0.5, 0.25}, {1.0, 0.0}}) {
+    cores[0].utilization = core0;
+    cores[1].utilization = core1;
+    for (const int w : {80, 140, 223}) {
+      SCOPED_TRACE(::testing::Message() << core0 << "/" << core1 << " at " << w << " columns");
+      const UiState ui;
+      const Layout l = ComputeLayout(RequestFor(&v, ui, w, 44));
+      const Canvas c = Paint(&v, ui, l, "9.9");
+      const GridGeometry& g = l.grid_geometry;
+      ASSERT_GE(g.cells_per_line, 2);
+      const int y = l.grid.y + 2;  // ND0's line
+      for (int j = 0; j < 2; ++j) {
+        const double u = *cores[static_cast<size_t>(j)].utilization;
+        const int bar_w =
+            g.cell_width - 1 - static_cast<int>(FormatPercent(u).size()) - 2;  // "[" "]"
+        ASSERT_GT(bar_w, 0);
+        const int x = l.grid.x + g.label_width + j * g.cell_width;
+        EXPECT_EQ(BarTicks(c, y, x, bar_w, Style::kBarFill, Style::kBarEmpty),
+                  static_cast<int>(std::lround(u * bar_w)))
+            << c.Line(y);
+      }
+      // vCPU: user ticks then system ticks, blanks after them up to the value.
+      const int vy = l.vcpu.y + 1;
+      const std::string line = c.Line(vy);
+      const int label = static_cast<int>(std::string_view("System vCPU Usage  ").size());
+      const int bar_x = l.vcpu.x + label;
+      const int value_x = static_cast<int>(line.find('[', static_cast<size_t>(bar_x)));
+      ASSERT_GT(value_x, l.vcpu.x + label) << line;
+      const int bar_w = value_x - 1 - (l.vcpu.x + label);
+      const int user = static_cast<int>(std::lround(0.10 * bar_w));
+      const int sys = static_cast<int>(std::lround(0.05 * bar_w));
+      EXPECT_EQ(BarTicks(c, vy, l.vcpu.x + label, user, Style::kBarFill, Style::kBarFill), user)
+          << line;
+      EXPECT_EQ(
+          BarTicks(c, vy, l.vcpu.x + label + user, bar_w - user, Style::kSystemBar, Style::kNormal),
+          sys)
+          << line;
+    }
+  }
+}
+
 TEST(ScreenTest, KeysSwitchTabsFlopsAndTree) {
   const Fixture f;
   const TopView v = f.Build();

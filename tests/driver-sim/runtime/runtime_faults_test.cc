@@ -133,21 +133,56 @@ TEST_F(FaultsTest, UnpluggedDeviceFailsExecutionsWithHwError) {
   EXPECT_EQ(Exec(), NRT_HW_ERROR);
 }
 
+// The wall clock, and how many executions are asleep in it right now until a point at least a
+// second ahead: the observable sign that an execution passed its checks and is running.
+class WatchedClock final : public Clock {
+ public:
+  int64_t NowNs() const override { return steady_.NowNs(); }
+  bool SleepUntil(int64_t t_ns, Interrupt& interrupt) override {
+    const bool long_sleep = t_ns - NowNs() >= 1'000'000'000;
+    if (long_sleep) long_sleepers_.fetch_add(1);
+    const bool reached = steady_.SleepUntil(t_ns, interrupt);
+    if (long_sleep) long_sleepers_.fetch_sub(1);
+    return reached;
+  }
+  int long_sleepers() const { return long_sleepers_.load(); }
+
+ private:
+  SteadyClock steady_;
+  std::atomic<int> long_sleepers_{0};
+};
+
 // A reset while an execution runs aborts it (docs/architecture.md#faults), on the wall clock.
 class ResetInFlightTest : public SimNodeTest {};
 
 TEST_F(ResetInFlightTest, ResetAbortsTheRunningExecution) {
   MakeNode("trn1.2xlarge");
+  auto clock = std::make_shared<WatchedClock>();
+  SetClockForTesting(clock);  // SimNodeTest::TearDown restores the default
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
   nrt_model_t* m = Load(Neff(Ops(R"({"op": "dma", "bytes": 2e12})")), 0);  // ~5.7 s
   ASSERT_NE(m, nullptr);
   StderrCapture quiet(dir_.path() / "err.txt");
   const auto t0 = std::chrono::steady_clock::now();
   auto result = std::async(std::launch::async, [m] { return nrt_execute(m, nullptr, nullptr); });
-  std::this_thread::sleep_for(200ms);
+  // In flight: past the device-state check and asleep until its ~5.7 s end. A reset before
+  // this point would be refused up front with the same status and no busy time.
+  ASSERT_TRUE(WaitFor([&] { return clock->long_sleepers() == 1; }, 30s))
+      << "the execution never started";
   SetDeviceState(0, 0);  // RESET; the runtime's watch notices within its poll period
-  EXPECT_EQ(result.get(), NRT_HW_ERROR);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(result.get(), NRT_HW_ERROR);  // "in reset" (docs/runtime.md#status-codes)
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(elapsed, 5s);
+  EXPECT_EQ(clock->long_sleepers(), 0);
+  SetDeviceState(0, 1);
+  RefreshForTesting();
+  // The runtime's accounting: the execution counted as busy for the time it ran, cut short by
+  // the reset (not refused, which counts none; not run to its end).
+  const uint64_t busy_us = DsCounter(0, 0, nds::kTimeInUse);
+  EXPECT_GT(busy_us, 0u);
+  EXPECT_LE(busy_us, static_cast<uint64_t>(
+                         std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()));
+  EXPECT_EQ(DsCounter(0, 0, nds::kErrHw), 1u);
 }
 
 // With a real daemon: ctl inject, the kmsg record through printk, and the fault cleared.
