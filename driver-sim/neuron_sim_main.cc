@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/version.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/ctl.h"
@@ -373,9 +374,18 @@ int main(int argc, char** argv) {
   CLI::App app{
       "neuron-sim: a simulated AWS Neuron node (driver, faults; see driver-sim/README.md)"};
   app.require_subcommand(1);
-  const std::vector<Command> commands{AddUp(app),     AddCtl(app),
-                                      AddRun(app),    AddExec(app),
-                                      AddKubelet(app), AddPod(app),
+  app.set_version_flag("--version", neuron::VersionLine("neuron-sim"),
+                       "print the version, revision, build date and compiler, then exit");
+  app.footer(
+      "Examples:\n"
+      "  neuron-sim up --instance trn1.32xlarge --root /tmp/node\n"
+      "  neuron-sim exec --root /tmp/node -- neuron-ls --root /tmp/node --wide");
+  const std::vector<Command> commands{AddUp(app),
+                                      AddCtl(app),
+                                      AddRun(app),
+                                      AddExec(app),
+                                      AddKubelet(app),
+                                      AddPod(app),
                                       neuron::sim::AddPredictCommand(app)};
   OriginalArgs().assign(argv, argv + argc);
   // `ctl printk -- TEXT`, `pod run -- CMD` and `exec -- CMD`: the words after "--" are not for

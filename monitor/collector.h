@@ -5,7 +5,9 @@
 // ROOT/proc as the compat set requires. Collectors are stateless or guard their own state: scrapes
 // may run concurrently.
 
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,8 +28,19 @@ struct ExporterOptions {
   std::string availability_zone;
   std::string instance_name;
   std::string subnet_id;
-  std::string version = std::string(AgentVersion());  // neuron_exporter_build_info
-  std::string revision = "unknown";
+  // Collector groups left out (--no-collector.<name>, names from CollectorNames()): not
+  // constructed, so they cost nothing at scrape time. Compat is `compat` above.
+  std::set<std::string, std::less<>> disabled_collectors;
+  // Where the metrics are served (--web.telemetry-path); ValidateTelemetryPath() says which
+  // paths may be.
+  std::string telemetry_path = "/metrics";
+  // The exporter process's own metrics, process_* (--web.disable-exporter-metrics turns them
+  // off; monitor/README.md says why the rest of the self-metrics stay).
+  bool exporter_metrics = true;
+  // neuron_exporter_build_info (core/base/version.h).
+  std::string version = std::string(AgentVersion());
+  std::string revision = std::string(AgentRevision());
+  std::string compiler = std::string(AgentCompiler());
 };
 
 struct ScrapeContext {
@@ -79,8 +92,15 @@ std::unique_ptr<Collector> MakeEfaCollector();
 std::unique_ptr<Collector> MakeAllocationCollector();
 std::unique_ptr<Collector> MakeCompatCollector();
 
-// The explicit list, in output order; compat only with options.compat.
+// The collector groups that --collector.<name> / --no-collector.<name> turn on and off, in
+// output order (all on by default; compat is --compat).
+const std::vector<std::string_view>& CollectorNames();
+// The explicit list, in output order: those of CollectorNames() not disabled, then compat with
+// options.compat.
 std::vector<std::unique_ptr<Collector>> MakeCollectors(const ExporterOptions& options);
+// OK when `path` may serve the metrics: absolute, not "/" (the landing page) nor /healthz or
+// /readyz, without whitespace, control characters, '?' or '#'.
+absl::Status ValidateTelemetryPath(std::string_view path);
 
 // Label helpers shared by collectors.
 inline std::string Str(int v) { return std::to_string(v); }

@@ -1,6 +1,7 @@
 #include "monitor/exporter.h"
 
 #include <dirent.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -27,18 +28,57 @@ Labels InstanceLabels(const ScrapeContext& ctx) {
           L("subnet_id", ctx.options.subnet_id)};
 }
 
+namespace {
+
+struct CollectorEntry {
+  std::string_view name;
+  std::unique_ptr<Collector> (*make)();
+};
+
+// Output order. Each name is its collector's name() (the collector label of the self-metrics).
+constexpr CollectorEntry kCollectors[] = {
+    {"device", MakeDeviceCollector}, {"memory", MakeMemoryCollector},
+    {"core", MakeCoreCollector},     {"execution", MakeExecutionCollector},
+    {"health", MakeHealthCollector}, {"power", MakePowerCollector},
+    {"efa", MakeEfaCollector},       {"allocation", MakeAllocationCollector},
+};
+
+}  // namespace
+
+const std::vector<std::string_view>& CollectorNames() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> n;
+    for (const CollectorEntry& e : kCollectors) n.push_back(e.name);
+    return n;
+  }();
+  return names;
+}
+
 std::vector<std::unique_ptr<Collector>> MakeCollectors(const ExporterOptions& options) {
   std::vector<std::unique_ptr<Collector>> c;
-  c.push_back(MakeDeviceCollector());
-  c.push_back(MakeMemoryCollector());
-  c.push_back(MakeCoreCollector());
-  c.push_back(MakeExecutionCollector());
-  c.push_back(MakeHealthCollector());
-  c.push_back(MakePowerCollector());
-  c.push_back(MakeEfaCollector());
-  c.push_back(MakeAllocationCollector());
+  for (const CollectorEntry& e : kCollectors) {
+    if (!options.disabled_collectors.contains(e.name)) c.push_back(e.make());
+  }
   if (options.compat) c.push_back(MakeCompatCollector());
   return c;
+}
+
+absl::Status ValidateTelemetryPath(std::string_view path) {
+  if (path.empty() || path.front() != '/') {
+    return absl::InvalidArgumentError(fmt::format("telemetry path \"{}\" must start with /", path));
+  }
+  if (path == "/" || path == "/healthz" || path == "/readyz") {
+    return absl::InvalidArgumentError(
+        fmt::format("telemetry path {} is taken by the exporter's other endpoints", path));
+  }
+  for (const char c : path) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7F || c == '?' || c == '#') {
+      return absl::InvalidArgumentError(fmt::format(
+          "telemetry path \"{}\" may not hold whitespace, control characters, ? or #", path));
+    }
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -100,6 +140,46 @@ void SourceMetrics(const NodeView& view, Families& out) {
     if (state.known) up.Add({L("source", std::string(name))}, state.up ? 1 : 0);
   }
   up.Finish(out);
+}
+
+// `s` with HTML's special characters escaped, for text and attribute values.
+std::string HtmlEscape(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// What an operator who opens the exporter's address in a browser needs: which exporter, which
+// build, and the endpoints, with the telemetry path as configured.
+std::string LandingPage(const ExporterOptions& options) {
+  const std::string metrics = HtmlEscape(options.telemetry_path);
+  return fmt::format(
+      "<html><head><title>Neuron Exporter</title></head><body><h1>Neuron Exporter</h1>\n"
+      "<p>neuron-exporter, version {} (revision: {})</p>\n<ul>\n"
+      "<li><a href=\"{}\">Metrics</a> ({})</li>\n"
+      "<li><a href=\"/healthz\">Health</a> (/healthz)</li>\n"
+      "<li><a href=\"/readyz\">Readiness</a> (/readyz)</li>\n</ul>\n</body></html>\n",
+      HtmlEscape(options.version), HtmlEscape(options.revision), metrics, metrics);
 }
 
 }  // namespace
@@ -165,8 +245,11 @@ void Exporter::SelfMetrics(const NodeView& view, const std::vector<CollectorResu
   up.Add({}, view.current->devices.empty() ? 0 : 1);
   up.Finish(out);
   SourceMetrics(view, out);
-  FamilyBuilder build = Gauge("neuron_exporter_build_info", "Exporter version and revision.");
-  build.Add({L("version", options_.version), L("revision", options_.revision)}, 1);
+  FamilyBuilder build = Gauge("neuron_exporter_build_info",
+                              "Exporter version, source revision and compiler; always 1.");
+  build.Add({L("compiler", options_.compiler), L("revision", options_.revision),
+             L("version", options_.version)},
+            1);
   build.Finish(out);
   FamilyBuilder errors = Counter(
       "neuron_exporter_read_errors_total",
@@ -191,7 +274,7 @@ void Exporter::SelfMetrics(const NodeView& view, const std::vector<CollectorResu
       ok.Finish(out);
     }
   }
-  ProcessMetrics(out);
+  if (options_.exporter_metrics) ProcessMetrics(out);
 }
 
 std::vector<prometheus::MetricFamily> Exporter::Collect() const {
@@ -245,7 +328,7 @@ uint64_t Exporter::renders() const {
 
 std::map<std::string, HttpHandler> Exporter::Handlers() const {
   std::map<std::string, HttpHandler> h;
-  h["/metrics"] = [this](const HttpRequest&) {
+  h[options_.telemetry_path] = [this](const HttpRequest&) {
     HttpResponse r;
     if (absl::Status ready = source_.Ready(); !ready.ok()) {
       r.status = 503;
@@ -272,12 +355,10 @@ std::map<std::string, HttpHandler> Exporter::Handlers() const {
     r.body = "ok\n";
     return r;
   };
-  h["/"] = [](const HttpRequest&) {
+  h["/"] = [page = LandingPage(options_)](const HttpRequest&) {
     HttpResponse r;
     r.content_type = "text/html; charset=utf-8";
-    r.body =
-        "<html><head><title>Neuron Exporter</title></head><body><h1>Neuron Exporter</h1>"
-        "<p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
+    r.body = page;
     return r;
   };
   return h;

@@ -2,8 +2,9 @@
 // The exporter: a prometheus::Collectable that, at every scrape, takes the NodeSource's current
 // view (shared between scrapes that arrive close together, docs/architecture.md#sampling-cost),
 // runs every collector in order and adds the self-metrics (per-collector duration and success,
-// neuron_up, build info, pod-resources health, read errors, process_*). Rendering to text is
-// RenderMetrics().
+// neuron_up, build info, pod-resources health, read errors, and the process's own process_*
+// unless options.exporter_metrics is off). Collector groups the options disable are never
+// constructed. Rendering to text is RenderMetrics().
 //
 // Rendering cache: the collectors' part of a scrape depends only on the NodeView (snapshot,
 // base, inventory, pod assignments, kernel-log counts) and on this exporter's options (compat),
@@ -37,8 +38,9 @@ class Exporter : public prometheus::Collectable {
   // The text exposition format (version 0.0.4) of one scrape, the collectors' part from the
   // cache when the view is the one last rendered. Requires source.Ready().
   std::string RenderMetrics() const;
-  // /metrics, /healthz, /readyz, / (landing page) handlers for an HttpServer. /metrics and
-  // /readyz answer 503 with the reason until the source is ready.
+  // Handlers for an HttpServer: options.telemetry_path (/metrics by default), /healthz,
+  // /readyz and / (a landing page naming the build and linking the other three). The metrics
+  // and /readyz answer 503 with the reason until the source is ready.
   std::map<std::string, HttpHandler> Handlers() const;
   // Views rendered so far (tests: scrapes of one view render once).
   uint64_t renders() const;

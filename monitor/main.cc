@@ -1,14 +1,18 @@
 // neuron-exporter: Prometheus metrics (or a neuron-monitor-shaped JSON stream) for a Neuron
 // node. Flags: monitor/README.md. Exit codes: 0 on a stop signal, 1 when the node cannot be read
 // or the server cannot start, 2 for a bad command line or environment value.
+#include <fmt/format.h>
 #include <malloc.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "core/base/component_log.h"
+#include "core/base/log_setup.h"
+#include "core/base/version.h"
 #include "core/model/node_flags.h"
 #include "http/http_server.h"
 #include "http/web_config.h"
@@ -37,8 +41,27 @@ struct Flags {
   int full_sweep_ms = 10000;
   int threads = 4;
   std::string log_level = "info";
+  std::string log_format = "text";
+  bool disable_exporter_metrics = false;
+  // Indexed like CollectorNames(): --collector.<name> / --no-collector.<name>.
+  std::vector<char> collectors = std::vector<char>(CollectorNames().size(), 1);
   ExporterOptions exporter;
 };
+
+// The collector groups' switches, one pair per group, as node_exporter spells them.
+void AddCollectorFlags(CLI::App& app, Flags& f) {
+  const std::vector<std::string_view>& names = CollectorNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string name(names[i]);
+    app.add_flag_function(
+           fmt::format("--collector.{0},!--no-collector.{0}", name),
+           [&f, i](std::int64_t count) { f.collectors[i] = count > 0 ? 1 : 0; },
+           fmt::format("Enable the {0} collector (default on; --no-collector.{0} turns it off)",
+                       name))
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // the last one wins
+        ->group("Collectors");
+  }
+}
 
 void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--root", f.node.root, "Root of the node's files (env NEURON_ROOT; default /)");
@@ -56,7 +79,7 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--compat.instance-labels", f.exporter.compat_instance_labels,
                  "Compat mode: put instance labels on every compat series (true|false)");
   app.add_option("--region", f.exporter.region,
-                 "Compat instance label region (docs/architecture.md#instance-identity)");
+                 "Compat instance label region (the node's AWS region, e.g. us-east-2)");
   app.add_option("--availability-zone", f.exporter.availability_zone,
                  "Compat instance label availability_zone");
   app.add_option("--instance-name", f.exporter.instance_name,
@@ -67,7 +90,22 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Scrapes within this window share one sample");
   app.add_option("--full-sweep-ms", f.full_sweep_ms, "Interval of the full counter sweep");
   app.add_option("--web.threads", f.threads, "HTTP worker threads")->check(CLI::Range(1, 64));
-  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error");
+  app.add_option("--web.telemetry-path", f.exporter.telemetry_path,
+                 "Path under which to serve the metrics (default /metrics)");
+  app.add_flag("--web.disable-exporter-metrics", f.disable_exporter_metrics,
+               "Leave out the exporter process's own metrics (process_*)");
+  app.add_option("--log.level,--log-level", f.log_level,
+                 "Log level: trace|debug|info|warn|error (default info)");
+  app.add_option("--log.format", f.log_format, "Log format: text|json (default text)")
+      ->check(CLI::IsMember({"text", "json"}));
+  AddCollectorFlags(app, f);
+  app.set_version_flag("--version", VersionLine("neuron-exporter"),
+                       "Print the version, revision, build date and compiler, then exit");
+  app.footer(
+      "Examples:\n"
+      "  neuron-exporter --web.listen-address=:9478 --log.format=json\n"
+      "  neuron-exporter --no-collector.efa --web.telemetry-path=/neuron/metrics\n"
+      "  neuron-exporter --compat --region=us-east-2 --format=json --period=5");
 }
 
 // SIGTERM and SIGINT, blocked in every thread started from here on: the main thread takes them
@@ -123,7 +161,7 @@ int StreamJson(NodeSource& source, const Flags& f, const sigset_t& signals, spdl
   }
 }
 
-// /metrics, /healthz and /readyz until a stop signal.
+// The metrics (--web.telemetry-path), /healthz, /readyz and / until a stop signal.
 int ServeMetrics(NodeSource& source, const Flags& f, const sigset_t& signals, spdlog::logger& log) {
   HttpServer::Options ho;
   ho.listen_address = f.listen;
@@ -136,6 +174,7 @@ int ServeMetrics(NodeSource& source, const Flags& f, const sigset_t& signals, sp
       return kExitFailure;
     }
     ho.web_config = *std::move(wc);
+    ho.web_config_file = f.web_config_file;  // basic_auth_users are re-read when it changes
   }
   // The server starts before the first sample so that /healthz (liveness) answers at once and
   // /readyz says what is still missing; /metrics answers 503 until the source is ready.
@@ -169,15 +208,27 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
   const absl::StatusOr<NodeFlags> node = ResolveNodeFlags(f.node, RealGetEnv);
-  if (!node.ok()) {
-    std::fprintf(stderr, "neuron-exporter: %s\n", std::string(node.status().message()).c_str());
+  absl::Status usage = node.status();
+  if (usage.ok()) usage = ValidateTelemetryPath(f.exporter.telemetry_path);
+  if (usage.ok()) {
+    // Logs go to stderr, as every Prometheus exporter's do: stdout carries the --format json
+    // stream, which a log line would corrupt.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("neuron-exporter"));
+    usage = ConfigureLogging(f.log_level, f.log_format);
+  }
+  if (!usage.ok()) {
+    const std::string message(usage.message());
+    std::fprintf(stderr, "neuron-exporter: %s\n", message.c_str());
     return kExitUsage;
+  }
+  f.exporter.exporter_metrics = !f.disable_exporter_metrics;
+  for (size_t i = 0; i < f.collectors.size(); ++i) {
+    if (!f.collectors[i]) f.exporter.disabled_collectors.emplace(CollectorNames()[i]);
   }
   // glibc gives each thread that allocates its own arena (up to 8 per CPU), each keeping the
   // freed room of the largest response or snapshot it once held. Two arenas hold what the
   // exporter needs; the rest is resident memory for nothing (the RSS target is 24 MiB).
   mallopt(M_ARENA_MAX, 2);
-  spdlog::set_level(spdlog::level::from_str(f.log_level));
   const std::shared_ptr<spdlog::logger> log = ComponentLogger("exporter");
   const sigset_t signals = BlockStopSignals();
   NodeSource source(SourceOptions(f, *node));

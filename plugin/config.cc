@@ -222,6 +222,7 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
         if (key == "socket_suffix") return Get(v, source, key, AnyString, &c.socket_suffix);
         if (key == "listen") return Get(v, source, key, AnyString, &c.listen);
         if (key == "log_level") return Get(v, source, key, AnyString, &c.log_level);
+        if (key == "log_format") return Get(v, source, key, AnyString, &c.log_format);
         if (key == "discovery") return Get(v, source, key, ParseDiscoveryMode, &c.discovery);
         if (key == "device_numbering") {
           return Get(v, source, key, ParseDeviceNumbering, &c.device_numbering);
@@ -232,9 +233,10 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
         if (key == "allocation_grace") {
           return Get(v, source, key, ParseDuration, &c.allocation_grace);
         }
-        return Unknown(source, mark, "", key,
-                       "resources, health, noncontiguous, cdi, socket_suffix, listen, log_level, "
-                       "discovery, device_numbering, podresources_period, allocation_grace");
+        return Unknown(
+            source, mark, "", key,
+            "resources, health, noncontiguous, cdi, socket_suffix, listen, log_level, "
+            "log_format, discovery, device_numbering, podresources_period, allocation_grace");
       });
   if (!status.ok()) return status;
   *config = std::move(c);
@@ -261,6 +263,7 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
        {apply("NEURON_DP_KUBELET_DIR", AnyString, &c.kubelet_dir),
         apply("NEURON_DP_LISTEN", AnyString, &c.listen),
         apply("NEURON_DP_LOG_LEVEL", AnyString, &c.log_level),
+        apply("NEURON_DP_LOG_FORMAT", AnyString, &c.log_format),
         apply("NEURON_DP_SOCKET_SUFFIX", AnyString, &c.socket_suffix),
         apply("NEURON_DP_RESOURCES", ResourceSet, &c.resources),
         apply("NEURON_DP_NONCONTIGUOUS", ParseNonContiguousPolicy, &c.noncontiguous),
@@ -289,6 +292,7 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, GetEnvFn getenv) {
   if (flags.kubelet_dir) c.kubelet_dir = *flags.kubelet_dir;
   if (flags.listen) c.listen = *flags.listen;
   if (flags.log_level) c.log_level = *flags.log_level;
+  if (flags.log_format) c.log_format = *flags.log_format;
   if (flags.socket_suffix) c.socket_suffix = *flags.socket_suffix;
   if (flags.cdi) c.cdi = *flags.cdi;
   // An unset flag leaves the lower layers alone.

@@ -49,6 +49,7 @@ struct Config {
   int lnc = 0;  // 0: NEURON_LOGICAL_NC_CONFIG, then the instance default
   DiscoveryMode discovery = DiscoveryMode::kAuto;
   std::string log_level = "info";
+  std::string log_format = "text";  // text|json (core/base/log_setup.h)
 
   // Indexed by Resource; neurondevice is legacy and off by default.
   std::map<Resource, bool> resources{{Resource::kNeuron, true},
@@ -94,8 +95,8 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config);
 
 // Values given on the command line; unset ones leave the lower layers alone.
 struct Flags {
-  std::optional<std::string> root, kubelet_dir, config_file, listen, log_level, socket_suffix,
-      resources, noncontiguous, discovery, device_numbering, lnc;
+  std::optional<std::string> root, kubelet_dir, config_file, listen, log_level, log_format,
+      socket_suffix, resources, noncontiguous, discovery, device_numbering, lnc;
   std::optional<bool> cdi;
 };
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "core/base/log_setup.h"
 #include "core/base/version.h"
 #include "http/http_server.h"
 #include "plugin/config.h"
@@ -51,8 +52,6 @@ neuron::HttpServer::Options HttpOptions(const neuron::plugin::Config& config, Pl
 }
 
 int Run(const neuron::plugin::Config& config) {
-  spdlog::set_default_logger(spdlog::stderr_color_mt("neuron-device-plugin"));
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
   spdlog::info(
       "neuron-device-plugin {} starting: root {}, kubelet dir {}, lnc {}, noncontiguous {}, cdi "
       "{}, device numbering {}",
@@ -112,7 +111,10 @@ int main(int argc, char** argv) {
   app.add_option("--listen", f.listen, "/healthz /readyz /metrics address (default 0.0.0.0:9410)");
   app.add_option("--lnc", f.lnc,
                  "Logical NeuronCore config on trn2: 1 or 2 (env NEURON_LOGICAL_NC_CONFIG)");
-  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error");
+  app.add_option("--log.level,--log-level", f.log_level,
+                 "Log level: trace|debug|info|warn|error (env NEURON_DP_LOG_LEVEL; default info)");
+  app.add_option("--log.format", f.log_format,
+                 "Log format: text|json (env NEURON_DP_LOG_FORMAT; default text)");
   app.add_option("--socket-suffix", f.socket_suffix,
                  "Socket name suffix (default: the instance id)");
   app.add_option("--resources", f.resources, "Enabled resources, e.g. neuron,neuroncore,efa");
@@ -121,6 +123,13 @@ int main(int argc, char** argv) {
   app.add_option("--cdi", f.cdi, "Add CDI device names to Allocate answers");
   app.add_option("--device-numbering", f.device_numbering,
                  "host|container: the device and core indices pods see (default host)");
+  app.set_version_flag("--version", neuron::VersionLine("neuron-device-plugin"),
+                       "Print the version, revision, build date and compiler, then exit");
+  app.footer(
+      "Examples:\n"
+      "  neuron-device-plugin --log.format=json\n"
+      "  neuron-device-plugin --resources=neuron,neuroncore --listen=127.0.0.1:9410\n"
+      "  neuron-device-plugin --config=/etc/neuron/device-plugin.yaml --log.level=debug");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -128,9 +137,14 @@ int main(int argc, char** argv) {
   }
   absl::StatusOr<neuron::plugin::Config> config =
       neuron::plugin::ResolveConfig(f, neuron::RealGetEnv);
-  if (!config.ok()) {
-    std::fprintf(stderr, "neuron-device-plugin: %s\n",
-                 std::string(config.status().message()).c_str());
+  absl::Status usage = config.status();
+  if (usage.ok()) {
+    spdlog::set_default_logger(spdlog::stderr_color_mt("neuron-device-plugin"));
+    usage = neuron::ConfigureLogging(config->log_level, config->log_format);
+  }
+  if (!usage.ok()) {
+    const std::string message(usage.message());
+    std::fprintf(stderr, "neuron-device-plugin: %s\n", message.c_str());
     return 2;
   }
   try {

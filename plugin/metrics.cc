@@ -6,6 +6,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "core/base/version.h"
 #include "plugin/node_state.h"
 
 namespace neuron::plugin {
@@ -79,6 +80,15 @@ Metrics::Metrics()
                         .Name("neuron_plugin_devices_advertised")
                         .Help("Devices in the last ListAndWatch list, by reported health.")
                         .Register(reg);
+  // The build every series came from (core/base/version.h), as neuron_exporter_build_info.
+  prometheus::BuildGauge()
+      .Name("neuron_plugin_build_info")
+      .Help("Device plugin version, source revision and compiler; always 1.")
+      .Register(reg)
+      .Add({{"version", std::string(AgentVersion())},
+            {"revision", std::string(AgentRevision())},
+            {"compiler", std::string(AgentCompiler())}})
+      .Set(1);
   for (Resource r :
        {Resource::kNeuron, Resource::kNeuronCore, Resource::kEfa, Resource::kNeuronDevice}) {
     f_->registrations->Add({{"resource", Name(r)}, {"result", "ok"}});

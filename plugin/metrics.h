@@ -1,8 +1,8 @@
 #pragma once
 // The plugin's own /metrics (plugin/README.md lists every series): RPC counts and latency per RPC
 // and resource, registrations, kubelet restarts seen, devices by hardware health and by mask,
-// non-contiguous allocations. prometheus-cpp underneath. Thread-safe (prometheus-cpp's metrics
-// are; the device gauges are set whole under a mutex).
+// non-contiguous allocations, build info. prometheus-cpp underneath. Thread-safe (prometheus-cpp's
+// metrics are; the device gauges are set whole under a mutex).
 
 #include <memory>
 #include <mutex>

@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "core/base/component_log.h"
+#include "core/base/version.h"
 #include "core/discovery/inventory.h"
 #include "core/discovery/make_discovery.h"
 #include "core/discovery/presence.h"
@@ -159,7 +160,13 @@ int main(int argc, char** argv) {
   app.add_option("--lnc", node.lnc,
                  "logical NeuronCore config 1|2 (trn2; default $NEURON_LOGICAL_NC_CONFIG, then the "
                  "node's)");
+  app.set_version_flag("--version", neuron::VersionLine("neuron-ls"),
+                       "print the version, revision, build date and compiler, then exit");
   app.footer(
+      "Examples:\n"
+      "  neuron-ls                 the devices, their cores and memory\n"
+      "  neuron-ls --wide          and the processes using them\n"
+      "  neuron-ls -j | jq .       the same as JSON\n"
       "Exit codes: 0 success, 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device, "
       "5 permission denied.");
   try {

@@ -147,7 +147,12 @@ int main(int argc, char** argv) {
                  "node's)");
   app.add_option("--log-file", f.log_file, "where to log (never the terminal)");
   app.add_flag("-C,--no-color", f.no_color, "monochrome");
+  app.set_version_flag("--version", neuron::VersionLine("neuron-top"),
+                       "print the version, revision, build date and compiler, then exit");
   app.footer(
+      "Examples:\n"
+      "  neuron-top --delay 0.5          refresh twice a second\n"
+      "  neuron-top --snapshot | jq .    one JSON document, no terminal UI\n"
       "Exit codes: 0 success (also when live data is unavailable: the status line says why), "
       "1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device, 5 permission denied.");
   try {

@@ -1,7 +1,9 @@
 #pragma once
 // One named spdlog logger per component (docs/style.md#google-style), sharing the default logger's
 // sinks so that a binary's logging setup (file for neuron-top, stderr elsewhere) applies to every
-// component. Thread-safe.
+// component. The format (--log.format, core/base/log_setup.h) sits on those shared sinks and the
+// level is copied from the default logger, so ConfigureLogging covers component loggers made
+// before it (registered here) and after it (cloned from the configured default). Thread-safe.
 
 #include <spdlog/spdlog.h>
 

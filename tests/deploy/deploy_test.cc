@@ -127,6 +127,7 @@ void ExpectContainerSecurity(const YAML::Node& c) {
   std::string joined;
   for (const YAML::Node& a : c["args"]) joined += a.as<std::string>() + " ";
   EXPECT_NE(joined.find("--root=/host"), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--log.format=json"), std::string::npos) << joined;
 }
 
 // A container's mounts: the host's /sys and /dev under /host, everything read-only but the

@@ -299,7 +299,7 @@ Exporter StartExporter(const AgentNode& node, Children& children) {
             out, err));
   EXPECT_TRUE(WaitUntil(
       [&] {
-        e.port = neuron::testing::ListeningPort(ReadFile(out));
+        e.port = neuron::testing::ListeningPort(ReadFile(err));
         return e.port > 0;
       },
       60s))

@@ -213,7 +213,7 @@ TEST(RulesAndDashboardTest, TheReadmeListsExactlyTheMetricsTheExporterEmits) {
         Spawn(node.sim().UnderDriver(argv), dir / (tag + ".out"), dir / (tag + ".err"));
     int port = 0;
     ASSERT_TRUE(
-        WaitUntil([&] { return (port = ListeningPort(ReadFile(dir / (tag + ".out")))) > 0; }, 60s));
+        WaitUntil([&] { return (port = ListeningPort(ReadFile(dir / (tag + ".err")))) > 0; }, 60s));
     // Wait until the pod shows up in the allocation series and its process in the datastore.
     std::set<std::string> emitted;
     WaitUntil(

@@ -60,7 +60,7 @@ StartedExporter SpawnExporter(const std::vector<std::string>& argv, const fs::pa
   e.pid = Spawn(argv, out, err, env);
   EXPECT_TRUE(WaitUntil(
       [&] {
-        e.port = testing::ListeningPort(ReadFile(out));
+        e.port = testing::ListeningPort(ReadFile(err));
         return e.port > 0;
       },
       30s))

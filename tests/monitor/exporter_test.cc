@@ -42,10 +42,11 @@ using neuron::testing::WriteFile;
 
 constexpr int kPid = 4242;
 
-// Lines whose values depend on time or on this process, dropped before comparing with goldens.
+// Lines whose values depend on time, on this process or on the build (its revision and
+// compiler), dropped before comparing with goldens.
 std::string Stable(const std::string& text) {
   static const std::regex kVolatile(
-      "^(# (HELP|TYPE) )?(process_|neuron_exporter_collector_duration|"
+      "^(# (HELP|TYPE) )?(process_|neuron_exporter_collector_duration|neuron_exporter_build_info|"
       "neuron_exporter_samples_total|neuron_exporter_pod_resources|system_|"
       "neuron_runtime_vcpu).*$");
   std::istringstream in(text);
@@ -233,14 +234,23 @@ TEST_F(ExporterTest, ScrapesWithinTheWindowShareOneSampleAndOneRendering) {
   EXPECT_LE(exporter_->renders() - renders_before, 2u)
       << "scrapes of one snapshot must reuse its rendered text";
   EXPECT_EQ(Stable(last_text), Stable(exporter_->RenderMetrics()));
-  // The counters in the cached text still move once the window passes (a new sample renders).
+  // The counters in the cached text still move once the window passes: scrapes keep the cached
+  // text until the first one after the window takes a new sample, which renders once.
   ASSERT_TRUE(writer_->SetCoreCounter(0, nds::kInferenceCount, 77).ok());
-  std::this_thread::sleep_for(3100ms);
+  const std::string series = "neuroncore_inferences_total{neuron_device=\"0\",neuroncore=\"0\"}";
   const uint64_t renders_mid = exporter_->renders();
-  const std::string later = exporter_->RenderMetrics();
+  const uint64_t samples_mid = source_->samples();
+  std::string later;
+  EXPECT_TRUE(neuron::testing::WaitUntil(
+      [&] {
+        later = exporter_->RenderMetrics();
+        return Value(later, series) == 77;
+      },
+      30s))
+      << "the new counter never showed after the 3 s window";
   EXPECT_GT(*Value(later, "neuron_exporter_samples_total"), after);
-  EXPECT_EQ(exporter_->renders(), renders_mid + 1);
-  EXPECT_EQ(Value(later, "neuroncore_inferences_total{neuron_device=\"0\",neuroncore=\"0\"}"), 77);
+  EXPECT_EQ(exporter_->renders() - renders_mid, source_->samples() - samples_mid)
+      << "one rendering per sample, however many scrapes";
 }
 
 TEST_F(ExporterTest, HistoryStaysBoundedWhateverTheScrapeRate) {
@@ -341,17 +351,34 @@ TEST(AppendTextTest, MatchesPrometheusCppSerializer) {
 
 TEST_F(ExporterTest, CountersNeverGoDownAndAbsentFilesLeaveSeriesOut) {
   BuildNode();
-  Start(false);
+  // Every sample a full sweep, the only kind that reads stats/power/utilization; no sharing, so
+  // every scrape is a new sample.
+  NodeSourceOptions so = Options();
+  so.full_sweep_interval = 0ms;
+  StartWith(so, false);
   const std::string series = "neuroncore_inferences_total{neuron_device=\"0\",neuroncore=\"0\"}";
   ASSERT_TRUE(writer_->SetCoreCounter(0, nds::kInferenceCount, 50).ok());
   const double high = *Value(exporter_->RenderMetrics(), series);
   ASSERT_TRUE(writer_->SetCoreCounter(0, nds::kInferenceCount, 10).ok());  // a dip
   EXPECT_EQ(*Value(exporter_->RenderMetrics(), series), high);
-  // No EFA on a trn1.2xlarge, no power file removed -> no series, never 0.
+  // No EFA on a trn1.2xlarge -> no series, never 0.
   const std::string text = exporter_->RenderMetrics();
   EXPECT_FALSE(HasMetric(text, "neuron_efa_"));
-  fs::remove(root_ / "sys/devices/virtual/neuron_device/neuron0/stats/power/utilization");
-  std::this_thread::sleep_for(50ms);
+  // The power file read, then removed -> its series leave, never 0.
+  const std::string power = "neuron_device_power_utilization_ratio{neuron_device=\"0\"}";
+  const std::string valid = "neuron_device_power_data_valid{neuron_device=\"0\"}";
+  EXPECT_EQ(Value(text, power), 0.255);  // avg 2550 basis points
+  EXPECT_EQ(Value(text, valid), 1);
+  const double samples_before = *Value(text, "neuron_exporter_samples_total");
+  ASSERT_TRUE(
+      fs::remove(root_ / "sys/devices/virtual/neuron_device/neuron0/stats/power/utilization"));
+  const std::string after = exporter_->RenderMetrics();
+  // Evidence that this scrape sampled after the removal, so the absence below means something.
+  ASSERT_GT(*Value(after, "neuron_exporter_samples_total"), samples_before);
+  EXPECT_EQ(Value(after, power), std::nullopt) << after;
+  EXPECT_EQ(Value(after, valid), std::nullopt) << after;
+  EXPECT_FALSE(HasMetric(after, "neuron_device_power_")) << after;
+  EXPECT_TRUE(Value(after, series)) << "the other series stay";
 }
 
 // Series that add the live datastores to a sysfs total, or come from them alone. Without the
