@@ -18,7 +18,8 @@ LOGS="${SOAK_LOGS:-build/soak-logs}"
 if [[ ! -f "${BUILD}/build.ninja" ]]; then
   cmake --preset "${PRESET}" -B "${BUILD}" >/dev/null
 fi
-cmake --build "${BUILD}" --target soak -j "$(nproc)"
+# Through the shared lock: other builds use the same tree and the same cores.
+flock /tmp/ninja.lock cmake --build "${BUILD}" --target soak -j "$(nproc)"
 
 if ! command -v prometheus >/dev/null; then
   echo "soak: prometheus is not installed (make deps)" >&2

@@ -6,8 +6,8 @@
 //   1. no healthy device -> "no healthy devices present; cannot allocate unhealthy devices";
 //   2. take from the devices reusable from init containers first; if that is enough, done
 //      (no GetPreferredAllocation call, but still an Allocate call);
-//   3. available = healthy minus in use; fewer than needed -> "requested number of devices
-//      unavailable";
+//   3. available = healthy minus in use (and, our test hook, minus what lies outside a
+//      container's `pinned` IDs); fewer than needed -> "requested number of devices unavailable";
 //   4. filterByAffinity: we model no TopologyManager hint (policy none), so `aligned` and
 //      `unaligned` are empty and every available device is `noAffinity`: the second branch runs;
 //   5. GetPreferredAllocation(available ∪ allocated, must_include = allocated, size = required),
@@ -51,7 +51,7 @@ std::string NewUid(std::mt19937_64& rng) {
 
 absl::StatusOr<std::vector<std::string>> KubeletEmulator::Impl::DevicesToAllocate(
     std::unique_lock<std::mutex>& lock, const std::string& resource, int required,
-    const std::set<std::string>& reusable) {
+    const std::set<std::string>& reusable, const std::set<std::string>* pinned) {
   ExpireLocked();
   absl::StatusOr<std::vector<std::string>> healthy = HealthyLocked(resource);
   if (!healthy.ok()) return healthy.status();
@@ -71,7 +71,10 @@ absl::StatusOr<std::vector<std::string>> KubeletEmulator::Impl::DevicesToAllocat
   };
   if (take_from({reusable.begin(), reusable.end()})) return allocated;
 
-  const std::vector<std::string> available = AvailableLocked(resource, *healthy);
+  std::vector<std::string> available = AvailableLocked(resource, *healthy);
+  if (pinned != nullptr) {
+    std::erase_if(available, [&](const std::string& id) { return !pinned->contains(id); });
+  }
   if (static_cast<int>(available.size()) < needed) {
     return absl::FailedPreconditionError(fmt::format(
         "Insufficient {}: requested number of devices unavailable for {}. Requested: {}, "
@@ -245,8 +248,9 @@ absl::StatusOr<ContainerRecord> KubeletEmulator::Impl::AllocateContainerLocked(
   rec.init = c.init;
   for (const auto& [resource, count] : c.requests) {
     if (count == 0) continue;
-    absl::StatusOr<std::vector<std::string>> ids =
-        DevicesToAllocate(lock, resource, count, reuse[resource]);
+    const auto pin = c.pinned.find(resource);
+    absl::StatusOr<std::vector<std::string>> ids = DevicesToAllocate(
+        lock, resource, count, reuse[resource], pin == c.pinned.end() ? nullptr : &pin->second);
     if (!ids.ok()) return ids.status();
     auto ep = resources.find(resource);
     std::shared_ptr<PluginClient> client = ep == resources.end() ? nullptr : ep->second.client;

@@ -137,7 +137,8 @@ class KubeletEmulator::Impl {
   absl::StatusOr<std::vector<std::string>> DevicesToAllocate(std::unique_lock<std::mutex>& lock,
                                                              const std::string& resource,
                                                              int required,
-                                                             const std::set<std::string>& reusable);
+                                                             const std::set<std::string>& reusable,
+                                                             const std::set<std::string>* pinned);
   // Steps of DevicesToAllocate (mu held): the resource's healthy IDs (errors for an unknown
   // resource or none healthy); those of them no pod or the admission in progress holds; the
   // plugin's preference among them (empty when it offers none), released around the RPC.

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,10 @@ struct ContainerSpec {
   std::string name = "main";
   std::map<std::string, int> requests;  // resource name -> count (limits == requests)
   bool init = false;                    // init containers are admitted first; devices reused
+  // Per resource, the only IDs the kubelet may choose for this container. No kubelet field does
+  // this (a real pod gets such a set through a node of its own); tests use it to pin a pod to
+  // devices they keep apart, e.g. the soak's quiet devices. Absent: any ID.
+  std::map<std::string, std::set<std::string>> pinned = {};
 };
 
 struct PodSpec {

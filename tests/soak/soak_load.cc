@@ -1,9 +1,15 @@
 #include "tests/soak/soak_load.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
+#include "core/model/allocator.h"
 #include "driver-sim/driver/ctl.h"
 #include "tests/soak/soak_checks.h"
 #include "tests/support/subprocess.h"
@@ -39,29 +45,115 @@ std::string Reason(const absl::Status& s) {
   return std::string(absl::StatusCodeToString(s.code()));
 }
 
+// The value after `flag` in a ctl request's words, or "".
+std::string FlagValue(const std::vector<std::string>& words, std::string_view flag) {
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    if (words[i] == flag) return words[i + 1];
+  }
+  return "";
+}
+
+// posix_spawn of `args` in a new process group (its own PID), stdout and stderr both to `log`,
+// with our environment minus NEURON_ROOT and NEURON_RT_* (as StartProcess) plus `env`. The PID,
+// or the error.
+absl::StatusOr<pid_t> SpawnInOwnGroup(const std::vector<std::string>& args,
+                                      const std::filesystem::path& log,
+                                      const std::vector<std::string>& env) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view v(*e);
+    if (!v.starts_with("NEURON_ROOT=") && !v.starts_with("NEURON_RT_")) envs.emplace_back(v);
+  }
+  envs.insert(envs.end(), env.begin(), env.end());
+  auto pointers = [](std::vector<std::string>& v) {
+    std::vector<char*> p;
+    p.reserve(v.size() + 1);
+    for (std::string& s : v) p.push_back(s.data());
+    p.push_back(nullptr);
+    return p;
+  };
+  std::vector<std::string> argv_s = args;
+  std::vector<char*> argv = pointers(argv_s);
+  std::vector<char*> envp = pointers(envs);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);  // a group of its own, as a container's init has
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    return absl::InternalError(fmt::format("posix_spawn {}: {}", args[0], std::strerror(rc)));
+  }
+  return pid;
+}
+
 }  // namespace
 
-bool Load::Ctl(const std::vector<std::string>& words, const std::string& kind) {
+Load::Load(SoakNode& node, Stats& stats, uint64_t seed, Clock::time_point start)
+    : node_(node), stats_(stats), seed_(seed), start_(start) {
+  // The last two devices: neighbours on the NeuronLink ring of every Trn1/Trn2 instance.
+  for (int d = std::max(0, node_.devices() - 2); d < node_.devices(); ++d) {
+    quiet_devices_.push_back(d);
+    for (int k = 0; k < node_.cores_per_device(); ++k) {
+      quiet_cores_.push_back(d * node_.cores_per_device() + k);
+    }
+  }
+}
+
+Load::~Load() {
+  for (LivePod& p : pods_) {
+    if (p.reaper.joinable()) p.reaper.join();
+  }
+}
+
+double Load::Now() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+bool Load::Ctl(const std::vector<std::string>& words, const std::string& kind, bool count) {
   absl::StatusOr<sim::CtlRequest> request = sim::ParseCtlArgs(words);
   if (!request.ok()) {
     std::lock_guard<std::mutex> lock(stats_.mu);
     ++stats_.ctl_transport_errors;  // our bug, but counted where it cannot be missed
     return false;
   }
+  FaultEvent event;
+  event.kind = kind;
+  event.sent_s = Now();
   absl::StatusOr<sim::CtlReply> reply = sim::SendCtlRequest(node_.paths(), *request, 5000ms);
+  event.replied_s = Now();
   std::lock_guard<std::mutex> lock(stats_.mu);
   if (!reply.ok()) {
     ++stats_.ctl_transport_errors;
     return false;
   }
   const bool ok = reply->outcome == sim::CtlOutcome::kOk;
-  ++(ok ? stats_.faults_ok : stats_.faults_refused)[kind];
+  if (count) ++(ok ? stats_.faults_ok : stats_.faults_refused)[kind];
+  if (const std::string d = FlagValue(words, "--device"); !d.empty()) event.device = std::stoi(d);
+  if (const std::string c = FlagValue(words, "--core"); !c.empty()) event.core = std::stoi(c);
+  event.efa = FlagValue(words, "--efa");
+  event.accepted = ok;
+  stats_.events.push_back(std::move(event));
   return ok;
+}
+
+std::vector<int> Load::Targets(const std::set<int>& unplugged) const {
+  std::vector<int> out;
+  for (int d = 0; d < node_.devices(); ++d) {
+    const bool quiet =
+        std::find(quiet_devices_.begin(), quiet_devices_.end(), d) != quiet_devices_.end();
+    if (!unplugged.contains(d) && !quiet) out.push_back(d);
+  }
+  return out;
 }
 
 void Load::RunFaults(const std::atomic<bool>& stop, std::chrono::milliseconds period) {
   std::mt19937_64 rng(seed_ * 31 + 1);
-  const int devices = node_.devices();
   std::set<int> dirty;  // devices we made unhealthy by ECC or a failed reset: reset them first
   auto next = Clock::now();
   while (!stop) {
@@ -73,10 +165,7 @@ void Load::RunFaults(const std::atomic<bool>& stop, std::chrono::milliseconds pe
       unplugged = stats_.unplugged;
       down = stats_.efa_down;
     }
-    std::vector<int> present;
-    for (int d = 0; d < devices; ++d) {
-      if (!unplugged.contains(d)) present.push_back(d);
-    }
+    const std::vector<int> present = Targets(unplugged);
     std::vector<std::string> up;
     for (const std::string& e : node_.efa_names()) {
       if (!down.contains(e)) up.push_back(e);
@@ -145,7 +234,13 @@ void Load::RunPods(const std::atomic<bool>& stop) {
   std::mt19937_64 rng(seed_ * 31 + 2);
   while (!stop) {
     ReapAndExpire();
-    if (pods_.size() < 10) AdmitOne(rng);
+    int quiet_running = 0;
+    for (const LivePod& p : pods_) {
+      std::lock_guard<std::mutex> lock(stats_.mu);
+      if (p.workload && stats_.workloads[*p.workload].quiet) ++quiet_running;
+    }
+    if (quiet_running < 2) AdmitQuiet(rng);
+    if (pods_.size() < 12) AdmitOne(rng);
     Nap(stop, std::chrono::milliseconds(Uniform(rng, 50, 250)));
   }
 }
@@ -199,20 +294,154 @@ void Load::AdmitOne(std::mt19937_64& rng) {
   }
   if (resource != kEfa) CheckAdmission(*pod, resource, n, free, version);
 
-  LivePod live{spec.name, Clock::now() + std::chrono::milliseconds(Uniform(rng, 1000, 6000))};
+  LivePod live{
+      spec.name, Clock::now() + std::chrono::milliseconds(Uniform(rng, 1000, 6000)), {}, {}};
   int running = 0;
-  for (const LivePod& p : pods_) running += p.workload > 0 ? 1 : 0;
-  if (resource != kEfa && running < 3 && Uniform(rng, 0, 9) < 3) {
-    std::vector<std::string> env = {"NEURON_RT_EXEC_TIMEOUT=2"};
-    for (const auto& [k, v] : pod->containers.front().envs) env.push_back(k + "=" + v);
-    live.workload = neuron::testing::StartProcess(
-        {NEURON_SIM_BIN, "run", "--root", node_.root().string(), "--workload", "matmul", "--steps",
-         std::to_string(Uniform(rng, 20, 120))},
-        "", node_.logs() / "workload.err", env);
-    std::lock_guard<std::mutex> lock(stats_.mu);
-    ++stats_.workloads_started;
+  for (const LivePod& p : pods_) running += p.workload ? 1 : 0;
+  if (resource != kEfa && running < 5 && Uniform(rng, 0, 9) < 3) {
+    StartWorkload(live, *pod, false, Uniform(rng, 20, 120));
+    // Half of them are deleted at a time of their own, whether or not they finished; the others
+    // when their workload ends.
+    if (live.workload && Uniform(rng, 0, 1) == 0) {
+      live.until = Clock::now() + std::chrono::milliseconds(Uniform(rng, 2000, 15000));
+    } else if (live.workload) {
+      live.until = Clock::time_point::max();
+    }
   }
-  pods_.push_back(live);
+  pods_.push_back(std::move(live));
+}
+
+void Load::AdmitQuiet(std::mt19937_64& rng) {
+  sim::PodSpec spec;
+  spec.name = "q" + std::to_string(next_pod_++);
+  sim::ContainerSpec c;
+  c.requests[kCore] = Uniform(rng, 1, 2);
+  for (int core : quiet_cores_) c.pinned[kCore].insert(std::to_string(core));
+  spec.containers.push_back(c);
+  absl::StatusOr<sim::AdmittedPod> pod = node_.kubelet().AdmitPod(spec);
+  if (!pod.ok()) {
+    std::lock_guard<std::mutex> lock(stats_.mu);
+    ++stats_.quiet_rejected;  // other pods hold the quiet cores: not an error
+    return;
+  }
+  const std::vector<std::string> doubled =
+      DoubleBooked(node_.kubelet().Pods(), node_.cores_per_device());
+  {
+    std::lock_guard<std::mutex> lock(stats_.mu);
+    ++stats_.admitted;
+    if (!doubled.empty()) {
+      ++stats_.double_booked;
+      if (stats_.double_booked_examples.size() < 5) {
+        stats_.double_booked_examples.push_back("after " + spec.name + ": " + doubled.front());
+      }
+    }
+  }
+  // A third are deleted at a time of their own, most while their workload runs: the kubelet's
+  // SIGTERM must end them with exit 0 too. The others go when their workload ends.
+  const bool timed = Uniform(rng, 0, 2) == 0;
+  LivePod live{spec.name,
+               timed ? Clock::now() + std::chrono::milliseconds(Uniform(rng, 1000, 6000))
+                     : Clock::time_point::max(),
+               {},
+               {}};
+  StartWorkload(live, *pod, true, Uniform(rng, 10, 60));
+  if (!live.workload) live.until = Clock::now();  // it could not start: the pod goes now
+  pods_.push_back(std::move(live));
+}
+
+void Load::StartWorkload(LivePod& live, const sim::AdmittedPod& pod, bool quiet, int steps) {
+  WorkloadRecord w;
+  w.pod = pod.name;
+  w.quiet = quiet;
+  const int cpd = node_.cores_per_device();
+  std::set<int> cores, devices;
+  for (int d : PodIds(pod, kNeuron)) {
+    devices.insert(d);
+    for (int k = 0; k < cpd; ++k) cores.insert(d * cpd + k);
+  }
+  for (int core : PodIds(pod, kCore)) {
+    cores.insert(core);
+    devices.insert(core / cpd);
+  }
+  w.cores.assign(cores.begin(), cores.end());
+  w.devices.assign(devices.begin(), devices.end());
+  if (!Allocator::IsContiguous(w.cores)) {
+    // The kubelet completes an allocation with any free IDs when no contiguous set is left, and
+    // the runtime refuses such a NEURON_RT_VISIBLE_CORES at nrt_init (NRT_INVALID,
+    // docs/runtime.md#environment): no workload could run there, so none is started.
+    std::lock_guard<std::mutex> lock(stats_.mu);
+    ++stats_.not_started_noncontiguous;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_.mu);
+    w.n = static_cast<int>(stats_.workloads.size());
+  }
+  const std::filesystem::path dir = node_.logs() / "workloads";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path log = dir / fmt::format("{}-{}.log", w.n, pod.name);
+  w.log = log.string();
+  std::vector<std::string> env = {"NEURON_RT_EXEC_TIMEOUT=2"};
+  for (const auto& [k, v] : pod.containers.front().envs) env.push_back(fmt::format("{}={}", k, v));
+  w.start_s = Now();
+  absl::StatusOr<pid_t> pid =
+      SpawnInOwnGroup({node_.sim_bin().string(), "run", "--root", node_.root().string(),
+                       "--workload", "matmul", "--steps", std::to_string(steps)},
+                      log, env);
+  std::lock_guard<std::mutex> lock(stats_.mu);
+  if (!pid.ok()) {
+    stats_.workload_errors.push_back(fmt::format("{}: {}", pod.name, pid.status().ToString()));
+    return;
+  }
+  // The kubelet owns the group from here: deleting the pod stops it.
+  if (absl::Status s = node_.kubelet().SetPodProcessGroup("default", pod.name, *pid); !s.ok()) {
+    stats_.workload_errors.push_back(
+        fmt::format("{}: SetPodProcessGroup: {}", pod.name, s.ToString()));
+  }
+  const size_t index = stats_.workloads.size();
+  stats_.workloads.push_back(std::move(w));
+  ++stats_.workloads_started;
+  live.workload = index;
+  live.reaper = std::thread([this, index, pid = *pid] { Reap(index, pid); });
+}
+
+void Load::Reap(size_t index, pid_t pid) {
+  int status = 0;
+  pid_t r = -1;
+  do {
+    r = waitpid(pid, &status, 0);
+  } while (r < 0 && errno == EINTR);
+  const int code = r != pid ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::lock_guard<std::mutex> lock(stats_.mu);
+  WorkloadRecord& rec = stats_.workloads[index];
+  rec.end_s = Now();
+  rec.exit_code = code;
+  ++stats_.workload_exits[code];
+}
+
+bool Load::WorkloadEnded(const LivePod& p) {
+  std::lock_guard<std::mutex> lock(stats_.mu);
+  return p.workload && stats_.workloads[*p.workload].exit_code.has_value();
+}
+
+void Load::EndPod(LivePod& p) {
+  bool running = false;
+  if (p.workload) {
+    std::lock_guard<std::mutex> lock(stats_.mu);
+    WorkloadRecord& rec = stats_.workloads[*p.workload];
+    running = !rec.exit_code;
+    rec.stopped_by_kubelet = running;
+  }
+  const absl::Status s = node_.kubelet().DeletePod("default", p.name);
+  if (p.reaper.joinable()) {
+    // Returns once the group is gone, which needs the reaper's waitpid: the reaper cannot block.
+    p.reaper.join();
+  }
+  std::lock_guard<std::mutex> lock(stats_.mu);
+  ++(s.ok() ? stats_.deleted : stats_.delete_errors);
+  if (!running) return;
+  ++stats_.kubelet_stops;
+  if (!s.ok()) stats_.kubelet_stop_errors.push_back(fmt::format("{}: {}", p.name, s.ToString()));
 }
 
 void Load::CheckAdmission(const sim::AdmittedPod& pod, const std::string& resource, int n,
@@ -245,31 +474,15 @@ void Load::ReapAndExpire() {
   const auto now = Clock::now();
   for (size_t i = 0; i < pods_.size();) {
     LivePod& p = pods_[i];
-    bool done = false;
-    if (p.workload > 0) {
-      int status = 0;
-      if (waitpid(p.workload, &status, WNOHANG) == p.workload) {
-        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        std::lock_guard<std::mutex> lock(stats_.mu);
-        ++stats_.workload_exits[code];
-        done = true;
-      }
-    } else {
-      done = now >= p.until;
-    }
-    if (done) {
-      DeletePod(p.name);
+    // A workload pod goes when its workload ends or, if it was given one, at its time (the
+    // kubelet then stops the workload).
+    if ((p.workload && WorkloadEnded(p)) || now >= p.until) {
+      EndPod(p);
       pods_.erase(pods_.begin() + static_cast<ptrdiff_t>(i));
     } else {
       ++i;
     }
   }
-}
-
-void Load::DeletePod(const std::string& name) {
-  const absl::Status s = node_.kubelet().DeletePod("default", name);
-  std::lock_guard<std::mutex> lock(stats_.mu);
-  ++(s.ok() ? stats_.deleted : stats_.delete_errors);
 }
 
 void Load::RunRestarts(const std::atomic<bool>& stop) {
@@ -278,7 +491,11 @@ void Load::RunRestarts(const std::atomic<bool>& stop) {
     Nap(stop, std::chrono::milliseconds(Uniform(rng, 20'000, 30'000)));
     if (stop) break;
     const auto t0 = Clock::now();
-    if (!node_.kubelet().Restart().ok()) continue;
+    if (absl::Status s = node_.kubelet().Restart(); !s.ok()) {
+      std::lock_guard<std::mutex> lock(stats_.mu);
+      stats_.restart_failures.push_back(fmt::format("{:.1f}s: {}", Now(), s.ToString()));
+      continue;
+    }
     const bool back = neuron::testing::WaitUntil([&] { return node_.Registered(); }, 20s);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::lock_guard<std::mutex> lock(stats_.mu);
@@ -292,17 +509,13 @@ void Load::RunRestarts(const std::atomic<bool>& stop) {
 void Load::Drain(size_t keep) {
   size_t kept = 0;
   std::vector<LivePod> stay;
-  for (const LivePod& p : pods_) {
-    if (p.workload > 0) {
-      const std::optional<int> code = neuron::testing::Stop(p.workload, 30s);
-      std::lock_guard<std::mutex> lock(stats_.mu);
-      ++stats_.workload_exits[code.value_or(-1)];
-    } else if (kept < keep) {
+  for (LivePod& p : pods_) {
+    if (!p.workload && kept < keep) {
       ++kept;
-      stay.push_back(p);  // deleted when the load resumes (its time is up)
+      stay.push_back(std::move(p));  // deleted when the load resumes (its time is up)
       continue;
     }
-    DeletePod(p.name);
+    EndPod(p);  // the kubelet stops a running workload
   }
   pods_ = std::move(stay);
 }

@@ -3,6 +3,12 @@
 // through the kubelet emulator (some running a real `neuron-sim run` workload with the pod's
 // environment), and kubelet restarts. Each driver runs on its own thread until `stop` is set and
 // records what it did in Stats; the allocation invariants are checked after every admission.
+//
+// Two devices are quiet: the fault injector never touches them, and a lane of pods pinned to
+// their cores (ContainerSpec::pinned) keeps up to two workloads running there, every one of which
+// must exit 0. A workload runs in a process group of its own that the kubelet emulator owns
+// (SetPodProcessGroup): deleting its pod stops it (SIGTERM, grace, SIGKILL); the soak only reaps
+// it, on a thread per workload, and never signals it.
 
 #include <sys/types.h>
 
@@ -10,12 +16,15 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/soak/soak_node.h"
+#include "tests/soak/soak_record.h"
 
 namespace neuron::soak {
 
@@ -25,6 +34,7 @@ struct Stats {
   std::map<std::string, int> faults_ok;       // kind -> accepted by the daemon
   std::map<std::string, int> faults_refused;  // kind -> refused (e.g. a reset in progress)
   int ctl_transport_errors = 0;               // the daemon did not answer
+  std::vector<FaultEvent> events;             // every request answered, in the order sent
   std::set<int> unplugged;                    // devices we unplugged and did not plug yet
   std::set<std::string> efa_down;
   // pods
@@ -32,6 +42,12 @@ struct Stats {
   std::map<std::string, int> rejected_by_reason;
   int workloads_started = 0;
   std::map<int, int> workload_exits;  // exit code -> count
+  std::vector<WorkloadRecord> workloads;
+  std::vector<std::string> workload_errors;  // spawn or SetPodProcessGroup failures
+  int quiet_rejected = 0;                    // quiet pods the kubelet could not place
+  int not_started_noncontiguous = 0;         // workloads not started: their cores are not one range
+  int kubelet_stops = 0;  // pods deleted while their workload ran: the kubelet stopped it
+  std::vector<std::string> kubelet_stop_errors;  // DeletePod failed, or the workload outlived it
   // invariants checked at every admission
   int double_booked = 0;
   std::vector<std::string> double_booked_examples;
@@ -41,13 +57,26 @@ struct Stats {
   std::vector<std::string> contiguous_examples;
   // kubelet restarts
   int kubelet_restarts = 0;
-  int reregister_late = 0;  // not registered again within the ceiling
+  std::vector<std::string> restart_failures;  // Restart() calls that failed
+  int reregister_late = 0;                    // not registered again within the ceiling
   double reregister_max_s = 0, reregister_sum_s = 0;
 };
 
 class Load {
  public:
-  Load(SoakNode& node, Stats& stats, uint64_t seed) : node_(node), stats_(stats), seed_(seed) {}
+  // `start` is the soak's time zero for every recorded time.
+  Load(SoakNode& node, Stats& stats, uint64_t seed, std::chrono::steady_clock::time_point start);
+  // Joins the reapers; call Drain first (while the kubelet is up) so that none is left waiting.
+  ~Load();
+
+  // The quiet devices and their global cores.
+  const std::vector<int>& quiet_devices() const { return quiet_devices_; }
+  const std::vector<int>& quiet_cores() const { return quiet_cores_; }
+  double Now() const;  // seconds since `start`
+
+  // One ctl request, recorded in Stats::events under `kind` with its target, and counted in
+  // faults_ok/faults_refused when `count` (not the quiet points' clean-up); true when accepted.
+  bool Ctl(const std::vector<std::string>& words, const std::string& kind, bool count = true);
 
   // One random fault every `period` until `stop`.
   void RunFaults(const std::atomic<bool>& stop, std::chrono::milliseconds period);
@@ -65,19 +94,31 @@ class Load {
   struct LivePod {
     std::string name;
     std::chrono::steady_clock::time_point until;  // delete after (no workload)
-    pid_t workload = -1;
+    std::optional<size_t> workload;               // index in Stats::workloads
+    std::thread reaper;                           // waits for the workload's exit
   };
 
-  bool Ctl(const std::vector<std::string>& words, const std::string& kind);
   void AdmitOne(std::mt19937_64& rng);
+  void AdmitQuiet(std::mt19937_64& rng);
+  // Starts `neuron-sim run` in the pod's environment, in a process group the kubelet owns.
+  void StartWorkload(LivePod& live, const sim::AdmittedPod& pod, bool quiet, int steps);
+  // The reaper thread's body: waits for the workload and records its end and exit status.
+  void Reap(size_t index, pid_t pid);
+  bool WorkloadEnded(const LivePod& p);
+  // The devices the fault injector may target: present and not quiet.
+  std::vector<int> Targets(const std::set<int>& unplugged) const;
+  // Deletes the pod through the kubelet, which stops a workload still running, then joins its
+  // reaper.
+  void EndPod(LivePod& p);
   void CheckAdmission(const sim::AdmittedPod& pod, const std::string& resource, int n,
                       const std::vector<int>& free_before, uint64_t updates_before);
   void ReapAndExpire();
-  void DeletePod(const std::string& name);
 
   SoakNode& node_;
   Stats& stats_;
-  uint64_t seed_;              // each driver seeds its own generator from it (one thread each)
+  uint64_t seed_;  // each driver seeds its own generator from it (one thread each)
+  std::chrono::steady_clock::time_point start_;
+  std::vector<int> quiet_devices_, quiet_cores_;
   std::vector<LivePod> pods_;  // the pod thread's
   int next_pod_ = 0;
 };

@@ -1,7 +1,12 @@
 // `soak`: a simulated trn1.32xlarge under random faults every 100 ms for SOAK_SECONDS (default 600)
 // while pods come and go through the kubelet emulator, the kubelet restarts every 20-30 s and
 // Prometheus scrapes the exporter and the plugin; then the invariants of docs/RELIABILITY.md#soak,
-// each printed PASS/FAIL with its numbers. Exit 0 only when every invariant holds.
+// each printed PASS/FAIL with its numbers and FAIL below its minimum evidence (Minimums). Exit 0
+// only when every invariant holds.
+//
+// Under --logs: faults.log (every fault request: time, kind, target, outcome), workloads.log (every
+// workload: pod, cores, devices, life, exit status, verdict, and a violation's log tail) and
+// workloads/<n>-<pod>.log (each workload's own output), beside the children's logs.
 //
 //   soak [--seconds N] [--seed N] [--logs DIR] [--report FILE] [--scrape-interval S]
 //        [--rss-limit-kib N]
@@ -19,6 +24,7 @@
 #include "tests/soak/soak_checks.h"
 #include "tests/soak/soak_load.h"
 #include "tests/soak/soak_node.h"
+#include "tests/soak/soak_record.h"
 #include "tests/support/http_client.h"
 #include "tests/support/subprocess.h"
 
@@ -103,18 +109,23 @@ struct Quiet {
 Quiet Quiesce(SoakNode& node, Load& load) {
   Quiet q;
   load.Drain(4);
+  // Through the load's Ctl: the workload verdicts need every reset and plug on the timeline.
   for (int d = 0; d < node.devices(); ++d) {
     if (!std::filesystem::exists(node.paths().NeuronDevice(d))) {
-      CtlOk(node, {"plug", "--device", std::to_string(d)});
+      load.Ctl({"plug", "--device", std::to_string(d)}, "plug", false);
     }
   }
   for (const std::string& e : node.efa_names()) {
     if (!std::filesystem::exists(node.paths().InfinibandClassDir() / e)) {
-      CtlOk(node, {"efa-up", "--efa", e});
+      load.Ctl({"efa-up", "--efa", e}, "efa-up", false);
     }
   }
   for (int d = 0; d < node.devices(); ++d) {
-    WaitUntil([&] { return CtlOk(node, {"reset", "--device", std::to_string(d)}); }, 10s);
+    WaitUntil(
+        [&] {
+          return load.Ctl({"reset", "--device", std::to_string(d)}, "reset", false);
+        },
+        10s);
   }
   q.ready = WaitUntil(
       [&] {
@@ -135,6 +146,152 @@ Quiet Quiesce(SoakNode& node, Load& load) {
   return q;
 }
 
+// The simulator's reset duration (`neuron-sim up --reset-ms`, default 300; the soak's node keeps
+// the default): how long a reset keeps a device out of READY.
+constexpr double kResetSeconds = 0.3;
+
+// The least evidence each invariant needs before it may pass, scaled with --seconds so that a
+// short soak still checks something (the 10-minute figures in brackets): admissions 1 per second
+// (600), admissions where a contiguous set was possible 1 per 2 s (300), kubelet restarts one
+// per 30 s less one for the warm-up pause (19), scrapes of each endpoint 1 per 4 s (150; and 80% of
+// those the interval asks for), quiet workloads and other workloads 1 per 12 s each (50),
+// workloads the kubelet stopped by deleting their pod 1 per 20 s (30). Never below 1.
+struct Minimums {
+  int admissions, contiguous, restarts, scrapes, quiet, workloads, kubelet_stops;
+  static Minimums For(int seconds) {
+    auto at_least_one = [](int v) { return std::max(1, v); };
+    return {at_least_one(seconds),     at_least_one(seconds / 2),  at_least_one(seconds / 30 - 1),
+            at_least_one(seconds / 4), at_least_one(seconds / 12), at_least_one(seconds / 12),
+            at_least_one(seconds / 20)};
+  }
+};
+
+// Faults as damage and repairs, each by kind (docs/RELIABILITY.md#soak).
+void ReportFaults(Report& report, const Stats& stats, double soak_s) {
+  int damage = 0, repair = 0, refused = 0;
+  std::string damage_kinds, repair_kinds, refused_kinds;
+  for (const auto& [k, v] : stats.faults_ok) {
+    (IsDamage(k) ? damage : repair) += v;
+    (IsDamage(k) ? damage_kinds : repair_kinds) += fmt::format(" {}={}", k, v);
+  }
+  for (const auto& [k, v] : stats.faults_refused) {
+    refused += v;
+    refused_kinds += fmt::format(" {}={}", k, v);
+  }
+  report.Line(
+      fmt::format("damage injected {} ({:.1f}/s):{}", damage, damage / soak_s, damage_kinds));
+  report.Line(fmt::format("repairs {} ({:.1f}/s):{}", repair, repair / soak_s, repair_kinds));
+  report.Line(fmt::format("refused by the daemon {}:{}", refused, refused_kinds));
+}
+
+// Every workload judged (soak_record.h): how many and the violations, with their log tails.
+struct Workloads {
+  int quiet = 0, quiet_ok = 0;
+  int others = 0, others_ok = 0;
+  std::map<std::string, int> expected;  // explaining fault kind -> failures
+  std::vector<std::string> violations;  // description, why, and log tail
+};
+
+Workloads JudgeWorkloads(const Stats& stats, const SoakNode& node, const Load& load) {
+  Workloads out;
+  const double now_s = load.Now();
+  std::ofstream faults_log(node.logs() / "faults.log");
+  for (const FaultEvent& e : stats.events) faults_log << Describe(e) << "\n";
+  std::ofstream summary(node.logs() / "workloads.log");
+  for (const WorkloadRecord& w : stats.workloads) {
+    const std::string log = neuron::testing::ReadFile(w.log);
+    const Verdict v = Classify(w, stats.events, node.cores_per_device(), kResetSeconds, now_s, log);
+    (w.quiet ? out.quiet : out.others) += 1;
+    if (v.kind == Verdict::Kind::kOk) (w.quiet ? out.quiet_ok : out.others_ok) += 1;
+    if (v.kind == Verdict::Kind::kExpected) ++out.expected[v.cause];
+    summary << Describe(w) << ": "
+            << (v.kind == Verdict::Kind::kOk         ? "ok"
+                : v.kind == Verdict::Kind::kExpected ? "expected failure: " + v.why
+                                                     : "VIOLATION: " + v.why)
+            << "\n";
+    if (v.kind != Verdict::Kind::kViolation) continue;
+    std::string tail;
+    const std::string last = LastLines(log, 20);
+    for (size_t pos = 0; pos < last.size();) {
+      const size_t nl = std::min(last.find('\n', pos), last.size());
+      tail += "\n         | " + last.substr(pos, nl - pos);
+      pos = nl + 1;
+    }
+    out.violations.push_back(fmt::format("{}\n         {}{}", Describe(w), v.why, tail));
+    summary << tail << "\n";
+  }
+  return out;
+}
+
+void ReportWorkloads(Report& report, const Stats& stats, const Workloads& w) {
+  std::string exits, causes;
+  for (const auto& [k, v] : stats.workload_exits) exits += fmt::format(" exit{}={}", k, v);
+  for (const auto& [k, v] : w.expected) causes += fmt::format(" [{}]={}", k, v);
+  report.Line(fmt::format(
+      "workloads (neuron-sim run matmul) started {} ({} quiet, {} elsewhere):{}; failures "
+      "explained by a fault on their devices:{}; quiet pods the kubelet could not place {}; not "
+      "started because the pod's cores were not one contiguous range (nrt_init refuses those) {}",
+      stats.workloads_started, w.quiet, w.others, exits, causes.empty() ? " none" : causes,
+      stats.quiet_rejected, stats.not_started_noncontiguous));
+}
+
+void CheckAllocation(Report& report, const Stats& stats, const Minimums& min) {
+  std::string examples;
+  for (const std::string& e : stats.double_booked_examples) examples += "\n       " + e;
+  report.Check("no core held by two pods",
+               stats.double_booked == 0 && stats.admitted >= min.admissions,
+               fmt::format("{} admissions checked (needs >= {}), {} with a doubly held core{}",
+                           stats.admitted, min.admissions, stats.double_booked, examples));
+  examples.clear();
+  for (const std::string& e : stats.contiguous_examples) examples += "\n       " + e;
+  const int possible = stats.contiguous_possible;
+  report.Check(
+      "contiguous+connected when possible",
+      stats.contiguous_missed == 0 && possible >= min.contiguous,
+      fmt::format("{} admissions had one free (needs >= {}): {} missed ({:.2f}%), {} more missed "
+                  "while the kubelet's view changed mid-admission ({:.2f}%){}",
+                  possible, min.contiguous, stats.contiguous_missed,
+                  possible ? 100.0 * stats.contiguous_missed / possible : 0.0,
+                  stats.contiguous_missed_racy,
+                  possible ? 100.0 * stats.contiguous_missed_racy / possible : 0.0, examples));
+}
+
+void CheckRestarts(Report& report, const Stats& stats, const Minimums& min) {
+  std::string failures;
+  for (const std::string& f : stats.restart_failures) failures += "\n       " + f;
+  report.Check("kubelet restarts re-registered",
+               stats.restart_failures.empty() && stats.reregister_late == 0 &&
+                   stats.kubelet_restarts >= min.restarts,
+               fmt::format("{} restarts (needs >= {}), {} failed, {} not back within 20 s{}",
+                           stats.kubelet_restarts, min.restarts, stats.restart_failures.size(),
+                           stats.reregister_late, failures));
+}
+
+void CheckWorkloads(Report& report, const Stats& stats, const Workloads& w, const Minimums& min) {
+  report.Check("quiet workloads all exit 0", w.quiet_ok == w.quiet && w.quiet >= min.quiet,
+               fmt::format("{} of {} exited 0 (needs >= {} quiet workloads)", w.quiet_ok, w.quiet,
+                           min.quiet));
+  std::string shown;
+  for (size_t i = 0; i < w.violations.size() && i < 5; ++i) shown += "\n       " + w.violations[i];
+  int expected = 0;
+  for (const auto& [k, v] : w.expected) expected += v;
+  report.Check(
+      "workload failures explained", w.violations.empty() && w.others >= min.workloads,
+      fmt::format("{} workloads off the quiet devices (needs >= {}): {} exit 0, {} failures "
+                  "explained, {} not (all in workloads.log){}",
+                  w.others, min.workloads, w.others_ok, expected, w.violations.size(), shown));
+  std::string errors;
+  for (const std::string& e : stats.workload_errors) errors += "\n       " + e;
+  for (const std::string& e : stats.kubelet_stop_errors) errors += "\n       " + e;
+  report.Check("kubelet stops workload groups",
+               stats.workload_errors.empty() && stats.kubelet_stop_errors.empty() &&
+                   stats.kubelet_stops >= min.kubelet_stops,
+               fmt::format("{} pods deleted while their workload ran (needs >= {}), {} spawn or "
+                           "SetPodProcessGroup errors, {} DeletePod errors{}",
+                           stats.kubelet_stops, min.kubelet_stops, stats.workload_errors.size(),
+                           stats.kubelet_stop_errors.size(), errors));
+}
+
 int Run(const Args& args) {
   auto log = spdlog::default_logger()->clone("soak");
   // The emulator logs every registration and stream at info; the soak's own progress is enough.
@@ -151,7 +308,7 @@ int Run(const Args& args) {
             node.exporter_port(), node.prometheus_port(), args.seconds);
   const auto start = Clock::now();
   Stats stats;
-  Load load(node, stats, args.seed);
+  Load load(node, stats, args.seed, start);
   std::atomic<bool> stop{false};
   std::vector<std::thread> drivers;
   auto start_load = [&] {
@@ -189,12 +346,14 @@ int Run(const Args& args) {
     if (Clock::now() >= next_progress) {
       next_progress += 30s;
       std::lock_guard<std::mutex> lock(stats.mu);
-      int faults_total = 0;
-      for (const auto& [k, v] : stats.faults_ok) faults_total += v;
-      log->info("t={}s faults={} admitted={} rejected={} restarts={} double_booked={}",
-                std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count(),
-                faults_total, stats.admitted, stats.rejected, stats.kubelet_restarts,
-                stats.double_booked);
+      int damage = 0, repair = 0;
+      for (const auto& [k, v] : stats.faults_ok) (IsDamage(k) ? damage : repair) += v;
+      log->info(
+          "t={}s damage={} repairs={} admitted={} rejected={} workloads={} restarts={} "
+          "double_booked={}",
+          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count(), damage,
+          repair, stats.admitted, stats.rejected, stats.workloads_started, stats.kubelet_restarts,
+          stats.double_booked);
     }
   }
   stop_load();
@@ -259,23 +418,13 @@ int Run(const Args& args) {
       fmt::format("instance trn1.32xlarge, seed {}, soak {:.0f} s under load (asked {} s), "
                   "warm-up pause {:.0f} s, wall {:.0f} s",
                   args.seed, soak_s, args.seconds, paused_s, wall));
-  int faults_total = 0, refused_total = 0;
-  std::string by_kind;
-  for (const auto& [k, v] : stats.faults_ok) {
-    faults_total += v;
-    by_kind += fmt::format(" {}={}", k, v);
-  }
-  for (const auto& [k, v] : stats.faults_refused) refused_total += v;
-  report.Line(fmt::format("faults injected {} ({:.1f}/s), refused by the daemon {}:{}",
-                          faults_total, faults_total / soak_s, refused_total, by_kind));
+  ReportFaults(report, stats, soak_s);
   std::string reasons;
   for (const auto& [k, v] : stats.rejected_by_reason) reasons += fmt::format(" [{}]={}", k, v);
   report.Line(fmt::format("pods admitted {} rejected {} deleted {}; rejections:{}", stats.admitted,
                           stats.rejected, stats.deleted, reasons));
-  std::string exits;
-  for (const auto& [k, v] : stats.workload_exits) exits += fmt::format(" exit{}={}", k, v);
-  report.Line(fmt::format("workloads (neuron-sim run matmul) started {}:{}",
-                          stats.workloads_started, exits));
+  const Workloads workloads = JudgeWorkloads(stats, node, load);
+  ReportWorkloads(report, stats, workloads);
   report.Line(fmt::format(
       "kubelet restarts {}, re-registered in mean {:.2f} s, max {:.2f} s", stats.kubelet_restarts,
       stats.kubelet_restarts ? stats.reregister_sum_s / stats.kubelet_restarts : 0.0,
@@ -340,30 +489,19 @@ int Run(const Args& args) {
                            "converged in {:.1f} s{}",
                            final_cmp.ids, final_cmp.masked, final_cmp.unhealthy,
                            final_cmp.mismatches.size(), final_s, Mismatches(final_cmp)));
-  std::string examples;
-  for (const std::string& e : stats.double_booked_examples) examples += "\n       " + e;
-  report.Check("no core held by two pods", stats.double_booked == 0 && stats.admitted > 0,
-               fmt::format("{} admissions checked, {} with a doubly held core{}", stats.admitted,
-                           stats.double_booked, examples));
-  examples.clear();
-  for (const std::string& e : stats.contiguous_examples) examples += "\n       " + e;
-  const int possible = stats.contiguous_possible;
-  report.Check(
-      "contiguous+connected when possible", stats.contiguous_missed == 0 && possible > 0,
-      fmt::format("{} admissions had one free: {} missed ({:.2f}%), {} more missed "
-                  "while the kubelet's view changed mid-admission ({:.2f}%){}",
-                  possible, stats.contiguous_missed,
-                  possible ? 100.0 * stats.contiguous_missed / possible : 0.0,
-                  stats.contiguous_missed_racy,
-                  possible ? 100.0 * stats.contiguous_missed_racy / possible : 0.0, examples));
+  const Minimums min = Minimums::For(args.seconds);
+  CheckAllocation(report, stats, min);
   const int expected = static_cast<int>(wall / args.scrape_interval_s);
-  report.Check("prometheus scrapes succeeded",
-               exp_failed == 0 && plug_failed == 0 && exp_scrapes >= expected * 8 / 10,
-               fmt::format("exporter {} / plugin {} scrapes (expected ~{}), failed {} / {}",
-                           exp_scrapes, plug_scrapes, expected, exp_failed, plug_failed));
-  report.Check("kubelet restarts re-registered", stats.reregister_late == 0,
-               fmt::format("{} restarts, {} not back within 20 s", stats.kubelet_restarts,
-                           stats.reregister_late));
+  const int min_scrapes = std::max(min.scrapes, expected * 8 / 10);
+  report.Check(
+      "prometheus scrapes succeeded",
+      exp_failed == 0 && plug_failed == 0 && exp_scrapes >= min_scrapes &&
+          plug_scrapes >= min_scrapes,
+      fmt::format("exporter {} / plugin {} scrapes (each needs >= {}: 80% of ~{} expected), "
+                  "failed {} / {}",
+                  exp_scrapes, plug_scrapes, min_scrapes, expected, exp_failed, plug_failed));
+  CheckRestarts(report, stats, min);
+  CheckWorkloads(report, stats, workloads, min);
   report.Line(report.all_pass() ? "RESULT: PASS" : "RESULT: FAIL");
 
   std::cout << report.text() << std::flush;

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -67,7 +68,32 @@ SoakNode::SoakNode(Options options) : options_(std::move(options)) {
 
 SoakNode::~SoakNode() { Stop(); }
 
+absl::Status SoakNode::CopyBinaries() {
+  // Copies, so that a rebuild in the shared build tree during a long soak (another build
+  // relinking neuron-sim) neither fails a workload's start nor changes the code under test.
+  const fs::path bin = dir_.path() / "bin";
+  std::error_code ec;
+  fs::create_directories(bin, ec);
+  const fs::path sim(NEURON_SIM_BIN);
+  const fs::path lib = sim.parent_path() / "libneuron-sim-driver.so";
+  for (const auto& [from, to] :
+       std::vector<std::pair<fs::path, fs::path*>>{{sim, &sim_bin_},
+                                                   {fs::path(NEURON_PLUGIN_BIN), &plugin_bin_},
+                                                   {fs::path(NEURON_EXPORTER_BIN), &exporter_bin_},
+                                                   {lib, nullptr}}) {
+    const fs::path copy = bin / from.filename();
+    if (!fs::copy_file(from, copy, fs::copy_options::overwrite_existing, ec)) {
+      return absl::InternalError("copying " + from.string() + ": " + ec.message());
+    }
+    if (to != nullptr) *to = copy;
+  }
+  // The interposer neuron-sim exec preloads (driver-sim/driver/exec.cc); children inherit it.
+  setenv("NEURON_SIM_DRIVER_LIB", (bin / lib.filename()).c_str(), 1);
+  return absl::OkStatus();
+}
+
 absl::Status SoakNode::Start() {
+  if (absl::Status s = CopyBinaries(); !s.ok()) return s;
   absl::StatusOr<const InstanceSpec*> spec = FindInstance(options_.instance);
   if (!spec.ok()) return spec.status();
   absl::StatusOr<int> lnc = ResolveLnc(**spec, 0);
@@ -77,7 +103,7 @@ absl::Status SoakNode::Start() {
   for (const EfaPlacement& e : (*spec)->efas) efa_names_.push_back(e.name);
 
   sim_node_ = std::make_unique<neuron::testing::SimNode>(
-      neuron::testing::SimNodeOptions{.sim_bin = NEURON_SIM_BIN,
+      neuron::testing::SimNodeOptions{.sim_bin = sim_bin_.string(),
                                       .root = root_,
                                       .logs = logs_,
                                       .log_name = "sim",
@@ -113,7 +139,7 @@ absl::Status SoakNode::StartPlugin() {
   const fs::path config = dir_.path() / "plugin.yaml";
   WriteFile(config, "podresources_period: 200ms\nallocation_grace: 2s\n");
   plugin_.pid = StartProcess(
-      sim_node_->UnderDriver({NEURON_PLUGIN_BIN, "--root", root_.string(), "--kubelet-dir",
+      sim_node_->UnderDriver({plugin_bin_.string(), "--root", root_.string(), "--kubelet-dir",
                               kubelet_dir_.string(), "--listen", "127.0.0.1:0"}),
       logs_ / "plugin.out", logs_ / "plugin.err",
       {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1", "NEURON_DP_CONFIG=" + config.string()});
@@ -131,7 +157,7 @@ absl::Status SoakNode::StartPlugin() {
 absl::Status SoakNode::StartExporter() {
   // Both under the simulated driver (neuron-sim exec), as the agent reaches a real node's devices.
   exporter_.pid = StartProcess(
-      sim_node_->UnderDriver({NEURON_EXPORTER_BIN, "--root", root_.string(), "--kubelet-dir",
+      sim_node_->UnderDriver({exporter_bin_.string(), "--root", root_.string(), "--kubelet-dir",
                               kubelet_dir_.string(), "--web.listen-address", "127.0.0.1:0"}),
       logs_ / "exporter.out", logs_ / "exporter.err",
       {"ASAN_OPTIONS=quarantine_size_mb=4:detect_leaks=1"});

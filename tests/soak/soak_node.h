@@ -72,6 +72,8 @@ class SoakNode {
   const RootPaths& paths() const { return paths_; }
   const fs::path& root() const { return root_; }
   const fs::path& logs() const { return logs_; }
+  // The copy of neuron-sim this soak runs (taken at Start).
+  const fs::path& sim_bin() const { return sim_bin_; }
   pid_t plugin_pid() const { return plugin_.pid; }
   pid_t exporter_pid() const { return exporter_.pid; }
   pid_t sim_pid() const { return sim_.pid; }
@@ -94,6 +96,7 @@ class SoakNode {
   std::string Tail(const std::string& file, size_t bytes = 3000) const;
 
  private:
+  absl::Status CopyBinaries();
   absl::Status StartPlugin();
   absl::Status StartExporter();
   absl::Status StartPrometheus();
@@ -102,6 +105,7 @@ class SoakNode {
   Options options_;
   neuron::testing::TempDir dir_{"soak"};
   fs::path root_, kubelet_dir_, logs_;
+  fs::path sim_bin_, plugin_bin_, exporter_bin_;
   RootPaths paths_{""};
   std::unique_ptr<neuron::testing::SimNode> sim_node_;  // sim_ is its daemon
   std::unique_ptr<sim::KubeletEmulator> kubelet_;
