@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tests/support/http_client.h"
+#include "tests/support/json_logs.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/temp_dir.h"
@@ -175,18 +176,9 @@ TEST(VersionTest, PluginBuildInfoPromtoolAndJsonLogs) {
     EXPECT_EQ(check.code, 0) << check.out << check.err;
   }
 
-  int lines = 0;
-  std::istringstream in(ReadFile(err));
-  std::string line;
-  while (std::getline(in, line)) {
-    ++lines;
-    const nlohmann::json doc = nlohmann::json::parse(line, nullptr, false);
-    ASSERT_FALSE(doc.is_discarded()) << "not JSON: " << line;
-    for (const char* key : {"ts", "level", "logger", "msg"}) {
-      EXPECT_TRUE(doc.contains(key) && doc[key].is_string()) << key << ": " << line;
-    }
-  }
-  EXPECT_GE(lines, 2) << ReadFile(err);
+  const testing::JsonLogLines logs = testing::ParseJsonLogLines(ReadFile(err));
+  EXPECT_TRUE(logs.ok()) << "not a JSON log record: " << logs.bad_line;
+  EXPECT_GE(logs.records.size(), 2u) << ReadFile(err);
 }
 
 }  // namespace

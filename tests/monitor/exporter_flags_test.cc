@@ -13,6 +13,7 @@
 
 #include "monitor/collector.h"
 #include "tests/support/http_client.h"
+#include "tests/support/json_logs.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/temp_dir.h"
@@ -223,28 +224,23 @@ TEST_F(ExporterFlagsTest, JsonLogsParseLineByLine) {
   const Started s = Start({"--log.format", "json", "--log.level=debug"});
   EXPECT_EQ(HttpGet(s.port, "/metrics").status, 200);
   EXPECT_EQ(testing::Stop(s.pid, 20s), 0);
-  int lines = 0;
+  size_t lines = 0;
   bool odd_seen = false;
   for (const std::string& text :
        {ReadFile(odd_out), ReadFile(odd_err), ReadFile(s.out), ReadFile(s.err)}) {
-    std::istringstream in(text);
-    std::string line;
-    while (std::getline(in, line)) {
-      ++lines;
-      const nlohmann::json doc = nlohmann::json::parse(line, nullptr, false);
-      ASSERT_FALSE(doc.is_discarded()) << "not JSON: " << line;
-      for (const char* key : {"ts", "level", "logger", "msg"}) {
-        ASSERT_TRUE(doc.contains(key) && doc[key].is_string()) << key << ": " << line;
-      }
+    const testing::JsonLogLines logs = testing::ParseJsonLogLines(text);
+    ASSERT_TRUE(logs.ok()) << "not a JSON log record: " << logs.bad_line;
+    lines += logs.records.size();
+    for (const nlohmann::json& doc : logs.records) {
       const std::string msg = doc["msg"];
       if (msg.find(odd.string()) != std::string::npos) {
         odd_seen = true;
-        EXPECT_EQ(doc["logger"], "exporter") << line;
+        EXPECT_EQ(doc["logger"], "exporter") << doc.dump();
       }
     }
   }
   EXPECT_TRUE(odd_seen) << ReadFile(odd_out) << ReadFile(odd_err);
-  EXPECT_GE(lines, 4);
+  EXPECT_GE(lines, 4u);
 }
 
 }  // namespace

@@ -13,12 +13,17 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <random>
+#include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "driver-sim/driver/ctl.h"
 #include "tests/soak/soak_checks.h"
@@ -101,11 +106,33 @@ std::string Mismatches(const HealthComparison& c) {
 // health evidence, whether it converged, and the comparison.
 struct Quiet {
   bool ready = false;
+  bool exporter_whole = false;  // the exporter listed every device and EFA before the measure
   Baseline baseline;
   HealthComparison health;
   double converge_s = 0;
   ProcessUsage plugin, exporter;
 };
+// The exporter's full counter sweep (its --full-sweep-ms default, monitor/main.cc), the one pass
+// that reads every directory it keeps a handle on.
+constexpr auto kExporterFullSweep = 10s;
+
+// Whether the exporter's /metrics lists every device and every EFA: it re-reads its inventory
+// every 30 s, so just after the quiet point's plugs it may still miss some, and it would then hold
+// fewer directory handles than at a quiet point where it has them all.
+bool ExporterSeesWholeNode(const SoakNode& node) {
+  const neuron::testing::HttpResult m = neuron::testing::HttpGet(node.exporter_port(), "/metrics");
+  if (m.status != 200) return false;
+  int devices = 0, efas = 0;
+  for (size_t pos = 0; pos < m.body.size();) {
+    const size_t nl = std::min(m.body.find('\n', pos), m.body.size());
+    const std::string_view line(m.body.data() + pos, nl - pos);
+    if (line.starts_with("neuron_device_info{")) ++devices;
+    if (line.starts_with("neuron_efa_info{")) ++efas;
+    pos = nl + 1;
+  }
+  return devices == node.devices() && efas == static_cast<int>(node.efa_names().size());
+}
+
 Quiet Quiesce(SoakNode& node, Load& load) {
   Quiet q;
   load.Drain(4);
@@ -141,6 +168,8 @@ Quiet Quiesce(SoakNode& node, Load& load) {
   q.baseline = TakeBaseline(node.paths(), node.devices());
   std::tie(q.health, q.converge_s) = Converge(node, q.baseline, 30s);
   std::this_thread::sleep_for(3s);  // the plugin's allocation grace (2 s) passes
+  q.exporter_whole = WaitUntil([&] { return ExporterSeesWholeNode(node); }, 45s);
+  std::this_thread::sleep_for(kExporterFullSweep + 1s);  // then a full sweep reads it all
   q.plugin = QuietUsage(node.plugin_pid(), 5, 200ms);
   q.exporter = QuietUsage(node.exporter_pid(), 5, 200ms);
   return q;
@@ -292,23 +321,29 @@ void CheckWorkloads(Report& report, const Stats& stats, const Workloads& w, cons
                            stats.kubelet_stop_errors.size(), errors));
 }
 
-int Run(const Args& args) {
-  auto log = spdlog::default_logger()->clone("soak");
-  // The emulator logs every registration and stream at info; the soak's own progress is enough.
-  spdlog::set_level(spdlog::level::warn);
-  log->set_level(spdlog::level::info);
-  Report report;
-  SoakNode node(
-      {.logs = args.logs, .seed = args.seed, .scrape_interval_s = args.scrape_interval_s});
-  if (absl::Status s = node.Start(); !s.ok()) {
-    log->error("start: {}", s.ToString());
-    return 1;
-  }
-  log->info("node up: plugin :{}, exporter :{}, prometheus :{}; soaking {} s", node.plugin_port(),
-            node.exporter_port(), node.prometheus_port(), args.seconds);
-  const auto start = Clock::now();
-  Stats stats;
-  Load load(node, stats, args.seed, start);
+void LogProgress(Stats& stats, Clock::time_point start, spdlog::logger& log) {
+  std::lock_guard<std::mutex> lock(stats.mu);
+  int damage = 0, repair = 0;
+  for (const auto& [k, v] : stats.faults_ok) (IsDamage(k) ? damage : repair) += v;
+  log.info(
+      "t={}s damage={} repairs={} admitted={} rejected={} workloads={} restarts={} "
+      "double_booked={}",
+      std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count(), damage,
+      repair, stats.admitted, stats.rejected, stats.workloads_started, stats.kubelet_restarts,
+      stats.double_booked);
+}
+
+// The load, watched: faults, pods and kubelet restarts from three threads until the run's end,
+// with the warm-up quiet point at 10% of it (its pause does not count as soak time).
+struct LoadRun {
+  std::vector<std::string> crashed;
+  std::optional<Quiet> warm;
+  double paused_s = 0;
+  double soak_s = 0;
+};
+LoadRun DriveLoad(SoakNode& node, Load& load, Stats& stats, const Args& args,
+                  Clock::time_point start, spdlog::logger& log) {
+  LoadRun run;
   std::atomic<bool> stop{false};
   std::vector<std::thread> drivers;
   auto start_load = [&] {
@@ -323,79 +358,74 @@ int Run(const Args& args) {
     drivers.clear();
   };
   start_load();
-
-  // Watch the children; at 10% of the run pause the load for the warm-up quiet point.
-  std::vector<std::string> crashed;
-  std::optional<Quiet> warm;
-  double paused_s = 0;
   const auto warm_at = start + std::chrono::seconds(std::max(5, args.seconds / 10));
   auto end_at = start + std::chrono::seconds(args.seconds);
   auto next_progress = start + 30s;
-  while (Clock::now() < end_at && crashed.empty()) {
+  while (Clock::now() < end_at && run.crashed.empty()) {
     std::this_thread::sleep_for(500ms);
-    for (const std::string& name : node.Poll()) crashed.push_back(name);
-    if (!warm && Clock::now() >= warm_at) {
+    for (const std::string& name : node.Poll()) run.crashed.push_back(name);
+    if (!run.warm && Clock::now() >= warm_at) {
       const auto t0 = Clock::now();
       stop_load();
-      warm = Quiesce(node, load);
+      run.warm = Quiesce(node, load);
       start_load();
       const auto pause = Clock::now() - t0;  // not soak time: the end moves by as much
       end_at += std::chrono::duration_cast<Clock::duration>(pause);
-      paused_s = std::chrono::duration<double>(pause).count();
+      run.paused_s = std::chrono::duration<double>(pause).count();
     }
     if (Clock::now() >= next_progress) {
       next_progress += 30s;
-      std::lock_guard<std::mutex> lock(stats.mu);
-      int damage = 0, repair = 0;
-      for (const auto& [k, v] : stats.faults_ok) (IsDamage(k) ? damage : repair) += v;
-      log->info(
-          "t={}s damage={} repairs={} admitted={} rejected={} workloads={} restarts={} "
-          "double_booked={}",
-          std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start).count(), damage,
-          repair, stats.admitted, stats.rejected, stats.workloads_started, stats.kubelet_restarts,
-          stats.double_booked);
+      LogProgress(stats, start, log);
     }
   }
   stop_load();
-  const double soak_s = std::chrono::duration<double>(Clock::now() - start).count() - paused_s;
-  for (const std::string& name : node.Poll()) crashed.push_back(name);
+  run.soak_s = std::chrono::duration<double>(Clock::now() - start).count() - run.paused_s;
+  for (const std::string& name : node.Poll()) run.crashed.push_back(name);
+  return run;
+}
 
-  // Recovery: the end's quiet point; the kubelet must see every device and EFA healthy.
-  const Quiet end = Quiesce(node, load);
-  const Baseline& baseline = end.baseline;
-  const HealthComparison& recovered = end.health;
-
-  // The final scene: two devices unplugged, one failed reset, one HBM and one SRAM UE, two EFAs
-  // down, on distinct devices; the kubelet must see exactly that, the mask aside.
+// The final scene: two devices unplugged, one failed reset, one HBM and one SRAM UE, two EFAs
+// down, on distinct devices; the kubelet must see exactly that, the mask aside.
+struct Scene {
+  bool played = false;
+  HealthComparison cmp;
+  double converge_s = 0;
+};
+Scene PlayFinalScene(SoakNode& node, const Args& args, const Baseline& baseline) {
   std::vector<int> order(node.devices());
   for (int d = 0; d < node.devices(); ++d) order[d] = d;
   std::shuffle(order.begin(), order.end(), std::mt19937_64(args.seed));
-  const std::string a = std::to_string(order[0]), b = std::to_string(order[1]),
-                    c = std::to_string(order[2]), d3 = std::to_string(order[3]),
-                    d4 = std::to_string(order[4]);
-  bool scene = CtlOk(node, {"unplug", "--device", a}) && CtlOk(node, {"unplug", "--device", b}) &&
-               CtlOk(node, {"reset", "--device", c, "--fail"}) &&
-               CtlOk(node, {"inject", "hbm-ue", "--device", d3}) &&
-               CtlOk(node, {"inject", "sram-ue", "--device", d4}) &&
-               CtlOk(node, {"efa-down", "--efa", node.efa_names()[1]}) &&
-               CtlOk(node, {"efa-down", "--efa", node.efa_names()[6]});
-  scene = scene && WaitUntil(
-                       [&] {
-                         return neuron::testing::ReadFile(node.paths().NeuronDevice(order[2]) /
-                                                          "reset") == "2\n";
-                       },
-                       10s);
-  const auto [final_cmp, final_s] = Converge(node, baseline, 30s);
+  auto dev = [&](int i) { return std::to_string(order[i]); };
+  Scene s;
+  s.played = CtlOk(node, {"unplug", "--device", dev(0)}) &&
+             CtlOk(node, {"unplug", "--device", dev(1)}) &&
+             CtlOk(node, {"reset", "--device", dev(2), "--fail"}) &&
+             CtlOk(node, {"inject", "hbm-ue", "--device", dev(3)}) &&
+             CtlOk(node, {"inject", "sram-ue", "--device", dev(4)}) &&
+             CtlOk(node, {"efa-down", "--efa", node.efa_names()[1]}) &&
+             CtlOk(node, {"efa-down", "--efa", node.efa_names()[6]});
+  s.played = s.played && WaitUntil(
+                             [&] {
+                               return neuron::testing::ReadFile(
+                                          node.paths().NeuronDevice(order[2]) / "reset") == "2\n";
+                             },
+                             10s);
+  std::tie(s.cmp, s.converge_s) = Converge(node, baseline, 30s);
+  return s;
+}
 
-  const ProcessUsage& end_plugin = end.plugin;
-  const ProcessUsage& end_exporter = end.exporter;
-
-  // Answering, then Prometheus's record of its scrapes.
-  const bool plugin_answers =
-      neuron::testing::HttpGet(node.plugin_port(), "/healthz").status == 200;
+// What the children answer at the end, and Prometheus's record of its scrapes of each.
+struct EndState {
+  bool plugin_answers = false, exporter_answers = false, sim_answers = false;
+  int exp_scrapes = 0, exp_failed = 0, plug_scrapes = 0, plug_failed = 0;
+  double wall_s = 0;
+};
+EndState ReadEndState(SoakNode& node, Clock::time_point start) {
+  EndState e;
+  e.plugin_answers = neuron::testing::HttpGet(node.plugin_port(), "/healthz").status == 200;
   const neuron::testing::HttpResult m = neuron::testing::HttpGet(node.exporter_port(), "/metrics");
-  const bool exporter_answers = m.status == 200 && m.body.find("neuron_up") != std::string::npos;
-  const bool sim_answers = CtlOk(node, {"status"});
+  e.exporter_answers = m.status == 200 && m.body.find("neuron_up") != std::string::npos;
+  e.sim_answers = CtlOk(node, {"status"});
   const int window =
       static_cast<int>(std::ceil(std::chrono::duration<double>(Clock::now() - start).count())) + 30;
   auto scrapes = [&](const std::string& job) {
@@ -404,43 +434,64 @@ int Run(const Args& args) {
     const double ok = node.PromScalar("sum_over_time(" + sel + ")").value_or(0);
     return std::pair<int, int>(static_cast<int>(n), static_cast<int>(n - ok));
   };
-  const auto [exp_scrapes, exp_failed] = scrapes("exporter");
-  const auto [plug_scrapes, plug_failed] = scrapes("plugin");
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  std::tie(e.exp_scrapes, e.exp_failed) = scrapes("exporter");
+  std::tie(e.plug_scrapes, e.plug_failed) = scrapes("plugin");
+  e.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return e;
+}
 
-  for (const std::string& name : node.Poll()) crashed.push_back(name);
-  node.Stop();
-
-  // The summary.
-  std::lock_guard<std::mutex> lock(stats.mu);
+void ReportSummary(Report& report, const Args& args, const Stats& stats, const LoadRun& run,
+                   const EndState& e, const Quiet& end, const Workloads& workloads) {
   report.Line("==== soak summary ====");
   report.Line(
       fmt::format("instance trn1.32xlarge, seed {}, soak {:.0f} s under load (asked {} s), "
                   "warm-up pause {:.0f} s, wall {:.0f} s",
-                  args.seed, soak_s, args.seconds, paused_s, wall));
-  ReportFaults(report, stats, soak_s);
+                  args.seed, run.soak_s, args.seconds, run.paused_s, e.wall_s));
+  ReportFaults(report, stats, run.soak_s);
   std::string reasons;
   for (const auto& [k, v] : stats.rejected_by_reason) reasons += fmt::format(" [{}]={}", k, v);
   report.Line(fmt::format("pods admitted {} rejected {} deleted {}; rejections:{}", stats.admitted,
                           stats.rejected, stats.deleted, reasons));
-  const Workloads workloads = JudgeWorkloads(stats, node, load);
   ReportWorkloads(report, stats, workloads);
   report.Line(fmt::format(
       "kubelet restarts {}, re-registered in mean {:.2f} s, max {:.2f} s", stats.kubelet_restarts,
       stats.kubelet_restarts ? stats.reregister_sum_s / stats.kubelet_restarts : 0.0,
       stats.reregister_max_s));
   report.Line(fmt::format("prometheus scrapes: exporter {} ({} failed), plugin {} ({} failed)",
-                          exp_scrapes, exp_failed, plug_scrapes, plug_failed));
-  const ProcessUsage wp = warm ? warm->plugin : ProcessUsage{};
-  const ProcessUsage we = warm ? warm->exporter : ProcessUsage{};
-  report.Line(fmt::format("plugin   fds {} -> {}, threads {} -> {}, RSS {} -> {} KiB", wp.fds,
-                          end_plugin.fds, wp.threads, end_plugin.threads, wp.rss_kib,
-                          end_plugin.rss_kib));
-  report.Line(fmt::format("exporter fds {} -> {}, threads {} -> {}, RSS {} -> {} KiB", we.fds,
-                          end_exporter.fds, we.threads, end_exporter.threads, we.rss_kib,
-                          end_exporter.rss_kib));
-  report.Line("---- invariants ----");
+                          e.exp_scrapes, e.exp_failed, e.plug_scrapes, e.plug_failed));
+  const Quiet none;
+  const Quiet& warm = run.warm ? *run.warm : none;
+  for (const auto& [who, w, x] : {std::tuple{"plugin  ", &warm.plugin, &end.plugin},
+                                  std::tuple{"exporter", &warm.exporter, &end.exporter}}) {
+    report.Line(fmt::format("{} fds {} -> {}, threads {} -> {}, RSS {} -> {} KiB", who, w->fds,
+                            x->fds, w->threads, x->threads, w->rss_kib, x->rss_kib));
+  }
+}
 
+// Our threads must not grow at all. gRPC's pools (event_engine, timer_manager, ...) grow when all
+// their threads are busy at a peak and keep them (seen: 2 -> 4 event_engine threads in the
+// plugin), so they are held to a bound instead: a leak would grow them with every restart or RPC,
+// far past it. Both measurements are taken at a quiet point where the process has read the whole
+// node (Quiesce), so the exporter's per-directory handles compare like with like.
+void CheckLeak(Report& report, const Args& args, const std::string& who, const ProcessUsage& w,
+               const ProcessUsage& e, bool like_with_like) {
+  const int pool_bound = 8 + 4 * static_cast<int>(std::thread::hardware_concurrency());
+  const bool measured = w.fds > 0 && e.fds > 0 && like_with_like;
+  const int ours_w = w.threads - w.library_threads, ours_e = e.threads - e.library_threads;
+  report.Check(
+      "no leak: " + who,
+      measured && e.fds <= w.fds && ours_e <= ours_w && e.library_threads <= pool_bound &&
+          e.rss_kib - w.rss_kib <= args.rss_limit_kib,
+      fmt::format(
+          "fds {:+d}, own threads {:+d} (gRPC pool threads {} -> {}, bound {}), RSS {:+d} "
+          "KiB (limit {} KiB){}",
+          e.fds - w.fds, ours_e - ours_w, w.library_threads, e.library_threads, pool_bound,
+          e.rss_kib - w.rss_kib, args.rss_limit_kib,
+          like_with_like ? "" : "; the exporter had not read the whole node at a quiet point"));
+}
+
+void CheckRun(Report& report, const Args& args, const Stats& stats, const LoadRun& run,
+              const EndState& e, const Quiet& end, const Scene& scene, SoakNode& node) {
   std::string exits_text;
   bool exits_ok = true;
   for (const Child& ch : node.children()) {
@@ -448,70 +499,91 @@ int Run(const Args& args) {
     if (ch.name != "prometheus") exits_ok = exits_ok && ch.exit_code == 0 && ch.stopped_by_us;
   }
   report.Check("no crash (alive through the run)",
-               crashed.empty() && stats.ctl_transport_errors == 0,
-               fmt::format("ended early: {}; ctl unanswered {}", crashed.size(),
+               run.crashed.empty() && stats.ctl_transport_errors == 0,
+               fmt::format("ended early: {}; ctl unanswered {}", run.crashed.size(),
                            stats.ctl_transport_errors));
-  report.Check("answering at the end", plugin_answers && exporter_answers && sim_answers,
+  report.Check("answering at the end", e.plugin_answers && e.exporter_answers && e.sim_answers,
                fmt::format("plugin /healthz {}, exporter /metrics {}, sim ctl status {}",
-                           plugin_answers, exporter_answers, sim_answers));
+                           e.plugin_answers, e.exporter_answers, e.sim_answers));
   report.Check("exit 0 at SIGTERM", exits_ok, exits_text);
-  // Our threads must not grow at all. gRPC's pools (event_engine, timer_manager, ...) grow when
-  // all their threads are busy at a peak and keep them (seen: 2 -> 4 event_engine threads in the
-  // plugin), so they are held to a bound instead: a leak would grow them with every restart or
-  // RPC, far past it.
-  const int pool_bound = 8 + 4 * static_cast<int>(std::thread::hardware_concurrency());
-  auto leak = [&](const std::string& who, const ProcessUsage& w, const ProcessUsage& e) {
-    const bool measured = w.fds > 0 && e.fds > 0;
-    const int ours_w = w.threads - w.library_threads, ours_e = e.threads - e.library_threads;
-    report.Check(
-        "no leak: " + who,
-        measured && e.fds <= w.fds && ours_e <= ours_w && e.library_threads <= pool_bound &&
-            e.rss_kib - w.rss_kib <= args.rss_limit_kib,
-        fmt::format(
-            "fds {:+d}, own threads {:+d} (gRPC pool threads {} -> {}, bound {}), RSS {:+d} KiB "
-            "(limit {} KiB)",
-            e.fds - w.fds, ours_e - ours_w, w.library_threads, e.library_threads, pool_bound,
-            e.rss_kib - w.rss_kib, args.rss_limit_kib));
-  };
-  leak("plugin", wp, end_plugin);
-  leak("exporter", we, end_exporter);
-  const bool warm_ok = warm && warm->ready && warm->health.mismatches.empty();
+  const Quiet none;
+  const Quiet& warm = run.warm ? *run.warm : none;
+  CheckLeak(report, args, "plugin", warm.plugin, end.plugin, true);
+  CheckLeak(report, args, "exporter", warm.exporter, end.exporter,
+            warm.exporter_whole && end.exporter_whole);
+  const HealthComparison& recovered = end.health;
   report.Check("recovered: all healthy after resets",
-               warm_ok && end.ready && recovered.mismatches.empty() && recovered.unhealthy == 0,
+               run.warm && warm.ready && warm.health.mismatches.empty() && end.ready &&
+                   recovered.mismatches.empty() && recovered.unhealthy == 0,
                fmt::format("warm-up: {} mismatches in {:.1f} s; end: {} ids ({} masked), {} "
                            "mismatches, converged in {:.1f} s{}",
-                           warm ? warm->health.mismatches.size() : 999,
-                           warm ? warm->converge_s : 0.0, recovered.ids, recovered.masked,
-                           recovered.mismatches.size(), end.converge_s, Mismatches(recovered)));
+                           run.warm ? warm.health.mismatches.size() : 999, warm.converge_s,
+                           recovered.ids, recovered.masked, recovered.mismatches.size(),
+                           end.converge_s, Mismatches(recovered)));
   report.Check("health == simulator truth (final)",
-               scene && final_cmp.mismatches.empty() && final_cmp.unhealthy == 7,
+               scene.played && scene.cmp.mismatches.empty() && scene.cmp.unhealthy == 7,
                fmt::format("{} ids ({} masked), {} hw-unhealthy (want 7), {} mismatches, "
                            "converged in {:.1f} s{}",
-                           final_cmp.ids, final_cmp.masked, final_cmp.unhealthy,
-                           final_cmp.mismatches.size(), final_s, Mismatches(final_cmp)));
-  const Minimums min = Minimums::For(args.seconds);
-  CheckAllocation(report, stats, min);
-  const int expected = static_cast<int>(wall / args.scrape_interval_s);
+                           scene.cmp.ids, scene.cmp.masked, scene.cmp.unhealthy,
+                           scene.cmp.mismatches.size(), scene.converge_s, Mismatches(scene.cmp)));
+}
+
+void CheckScrapes(Report& report, const Args& args, const EndState& e, const Minimums& min) {
+  const int expected = static_cast<int>(e.wall_s / args.scrape_interval_s);
   const int min_scrapes = std::max(min.scrapes, expected * 8 / 10);
   report.Check(
       "prometheus scrapes succeeded",
-      exp_failed == 0 && plug_failed == 0 && exp_scrapes >= min_scrapes &&
-          plug_scrapes >= min_scrapes,
+      e.exp_failed == 0 && e.plug_failed == 0 && e.exp_scrapes >= min_scrapes &&
+          e.plug_scrapes >= min_scrapes,
       fmt::format("exporter {} / plugin {} scrapes (each needs >= {}: 80% of ~{} expected), "
                   "failed {} / {}",
-                  exp_scrapes, plug_scrapes, min_scrapes, expected, exp_failed, plug_failed));
+                  e.exp_scrapes, e.plug_scrapes, min_scrapes, expected, e.exp_failed,
+                  e.plug_failed));
+}
+
+int Run(const Args& args) {
+  auto log = spdlog::default_logger()->clone("soak");
+  // The emulator logs every registration and stream at info; the soak's own progress is enough.
+  spdlog::set_level(spdlog::level::warn);
+  log->set_level(spdlog::level::info);
+  SoakNode node(
+      {.logs = args.logs, .seed = args.seed, .scrape_interval_s = args.scrape_interval_s});
+  if (absl::Status s = node.Start(); !s.ok()) {
+    log->error("start: {}", s.ToString());
+    return 1;
+  }
+  log->info("node up: plugin :{}, exporter :{}, prometheus :{}; soaking {} s", node.plugin_port(),
+            node.exporter_port(), node.prometheus_port(), args.seconds);
+  const auto start = Clock::now();
+  Stats stats;
+  Load load(node, stats, args.seed, start);
+  LoadRun run = DriveLoad(node, load, stats, args, start, *log);
+  // Recovery: the end's quiet point; the kubelet must see every device and EFA healthy.
+  const Quiet end = Quiesce(node, load);
+  const Scene scene = PlayFinalScene(node, args, end.baseline);
+  const EndState e = ReadEndState(node, start);
+  for (const std::string& name : node.Poll()) run.crashed.push_back(name);
+  node.Stop();
+
+  Report report;
+  std::lock_guard<std::mutex> lock(stats.mu);
+  const Workloads workloads = JudgeWorkloads(stats, node, load);
+  ReportSummary(report, args, stats, run, e, end, workloads);
+  report.Line("---- invariants ----");
+  CheckRun(report, args, stats, run, e, end, scene, node);
+  const Minimums min = Minimums::For(args.seconds);
+  CheckAllocation(report, stats, min);
+  CheckScrapes(report, args, e, min);
   CheckRestarts(report, stats, min);
   CheckWorkloads(report, stats, workloads, min);
   report.Line(report.all_pass() ? "RESULT: PASS" : "RESULT: FAIL");
 
   std::cout << report.text() << std::flush;
-  if (!args.report.empty()) {
-    std::ofstream(args.report) << report.text();
-  }
+  if (!args.report.empty()) std::ofstream(args.report) << report.text();
   if (!report.all_pass()) {
     std::cerr << "logs: " << node.logs() << "\n--- plugin.err tail ---\n"
               << node.Tail("plugin.err", 2000) << "\n--- exporter.err tail ---\n"
-              << node.Tail("exporter.out", 2000) << "\n";
+              << node.Tail("exporter.err", 2000) << "\n";
   }
   return report.all_pass() ? 0 : 1;
 }
