@@ -372,7 +372,7 @@ int main(int argc, char** argv) {
   // Replies go to clients that may have gone; a write must fail with EPIPE, not kill the node.
   signal(SIGPIPE, SIG_IGN);
   CLI::App app{
-      "neuron-sim: a simulated AWS Neuron node (driver, faults; see driver-sim/README.md)"};
+      "neuron-sim: a simulated AWS Neuron node: its driver, devices, faults, runtime and kubelet"};
   app.require_subcommand(1);
   app.set_version_flag("--version", neuron::VersionLine("neuron-sim"),
                        "print the version, revision, build date and compiler, then exit");

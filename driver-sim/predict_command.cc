@@ -97,7 +97,7 @@ std::pair<CLI::App*, std::function<int()>> AddPredictCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "predict",
       "predict a training job's step time, throughput and MFU without running it, from the op "
-      "lists `neuron-sim run` executes and the runtime's timing model (driver-sim/README.md)");
+      "lists `neuron-sim run` executes and the runtime's timing model");
   cmd->add_option("--model", f->model,
                   fmt::format("model: {}", fmt::join(workloads::ModelNames(), ", ")));
   cmd->add_option("--instance", f->instance, "instance type (trn1.32xlarge)");

@@ -79,12 +79,12 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--compat.instance-labels", f.exporter.compat_instance_labels,
                  "Compat mode: put instance labels on every compat series (true|false)");
   app.add_option("--region", f.exporter.region,
-                 "Compat instance label region (the node's AWS region, e.g. us-east-2)");
+                 "With --compat: the region label (default: the node's AWS region, e.g. us-east-2)");
   app.add_option("--availability-zone", f.exporter.availability_zone,
-                 "Compat instance label availability_zone");
+                 "With --compat: the availability_zone label");
   app.add_option("--instance-name", f.exporter.instance_name,
-                 "Compat instance label instance_name");
-  app.add_option("--subnet-id", f.exporter.subnet_id, "Compat instance label subnet_id");
+                 "With --compat: the instance_name label");
+  app.add_option("--subnet-id", f.exporter.subnet_id, "With --compat: the subnet_id label");
   app.add_flag("--no-pod-resources", f.no_pod_resources, "Do not query the kubelet for pods");
   app.add_option("--share-window-ms", f.share_window_ms,
                  "Scrapes within this window share one sample");

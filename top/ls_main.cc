@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   // The datastore reader's own warning repeats the reason ReadLiveData prints in a sentence.
   neuron::ComponentLogger("datastore")->set_level(spdlog::level::err);
 
-  CLI::App app{"neuron-ls: list the node's AWS Neuron devices (see top/README.md)"};
+  CLI::App app{"neuron-ls: list the node's AWS Neuron devices, their cores, memory and processes"};
   neuron::NodeFlagValues node;
   bool wide = false;
   bool all = false;

@@ -133,7 +133,7 @@ int Run(const Flags& f) {
 
 int main(int argc, char** argv) {
   std::setlocale(LC_ALL, "");  // wide characters for ncursesw
-  CLI::App app{"neuron-top: live AWS Neuron utilization, memory and processes (top/README.md)"};
+  CLI::App app{"neuron-top: live AWS Neuron utilization, memory and processes"};
   Flags f;
   app.add_option("--root", f.node.root,
                  "root of the node's filesystem (default $NEURON_ROOT or /)");

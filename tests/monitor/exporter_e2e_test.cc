@@ -443,7 +443,7 @@ TEST(ExporterSourcesE2eTest, LiveDataOnlyThroughTheDriversDeviceAbi) {
   EXPECT_EQ(text.find("neuroncore_executions_total"), std::string::npos);
   // Memory is the driver's live sysfs: complete without the datastores.
   EXPECT_TRUE(Value(text, "neuroncore_memory_used_bytes" + core0).has_value()) << text;
-  EXPECT_NE(ReadFile(dir / "without.out").find("source datastore is down"), std::string::npos);
+  EXPECT_NE(ReadFile(dir / "without.err").find("source datastore is down"), std::string::npos);
 
   Stop(with.pid, 20s);
   Stop(without.pid, 20s);
