@@ -78,8 +78,9 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Logical NeuronCore config 1|2 (env NEURON_LOGICAL_NC_CONFIG)");
   app.add_option("--compat.instance-labels", f.exporter.compat_instance_labels,
                  "Compat mode: put instance labels on every compat series (true|false)");
-  app.add_option("--region", f.exporter.region,
-                 "With --compat: the region label (default: the node's AWS region, e.g. us-east-2)");
+  app.add_option(
+      "--region", f.exporter.region,
+      "With --compat: the region label (default: the node's AWS region, e.g. us-east-2)");
   app.add_option("--availability-zone", f.exporter.availability_zone,
                  "With --compat: the availability_zone label");
   app.add_option("--instance-name", f.exporter.instance_name,

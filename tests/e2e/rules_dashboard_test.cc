@@ -91,7 +91,8 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
             ListeningPort(ReadFile(dir / "exporter.out") + ReadFile(dir / "exporter.err"));
         return exporter_port > 0;
       },
-      30s));
+      60s))
+      << ReadFile(dir / "exporter.err");
   ASSERT_GT(node.PluginHttpPort(), 0) << node.PluginLog();
 
   const fs::path prom_dir = dir / "prometheus";
@@ -100,11 +101,13 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
                               {{"neuron-node-agent-exporter", exporter_port},
                                {"neuron-node-agent-plugin", node.PluginHttpPort()}},
                               {kRules});
-  // Wait for the pod's series and a few scrapes, so that rates have two samples.
+  // Wait for the pod's series and a few scrapes, so that rates have two samples. Busy means more
+  // than 10 %: what this test needs is the series and the join, and under ASan on a loaded
+  // machine the workload's host side can leave a 4-core pod far from fully busy.
   ASSERT_TRUE(WaitUntil(
       [&] {
         return prometheus.Scalar("count(neuroncore_allocation_info{pod=\"bert-0\"})") == 4 &&
-               prometheus.Scalar("count(rate(neuroncore_busy_seconds_total[1m]) > 0.5)") >= 4;
+               prometheus.Scalar("count(rate(neuroncore_busy_seconds_total[1m]) > 0.1)") >= 4;
       },
       120s))
       << prometheus.Log() << ReadFile(dir / "pod.err");
@@ -130,7 +133,7 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
       "neuroncore) group_left (namespace, pod, container) neuroncore_allocation_info)");
   ASSERT_EQ(per_pod.size(), 1u) << per_pod.dump();
   EXPECT_EQ(per_pod[0]["metric"]["pod"], "bert-0");
-  EXPECT_GT(std::stod(per_pod[0]["value"][1].get<std::string>()), 0.5);
+  EXPECT_GT(std::stod(per_pod[0]["value"][1].get<std::string>()), 0.1);
 
   // Every alert rule evaluates without error.
   ASSERT_TRUE(WaitUntil(
