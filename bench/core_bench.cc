@@ -23,6 +23,7 @@
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/fake_datastores.h"
 #include "tests/support/sim_tree_fixture.h"
+#include "tests/support/temp_dir.h"
 
 namespace neuron {
 namespace {
@@ -46,10 +47,10 @@ class Node {
   const std::vector<std::string>& files() const { return files_; }
   std::unique_ptr<DatastoreReader> datastores() const { return datastores_->Reader(); }
 
-  void Cleanup() { fs::remove_all(paths_.root()); }
+  void Cleanup() { dir_.reset(); }
 
  private:
-  Node() : paths_(MakeRoot()) {
+  Node() : dir_(std::make_unique<testing::TempDir>("core_bench")), paths_(dir_->path()) {
     absl::StatusOr<std::unique_ptr<sim::SimTree>> tree =
         testing::BuildSimTree(paths_.root(), "trn2.48xlarge", {.lnc = 2});
     if (!tree.ok()) {
@@ -80,12 +81,6 @@ class Node {
     CollectFiles();
   }
 
-  static fs::path MakeRoot() {
-    char tmpl[] = "/tmp/core_bench.XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) std::abort();
-    return tmpl;
-  }
-
   // The files a full sweep reads: every file under neuronN/ and the EFA counter directories,
   // less the inventory attributes the Sampler leaves to discovery.
   void CollectFiles() {
@@ -108,6 +103,8 @@ class Node {
   }
 
   static inline Node* instance_ = nullptr;
+  // The node's root under TMPDIR; the singleton is never destroyed, so Cleanup removes it.
+  std::unique_ptr<testing::TempDir> dir_;
   RootPaths paths_;
   std::unique_ptr<sim::SimTree> tree_;
   Inventory inventory_;

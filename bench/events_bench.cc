@@ -30,6 +30,7 @@
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/daemon.h"
 #include "driver-sim/driver/sim_paths.h"
+#include "tests/support/temp_dir.h"
 
 namespace neuron {
 namespace {
@@ -190,11 +191,8 @@ int main(int argc, char** argv) {
       rest.push_back(argv[i]);
     }
   }
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::string tmpl =
-      std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") + "/events_bench.XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) return 1;
-  g_root = tmpl;
+  const neuron::testing::TempDir dir("events_bench");
+  g_root = dir.path();
   const Clock::time_point t0 = Clock::now();
   std::optional<pid_t> daemon = StartDaemon(g_root, *FindInstance("trn2.48xlarge"));
   if (!daemon) {
@@ -214,6 +212,5 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   ::kill(*daemon, SIGTERM);
   ::waitpid(*daemon, nullptr, 0);
-  fs::remove_all(g_root);
   return rc;
 }

@@ -45,6 +45,7 @@
 #include "tests/support/driver_abi_client.h"
 #include "tests/support/sim_driver_thread.h"
 #include "tests/support/sim_tree_fixture.h"
+#include "tests/support/temp_dir.h"
 
 extern char** environ;
 
@@ -239,10 +240,8 @@ int main(int argc, char** argv) {
     if (flag == "--processes") processes = std::atoi(argv[i + 1]);
     if (flag == "--per-process") per_process = std::atol(argv[i + 1]);
   }
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = fmt::format("{}/runtime_bench.XXXXXX", tmp != nullptr ? tmp : "/tmp");
-  if (mkdtemp(templ.data()) == nullptr) return 1;
-  const fs::path root = templ;
+  const neuron::testing::TempDir dir("runtime_bench");  // removed on every return
+  const fs::path root = dir.path();
   const neuron::RootPaths paths(root);
   absl::StatusOr<std::unique_ptr<neuron::sim::SimTree>> tree =
       neuron::testing::BuildSimTree(root, "trn1.32xlarge", {.lnc = 1});
@@ -272,7 +271,5 @@ int main(int argc, char** argv) {
   if (rc == 0) rc = Part2(processes, per_process);
   driver.reset();
   (void)(*tree)->Destroy();
-  std::error_code ec;
-  fs::remove_all(root, ec);
   return rc;
 }
