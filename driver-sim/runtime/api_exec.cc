@@ -83,8 +83,8 @@ NRT_STATUS nrt_all_gather(int32_t vnc, uint32_t g_device_id, uint32_t g_device_c
   return rt->HostCollective(vnc, g_device_id, g_device_count, rank_input_size, input, output);
 }
 
-// The global communicator needs no set-up in the simulator beyond the checks: rendezvous files
-// are made on first use.
+// The global communicator needs no set-up in the simulator beyond the checks: a world's
+// connections are made on first use (driver-sim/README.md#collective-world).
 NRT_STATUS nrt_build_global_comm(int32_t vnc, uint32_t g_device_id, uint32_t g_device_count) {
   Runtime* rt = CurrentRuntime();
   if (rt == nullptr) return NoRuntimeStatus();

@@ -48,9 +48,7 @@ constexpr size_t kHostPlacementMax = 4u << 20;  // HOST placement is deprecated,
 
 bool Valid(const nrt_tensor_t* t) { return t != nullptr && t->magic == neuron::nrt::kTensorMagic; }
 
-uint8_t* Bytes(const nrt_tensor_t* t) {
-  return t->storage ? t->storage->data + t->offset : nullptr;
-}
+uint8_t* Bytes(const nrt_tensor_t* t) { return neuron::nrt::TensorBytes(t); }
 
 bool InRange(const nrt_tensor_t* t, uint64_t offset, size_t size) {
   return offset <= t->size && size <= t->size - offset;

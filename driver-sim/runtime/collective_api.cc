@@ -1,10 +1,12 @@
 // nrt_barrier and nrt_all_gather (docs/runtime.md#public-functions, NRTX): host-driven collectives
-// over every rank of the world keyed by NEURON_RT_ROOT_COMM_ID, on the same rendezvous files as the
+// over every rank of the world keyed by NEURON_RT_ROOT_COMM_ID, in the same worlds as the
 // NEFFs' collectives. They hold the core like an execution and count as busy and collective time.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "driver-sim/runtime/log.h"
 #include "driver-sim/runtime/runtime.h"
@@ -53,6 +55,10 @@ NRT_STATUS Runtime::HostCollective(int32_t vnc, uint32_t rank, uint32_t world, u
   }
   if (comm_id_.empty()) return Invalid(call, "NEURON_RT_ROOT_COMM_ID must be set for collectives");
   if (output != nullptr && bytes > 0 && input == nullptr) return Invalid(call, "NULL input buffer");
+  if (output != nullptr && bytes > kMaxRankDataBytes) {
+    return Invalid(
+        call, fmt::format("{} bytes per rank; a rank brings at most {}", bytes, kMaxRankDataBytes));
+  }
   absl::StatusOr<std::shared_ptr<CommWorld>> w = HostWorld(vnc, rank, world);
   if (!w.ok()) return Invalid(call, std::string(w.status().message()));
   call.members.resize(world);
@@ -66,7 +72,8 @@ absl::StatusOr<std::shared_ptr<CommWorld>> Runtime::HostWorld(int32_t vnc, uint3
   std::lock_guard<std::mutex> lock(host_mu_);
   auto& slot = host_worlds_[{world, rank}];
   if (!slot) {
-    absl::StatusOr<std::shared_ptr<CommWorld>> got = GetCommWorld(node_.root(), comm_id_, world);
+    absl::StatusOr<std::shared_ptr<CommWorld>> got =
+        GetCommWorld(comm_id_, world, node_.info().instance_id);
     absl::Status joined = got.ok() ? (*got)->Join(rank, Loc(vnc).device) : got.status();
     if (!joined.ok()) {
       host_worlds_.erase({world, rank});
@@ -83,11 +90,12 @@ NRT_STATUS Runtime::RunHostCollective(const HostCollectiveCall& call, CommWorld&
   if (c.closing()) return NRT_CLOSED;
   const int64_t start = std::max(clock_->NowNs(), c.free_at_ns);
   int64_t t = start;
-  std::vector<int> devices;
+  CommWorld::Result met;
   NRT_STATUS status = NRT_SUCCESS;
-  if (!ExchangeHostCollective(call, w, SteadyClock().NowNs() + exec_timeout_ns_, &t, &devices)) {
+  if (!ExchangeHostCollective(call, w, SteadyClock().NowNs() + exec_timeout_ns_, &t, &met)) {
     status = NRT_EXEC_HW_ERR_COLLECTIVES;
-    t = start + exec_timeout_ns_;
+    // At the timeout, or when a member turned out to be gone (as RunJob ends an execution).
+    t = met.timed_out ? start + exec_timeout_ns_ : std::max(start, clock_->NowNs());
   } else {
     LoadedOp op;
     Op spec;
@@ -95,7 +103,7 @@ NRT_STATUS Runtime::RunHostCollective(const HostCollectiveCall& call, CommWorld&
     spec.bytes = call.output == nullptr ? 4.0 : double(call.bytes) * call.world;
     op.op = &spec;
     op.members = call.members;
-    ComputeRing(op, devices);
+    ComputeRing(op, met);
     t += op.ring_ns;
   }
   if (!clock_->SleepUntil(t, c.interrupt())) {
@@ -105,38 +113,32 @@ NRT_STATUS Runtime::RunHostCollective(const HostCollectiveCall& call, CommWorld&
   c.free_at_ns = t;
   accounting_->AddBusy(call.vnc, t - start, t - start);
   if (status == NRT_EXEC_HW_ERR_COLLECTIVES) {
-    Log()->error("{} rank {} of {}: a peer did not arrive within {} ms", call.what, call.rank,
-                 call.world, exec_timeout_ns_ / 1'000'000);
+    Log()->error("{} rank {} of {}: rank(s) {} never arrived ({})", call.what, call.rank,
+                 call.world, fmt::join(met.missing, ","), met.why);
     RecordHangOnCollectives(call.vnc);
   }
   return status;
 }
 
 bool Runtime::ExchangeHostCollective(const HostCollectiveCall& call, CommWorld& w,
-                                     int64_t real_deadline, int64_t* t, std::vector<int>* devices) {
+                                     int64_t real_deadline, int64_t* t, CommWorld::Result* met) {
   CoreScheduler& c = core(call.vnc);
-  auto arrive = [&]() {
-    CommWorld::Result r = w.Arrive(call.rank, call.members, *t, real_deadline, &c.interrupt());
-    if (r.complete) {
-      *t = std::max(*t, r.start_ns);
-      *devices = r.devices;
-    }
-    return r.complete;
-  };
-  if (call.output == nullptr || call.bytes == 0) return arrive();
-  // All-gather in chunks of the exchange area: write, meet, read, meet again (so nobody
-  // overwrites a chunk before every rank has read it).
-  bool ok = true;
-  for (size_t off = 0; ok && off < call.bytes; off += kRankDataBytes) {
-    const size_t n = std::min<size_t>(kRankDataBytes, call.bytes - off);
-    std::memcpy(w.Data(call.rank), static_cast<const uint8_t*>(call.input) + off, n);
-    ok = arrive();
-    for (uint32_t r = 0; ok && r < call.world; ++r) {
-      std::memcpy(static_cast<uint8_t*>(call.output) + size_t{r} * call.bytes + off, w.Data(r), n);
-    }
-    ok = ok && arrive();
+  // An all-gather's parts travel with the arrivals; rank 0's process (or this one, for a group
+  // inside it) returns them side by side in rank order.
+  std::optional<CommWorld::Contribution> mine;
+  if (call.output != nullptr && call.bytes > 0) {
+    mine = CommWorld::Contribution{Combine::kGather, NRT_DTYPE_UINT8,
+                                   static_cast<const uint8_t*>(call.input), call.bytes};
   }
-  return ok;
+  *met =
+      w.Arrive(call.rank, call.members, *t, real_deadline, &c.interrupt(), mine ? &*mine : nullptr);
+  if (!met->complete) return false;
+  *t = std::max(*t, met->start_ns);
+  if (mine && met->data) {
+    std::memcpy(call.output, met->data->data(),
+                std::min<size_t>(met->data->size(), size_t{call.bytes} * call.world));
+  }
+  return true;
 }
 
 }  // namespace neuron::nrt

@@ -5,6 +5,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "driver-sim/runtime/log.h"
 #include "driver-sim/runtime/runtime.h"
@@ -115,6 +117,7 @@ struct JobTimeline {
   int64_t t = 0;
   int64_t cc_ns = 0;
   std::vector<Span> spans;
+  bool peer_gone = false;  // a collective failed because a member is gone, not at a deadline
 };
 
 NRT_STATUS Runtime::RunJob(Job& job) {
@@ -140,7 +143,13 @@ NRT_STATUS Runtime::RunJob(Job& job) {
     run.status = NRT_TIMEOUT;
     run.t = deadline;
   }
-  if (run.status == NRT_EXEC_HW_ERR_COLLECTIVES) {  // stuck in it (at time t) until the timeout
+  // Stuck in a collective (at time t) until the timeout, unless a member is known gone: its
+  // peers learn that when it happens (the connection ends), so they fail then.
+  if (run.status == NRT_EXEC_HW_ERR_COLLECTIVES && run.peer_gone) {
+    const int64_t now = std::min(deadline, std::max(run.t, clock_->NowNs()));
+    run.cc_ns += now - run.t;
+    run.t = now;
+  } else if (run.status == NRT_EXEC_HW_ERR_COLLECTIVES) {
     run.cc_ns += std::max<int64_t>(0, deadline - run.t);
     run.t = deadline;
   }
@@ -191,8 +200,7 @@ void Runtime::RunOps(Job& job, bool profiling, int64_t real_deadline, JobTimelin
     run->t += kLaunchNs;
     for (LoadedOp& op : m.ops) {
       if (op.op->engine == Engine::kCollectives) {
-        run->status = RunCollective(m, op, &run->t, real_deadline, &run->cc_ns,
-                                    profiling ? &run->spans : nullptr);
+        run->status = RunCollective(job, op, real_deadline, profiling, run);
         if (run->status != NRT_SUCCESS) break;
         continue;
       }
@@ -256,47 +264,71 @@ void Runtime::RecordHangOnCollectives(int vnc) {
   ReportHwError(vnc, "HANG_ON_COLLECTIVES");
 }
 
-void Runtime::ComputeRing(LoadedOp& op, const std::vector<int>& devices) const {
+void Runtime::LogCollectiveFailure(const nrt_model_t& m, const LoadedOp& op,
+                                   const CommWorld::Result& r) const {
+  std::vector<uint32_t> missing(r.missing.begin(),
+                                r.missing.begin() + std::min<size_t>(r.missing.size(), 16));
+  Log()->error(
+      "nrt_execute collective \"{}\" of rank {} (timeout {} ms): rank(s) {}{} never arrived ({})",
+      op.op->name, m.rank, exec_timeout_ns_ / 1'000'000, fmt::join(missing, ","),
+      r.missing.size() > missing.size() ? ",..." : "", r.why);
+}
+
+void Runtime::ComputeRing(LoadedOp& op, const CommWorld::Result& r) const {
   const Op& o = *op.op;
-  const size_t n = op.members.size();
-  const uint64_t nodes = NodesOf(o, n);
-  op.crosses_efa = nodes > 1;
-  op.ring_ranks = uint64_t{n} * nodes;
+  // The ring within the node runs over the members on this rank's node, in group order; the
+  // nodes of the group (and any the op models) meet over EFA (docs/hardware.md#collective-timing).
+  std::vector<int> devices;
+  std::vector<int32_t> nodes;
+  for (const MemberInfo& m : r.members) {
+    if (m.node == r.my_node) devices.push_back(m.device);
+    if (std::find(nodes.begin(), nodes.end(), m.node) == nodes.end()) nodes.push_back(m.node);
+  }
+  const size_t n = std::max<size_t>(devices.size(), 1);
+  const uint64_t node_count = NodesOf(o, n) * std::max<size_t>(nodes.size(), 1);
+  op.crosses_efa = node_count > 1;
+  op.ring_ranks = uint64_t{n} * node_count;
   op.links.clear();
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < devices.size(); ++i) {
     const int a = devices[i];
-    const int b = devices[(i + 1) % n];
-    if (a == b) continue;
+    const int b = devices[(i + 1) % devices.size()];
+    if (a == b || a < 0 || b < 0) continue;
     const std::vector<int> route = node_.Route(a, b);
     for (size_t k = 0; k + 1 < route.size(); ++k) {
       op.links.emplace_back(std::min(route[k], route[k + 1]), std::max(route[k], route[k + 1]));
     }
   }
-  const CollectiveCost cost = CostCollective(o.coll, o.bytes, n, nodes, PathFor(node_));
+  const CollectiveCost cost = CostCollective(o.coll, o.bytes, n, node_count, PathFor(node_));
   op.ring_ns = cost.ns;
   op.wire_bytes = cost.efa_bytes;
   op.ring_known = true;
 }
 
-NRT_STATUS Runtime::RunCollective(nrt_model_t& m, LoadedOp& op, int64_t* t, int64_t real_deadline,
-                                  int64_t* cc_ns, std::vector<Span>* spans) {
+NRT_STATUS Runtime::RunCollective(const Job& job, LoadedOp& op, int64_t real_deadline,
+                                  bool profiling, JobTimeline* run) {
+  nrt_model_t& m = *job.model;
   CoreScheduler& c = core(m.vnc);
-  const int64_t arrive = *t;
-  const CommWorld::Result r =
-      m.world->Arrive(m.rank, op.members, arrive, real_deadline, &c.interrupt());
+  const int64_t arrive = run->t;
+  std::optional<CommWorld::Contribution> mine;
+  nrt_tensor_t* out = nullptr;
+  if (!op.op->input.empty()) {
+    const nrt_tensor_t* in = job.inputs->Find(op.op->input.c_str());
+    out = job.outputs != nullptr ? job.outputs->Find(op.op->output.c_str()) : nullptr;
+    mine = CommWorld::Contribution{
+        op.op->coll == CollKind::kAllGather ? Combine::kGather : Combine::kSum, op.op->data_dtype,
+        TensorBytes(in), in->size};
+  }
+  const CommWorld::Result r = m.world->Arrive(m.rank, op.members, arrive, real_deadline,
+                                              &c.interrupt(), mine ? &*mine : nullptr);
   if (!r.complete) {
-    if (!c.interrupt().fired()) {
-      std::vector<uint32_t> missing(r.missing.begin(),
-                                    r.missing.begin() + std::min<size_t>(r.missing.size(), 16));
-      Log()->error(
-          "nrt_execute collective \"{}\" of rank {} timed out after {} ms: rank(s) {}{} "
-          "never arrived",
-          op.op->name, m.rank, exec_timeout_ns_ / 1'000'000, fmt::join(missing, ","),
-          r.missing.size() > missing.size() ? ",..." : "");
-    }
+    if (!c.interrupt().fired()) LogCollectiveFailure(m, op, r);
+    run->peer_gone = !r.timed_out;
     return NRT_EXEC_HW_ERR_COLLECTIVES;
   }
-  if (!op.ring_known) ComputeRing(op, r.devices);
+  if (out != nullptr && r.data) {
+    std::memcpy(TensorBytes(out), r.data->data(), std::min(out->size, r.data->size()));
+  }
+  if (!op.ring_known) ComputeRing(op, r);
   if (faults_->AnyLinkDown() && !op.links.empty()) {
     for (const auto& down : faults_->DownLinks()) {
       if (std::find(op.links.begin(), op.links.end(), down) != op.links.end()) {
@@ -310,13 +342,13 @@ NRT_STATUS Runtime::RunCollective(nrt_model_t& m, LoadedOp& op, int64_t* t, int6
   }
   const int64_t begin = std::max(arrive, r.start_ns);
   const int64_t end = begin + op.ring_ns;
-  if (spans != nullptr) {
-    spans->push_back({m.vnc, Loc(m.vnc).global, Engine::kCollectives,
-                      fmt::format("{} ({})", op.op->name, CollKindName(op.op->coll)), arrive,
-                      end - arrive, m.id});
+  if (profiling) {
+    run->spans.push_back({m.vnc, Loc(m.vnc).global, Engine::kCollectives,
+                          fmt::format("{} ({})", op.op->name, CollKindName(op.op->coll)), arrive,
+                          end - arrive, m.id});
   }
-  *cc_ns += end - arrive;
-  *t = end;
+  run->cc_ns += end - arrive;
+  run->t = end;
   if (op.crosses_efa) {
     const auto wire = static_cast<uint64_t>(op.wire_bytes);
     accounting_->AddEfaTraffic(m.vnc, wire, wire);

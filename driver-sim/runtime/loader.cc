@@ -72,7 +72,8 @@ NrtResult Runtime::Load(const void* bytes, size_t size, int32_t vnc, uint32_t ra
   model->rank = rank;
   if (NrtResult r = LoadOps(*model, world); !r.ok()) return r;
   if (world > 0) {
-    absl::StatusOr<std::shared_ptr<CommWorld>> w = GetCommWorld(node_.root(), comm_id_, world);
+    absl::StatusOr<std::shared_ptr<CommWorld>> w =
+        GetCommWorld(comm_id_, world, node_.info().instance_id);
     absl::Status joined = w.ok() ? (*w)->Join(rank, Loc(vnc).device) : w.status();
     if (!joined.ok()) return Fail(NRT_INVALID, std::string(joined.message()));
     model->world = *w;
@@ -128,6 +129,23 @@ NrtResult Runtime::CheckCollectiveContext(const Program& program, uint32_t rank,
   return {};
 }
 
+namespace {
+
+// An all-gather with tensors fills its output with every member's input, in group order.
+absl::Status CheckGatherOutput(const Program& p, const Op& op, size_t members) {
+  if (op.coll != CollKind::kAllGather || op.input.empty()) return absl::OkStatus();
+  uint64_t in = 0;
+  uint64_t out = 0;
+  for (const TensorSpec& t : p.inputs) in = t.name == op.input ? t.size : in;
+  for (const TensorSpec& t : p.outputs) out = t.name == op.output ? t.size : out;
+  if (out == in * members) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      fmt::format("all-gather \"{}\": output \"{}\" has {} bytes; {} members of {} bytes need {}",
+                  op.name, op.output, out, members, in, in * members));
+}
+
+}  // namespace
+
 NrtResult Runtime::LoadOps(nrt_model_t& model, uint32_t world) const {
   const CoreEngines engines = EnginesFor(node_.spec().chip->chip, node_.lnc(), node_.Perf());
   model.compute_ns = kLaunchNs;
@@ -140,6 +158,9 @@ NrtResult Runtime::LoadOps(nrt_model_t& model, uint32_t world) const {
       absl::StatusOr<std::vector<uint32_t>> members = CollectiveMembers(op, model.rank, world);
       if (!members.ok()) return Fail(NRT_INVALID, std::string(members.status().message()));
       lop.members = *std::move(members);
+      if (absl::Status s = CheckGatherOutput(*model.program, op, lop.members.size()); !s.ok()) {
+        return Fail(NRT_INVALID, std::string(s.message()));
+      }
     } else {
       const OpCost cost = CostOp(op, engines);
       lop.ns = cost.ns;

@@ -92,6 +92,11 @@ struct nrt_tensor {
 
 namespace neuron::nrt {
 
+// A tensor's host bytes (nullptr for an empty tensor).
+inline uint8_t* TensorBytes(const nrt_tensor_t* t) {
+  return t->storage ? t->storage->data + t->offset : nullptr;
+}
+
 struct TensorSet {
   uint32_t magic = kSetMagic;
   std::vector<std::pair<std::string, nrt_tensor_t*>> items;

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "driver-sim/runtime/comm_table.h"
+#include "driver-sim/runtime/rendezvous.h"
 #include "nrt/nrt.h"
 
 namespace neuron::nrt {
@@ -240,6 +242,20 @@ struct Parser {
     }
     op->nodes = static_cast<uint32_t>(*nodes);
     op->remote_ranks = static_cast<uint32_t>(*remote);
+    for (auto [key, dst] : {std::pair{"input", &op->input}, std::pair{"output", &op->output}}) {
+      const auto it = o.find(key);
+      if (it == o.end()) continue;
+      if (!it->is_string() || it->get<std::string>().empty()) {
+        return Err(path + "." + key, "expected a tensor name");
+      }
+      *dst = it->get<std::string>();
+    }
+    if (op->input.empty() != op->output.empty()) {
+      return Err(path, "give both input and output tensors, or neither");
+    }
+    if (!op->input.empty() && op->coll == CollKind::kReduceScatter) {
+      return Err(path + ".input", "tensors are taken by allreduce and allgather only");
+    }
     has_collectives = true;
     return absl::OkStatus();
   }
@@ -403,6 +419,45 @@ absl::StatusOr<NeffHeader> DecodeNeffHeader(std::string_view bytes) {
   return h;
 }
 
+namespace {
+
+// A collective's tensors name the op list's own inputs and outputs, hold a type a sum
+// understands, and fit in what a rank may bring (rendezvous.h). An all-gather's output size
+// depends on its group and is checked at load.
+absl::Status CheckCollectiveTensors(Program& p) {
+  auto find = [](const std::vector<TensorSpec>& specs, const std::string& name) {
+    const auto it = std::find_if(specs.begin(), specs.end(),
+                                 [&](const TensorSpec& t) { return t.name == name; });
+    return it == specs.end() ? nullptr : &*it;
+  };
+  for (Op& op : p.ops) {
+    if (op.input.empty()) continue;
+    const std::string where = fmt::format("ops: collective \"{}\"", op.name);
+    const TensorSpec* in = find(p.inputs, op.input);
+    const TensorSpec* out = find(p.outputs, op.output);
+    if (in == nullptr) {
+      return Parser::Err(where, fmt::format("input \"{}\" is not in inputs", op.input));
+    }
+    if (out == nullptr) {
+      return Parser::Err(where, fmt::format("output \"{}\" is not in outputs", op.output));
+    }
+    if (op.coll == CollKind::kAllReduce &&
+        (!CanSum(in->dtype) || out->dtype != in->dtype || out->size != in->size)) {
+      return Parser::Err(where,
+                         "an all-reduce's input and output have one size and a summable type "
+                         "(float32, bfloat16, int32, uint32, int64, uint64)");
+    }
+    if (in->size > kMaxRankDataBytes) {
+      return Parser::Err(where, fmt::format("input of {} bytes; a rank brings at most {}", in->size,
+                                            kMaxRankDataBytes));
+    }
+    op.data_dtype = in->dtype;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Program> ParseOpList(std::string_view text) {
   json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return absl::InvalidArgumentError("op list: not valid JSON");
@@ -436,6 +491,7 @@ absl::StatusOr<Program> ParseOpList(std::string_view text) {
   Parser parser{&p.ops};
   if (absl::Status s = parser.ParseOps(*ops, "ops"); !s.ok()) return s;
   p.has_collectives = parser.has_collectives;
+  if (absl::Status s = CheckCollectiveTensors(p); !s.ok()) return s;
   return p;
 }
 

@@ -78,6 +78,12 @@ struct Op {
   std::vector<std::vector<uint32_t>> groups;  // empty: the whole world
   uint32_t nodes = 1;
   uint32_t remote_ranks = 0;
+  // Optional data: the input tensor whose bytes the rank brings and the output tensor that gets
+  // the group's sum (all-reduce) or concatenation in group order (all-gather); `data_dtype` is
+  // the input's element type.
+  std::string input;
+  std::string output;
+  int data_dtype = 0;
 };
 
 struct ProgramMemory {

@@ -106,19 +106,25 @@ class Runtime {
   void RecordJob(const Job& job, int64_t start, JobTimeline* run, bool profiling);
   void ReportJobFailure(const nrt_model_t& m, NRT_STATUS status,
                         const std::optional<sim::PendingFault>& fault);
-  // One collective of an execution at simulated time *t (advanced past it); *cc_ns grows by the
-  // time spent in it. NRT_EXEC_HW_ERR_COLLECTIVES when a peer never arrives or the ring
+  // One collective of an execution at simulated time run->t (advanced past it); run->cc_ns grows
+  // by the time spent in it. NRT_EXEC_HW_ERR_COLLECTIVES when a peer never arrives or the ring
   // crosses a NeuronLink that is down.
-  NRT_STATUS RunCollective(nrt_model_t& model, LoadedOp& op, int64_t* t, int64_t real_deadline,
-                           int64_t* cc_ns, std::vector<Span>* spans);
-  void ComputeRing(LoadedOp& op, const std::vector<int>& devices) const;
+  // An op with tensors (`input`, `output`) brings the input's bytes and gets the group's sum
+  // (all-reduce) or concatenation (all-gather) in the output.
+  NRT_STATUS RunCollective(const Job& job, LoadedOp& op, int64_t real_deadline, bool profiling,
+                           JobTimeline* run);
+  void LogCollectiveFailure(const nrt_model_t& m, const LoadedOp& op,
+                            const CommWorld::Result& r) const;
+  // The ring's cost, EFA bytes and NeuronLink hops from where the group's members turned out to
+  // be: the members on this rank's node ring over NeuronLink, the nodes meet over EFA.
+  void ComputeRing(LoadedOp& op, const CommWorld::Result& r) const;
   // Steps of HostCollective (collective_api.cc): the process's joined world for (world, rank);
   // the collective on the core (its exclusive job); the rendezvous of barrier or all-gather,
   // false when a peer never arrives.
   absl::StatusOr<std::shared_ptr<CommWorld>> HostWorld(int32_t vnc, uint32_t rank, uint32_t world);
   NRT_STATUS RunHostCollective(const HostCollectiveCall& call, CommWorld& w);
   bool ExchangeHostCollective(const HostCollectiveCall& call, CommWorld& w, int64_t real_deadline,
-                              int64_t* t, std::vector<int>* devices);
+                              int64_t* t, CommWorld::Result* result);
   void RecordHangOnCollectives(int vnc);
   void OnDeviceState(int device, bool ready, bool reset_completed);
   int PickCore(int ncores);

@@ -123,6 +123,34 @@ TEST_F(RuntimeApiTest, BadOpListIsRejectedNamingThePlace) {
   EXPECT_THAT(nrtsim_last_error(), HasSubstr("rank 1 is in more than one group"));
 }
 
+TEST_F(RuntimeApiTest, CollectiveTensorsMustBeTheOpListsOwnAndSummable) {
+  void* buf = nullptr;
+  size_t size = 0;
+  auto build = [&](const std::string& in_dtype, const std::string& op) {
+    const std::string ops = R"({"version": 1, "inputs": [{"name": "x", "dtype": ")" + in_dtype +
+                            R"(", "shape": [4]}], "outputs": [{"name": "y", "dtype": "float32",
+                            "shape": [4]}], "ops": [)" +
+                            op + "]}";
+    const NRT_STATUS s = nrtsim_build_neff(ops.c_str(), nullptr, &buf, &size);
+    if (s == NRT_SUCCESS) nrtsim_free_neff(buf);
+    return s;
+  };
+  EXPECT_EQ(build("float32", R"({"op": "allreduce", "bytes": 16, "input": "x", "output": "y"})"),
+            NRT_SUCCESS);
+  EXPECT_EQ(build("float32", R"({"op": "allreduce", "bytes": 16, "input": "z", "output": "y"})"),
+            NRT_INVALID);
+  EXPECT_THAT(nrtsim_last_error(), HasSubstr("input \"z\" is not in inputs"));
+  EXPECT_EQ(build("float32", R"({"op": "allreduce", "bytes": 16, "input": "x"})"), NRT_INVALID);
+  EXPECT_THAT(nrtsim_last_error(), HasSubstr("give both input and output"));
+  EXPECT_EQ(build("fp8_e4", R"({"op": "allreduce", "bytes": 16, "input": "x", "output": "y"})"),
+            NRT_INVALID);
+  EXPECT_THAT(nrtsim_last_error(), HasSubstr("summable type"));
+  EXPECT_EQ(
+      build("float32", R"({"op": "reducescatter", "bytes": 16, "input": "x", "output": "y"})"),
+      NRT_INVALID);
+  EXPECT_THAT(nrtsim_last_error(), HasSubstr("allreduce and allgather only"));
+}
+
 TEST_F(RuntimeApiTest, TensorsHoldBytesAndObeyPlacementRules) {
   MakeNode("trn1.2xlarge");
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);

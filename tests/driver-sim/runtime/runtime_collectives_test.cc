@@ -1,7 +1,7 @@
-// Collectives gang-scheduled across processes (docs/runtime.md#collectives, #timeouts): rendezvous
-// through ROOT/run/neuron/cc, the ring cost over NeuronLink and EFA, EFA traffic on the nearest
-// EFA, timeouts when a peer never arrives or dies, link-down faults, nrt_barrier and
-// nrt_all_gather.
+// Collectives gang-scheduled across processes of one node (docs/runtime.md#collectives,
+// #timeouts): the world of NEURON_RT_ROOT_COMM_ID over loopback TCP, the ring cost over NeuronLink
+// and EFA, EFA traffic on the nearest EFA, timeouts when a peer never arrives or dies, link-down
+// faults, nrt_barrier and nrt_all_gather.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,8 +17,6 @@
 namespace neuron::nrt::testing {
 namespace {
 
-constexpr const char* kCommId = "10.0.1.2:46820";
-
 // A compute op then a 64 MiB all-reduce over the whole world.
 const std::string kAllReduce = Ops(R"({"op": "vector", "flops": 1e8},
     {"op": "allreduce", "bytes": 67108864, "name": "grad"})");
@@ -28,7 +26,7 @@ class CollectivesTest : public SimNodeTest {
   void SetUp() override {
     SimNodeTest::SetUp();
     MakeNode("trn1.32xlarge");
-    ::setenv("NEURON_RT_ROOT_COMM_ID", kCommId, 1);
+    ::setenv("NEURON_RT_ROOT_COMM_ID", FreeCommId().c_str(), 1);
   }
 
   // In a child: reserve `core`, load the NEFF as `rank` of `world` and execute it `n` times.
@@ -67,7 +65,7 @@ TEST_F(CollectivesTest, AllReduceAcrossTwoProcessesOnNeighbourDevices) {
   const pid_t r1 = Fork([&] { return Rank(2, 1, 2, neff, 3, ring_us); });
   EXPECT_EQ(WaitChild(r0), 0);
   EXPECT_EQ(WaitChild(r1), 0);
-  // The last member to leave removed the rendezvous file (and its directory).
+  // Collectives leave nothing under the node's run directory.
   EXPECT_FALSE(fs::exists(neuron::sim::SimRunDir(root()) / "cc"));
 }
 
@@ -90,7 +88,7 @@ TEST_F(CollectivesTest, PeerThatNeverArrivesEndsInHangOnCollectives) {
   EXPECT_GE(DsCounter(0, 0, nds::kCcTime), 900'000u);
 }
 
-TEST_F(CollectivesTest, PeerKilledMidwayMakesTheNextCollectiveTimeOut) {
+TEST_F(CollectivesTest, PeerKilledMidwayFailsTheNextCollectiveAtOnce) {
   ::setenv("NEURON_RT_EXEC_TIMEOUT", "1", 1);
   const std::string neff = Neff(kAllReduce);
   int ends[2];
@@ -119,7 +117,12 @@ TEST_F(CollectivesTest, PeerKilledMidwayMakesTheNextCollectiveTimeOut) {
   ::kill(peer, SIGKILL);
   ::waitpid(peer, nullptr, 0);
   StderrCapture quiet(dir_.path() / "err.txt");
+  // Rank 0's process saw the peer's connection end: the collective fails at once, well before
+  // NEURON_RT_EXEC_TIMEOUT (a dead peer fails its group no later than the timeout).
+  const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(nrt_execute(m, nullptr, nullptr), NRT_EXEC_HW_ERR_COLLECTIVES);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 900ms);
+  EXPECT_THAT(quiet.Text(), ::testing::HasSubstr("rank(s) 1 never arrived"));
 }
 
 TEST_F(CollectivesTest, LinkDownFailsCollectivesThatCrossIt) {
@@ -147,7 +150,7 @@ TEST_F(CollectivesTest, LinkDownFailsCollectivesThatCrossIt) {
 }
 
 TEST_F(CollectivesTest, BarrierAndAllGatherAcrossProcesses) {
-  constexpr uint32_t kBytes = 100000;  // more than one 64 KiB exchange chunk
+  constexpr uint32_t kBytes = 100000;
   auto rank = [&](int core, uint32_t r) {
     return Fork([core, r] {
       ::setenv("NEURON_RT_VISIBLE_CORES", std::to_string(core).c_str(), 1);

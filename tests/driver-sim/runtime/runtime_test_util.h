@@ -4,9 +4,12 @@
 // forked children and stderr capture. Header-only; each test links nrt_sim and runs under the
 // simulated driver's interposer (tests/CMakeLists.txt NEURON_SIM_DRIVER_ENV).
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +111,21 @@ class SimNodeTest : public ::testing::Test {
   std::unique_ptr<sim::SimTree> tree_;
   std::unique_ptr<neuron::testing::SimDriverThread> driver_;  // after tree_: stops first
 };
+
+// A NEURON_RT_ROOT_COMM_ID on this machine that nobody listens on: the port the kernel gives a
+// socket bound to port 0, so tests running in parallel never share a world.
+inline std::string FreeCommId(const char* host = "127.0.0.1") {
+  const UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  ::inet_pton(AF_INET, host, &addr.sin_addr);
+  socklen_t len = sizeof(addr);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ADD_FAILURE() << "cannot bind a port on " << host;
+  }
+  return std::string(host) + ":" + std::to_string(ntohs(addr.sin_port));
+}
 
 // A NEFF from an op list; fails the test when the op list is rejected.
 inline std::string Neff(const std::string& ops_json, nrtsim_neff_options_t opts = {}) {
