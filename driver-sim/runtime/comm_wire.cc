@@ -70,7 +70,7 @@ class Reader {
     uint32_t n = 0;
     if (!Get(&n) || n > kMaxRanks || size_t{n} * 4 > in_.size()) return false;
     r->resize(n);
-    std::memcpy(r->data(), in_.data(), size_t{n} * 4);
+    if (n > 0) std::memcpy(r->data(), in_.data(), size_t{n} * 4);
     in_.remove_prefix(size_t{n} * 4);
     return true;
   }

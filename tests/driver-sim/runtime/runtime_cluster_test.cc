@@ -43,11 +43,22 @@ std::string AllReduceNeff() {
 
 float Value(uint32_t rank, size_t i) { return static_cast<float>((rank + 1) * (i % 100)); }
 
-// One rank's model and tensors.
+// One rank's model and tensors; the tensors and sets are freed with it (the model goes with
+// nrt_close).
 struct RankState {
+  RankState() = default;
+  RankState(const RankState&) = delete;
+  RankState& operator=(const RankState&) = delete;
+  ~RankState() {
+    nrt_destroy_tensor_set(&in);
+    nrt_destroy_tensor_set(&out);
+    nrt_tensor_free(&x);
+    nrt_tensor_free(&y);
+  }
   nrt_model_t* model = nullptr;
   nrt_tensor_set_t* in = nullptr;
   nrt_tensor_set_t* out = nullptr;
+  nrt_tensor_t* x = nullptr;
   nrt_tensor_t* y = nullptr;
 };
 
@@ -57,15 +68,14 @@ NRT_STATUS Prepare(const std::string& neff, int vnc, uint32_t rank, uint32_t wor
       s != NRT_SUCCESS) {
     return s;
   }
-  nrt_tensor_t* x = nullptr;
   std::vector<float> data(kFloats);
   for (size_t i = 0; i < kFloats; ++i) data[i] = Value(rank, i);
-  nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, vnc, kBytes, "x", &x);
+  nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, vnc, kBytes, "x", &r->x);
   nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, vnc, kBytes, "y", &r->y);
-  nrt_tensor_write(x, data.data(), 0, kBytes);
+  nrt_tensor_write(r->x, data.data(), 0, kBytes);
   nrt_allocate_tensor_set(&r->in);
   nrt_allocate_tensor_set(&r->out);
-  nrt_add_tensor_to_tensor_set(r->in, "x", x);
+  nrt_add_tensor_to_tensor_set(r->in, "x", r->x);
   return nrt_add_tensor_to_tensor_set(r->out, "y", r->y);
 }
 
@@ -127,6 +137,7 @@ int RunNode(const fs::path& root, int node, int ranks, int nodes, int repeat) {
   if (!Near(static_cast<double>(tx), cost.efa_bytes * std::min(ranks, 2) * repeat)) {
     return kWrongEfaBytes;
   }
+  states.clear();
   nrt_close();
   return 0;
 }
@@ -244,13 +255,15 @@ TEST_F(ClusterWorldTest, ARankUsedTwiceIsRefused) {
   ::setenv("NEURON_ROOT", Root(0).c_str(), 1);
   ::setenv("NEURON_RT_VISIBLE_CORES", "0-1", 1);
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
-  RankState r0;
-  RankState r1;
-  ASSERT_EQ(Prepare(neff, 0, 0, 2, &r0), NRT_SUCCESS);
-  ASSERT_EQ(Prepare(neff, 1, 1, 2, &r1), NRT_SUCCESS);
-  ASSERT_EQ(::write(go_write.get(), "g", 1), 1);
-  EXPECT_EQ(WaitChild(twin), 0);
-  EXPECT_THAT(ReadFileText(dir_.path() / "twin.err"), ::testing::HasSubstr("already used by"));
+  {
+    RankState r0;
+    RankState r1;
+    ASSERT_EQ(Prepare(neff, 0, 0, 2, &r0), NRT_SUCCESS);
+    ASSERT_EQ(Prepare(neff, 1, 1, 2, &r1), NRT_SUCCESS);
+    ASSERT_EQ(::write(go_write.get(), "g", 1), 1);
+    EXPECT_EQ(WaitChild(twin), 0);
+    EXPECT_THAT(ReadFileText(dir_.path() / "twin.err"), ::testing::HasSubstr("already used by"));
+  }
   nrt_close();
 }
 
