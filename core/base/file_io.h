@@ -17,7 +17,7 @@
 namespace neuron {
 
 // Files larger than this are rejected: no attribute of ours comes close (pe_cntrs is 256 bytes).
-inline constexpr size_t kMaxAttributeBytes = 64 * 1024;
+inline constexpr size_t kMaxAttributeBytes = size_t{64} * 1024;
 
 absl::StatusOr<std::string> ReadAttribute(const std::filesystem::path& path);
 // Same, relative to an open directory fd; `display` names the file in errors.

@@ -98,14 +98,17 @@ constexpr std::optional<size_t> CoreCounterOffset(int core, int index) {
   if (core < 0 || core >= kMaxCores || index < 0 || index >= kCoreCounterCount) return std::nullopt;
   if (core < 4) {
     if (index < kOriginalCoreCounters) {
-      return kCoreCountersOffset + (core * kOriginalCoreCounters + index) * 8;
+      return kCoreCountersOffset + static_cast<size_t>(core * kOriginalCoreCounters + index) * 8;
     }
-    return kExtendedOffset + (core * kExtendedSlots + (index - kOriginalCoreCounters)) * 8;
+    return kExtendedOffset +
+           static_cast<size_t>(core * kExtendedSlots + (index - kOriginalCoreCounters)) * 8;
   }
-  return kFullSetsOffset + ((core - 4) * kFullSetSlots + index) * 8;
+  return kFullSetsOffset + static_cast<size_t>((core - 4) * kFullSetSlots + index) * 8;
 }
 
-constexpr size_t DeviceCounterOffset(int index) { return kDeviceCountersOffset + index * 8; }
+constexpr size_t DeviceCounterOffset(int index) {
+  return kDeviceCountersOffset + static_cast<size_t>(index) * 8;
+}
 
 // ---- The simulator's object area (our placement; the real one is unpublished) ----
 inline constexpr char kObjectMagic[4] = {'s', 'i', 'm', 'o'};
@@ -139,7 +142,8 @@ inline constexpr int kHistogramBuckets = 24;
 // u64 upper bounds in microseconds (the last is +Inf as UINT64_MAX), then per core
 // kHistogramBuckets non-cumulative counts, cores 0..kMaxCores-1.
 inline constexpr size_t kHistogramBoundsOffset = kHistogramOffset + 8;
-inline constexpr size_t kHistogramCountsOffset = kHistogramBoundsOffset + kHistogramBuckets * 8;
+inline constexpr size_t kHistogramCountsOffset =
+    kHistogramBoundsOffset + size_t{kHistogramBuckets} * 8;
 inline constexpr size_t HistogramCountOffset(int core, int bucket) {
   return kHistogramCountsOffset + (static_cast<size_t>(core) * kHistogramBuckets + bucket) * 8;
 }

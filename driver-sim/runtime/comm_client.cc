@@ -115,15 +115,16 @@ void CommWorld::Receive() {
     while (true) {
       size_t used = 0;
       const std::optional<wire::Frame> f =
-          wire::NextFrame(std::string_view(in).substr(consumed), &used, &bad);
+          wire::NextFrame(std::string_view{in}.substr(consumed), &used, &bad);
       if (!f) break;
       ClientFrame(static_cast<uint8_t>(f->type), f->body);
       consumed += used;
     }
     in.erase(0, consumed);
     if (!bad.empty() || lost_) {
-      if (!lost_)
+      if (!lost_) {
         lost_ = fmt::format("rank 0's process at {} sent a bad frame ({})", comm_id_, bad);
+      }
       cv_.notify_all();
       return;
     }

@@ -87,7 +87,7 @@ void CommWorld::Send(int id, std::vector<uint8_t> frame) {
   c.out.push_back(std::move(frame));
   // Written at once when the socket takes it (the usual case), so an answer is on its way even
   // if this process ends right after; what is left waits for the thread.
-  if (c.out.size() == 1 && WriteTo(c) && c.out.empty()) return;
+  if (WriteTo(c) && c.out.empty()) return;
   Wake();
 }
 
@@ -105,7 +105,8 @@ void CommWorld::Serve() {
       fds.assign({{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}});
       ids.assign({0, 0});
       for (auto& [id, c] : conns_) {
-        fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+        fds.push_back(
+            {c.fd.get(), static_cast<int16_t>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
         ids.push_back(id);
       }
     }
@@ -162,7 +163,7 @@ bool CommWorld::ReadFrom(int id, Conn& c) {
     size_t used = 0;
     std::string bad;
     const std::optional<wire::Frame> f =
-        wire::NextFrame(std::string_view(c.in).substr(consumed), &used, &bad);
+        wire::NextFrame(std::string_view{c.in}.substr(consumed), &used, &bad);
     if (!bad.empty()) {
       Log()->error("collective world {}: a peer sent a bad frame ({}); closing it", comm_id_, bad);
       return false;
@@ -212,7 +213,8 @@ bool CommWorld::Handle(int id, Conn& c, uint8_t type, std::string_view body) {
       c.hello = true;
       c.pid = h.pid;
       c.node = h.node;
-      auto [it, fresh] = node_ordinals_.try_emplace(h.node, int32_t(node_ordinals_.size()));
+      auto [it, fresh] =
+          node_ordinals_.try_emplace(h.node, static_cast<int32_t>(node_ordinals_.size()));
       c.node_ordinal = it->second;
       c.out.push_back(wire::EncodeEmpty(wire::Type::kWelcome));
       return true;

@@ -135,7 +135,7 @@ void GroupTable::AddData(Pending& p, size_t index, const Arrival& a) {
   }
 }
 
-void GroupTable::Arrive(Arrival a, std::vector<Decided>* decided) {
+void GroupTable::Arrive(const Arrival& a, std::vector<Decided>* decided) {
   const Id id{a.key, a.seq};
   if (auto f = failed_.find(id); f != failed_.end()) {
     decided->push_back({a.key, a.seq, a.members, f->second});

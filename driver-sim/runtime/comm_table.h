@@ -71,7 +71,7 @@ class GroupTable {
 
   // Records the arrival; appends the group's decision when this arrival decides it (or when it
   // was already decided: a late member of a failed group learns so at once).
-  void Arrive(Arrival a, std::vector<Decided>* decided);
+  void Arrive(const Arrival& a, std::vector<Decided>* decided);
   // Fails every group whose earliest waiter's deadline is at or before `now_ns`.
   void Expire(int64_t now_ns, std::vector<Decided>* decided);
   // The earliest deadline of an undecided group (INT64_MAX when none).

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <netdb.h>
 
-#include <cstdlib>
+#include <charconv>
 #include <cstring>
 #include <memory>
 
@@ -98,9 +98,10 @@ absl::StatusOr<sockaddr_in> ResolveCommId(const std::string& comm_id) {
   if (colon == std::string::npos || colon == 0) return bad("has no host");
   const std::string host = comm_id.substr(0, colon);
   const std::string port_text = comm_id.substr(colon + 1);
-  char* end = nullptr;
-  const long port = std::strtol(port_text.c_str(), &end, 10);
-  if (port_text.empty() || *end != '\0' || port < 1 || port > 65535) {
+  int port = 0;
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535) {
     return bad("has no port from 1 to 65535");
   }
   sockaddr_in addr{};

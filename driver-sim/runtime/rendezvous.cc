@@ -109,13 +109,13 @@ bool CommWorld::AllLocal(const std::vector<uint32_t>& members) const {
                      [this](uint32_t m) { return m < world_ && joined_[m] > 0; });
 }
 
-void CommWorld::Publish(std::vector<Decided> decided) {
+void CommWorld::Publish(const std::vector<Decided>& decided) {
   if (decided.empty()) return;
   const int64_t now = SteadyNs();
   for (auto it = results_.begin(); it != results_.end();) {
     it = now - it->second.at_ns > kStaleNs ? results_.erase(it) : std::next(it);
   }
-  for (Decided& d : decided) {
+  for (const Decided& d : decided) {
     int local = 0;
     std::vector<int> conns;
     for (uint32_t m : d.members) {
@@ -162,8 +162,9 @@ CommWorld::Result CommWorld::Arrive(uint32_t rank, const std::vector<uint32_t>& 
     a.data.assign(mine->data, mine->data + mine->size);
   }
   std::unique_lock<std::mutex> lock(mu_);
-  if (auto r = refused_.find(rank); r != refused_.end())
+  if (auto r = refused_.find(rank); r != refused_.end()) {
     return Failure(rank, members, {}, r->second);
+  }
   a.seq = ++seq_[{rank, a.key}];
   const Id id{a.key, a.seq};
   const bool local = serving_ || AllLocal(members);
@@ -176,11 +177,14 @@ CommWorld::Result CommWorld::Arrive(uint32_t rank, const std::vector<uint32_t>& 
   lock.unlock();
   absl::Status up = Connect(deadline_ns, interrupt);
   const std::vector<uint8_t> frame = wire::EncodeArrive(a, deadline_ns - SteadyNs());
-  if (up.ok() && !SendToServer(frame)) up = absl::UnavailableError("lost rank 0's process");
+  if (up.ok() && !SendToServer(frame)) {
+    up = absl::UnavailableError(
+        fmt::format("lost the connection to rank 0's process at {}", comm_id_));
+  }
   lock.lock();
   if (!up.ok()) {
     if (interrupt != nullptr && interrupt->fired()) return Result{};
-    return Failure(rank, members, {}, std::string(up.message()), SteadyNs() >= deadline_ns);
+    return Failure(rank, members, {}, std::string{up.message()}, SteadyNs() >= deadline_ns);
   }
   return Wait(rank, id, members, deadline_ns, false, interrupt, lock);
 }
@@ -201,7 +205,7 @@ CommWorld::Result CommWorld::Wait(uint32_t rank, const Id& id, const std::vector
       r.why = o->why;
       r.data = o->data;
       const auto self = std::find(members.begin(), members.end(), rank);
-      if (self != members.end() && size_t(self - members.begin()) < r.members.size()) {
+      if (self != members.end() && static_cast<size_t>(self - members.begin()) < r.members.size()) {
         r.my_node = r.members[self - members.begin()].node;
       }
       return r;

@@ -107,7 +107,7 @@ class CommWorld {
 
   // rendezvous.cc: the meeting itself.
   bool AllLocal(const std::vector<uint32_t>& members) const;
-  void Publish(std::vector<Decided> decided);  // mu_ held
+  void Publish(const std::vector<Decided>& decided);  // mu_ held
   Result Wait(uint32_t rank, const Id& id, const std::vector<uint32_t>& members,
               int64_t deadline_ns, bool local, const Interrupt* interrupt,
               std::unique_lock<std::mutex>& lock);

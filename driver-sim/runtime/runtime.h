@@ -89,7 +89,7 @@ class Runtime {
   void ReportHwError(int vnc, const char* token);
 
  private:
-  Runtime(NodeModel node) : node_(std::move(node)) {}
+  explicit Runtime(NodeModel node) : node_(std::move(node)) {}
   // Steps of Create (runtime.cc): open the window's devices and reserve its cores (req's window
   // becomes the host's); the process's datastores and memory ledger; clock, timeout and the
   // other settings from the environment; fault watch and one scheduler per core.

@@ -82,9 +82,9 @@ NRT_STATUS Prepare(const std::string& neff, int vnc, uint32_t rank, uint32_t wor
 bool SumIsRight(const RankState& r, uint32_t world) {
   std::vector<float> got(kFloats);
   nrt_tensor_read(r.y, got.data(), 0, kBytes);
-  const float ranks_sum = static_cast<float>(world * (world + 1) / 2);
+  const uint32_t ranks_sum = world * (world + 1) / 2;  // 1 + 2 + ... + world
   for (size_t i = 0; i < kFloats; ++i) {
-    if (got[i] != ranks_sum * static_cast<float>(i % 100)) return false;
+    if (got[i] != static_cast<float>(ranks_sum * (i % 100))) return false;
   }
   return true;
 }
@@ -108,6 +108,7 @@ int RunNode(const fs::path& root, int node, int ranks, int nodes, int repeat) {
     }
   }
   std::vector<std::future<NRT_STATUS>> runs;
+  runs.reserve(states.size());
   for (RankState& r : states) {
     runs.push_back(std::async(std::launch::async, [&r, repeat] {
       NRT_STATUS s = NRT_SUCCESS;
@@ -176,6 +177,7 @@ class ClusterWorldTest : public ::testing::Test {
 TEST_F(ClusterWorldTest, TwoNodesSumTensorsAtTheModelsCostAndCountEfaBytes) {
   MakeNodes(2);
   std::vector<pid_t> pids;
+  pids.reserve(4);
   for (int n = 0; n < 2; ++n) pids.push_back(Fork([&, n] { return RunNode(Root(n), n, 2, 2, 3); }));
   for (pid_t p : pids) EXPECT_EQ(WaitChild(p), 0);
 }
@@ -183,6 +185,7 @@ TEST_F(ClusterWorldTest, TwoNodesSumTensorsAtTheModelsCostAndCountEfaBytes) {
 TEST_F(ClusterWorldTest, FourNodesFormOneWorld) {
   MakeNodes(4);
   std::vector<pid_t> pids;
+  pids.reserve(4);
   // Started in reverse: the ranks elsewhere wait for rank 0's process to listen.
   for (int n = 3; n >= 0; --n) {
     pids.push_back(Fork([&, n] { return RunNode(Root(n), n, 1, 4, 2); }));
