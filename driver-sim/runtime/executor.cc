@@ -274,6 +274,15 @@ void Runtime::LogCollectiveFailure(const nrt_model_t& m, const LoadedOp& op,
       r.missing.size() > missing.size() ? ",..." : "", r.why);
 }
 
+bool Runtime::EfaDown(const nrt_model_t& m, const LoadedOp& op) const {
+  const int efa = node_.NearestEfa(Loc(m.vnc).device);
+  if (faults_->EfaUp(efa)) return false;
+  Log()->error(
+      "nrt_execute collective \"{}\" of rank {} leaves the node through EFA {}, which is down",
+      op.op->name, m.rank, node_.spec().efas[static_cast<size_t>(efa)].name);
+  return true;
+}
+
 void Runtime::ComputeRing(LoadedOp& op, const CommWorld::Result& r) const {
   const Op& o = *op.op;
   // The ring within the node runs over the members on this rank's node, in group order; the
@@ -309,6 +318,10 @@ NRT_STATUS Runtime::RunCollective(const Job& job, LoadedOp& op, int64_t real_dea
   nrt_model_t& m = *job.model;
   CoreScheduler& c = core(m.vnc);
   const int64_t arrive = run->t;
+  // A collective known to leave the node cannot start while the rank's EFA is down: the rank
+  // never arrives and is stuck until its timeout (1200), and its peers wait for it until theirs,
+  // as a hang on collectives goes on hardware (docs/runtime.md#collectives).
+  if (op.ring_known && op.crosses_efa && EfaDown(m, op)) return NRT_EXEC_HW_ERR_COLLECTIVES;
   std::optional<CommWorld::Contribution> mine;
   nrt_tensor_t* out = nullptr;
   if (!op.op->input.empty()) {
@@ -329,6 +342,7 @@ NRT_STATUS Runtime::RunCollective(const Job& job, LoadedOp& op, int64_t real_dea
     std::memcpy(TensorBytes(out), r.data->data(), std::min(out->size, r.data->size()));
   }
   if (!op.ring_known) ComputeRing(op, r);
+  if (op.crosses_efa && EfaDown(m, op)) return NRT_EXEC_HW_ERR_COLLECTIVES;
   if (faults_->AnyLinkDown() && !op.links.empty()) {
     for (const auto& down : faults_->DownLinks()) {
       if (std::find(op.links.begin(), op.links.end(), down) != op.links.end()) {

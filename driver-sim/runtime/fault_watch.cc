@@ -69,6 +69,30 @@ void FaultWatch::Poll() {
   std::lock_guard<std::mutex> lock(poll_mu_);
   PollFaults();
   for (int d : devices_) PollDevice(d);
+  PollEfas();
+}
+
+void FaultWatch::WatchEfas(std::vector<std::pair<int, std::string>> efas) {
+  efas_ = std::move(efas);
+  for (const auto& [index, name] : efas_) efa_slots_ = std::max(efa_slots_, size_t(index) + 1);
+  efa_down_.reset(new std::atomic<bool>[efa_slots_]);
+  for (size_t i = 0; i < efa_slots_; ++i) efa_down_[i].store(false);
+}
+
+bool FaultWatch::EfaUp(int efa) const {
+  return efa < 0 || static_cast<size_t>(efa) >= efa_slots_ ||
+         !efa_down_[static_cast<size_t>(efa)].load(std::memory_order_acquire);
+}
+
+// An EFA is up when its port says ACTIVE ("4: ACTIVE", docs/driver-interface.md#efa); a removed
+// interface (efa-down, a VF reset) has no port at all.
+void FaultWatch::PollEfas() {
+  for (const auto& [index, name] : efas_) {
+    absl::StatusOr<std::string> state =
+        ReadText(root_.InfinibandClassDir() / name / "ports" / "1" / "state");
+    const bool up = state.ok() && state->rfind("4", 0) == 0;
+    efa_down_[static_cast<size_t>(index)].store(!up, std::memory_order_release);
+  }
 }
 
 void FaultWatch::PollFaults() {

@@ -60,6 +60,13 @@ class FaultWatch {
   std::vector<std::pair<int, int>> DownLinks() const;
   bool AnyLinkDown() const { return any_link_down_.load(std::memory_order_acquire); }
 
+  // The EFAs (catalog index, name) this process's collectives leave the node through; each poll
+  // reads whether their port is ACTIVE (`ctl efa-down` removes the interface). Call before
+  // Start().
+  void WatchEfas(std::vector<std::pair<int, std::string>> efas);
+  // False while the EFA's port is not ACTIVE; true for EFAs not watched.
+  bool EfaUp(int efa) const;
+
   // Queued for the daemon (failures are ignored: there may be no daemon, e.g. in unit tests).
   void Printk(int level, std::string text);
 
@@ -74,6 +81,7 @@ class FaultWatch {
   void Poll();
   void PollFaults();
   void PollDevice(int device);
+  void PollEfas();
   void Flush();
   void RecomputeFlags();  // under mu_
 
@@ -84,6 +92,9 @@ class FaultWatch {
   std::unique_ptr<std::atomic<bool>[]> has_fault_;
   std::atomic<int> poll_ms_{50};
   std::atomic<bool> any_link_down_{false};
+  std::vector<std::pair<int, std::string>> efas_;  // watched (index, name)
+  std::unique_ptr<std::atomic<bool>[]> efa_down_;  // by catalog index
+  size_t efa_slots_ = 0;
 
   std::mutex poll_mu_;  // one Poll at a time
   struct DeviceSeen {

@@ -226,6 +226,16 @@ void Runtime::StartCores(const RootPaths& root) {
   faults_ = std::make_unique<FaultWatch>(
       root, devices, node_.spec().devices,
       [this](int d, bool ready, bool reset) { OnDeviceState(d, ready, reset); });
+  std::vector<std::pair<int, std::string>> efas;
+  for (int d : devices) {
+    const int e = node_.NearestEfa(d);
+    if (e < 0 ||
+        std::any_of(efas.begin(), efas.end(), [e](const auto& p) { return p.first == e; })) {
+      continue;
+    }
+    efas.emplace_back(e, node_.spec().efas[static_cast<size_t>(e)].name);
+  }
+  faults_->WatchEfas(std::move(efas));
   models_per_core_.assign(static_cast<size_t>(range_.count), 0);
   scratchpads_.resize(static_cast<size_t>(range_.count));
   for (int vnc = 0; vnc < range_.count; ++vnc) {

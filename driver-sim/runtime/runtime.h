@@ -113,6 +113,8 @@ class Runtime {
   // (all-reduce) or concatenation (all-gather) in the output.
   NRT_STATUS RunCollective(const Job& job, LoadedOp& op, int64_t real_deadline, bool profiling,
                            JobTimeline* run);
+  // True (and logged) when the EFA the rank's collectives leave the node through is down.
+  bool EfaDown(const nrt_model_t& m, const LoadedOp& op) const;
   void LogCollectiveFailure(const nrt_model_t& m, const LoadedOp& op,
                             const CommWorld::Result& r) const;
   // The ring's cost, EFA bytes and NeuronLink hops from where the group's members turned out to

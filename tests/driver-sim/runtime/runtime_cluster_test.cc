@@ -232,6 +232,52 @@ TEST_F(ClusterWorldTest, ADeadRankOnOneNodeFailsItsPeersWithin1200) {
               ::testing::HasSubstr("lost the connection to rank 0's process"));
 }
 
+TEST_F(ClusterWorldTest, AnEfaDownOnOneNodeFailsTheCollectivesThatLeaveIt) {
+  MakeNodes(2);
+  int ends[2];
+  ASSERT_EQ(::pipe(ends), 0);
+  UniqueFd go_read(ends[0]), go_write(ends[1]);
+  // Node 1's rank: one all-reduce over EFA, then (once node 0's EFA is down) another, which
+  // waits for the rank that cannot send and ends in 1200 at its timeout.
+  const pid_t peer = Fork([&] {
+    go_write.Reset();
+    ::setenv("NEURON_ROOT", Root(1).c_str(), 1);
+    ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
+    ::setenv("NEURON_RT_EXEC_TIMEOUT", "2", 1);
+    if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS) return 1;
+    const std::string neff = AllReduceNeff();
+    RankState r;
+    if (Prepare(neff, 0, 1, 2, &r) != NRT_SUCCESS) return 2;
+    if (nrt_execute(r.model, r.in, r.out) != NRT_SUCCESS) return 3;
+    char go = 0;
+    if (::read(go_read.get(), &go, 1) != 1) return 4;
+    const NRT_STATUS s = nrt_execute(r.model, r.in, r.out);
+    return s == NRT_EXEC_HW_ERR_COLLECTIVES ? 0 : int{kNotTheStatus};
+  });
+  go_read.Reset();
+  ::setenv("NEURON_ROOT", Root(0).c_str(), 1);
+  ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
+  ::setenv("NEURON_RT_EXEC_TIMEOUT", "2", 1);
+  ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
+  {
+    RankState r;
+    ASSERT_EQ(Prepare(AllReduceNeff(), 0, 0, 2, &r), NRT_SUCCESS);
+    ASSERT_EQ(nrt_execute(r.model, r.in, r.out), NRT_SUCCESS);
+    absl::StatusOr<NodeModel> model = NodeModel::Load(RootPaths(Root(0)));
+    ASSERT_TRUE(model.ok());
+    const std::string efa = model->spec().efas[model->NearestEfa(0)].name;
+    ASSERT_TRUE(nodes_[0]->tree->RemoveEfa(efa).ok());  // what `ctl efa-down` does
+    RefreshForTesting();
+    ASSERT_EQ(::write(go_write.get(), "g", 1), 1);
+    StderrCapture err(dir_.path() / "err.txt");
+    EXPECT_EQ(nrt_execute(r.model, r.in, r.out), NRT_EXEC_HW_ERR_COLLECTIVES);
+    EXPECT_THAT(err.Text(), ::testing::HasSubstr("through EFA " + efa + ", which is down"));
+    err.Restore();
+    EXPECT_EQ(WaitChild(peer), 0);
+  }
+  nrt_close();
+}
+
 TEST_F(ClusterWorldTest, ARankUsedTwiceIsRefused) {
   MakeNodes(2);
   const std::string neff = AllReduceNeff();
