@@ -5,6 +5,7 @@
 //   exec run any command under the simulated driver's device node (driver/exec.h)
 //   kubelet  the kubelet emulator (restart|status talk to a running one)
 //   pod  admit, delete and list pods through the kubelet emulator (run ... -- CMD runs CMD in it)
+//   cluster  up|down|status: several simulated nodes, each with its kubelet (cluster/supervisor.h)
 // Exit codes: 0 success, 1 failure, 2 usage (docs/architecture.md#readiness-and-lifecycle).
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@
 #include "core/base/version.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
+#include "driver-sim/cluster/cluster_command.h"
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/daemon.h"
 #include "driver-sim/driver/exec.h"
@@ -386,7 +388,8 @@ int main(int argc, char** argv) {
                                       AddExec(app),
                                       AddKubelet(app),
                                       AddPod(app),
-                                      neuron::sim::AddPredictCommand(app)};
+                                      neuron::sim::AddPredictCommand(app),
+                                      neuron::sim::AddClusterCommand(app)};
   OriginalArgs().assign(argv, argv + argc);
   // `ctl printk -- TEXT`, `pod run -- CMD` and `exec -- CMD`: the words after "--" are not for
   // CLI11.
