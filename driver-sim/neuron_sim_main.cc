@@ -6,6 +6,7 @@
 //   kubelet  the kubelet emulator (restart|status talk to a running one)
 //   pod  admit, delete and list pods through the kubelet emulator (run ... -- CMD runs CMD in it)
 //   cluster  up|down|status: several simulated nodes, each with its kubelet (cluster/supervisor.h)
+//   job  run, delete and list multi-node training jobs on a simulated cluster (job/job.h)
 // Exit codes: 0 success, 1 failure, 2 usage (docs/architecture.md#readiness-and-lifecycle).
 
 #include <fmt/format.h>
@@ -27,6 +28,7 @@
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/daemon.h"
 #include "driver-sim/driver/exec.h"
+#include "driver-sim/job/job_command.h"
 #include "driver-sim/kubelet/kubelet_control.h"
 #include "driver-sim/predict_command.h"
 #include "driver-sim/workloads/workload.h"
@@ -187,7 +189,14 @@ Command AddRun(CLI::App& app) {
   run->add_option("--seq", f->w.seq, "sequence length (llama2-7b 4096, bert-large 128)");
   run->add_option("--tp", f->w.tp, "llama2-7b: tensor-parallel group size (8)");
   run->add_option("--nodes", f->w.nodes,
-                  "llama2-7b: nodes in the data-parallel job, the others modelled (2)");
+                  "nodes in the data-parallel job: without a node rank one process, the other "
+                  "nodes modelled (llama2-7b; 2); with one, the job's node count");
+  run->add_option("--node-rank", f->w.node_rank,
+                  "this process is node R of a --nodes job whose every node runs `neuron-sim "
+                  "run` (needs NEURON_RT_ROOT_COMM_ID); default: the launcher's GROUP_RANK / "
+                  "NODE_RANK with WORLD_SIZE / LOCAL_WORLD_SIZE, or OMPI_COMM_WORLD_RANK / "
+                  "OMPI_COMM_WORLD_SIZE")
+      ->check(CLI::NonNegativeNumber);
   run->add_option("--scale", f->w.scale,
                   "multiply every op's work and the training workloads' memory (1.0)");
   run->add_option("--batch", f->w.batch, "bert-large: micro-batch per core (16)");
@@ -198,7 +207,8 @@ Command AddRun(CLI::App& app) {
                 "load the models, print the timing model's prediction for one step, and exit");
   run->footer(neuron::workloads::WorkloadHelp());
 
-  return {run, [f]() -> int {
+  return {run, [f, run]() -> int {
+            f->w.nodes_given = run->count("--nodes") > 0;
             const std::filesystem::path root =
                 std::filesystem::absolute(f->root).lexically_normal();
             // The runtime reaches its devices through the driver's device node, so a workload
@@ -389,7 +399,8 @@ int main(int argc, char** argv) {
                                       AddKubelet(app),
                                       AddPod(app),
                                       neuron::sim::AddPredictCommand(app),
-                                      neuron::sim::AddClusterCommand(app)};
+                                      neuron::sim::AddClusterCommand(app),
+                                      neuron::sim::AddJobCommand(app)};
   OriginalArgs().assign(argv, argv + argc);
   // `ctl printk -- TEXT`, `pod run -- CMD` and `exec -- CMD`: the words after "--" are not for
   // CLI11.

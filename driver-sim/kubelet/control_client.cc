@@ -39,15 +39,47 @@ void Deadline(grpc::ClientContext& context, std::chrono::seconds timeout) {
   context.set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
+// The message a command prints for a failed call: the kubelet's own, or who did not answer.
+std::string Describe(const std::string& kubelet_dir, const grpc::Status& s) {
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return fmt::format("no kubelet emulator answers on {}: {}", KubeletControlSocket(kubelet_dir),
+                       s.error_message());
+  }
+  return s.error_message();
+}
+
 int Fail(std::ostream& err, std::string_view command, const std::string& kubelet_dir,
          const grpc::Status& s) {
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    err << fmt::format("neuron-sim {}: no kubelet emulator answers on {}: {}\n", command,
-                       KubeletControlSocket(kubelet_dir), s.error_message());
-  } else {
-    err << fmt::format("neuron-sim {}: {}\n", command, s.error_message());
-  }
+  err << fmt::format("neuron-sim {}: {}\n", command, Describe(kubelet_dir, s));
   return kExitFailure;
+}
+
+absl::Status ToStatus(const std::string& kubelet_dir, const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share their numbering (both are gRPC's codes).
+  return {static_cast<absl::StatusCode>(s.error_code()), Describe(kubelet_dir, s)};
+}
+
+ctl::PodSpec SpecOf(const PodRunArgs& args) {
+  ctl::PodSpec spec;
+  spec.set_namespace_(args.namespace_name);
+  spec.set_name(args.name);
+  ctl::ContainerSpec* c = spec.add_containers();
+  c->set_name(args.container);
+  for (const auto& [resource, count] : args.requests) (*c->mutable_requests())[resource] = count;
+  return spec;
+}
+
+PodAllocation AllocationOf(const ctl::AdmittedPod& pod, const std::string& container) {
+  PodAllocation a;
+  for (const ctl::ContainerAllocation& ca : pod.containers()) {
+    if (ca.name() != container) continue;
+    for (const auto& [resource, ids] : ca.ids()) {
+      a.ids[resource].assign(ids.ids().begin(), ids.ids().end());
+    }
+    a.envs.insert(ca.envs().begin(), ca.envs().end());
+  }
+  return a;
 }
 
 // The signals `pod run` takes with sigwait while it supervises its command. They are blocked
@@ -58,6 +90,14 @@ sigset_t SupervisedSignals() {
   sigemptyset(&set);
   for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGUSR1}) sigaddset(&set, sig);
   return set;
+}
+
+// Before any gRPC thread exists: the signals `pod run` supervises with are blocked, and as a
+// container shim is, the process becomes the reaper of CMD's group's orphans.
+void PrepareToSupervise() {
+  const sigset_t signals = SupervisedSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
 int ExitCodeOf(int status) {
@@ -273,45 +313,73 @@ int KubeletStatusCommand(const std::string& kubelet_dir, std::ostream& out, std:
 int PodRunCommand(const PodRunArgs& args, std::ostream& out, std::ostream& err) {
   sigset_t child_mask;
   pthread_sigmask(SIG_SETMASK, nullptr, &child_mask);
-  if (!args.command.empty()) {
-    // Before Connect: no gRPC thread may exist unblocked (SupervisedSignals). A signal during
-    // admission waits; Supervise then stops the command at once.
-    const sigset_t signals = SupervisedSignals();
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    // As a container shim is: the orphans of CMD's group become ours to reap.
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
-  }
-  ctl::PodSpec spec;
-  spec.set_namespace_(args.namespace_name);
-  spec.set_name(args.name);
-  ctl::ContainerSpec* c = spec.add_containers();
-  c->set_name(args.container);
-  for (const auto& [resource, count] : args.requests) (*c->mutable_requests())[resource] = count;
+  // A signal during admission waits; Supervise then stops the command at once.
+  if (!args.command.empty()) PrepareToSupervise();
   std::unique_ptr<ctl::KubeletControl::Stub> stub = Connect(args.kubelet_dir);
   ctl::AdmittedPod pod;
   {
     grpc::ClientContext context;
     Deadline(context, std::chrono::seconds(120));
-    grpc::Status s = stub->AdmitPod(&context, spec, &pod);
+    grpc::Status s = stub->AdmitPod(&context, SpecOf(args), &pod);
     if (!s.ok()) return Fail(err, "pod run", args.kubelet_dir, s);
   }
-  std::map<std::string, std::string> envs;
+  const PodAllocation allocation = AllocationOf(pod, args.container);
   std::ostream& report = args.command.empty() ? out : err;
-  for (const ctl::ContainerAllocation& ca : pod.containers()) {
-    if (ca.name() != args.container) continue;
-    const std::map<std::string, ctl::DeviceIds> sorted(ca.ids().begin(), ca.ids().end());
-    for (const auto& [resource, ids] : sorted) {
-      report << resource;
-      for (const std::string& id : ids.ids()) report << ' ' << id;
-      report << '\n';
-    }
-    envs.insert(ca.envs().begin(), ca.envs().end());
+  for (const auto& [resource, ids] : allocation.ids) {
+    report << resource;
+    for (const std::string& id : ids) report << ' ' << id;
+    report << '\n';
   }
-  for (const auto& [k, v] : envs) report << k << '=' << v << '\n';
+  for (const auto& [k, v] : allocation.envs) report << k << '=' << v << '\n';
   report.flush();
   if (args.command.empty()) return 0;
 
-  return RunInPod(*stub, args, envs, child_mask, err);
+  return RunInPod(*stub, args, allocation.envs, child_mask, err);
+}
+
+absl::StatusOr<PodAllocation> AdmitPod(const PodRunArgs& args) {
+  grpc::ClientContext context;
+  Deadline(context, std::chrono::seconds(120));
+  ctl::AdmittedPod pod;
+  grpc::Status s = Connect(args.kubelet_dir)->AdmitPod(&context, SpecOf(args), &pod);
+  if (!s.ok()) return ToStatus(args.kubelet_dir, s);
+  return AllocationOf(pod, args.container);
+}
+
+absl::StatusOr<PodAllocation> FindPod(const PodRunArgs& args) {
+  grpc::ClientContext context;
+  Deadline(context, std::chrono::seconds(10));
+  ctl::PodList list;
+  grpc::Status s = Connect(args.kubelet_dir)->ListPods(&context, ctl::Empty(), &list);
+  if (!s.ok()) return ToStatus(args.kubelet_dir, s);
+  for (const ctl::AdmittedPod& pod : list.pods()) {
+    if (pod.namespace_() == args.namespace_name && pod.name() == args.name) {
+      return AllocationOf(pod, args.container);
+    }
+  }
+  return absl::NotFoundError(fmt::format("no pod {}/{} on the kubelet at {}", args.namespace_name,
+                                         args.name, args.kubelet_dir));
+}
+
+absl::Status DeletePod(const std::string& kubelet_dir, const std::string& namespace_name,
+                       const std::string& name, int grace_period_seconds) {
+  ctl::PodRef ref;
+  ref.set_namespace_(namespace_name);
+  ref.set_name(name);
+  ref.set_grace_period_seconds(grace_period_seconds);
+  return ToStatus(kubelet_dir, DeleteForRun(*Connect(kubelet_dir), ref));
+}
+
+int RunInAdmittedPod(const PodRunArgs& args, std::ostream& err) {
+  sigset_t child_mask;
+  pthread_sigmask(SIG_SETMASK, nullptr, &child_mask);
+  PrepareToSupervise();
+  absl::StatusOr<PodAllocation> pod = FindPod(args);
+  if (!pod.ok()) {
+    err << fmt::format("neuron-sim job attach: {}\n", std::string{pod.status().message()});
+    return kExitFailure;
+  }
+  return RunInPod(*Connect(args.kubelet_dir), args, pod->envs, child_mask, err);
 }
 
 int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespace_name,

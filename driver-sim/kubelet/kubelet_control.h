@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "driver-sim/kubelet/kubelet_emulator.h"
 
 namespace neuron::sim {
@@ -50,5 +51,29 @@ int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespac
                      const std::string& name, int grace_period_seconds, std::ostream& out,
                      std::ostream& err);
 int PodListCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
+
+// ---- The pieces of `pod run`, for commands that run pods of their own (`neuron-sim job`) ----
+
+// One container's allocation: resource -> IDs, and the envs (NEURON_ROOT among them).
+struct PodAllocation {
+  std::map<std::string, std::vector<std::string>> ids;
+  std::map<std::string, std::string> envs;
+};
+// Admits the pod `args` describes (one container, args.requests) without running anything.
+// The error carries the kubelet's own message: FailedPrecondition for "Insufficient ..." and the
+// device plugin's refusals, AlreadyExists for a name in use, Unavailable when no emulator
+// answers on args.kubelet_dir.
+absl::StatusOr<PodAllocation> AdmitPod(const PodRunArgs& args);
+// The allocation of container args.container of an admitted pod; NotFound when there is none.
+absl::StatusOr<PodAllocation> FindPod(const PodRunArgs& args);
+// Deletes the pod as PodDeleteCommand does; a pod already gone is success.
+absl::Status DeletePod(const std::string& kubelet_dir, const std::string& namespace_name,
+                       const std::string& name, int grace_period_seconds);
+// `pod run`'s command part for a pod admitted earlier (AdmitPod): runs args.command with the
+// pod's envs added to ours, supervised and stopped exactly as PodRunCommand's is, deletes the
+// pod when it ends or on SIGTERM/SIGINT, and returns its exit code (1 when the pod is unknown).
+// Blocks SIGTERM, SIGINT, SIGCHLD and SIGUSR1 for good and makes this process a child subreaper:
+// call it from a process of its own (`neuron-sim job attach`) that has no threads yet.
+int RunInAdmittedPod(const PodRunArgs& args, std::ostream& err);
 
 }  // namespace neuron::sim

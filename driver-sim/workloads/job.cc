@@ -4,9 +4,11 @@
 #include "driver-sim/workloads/job.h"
 
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -179,7 +181,7 @@ absl::StatusOr<nrt_model_t*> LoadOpList(CoreContext& core, const std::string& op
         fmt::format("building the {} NEFF: {}: {}", name, StatusText(s), nrtsim_last_error()));
   }
   nrt_model_t* model = nullptr;
-  s = world > 0 ? nrt_load_collectives(neff, size, static_cast<int32_t>(core.vnc), -1, core.vnc,
+  s = world > 0 ? nrt_load_collectives(neff, size, static_cast<int32_t>(core.vnc), -1, core.rank,
                                        world, &model)
                 : nrt_load(neff, size, static_cast<int32_t>(core.vnc), -1, &model);
   nrtsim_free_neff(neff);
@@ -250,19 +252,39 @@ std::string WorkloadHelp() {
 --scale F multiplies the work of every op (compute, memory traffic, collective bytes) and the
 memory the training workloads hold. --steps 0 runs until SIGTERM or SIGINT; either signal
 finishes the step (llama2-7b: the micro-step) under way, closes the runtime and exits 0.
+--node-rank R (or a launcher's GROUP_RANK/NODE_RANK with WORLD_SIZE and LOCAL_WORLD_SIZE, or
+OMPI_COMM_WORLD_RANK with OMPI_COMM_WORLD_SIZE) makes this process node R of a --nodes job whose
+every node runs `neuron-sim run`: its cores are world ranks R*cores+vnc, the peers real
+processes meeting at NEURON_RT_ROOT_COMM_ID (required); `neuron-sim job run` launches such jobs.
 )";
 }
 
 namespace {
 
+// A TCP port on 127.0.0.1 that nobody uses now (0 if none can be had: rank 0 then says so).
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
 // The runtime's environment for a workload: a collective rendezvous key, and synchronous
 // executions.
 void PrepareEnvironment(std::FILE* out) {
-  // The collective world of this process's cores needs a rendezvous key; one per process unless
-  // the caller names the job's rank 0 as the real runtime expects.
+  // The collective world of this process's cores needs an address for rank 0 to listen on
+  // (driver-sim/README.md#collective-world); unless the caller names the job's rank 0, a port
+  // of this machine that is free now (bound to port 0 and released).
   if (std::getenv("NEURON_RT_ROOT_COMM_ID") == nullptr) {
-    setenv("NEURON_RT_ROOT_COMM_ID", fmt::format("127.0.0.1:{}", 20000 + getpid() % 40000).c_str(),
-           0);
+    setenv("NEURON_RT_ROOT_COMM_ID", fmt::format("127.0.0.1:{}", FreeLoopbackPort()).c_str(), 0);
   }
   // The workloads pace themselves step by step; executions are synchronous.
   if (const char* async = std::getenv("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS");
@@ -275,6 +297,41 @@ void PrepareEnvironment(std::FILE* out) {
   }
 }
 
+// The options with the process's place in a multi-node job filled in (node_rank, nodes), or
+// the usage error's message. A node of such a job meets its peers at the launcher's
+// NEURON_RT_ROOT_COMM_ID: without it each process would make up a world of its own.
+absl::StatusOr<WorkloadOptions> PlaceProcess(const WorkloadOptions& options,
+                                             std::optional<int>* ranks_per_node) {
+  absl::StatusOr<std::optional<NodePlacement>> p =
+      ResolvePlacement(options, [](const char* name) { return std::getenv(name); });
+  if (!p.ok()) return p.status();
+  WorkloadOptions placed = options;
+  if (!*p) return placed;
+  if (std::getenv("NEURON_RT_ROOT_COMM_ID") == nullptr) {
+    return absl::InvalidArgumentError(fmt::format(
+        "node {} of {} ({}) needs NEURON_RT_ROOT_COMM_ID=host:port, the address of rank 0's "
+        "process, set alike on every node by the job's launcher",
+        (*p)->node_rank, (*p)->nodes, (*p)->source));
+  }
+  placed.node_rank = (*p)->node_rank;
+  placed.nodes = (*p)->nodes;
+  *ranks_per_node = (*p)->ranks_per_node;
+  return placed;
+}
+
+// The workload's own checks, then the launcher's: torchrun's ranks per node are this process's
+// cores, one rank each.
+absl::Status Configure(Workload& workload, const JobInfo& info, std::optional<int> ranks_per_node) {
+  if (absl::Status s = workload.Configure(info); !s.ok()) return s;
+  if (ranks_per_node && *ranks_per_node != static_cast<int>(info.cores)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "LOCAL_WORLD_SIZE={} ranks per node, and this process has {} visible cores (one rank "
+        "each)",
+        *ranks_per_node, info.cores));
+  }
+  return absl::OkStatus();
+}
+
 // After nrt_init: the job's shape, and one context per visible core.
 std::vector<CoreContext> DescribeCores(JobInfo* info) {
   nrt_get_visible_vnc_count(&info->cores);
@@ -284,8 +341,11 @@ std::vector<CoreContext> DescribeCores(JobInfo* info) {
     info->instance = instance.arch_name;
   }
   std::vector<CoreContext> cores(info->cores);
+  const uint32_t base =
+      info->node_rank >= 0 ? static_cast<uint32_t>(info->node_rank) * info->cores : 0;
   for (uint32_t v = 0; v < info->cores; ++v) {
     cores[v].vnc = v;
+    cores[v].rank = base + v;
     nrtsim_get_core_info(v, &cores[v].info);
     info->lnc = std::max<uint32_t>(cores[v].info.lnc, 1);
   }
@@ -335,7 +395,13 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
     fmt::print(err, "neuron-sim run: --steps must be >= 0 (0: until SIGTERM)\n");
     return 2;
   }
-  std::unique_ptr<Workload> workload = it->make(options);
+  std::optional<int> ranks_per_node;
+  absl::StatusOr<WorkloadOptions> placed = PlaceProcess(options, &ranks_per_node);
+  if (!placed.ok()) {
+    fmt::print(err, "neuron-sim run: {}\n", std::string{placed.status().message()});
+    return 2;
+  }
+  std::unique_ptr<Workload> workload = it->make(*placed);
   PrepareEnvironment(out);
 
   // Executions end on timed sleeps; the default 50 us timer slack would lengthen every one of
@@ -347,8 +413,10 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
     return 1;
   }
   JobInfo info;
+  info.node_rank = placed->node_rank;
+  info.nodes = placed->node_rank >= 0 ? placed->nodes : 1;
   std::vector<CoreContext> cores = DescribeCores(&info);
-  if (absl::Status s = workload->Configure(info); !s.ok()) {
+  if (const absl::Status s = Configure(*workload, info, ranks_per_node); !s.ok()) {
     fmt::print(err, "neuron-sim run: {}\n", std::string(s.message()));
     nrt_close();
     return absl::IsInvalidArgument(s) ? 2 : 1;

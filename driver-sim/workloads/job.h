@@ -29,11 +29,16 @@ struct JobInfo {
   uint32_t lnc = 1;      // physical cores per logical core
   std::string instance;  // instance family and size as the runtime reports them
   bool has_efa = false;  // the node has EFA interfaces
+  // A multi-process job (ResolvePlacement): this process's node and the job's node count; the
+  // cores are world ranks node_rank · cores + vnc. -1 and 1 for a single process.
+  int node_rank = -1;
+  int nodes = 1;
 };
 
 // One logical core's thread state.
 struct CoreContext {
-  uint32_t vnc = 0;  // logical core in the process = collective rank
+  uint32_t vnc = 0;   // logical core in the process
+  uint32_t rank = 0;  // collective world rank: vnc, or node_rank · cores + vnc (JobInfo)
   nrtsim_core_info_t info{};
   std::vector<nrt_model_t*> models;
   std::vector<nrt_tensor_t*> tensors;
@@ -77,7 +82,7 @@ std::unique_ptr<Workload> MakeEmpty(const WorkloadOptions& o);
 
 // ---- Helpers for workloads ----
 
-// Builds the NEFF of an op list and loads it on `core` (as rank core.vnc of a world of `world`
+// Builds the NEFF of an op list and loads it on `core` (as rank core.rank of a world of `world`
 // ranks when `world` > 0, i.e. with nrt_load_collectives). The model is kept in core.models.
 absl::StatusOr<nrt_model_t*> LoadOpList(CoreContext& core, const std::string& op_list,
                                         const std::string& name, uint32_t world = 0);

@@ -31,7 +31,10 @@ class Training : public Workload {
     const std::string& name = spec_.model.name;
     spec_.seq = o_.seq > 0 ? o_.seq : (encoder_ ? 128 : 4096);
     spec_.tp = encoder_ ? 1 : o_.tp;
-    spec_.nodes = encoder_ ? 1 : o_.nodes;
+    // BERT's single process runs alone; as a node of a multi-process job its data-parallel
+    // groups span every node.
+    spec_.node_rank = o_.node_rank;
+    spec_.nodes = encoder_ && o_.node_rank < 0 ? 1 : o_.nodes;
     spec_.micro_batch = encoder_ ? o_.batch : 1;
     spec_.cores_per_node = static_cast<int>(info.cores);
     spec_.zero1 = !encoder_;  // the published decoder jobs shard the optimizer (ZeRO-1)
@@ -65,12 +68,16 @@ class Training : public Workload {
 
   std::string Banner() const override {
     return fmt::format(
-        "{}: {} cores here, TP {} x DP {} ({} on this node, {} node{}), seq {}, micro-batch {}, "
-        "{} micro-steps per optimizer step{}, scale {}; sequences per optimizer step: {} here, "
-        "{} in the job",
-        spec_.model.name, info_.cores, spec_.tp, spec_.dp(), spec_.dp_local(), spec_.nodes,
-        spec_.nodes == 1 ? "" : "s", spec_.seq, spec_.micro_batch, accum_,
-        spec_.zero1 ? ", ZeRO-1" : "", spec_.scale, SeqPerStep(), SeqPerStep() * spec_.nodes);
+               "{}: {} cores here, TP {} x DP {} ({} on this node, {} node{}), seq {}, micro-batch "
+               "{}, "
+               "{} micro-steps per optimizer step{}, scale {}; sequences per optimizer step: {} "
+               "here, "
+               "{} in the job",
+               spec_.model.name, info_.cores, spec_.tp, spec_.dp(), spec_.dp_local(), spec_.nodes,
+               spec_.nodes == 1 ? "" : "s", spec_.seq, spec_.micro_batch, accum_,
+               spec_.zero1 ? ", ZeRO-1" : "", spec_.scale, SeqPerStep(),
+               SeqPerStep() * spec_.nodes) +
+           Placement();
   }
 
   int Phases() const override { return encoder_ ? 1 : accum_ + 1; }
@@ -78,11 +85,12 @@ class Training : public Workload {
   absl::Status Setup(CoreContext& core) override {
     if (absl::Status s = PrepareCore(core, 1 << 20); !s.ok()) return s;
     const std::string& name = spec_.model.name;
+    const auto world = static_cast<uint32_t>(spec_.world());
     absl::StatusOr<nrt_model_t*> micro =
-        LoadOpList(core, ops_.micro_step, name + " micro-step", spec_.tp > 1 ? info_.cores : 0);
+        LoadOpList(core, ops_.micro_step, name + " micro-step", spec_.tp > 1 ? world : 0);
     if (!micro.ok()) return micro.status();
-    absl::StatusOr<nrt_model_t*> opt = LoadOpList(core, ops_.optimizer, name + " optimizer step",
-                                                  spec_.dp() > 1 ? info_.cores : 0);
+    absl::StatusOr<nrt_model_t*> opt =
+        LoadOpList(core, ops_.optimizer, name + " optimizer step", spec_.dp() > 1 ? world : 0);
     return opt.ok() ? absl::OkStatus() : opt.status();
   }
 
@@ -108,10 +116,10 @@ class Training : public Workload {
     const double tokens = seqs * spec_.seq;
     return fmt::format(
         "micro-step {:.4f} s  optimizer phase {:.3f} s  step {:.3f} s  seq/s {:.1f} per core, "
-        "{:.1f} (this node)  tokens/s {:.0f} (this node), {:.0f} (job of {} node{})",
+        "{:.1f} (this node)  tokens/s {:.0f} {}",
         micro, opt, step, step > 0 ? seqs / step / info_.cores * spec_.tp : 0.0,
         step > 0 ? seqs / step : 0.0, step > 0 ? tokens / step : 0.0,
-        step > 0 ? tokens * spec_.nodes / step : 0.0, spec_.nodes, spec_.nodes == 1 ? "" : "s");
+        JobFigure(step > 0 ? tokens / step : 0.0));
   }
 
   std::string Report(int step, int steps, double seconds,
@@ -127,16 +135,29 @@ class Training : public Workload {
     seqs /= spec_.tp;  // a TP group works on one sequence
     const double per_core = seqs / std::max<size_t>(cores.size(), 1) / seconds * spec_.tp;
     std::string line = fmt::format(
-        "step {}  step_time {:.3f} s  seq/s {:.1f} ({:.1f} per core)  tokens/s {:.0f} (this "
-        "node), {:.0f} (job of {} node{})  micro-step {:.3f} s",
+        "step {}  step_time {:.3f} s  seq/s {:.1f} ({:.1f} per core)  tokens/s {:.0f} {}  "
+        "micro-step {:.3f} s",
         StepOf(step, steps), seconds, seqs / seconds, per_core, seqs * spec_.seq / seconds,
-        seqs * spec_.seq * spec_.nodes / seconds, spec_.nodes, spec_.nodes == 1 ? "" : "s",
-        Median(micro));
+        JobFigure(seqs * spec_.seq / seconds), Median(micro));
     if (sync > 0) line += fmt::format("  optimizer phase {:.3f} s", sync);
     return line;
   }
 
  private:
+  // After the node's tokens/s: the job's, the other nodes modelled as this one; a node of a
+  // multi-process job says which it is, its launcher summing the nodes' figures.
+  std::string JobFigure(double node_tokens) const {
+    if (spec_.multi_process()) return fmt::format("(node {} of {})", spec_.node_rank, spec_.nodes);
+    return fmt::format("(this node), {:.0f} (job of {} node{})", node_tokens * spec_.nodes,
+                       spec_.nodes, spec_.nodes == 1 ? "" : "s");
+  }
+  std::string Placement() const {
+    if (!spec_.multi_process()) return "";
+    return fmt::format("; node {} of {}: world ranks {}-{} of {}", spec_.node_rank, spec_.nodes,
+                       spec_.rank_base(), spec_.rank_base() + spec_.cores_per_node - 1,
+                       spec_.world());
+  }
+
   uint64_t SeqPerStep() const {
     return static_cast<uint64_t>(spec_.dp_local()) * static_cast<uint64_t>(accum_) *
            static_cast<uint64_t>(spec_.micro_batch);

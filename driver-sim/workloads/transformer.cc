@@ -204,19 +204,28 @@ void HeadAndLoss(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp)
   if (m.tied_head && !m.causal) LinearBackward(l, "mlm_transform_grad", x.t, x.d, x.d);
 }
 
+// TP divides cores_per_node (Validate), so consecutive groups never straddle two nodes.
 Groups TpGroups(const TrainSpec& s) {
-  Groups g(static_cast<size_t>(s.cores_per_node / s.tp));
-  for (int r = 0; r < s.cores_per_node; ++r) g[static_cast<size_t>(r / s.tp)].push_back(r);
+  Groups g(static_cast<size_t>(s.world() / s.tp));
+  for (int r = 0; r < s.world(); ++r) {
+    g[static_cast<size_t>(r / s.tp)].push_back(static_cast<uint32_t>(r));
+  }
   return g;
 }
 
-// Ranks with the same TP rank and stage: rank = (dp·PP + stage)·TP + tp_rank.
+// Ranks with the same TP rank and stage: rank = (dp·PP + stage)·TP + tp_rank, on every node the
+// lists number.
 Groups DpGroups(const TrainSpec& s) {
   const int width = s.tp * s.pp;
   Groups g(static_cast<size_t>(width));
-  for (int r = 0; r < s.cores_per_node; ++r) g[static_cast<size_t>(r % width)].push_back(r);
+  for (int r = 0; r < s.world(); ++r) {
+    g[static_cast<size_t>(r % width)].push_back(static_cast<uint32_t>(r));
+  }
   return g;
 }
+
+// The modelled peers' node count for a data-parallel collective: none when they are real.
+int ModelledNodes(const TrainSpec& s) { return s.multi_process() ? 1 : s.nodes; }
 
 // Parameters one rank of `stage` holds.
 double StageParams(const TrainSpec& s, int stage) {
@@ -259,7 +268,7 @@ std::string OptimizerPhase(const TrainSpec& s, int stage) {
   // FP32 gradients: all-reduced, or with ZeRO-1 reduce-scattered to the rank's optimizer shard.
   if (reduce) {
     l.Collective(s.zero1 ? "reducescatter" : "allreduce", "dp_gradient_reduction", 4 * p, dp,
-                 s.nodes);
+                 ModelledNodes(s));
   }
   // AdamW per parameter: FP32 master weight, m and v read and written, the gradient read, and
   // with BF16 the compute copy written; ~12 VectorE passes and a ScalarE square root. LAMB adds
@@ -268,7 +277,9 @@ std::string OptimizerPhase(const TrainSpec& s, int stage) {
   const double bytes = (8 + 8 + 8 + 4 + (w == 2 ? 2 : 0) + (lamb ? 8 : 0)) * shard;
   l.Lane("vector", lamb ? "lamb_update" : "adamw_update", 2 * (lamb ? 16 : 12) * shard, bytes);
   l.Lane("scalar", "optimizer_sqrt", shard, 0);
-  if (s.zero1 && reduce) l.Collective("allgather", "zero1_param_allgather", w * p, dp, s.nodes);
+  if (s.zero1 && reduce) {
+    l.Collective("allgather", "zero1_param_allgather", w * p, dp, ModelledNodes(s));
+  }
   const json memory = {{"misc", std::floor(12 * shard * s.scale)}};
   return l.Dump(memory);
 }
@@ -315,6 +326,10 @@ absl::Status Validate(const TrainSpec& s) {
   }
   if (m.layers % s.pp != 0) {
     return bad(fmt::format("--pp {} does not divide the model's {} layers", s.pp, m.layers));
+  }
+  if (s.node_rank >= s.nodes) {
+    return bad(fmt::format("node rank {} is outside a job of {} node{}", s.node_rank, s.nodes,
+                           s.nodes == 1 ? "" : "s"));
   }
   if (s.cores_per_node < 1 || s.cores_per_node % (s.tp * s.pp) != 0) {
     return bad(fmt::format("TP {} x PP {} must divide the {} cores of a node", s.tp, s.pp,

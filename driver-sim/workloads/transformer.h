@@ -53,6 +53,11 @@ struct TrainSpec {
   int pp = 1;
   int cores_per_node = 0;  // ranks this node runs (one per logical core)
   int nodes = 1;
+  // -1: one process runs this node's ranks and the other nodes' peers are modelled (the op
+  // lists' "nodes"). >= 0: this process is node `node_rank` of a job whose every node runs its
+  // own process; collective groups are numbered over the whole world's ranks and the peers are
+  // real (docs/runtime.md#collectives).
+  int node_rank = -1;
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;
   bool zero1 = false;
@@ -60,6 +65,11 @@ struct TrainSpec {
 
   int dp() const { return cores_per_node * nodes / (tp * pp); }
   int dp_local() const { return cores_per_node / (tp * pp); }
+  bool multi_process() const { return node_rank >= 0; }
+  // Ranks the op lists number: the node's own, or with node_rank the whole world's.
+  int world() const { return multi_process() ? cores_per_node * nodes : cores_per_node; }
+  // The world rank of this node's first core.
+  int rank_base() const { return multi_process() ? node_rank * cores_per_node : 0; }
 };
 
 // InvalidArgument when the spec cannot run: TP must divide heads, kv-heads and the node's cores,
@@ -69,8 +79,10 @@ absl::Status Validate(const TrainSpec& s);
 // The two op lists of one rank (JSON, op-list version 1) for pipeline stage `stage`: one
 // micro-step (forward, backward, gradient accumulation) and the optimizer phase (gradient
 // reduction, optimizer update, ZeRO-1 parameter all-gather). Collective groups are numbered over
-// the node's `cores_per_node` ranks: TP groups are consecutive ranks, DP groups the ranks with the
-// same TP rank and stage.
+// `world()` ranks (rank = node_rank · cores_per_node + core): TP groups are consecutive ranks
+// within a node, DP groups the ranks with the same TP rank and stage on every node numbered. With
+// node_rank < 0 the data-parallel collectives carry "nodes" for the modelled peers; with
+// node_rank >= 0 they carry none, the peers being real processes.
 struct StepOps {
   std::string micro_step;
   std::string optimizer;

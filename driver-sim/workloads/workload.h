@@ -19,9 +19,13 @@
 // process-wide); it installs SIGTERM and SIGINT handlers for its duration.
 
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace neuron::workloads {
 
@@ -33,7 +37,12 @@ struct WorkloadOptions {
   int seq = 0;           // sequence length; 0: the workload's own (llama2 4096, bert 128)
   int tp = 8;            // tensor-parallel group size (llama2)
   int nodes = 2;         // nodes of the data-parallel job; peers elsewhere are modelled (llama2)
-  double scale = 1.0;    // multiplies every op's work (compute, traffic, collective bytes)
+  bool nodes_given = false;  // --nodes was on the command line (it must agree with the launcher)
+  // This process's node in a job whose every node runs its own `neuron-sim run` (the peers are
+  // real processes sharing NEURON_RT_ROOT_COMM_ID); -1: from the launcher's environment, and
+  // without one, a single process with the other nodes modelled (ResolvePlacement).
+  int node_rank = -1;
+  double scale = 1.0;  // multiplies every op's work (compute, traffic, collective bytes)
   // bert-large
   int batch = 16;  // micro-batch per core
   int accum = 32;  // micro-steps per optimizer step (gradient all-reduce)
@@ -43,6 +52,23 @@ struct WorkloadOptions {
   // without waiting for peers) and exit without executing.
   bool estimate = false;
 };
+
+// Where a process sits in a multi-node job (driver-sim/README.md#workloads).
+struct NodePlacement {
+  int node_rank = 0;
+  int nodes = 1;
+  std::optional<int> ranks_per_node;  // LOCAL_WORLD_SIZE, when the launcher set it
+  std::string source;                 // what said so: "--node-rank", "GROUP_RANK", ...
+};
+// Returns the value of an environment variable or nullptr (std::getenv in production).
+using EnvLookup = std::function<const char*(const char*)>;
+// The process's node from --node-rank (with --nodes), else from the launcher's environment:
+// torchrun's GROUP_RANK (or NODE_RANK) with WORLD_SIZE / LOCAL_WORLD_SIZE nodes, or the MPI
+// operator's OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE (one worker process per node).
+// nullopt: neither, the single-process job with modelled peers. InvalidArgument names the
+// variable or flag that is malformed or disagrees with another.
+absl::StatusOr<std::optional<NodePlacement>> ResolvePlacement(const WorkloadOptions& options,
+                                                              const EnvLookup& env);
 
 // Names of the workloads, for --help and error messages.
 std::vector<std::string_view> WorkloadNames();

@@ -4,11 +4,14 @@
 // docs/hardware.md#calibration-points, written literally; timing assertions are ranges around
 // them or ceilings (docs/architecture.md#timing-in-tests).
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -464,6 +467,42 @@ TEST_F(WorkloadsTest, BadRequestsGetClearErrors) {
   const Result taken = Run({"--workload", "matmul", "--steps", "1"}, {"NEURON_RT_VISIBLE_CORES=5"});
   EXPECT_EQ(taken.code, 1);
   EXPECT_THAT(taken.err, HasSubstr("nrt_init failed"));
+}
+
+// A node of a multi-node job (driver-sim/README.md#workloads): its place comes from --node-rank or
+// the launcher's environment, it needs the launcher's rendezvous, and its cores are world ranks.
+TEST_F(WorkloadsTest, ANodeOfAMultiNodeJobNeedsTheLaunchersRendezvous) {
+  ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
+  const Result no_id = Run({"--workload", "bert-large", "--node-rank", "1", "--nodes", "2"});
+  EXPECT_EQ(no_id.code, 2);
+  EXPECT_THAT(no_id.err, HasSubstr("node 1 of 2 (--node-rank) needs NEURON_RT_ROOT_COMM_ID"));
+  const Result disagree = Run({"--workload", "bert-large", "--nodes", "3"},
+                              {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2"});
+  EXPECT_EQ(disagree.code, 2);
+  EXPECT_THAT(disagree.err, HasSubstr("--nodes 3 disagrees with the launcher's 2 nodes"));
+
+  // A free port for rank 0's process: bound, read and closed, as `neuron-sim job run` does.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  close(fd);
+  const std::string comm_id =
+      fmt::format("NEURON_RT_ROOT_COMM_ID=127.0.0.1:{}", ntohs(addr.sin_port));
+  const Result local = Run({"--workload", "bert-large", "--steps", "1"},
+                           {comm_id, "GROUP_RANK=0", "WORLD_SIZE=32", "LOCAL_WORLD_SIZE=32"});
+  EXPECT_EQ(local.code, 2);
+  EXPECT_THAT(local.err, HasSubstr("LOCAL_WORLD_SIZE=32 ranks per node, and this process has 2"));
+  // torchrun's variables for a one-node job of this node's two ranks.
+  const Result ok =
+      Run({"--workload", "bert-large", "--steps", "1", "--accum", "1", "--scale", "0.01"},
+          {comm_id, "GROUP_RANK=0", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("node 0 of 1: world ranks 0-1 of 2"));
+  EXPECT_THAT(ok.out, HasSubstr("(node 0 of 1)"));
 }
 
 }  // namespace
