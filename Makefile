@@ -3,8 +3,8 @@ PRESET ?= dev
 JOBS   ?= $(shell nproc)
 BUILD  := build/$(PRESET)
 
-.PHONY: all deps configure build test test-fast test-asan test-tsan demo bench fuzz soak reliability \
-        check format deploy-gen clean
+.PHONY: all deps configure build test test-fast test-asan test-tsan demo demo-cluster bench fuzz soak \
+        reliability check format deploy-gen clean
 
 all: build
 
@@ -41,6 +41,10 @@ test-tsan: deps
 
 demo: build
 	@scripts/demo.sh $(BUILD)
+
+# The same story on a simulated two-node cluster, with a real Prometheus over both nodes.
+demo-cluster: build
+	@scripts/demo-cluster.sh $(BUILD)
 
 # Only the benchmark programs and what they run, in a release build (bench/CMakeLists.txt).
 bench: deps

@@ -24,6 +24,10 @@ PrometheusServer::PrometheusServer(const std::filesystem::path& dir,
   for (const Target& t : targets) {
     config += "  - job_name: '" + t.job + "'\n    honor_labels: true\n    static_configs:\n" +
               "      - targets: ['127.0.0.1:" + std::to_string(t.port) + "']\n";
+    if (!t.labels.empty()) config += "        labels:\n";
+    for (const auto& [name, value] : t.labels) {
+      config.append("          ").append(name).append(": '").append(value).append("'\n");
+    }
   }
   WriteFile(dir_ / "prometheus.yml", config);
   pid_ = Spawn({"prometheus", "--config.file=" + (dir_ / "prometheus.yml").string(),

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -18,6 +19,9 @@ class PrometheusServer {
   struct Target {
     std::string job;
     int port = 0;
+    // Target labels (static_configs' `labels`), e.g. {"node", "node-1"} as a PodMonitor's
+    // relabelling gives each node's exporter.
+    std::map<std::string, std::string> labels = {};
   };
   // Writes DIR/prometheus.yml and starts the server; `rule_files` are loaded as rules.
   PrometheusServer(const std::filesystem::path& dir, const std::vector<Target>& targets,
