@@ -120,11 +120,13 @@ absl::StatusOr<pid_t> SpawnGroup(const std::vector<std::string>& command,
     const std::string key(entry.substr(0, entry.find('=')));
     if (!envs.contains(key)) env_strings.emplace_back(entry);
   }
-  for (const auto& [k, v] : envs) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : envs) env_strings.push_back(fmt::format("{}={}", k, v));
   std::vector<char*> argv;
+  argv.reserve(command.size() + 1);
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
   static constexpr char kExecFailed[] = "neuron-sim pod run: cannot run the command\n";
@@ -227,8 +229,9 @@ int RunInPod(ctl::KubeletControl::Stub& stub, const PodRunArgs& args,
   int go[2];
   if (pipe2(go, O_CLOEXEC) < 0) {
     err << fmt::format("neuron-sim pod run: pipe: {}\n", std::strerror(errno));
-    if (grpc::Status s = DeleteForRun(stub, ref); !s.ok())
+    if (grpc::Status s = DeleteForRun(stub, ref); !s.ok()) {
       Fail(err, "pod run", args.kubelet_dir, s);
+    }
     return kExitFailure;
   }
   UniqueFd go_read(go[0]);
@@ -237,9 +240,10 @@ int RunInPod(ctl::KubeletControl::Stub& stub, const PodRunArgs& args,
       command.ok() ? SpawnGroup(*command, envs, child_mask, go_read.get(), go_write.get())
                    : absl::StatusOr<pid_t>(command.status());
   if (!pid.ok()) {
-    err << fmt::format("neuron-sim pod run: {}\n", std::string(pid.status().message()));
-    if (grpc::Status s = DeleteForRun(stub, ref); !s.ok())
+    err << fmt::format("neuron-sim pod run: {}\n", std::string{pid.status().message()});
+    if (grpc::Status s = DeleteForRun(stub, ref); !s.ok()) {
       Fail(err, "pod run", args.kubelet_dir, s);
+    }
     return kExitFailure;
   }
   // The emulator stops this group when the pod is deleted (`pod delete` or ours below).
@@ -275,7 +279,7 @@ int RunKubelet(const KubeletEmulator::Options& options) {
   absl::StatusOr<std::unique_ptr<KubeletEmulator>> emulator = KubeletEmulator::Start(options);
   if (!emulator.ok()) {
     std::fprintf(stderr, "neuron-sim kubelet: %s\n",
-                 std::string(emulator.status().message()).c_str());
+                 std::string{emulator.status().message()}.c_str());
     return kExitFailure;
   }
   int sig = 0;

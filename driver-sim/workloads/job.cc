@@ -49,7 +49,7 @@ class SignalWatch {
     sigaddset(&set_, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set_, &old_);
     thread_ = std::thread([this] {
-      const timespec tick{0, 50 * 1000 * 1000};
+      const timespec tick{0, 50'000'000};
       while (!done_) {
         const int sig = sigtimedwait(&set_, nullptr, &tick);
         if (sig > 0) signal_ = sig;
@@ -358,7 +358,7 @@ void RunCores(Workload& workload, std::vector<CoreContext>& cores, RunState& sta
   auto complete = [&state]() noexcept { state.Complete(); };
   std::barrier sync(static_cast<std::ptrdiff_t>(cores.size()), complete);
   auto run_core = [&](CoreContext& core) {
-    if (absl::Status s = workload.Setup(core); !s.ok()) core.failure = std::string(s.message());
+    if (absl::Status s = workload.Setup(core); !s.ok()) core.failure = std::string{s.message()};
     sync.arrive_and_wait();
     while (!state.stop) {
       workload.Step(core, state.step, state.phase);
@@ -417,7 +417,7 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
   info.nodes = placed->node_rank >= 0 ? placed->nodes : 1;
   std::vector<CoreContext> cores = DescribeCores(&info);
   if (const absl::Status s = Configure(*workload, info, ranks_per_node); !s.ok()) {
-    fmt::print(err, "neuron-sim run: {}\n", std::string(s.message()));
+    fmt::print(err, "neuron-sim run: {}\n", std::string{s.message()});
     nrt_close();
     return absl::IsInvalidArgument(s) ? 2 : 1;
   }
