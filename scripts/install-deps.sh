@@ -18,6 +18,8 @@ packages=(
   # exporter: TLS and bcrypt for the web config, curl/openssl in its tests, node_exporter for the
   # side-by-side benchmark
   libssl-dev libcrypt-dev curl openssl prometheus-node-exporter
+  # tests/docs/check_citations.py, and scripts/demo-cluster.sh's JSON and port helpers
+  python3
 )
 
 missing=()
