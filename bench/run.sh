@@ -42,6 +42,12 @@ echo
 echo "== runtime: the device model's predictions beside AWS's published figures (trn1.32xlarge)"
 "$build/bench/model_validation"
 echo
+echo "== runtime: all-reduce time, algbw and busbw per size on 1, 2 and 4 simulated trn1.32xlarge (32 ranks each), beside the collective model"
+"$build/bench/collective_bench"
+echo
+echo "== cluster: host CPU and peak RSS per simulated node (driver, kubelet, plugin, exporter, the job's pods), Llama-2-7B on 2 and 4 nodes"
+"$build/bench/cluster_cost_bench"
+echo
 echo "== top: neuron-ls wall time, neuron-top start-up and CPU at a 1 s refresh"
 "$build/bench/top_bench"
 echo
