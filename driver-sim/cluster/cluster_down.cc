@@ -30,17 +30,6 @@ std::string ReadText(const fs::path& p) {
   return ss.str();
 }
 
-// Whether `pid` still runs a process of the cluster in `dir`: pids are reused, so a pid from a
-// file counts only while its command line names the cluster's directory.
-bool IsClusterProcess(int pid, const fs::path& dir) {
-  if (pid <= 0) return false;
-  std::string cmdline = ReadText(fs::path("/proc") / std::to_string(pid) / "cmdline");
-  for (char& c : cmdline) {
-    if (c == '\0') c = ' ';
-  }
-  return cmdline.find(dir.string()) != std::string::npos;
-}
-
 // Waits until `pid` has exited (a zombie counts: it runs nothing), at most `ceiling`. A pidfd
 // turns readable when the process exits, so this waits on the event itself.
 bool WaitGone(int pid, std::chrono::milliseconds ceiling) {
@@ -80,6 +69,15 @@ bool StopLeftovers(const fs::path& dir, const std::vector<ClusterChild>& childre
 }
 
 }  // namespace
+
+bool IsClusterProcess(int pid, const fs::path& dir) {
+  if (pid <= 0) return false;
+  std::string cmdline = ReadText(fs::path("/proc") / std::to_string(pid) / "cmdline");
+  for (char& c : cmdline) {
+    if (c == '\0') c = ' ';
+  }
+  return cmdline.find(dir.string()) != std::string::npos;
+}
 
 std::vector<ClusterChild> ReadClusterChildren(const fs::path& dir) {
   std::vector<ClusterChild> out;

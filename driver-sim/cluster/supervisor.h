@@ -54,6 +54,10 @@ struct ClusterChild {
 };
 std::vector<ClusterChild> ReadClusterChildren(const std::filesystem::path& dir);
 
+// Whether `pid` still runs a process of the cluster in `dir`: pids are reused, so a pid from a
+// file counts only while its command line names the cluster's directory.
+bool IsClusterProcess(int pid, const std::filesystem::path& dir);
+
 // The pid of DIR's live supervisor (the holder of DIR/cluster.lock), or nullopt when none runs.
 std::optional<int> LiveSupervisor(const std::filesystem::path& dir);
 

@@ -47,6 +47,10 @@ class SteadyClock final : public Clock {
   bool SleepUntil(int64_t t_ns, Interrupt& interrupt) override;
 };
 
+// The steady clock's now, in ns: real time for deadlines and timeouts, whatever clock simulated
+// time runs on.
+inline int64_t SteadyNowNs() { return SteadyClock().NowNs(); }
+
 class ManualClock final : public Clock {
  public:
   explicit ManualClock(int64_t start_ns = 0) : now_(start_ns) {}

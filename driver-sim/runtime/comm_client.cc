@@ -21,12 +21,6 @@ namespace {
 
 constexpr int64_t kRetryNs = 20'000'000;
 
-int64_t SteadyNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 bool WriteAll(int fd, const std::vector<uint8_t>& bytes) {
   size_t off = 0;
   while (off < bytes.size()) {
@@ -57,7 +51,7 @@ absl::Status CommWorld::Connect(int64_t deadline_ns, const Interrupt* interrupt)
       break;
     }
     last_error = errno;
-    if (SteadyNs() >= deadline_ns || (interrupt != nullptr && interrupt->fired())) {
+    if (SteadyNowNs() >= deadline_ns || (interrupt != nullptr && interrupt->fired())) {
       return absl::UnavailableError(fmt::format("rank 0's process never listened on {} ({})",
                                                 comm_id_, strerror(last_error)));
     }

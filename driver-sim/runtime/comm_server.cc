@@ -28,12 +28,6 @@ constexpr int kPollSliceMs = 50;
 constexpr size_t kReadChunk = 1 << 20;
 constexpr int64_t kFlushNs = 2'000'000'000;  // how long a closing rank 0 flushes its answers
 
-int64_t SteadyNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 }  // namespace
 
 absl::Status CommWorld::StartServer() {
@@ -100,8 +94,8 @@ void CommWorld::Serve() {
       std::lock_guard<std::mutex> lock(mu_);
       const bool queued = std::any_of(conns_.begin(), conns_.end(),
                                       [](const auto& kv) { return !kv.second.out.empty(); });
-      if (stopping_ && flush_until == INT64_MAX) flush_until = SteadyNs() + kFlushNs;
-      if (stopping_ && (!queued || SteadyNs() >= flush_until)) return;
+      if (stopping_ && flush_until == INT64_MAX) flush_until = SteadyNowNs() + kFlushNs;
+      if (stopping_ && (!queued || SteadyNowNs() >= flush_until)) return;
       fds.assign({{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}});
       ids.assign({0, 0});
       for (auto& [id, c] : conns_) {
@@ -129,7 +123,7 @@ void CommWorld::Serve() {
       }
     }
     std::vector<Decided> decided;
-    table_.Expire(SteadyNs(), &decided);
+    table_.Expire(SteadyNowNs(), &decided);
     Publish(std::move(decided));
   }
 }
@@ -240,7 +234,7 @@ bool CommWorld::Handle(int id, Conn& c, uint8_t type, std::string_view body) {
         return refuse(
             fmt::format("pid {} arrived as rank {}, which it has not joined", c.pid, a.rank));
       }
-      a.deadline_ns = SteadyNs() + std::max<int64_t>(0, timeout_ns);
+      a.deadline_ns = SteadyNowNs() + std::max<int64_t>(0, timeout_ns);
       std::vector<Decided> decided;
       table_.Arrive(std::move(a), &decided);
       Publish(std::move(decided));

@@ -20,8 +20,6 @@ constexpr int64_t kHangRecordIntervalNs = 10'000'000'000;  // one HANG record pe
 // 1 ms, a thousandth of a 1 s utilization sample (docs/runtime.md#accounting).
 constexpr int64_t kRunAheadNs = 1'000'000;
 
-int64_t SteadyNowNs() { return SteadyClock().NowNs(); }
-
 const char* FaultToken(sim::FaultKind k) {
   switch (k) {
     case sim::FaultKind::kHbmUe:

@@ -18,12 +18,6 @@ constexpr int64_t kAnswerGraceNs = 2'000'000'000;
 // Outcomes nobody took for this long (a member that gave up first) are dropped.
 constexpr int64_t kStaleNs = 600'000'000'000;
 
-int64_t SteadyNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
 }  // namespace
 
 uint64_t CommWorld::GroupKey(const std::vector<uint32_t>& members) {
@@ -111,7 +105,7 @@ bool CommWorld::AllLocal(const std::vector<uint32_t>& members) const {
 
 void CommWorld::Publish(const std::vector<Decided>& decided) {
   if (decided.empty()) return;
-  const int64_t now = SteadyNs();
+  const int64_t now = SteadyNowNs();
   for (auto it = results_.begin(); it != results_.end();) {
     it = now - it->second.at_ns > kStaleNs ? results_.erase(it) : std::next(it);
   }
@@ -176,7 +170,7 @@ CommWorld::Result CommWorld::Arrive(uint32_t rank, const std::vector<uint32_t>& 
   }
   lock.unlock();
   absl::Status up = Connect(deadline_ns, interrupt);
-  const std::vector<uint8_t> frame = wire::EncodeArrive(a, deadline_ns - SteadyNs());
+  const std::vector<uint8_t> frame = wire::EncodeArrive(a, deadline_ns - SteadyNowNs());
   if (up.ok() && !SendToServer(frame)) {
     up = absl::UnavailableError(
         fmt::format("lost the connection to rank 0's process at {}", comm_id_));
@@ -184,7 +178,7 @@ CommWorld::Result CommWorld::Arrive(uint32_t rank, const std::vector<uint32_t>& 
   lock.lock();
   if (!up.ok()) {
     if (interrupt != nullptr && interrupt->fired()) return Result{};
-    return Failure(rank, members, {}, std::string{up.message()}, SteadyNs() >= deadline_ns);
+    return Failure(rank, members, {}, std::string{up.message()}, SteadyNowNs() >= deadline_ns);
   }
   return Wait(rank, id, members, deadline_ns, false, interrupt, lock);
 }
@@ -212,7 +206,7 @@ CommWorld::Result CommWorld::Wait(uint32_t rank, const Id& id, const std::vector
     }
     if (interrupt != nullptr && interrupt->fired()) return Result{};
     if (!local && lost_) return Failure(rank, members, {0}, *lost_);
-    const int64_t now = SteadyNs();
+    const int64_t now = SteadyNowNs();
     if (local && now >= deadline_ns) {
       std::vector<Decided> decided;
       table_.Expire(now, &decided);

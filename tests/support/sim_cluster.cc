@@ -14,14 +14,7 @@ namespace {
 std::string Text(absl::string_view s) { return {s.data(), s.size()}; }
 }  // namespace
 
-bool RunsWithin(pid_t pid, const fs::path& dir) {
-  if (pid <= 0) return false;
-  std::string cmdline = ReadFile(fs::path("/proc") / std::to_string(pid) / "cmdline");
-  for (char& c : cmdline) {
-    if (c == '\0') c = ' ';
-  }
-  return cmdline.find(dir.string()) != std::string::npos;
-}
+bool RunsWithin(pid_t pid, const fs::path& dir) { return sim::IsClusterProcess(pid, dir); }
 
 std::vector<fs::path> SocketsUnder(const fs::path& dir) {
   std::vector<fs::path> out;
