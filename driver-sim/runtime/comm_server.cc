@@ -234,6 +234,11 @@ bool CommWorld::Handle(int id, Conn& c, uint8_t type, std::string_view body) {
         return refuse(
             fmt::format("pid {} arrived as rank {}, which it has not joined", c.pid, a.rank));
       }
+      if (a.key != GroupKey(a.members) ||
+          std::find(a.members.begin(), a.members.end(), a.rank) == a.members.end()) {
+        return refuse(fmt::format("pid {} sent rank {}'s arrival for a group that does not hold it",
+                                  c.pid, a.rank));
+      }
       a.deadline_ns = SteadyNowNs() + std::max<int64_t>(0, timeout_ns);
       std::vector<Decided> decided;
       table_.Arrive(std::move(a), &decided);

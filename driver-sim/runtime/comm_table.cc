@@ -150,6 +150,9 @@ void GroupTable::Arrive(const Arrival& a, std::vector<Decided>* decided) {
   }
   const auto pos = std::find(p.members.begin(), p.members.end(), a.rank);
   if (pos == p.members.end()) return;  // not a member: the caller checked; ignore
+  if (a.members != p.members && p.bad.empty()) {
+    p.bad = fmt::format("rank {} named other members for the same group", a.rank);
+  }
   const auto index = static_cast<size_t>(pos - p.members.begin());
   if (p.arrived[index]) return;
   AddData(p, index, a);

@@ -1,8 +1,9 @@
 // Fuzz target: the frames of a collective world's TCP connections
 // (driver-sim/README.md#collective-wire), which rank 0's process reads from any process that
 // connects to NEURON_RT_ROOT_COMM_ID. Every frame the decoders accept re-encodes to the same bytes,
-// and arrivals fed to a world's table never decide a group twice or make up members.
+// and a world's table fed the arrivals completes a group only when each member arrived at it once.
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "driver-sim/runtime/comm_table.h"
 #include "driver-sim/runtime/comm_wire.h"
+#include "driver-sim/runtime/rendezvous.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace wire = neuron::nrt::wire;
@@ -24,19 +26,28 @@ std::string_view Frame(const std::vector<uint8_t>& f) {
   return {reinterpret_cast<const char*>(f.data()) + 5, f.size() - 5};
 }
 
-void CheckTable(neuron::nrt::GroupTable& table, Arrival a,
-                std::set<std::pair<uint64_t, uint32_t>>* seen) {
+// The arrivals the table has seen per group since it last decided that group.
+using Seen = std::map<std::pair<uint64_t, uint32_t>, std::set<uint32_t>>;
+
+void CheckTable(neuron::nrt::GroupTable& table, const Arrival& a, Seen* seen) {
   for (uint32_t m : a.members) {
     if (m >= kWorld) return;  // rank 0's process checks membership before the table
   }
+  if (a.key != neuron::nrt::CommWorld::GroupKey(a.members)) return;  // refused likewise
   std::vector<Decided> decided;
-  const std::vector<uint32_t> members = a.members;
-  table.Arrive(std::move(a), &decided);
+  (*seen)[{a.key, a.seq}].insert(a.rank);
+  table.Arrive(a, &decided);
   for (const Decided& d : decided) {
     FUZZ_CHECK(d.outcome != nullptr);
     FUZZ_CHECK(d.outcome->members.size() == d.members.size());
-    // A complete group is decided once; a failed one may be told again to late members.
-    if (d.outcome->complete) FUZZ_CHECK(seen->insert({d.key, d.seq}).second);
+    // Complete only when every member arrived at this collective, each once.
+    if (d.outcome->complete) {
+      const std::set<uint32_t>& got = (*seen)[{d.key, d.seq}];
+      FUZZ_CHECK(std::set<uint32_t>(d.members.begin(), d.members.end()) == got);
+      FUZZ_CHECK(got.size() == d.members.size());
+      FUZZ_CHECK(!d.outcome->data || !d.outcome->data->empty());
+    }
+    seen->erase({d.key, d.seq});
   }
 }
 
@@ -45,7 +56,7 @@ void CheckTable(neuron::nrt::GroupTable& table, Arrival a,
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view buf(reinterpret_cast<const char*>(data), size);
   neuron::nrt::GroupTable table(kWorld);
-  std::set<std::pair<uint64_t, uint32_t>> seen;
+  Seen seen;
   while (true) {
     size_t used = 0;
     std::string bad;
@@ -58,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         int64_t timeout = 0;
         if (!wire::DecodeArrive(f->body, &a, &timeout)) break;
         FUZZ_CHECK(Frame(wire::EncodeArrive(a, timeout)) == f->body);
-        CheckTable(table, std::move(a), &seen);
+        CheckTable(table, a, &seen);
         break;
       }
       case wire::Type::kDone: {

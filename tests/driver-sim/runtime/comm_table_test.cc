@@ -119,5 +119,15 @@ TEST(GroupTableTest, DataOfAnotherSizeFailsTheGroupNamingTheRank) {
   EXPECT_NE(d[0].outcome->why.find("rank 1 brought 2 bytes"), std::string::npos);
 }
 
+TEST(GroupTableTest, AMemberNamingOtherMembersForTheGroupFailsIt) {
+  GroupTable table(3);
+  std::vector<Decided> d;
+  table.Arrive(At(0, {0, 1}, 0), &d);
+  table.Arrive(At(1, {1, 0}, 0), &d);  // the same key, the members in another order
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_FALSE(d[0].outcome->complete);
+  EXPECT_EQ(d[0].outcome->why, "rank 1 named other members for the same group");
+}
+
 }  // namespace
 }  // namespace neuron::nrt
