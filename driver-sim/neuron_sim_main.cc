@@ -82,9 +82,9 @@ Command AddUp(CLI::App& app) {
 
   return {up, [f]() -> int {
             absl::StatusOr<const neuron::InstanceSpec*> spec = neuron::FindInstance(f->instance);
-            if (!spec.ok()) return Usage("up", std::string(spec.status().message()));
+            if (!spec.ok()) return Usage("up", std::string{spec.status().message()});
             absl::StatusOr<int> lnc = neuron::ResolveLnc(**spec, f->lnc);
-            if (!lnc.ok()) return Usage("up", std::string(lnc.status().message()));
+            if (!lnc.ok()) return Usage("up", std::string{lnc.status().message()});
             if (f->root.empty() || std::filesystem::path(f->root).lexically_normal() == "/") {
               return Usage("up",
                            "refusing to simulate a node at / (it would write /sys and /dev); give "
@@ -149,7 +149,7 @@ Command AddCtl(CLI::App& app) {
             if (!req.ok()) {
               std::cerr << fmt::format(
                   "neuron-sim ctl: {}\nusage: neuron-sim ctl --root DIR COMMAND\n{}",
-                  std::string(req.status().message()), neuron::sim::CtlUsage());
+                  std::string{req.status().message()}, neuron::sim::CtlUsage());
               return kExitUsage;
             }
             const neuron::RootPaths paths(std::filesystem::absolute(f->root).lexically_normal());
@@ -157,7 +157,7 @@ Command AddCtl(CLI::App& app) {
                 paths, *req, std::chrono::milliseconds(std::max(f->timeout_ms, 1)));
             if (!reply.ok()) {
               std::cerr << fmt::format("neuron-sim ctl: {}\n",
-                                       std::string(reply.status().message()));
+                                       std::string{reply.status().message()});
               return kExitFailure;
             }
             if (reply->outcome == neuron::sim::CtlOutcome::kOk) {
@@ -218,7 +218,7 @@ Command AddRun(CLI::App& app) {
               // neuron-ls and neuron-top show for the workload.
               const absl::Status s = neuron::sim::ExecUnderSimDriver(
                   neuron::RootPaths(root), OriginalArgs(), "/proc/self/exe");
-              std::cerr << fmt::format("neuron-sim run: {}\n", std::string(s.message()));
+              std::cerr << fmt::format("neuron-sim run: {}\n", std::string{s.message()});
               return kExitFailure;
             }
             // The runtime finds the node through NEURON_ROOT (driver-sim/README.md, libnrt-sim).
@@ -239,7 +239,7 @@ Command AddExec(CLI::App& app) {
             if (!CtlHasTail() || CtlTail().empty()) return Usage("exec", "nothing to run after --");
             const neuron::RootPaths paths(std::filesystem::absolute(*root).lexically_normal());
             const absl::Status s = neuron::sim::ExecUnderSimDriver(paths, CtlTail());
-            std::cerr << fmt::format("neuron-sim exec: {}\n", std::string(s.message()));
+            std::cerr << fmt::format("neuron-sim exec: {}\n", std::string{s.message()});
             return absl::IsNotFound(s) ? 127 : kExitFailure;
           }};
 }
@@ -378,9 +378,7 @@ Command AddPod(CLI::App& app) {
           }};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   // Replies go to clients that may have gone; a write must fail with EPIPE, not kill the node.
   signal(SIGPIPE, SIG_IGN);
   CLI::App app{
@@ -424,4 +422,17 @@ int main(int argc, char** argv) {
     if (cmd->parsed()) return run();
   }
   return kExitUsage;
+}
+
+}  // namespace
+
+// What nothing below handled (a std::bad_alloc, a filesystem error) ends the command with one
+// line and status 1 rather than std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "neuron-sim: " << e.what() << "\n";
+    return 1;
+  }
 }

@@ -38,12 +38,15 @@ extern "C" {
 NRT_STATUS nrt_execute(nrt_model_t* model, const nrt_tensor_set_t* input_set,
                        nrt_tensor_set_t* output_set) {
   Runtime* rt = CurrentRuntime();
-  if (rt == nullptr) [[unlikely]]
+  if (rt == nullptr) [[unlikely]] {
     return NoRuntimeStatus();
-  if (!rt->ValidModel(model)) [[unlikely]]
+  }
+  if (!rt->ValidModel(model)) [[unlikely]] {
     return NRT_INVALID_HANDLE;
-  if (!ValidSet(input_set) || !ValidSet(output_set)) [[unlikely]]
+  }
+  if (!ValidSet(input_set) || !ValidSet(output_set)) [[unlikely]] {
     return NRT_INVALID;
+  }
   return rt->Execute(model, AsSet(input_set), static_cast<TensorSet*>(output_set), 1);
 }
 

@@ -60,7 +60,7 @@ NRT_STATUS Runtime::HostCollective(int32_t vnc, uint32_t rank, uint32_t world, u
         call, fmt::format("{} bytes per rank; a rank brings at most {}", bytes, kMaxRankDataBytes));
   }
   absl::StatusOr<std::shared_ptr<CommWorld>> w = HostWorld(vnc, rank, world);
-  if (!w.ok()) return Invalid(call, std::string(w.status().message()));
+  if (!w.ok()) return Invalid(call, std::string{w.status().message()});
   call.members.resize(world);
   for (uint32_t r = 0; r < world; ++r) call.members[r] = r;
   const std::function<NRT_STATUS()> fn = [&]() { return RunHostCollective(call, **w); };
@@ -100,7 +100,7 @@ NRT_STATUS Runtime::RunHostCollective(const HostCollectiveCall& call, CommWorld&
     LoadedOp op;
     Op spec;
     spec.coll = call.output == nullptr ? CollKind::kAllReduce : CollKind::kAllGather;
-    spec.bytes = call.output == nullptr ? 4.0 : double(call.bytes) * call.world;
+    spec.bytes = call.output == nullptr ? 4.0 : static_cast<double>(call.bytes) * call.world;
     op.op = &spec;
     op.members = call.members;
     ComputeRing(op, met);

@@ -124,7 +124,7 @@ void CommWorld::Serve() {
     }
     std::vector<Decided> decided;
     table_.Expire(SteadyNowNs(), &decided);
-    Publish(std::move(decided));
+    Publish(decided);
   }
 }
 
@@ -223,7 +223,7 @@ bool CommWorld::Handle(int id, Conn& c, uint8_t type, std::string_view body) {
       owner_[rank] = -1;
       std::vector<Decided> decided;
       table_.MarkGone(rank, fmt::format("rank {} left the world", rank), &decided);
-      Publish(std::move(decided));
+      Publish(decided);
       return true;
     }
     case wire::Type::kArrive: {
@@ -241,8 +241,8 @@ bool CommWorld::Handle(int id, Conn& c, uint8_t type, std::string_view body) {
       }
       a.deadline_ns = SteadyNowNs() + std::max<int64_t>(0, timeout_ns);
       std::vector<Decided> decided;
-      table_.Arrive(std::move(a), &decided);
-      Publish(std::move(decided));
+      table_.Arrive(a, &decided);
+      Publish(decided);
       return true;
     }
     default:
@@ -280,7 +280,7 @@ void CommWorld::Drop(int id, const std::string& why) {
     table_.MarkGone(r, fmt::format("rank {}: {}", r, why), &decided);
   }
   conns_.erase(id);
-  Publish(std::move(decided));
+  Publish(decided);
 }
 
 }  // namespace neuron::nrt

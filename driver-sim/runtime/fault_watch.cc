@@ -74,7 +74,9 @@ void FaultWatch::Poll() {
 
 void FaultWatch::WatchEfas(std::vector<std::pair<int, std::string>> efas) {
   efas_ = std::move(efas);
-  for (const auto& [index, name] : efas_) efa_slots_ = std::max(efa_slots_, size_t(index) + 1);
+  for (const auto& [index, name] : efas_) {
+    efa_slots_ = std::max(efa_slots_, static_cast<size_t>(index) + 1);
+  }
   efa_down_.reset(new std::atomic<bool>[efa_slots_]);
   for (size_t i = 0; i < efa_slots_; ++i) efa_down_[i].store(false);
 }
@@ -110,7 +112,7 @@ void FaultWatch::PollFaults() {
     if (read.ok()) {
       faults = std::move(*read);
     } else if (!absl::IsNotFound(read.status())) {
-      Log()->warn("nrt_fault_watch {}", std::string(read.status().message()));
+      Log()->warn("nrt_fault_watch {}", std::string{read.status().message()});
       return;  // keep the last good list; retry on the next change
     }
   }
@@ -205,7 +207,7 @@ void FaultWatch::Flush() {
     if (!s.ok()) {
       Log()->debug("nrt_fault_watch {} not delivered: {}",
                    r.printk ? "printk" : fmt::format("clear-fault {}", r.fault_id),
-                   std::string(s.message()));
+                   std::string{s.message()});
     }
   }
 }

@@ -49,11 +49,11 @@ NrtResult Runtime::Load(const void* bytes, size_t size, int32_t vnc, uint32_t ra
   if (bytes == nullptr || out == nullptr) return Fail(NRT_INVALID, "NULL NEFF or model pointer");
   const std::string_view neff(static_cast<const char*>(bytes), size);
   absl::StatusOr<NeffHeader> header = DecodeNeffHeader(neff);
-  if (!header.ok()) return Fail(NRT_INVALID, std::string(header.status().message()));
+  if (!header.ok()) return Fail(NRT_INVALID, std::string{header.status().message()});
   const int ncores = std::max<int>(1, static_cast<int>(header->num_tpb));
   if (NrtResult r = CheckNeffHeader(*header, vnc, ncores); !r.ok()) return r;
   absl::StatusOr<Program> parsed = ParseOpList(neff.substr(kNeffHeaderSize));
-  if (!parsed.ok()) return Fail(NRT_INVALID, std::string(parsed.status().message()));
+  if (!parsed.ok()) return Fail(NRT_INVALID, std::string{parsed.status().message()});
   auto program = std::make_shared<const Program>(std::move(*parsed));
   if (NrtResult r = CheckCollectiveContext(*program, rank, world); !r.ok()) return r;
   if (vnc < 0) vnc = PickCore(ncores);
@@ -75,7 +75,7 @@ NrtResult Runtime::Load(const void* bytes, size_t size, int32_t vnc, uint32_t ra
     absl::StatusOr<std::shared_ptr<CommWorld>> w =
         GetCommWorld(comm_id_, world, node_.info().instance_id);
     absl::Status joined = w.ok() ? (*w)->Join(rank, Loc(vnc).device) : w.status();
-    if (!joined.ok()) return Fail(NRT_INVALID, std::string(joined.message()));
+    if (!joined.ok()) return Fail(NRT_INVALID, std::string{joined.message()});
     model->world = *w;
   }
   model->charged[static_cast<int>(MemCategory::kCode)] = size + program->memory.code;
@@ -156,10 +156,10 @@ NrtResult Runtime::LoadOps(nrt_model_t& model, uint32_t world) const {
     model.macs += op.macs;
     if (op.engine == Engine::kCollectives) {
       absl::StatusOr<std::vector<uint32_t>> members = CollectiveMembers(op, model.rank, world);
-      if (!members.ok()) return Fail(NRT_INVALID, std::string(members.status().message()));
+      if (!members.ok()) return Fail(NRT_INVALID, std::string{members.status().message()});
       lop.members = *std::move(members);
       if (absl::Status s = CheckGatherOutput(*model.program, op, lop.members.size()); !s.ok()) {
-        return Fail(NRT_INVALID, std::string(s.message()));
+        return Fail(NRT_INVALID, std::string{s.message()});
       }
     } else {
       const OpCost cost = CostOp(op, engines);
@@ -179,8 +179,8 @@ NrtResult Runtime::ChargeModel(const nrt_model_t& model) {
     for (int j = 0; j < i; ++j) ReleaseModelOnCore(model, model.vnc + j);
     if (model.world) model.world->Leave(model.rank);
     accounting_->CountStatus(model.vnc + i, NRT_RESOURCE);
-    Log()->error("nrt_load {}", std::string(mem.message()));
-    return {NRT_RESOURCE, std::string(mem.message())};
+    Log()->error("nrt_load {}", std::string{mem.message()});
+    return {NRT_RESOURCE, std::string{mem.message()}};
   }
   return {};
 }

@@ -102,7 +102,7 @@ struct Parser {
                "fp8_e3, int8, uint8, int16, uint16, int32, uint32, int64, uint64");
   }
 
-  absl::Status Push(Op op, uint64_t count, const std::string& path) {
+  absl::Status Push(const Op& op, uint64_t count, const std::string& path) {
     if (ops->size() + count > kMaxOps) {
       return Err(path, fmt::format("more than {} ops after expanding repeats", kMaxOps));
     }
@@ -194,7 +194,7 @@ struct Parser {
                              "gpsimd, dma, allreduce, allgather, reducescatter, repeat)",
                              kind));
     }
-    return Push(std::move(op), n, path);
+    return Push(op, n, path);
   }
 
   absl::Status ParseCollective(const json& o, const std::string& path, const std::string& kind,

@@ -95,7 +95,7 @@ void CommWorld::Leave(uint32_t rank) {
   table_.MarkGone(rank, fmt::format("rank {} left the world", rank), &decided);
   if (serving_ && owner_[rank] == 0) owner_[rank] = -1;
   if (connected_) SendToServer(wire::EncodeRank(wire::Type::kLeave, rank, devices_[rank]));
-  Publish(std::move(decided));
+  Publish(decided);
 }
 
 bool CommWorld::AllLocal(const std::vector<uint32_t>& members) const {
@@ -164,8 +164,8 @@ CommWorld::Result CommWorld::Arrive(uint32_t rank, const std::vector<uint32_t>& 
   const bool local = serving_ || AllLocal(members);
   if (local) {
     std::vector<Decided> decided;
-    table_.Arrive(std::move(a), &decided);
-    Publish(std::move(decided));
+    table_.Arrive(a, &decided);
+    Publish(decided);
     return Wait(rank, id, members, deadline_ns, true, interrupt, lock);
   }
   lock.unlock();
@@ -210,7 +210,7 @@ CommWorld::Result CommWorld::Wait(uint32_t rank, const Id& id, const std::vector
     if (local && now >= deadline_ns) {
       std::vector<Decided> decided;
       table_.Expire(now, &decided);
-      Publish(std::move(decided));
+      Publish(decided);
       if (results_.count(id) == 0) return Failure(rank, members, {}, "timed out", true);
       continue;
     }

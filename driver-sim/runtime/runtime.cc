@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -34,15 +34,22 @@ std::string Env(const char* name) {
   return v == nullptr ? std::string() : std::string(v);
 }
 
+// "major[.minor[.build]]"; anything else reads as 0.0.0 (the version is informational).
 sim::NdsVersion ParseVersion(const char* text) {
   sim::NdsVersion v;
   if (text == nullptr) return v;
-  unsigned major = 0, minor = 0, build = 0;
-  if (std::sscanf(text, "%u.%u.%u", &major, &minor, &build) >= 1) {
-    v.major = static_cast<uint8_t>(major);
-    v.minor = static_cast<uint8_t>(minor);
-    v.build = build;
+  const std::string_view s(text);
+  uint32_t parts[3] = {0, 0, 0};
+  const char* p = s.data();
+  for (uint32_t& part : parts) {
+    const auto [end, ec] = std::from_chars(p, s.data() + s.size(), part);
+    if (ec != std::errc()) break;
+    if (end == s.data() + s.size() || *end != '.') break;
+    p = end + 1;
   }
+  v.major = static_cast<uint8_t>(parts[0]);
+  v.minor = static_cast<uint8_t>(parts[1]);
+  v.build = parts[2];
   return v;
 }
 
@@ -60,6 +67,20 @@ int64_t ExecTimeoutFromEnv() {
     return kDefaultExecTimeoutNs;
   }
   return static_cast<int64_t>(s * 1e9);
+}
+
+// NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS: a count; garbage: 0 (synchronous), with a warning.
+int AsyncMaxFromEnv(const std::string& v) {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n < 0) {
+    Log()->warn(
+        "nrt_init NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS=\"{}\" is not a count; executing "
+        "synchronously",
+        v);
+    return 0;
+  }
+  return n;
 }
 
 NrtResult InitFail(NRT_STATUS status, std::string message) {
@@ -122,11 +143,11 @@ NrtResult Runtime::Create(nrt_framework_type_t framework, const char* fw_version
   const std::string root_env = Env("NEURON_ROOT");
   const RootPaths root(root_env.empty() ? "/" : root_env);
   absl::StatusOr<NodeModel> node = NodeModel::Load(root);
-  if (!node.ok()) return InitFail(NRT_FAILURE, std::string(node.status().message()));
+  if (!node.ok()) return InitFail(NRT_FAILURE, std::string{node.status().message()});
   std::unique_ptr<Runtime> rt(new Runtime(std::move(*node)));
 
   absl::StatusOr<ReservationRequest> req = RequestFromEnv(rt->node_.total_cores());
-  if (!req.ok()) return InitFail(NRT_INVALID, std::string(req.status().message()));
+  if (!req.ok()) return InitFail(NRT_INVALID, std::string{req.status().message()});
   if (NrtResult r = rt->Reserve(root, &*req); !r.ok()) return r;
   if (NrtResult r = rt->StartAccounting(framework, fw_version); !r.ok()) return r;
   rt->ConfigureFromEnv();
@@ -145,19 +166,19 @@ NrtResult Runtime::Reserve(const RootPaths& root, ReservationRequest* req) {
       DeviceNodes::Open(req->window.first / per_device, req->window.last() / per_device);
   if (!nodes.ok()) {
     return InitFail(absl::IsResourceExhausted(nodes.status()) ? NRT_RESOURCE : NRT_FAILURE,
-                    std::string(nodes.status().message()));
+                    std::string{nodes.status().message()});
   }
   absl::StatusOr<CoreRange> host_window = (*nodes)->ToHost(req->window, per_device);
-  if (!host_window.ok()) return InitFail(NRT_INVALID, std::string(host_window.status().message()));
+  if (!host_window.ok()) return InitFail(NRT_INVALID, std::string{host_window.status().message()});
   req->window = *host_window;
   devices_ = *std::move(nodes);
   absl::StatusOr<std::unique_ptr<CoreReservation>> res = CoreReservation::Acquire(root, *req);
   if (!res.ok()) {
     if (absl::IsResourceExhausted(res.status())) {
-      Log()->error("nrt_allocate_neuron_cores {}", std::string(res.status().message()));
-      return NrtResult{NRT_RESOURCE, std::string(res.status().message())};
+      Log()->error("nrt_allocate_neuron_cores {}", std::string{res.status().message()});
+      return NrtResult{NRT_RESOURCE, std::string{res.status().message()}};
     }
-    return InitFail(NRT_FAILURE, std::string(res.status().message()));
+    return InitFail(NRT_FAILURE, std::string{res.status().message()});
   }
   reservation_ = std::move(*res);
   range_ = reservation_->range();
@@ -177,7 +198,7 @@ NrtResult Runtime::StartAccounting(nrt_framework_type_t framework, const char* f
       Accounting::Create(node_, range_.first, range_.count, who, *devices_);
   if (!acc.ok()) {
     return InitFail(absl::IsResourceExhausted(acc.status()) ? NRT_RESOURCE : NRT_FAILURE,
-                    std::string(acc.status().message()));
+                    std::string{acc.status().message()});
   }
   accounting_ = std::move(*acc);
   Accounting* accounting = accounting_.get();
@@ -208,7 +229,7 @@ void Runtime::ConfigureFromEnv() {
   }
   exec_timeout_ns_ = ExecTimeoutFromEnv();
   const std::string inflight = Env("NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS");
-  if (!inflight.empty()) async_max_ = std::max(0, std::atoi(inflight.c_str()));
+  if (!inflight.empty()) async_max_ = AsyncMaxFromEnv(inflight);
   comm_id_ = Env("NEURON_RT_ROOT_COMM_ID");
   hostname_ = node_.info().node_name;
 }

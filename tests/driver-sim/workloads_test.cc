@@ -33,8 +33,15 @@
 namespace neuron::sim {
 namespace {
 
+using ::neuron::testing::ExpectCleanExit;
+using ::neuron::testing::ReadFile;
+using ::neuron::testing::ReadU64File;
+using ::neuron::testing::SimNode;
+using ::neuron::testing::SimNodeOptions;
+using ::neuron::testing::Spawn;
+using ::neuron::testing::WaitExit;
+using ::neuron::testing::WaitUntil;
 using ::testing::HasSubstr;
-using namespace ::neuron::testing;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 

@@ -80,8 +80,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case wire::Type::kHello: {
         wire::Hello h;
         std::string why;
-        if (wire::DecodeHello(f->body, &h, &why))
+        if (wire::DecodeHello(f->body, &h, &why)) {
           FUZZ_CHECK(Frame(wire::EncodeHello(h)) == f->body);
+        }
         break;
       }
       default:

@@ -252,7 +252,7 @@ TEST_F(RuntimeApiTest, ModelTensorInfoDescribesInputsAndOutputs) {
   nrt_tensor_set_t* in = nullptr;
   nrt_tensor_t* ids = nullptr;
   ASSERT_EQ(nrt_allocate_tensor_set(&in), NRT_SUCCESS);
-  ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, 16 * 128 * 4, "ids", &ids),
+  ASSERT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, size_t{16} * 128 * 4, "ids", &ids),
             NRT_SUCCESS);
   ASSERT_EQ(nrt_add_tensor_to_tensor_set(in, "ids", ids), NRT_SUCCESS);
   EXPECT_EQ(nrt_execute(m, in, nullptr), NRT_SUCCESS);

@@ -156,7 +156,7 @@ TEST_F(CollectivesTest, BarrierAndAllGatherAcrossProcesses) {
       ::setenv("NEURON_RT_VISIBLE_CORES", std::to_string(core).c_str(), 1);
       if (NRT_STATUS s = nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""); s != NRT_SUCCESS) return 1;
       if (nrt_barrier(0, r, 2) != NRT_SUCCESS) return 2;
-      std::vector<uint8_t> in(kBytes), out(2 * kBytes, 0);
+      std::vector<uint8_t> in(kBytes), out(size_t{2} * kBytes, 0);
       for (uint32_t i = 0; i < kBytes; ++i) in[i] = static_cast<uint8_t>(i * 7 + r);
       if (nrt_all_gather(0, r, 2, kBytes, in.data(), out.data()) != NRT_SUCCESS) return 3;
       for (uint32_t peer = 0; peer < 2; ++peer) {
