@@ -226,92 +226,118 @@ TEST(AllocatorTest, GarbageGetsAnAnswerNotACrash) {
 
 // --- 2. The contract on random inputs, garbage included.
 
+// One random request: a node with a random share in use, then garbage (ids beyond the node,
+// negatives, repeats), sometimes units that must be included, and a size that may be nonsense.
+struct RandomRequest {
+  int n = 0;    // units on the node (devices, or cores)
+  int upd = 1;  // units per device
+  std::vector<int> available, must;
+  int size = 0;
+};
+
+RandomRequest MakeRandomRequest(const Allocator& a, bool cores, std::mt19937& rng) {
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  RandomRequest r;
+  r.upd = cores ? a.cores_per_device() : 1;
+  r.n = a.topology().size() * r.upd;
+  const int n = r.n;
+  const int fill = uniform(0, 100);
+  for (int u = 0; u < n; ++u) {
+    if (uniform(0, 99) < fill) r.available.push_back(u);
+  }
+  std::shuffle(r.available.begin(), r.available.end(), rng);
+  for (int i = uniform(0, 3); i > 0; --i) {
+    switch (uniform(0, 3)) {
+      case 0:
+        r.available.push_back(-uniform(1, 1000));
+        break;
+      case 1:
+        r.available.push_back(n + uniform(0, 1000));
+        break;
+      case 2:
+        if (!r.available.empty()) r.available.push_back(r.available[0]);
+        break;
+      default:
+        r.available.push_back(uniform(INT_MIN / 2, INT_MAX / 2));
+        break;
+    }
+  }
+  for (int i = uniform(0, 2) == 0 ? uniform(1, 4) : 0; i > 0; --i) {
+    // Mostly taken from available (the kubelet's case), sometimes not, sometimes garbage.
+    const int kind = uniform(0, 9);
+    if (kind < 7 && !r.available.empty()) {
+      r.must.push_back(r.available[uniform(0, static_cast<int>(r.available.size()) - 1)]);
+    } else if (kind < 9) {
+      r.must.push_back(uniform(0, n - 1));
+    } else {
+      r.must.push_back(uniform(-3, n + 3));
+    }
+  }
+  r.size = uniform(-2, n + 4);
+  return r;
+}
+
+// What a request offers once garbage is dropped: the pool (available or must-include, on the
+// node) and the must-include set.
+struct Offer {
+  std::vector<char> pool;
+  std::set<int> must;
+  int pool_size = 0;
+};
+
+Offer OfferOf(const RandomRequest& r) {
+  Offer o;
+  o.pool.assign(r.n, 0);
+  for (int u : r.available) {
+    if (u >= 0 && u < r.n) o.pool[u] = 1;
+  }
+  for (int u : r.must) {
+    if (u < 0 || u >= r.n) continue;
+    o.pool[u] = 1;
+    o.must.insert(u);
+  }
+  o.pool_size = static_cast<int>(std::count(o.pool.begin(), o.pool.end(), 1));
+  return o;
+}
+
 TEST(AllocatorTest, ContractHoldsOnRandomInputs) {
   const std::vector<Allocator> nodes{ForInstance("trn1.32xlarge"), ForInstance("trn2.48xlarge"),
                                      ForInstance("trn2.48xlarge", 1), ForInstance("inf2.48xlarge"),
                                      ForInstance("inf2.24xlarge")};
   std::mt19937 rng(20261121);
-  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   int contiguous_checked = 0, connected_checked = 0, compact_checked = 0;
   for (int round = 0; round < 20000; ++round) {
     const Allocator& a = nodes[round % nodes.size()];
     const bool cores = round % 2 == 1;
-    const int upd = cores ? a.cores_per_device() : 1;
-    const int n = a.topology().size() * upd;
-    // A node with a random share in use, then garbage: ids beyond the node, negatives, repeats.
-    const int fill = uniform(0, 100);
-    std::vector<int> available, must;
-    for (int u = 0; u < n; ++u) {
-      if (uniform(0, 99) < fill) available.push_back(u);
-    }
-    std::shuffle(available.begin(), available.end(), rng);
-    for (int i = uniform(0, 3); i > 0; --i) {
-      switch (uniform(0, 3)) {
-        case 0:
-          available.push_back(-uniform(1, 1000));
-          break;
-        case 1:
-          available.push_back(n + uniform(0, 1000));
-          break;
-        case 2:
-          if (!available.empty()) available.push_back(available[0]);
-          break;
-        default:
-          available.push_back(uniform(INT_MIN / 2, INT_MAX / 2));
-          break;
-      }
-    }
-    for (int i = uniform(0, 2) == 0 ? uniform(1, 4) : 0; i > 0; --i) {
-      // Mostly taken from available (the kubelet's case), sometimes not, sometimes garbage.
-      const int kind = uniform(0, 9);
-      if (kind < 7 && !available.empty()) {
-        must.push_back(available[uniform(0, static_cast<int>(available.size()) - 1)]);
-      } else if (kind < 9) {
-        must.push_back(uniform(0, n - 1));
-      } else {
-        must.push_back(uniform(-3, n + 3));
-      }
-    }
-    const int size = uniform(-2, n + 4);
+    const RandomRequest r = MakeRandomRequest(a, cores, rng);
+    const std::vector<int> got = cores ? a.PreferCores(r.available, r.must, r.size)
+                                       : a.PreferDevices(r.available, r.must, r.size);
 
-    const std::vector<int> got =
-        cores ? a.PreferCores(available, must, size) : a.PreferDevices(available, must, size);
-
-    std::vector<char> pool(n, 0);
-    std::set<int> must_set;
-    for (int u : available) {
-      if (u >= 0 && u < n) pool[u] = 1;
-    }
-    for (int u : must) {
-      if (u < 0 || u >= n) continue;
-      pool[u] = 1;
-      must_set.insert(u);
-    }
-    const int pool_size = static_cast<int>(std::count(pool.begin(), pool.end(), 1));
-    const int must_size = static_cast<int>(must_set.size());
-    const int want = std::max(must_size, std::min(std::max(size, 0), pool_size));
-    SCOPED_TRACE(fmt::format("round {} n {} size {} pool {} must {} got {}", round, n, size,
-                             pool_size, fmt::join(must_set, ","), fmt::join(got, ",")));
+    const Offer o = OfferOf(r);
+    const int must_size = static_cast<int>(o.must.size());
+    const int want = std::max(must_size, std::min(std::max(r.size, 0), o.pool_size));
+    SCOPED_TRACE(fmt::format("round {} n {} size {} pool {} must {} got {}", round, r.n, r.size,
+                             o.pool_size, fmt::join(o.must, ","), fmt::join(got, ",")));
     ASSERT_EQ(static_cast<int>(got.size()), want);
     ASSERT_TRUE(std::is_sorted(got.begin(), got.end()));
     ASSERT_EQ(std::adjacent_find(got.begin(), got.end()), got.end()) << "duplicates";
-    for (int u : got) ASSERT_TRUE(u >= 0 && u < n && pool[u]) << u << " is not on offer";
-    ASSERT_THAT(got, IsSupersetOf(std::vector<int>(must_set.begin(), must_set.end())));
-    if (want == 0 || want == must_size || want == pool_size) continue;
+    for (int u : got) ASSERT_TRUE(u >= 0 && u < r.n && o.pool[u]) << u << " is not on offer";
+    ASSERT_THAT(got, IsSupersetOf(std::vector<int>(o.must.begin(), o.must.end())));
+    if (want == 0 || want == must_size || want == o.pool_size) continue;
 
     // The rules, checked against brute force: contiguous when possible (hard), connected when a
     // connected contiguous set exists (soft, but always met then), else the most compact set.
-    const std::vector<int> m(must_set.begin(), must_set.end());
-    if (WindowExists(pool, m, want, upd, a.topology(), false)) {
+    const std::vector<int> m(o.must.begin(), o.must.end());
+    if (WindowExists(o.pool, m, want, r.upd, a.topology(), false)) {
       ++contiguous_checked;
       ASSERT_TRUE(Allocator::IsContiguous(got));
-      if (WindowExists(pool, m, want, upd, a.topology(), true)) {
+      if (WindowExists(o.pool, m, want, r.upd, a.topology(), true)) {
         ++connected_checked;
-        ASSERT_TRUE(a.IsConnected(DevicesOf(got, upd)));
+        ASSERT_TRUE(a.IsConnected(DevicesOf(got, r.upd)));
       }
     } else {
       ++compact_checked;
-      ASSERT_EQ(got.back() - got.front(), MinSpan(pool, m, want));
+      ASSERT_EQ(got.back() - got.front(), MinSpan(o.pool, m, want));
     }
   }
   // The random inputs exercised the interesting branches, not only the trivial ones.

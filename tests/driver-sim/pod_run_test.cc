@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <sstream>
+#include <utility>
 
 #include "tests/driver-sim/kubelet_emulator_fixture.h"
 #include "tests/support/sim_node.h"
@@ -13,117 +14,130 @@ namespace {
 
 // ---- the real binary -------------------------------------------------------------------------
 
-TEST_F(KubeletEmulatorTest, PodRunThroughTheBinaryRunsTheCommandWithThePodsEnvironment) {
-  const fs::path logs = dir_.path() / "logs";
-  fs::create_directories(logs);
-  // pod run runs CMD under the simulated driver (`neuron-sim exec`), which needs a running node
-  // whose devices 2 and 3 back the plugin's answers.
-  TempDir node{"node"};
-  neuron::testing::SimNode sim({.sim_bin = NEURON_SIM_BIN,
-                                .root = node.path(),
-                                .logs = logs,
-                                .on_stop = neuron::testing::ExpectCleanExit});
-  ASSERT_TRUE(sim.Up("inf2.24xlarge")) << sim.Log();
-  const pid_t kubelet = neuron::testing::Spawn(
-      {NEURON_SIM_BIN, "kubelet", "--root", node.str(), "--kubelet-dir", dir_.str()},
-      logs / "kubelet.out", logs / "kubelet.err");
-  ASSERT_GT(kubelet, 0);
-  ASSERT_TRUE(WaitUntil([&] { return IsSocket(dir_.path() / "neuron-sim-kubelet.sock"); }, 20s))
-      << neuron::testing::ReadFile(logs / "kubelet.err");
-  TestPlugin p(PluginDir(), "cores.sock", {"0", "1", "2", "3"});
-  p.gpa_answer = {"2", "3"};
-  p.Serve();
-  ASSERT_TRUE(p.Register("aws.amazon.com/neuroncore").ok());
+// A node whose devices 2 and 3 back the plugin's answers (pod run runs CMD under the simulated
+// driver, `neuron-sim exec`, which needs a running node), `neuron-sim kubelet` as its own
+// process, and a plugin with cores 0..3 registered with it.
+class PodRunBinaryTest : public KubeletEmulatorTest {
+ protected:
+  void SetUp() override {
+    KubeletEmulatorTest::SetUp();
+    fs::create_directories(logs_);
+    ASSERT_TRUE(sim_.Up("inf2.24xlarge")) << sim_.Log();
+    kubelet_ = neuron::testing::Spawn(
+        {NEURON_SIM_BIN, "kubelet", "--root", node_.str(), "--kubelet-dir", dir_.str()},
+        logs_ / "kubelet.out", logs_ / "kubelet.err");
+    ASSERT_GT(kubelet_, 0);
+    ASSERT_TRUE(WaitUntil([&] { return IsSocket(dir_.path() / "neuron-sim-kubelet.sock"); }, 20s))
+        << Log("kubelet.err");
+    plugin_.gpa_answer = {"2", "3"};
+    plugin_.Serve();
+    ASSERT_TRUE(plugin_.Register("aws.amazon.com/neuroncore").ok());
+    std::optional<int> code;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          code = Run({"kubelet", "status", "--kubelet-dir", dir_.str()}, "st");
+          return Log("st.out").find("capacity=4") != std::string::npos;
+        },
+        20s));
+    EXPECT_EQ(code, 0);
+  }
+  void TearDown() override {
+    if (kubelet_ > 0) {
+      EXPECT_EQ(neuron::testing::Stop(kubelet_, 20s), 0) << Log("kubelet.err");
+    }
+  }
 
-  auto run = [&](std::vector<std::string> args, const std::string& tag) {
+  // Starts `neuron-sim ARGS...`; its output in logs/TAG.out and .err.
+  pid_t Start(std::vector<std::string> args, const std::string& tag) {
     args.insert(args.begin(), NEURON_SIM_BIN);
-    const pid_t pid = neuron::testing::Spawn(args, logs / (tag + ".out"), logs / (tag + ".err"));
-    return pid;
-  };
-  std::optional<int> code;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        code = neuron::testing::WaitExit(
-            run({"kubelet", "status", "--kubelet-dir", dir_.str()}, "st"), 20s);
-        return neuron::testing::ReadFile(logs / "st.out").find("capacity=4") != std::string::npos;
-      },
-      20s));
-  EXPECT_EQ(code, 0);
+    return neuron::testing::Spawn(args, logs_ / (tag + ".out"), logs_ / (tag + ".err"));
+  }
+  // Runs `neuron-sim ARGS...` to its end: its exit status.
+  std::optional<int> Run(std::vector<std::string> args, const std::string& tag) {
+    return neuron::testing::WaitExit(Start(std::move(args), tag), 30s);
+  }
+  // `neuron-sim pod run` of pod NAME asking for COUNT cores, then the words of TAIL.
+  std::vector<std::string> PodRun(const std::string& name, int count,
+                                  std::vector<std::string> tail = {}) {
+    std::vector<std::string> args{
+        "pod",    "run", "--kubelet-dir", dir_.str(),
+        "--name", name,  "--request",     "aws.amazon.com/neuroncore=" + std::to_string(count)};
+    args.insert(args.end(), tail.begin(), tail.end());
+    return args;
+  }
+  std::string PodList(const std::string& tag) {
+    EXPECT_EQ(Run({"pod", "list", "--kubelet-dir", dir_.str()}, tag), 0) << Log(tag + ".err");
+    return Log(tag + ".out");
+  }
+  std::string Log(const std::string& name) const { return neuron::testing::ReadFile(logs_ / name); }
 
+  fs::path logs_ = dir_.path() / "logs";
+  TempDir node_{"node"};
+  neuron::testing::SimNode sim_{{.sim_bin = NEURON_SIM_BIN,
+                                 .root = node_.path(),
+                                 .logs = logs_,
+                                 .on_stop = neuron::testing::ExpectCleanExit}};
+  pid_t kubelet_ = -1;
+  TestPlugin plugin_{PluginDir(), "cores.sock", {"0", "1", "2", "3"}};
+};
+
+TEST_F(PodRunBinaryTest, RunsTheCommandUnderTheDriverWithThePodsEnvironment) {
   // CMD runs under the simulated driver (`neuron-sim exec`: its interposer is preloaded).
-  pid_t pid = run({"pod", "run", "--kubelet-dir", dir_.str(), "--name", "job", "--request",
-                   "aws.amazon.com/neuroncore=2", "--", "sh", "-c",
-                   "echo cores=$NEURON_RT_VISIBLE_CORES root=$NEURON_ROOT "
-                   "map=$NEURON_SIM_DEVICE_MAP preload=$LD_PRELOAD; exit 7"},
-                  "run");
-  EXPECT_EQ(neuron::testing::WaitExit(pid, 30s), 7) << neuron::testing::ReadFile(logs / "run.err");
-  const std::string job_out = neuron::testing::ReadFile(logs / "run.out");
-  EXPECT_THAT(job_out, HasSubstr("cores=2,3 root=" + node.str() + " map=2=2,3=3 preload="));
+  EXPECT_EQ(Run(PodRun("job", 2,
+                       {"--", "sh", "-c",
+                        "echo cores=$NEURON_RT_VISIBLE_CORES root=$NEURON_ROOT "
+                        "map=$NEURON_SIM_DEVICE_MAP preload=$LD_PRELOAD; exit 7"}),
+                "run"),
+            7)
+      << Log("run.err");
+  const std::string job_out = Log("run.out");
+  EXPECT_THAT(job_out, HasSubstr("cores=2,3 root=" + node_.str() + " map=2=2,3=3 preload="));
   EXPECT_THAT(job_out, ::testing::ContainsRegex("preload=[^ ]*\\.so"))
       << "not run through neuron-sim exec";
-  EXPECT_THAT(neuron::testing::ReadFile(logs / "run.err"),
-              HasSubstr("aws.amazon.com/neuroncore 2 3"));
-  EXPECT_THAT(neuron::testing::ReadFile(logs / "run.err"),
-              HasSubstr("NEURON_SIM_DEVICE_MAP=2=2,3=3"));
-  EXPECT_EQ(neuron::testing::WaitExit(run({"pod", "list", "--kubelet-dir", dir_.str()}, "ls"), 20s),
-            0);
-  EXPECT_EQ(neuron::testing::ReadFile(logs / "ls.out"), "");  // deleted after CMD
+  EXPECT_THAT(Log("run.err"), HasSubstr("aws.amazon.com/neuroncore 2 3"));
+  EXPECT_THAT(Log("run.err"), HasSubstr("NEURON_SIM_DEVICE_MAP=2=2,3=3"));
+  EXPECT_EQ(PodList("ls"), "");  // deleted after CMD
+}
 
-  // SIGTERM to pod run reaches CMD; the pod is deleted after.
-  pid = run({"pod", "run", "--kubelet-dir", dir_.str(), "--name", "long", "--request",
-             "aws.amazon.com/neuroncore=1", "--", "sh", "-c",
-             "trap 'exit 3' TERM; echo up; while :; do sleep 0.1; done"},
+TEST_F(PodRunBinaryTest, SigtermReachesTheCommandAndThePodIsDeletedAfter) {
+  const pid_t pid =
+      Start(PodRun("long", 1,
+                   {"--", "sh", "-c", "trap 'exit 3' TERM; echo up; while :; do sleep 0.1; done"}),
             "long");
-  ASSERT_TRUE(WaitUntil(
-      [&] { return neuron::testing::ReadFile(logs / "long.out").find("up") != std::string::npos; },
-      20s));
+  ASSERT_TRUE(WaitUntil([&] { return Log("long.out").find("up") != std::string::npos; }, 20s));
   kill(pid, SIGTERM);
   EXPECT_EQ(neuron::testing::WaitExit(pid, 20s), 3);
-  EXPECT_EQ(
-      neuron::testing::WaitExit(run({"pod", "list", "--kubelet-dir", dir_.str()}, "ls2"), 20s), 0);
-  EXPECT_EQ(neuron::testing::ReadFile(logs / "ls2.out"), "");
+  EXPECT_EQ(PodList("ls"), "");
+}
 
-  // A CMD that cannot be run: 127, as a shell says.
-  pid = run({"pod", "run", "--kubelet-dir", dir_.str(), "--name", "absent", "--request",
-             "aws.amazon.com/neuroncore=1", "--", (dir_.path() / "no-such-command").string()},
-            "absent");
-  EXPECT_EQ(neuron::testing::WaitExit(pid, 20s), 127)
-      << neuron::testing::ReadFile(logs / "absent.err");
+TEST_F(PodRunBinaryTest, ACommandThatCannotRunExits127AsAShellSays) {
+  EXPECT_EQ(Run(PodRun("absent", 1, {"--", (dir_.path() / "no-such-command").string()}), "absent"),
+            127)
+      << Log("absent.err");
+  EXPECT_EQ(PodList("ls"), "");
+}
 
-  // Without CMD the pod stays until `pod delete`; an admission error exits 1 with the message.
-  EXPECT_EQ(neuron::testing::WaitExit(run({"pod", "run", "--kubelet-dir", dir_.str(), "--name",
-                                           "stay", "--request", "aws.amazon.com/neuroncore=1"},
-                                          "stay"),
-                                      20s),
-            0);
-  EXPECT_EQ(neuron::testing::WaitExit(run({"pod", "run", "--kubelet-dir", dir_.str(), "--name",
-                                           "huge", "--request", "aws.amazon.com/neuroncore=9"},
-                                          "huge"),
-                                      20s),
-            1);
-  EXPECT_THAT(neuron::testing::ReadFile(logs / "huge.err"),
-              HasSubstr("Insufficient aws.amazon.com/neuroncore"));
-  EXPECT_EQ(
-      neuron::testing::WaitExit(run({"pod", "list", "--kubelet-dir", dir_.str()}, "ls3"), 20s), 0);
-  EXPECT_THAT(neuron::testing::ReadFile(logs / "ls3.out"),
-              HasSubstr("default/stay main aws.amazon.com/neuroncore"));
-  EXPECT_EQ(neuron::testing::WaitExit(
-                run({"pod", "delete", "--kubelet-dir", dir_.str(), "--name", "stay"}, "del"), 20s),
-            0);
-  EXPECT_EQ(neuron::testing::WaitExit(
-                run({"pod", "delete", "--kubelet-dir", dir_.str(), "--name", "stay"}, "del2"), 20s),
-            1);
-  EXPECT_EQ(neuron::testing::WaitExit(run({"pod", "run", "--kubelet-dir", dir_.str(), "--name", "x",
-                                           "--request", "nonsense"},
-                                          "usage"),
-                                      20s),
+TEST_F(PodRunBinaryTest, WithoutACommandThePodStaysUntilPodDelete) {
+  EXPECT_EQ(Run(PodRun("stay", 1), "stay"), 0) << Log("stay.err");
+  EXPECT_THAT(PodList("ls"), HasSubstr("default/stay main aws.amazon.com/neuroncore"));
+  EXPECT_EQ(Run({"pod", "delete", "--kubelet-dir", dir_.str(), "--name", "stay"}, "del"), 0);
+  EXPECT_EQ(PodList("ls2"), "");
+  EXPECT_EQ(Run({"pod", "delete", "--kubelet-dir", dir_.str(), "--name", "stay"}, "del2"), 1);
+}
+
+TEST_F(PodRunBinaryTest, AnAdmissionErrorExitsOneWithTheKubeletsReasonAndBadUsageTwo) {
+  EXPECT_EQ(Run(PodRun("huge", 9), "huge"), 1);
+  EXPECT_THAT(Log("huge.err"), HasSubstr("Insufficient aws.amazon.com/neuroncore"));
+  EXPECT_EQ(Run({"pod", "run", "--kubelet-dir", dir_.str(), "--name", "x", "--request", "nonsense"},
+                "usage"),
             2);
+  EXPECT_EQ(PodList("ls"), "");
+}
 
-  EXPECT_EQ(neuron::testing::WaitExit(
-                run({"kubelet", "restart", "--kubelet-dir", dir_.str()}, "rs"), 30s),
-            0);
+TEST_F(PodRunBinaryTest, RestartDropsThePluginsAndStopRemovesTheSockets) {
+  EXPECT_EQ(Run({"kubelet", "restart", "--kubelet-dir", dir_.str()}, "rs"), 0);
   EXPECT_FALSE(fs::exists(PluginDir() / "cores.sock"));
-  EXPECT_EQ(neuron::testing::Stop(kubelet, 20s), 0);
+  EXPECT_EQ(neuron::testing::Stop(std::exchange(kubelet_, -1), 20s), 0);
   EXPECT_FALSE(fs::exists(PluginDir() / "kubelet.sock"));
   EXPECT_FALSE(fs::exists(dir_.path() / "neuron-sim-kubelet.sock"));
 }

@@ -70,6 +70,50 @@ std::set<std::string> MetricNamesIn(std::string promql) {
   return names;
 }
 
+// Every rule's and panel's expression evaluates without error, and every metric it names is one
+// that Prometheus stored from the targets.
+void ExpectEveryExpressionEvaluatesOnStoredSeries(PrometheusServer& prometheus) {
+  const std::vector<std::string> stored = prometheus.MetricNames();
+  const std::set<std::string> names(stored.begin(), stored.end());
+  const std::vector<Expression> expressions = Expressions();
+  ASSERT_GE(expressions.size(), 20u);
+  for (const Expression& e : expressions) {
+    std::string error;
+    prometheus.Query(e.promql, &error);
+    EXPECT_EQ(error, "") << e.where << ": " << e.promql;
+    const std::set<std::string> referenced = MetricNamesIn(e.promql);
+    EXPECT_FALSE(referenced.empty()) << e.where << ": " << e.promql;
+    for (const std::string& name : referenced) {
+      EXPECT_TRUE(names.count(name)) << e.where << " names " << name << ", which no target exports";
+    }
+  }
+}
+
+// Every alert rule has been evaluated at least once, and without error.
+void ExpectEveryRuleHealthy(PrometheusServer& prometheus) {
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::optional<nlohmann::json> rules = prometheus.Api("/api/v1/rules");
+        if (!rules) return false;
+        for (const auto& group : (*rules)["groups"]) {
+          for (const auto& rule : group["rules"]) {
+            if (rule.value("lastEvaluation", "").rfind("0001-", 0) == 0) return false;
+          }
+        }
+        return true;
+      },
+      30s));
+  // A local, not a temporary: range-for keeps only the outermost temporary alive.
+  const std::optional<nlohmann::json> rules = prometheus.Api("/api/v1/rules");
+  ASSERT_TRUE(rules.has_value());
+  for (const auto& group : (*rules)["groups"]) {
+    for (const auto& rule : group["rules"]) {
+      EXPECT_EQ(rule.value("health", ""), "ok")
+          << rule["name"] << ": " << rule.value("lastError", "");
+    }
+  }
+}
+
 TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
   AgentNode node({});
   const fs::path dir = node.root().parent_path();
@@ -112,20 +156,7 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
       120s))
       << prometheus.Log() << ReadFile(dir / "pod.err");
 
-  const std::vector<std::string> stored = prometheus.MetricNames();
-  const std::set<std::string> names(stored.begin(), stored.end());
-  const std::vector<Expression> expressions = Expressions();
-  ASSERT_GE(expressions.size(), 20u);
-  for (const Expression& e : expressions) {
-    std::string error;
-    prometheus.Query(e.promql, &error);
-    EXPECT_EQ(error, "") << e.where << ": " << e.promql;
-    const std::set<std::string> referenced = MetricNamesIn(e.promql);
-    EXPECT_FALSE(referenced.empty()) << e.where << ": " << e.promql;
-    for (const std::string& name : referenced) {
-      EXPECT_TRUE(names.count(name)) << e.where << " names " << name << ", which no target exports";
-    }
-  }
+  ExpectEveryExpressionEvaluatesOnStoredSeries(prometheus);
 
   // The pod join that the idle-core alert and the per-pod panel rely on names the pod.
   const nlohmann::json per_pod = prometheus.Query(
@@ -135,28 +166,7 @@ TEST(RulesAndDashboardTest, EveryExpressionRefersToSeriesThatExist) {
   EXPECT_EQ(per_pod[0]["metric"]["pod"], "bert-0");
   EXPECT_GT(std::stod(per_pod[0]["value"][1].get<std::string>()), 0.1);
 
-  // Every alert rule evaluates without error.
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        std::optional<nlohmann::json> rules = prometheus.Api("/api/v1/rules");
-        if (!rules) return false;
-        for (const auto& group : (*rules)["groups"]) {
-          for (const auto& rule : group["rules"]) {
-            if (rule.value("lastEvaluation", "").rfind("0001-", 0) == 0) return false;
-          }
-        }
-        return true;
-      },
-      30s));
-  // A local, not a temporary: range-for keeps only the outermost temporary alive.
-  const std::optional<nlohmann::json> rules = prometheus.Api("/api/v1/rules");
-  ASSERT_TRUE(rules.has_value());
-  for (const auto& group : (*rules)["groups"]) {
-    for (const auto& rule : group["rules"]) {
-      EXPECT_EQ(rule.value("health", ""), "ok")
-          << rule["name"] << ": " << rule.value("lastError", "");
-    }
-  }
+  ExpectEveryRuleHealthy(prometheus);
   Stop(pod, 30s);
   Stop(exporter, 30s);
 }
