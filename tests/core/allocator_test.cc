@@ -60,8 +60,9 @@ bool WindowExists(const std::vector<char>& pool, const std::vector<int>& must, i
   for (int lo = 0; lo + k <= n; ++lo) {
     const std::vector<int> w = Iota(k, lo);
     if (!std::all_of(w.begin(), w.end(), [&](int u) { return pool[u] != 0; })) continue;
-    if (!std::all_of(must.begin(), must.end(), [&](int m) { return m >= lo && m < lo + k; }))
+    if (!std::all_of(must.begin(), must.end(), [&](int m) { return m >= lo && m < lo + k; })) {
       continue;
+    }
     if (!connected || topology.IsConnected(DevicesOf(w, units_per_device))) return true;
   }
   return false;

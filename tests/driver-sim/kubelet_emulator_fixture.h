@@ -38,7 +38,7 @@ inline constexpr char kResource[] = "example.com/dev";
 // A device plugin with scripted health and answers that records what the kubelet asked.
 class TestPlugin final : public v1beta1::DevicePlugin::Service {
  public:
-  TestPlugin(fs::path plugin_dir, std::string socket_name, std::vector<std::string> ids)
+  TestPlugin(fs::path plugin_dir, std::string socket_name, const std::vector<std::string>& ids)
       : dir_(std::move(plugin_dir)), socket_name_(std::move(socket_name)) {
     for (const std::string& id : ids) health_.emplace_back(id, true);
   }
@@ -199,8 +199,9 @@ class KubeletEmulatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     fs::create_directories(root_.path() / "dev");
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) {
       neuron::testing::WriteFile(root_.path() / "dev" / ("neuron" + std::to_string(i)), "");
+    }
   }
   KubeletEmulator::Options Opts() {
     KubeletEmulator::Options o;
@@ -218,7 +219,7 @@ class KubeletEmulatorTest : public ::testing::Test {
   }
   fs::path PluginDir() const { return dir_.path() / "device-plugins"; }
   // A plugin with devices 0..3 registered and its first list consumed.
-  std::unique_ptr<TestPlugin> Plugin(KubeletEmulator& k, std::string socket = "test.sock") {
+  std::unique_ptr<TestPlugin> Plugin(KubeletEmulator& k, const std::string& socket = "test.sock") {
     auto p = std::make_unique<TestPlugin>(PluginDir(), socket,
                                           std::vector<std::string>{"0", "1", "2", "3"});
     p->Serve();
