@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -30,6 +31,7 @@
 #include "tests/soak/soak_load.h"
 #include "tests/soak/soak_node.h"
 #include "tests/soak/soak_record.h"
+#include "tests/soak/soak_report.h"
 #include "tests/support/http_client.h"
 #include "tests/support/subprocess.h"
 
@@ -54,22 +56,6 @@ int Usage() {
                "[--scrape-interval S] [--rss-limit-kib N]\n";
   return 2;
 }
-
-// The summary and the invariants, printed and written to --report.
-class Report {
- public:
-  void Line(const std::string& s) { text_ += s + "\n"; }
-  void Check(const std::string& name, bool pass, const std::string& numbers) {
-    Line(fmt::format("{} {:<34} {}", pass ? "PASS" : "FAIL", name, numbers));
-    all_pass_ = all_pass_ && pass;
-  }
-  bool all_pass() const { return all_pass_; }
-  const std::string& text() const { return text_; }
-
- private:
-  std::string text_;
-  bool all_pass_ = true;
-};
 
 bool CtlOk(const SoakNode& node, const std::vector<std::string>& words) {
   absl::StatusOr<sim::CtlRequest> r = sim::ParseCtlArgs(words);
@@ -173,152 +159,6 @@ Quiet Quiesce(SoakNode& node, Load& load) {
   q.plugin = QuietUsage(node.plugin_pid(), 5, 200ms);
   q.exporter = QuietUsage(node.exporter_pid(), 5, 200ms);
   return q;
-}
-
-// The simulator's reset duration (`neuron-sim up --reset-ms`, default 300; the soak's node keeps
-// the default): how long a reset keeps a device out of READY.
-constexpr double kResetSeconds = 0.3;
-
-// The least evidence each invariant needs before it may pass, scaled with --seconds so that a
-// short soak still checks something (the 10-minute figures in brackets): admissions 1 per second
-// (600), admissions where a contiguous set was possible 1 per 2 s (300), kubelet restarts one
-// per 30 s less one for the warm-up pause (19), scrapes of each endpoint 1 per 4 s (150; and 80% of
-// those the interval asks for), quiet workloads and other workloads 1 per 12 s each (50),
-// workloads the kubelet stopped by deleting their pod 1 per 20 s (30). Never below 1.
-struct Minimums {
-  int admissions, contiguous, restarts, scrapes, quiet, workloads, kubelet_stops;
-  static Minimums For(int seconds) {
-    auto at_least_one = [](int v) { return std::max(1, v); };
-    return {at_least_one(seconds),     at_least_one(seconds / 2),  at_least_one(seconds / 30 - 1),
-            at_least_one(seconds / 4), at_least_one(seconds / 12), at_least_one(seconds / 12),
-            at_least_one(seconds / 20)};
-  }
-};
-
-// Faults as damage and repairs, each by kind (docs/RELIABILITY.md#soak).
-void ReportFaults(Report& report, const Stats& stats, double soak_s) {
-  int damage = 0, repair = 0, refused = 0;
-  std::string damage_kinds, repair_kinds, refused_kinds;
-  for (const auto& [k, v] : stats.faults_ok) {
-    (IsDamage(k) ? damage : repair) += v;
-    (IsDamage(k) ? damage_kinds : repair_kinds) += fmt::format(" {}={}", k, v);
-  }
-  for (const auto& [k, v] : stats.faults_refused) {
-    refused += v;
-    refused_kinds += fmt::format(" {}={}", k, v);
-  }
-  report.Line(
-      fmt::format("damage injected {} ({:.1f}/s):{}", damage, damage / soak_s, damage_kinds));
-  report.Line(fmt::format("repairs {} ({:.1f}/s):{}", repair, repair / soak_s, repair_kinds));
-  report.Line(fmt::format("refused by the daemon {}:{}", refused, refused_kinds));
-}
-
-// Every workload judged (soak_record.h): how many and the violations, with their log tails.
-struct Workloads {
-  int quiet = 0, quiet_ok = 0;
-  int others = 0, others_ok = 0;
-  std::map<std::string, int> expected;  // explaining fault kind -> failures
-  std::vector<std::string> violations;  // description, why, and log tail
-};
-
-Workloads JudgeWorkloads(const Stats& stats, const SoakNode& node, const Load& load) {
-  Workloads out;
-  const double now_s = load.Now();
-  std::ofstream faults_log(node.logs() / "faults.log");
-  for (const FaultEvent& e : stats.events) faults_log << Describe(e) << "\n";
-  std::ofstream summary(node.logs() / "workloads.log");
-  for (const WorkloadRecord& w : stats.workloads) {
-    const std::string log = neuron::testing::ReadFile(w.log);
-    const Verdict v = Classify(w, stats.events, node.cores_per_device(), kResetSeconds, now_s, log);
-    (w.quiet ? out.quiet : out.others) += 1;
-    if (v.kind == Verdict::Kind::kOk) (w.quiet ? out.quiet_ok : out.others_ok) += 1;
-    if (v.kind == Verdict::Kind::kExpected) ++out.expected[v.cause];
-    summary << Describe(w) << ": "
-            << (v.kind == Verdict::Kind::kOk         ? "ok"
-                : v.kind == Verdict::Kind::kExpected ? "expected failure: " + v.why
-                                                     : "VIOLATION: " + v.why)
-            << "\n";
-    if (v.kind != Verdict::Kind::kViolation) continue;
-    std::string tail;
-    const std::string last = LastLines(log, 20);
-    for (size_t pos = 0; pos < last.size();) {
-      const size_t nl = std::min(last.find('\n', pos), last.size());
-      tail += "\n         | " + last.substr(pos, nl - pos);
-      pos = nl + 1;
-    }
-    out.violations.push_back(fmt::format("{}\n         {}{}", Describe(w), v.why, tail));
-    summary << tail << "\n";
-  }
-  return out;
-}
-
-void ReportWorkloads(Report& report, const Stats& stats, const Workloads& w) {
-  std::string exits, causes;
-  for (const auto& [k, v] : stats.workload_exits) exits += fmt::format(" exit{}={}", k, v);
-  for (const auto& [k, v] : w.expected) causes += fmt::format(" [{}]={}", k, v);
-  report.Line(fmt::format(
-      "workloads (neuron-sim run matmul) started {} ({} quiet, {} elsewhere):{}; failures "
-      "explained by a fault on their devices:{}; quiet pods the kubelet could not place {}; not "
-      "started because the pod's cores were not one contiguous range (nrt_init refuses those) {}",
-      stats.workloads_started, w.quiet, w.others, exits, causes.empty() ? " none" : causes,
-      stats.quiet_rejected, stats.not_started_noncontiguous));
-}
-
-void CheckAllocation(Report& report, const Stats& stats, const Minimums& min) {
-  std::string examples;
-  for (const std::string& e : stats.double_booked_examples) examples += "\n       " + e;
-  report.Check("no core held by two pods",
-               stats.double_booked == 0 && stats.admitted >= min.admissions,
-               fmt::format("{} admissions checked (needs >= {}), {} with a doubly held core{}",
-                           stats.admitted, min.admissions, stats.double_booked, examples));
-  examples.clear();
-  for (const std::string& e : stats.contiguous_examples) examples += "\n       " + e;
-  const int possible = stats.contiguous_possible;
-  report.Check(
-      "contiguous+connected when possible",
-      stats.contiguous_missed == 0 && possible >= min.contiguous,
-      fmt::format("{} admissions had one free (needs >= {}): {} missed ({:.2f}%), {} more missed "
-                  "while the kubelet's view changed mid-admission ({:.2f}%){}",
-                  possible, min.contiguous, stats.contiguous_missed,
-                  possible ? 100.0 * stats.contiguous_missed / possible : 0.0,
-                  stats.contiguous_missed_racy,
-                  possible ? 100.0 * stats.contiguous_missed_racy / possible : 0.0, examples));
-}
-
-void CheckRestarts(Report& report, const Stats& stats, const Minimums& min) {
-  std::string failures;
-  for (const std::string& f : stats.restart_failures) failures += "\n       " + f;
-  report.Check("kubelet restarts re-registered",
-               stats.restart_failures.empty() && stats.reregister_late == 0 &&
-                   stats.kubelet_restarts >= min.restarts,
-               fmt::format("{} restarts (needs >= {}), {} failed, {} not back within 20 s{}",
-                           stats.kubelet_restarts, min.restarts, stats.restart_failures.size(),
-                           stats.reregister_late, failures));
-}
-
-void CheckWorkloads(Report& report, const Stats& stats, const Workloads& w, const Minimums& min) {
-  report.Check("quiet workloads all exit 0", w.quiet_ok == w.quiet && w.quiet >= min.quiet,
-               fmt::format("{} of {} exited 0 (needs >= {} quiet workloads)", w.quiet_ok, w.quiet,
-                           min.quiet));
-  std::string shown;
-  for (size_t i = 0; i < w.violations.size() && i < 5; ++i) shown += "\n       " + w.violations[i];
-  int expected = 0;
-  for (const auto& [k, v] : w.expected) expected += v;
-  report.Check(
-      "workload failures explained", w.violations.empty() && w.others >= min.workloads,
-      fmt::format("{} workloads off the quiet devices (needs >= {}): {} exit 0, {} failures "
-                  "explained, {} not (all in workloads.log){}",
-                  w.others, min.workloads, w.others_ok, expected, w.violations.size(), shown));
-  std::string errors;
-  for (const std::string& e : stats.workload_errors) errors += "\n       " + e;
-  for (const std::string& e : stats.kubelet_stop_errors) errors += "\n       " + e;
-  report.Check("kubelet stops workload groups",
-               stats.workload_errors.empty() && stats.kubelet_stop_errors.empty() &&
-                   stats.kubelet_stops >= min.kubelet_stops,
-               fmt::format("{} pods deleted while their workload ran (needs >= {}), {} spawn or "
-                           "SetPodProcessGroup errors, {} DeletePod errors{}",
-                           stats.kubelet_stops, min.kubelet_stops, stats.workload_errors.size(),
-                           stats.kubelet_stop_errors.size(), errors));
 }
 
 void LogProgress(Stats& stats, Clock::time_point start, spdlog::logger& log) {
@@ -588,34 +428,56 @@ int Run(const Args& args) {
   return report.all_pass() ? 0 : 1;
 }
 
+// A whole decimal number in T's range, or nothing.
+template <typename T>
+std::optional<T> Number(std::string_view text) {
+  T v{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// The flags and SOAK_SECONDS; nothing when one is unknown, lacks its value or is not a number.
+std::optional<Args> ParseArgs(int argc, char** argv) {
+  Args args;
+  if (const char* env = std::getenv("SOAK_SECONDS"); env != nullptr && *env != '\0') {
+    const std::optional<int> s = Number<int>(env);
+    if (!s) return std::nullopt;
+    args.seconds = *s;
+  }
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string_view flag = argv[i];
+    const std::string value = argv[i + 1];
+    if (flag == "--logs") {
+      args.logs = value;
+    } else if (flag == "--report") {
+      args.report = value;
+    } else if (flag == "--seed") {
+      const std::optional<uint64_t> seed = Number<uint64_t>(value);
+      if (!seed) return std::nullopt;
+      args.seed = *seed;
+    } else if (flag == "--seconds" || flag == "--scrape-interval" || flag == "--rss-limit-kib") {
+      const std::optional<int> n = Number<int>(value);
+      if (!n || *n < 0) return std::nullopt;
+      if (flag == "--seconds") {
+        args.seconds = *n;
+      } else if (flag == "--scrape-interval") {
+        args.scrape_interval_s = std::max(1, *n);
+      } else {
+        args.rss_limit_kib = *n;
+      }
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (argc % 2 == 0 || args.seconds < 10) return std::nullopt;
+  return args;
+}
+
 }  // namespace
 }  // namespace neuron::soak
 
 int main(int argc, char** argv) {
-  neuron::soak::Args args;
-  if (const char* env = std::getenv("SOAK_SECONDS"); env != nullptr && *env != '\0') {
-    args.seconds = std::atoi(env);
-  }
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) return neuron::soak::Usage();
-    const std::string value = argv[++i];
-    if (flag == "--seconds") {
-      args.seconds = std::atoi(value.c_str());
-    } else if (flag == "--seed") {
-      args.seed = std::strtoull(value.c_str(), nullptr, 10);
-    } else if (flag == "--logs") {
-      args.logs = value;
-    } else if (flag == "--report") {
-      args.report = value;
-    } else if (flag == "--scrape-interval") {
-      args.scrape_interval_s = std::max(1, std::atoi(value.c_str()));
-    } else if (flag == "--rss-limit-kib") {
-      args.rss_limit_kib = std::atoll(value.c_str());
-    } else {
-      return neuron::soak::Usage();
-    }
-  }
-  if (args.seconds < 10) return neuron::soak::Usage();
-  return neuron::soak::Run(args);
+  const std::optional<neuron::soak::Args> args = neuron::soak::ParseArgs(argc, argv);
+  return args ? neuron::soak::Run(*args) : neuron::soak::Usage();
 }
