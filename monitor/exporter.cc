@@ -332,7 +332,7 @@ std::map<std::string, HttpHandler> Exporter::Handlers() const {
     HttpResponse r;
     if (absl::Status ready = source_.Ready(); !ready.ok()) {
       r.status = 503;
-      r.body = "not ready: " + std::string(ready.message()) + "\n";
+      r.body = "not ready: " + std::string{ready.message()} + "\n";
       return r;
     }
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -344,7 +344,7 @@ std::map<std::string, HttpHandler> Exporter::Handlers() const {
     HttpResponse r;
     if (absl::Status ready = source_.Ready(); !ready.ok()) {
       r.status = 503;
-      r.body = "not ready: " + std::string(ready.message()) + "\n";
+      r.body = "not ready: " + std::string{ready.message()} + "\n";
       return r;
     }
     r.body = "ok\n";

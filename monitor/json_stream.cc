@@ -243,7 +243,7 @@ json VcpuUsage(const ProcReader& proc, double period, std::optional<SystemCpuTim
         {"io_wait", pct(cpu->iowait, a.iowait)},   {"irq", pct(cpu->irq, a.irq)},
         {"soft_irq", pct(cpu->softirq, a.softirq)}};
   } else if (!cpu.ok()) {
-    vcpu["error"] = std::string(cpu.status().message());
+    vcpu["error"] = std::string{cpu.status().message()};
   }
   if (cpu.ok()) *last = *cpu;
   return vcpu;

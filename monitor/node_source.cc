@@ -11,7 +11,7 @@ namespace {
 std::shared_ptr<spdlog::logger> Log() { return ComponentLogger("exporter"); }
 
 SourceState StateOf(const absl::Status& status) {
-  return {.known = true, .up = status.ok(), .reason = std::string(status.message())};
+  return {.known = true, .up = status.ok(), .reason = std::string{status.message()}};
 }
 
 }  // namespace

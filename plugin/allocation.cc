@@ -230,6 +230,7 @@ std::vector<std::string> PreferEfa(const NodeView& view, const std::vector<std::
   std::set<int> must_numa;
   for (const std::string& id : must) must_numa.insert(rv.Find(id)->numa.value_or(-1));
   std::vector<int> order;
+  order.reserve(by_numa.size());
   for (const auto& [numa, names] : by_numa) order.push_back(numa);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     const bool ma = must_numa.count(a) > 0, mb = must_numa.count(b) > 0;

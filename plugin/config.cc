@@ -31,9 +31,10 @@ absl::Status Get(const YAML::Node& value, std::string_view source, std::string_v
                  Parse parse, T* out) {
   if (!value.IsScalar()) return Bad(source, value.Mark(), fmt::format("{}: expected a value", key));
   absl::StatusOr<T> parsed = parse(value.Scalar());
-  if (!parsed.ok())
+  if (!parsed.ok()) {
     return Bad(source, value.Mark(),
-               fmt::format("{}: {}", key, std::string(parsed.status().message())));
+               fmt::format("{}: {}", key, std::string{parsed.status().message()}));
+  }
   *out = *parsed;
   return absl::OkStatus();
 }
@@ -47,7 +48,7 @@ absl::Status ParseNamed(std::string_view name, std::string_view text, Parse pars
   absl::StatusOr<T> parsed = parse(text);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        fmt::format("{}: {}", name, std::string(parsed.status().message())));
+        fmt::format("{}: {}", name, std::string{parsed.status().message()}));
   }
   *out = *std::move(parsed);
   return absl::OkStatus();
@@ -83,8 +84,9 @@ absl::Status ApplyResources(const YAML::Node& node, std::string_view source, Con
       node, source, "resources",
       [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {
         for (Resource r : kAllResources) {
-          if (key == ShortName(r))
+          if (key == ShortName(r)) {
             return Get(v, source, "resources." + key, ParseBool, &c->resources[r]);
+          }
         }
         return Unknown(source, mark, "resources.", key, "neuron, neuroncore, efa, neurondevice");
       });
@@ -276,7 +278,7 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Config> ResolveConfig(const Flags& flags, GetEnvFn getenv) {
+absl::StatusOr<Config> ResolveConfig(const Flags& flags, const GetEnvFn& getenv) {
   Config c;
   std::optional<std::string> file = flags.config_file;
   if (!file) file = getenv("NEURON_DP_CONFIG");

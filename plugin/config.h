@@ -102,6 +102,6 @@ struct Flags {
 
 // Defaults, then the config file (--config, else NEURON_DP_CONFIG), then the environment, then
 // the flags. Errors name their source (file and line, variable, or flag).
-absl::StatusOr<Config> ResolveConfig(const Flags& flags, GetEnvFn getenv);
+absl::StatusOr<Config> ResolveConfig(const Flags& flags, const GetEnvFn& getenv);
 
 }  // namespace neuron::plugin

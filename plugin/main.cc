@@ -69,13 +69,13 @@ int Run(const neuron::plugin::Config& config) {
 
   Plugin plugin(config);
   if (absl::Status s = plugin.Start(); !s.ok()) {
-    spdlog::error("{}", std::string(s.message()));
+    spdlog::error("{}", std::string{s.message()});
     return 1;
   }
   absl::StatusOr<std::unique_ptr<neuron::HttpServer>> http =
       neuron::HttpServer::Start(HttpOptions(config, plugin));
   if (!http.ok()) {
-    spdlog::error("--listen {}: {}", config.listen, std::string(http.status().message()));
+    spdlog::error("--listen {}: {}", config.listen, std::string{http.status().message()});
     return 1;
   }
   // Tests and operators find the bound port here (--listen with port 0 picks one).
@@ -91,9 +91,7 @@ int Run(const neuron::plugin::Config& config) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   // glibc gives every thread that allocates its own arena; gRPC's and the HTTP server's threads
   // would each keep one resident. Two are plenty for a process that answers from memory (RSS target
   // 16 MiB).
@@ -147,8 +145,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "neuron-device-plugin: %s\n", message.c_str());
     return 2;
   }
+  return Run(*config);
+}
+
+}  // namespace
+
+// What nothing below handled (a std::bad_alloc, a filesystem error) ends the plugin with one line
+// and status 1 rather than std::terminate's abort; the DaemonSet restarts it.
+int main(int argc, char** argv) {
   try {
-    return Run(*config);
+    return Main(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "neuron-device-plugin: %s\n", e.what());
     return 1;

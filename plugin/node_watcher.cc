@@ -174,7 +174,7 @@ class NodeWatcher::Impl {
   void Rescan() {
     absl::StatusOr<Inventory> inv = discovery_->Scan();
     if (!inv.ok()) {
-      log_->warn("inventory scan failed: {}", std::string(inv.status().message()));
+      log_->warn("inventory scan failed: {}", std::string{inv.status().message()});
       return;
     }
     for (const std::string& w : inv->warnings) log_->warn("{}", w);

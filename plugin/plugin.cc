@@ -73,7 +73,7 @@ class Plugin::Impl {
                                .discovery = config_.discovery,
                                .health = config_.health};
     watcher_ = std::make_unique<NodeWatcher>(wopts, &state_);
-    state_.AddListener([this](std::shared_ptr<const NodeView> view) { OnView(view); });
+    state_.AddListener([this](const std::shared_ptr<const NodeView>& view) { OnView(view); });
     if (absl::Status s = watcher_->Start(); !s.ok()) return s;
 
     suffix_ = config_.socket_suffix;
@@ -107,7 +107,7 @@ class Plugin::Impl {
     PodResourcesCache::Options popts;
     popts.socket_path = (fs::path(config_.kubelet_dir) / "pod-resources" / kKubeletSocket).string();
     popts.period = config_.podresources_period;
-    popts.on_change = [this](std::shared_ptr<const PodAssignments> a) {
+    popts.on_change = [this](const std::shared_ptr<const PodAssignments>& a) {
       state_.SetPodAssignments(*a, Clock::now());
     };
     pod_resources_ = std::make_unique<PodResourcesCache>(popts);
@@ -296,7 +296,7 @@ class Plugin::Impl {
         .on_stream_end = [this](Resource r, Clock::time_point t) { OnStreamEnd(r, t); }};
     absl::StatusOr<std::unique_ptr<ResourceServer>> server = ResourceServer::Start(o);
     if (!server.ok()) {
-      log_->warn("{}", std::string(server.status().message()));
+      log_->warn("{}", std::string{server.status().message()});
       return false;
     }
     {

@@ -103,15 +103,16 @@ class ResourceServer::Impl : public v1beta1::DevicePlugin::CallbackService {
           if (!p.ok()) return p.status();
           plans = *std::move(p);
           std::vector<std::string> ids;
-          for (const ContainerPlan& plan : plans)
+          for (const ContainerPlan& plan : plans) {
             ids.insert(ids.end(), plan.ids.begin(), plan.ids.end());
+          }
           return ids;
         });
     if (!view.ok()) {
-      log_->warn("{}: Allocate refused: {}", name_, std::string(view.status().message()));
+      log_->warn("{}: Allocate refused: {}", name_, std::string{view.status().message()});
       return Done(
           ctx, "Allocate", start,
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(view.status().message())));
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string{view.status().message()}));
     }
     *response = BuildAllocateResponse(**view, options_.resource, plans, options_.cdi,
                                       options_.device_numbering);
@@ -169,7 +170,8 @@ class ResourceServer::Impl : public v1beta1::DevicePlugin::CallbackService {
 // state below is guarded by mu_, and gRPC calls are made outside it.
 class ListAndWatchReactor : public grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse> {
  public:
-  ListAndWatchReactor(ResourceServer::Impl* owner) : owner_(owner), started_(Clock::now()) {
+  explicit ListAndWatchReactor(ResourceServer::Impl* owner)
+      : owner_(owner), started_(Clock::now()) {
     owner_->Add(this);
     Push(owner_->options_.state->view());
   }

@@ -114,7 +114,7 @@ ProcSample Collector::SampleProcesses(const Snapshot& snap) const {
   if (sys.ok()) {
     p.system = *sys;
   } else {
-    Log().debug("{}", std::string(sys.status().message()));
+    Log().debug("{}", std::string{sys.status().message()});
   }
   for (const int pid : RuntimePids(snap)) {
     absl::StatusOr<ProcessStat> st = proc_.Stat(pid);
@@ -147,7 +147,7 @@ void Collector::RefreshDetails(const Snapshot& snap) {
       d.pod = *pod;
       d.pod_known = true;
     } else {
-      Log().debug("pod of pid {}: {}", pid, std::string(pod.status().message()));
+      Log().debug("pod of pid {}: {}", pid, std::string{pod.status().message()});
     }
   }
 }
@@ -158,7 +158,7 @@ std::shared_ptr<const TopView> Collector::Step() {
     last_rescan_ = now;
     absl::StatusOr<Inventory> inv = ScanInventory();
     if (!inv.ok()) {
-      Log().warn("rescan: {}", std::string(inv.status().message()));
+      Log().warn("rescan: {}", std::string{inv.status().message()});
     } else if (!(*inv == inventory_)) {
       Log().info("inventory changed: {} devices", inv->devices.size());
       inventory_ = *std::move(inv);

@@ -173,7 +173,7 @@ struct ViewInputs {
   const ProcSample* proc_after = nullptr;
   const std::map<int, ProcessDetails>* details = nullptr;
   const std::vector<std::string>* notes = nullptr;  // null: none
-  long ticks_per_second = 100;
+  int64_t ticks_per_second = 100;
 };
 
 // Everything but `history`, which the collector's ring buffers fill.

@@ -130,7 +130,7 @@ class DirectoryDiscovery final : public Discovery {
       if (ibdev.ok()) {
         out[*ibdev] = *n;
       } else if (!absl::IsNotFound(ibdev.status())) {
-        inv->warnings.push_back(std::string(ibdev.status().message()));
+        inv->warnings.push_back(std::string{ibdev.status().message()});
       }
     }
     return out;
@@ -174,7 +174,7 @@ class DirectoryDiscovery final : public Discovery {
   std::string ReadDmi(std::string_view attr, std::vector<std::string>* warnings) {
     absl::StatusOr<std::string> v = ReadText(root_.DmiDir() / attr);
     if (v.ok()) return *v;
-    if (!absl::IsNotFound(v.status())) warnings->push_back(std::string(v.status().message()));
+    if (!absl::IsNotFound(v.status())) warnings->push_back(std::string{v.status().message()});
     return "";
   }
 

@@ -89,7 +89,7 @@ class UdevDiscovery final : public Discovery {
                             std::vector<std::string>* warnings) {
     absl::StatusOr<std::string> v = src.Read(attr);
     if (!v.ok()) {
-      if (!absl::IsNotFound(v.status())) warnings->push_back(std::string(v.status().message()));
+      if (!absl::IsNotFound(v.status())) warnings->push_back(std::string{v.status().message()});
       return "";
     }
     std::string_view t = *v;
@@ -149,7 +149,7 @@ class UdevDiscovery final : public Discovery {
         while (!t.empty() && t.back() == '\n') t.remove_suffix(1);
         out[std::string(t)] = *n;
       } else if (!absl::IsNotFound(ibdev.status())) {
-        inv->warnings.push_back(std::string(ibdev.status().message()));
+        inv->warnings.push_back(std::string{ibdev.status().message()});
       }
     }
     return out;

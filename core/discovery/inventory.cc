@@ -77,7 +77,7 @@ std::optional<std::string> ReadText(AttributeSource& src, std::string_view rel,
                                     std::vector<std::string>* warnings) {
   absl::StatusOr<std::string> raw = src.Read(rel);
   if (!raw.ok()) {
-    if (!absl::IsNotFound(raw.status())) warnings->push_back(std::string(raw.status().message()));
+    if (!absl::IsNotFound(raw.status())) warnings->push_back(std::string{raw.status().message()});
     return std::nullopt;
   }
   std::string_view v = *raw;
@@ -86,7 +86,7 @@ std::optional<std::string> ReadText(AttributeSource& src, std::string_view rel,
 }
 
 void Warn(std::vector<std::string>* warnings, const absl::Status& s) {
-  warnings->push_back(std::string(s.message()));
+  warnings->push_back(std::string{s.message()});
 }
 
 // "4: ACTIVE" -> "ACTIVE"; text without the numeric prefix is kept whole.
@@ -179,7 +179,7 @@ void AddNeuronDevice(NeuronDevice dev, std::vector<std::string> warnings, BdfRes
     dev.bdf = *bdf;
     read_pci(dev.bdf, &dev.numa_node, &dev.cpulist, &warnings);
   } else if (!absl::IsNotFound(bdf.status())) {
-    warnings.push_back(std::string(bdf.status().message()));
+    warnings.push_back(std::string{bdf.status().message()});
   }
   inv->devices.push_back(std::move(dev));
   inv->warnings.insert(inv->warnings.end(), warnings.begin(), warnings.end());
@@ -249,7 +249,7 @@ void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identi
   if (spec != nullptr) {
     absl::StatusOr<int> resolved = ResolveLnc(*spec, lnc);
     if (!resolved.ok()) {
-      Log().warn("{}; using the default LNC {}", std::string(resolved.status().message()),
+      Log().warn("{}; using the default LNC {}", std::string{resolved.status().message()},
                  spec->default_lnc);
       resolved = spec->default_lnc;
     }

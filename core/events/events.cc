@@ -311,7 +311,7 @@ void Events::Impl::OpenKmsg(KmsgReader::StartAt start) {
   if (!r.ok()) {
     // Logged once at start; later attempts stay quiet until the log appears.
     if (start == KmsgReader::StartAt::kEnd) {
-      Log().warn("kernel log not watched yet: {}", std::string(r.status().message()));
+      Log().warn("kernel log not watched yet: {}", std::string{r.status().message()});
     }
     return;
   }
@@ -333,11 +333,11 @@ void Events::Impl::ReadKmsg(std::vector<Event>* out) {
       },
       [&](std::string_view raw, const absl::Status& why) {
         Log().warn("{}: skipping malformed record: {}", kmsg_->display(),
-                   std::string(why.message()));
+                   std::string{why.message()});
         (void)raw;
       });
   if (!s.ok()) {
-    Log().error("{}; reopening the kernel log", std::string(s.message()));
+    Log().error("{}; reopening the kernel log", std::string{s.message()});
     kmsg_.reset();
   }
 }

@@ -183,7 +183,7 @@ absl::StatusOr<std::string> ProcReader::CommandLine(int pid, size_t max_bytes) c
 }
 
 absl::StatusOr<std::string> ProcReader::Cgroup(int pid) const {
-  return ReadProcFile(pid, procfs::kCgroup.data(), 64 * 1024);
+  return ReadProcFile(pid, procfs::kCgroup.data(), size_t{64} * 1024);
 }
 
 std::map<fs::path, std::vector<int>> ProcReader::PidsWithOpen(const std::vector<fs::path>& targets,
@@ -228,10 +228,10 @@ std::map<fs::path, std::vector<int>> ProcReader::PidsWithOpen(const std::vector<
   return out;
 }
 
-long ProcReader::TicksPerSecond() {
-  static const long ticks = [] {
-    const long t = ::sysconf(_SC_CLK_TCK);
-    return t > 0 ? t : 100;
+int64_t ProcReader::TicksPerSecond() {
+  static const int64_t ticks = [] {
+    const int64_t t = ::sysconf(_SC_CLK_TCK);
+    return t > 0 ? t : int64_t{100};
   }();
   return ticks;
 }

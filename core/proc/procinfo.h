@@ -102,7 +102,7 @@ class ProcReader {
       const std::vector<std::filesystem::path>& targets, FdScanProblems* problems = nullptr) const;
 
   // Clock ticks per second (sysconf(_SC_CLK_TCK)), the unit of the CPU times above.
-  static long TicksPerSecond();
+  static int64_t TicksPerSecond();
 
  private:
   ProcReader(std::filesystem::path proc_dir, bool uses_root_proc)

@@ -33,7 +33,8 @@ namespace neuron {
 struct DatastoreKey {
   int device = -1;
   int pid = -1;
-  auto operator<=>(const DatastoreKey&) const = default;
+  // clang-tidy 14 reads the defaulted comparison's implicit "== 0" as a null pointer constant.
+  auto operator<=>(const DatastoreKey&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
 // {u8 major; u8 minor; u32 build}, as in the process info record and the driver's version word.

@@ -143,7 +143,7 @@ absl::Status NodeDaemon::Impl::ClearStale() {
   SimTree stale_tree(paths_, old);
   if (absl::Status s = stale_tree.Destroy(); !s.ok()) {
     return absl::InternalError(fmt::format("clearing the stale node at {}: {}",
-                                           paths_.root().string(), std::string(s.message())));
+                                           paths_.root().string(), std::string{s.message()}));
   }
   return absl::OkStatus();
 }
@@ -172,7 +172,7 @@ absl::Status NodeDaemon::Impl::Start() {
   started_ = true;  // from here on, Shutdown() undoes whatever was done
   auto fail = [this](absl::Status s) {
     if (absl::Status u = Shutdown(); !u.ok()) {
-      log_->warn("cleanup after failure: {}", std::string(u.message()));
+      log_->warn("cleanup after failure: {}", std::string{u.message()});
     }
     started_ = false;
     return s;
@@ -405,7 +405,7 @@ void NodeDaemon::Impl::ServeClient(size_t index, short revents) {
         absl::StatusOr<CtlRequest> req = ParseCtlLine(line);
         CtlReply reply;
         if (!req.ok()) {
-          reply = {CtlOutcome::kUsage, std::string(req.status().message()),
+          reply = {CtlOutcome::kUsage, std::string{req.status().message()},
                    std::string(CtlUsage())};
         } else {
           // status is polled by demos and scripts; it changes nothing, so it stays out of the log.
@@ -431,7 +431,7 @@ NodeDaemon::NodeDaemon(DaemonOptions options) : impl_(std::make_unique<Impl>(std
 NodeDaemon::~NodeDaemon() {
   if (impl_->started()) {
     if (absl::Status s = impl_->Shutdown(); !s.ok()) {
-      daemon_internal::Logger()->warn("shutdown: {}", std::string(s.message()));
+      daemon_internal::Logger()->warn("shutdown: {}", std::string{s.message()});
     }
   }
 }
@@ -447,13 +447,13 @@ int RunNodeDaemon(DaemonOptions options) {
   auto log = daemon_internal::Logger();
   NodeDaemon daemon(std::move(options));
   if (absl::Status s = daemon.Start(); !s.ok()) {
-    log->error("{}", std::string(s.message()));
+    log->error("{}", std::string{s.message()});
     return 1;
   }
   absl::Status run = daemon.Run();
-  if (!run.ok()) log->error("{}", std::string(run.message()));
+  if (!run.ok()) log->error("{}", std::string{run.message()});
   absl::Status down = daemon.Shutdown();
-  if (!down.ok()) log->error("shutdown: {}", std::string(down.message()));
+  if (!down.ok()) log->error("shutdown: {}", std::string{down.message()});
   return run.ok() && down.ok() ? 0 : 1;
 }
 

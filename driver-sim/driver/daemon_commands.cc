@@ -21,7 +21,7 @@ using daemon_internal::kResetRequestAll;
 
 CtlReply Ok(std::string payload) { return {CtlOutcome::kOk, "", std::move(payload)}; }
 CtlReply Error(std::string message) { return {CtlOutcome::kError, std::move(message), ""}; }
-CtlReply Error(const absl::Status& s) { return Error(std::string(s.message())); }
+CtlReply Error(const absl::Status& s) { return Error(std::string{s.message()}); }
 
 std::string_view TopologyName(LinkTopology t) {
   switch (t) {

@@ -28,12 +28,12 @@ using daemon_internal::kResetRequestAll;
 
 void NodeDaemon::Impl::Kmsg(int priority, const std::string& text) {
   if (absl::Status s = tree_->AppendKmsg(priority, text); !s.ok()) {
-    log_->warn("kmsg: {}", std::string(s.message()));
+    log_->warn("kmsg: {}", std::string{s.message()});
   }
 }
 
 void NodeDaemon::Impl::SaveFaults() {
-  if (absl::Status s = faults_.Write(); !s.ok()) log_->error("{}", std::string(s.message()));
+  if (absl::Status s = faults_.Write(); !s.ok()) log_->error("{}", std::string{s.message()});
 }
 
 void NodeDaemon::Impl::SetState(int d, DeviceState s) {
@@ -41,7 +41,7 @@ void NodeDaemon::Impl::SetState(int d, DeviceState s) {
   dev.power.SetReady(s == DeviceState::kReady, Clock::now());
   dev.state = s;
   if (absl::Status st = tree_->SetDeviceState(d, s); !st.ok()) {
-    log_->error("{}", std::string(st.message()));
+    log_->error("{}", std::string{st.message()});
   }
   if (driver_) driver_->OnStateChange(d);  // opens waiting out a reset go on
 }
@@ -73,7 +73,7 @@ void NodeDaemon::Impl::StartReset(int d, bool fail) {
     if (absl::Status s =
             tree_->ApplyCounter(tree_->OtherInfoDir(d, c, "reset_req_count"), CounterOp::kInc, 1);
         !s.ok()) {
-      log_->error("{}", std::string(s.message()));
+      log_->error("{}", std::string{s.message()});
     }
   }
   SetState(d, DeviceState::kReset);
@@ -93,7 +93,7 @@ void NodeDaemon::Impl::CompleteReset(int d) {
       if (absl::Status s = tree_->ApplyCounter(tree_->OtherInfoDir(d, c, "reset_fail_count"),
                                                CounterOp::kInc, 1);
           !s.ok()) {
-        log_->error("{}", std::string(s.message()));
+        log_->error("{}", std::string{s.message()});
       }
     }
     SetState(d, DeviceState::kInvalid);
@@ -192,7 +192,7 @@ void NodeDaemon::Impl::OnNotifyDelayWrite(int d) {
   const std::filesystem::path file = paths_.NeuronDevice(d) / sysfs::kNotifyDelay;
   absl::StatusOr<std::string> text = ReadAttribute(file);
   if (!text.ok()) {
-    log_->warn("{}", std::string(text.status().message()));
+    log_->warn("{}", std::string{text.status().message()});
     WriteNotifyDelay(d);
     return;
   }
@@ -220,7 +220,7 @@ void NodeDaemon::Impl::OnNotifyDelayWrite(int d) {
 void NodeDaemon::Impl::WriteNotifyDelay(int d) {
   const std::filesystem::path file = paths_.NeuronDevice(d) / sysfs::kNotifyDelay;
   if (absl::Status s = WriteFileAtomic(file, notify_delay_ + "\n", 0644); !s.ok()) {
-    log_->error("{}", std::string(s.message()));
+    log_->error("{}", std::string{s.message()});
   }
 }
 
@@ -249,7 +249,7 @@ void NodeDaemon::Impl::RollUpPower(Clock::time_point now) {
     } else {
       s = tree_->WritePower(d, "POWER_STATUS_NO_DATA", epoch_s, 0, 0, 0);
     }
-    if (!s.ok()) log_->error("{}", std::string(s.message()));
+    if (!s.ok()) log_->error("{}", std::string{s.message()});
   }
 }
 

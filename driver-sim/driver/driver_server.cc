@@ -567,7 +567,7 @@ void DriverServer::OnUnplug(int device) {
 }
 
 void DriverServer::OnPlug(int device) {
-  if (absl::Status s = MakeMemory(device); !s.ok()) log_->error("{}", std::string(s.message()));
+  if (absl::Status s = MakeMemory(device); !s.ok()) log_->error("{}", std::string{s.message()});
 }
 
 int DriverServer::OpenCount(int device) const {

@@ -122,7 +122,7 @@ void DatastoreMirror::Apply(const fs::path& dir, int64_t delta) {
   const uint64_t magnitude =
       delta > 0 ? static_cast<uint64_t>(delta) : static_cast<uint64_t>(-(delta + 1)) + 1;
   if (absl::Status s = tree_->ApplyCounter(dir, op, magnitude); !s.ok()) {
-    log_->warn("{}", std::string(s.message()));
+    log_->warn("{}", std::string{s.message()});
   }
 }
 
@@ -148,7 +148,7 @@ void DatastoreMirror::Sync(Entry& e, bool release) {
           if (absl::Status s =
                   tree_->AddEfaCounter(efa, kEfaFieldCounters[static_cast<size_t>(f)], now - seen);
               !s.ok()) {
-            log_->warn("{}", std::string(s.message()));
+            log_->warn("{}", std::string{s.message()});
           }
         }
         seen = now;  // traffic over a downed EFA is lost, as its counters restart at 0
@@ -190,7 +190,7 @@ void DatastoreMirror::Fold(Entry& e) {
     auto inc = [&](const fs::path& dir, uint64_t v) {
       if (v == 0) return;
       if (absl::Status s = tree_->ApplyCounter(dir, CounterOp::kInc, v); !s.ok()) {
-        log_->warn("{}", std::string(s.message()));
+        log_->warn("{}", std::string{s.message()});
       }
     };
     for (int k = 0; k < slots_per_device_; ++k) {

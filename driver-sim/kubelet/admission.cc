@@ -195,7 +195,7 @@ absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
     // A failed admission holds nothing (the kubelet restores allocatedDevices from podDevices
     // and garbage-collects the rejected pod's entries).
     admitting.clear();
-    log->warn("pod {}/{} rejected: {}", spec.namespace_name, spec.name, std::string(s.message()));
+    log->warn("pod {}/{} rejected: {}", spec.namespace_name, spec.name, std::string{s.message()});
     return s;
   };
 
@@ -217,7 +217,7 @@ absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
   if (absl::Status s = CheckDeviceNodes(admitted); !s.ok()) return fail(s);
   pods.push_back(std::move(pod));
   admitting.clear();
-  if (absl::Status s = WriteCheckpointLocked(); !s.ok()) log->error("{}", std::string(s.message()));
+  if (absl::Status s = WriteCheckpointLocked(); !s.ok()) log->error("{}", std::string{s.message()});
   log->info("pod {}/{} admitted", spec.namespace_name, spec.name);
   return admitted;
 }
@@ -339,7 +339,7 @@ absl::Status KubeletEmulator::Impl::Delete(std::string_view namespace_name, std:
   }
   std::lock_guard lock(mu);
   std::erase_if(pods, [&](const PodRecord& p) { return p.uid == uid; });
-  if (absl::Status s = WriteCheckpointLocked(); !s.ok()) log->error("{}", std::string(s.message()));
+  if (absl::Status s = WriteCheckpointLocked(); !s.ok()) log->error("{}", std::string{s.message()});
   return absl::OkStatus();
 }
 

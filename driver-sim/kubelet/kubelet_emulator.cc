@@ -136,7 +136,7 @@ absl::Status KubeletEmulator::Impl::RestartLocked() {
     std::map<std::string, int> pgids;
     for (const PodRecord& pod : pods) pgids[pod.uid] = pod.pgid;
     if (absl::Status s = ReadCheckpointLocked(); !s.ok()) {
-      log->error("Continue after failing to read checkpoint file: {}", std::string(s.message()));
+      log->error("Continue after failing to read checkpoint file: {}", std::string{s.message()});
     }
     for (PodRecord& pod : pods) {
       if (auto it = pgids.find(pod.uid); it != pgids.end()) pod.pgid = it->second;
@@ -161,7 +161,7 @@ void KubeletEmulator::Impl::ExpireLocked() {
   }
   if (removed) {
     if (absl::Status s = WriteCheckpointLocked(); !s.ok())
-      log->error("{}", std::string(s.message()));
+      log->error("{}", std::string{s.message()});
   }
 }
 
@@ -213,7 +213,7 @@ absl::StatusOr<std::unique_ptr<KubeletEmulator>> KubeletEmulator::Start(Options 
     std::lock_guard lock(i.mu);
     // As the kubelet: a bad checkpoint is logged and the node starts without it.
     if (absl::Status s = i.ReadCheckpointLocked(); !s.ok()) {
-      i.log->error("Continue after failing to read checkpoint file: {}", std::string(s.message()));
+      i.log->error("Continue after failing to read checkpoint file: {}", std::string{s.message()});
     }
   }
   {

@@ -212,7 +212,7 @@ void KubeletEmulator::Impl::OnListAndWatch(const std::string& resource, uint64_t
   }
   ++ep.updates;
   if (absl::Status s = WriteCheckpointLocked(); !s.ok()) {
-    log->error("Writing checkpoint encountered {}", std::string(s.message()));
+    log->error("Writing checkpoint encountered {}", std::string{s.message()});
   }
   log->debug("Processed device updates for resource {}: total {}, healthy {}", resource,
              response.devices_size(), healthy);

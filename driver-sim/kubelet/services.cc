@@ -90,7 +90,7 @@ class PodResourcesService final : public v1::PodResourcesLister::Service {
 };
 
 grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string{s.message()});
 }
 
 void ToProto(const AdmittedPod& pod, neuronsim::kubelet::AdmittedPod* out) {

@@ -196,7 +196,7 @@ void Accounting::AddModelRecord(const sim::NdsModel& model, int vnc) {
   std::lock_guard<std::mutex> lock(mu_);
   if (released_) return;
   absl::StatusOr<int> slot = slots_[static_cast<size_t>(vnc)]->ds->AddModel(model);
-  if (!slot.ok()) Log()->warn("nrt_load {}", std::string(slot.status().message()));
+  if (!slot.ok()) Log()->warn("nrt_load {}", std::string{slot.status().message()});
 }
 
 void Accounting::RemoveModelRecord(uint32_t model_id, int vnc) {

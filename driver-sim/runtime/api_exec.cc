@@ -138,7 +138,7 @@ NRT_STATUS nrt_profile_stop(const char* filename) {
   if (path.empty()) return NRT_INVALID;
   const absl::Status s = rt->profiler().Stop(path);
   if (!s.ok()) {
-    neuron::nrt::Log()->error("nrt_profile_stop {}", std::string(s.message()));
+    neuron::nrt::Log()->error("nrt_profile_stop {}", std::string{s.message()});
     return NRT_INVALID;
   }
   return NRT_SUCCESS;

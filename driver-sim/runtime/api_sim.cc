@@ -26,7 +26,7 @@ NRT_STATUS nrtsim_build_neff(const char* op_list_json, const nrtsim_neff_options
   const std::string_view payload(op_list_json);
   absl::StatusOr<neuron::nrt::Program> program = neuron::nrt::ParseOpList(payload);
   if (!program.ok()) {
-    neuron::nrt::SetLastError(std::string(program.status().message()));
+    neuron::nrt::SetLastError(std::string{program.status().message()});
     return NRT_INVALID;
   }
   const nrtsim_neff_options_t opts = options != nullptr ? *options : nrtsim_neff_options_t{};

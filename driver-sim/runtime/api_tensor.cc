@@ -83,7 +83,7 @@ NRT_STATUS nrt_tensor_allocate(nrt_tensor_placement_t placement, int vnc, size_t
           rt->ledger()->ChargeDevice(vnc, MemCategory::kTensors, size,
                                      fmt::format("tensor \"{}\"", name != nullptr ? name : ""));
       if (!s.ok()) {
-        neuron::nrt::Log()->error("nrt_tensor_allocate {}", std::string(s.message()));
+        neuron::nrt::Log()->error("nrt_tensor_allocate {}", std::string{s.message()});
         rt->accounting().CountStatus(vnc, NRT_RESOURCE);
         return NRT_RESOURCE;
       }

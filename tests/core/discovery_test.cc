@@ -471,8 +471,8 @@ TEST(BdfResolver, IoctlBackEndWithoutADriverSaysSoOnce) {
   EXPECT_FALSE(first.ok());
   EXPECT_FALSE(absl::IsNotFound(first)) << "the first failure is reported: " << first;
   // One message for every device, naming none (back ends ask in different orders).
-  EXPECT_THAT(std::string(first.message()), HasSubstr((root.path() / "dev/neuron*").string()));
-  EXPECT_THAT(std::string(first.message()), HasSubstr("no Neuron driver behind the device node"));
+  EXPECT_THAT(std::string{first.message()}, HasSubstr((root.path() / "dev/neuron*").string()));
+  EXPECT_THAT(std::string{first.message()}, HasSubstr("no Neuron driver behind the device node"));
   EXPECT_TRUE(absl::IsNotFound(r->Resolve(1).status())) << "the same failure again";
   EXPECT_TRUE(absl::IsNotFound(r->Resolve(2).status()));  // no node at all
 }

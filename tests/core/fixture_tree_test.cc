@@ -96,8 +96,8 @@ TEST(FixtureTreeTest, BadLinesNameTheFileAndLine) {
   for (const auto& [text, why] : cases) {
     absl::StatusOr<std::vector<FixtureEntry>> e = Expand(text);
     ASSERT_FALSE(e.ok()) << text;
-    EXPECT_THAT(std::string(e.status().message()), HasSubstr(why)) << text;
-    EXPECT_THAT(std::string(e.status().message()), HasSubstr("test.manifest:")) << text;
+    EXPECT_THAT(std::string{e.status().message()}, HasSubstr(why)) << text;
+    EXPECT_THAT(std::string{e.status().message()}, HasSubstr("test.manifest:")) << text;
   }
 }
 
@@ -114,7 +114,7 @@ TEST(FixtureTreeTest, IncludesShareVariablesAndAnIncludeCycleFails) {
   std::ofstream(dir.path() / "loop.manifest") << "include loop.manifest\n";
   absl::StatusOr<std::vector<FixtureEntry>> loop = ExpandManifest(dir.path() / "loop.manifest");
   ASSERT_FALSE(loop.ok());
-  EXPECT_THAT(std::string(loop.status().message()), HasSubstr("an include cycle?"));
+  EXPECT_THAT(std::string{loop.status().message()}, HasSubstr("an include cycle?"));
 }
 
 TEST(FixtureTreeTest, WritesFilesDirectoriesAndLinksWithTheirModes) {
@@ -138,7 +138,7 @@ TEST(FixtureTreeTest, WritesFilesDirectoriesAndLinksWithTheirModes) {
   // Building twice into the same root fails on the first existing file, naming its line.
   absl::Status again = WriteFixtureTree(*e, root);
   ASSERT_FALSE(again.ok());
-  EXPECT_THAT(std::string(again.message()), HasSubstr("test.manifest:1: create"));
+  EXPECT_THAT(std::string{again.message()}, HasSubstr("test.manifest:1: create"));
 }
 
 }  // namespace

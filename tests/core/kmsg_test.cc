@@ -66,7 +66,7 @@ TEST(KmsgRecord, RejectsGarbage) {
     absl::StatusOr<KmsgRecord> r = ParseKmsgRecord(bad);
     EXPECT_FALSE(r.ok()) << "accepted: " << bad;
     if (!r.ok()) {
-      EXPECT_THAT(std::string(r.status().message()), HasSubstr("kmsg record"));
+      EXPECT_THAT(std::string{r.status().message()}, HasSubstr("kmsg record"));
     }
   }
 }
@@ -238,7 +238,7 @@ TEST(KmsgReader, MissingFileIsNotFound) {
       KmsgReader::Open("/nonexistent-root-for-test/dev/kmsg");
   ASSERT_FALSE(reader.ok());
   EXPECT_TRUE(absl::IsNotFound(reader.status()));
-  EXPECT_THAT(std::string(reader.status().message()),
+  EXPECT_THAT(std::string{reader.status().message()},
               HasSubstr("/nonexistent-root-for-test/dev/kmsg"));
 }
 

@@ -147,15 +147,15 @@ TEST_F(KubeletEmulatorTest, FailedAdmissionsHoldNothing) {
   auto p = Plugin(*k);
   absl::StatusOr<AdmittedPod> r = k->AdmitPod(Pod("big", 5));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("Insufficient example.com/dev"));
+  EXPECT_THAT(std::string{r.status().message()}, HasSubstr("Insufficient example.com/dev"));
   EXPECT_THAT(std::string(k->AdmitPod(Pod("x", 1, "example.com/other")).status().message()),
               HasSubstr("Insufficient example.com/other"));
 
   p->lock(), p->gpa_error = grpc::Status(grpc::StatusCode::INTERNAL, "gpa broke");
   r = k->AdmitPod(Pod("g", 1));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnknown);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("UnexpectedAdmissionError"));
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("gpa broke"));
+  EXPECT_THAT(std::string{r.status().message()}, HasSubstr("UnexpectedAdmissionError"));
+  EXPECT_THAT(std::string{r.status().message()}, HasSubstr("gpa broke"));
   EXPECT_TRUE((p->lock(), p->allocate_requests.empty()));  // GPA error aborts before Allocate
 
   p->lock(), p->gpa_error = grpc::Status::OK;
@@ -168,14 +168,14 @@ TEST_F(KubeletEmulatorTest, FailedAdmissionsHoldNothing) {
   }
   r = k->AdmitPod(two);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnknown);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("unknown device IDs 7"));
+  EXPECT_THAT(std::string{r.status().message()}, HasSubstr("unknown device IDs 7"));
   p->lock(), p->allocate_error = grpc::Status::OK;
 
   fs::remove(root_.path() / "dev" / "neuron2");  // the container runtime cannot find it
   p->lock(), p->gpa_answer = {"2"};
   r = k->AdmitPod(Pod("nodev", 1));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("\"/dev/neuron2\""));
+  EXPECT_THAT(std::string{r.status().message()}, HasSubstr("\"/dev/neuron2\""));
   neuron::testing::WriteFile(root_.path() / "dev" / "neuron2", "");
 
   EXPECT_EQ(InUse(*k), 0);

@@ -116,7 +116,7 @@ class RuntimeProcess {
     auto answer = [sock](absl::Status s) {
       Answer a{};
       a.err = s.ok() ? 0 : 1;
-      std::strncpy(a.text, std::string(s.message()).c_str(), sizeof(a.text) - 1);
+      std::strncpy(a.text, std::string{s.message()}.c_str(), sizeof(a.text) - 1);
       return ::send(sock, &a, sizeof(a), MSG_NOSIGNAL) == sizeof(a);
     };
     UniqueFd fd(::open(node.c_str(), O_RDWR | O_CLOEXEC));

@@ -58,7 +58,7 @@ TEST(CtlProtocol, UsageErrorsNameTheWord) {
     absl::StatusOr<CtlRequest> req = ParseCtlArgs(words);
     ASSERT_FALSE(req.ok()) << ::testing::PrintToString(words);
     EXPECT_TRUE(absl::IsInvalidArgument(req.status()));
-    EXPECT_THAT(std::string(req.status().message()), HasSubstr(needle));
+    EXPECT_THAT(std::string{req.status().message()}, HasSubstr(needle));
   }
 }
 
@@ -101,7 +101,7 @@ TEST(FaultsJson, RoundTripsAndRejectsBadInput) {
         std::string(R"({"version":1,"faults":[{"id":1,"kind":"link-down","device":0}]})")}) {
     absl::StatusOr<std::vector<PendingFault>> r = ParseFaults(bad, "/x/faults.json");
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_THAT(std::string(r.status().message()), HasSubstr("/x/faults.json"));
+    EXPECT_THAT(std::string{r.status().message()}, HasSubstr("/x/faults.json"));
   }
 }
 

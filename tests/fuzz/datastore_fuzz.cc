@@ -225,7 +225,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(record.ok() == accepted);
   if (!record.ok()) {
     FUZZ_CHECK(record.status().code() == absl::StatusCode::kDataLoss);
-    FUZZ_CHECK(std::string(record.status().message()).starts_with("fuzz: "));
+    FUZZ_CHECK(std::string{record.status().message()}.starts_with("fuzz: "));
     FUZZ_CHECK(warnings.empty());
     return 0;
   }

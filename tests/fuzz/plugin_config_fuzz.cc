@@ -65,7 +65,7 @@ void FuzzYaml(std::string_view yaml) {
   const absl::Status s = neuron::plugin::ApplyConfigYaml(yaml, "fuzz", &config);
   if (!s.ok()) {
     FUZZ_CHECK(s.code() == absl::StatusCode::kInvalidArgument);
-    CheckSourceNamed(std::string(s.message()), yaml);
+    CheckSourceNamed(std::string{s.message()}, yaml);
     FUZZ_CHECK(SameConfig(config, before));  // applied whole or not at all
     return;
   }

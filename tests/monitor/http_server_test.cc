@@ -158,7 +158,7 @@ TEST(WebConfigTest, ErrorsNameFieldAndLine) {
   auto message = [&](const std::string& yaml) {
     absl::StatusOr<WebConfig> c = parse(yaml);
     EXPECT_FALSE(c.ok()) << yaml;
-    return std::string(c.status().message());
+    return std::string{c.status().message()};
   };
   EXPECT_EQ(message("basic_auth_users:\n  alice: plaintext\n"),
             "web.yml:2: basic_auth_users.alice: is not a bcrypt hash ($2a$, $2b$ or $2y$, 60 "

@@ -334,7 +334,7 @@ absl::Status Directive(const Line& line, std::string_view word, std::string_view
     if (rest.empty()) return line.Error("include needs a file");
     absl::Status s = ParseFile(dir / rest, st);
     // Not found: the including line is the one to fix.
-    if (absl::IsNotFound(s)) return line.Error(std::string(s.message()));
+    if (absl::IsNotFound(s)) return line.Error(std::string{s.message()});
     return s;
   }
   if (word == "under") {
