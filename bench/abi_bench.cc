@@ -139,6 +139,7 @@ int MeasureExporter(const neuron::testing::SimNode& node) {
 int MeasureOn(const neuron::testing::SimNode& node, const char* self) {
   const fs::path& logs = node.logs();
   std::vector<pid_t> runtimes;
+  runtimes.reserve(kRuntimes);
   for (int d = 0; d < kRuntimes; ++d) {
     runtimes.push_back(neuron::testing::StartProcess(
         {NEURON_SIM_BIN, "run", "--root", node.root().string(), "--workload", "matmul"}, "",

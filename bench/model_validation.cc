@@ -10,7 +10,7 @@ int main() {
   const absl::StatusOr<std::vector<neuron::workloads::ValidationRow>> rows =
       neuron::workloads::ValidationTable();
   if (!rows.ok()) {
-    std::fprintf(stderr, "model_validation: %s\n", std::string(rows.status().message()).c_str());
+    std::fprintf(stderr, "model_validation: %s\n", std::string{rows.status().message()}.c_str());
     return 1;
   }
   std::fputs(neuron::workloads::ValidationText(*rows).c_str(), stdout);

@@ -20,15 +20,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -36,12 +41,9 @@
 #include "core/base/unique_fd.h"
 #include "tests/support/http_client.h"
 
-extern char** environ;
-
 namespace {
 
 using neuron::bench::Median;
-using neuron::bench::Ms;
 using neuron::bench::Percentile;
 
 namespace fs = std::filesystem;
@@ -53,10 +55,12 @@ pid_t Start(const std::vector<std::string>& args, const fs::path& out,
   for (char** e = environ; *e != nullptr; ++e) env_store.emplace_back(*e);
   for (const auto& e : extra_env) env_store.push_back(e);
   std::vector<char*> envp;
+  envp.reserve(env_store.size() + 1);
   for (auto& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<char*> argv;
   std::vector<std::string> copy = args;
+  argv.reserve(copy.size() + 1);
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
@@ -98,7 +102,7 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::seconds ceiling) {
 }
 
 // GET /metrics over a fresh connection; returns the body size, or -1.
-long Scrape(int port) {
+int64_t Scrape(int port) {
   const neuron::UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -107,7 +111,7 @@ long Scrape(int port) {
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
   const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
   if (send(fd.get(), req.data(), req.size(), MSG_NOSIGNAL) < 0) return -1;
-  long total = 0;
+  int64_t total = 0;
   char buf[65536];
   for (;;) {
     pollfd p{fd.get(), POLLIN, 0};
@@ -120,7 +124,7 @@ long Scrape(int port) {
 }
 
 struct ProcCost {
-  long rss_kib = -1;
+  int64_t rss_kib = -1;
   double cpu_s = 0;
 };
 ProcCost Cost(pid_t pid) {
@@ -145,7 +149,7 @@ ProcCost Cost(pid_t pid) {
 
 struct Figures {
   double median_ms = 0, p99_ms = 0, cpu_ms_per_scrape = 0;
-  long bytes = 0;
+  int64_t bytes = 0;
 };
 
 // `scrapes` scrapes; with `burst` > 0, bursts of that many back to back then a pause of
@@ -194,13 +198,29 @@ int PortFromLog(const fs::path& log) {
   return port;
 }
 
+// The value of --scrapes N (200 without it); nullopt, after a message naming the flag, when N is
+// not a positive integer.
+std::optional<int> ScrapesFlag(int argc, char** argv) {
+  int scrapes = 200;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string_view(argv[i]) != "--scrapes") continue;
+    const std::string_view text = argv[++i];
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), scrapes);
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || scrapes <= 0) {
+      std::fprintf(stderr, "monitor_bench: --scrapes wants a positive integer, got \"%s\"\n",
+                   argv[i]);
+      return std::nullopt;
+    }
+  }
+  return scrapes;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int scrapes = 200;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--scrapes") scrapes = std::atoi(argv[++i]);
-  }
+  const std::optional<int> scrapes_flag = ScrapesFlag(argc, argv);
+  if (!scrapes_flag) return 2;
+  const int scrapes = *scrapes_flag;
   const char* tmp = std::getenv("TMPDIR");
   const fs::path work =
       fs::path(tmp != nullptr ? tmp : "/tmp") / ("monitor_bench." + std::to_string(getpid()));
@@ -264,7 +284,7 @@ int main(int argc, char** argv) {
 
   std::printf(
       "  scrape reading everything: median %.2f ms, p99 %.2f ms (target p99 <= 25 ms), "
-      "%ld bytes, CPU %.2f ms/scrape\n",
+      "%" PRId64 " bytes, CPU %.2f ms/scrape\n",
       full.median_ms, full.p99_ms, full.bytes, full.cpu_ms_per_scrape);
   std::printf("  hot scrape (no sharing):   median %.2f ms, p99 %.2f ms, CPU %.2f ms/scrape\n",
               hot.median_ms, hot.p99_ms, hot.cpu_ms_per_scrape);
@@ -287,9 +307,10 @@ int main(int argc, char** argv) {
   const ProcCost node_cost = Cost(ne);
   StopPid(ne);
   std::printf("== prometheus-node-exporter (default collectors), same machine\n");
-  std::printf(
-      "  scrape: median %.2f ms, p99 %.2f ms, %ld bytes, CPU %.2f ms/scrape, RSS %.1f MiB\n",
-      node.median_ms, node.p99_ms, node.bytes, node.cpu_ms_per_scrape, node_cost.rss_kib / 1024.0);
+  std::printf("  scrape: median %.2f ms, p99 %.2f ms, %" PRId64
+              " bytes, CPU %.2f ms/scrape, RSS %.1f MiB\n",
+              node.median_ms, node.p99_ms, node.bytes, node.cpu_ms_per_scrape,
+              node_cost.rss_kib / 1024.0);
   std::printf("== ratios neuron-exporter / node_exporter\n");
   std::printf(
       "  full-read scrape p99 %.2fx, shared scrape p99 %.2fx, CPU per full scrape %.2fx, "

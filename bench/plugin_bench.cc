@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,11 +32,8 @@
 #include "bench/stats.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
-extern char** environ;
-
 namespace {
 
-using neuron::bench::Median;
 using neuron::bench::Ms;
 using neuron::bench::Percentile;
 
@@ -45,6 +43,7 @@ using namespace std::chrono_literals;
 
 pid_t Spawn(const std::vector<std::string>& args, const std::string& out) {
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
@@ -79,25 +78,27 @@ std::string Read(const fs::path& p) {
 }
 
 // VmRSS in KiB, open fds, threads.
-void ProcFigures(pid_t pid, long* rss_kib, size_t* fds, size_t* threads) {
+void ProcFigures(pid_t pid, int64_t* rss_kib, size_t* fds, size_t* threads) {
   const std::string status = Read(fs::path("/proc") / std::to_string(pid) / "status");
   const size_t at = status.find("VmRSS:");
   *rss_kib = at == std::string::npos ? 0 : std::stol(status.substr(at + 6));
   *fds = 0;
   for ([[maybe_unused]] const auto& e :
-       fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "fd"))
+       fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "fd")) {
     ++*fds;
+  }
   *threads = 0;
   for ([[maybe_unused]] const auto& e :
-       fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "task"))
+       fs::directory_iterator(fs::path("/proc") / std::to_string(pid) / "task")) {
     ++*threads;
+  }
 }
 
 // smaps_rollup's split of the resident set, in KiB: anonymous pages (heap, stacks, relocated
 // data) and file pages (code and read-only data of the binary and its shared libraries).
-void RssSplit(pid_t pid, long* anon_kib, long* file_kib) {
+void RssSplit(pid_t pid, int64_t* anon_kib, int64_t* file_kib) {
   const std::string rollup = Read(fs::path("/proc") / std::to_string(pid) / "smaps_rollup");
-  auto field = [&](const std::string& name) -> long {
+  auto field = [&](const std::string& name) -> int64_t {
     const size_t at = rollup.find("\n" + name + ":");
     return at == std::string::npos ? 0 : std::stol(rollup.substr(at + name.size() + 2));
   };
@@ -134,7 +135,7 @@ class Kubelet final : public v1beta1::Registration::Service {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 10s);
     v1beta1::DevicePluginOptions o;
-    const grpc::Status s = stub->GetDevicePluginOptions(&ctx, v1beta1::Empty(), &o);
+    grpc::Status s = stub->GetDevicePluginOptions(&ctx, v1beta1::Empty(), &o);
     std::lock_guard<std::mutex> lock(mu_);
     endpoints_[req->resource_name()] = req->endpoint();
     ++count_[req->resource_name()];
@@ -230,7 +231,7 @@ int main(int argc, char** argv) {
                 Percentile(gpa, 0.5), Percentile(gpa, 0.99));
   }
 
-  long rss0 = 0, anon0 = 0, file0 = 0;
+  int64_t rss0 = 0, anon0 = 0, file0 = 0;
   size_t fds0 = 0, threads0 = 0;
   ProcFigures(plugin, &rss0, &fds0, &threads0);
   RssSplit(plugin, &anon0, &file0);
@@ -250,7 +251,7 @@ int main(int argc, char** argv) {
         Percentile(rereg, 0.5), Percentile(rereg, 0.99), Percentile(rereg, 1.0), rounds);
   }
   std::this_thread::sleep_for(1s);
-  long rss1 = 0;
+  int64_t rss1 = 0;
   size_t fds1 = 0, threads1 = 0;
   ProcFigures(plugin, &rss1, &fds1, &threads1);
 

@@ -23,13 +23,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/sim_driver.h"
@@ -47,12 +51,8 @@
 #include "tests/support/sim_tree_fixture.h"
 #include "tests/support/temp_dir.h"
 
-extern char** environ;
-
 namespace {
 
-using neuron::bench::Median;
-using neuron::bench::Ms;
 using neuron::bench::Percentile;
 
 namespace fs = std::filesystem;
@@ -98,7 +98,7 @@ struct Runtime {
 
 // Child of part 2: ready after load, then waits for "go" on stdin, runs `n` executions and
 // prints "<executions> <wall seconds> <cpu seconds>".
-int Child(long n) {
+int Child(int64_t n) {
   Runtime rt;
   if (!rt.Start()) return 1;
   std::printf("ready\n");
@@ -107,11 +107,11 @@ int Child(long n) {
   if (read(0, &go, 1) != 1) return 1;
   const double cpu0 = CpuSeconds();
   const Clock::time_point t0 = Clock::now();
-  long done = 0;
+  int64_t done = 0;
   while (done < n && rt.Execute()) ++done;
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = CpuSeconds() - cpu0;
-  std::printf("%ld %.6f %.6f\n", done, wall, cpu);
+  std::printf("%" PRId64 " %.6f %.6f\n", done, wall, cpu);
   std::fflush(stdout);
   rt.Stop();
   return done == n ? 0 : 1;
@@ -125,7 +125,7 @@ uint64_t Accounted(const fs::path& root) {
       .value_or(0);
 }
 
-int Part1(long n, const char* clock, const fs::path& root) {
+int Part1(int64_t n, const char* clock, const fs::path& root) {
   Runtime rt;
   setenv("NEURON_RT_VISIBLE_CORES", "0", 1);
   setenv("NEURON_SIM_CLOCK", clock, 1);
@@ -135,10 +135,10 @@ int Part1(long n, const char* clock, const fs::path& root) {
   us.reserve(static_cast<size_t>(n));
   const double cpu0 = CpuSeconds();
   const Clock::time_point t0 = Clock::now();
-  for (long i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     const Clock::time_point a = Clock::now();
     if (!rt.Execute()) {
-      std::fprintf(stderr, "nrt_execute failed at %ld\n", i);
+      std::fprintf(stderr, "nrt_execute failed at %" PRId64 "\n", i);
       return 1;
     }
     us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - a).count());
@@ -157,7 +157,20 @@ int Part1(long n, const char* clock, const fs::path& root) {
   return accounted == static_cast<uint64_t>(n + 1000) ? 0 : 1;
 }
 
-int Part2(int processes, long per_process) {
+// A line of Child's output, "<executions> <wall seconds> <cpu seconds>"; false if it is not one.
+bool ParseChildLine(std::string_view line, int64_t* done, double* wall, double* cpu) {
+  const char* p = line.data();
+  const char* const end = line.data() + line.size();
+  auto next = [&](auto* value) {
+    while (p != end && *p == ' ') ++p;
+    const auto [ptr, ec] = std::from_chars(p, end, *value);
+    p = ptr;
+    return ec == std::errc();
+  };
+  return next(done) && next(wall) && next(cpu);
+}
+
+int Part2(int processes, int64_t per_process) {
   struct Kid {
     pid_t pid;
     FILE* out;            // owns the read end of the child's stdout
@@ -202,10 +215,9 @@ int Part2(int processes, long per_process) {
   double total = 0, cpu = 0, slowest = 0;
   int failures = 0;
   for (Kid& k : kids) {
-    long done = 0;
+    int64_t done = 0;
     double wall = 0, c = 0;
-    if (!std::fgets(line, sizeof(line), k.out) ||
-        std::sscanf(line, "%ld %lf %lf", &done, &wall, &c) != 3) {
+    if (!std::fgets(line, sizeof(line), k.out) || !ParseChildLine(line, &done, &wall, &c)) {
       ++failures;
     }
     total += static_cast<double>(done);
@@ -227,32 +239,46 @@ int Part2(int processes, long per_process) {
   return failures == 0 ? 0 : 1;
 }
 
+// The value of a numeric flag, a positive integer; otherwise exits 2 with a message naming it.
+template <typename T>
+T Positive(std::string_view flag, std::string_view text) {
+  T v{};
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v <= 0) {
+    fmt::print(stderr, "runtime_bench: {} wants a positive integer, got \"{}\"\n", flag, text);
+    std::exit(2);
+  }
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string_view(argv[1]) == "--child") return Child(std::atol(argv[2]));
+  if (argc == 3 && std::string_view(argv[1]) == "--child") {
+    return Child(Positive<int64_t>("--child", argv[2]));
+  }
   if (neuron::bench::EnsureSimDriver(argv) != 0) return 1;
-  long executions = 200000, per_process = 200000;
+  int64_t executions = 200000, per_process = 200000;
   int processes = 32;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string_view flag = argv[i];
-    if (flag == "--executions") executions = std::atol(argv[i + 1]);
-    if (flag == "--processes") processes = std::atoi(argv[i + 1]);
-    if (flag == "--per-process") per_process = std::atol(argv[i + 1]);
+    if (flag == "--executions") executions = Positive<int64_t>(flag, argv[i + 1]);
+    if (flag == "--processes") processes = Positive<int>(flag, argv[i + 1]);
+    if (flag == "--per-process") per_process = Positive<int64_t>(flag, argv[i + 1]);
   }
   const neuron::testing::TempDir dir("runtime_bench");  // removed on every return
-  const fs::path root = dir.path();
+  const fs::path& root = dir.path();
   const neuron::RootPaths paths(root);
   absl::StatusOr<std::unique_ptr<neuron::sim::SimTree>> tree =
       neuron::testing::BuildSimTree(root, "trn1.32xlarge", {.lnc = 1});
   if (!tree.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(tree.status().message()).c_str());
+    std::fprintf(stderr, "%s\n", std::string{tree.status().message()}.c_str());
     return 1;
   }
   auto driver = std::make_unique<neuron::testing::SimDriverThread>(
       tree->get(), *(*tree)->config().spec, (*tree)->config().lnc);
   if (!driver->status().ok()) {
-    std::fprintf(stderr, "simulated driver: %s\n", std::string(driver->status().message()).c_str());
+    std::fprintf(stderr, "simulated driver: %s\n", std::string{driver->status().message()}.c_str());
     return 1;
   }
   fs::create_directories(neuron::sim::CoreLockDir(paths));
@@ -265,7 +291,7 @@ int main(int argc, char** argv) {
   // the steady clock adds the simulated 60 us launch as real sleep, as workloads see it.
   int rc = Part1(executions, "manual", root);
   std::fflush(stdout);
-  if (rc == 0) rc = Part1(std::min(executions, 20000L), "steady", root);
+  if (rc == 0) rc = Part1(std::min<int64_t>(executions, 20000), "steady", root);
   std::fflush(stdout);
   setenv("NEURON_SIM_CLOCK", "manual", 1);
   if (rc == 0) rc = Part2(processes, per_process);

@@ -21,8 +21,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,12 +49,9 @@
 #include "tests/support/sim_tree_fixture.h"
 #include "top/collector.h"
 
-extern char** environ;
-
 namespace {
 
 using neuron::bench::Median;
-using neuron::bench::Ms;
 using neuron::bench::Percentile;
 
 namespace fs = std::filesystem;
@@ -65,6 +64,7 @@ int RunQuiet(std::vector<std::string> args) {
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
@@ -127,7 +127,7 @@ int BusyRuntime(const fs::path& root) {
     auto w = neuron::sim::DatastoreWriter::Acquire(fd, d, ::getpid());
     if (fd < 0 || !w.ok()) {
       std::fprintf(stderr, "busy runtime: device %d: %s\n", d,
-                   fd < 0 ? std::strerror(errno) : std::string(w.status().message()).c_str());
+                   fd < 0 ? std::strerror(errno) : std::string{w.status().message()}.c_str());
       return 1;
     }
     (*w)->SetProcessTag("bench");
@@ -272,14 +272,19 @@ void BenchTop(const fs::path& root, const fs::path& work, int runs, int cpu_seco
     const std::string name = "c" + std::to_string(i);
     start(name, work / (name + ".log"), 1.0);
     std::this_thread::sleep_for(std::chrono::seconds(3));  // warm-up: first samples, full sweep
-    const std::string pid_text = Capture(tmux + " list-panes -t " + name + " -F '#{pane_pid}'");
-    const int pid = std::atoi(pid_text.c_str());
+    std::string list_panes = tmux;
+    list_panes.append(" list-panes -t ").append(name).append(" -F '#{pane_pid}'");
+    const std::string pid_text = Capture(list_panes);
+    int pid = 0;  // stays 0, and the run is skipped below, when tmux printed no pane
+    std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
     const double c0 = CpuSeconds(pid);
     const auto t0 = Clock::now();
     std::this_thread::sleep_for(std::chrono::seconds(cpu_seconds));
     const double c1 = CpuSeconds(pid);
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    Sh(tmux + " kill-session -t " + name);
+    std::string kill_session = tmux;
+    kill_session.append(" kill-session -t ").append(name);
+    Sh(kill_session);
     if (pid > 0 && c0 >= 0 && c1 >= c0) cpu.push_back(100.0 * (c1 - c0) / wall);
   }
   std::printf(
@@ -313,6 +318,19 @@ void BenchCollector(const fs::path& root, int runs) {
       Median(hot), Median(full), runs);
 }
 
+// The value of a numeric flag, an integer >= `min`; otherwise exits 2 with a message naming it.
+int IntFlag(std::string_view flag, std::string_view text, int min) {
+  int v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < min) {
+    std::fprintf(stderr, "top_bench: %.*s wants an integer >= %d, got \"%.*s\"\n",
+                 static_cast<int>(flag.size()), flag.data(), min, static_cast<int>(text.size()),
+                 text.data());
+    std::exit(2);
+  }
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -323,9 +341,9 @@ int main(int argc, char** argv) {
   int cpu_runs = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--runs") runs = std::atoi(argv[i + 1]);
-    if (flag == "--cpu-seconds") cpu_seconds = std::atoi(argv[i + 1]);
-    if (flag == "--cpu-runs") cpu_runs = std::atoi(argv[i + 1]);
+    if (flag == "--runs") runs = IntFlag(flag, argv[i + 1], 1);
+    if (flag == "--cpu-seconds") cpu_seconds = IntFlag(flag, argv[i + 1], 1);
+    if (flag == "--cpu-runs") cpu_runs = IntFlag(flag, argv[i + 1], 0);  // 0: no CPU runs
   }
   const char* tmpdir = std::getenv("TMPDIR");
   const fs::path base = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
