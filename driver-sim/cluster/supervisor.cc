@@ -17,12 +17,14 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <set>
 #include <system_error>
 
 #include "absl/status/status.h"
 #include "driver-sim/cluster/cluster.h"
 #include "driver-sim/driver/sim_paths.h"
 #include "driver-sim/driver/sim_tree.h"
+#include "driver-sim/kubelet/kubelet_control.h"
 
 namespace neuron::sim {
 namespace {
@@ -273,14 +275,27 @@ bool Supervisor::KubeletReady(const ClusterNode& n) const {
          fs::exists(n.kubelet_dir / "pod-resources/kubelet.sock", ec);
 }
 
+// Ready as a scheduler needs it: every resource socket the plugin serves (it serves them all
+// before it registers any, plugin/README.md#behaviour) is registered with the node's kubelet, its
+// ListAndWatch stream is open, and every device it lists is healthy. Sockets alone are not
+// enough: a job admitted between them and the first device list was refused with "no healthy
+// devices present".
 bool Supervisor::PluginReady(const ClusterNode& n) const {
-  // The plugin serves its resources' sockets before it registers (plugin/README.md#behaviour).
+  std::set<std::string> sockets;
   std::error_code ec;
   for (auto it = fs::directory_iterator(n.kubelet_dir / "device-plugins", ec);
        !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    if (it->path().filename().string().ends_with("-" + n.instance_id + ".sock")) return true;
+    const std::string name = it->path().filename().string();
+    if (name.ends_with("-" + n.instance_id + ".sock")) sockets.insert(name);
   }
-  return false;
+  if (sockets.empty()) return false;
+  const absl::StatusOr<std::vector<ResourceState>> resources =
+      KubeletResources(n.kubelet_dir.string());
+  if (!resources.ok()) return false;
+  for (const ResourceState& r : *resources) {
+    if (r.connected && r.capacity > 0 && r.allocatable == r.capacity) sockets.erase(r.endpoint);
+  }
+  return sockets.empty();
 }
 
 absl::Status Supervisor::StartNodes() {
@@ -331,7 +346,7 @@ absl::Status Supervisor::StartNodes() {
     return std::all_of(spec_.nodes.begin(), spec_.nodes.end(),
                        [&](const ClusterNode& n) { return PluginReady(n); });
   };
-  return WaitFor(plugins_ready, "the device plugin's sockets", all_roles);
+  return WaitFor(plugins_ready, "the device plugin's resources, every device healthy", all_roles);
 }
 
 absl::Status Supervisor::WriteFiles() {

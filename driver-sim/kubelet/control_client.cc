@@ -314,6 +314,29 @@ int KubeletStatusCommand(const std::string& kubelet_dir, std::ostream& out, std:
   return 0;
 }
 
+absl::StatusOr<std::vector<ResourceState>> KubeletResources(const std::string& kubelet_dir) {
+  grpc::ClientContext context;
+  Deadline(context, std::chrono::seconds(10));
+  ctl::StatusReply reply;
+  grpc::Status s = Connect(kubelet_dir)->Status(&context, ctl::Empty(), &reply);
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        fmt::format("kubelet status on {}: {}", kubelet_dir, s.error_message()));
+  }
+  std::vector<ResourceState> out;
+  for (const ctl::Resource& r : reply.resources()) {
+    ResourceState state;
+    state.name = r.name();
+    state.endpoint = r.endpoint();
+    state.connected = r.connected();
+    state.capacity = static_cast<int>(r.capacity());
+    state.allocatable = static_cast<int>(r.allocatable());
+    state.in_use = static_cast<int>(r.in_use());
+    out.push_back(std::move(state));
+  }
+  return out;
+}
+
 int PodRunCommand(const PodRunArgs& args, std::ostream& out, std::ostream& err) {
   sigset_t child_mask;
   pthread_sigmask(SIG_SETMASK, nullptr, &child_mask);

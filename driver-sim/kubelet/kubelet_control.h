@@ -25,6 +25,9 @@ int RunKubelet(const KubeletEmulator::Options& options);
 
 int KubeletRestartCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
 int KubeletStatusCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
+// The emulator's resources as `kubelet status` lists them (name, endpoint, connected, capacity,
+// allocatable, in_use); Unavailable when no emulator answers on kubelet_dir.
+absl::StatusOr<std::vector<ResourceState>> KubeletResources(const std::string& kubelet_dir);
 
 struct PodRunArgs {
   std::string kubelet_dir;
