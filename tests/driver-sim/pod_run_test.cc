@@ -14,15 +14,32 @@ namespace {
 
 // ---- the real binary -------------------------------------------------------------------------
 
-// A node whose devices 2 and 3 back the plugin's answers (pod run runs CMD under the simulated
-// driver, `neuron-sim exec`, which needs a running node), `neuron-sim kubelet` as its own
-// process, and a plugin with cores 0..3 registered with it.
-class PodRunBinaryTest : public KubeletEmulatorTest {
+// A running simulated inf2.24xlarge (pod run runs CMD under its driver, `neuron-sim exec`) and a
+// logs directory, for the fixtures below.
+class SimNodeKubeletTest : public KubeletEmulatorTest {
  protected:
   void SetUp() override {
     KubeletEmulatorTest::SetUp();
     fs::create_directories(logs_);
     ASSERT_TRUE(sim_.Up("inf2.24xlarge")) << sim_.Log();
+  }
+
+  fs::path logs_ = dir_.path() / "logs";
+  TempDir node_{"node"};
+  neuron::testing::SimNode sim_{{.sim_bin = NEURON_SIM_BIN,
+                                 .root = node_.path(),
+                                 .logs = logs_,
+                                 .on_stop = neuron::testing::ExpectCleanExit}};
+};
+
+// A node whose devices 2 and 3 back the plugin's answers (pod run runs CMD under the simulated
+// driver, `neuron-sim exec`, which needs a running node), `neuron-sim kubelet` as its own
+// process, and a plugin with cores 0..3 registered with it.
+class PodRunBinaryTest : public SimNodeKubeletTest {
+ protected:
+  void SetUp() override {
+    SimNodeKubeletTest::SetUp();
+    if (HasFatalFailure()) return;
     kubelet_ = neuron::testing::Spawn(
         {NEURON_SIM_BIN, "kubelet", "--root", node_.str(), "--kubelet-dir", dir_.str()},
         logs_ / "kubelet.out", logs_ / "kubelet.err");
@@ -71,12 +88,6 @@ class PodRunBinaryTest : public KubeletEmulatorTest {
   }
   std::string Log(const std::string& name) const { return neuron::testing::ReadFile(logs_ / name); }
 
-  fs::path logs_ = dir_.path() / "logs";
-  TempDir node_{"node"};
-  neuron::testing::SimNode sim_{{.sim_bin = NEURON_SIM_BIN,
-                                 .root = node_.path(),
-                                 .logs = logs_,
-                                 .on_stop = neuron::testing::ExpectCleanExit}};
   pid_t kubelet_ = -1;
   TestPlugin plugin_{PluginDir(), "cores.sock", {"0", "1", "2", "3"}};
 };
@@ -146,11 +157,11 @@ TEST_F(PodRunBinaryTest, RestartDropsThePluginsAndStopRemovesTheSockets) {
 
 // A node, this emulator serving its control socket, and a plugin with devices 0..3, for
 // `neuron-sim pod run -- CMD` under the simulated driver. Holdings are read from the emulator.
-class PodStopTest : public KubeletEmulatorTest {
+class PodStopTest : public SimNodeKubeletTest {
  protected:
   void SetUp() override {
-    fs::create_directories(logs_);
-    ASSERT_TRUE(sim_.Up("inf2.24xlarge")) << sim_.Log();
+    SimNodeKubeletTest::SetUp();
+    if (HasFatalFailure()) return;
     KubeletEmulator::Options o = Opts();
     o.root = node_.str();
     k_ = Start(o);
@@ -186,12 +197,6 @@ class PodStopTest : public KubeletEmulatorTest {
   }
   static bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
 
-  fs::path logs_ = dir_.path() / "logs";
-  TempDir node_{"node"};
-  neuron::testing::SimNode sim_{{.sim_bin = NEURON_SIM_BIN,
-                                 .root = node_.path(),
-                                 .logs = logs_,
-                                 .on_stop = neuron::testing::ExpectCleanExit}};
   std::unique_ptr<KubeletEmulator> k_;
   std::unique_ptr<TestPlugin> plugin_;
 };
