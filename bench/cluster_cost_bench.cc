@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "bench/stats.h"
+#include "core/proc/procinfo.h"
 #include "tests/support/http_client.h"
 #include "tests/support/sim_cluster.h"
 #include "tests/support/subprocess.h"
@@ -83,20 +84,12 @@ std::optional<T> Number(std::string_view s) {
 }
 
 std::optional<ProcStat> ReadStat(pid_t pid) {
-  const std::string text = neuron::testing::ReadFile(fmt::format("/proc/{}/stat", pid));
-  const size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
-  if (paren == std::string::npos || paren + 2 > text.size()) return std::nullopt;
-  std::istringstream in(text.substr(paren + 2));
-  std::vector<std::string> f;  // f[0] is field 3 (state)
-  for (std::string w; in >> w && f.size() < 15;) f.push_back(w);
-  if (f.size() < 15) return std::nullopt;
-  const std::optional<pid_t> ppid = Number<pid_t>(f[1]);
-  std::optional<uint64_t> ticks[4];  // fields 14-17: utime, stime, cutime, cstime
-  for (int k = 0; k < 4; ++k) ticks[k] = Number<uint64_t>(f[11 + static_cast<size_t>(k)]);
-  if (!ppid || !ticks[0] || !ticks[1] || !ticks[2] || !ticks[3]) return std::nullopt;
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  return ProcStat{*ppid, static_cast<double>(*ticks[0] + *ticks[1]) / tick,
-                  static_cast<double>(*ticks[2] + *ticks[3]) / tick};
+  static const neuron::ProcReader proc = neuron::ProcReader::AtDirectory("/proc");
+  const absl::StatusOr<neuron::ProcessStat> s = proc.Stat(pid);
+  if (!s.ok()) return std::nullopt;
+  const auto tick = static_cast<double>(neuron::ProcReader::TicksPerSecond());
+  return ProcStat{s->ppid, static_cast<double>(s->utime + s->stime) / tick,
+                  static_cast<double>(s->cutime + s->cstime) / tick};
 }
 
 // VmHWM in KiB; nullopt when the process is gone.

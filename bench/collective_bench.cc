@@ -44,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/stats.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/node_info.h"
@@ -57,6 +58,8 @@
 #include "tests/support/temp_dir.h"
 
 namespace {
+
+using neuron::bench::Median;
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -304,12 +307,6 @@ void Fold(const std::string& out,
       it->second.second = std::max<int64_t>(it->second.second, hi);
     }
   }
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 std::string Tail(const std::string& text, size_t max) {

@@ -119,9 +119,12 @@ absl::StatusOr<ProcessStat> ParseProcessStat(std::string_view text, std::string_
   if (f.size() < 22) return Malformed(source, "fewer than 24 fields");
   if (f[0].size() != 1) return Malformed(source, "state is not one character");
   s.state = f[0][0];
-  if (!ParseNumber(f[14 - 3], &s.utime) || !ParseNumber(f[15 - 3], &s.stime) ||
-      !ParseNumber(f[22 - 3], &s.start_time) || !ParseNumber(f[24 - 3], &s.rss_pages)) {
-    return Malformed(source, "utime, stime, starttime or rss is not a number");
+  if (!ParseNumber(f[4 - 3], &s.ppid) || !ParseNumber(f[14 - 3], &s.utime) ||
+      !ParseNumber(f[15 - 3], &s.stime) || !ParseNumber(f[16 - 3], &s.cutime) ||
+      !ParseNumber(f[17 - 3], &s.cstime) || !ParseNumber(f[22 - 3], &s.start_time) ||
+      !ParseNumber(f[24 - 3], &s.rss_pages)) {
+    return Malformed(source,
+                     "ppid, utime, stime, cutime, cstime, starttime or rss is not a number");
   }
   return s;
 }

@@ -51,8 +51,11 @@ struct ProcessStat {
   int pid = 0;
   std::string comm;         // (2), without the parentheses
   char state = '?';         // (3)
+  int ppid = 0;             // (4)
   uint64_t utime = 0;       // (14) clock ticks
   uint64_t stime = 0;       // (15)
+  uint64_t cutime = 0;      // (16) of the children it waited for
+  uint64_t cstime = 0;      // (17)
   uint64_t start_time = 0;  // (22) clock ticks after boot: tells a reused PID apart
   int64_t rss_pages = 0;    // (24)
 };

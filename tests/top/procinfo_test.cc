@@ -52,15 +52,18 @@ TEST(ProcStatTest, MalformedSystemCpuTimesNameTheFile) {
 // comm may contain spaces and ')' (proc(5): "the filename of the executable, in parentheses").
 TEST(ProcStatTest, ProcessStatWithAwkwardComm) {
   const auto s = ParseProcessStat(
-      "4711 (py thon) (x)) R 1 4711 4711 0 -1 4194304 100 0 0 0 250 75 0 0 20 0 8 0 98765 "
+      "4711 (py thon) (x)) R 1 4711 4711 0 -1 4194304 100 0 0 0 250 75 7 3 20 0 8 0 98765 "
       "123456789 4242 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n",
       "stat");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->pid, 4711);
   EXPECT_EQ(s->comm, "py thon) (x)");
   EXPECT_EQ(s->state, 'R');
+  EXPECT_EQ(s->ppid, 1);
   EXPECT_EQ(s->utime, 250u);
   EXPECT_EQ(s->stime, 75u);
+  EXPECT_EQ(s->cutime, 7u);
+  EXPECT_EQ(s->cstime, 3u);
   EXPECT_EQ(s->start_time, 98765u);
   EXPECT_EQ(s->rss_pages, 4242);
   EXPECT_FALSE(ParseProcessStat("4711 (x) R 1 2 3", "stat").ok());
