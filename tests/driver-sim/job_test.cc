@@ -53,6 +53,19 @@ class JobTest : public ::testing::Test {
             "--grace-period",
             "20"};
   }
+  // Waits until `job run` prints its first step; false as soon as it exits instead (a refused
+  // admission says why on its stderr) rather than after the whole ceiling.
+  static bool FirstStep(pid_t job, const fs::path& out) {
+    bool exited = false;
+    WaitUntil(
+        [&] {
+          if (ReadFile(out).find("job step 1") != std::string::npos) return true;
+          exited = WaitExit(job, 0ms).has_value();
+          return exited;
+        },
+        120s);
+    return !exited && ReadFile(out).find("job step 1") != std::string::npos;
+  }
   std::string PodList(size_t node) const {
     return cluster_->Sim({"pod", "list", "--kubelet-dir", cluster_->node(node).kubelet_dir}).out;
   }
@@ -139,9 +152,7 @@ TEST_F(JobTest, AKilledRankFailsTheJobWithTheRuntimesStatus) {
   const pid_t job = StartProcess(JobRun("dead", "0"), out_dir.path() / "out",
                                  out_dir.path() / "err", {"NEURON_RT_EXEC_TIMEOUT=3"});
   ASSERT_GT(job, 0);
-  ASSERT_TRUE(WaitUntil(
-      [&] { return ReadFile(out_dir.path() / "out").find("job step 1") != std::string::npos; },
-      120s))
+  ASSERT_TRUE(FirstStep(job, out_dir.path() / "out"))
       << ReadFile(out_dir.path() / "out") << ReadFile(out_dir.path() / "err") << JobLogs("dead");
   const std::optional<pid_t> victim = RunProcessOn(1);
   ASSERT_TRUE(victim.has_value());
@@ -170,9 +181,7 @@ TEST_F(JobTest, SigtermToTheJobDeletesEveryPod) {
   const pid_t job =
       StartProcess(JobRun("stopped", "0"), out_dir.path() / "out", out_dir.path() / "err");
   ASSERT_GT(job, 0);
-  ASSERT_TRUE(WaitUntil(
-      [&] { return ReadFile(out_dir.path() / "out").find("job step 1") != std::string::npos; },
-      120s))
+  ASSERT_TRUE(FirstStep(job, out_dir.path() / "out"))
       << ReadFile(out_dir.path() / "err") << JobLogs("stopped");
   ASSERT_EQ(kill(job, SIGTERM), 0);
   EXPECT_EQ(WaitExit(job, 60s), 128 + SIGTERM) << ReadFile(out_dir.path() / "err");
