@@ -4,7 +4,6 @@
 
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -18,9 +17,6 @@
 
 namespace neuron::sim {
 namespace {
-
-// absl::string_view is a type of its own here (Debian's Abseil), not std::string_view.
-std::string Text(absl::string_view s) { return {s.data(), s.size()}; }
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
@@ -47,7 +43,7 @@ fs::path AbsoluteDir(const std::string& dir) { return fs::absolute(dir).lexicall
 
 int Up(const Flags& f) {
   absl::StatusOr<const InstanceSpec*> spec = FindInstance(f.instance);
-  if (!spec.ok()) return Usage(Text(spec.status().message()));
+  if (!spec.ok()) return Usage(std::string{spec.status().message()});
   if (f.ready_timeout_s <= 0) return Usage("--ready-timeout-s must be > 0");
   ClusterOptions options;
   options.dir = AbsoluteDir(f.dir);
@@ -79,22 +75,12 @@ NodeHealth CheckNode(const ClusterNode& node) {
   }
   std::error_code ec;
   if (!fs::exists(KubeletControlSocket(node.kubelet_dir.string()), ec)) return h;
-  std::ostringstream out;
-  std::ostringstream err;
-  if (KubeletStatusCommand(node.kubelet_dir.string(), out, err) != 0) return h;
+  const absl::StatusOr<std::vector<ResourceState>> resources =
+      KubeletResources(node.kubelet_dir.string());
+  if (!resources.ok()) return h;
   h.kubelet = true;
-  // Lines after the first: "RES capacity=N allocatable=N ..."
-  // (driver-sim/README.md#kubelet-emulator).
-  std::istringstream lines(out.str());
-  std::string line;
-  std::getline(lines, line);
-  while (std::getline(lines, line)) {
-    std::istringstream words(line);
-    std::string name;
-    std::string capacity;
-    if (words >> name >> capacity && capacity.starts_with("capacity=")) {
-      h.resources.push_back(fmt::format("{}={}", name, capacity.substr(9)));
-    }
+  for (const ResourceState& r : *resources) {
+    h.resources.push_back(fmt::format("{}={}", r.name, r.capacity));
   }
   return h;
 }
@@ -103,7 +89,8 @@ int Status(const Flags& f) {
   const fs::path dir = AbsoluteDir(f.dir);
   absl::StatusOr<ClusterSpec> spec = ReadClusterSpec(dir);
   if (!spec.ok()) {
-    std::cerr << fmt::format("neuron-sim cluster status: {}\n", Text(spec.status().message()));
+    std::cerr << fmt::format("neuron-sim cluster status: {}\n",
+                             std::string{spec.status().message()});
     return kExitFailure;
   }
   const std::optional<int> supervisor = LiveSupervisor(dir);

@@ -54,9 +54,6 @@ struct Child {
   bool stopping = false;         // we sent SIGTERM: its exit is expected
 };
 
-// absl::string_view is a type of its own here (Debian's Abseil), not std::string_view.
-std::string Text(absl::string_view s) { return {s.data(), s.size()}; }
-
 void Say(const std::string& line) {
   std::fprintf(stderr, "neuron-sim cluster: %s\n", line.c_str());
 }
@@ -422,7 +419,7 @@ int Supervisor::Run() {
   sigprocmask(SIG_BLOCK, &handled_, &child_mask_);
   absl::StatusOr<int> lock = TakeLock(files_);
   if (!lock.ok()) {
-    Say(Text(lock.status().message()));
+    Say(std::string{lock.status().message()});
     return 1;
   }
   RemoveFiles();  // a previous supervisor's, if it was SIGKILLed
@@ -437,7 +434,7 @@ int Supervisor::Run() {
     std::fflush(stdout);
     Serve();
   } else if (!absl::IsCancelled(s)) {
-    Say(Text(s.message()));
+    Say(std::string{s.message()});
   }
   fs::remove(files_.Ready(), ec);  // first: readers must stop relying on the cluster now
   clean = StopRoles({Role::kPlugin, Role::kKubelet}) && clean;
@@ -455,7 +452,7 @@ int RunClusterSupervisor(const ClusterOptions& options) {
   absl::StatusOr<ClusterSpec> spec =
       PlanCluster(options.dir, options.nodes, options.instance, options.name_prefix);
   if (!spec.ok()) {
-    Say(Text(spec.status().message()));
+    Say(std::string{spec.status().message()});
     return absl::IsInvalidArgument(spec.status()) ? 2 : 1;  // a usage error
   }
   Supervisor supervisor(options, *std::move(spec));

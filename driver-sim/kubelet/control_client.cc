@@ -319,10 +319,7 @@ absl::StatusOr<std::vector<ResourceState>> KubeletResources(const std::string& k
   Deadline(context, std::chrono::seconds(10));
   ctl::StatusReply reply;
   grpc::Status s = Connect(kubelet_dir)->Status(&context, ctl::Empty(), &reply);
-  if (!s.ok()) {
-    return absl::UnavailableError(
-        fmt::format("kubelet status on {}: {}", kubelet_dir, s.error_message()));
-  }
+  if (!s.ok()) return ToStatus(kubelet_dir, s);
   std::vector<ResourceState> out;
   for (const ctl::Resource& r : reply.resources()) {
     ResourceState state;

@@ -26,7 +26,7 @@ int RunKubelet(const KubeletEmulator::Options& options);
 int KubeletRestartCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
 int KubeletStatusCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
 // The emulator's resources as `kubelet status` lists them (name, endpoint, connected, capacity,
-// allocatable, in_use); Unavailable when no emulator answers on kubelet_dir.
+// allocatable, in_use); the RPC's error (Unavailable when no emulator answers on kubelet_dir).
 absl::StatusOr<std::vector<ResourceState>> KubeletResources(const std::string& kubelet_dir);
 
 struct PodRunArgs {

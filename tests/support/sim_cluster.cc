@@ -9,11 +9,6 @@ namespace neuron::testing {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-namespace {
-// absl::string_view is a type of its own here (Debian's Abseil), not std::string_view.
-std::string Text(absl::string_view s) { return {s.data(), s.size()}; }
-}  // namespace
-
 bool RunsWithin(pid_t pid, const fs::path& dir) { return sim::IsClusterProcess(pid, dir); }
 
 std::vector<fs::path> SocketsUnder(const fs::path& dir) {
@@ -68,7 +63,7 @@ bool SimCluster::Up() {
   }
   absl::StatusOr<sim::ClusterSpec> spec = sim::ReadClusterSpec(dir_);
   if (!spec.ok()) {
-    error_ = Text(spec.status().message());
+    error_ = std::string{spec.status().message()};
     return false;
   }
   spec_ = *std::move(spec);
