@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/unique_fd.h"
+#include "driver-sim/driver/sim_tree.h"
 #include "driver-sim/job/job_internal.h"
 #include "driver-sim/kubelet/kubelet_control.h"
 
@@ -39,19 +40,8 @@ absl::Status WriteJobRecord(const fs::path& cluster_dir, const JobRecord& record
                     {"first_rank", p.first_rank},
                     {"ranks", p.ranks}});
   }
-  const fs::path dir = JobDir(cluster_dir, record.name);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::InternalError(fmt::format("creating {}: {}", dir.string(), ec.message()));
-  const fs::path tmp = dir / "job.json.tmp";
-  {
-    std::ofstream f(tmp);
-    f << json{{"name", record.name}, {"recipe", record.recipe}, {"pods", pods}}.dump(2) << '\n';
-    if (!f) return absl::InternalError(fmt::format("writing {}", tmp.string()));
-  }
-  fs::rename(tmp, dir / "job.json", ec);
-  if (ec) return absl::InternalError(fmt::format("renaming {}: {}", tmp.string(), ec.message()));
-  return absl::OkStatus();
+  const json j{{"name", record.name}, {"recipe", record.recipe}, {"pods", pods}};
+  return WriteFileAtomic(JobDir(cluster_dir, record.name) / "job.json", j.dump(2) + "\n", 0644);
 }
 
 absl::StatusOr<JobRecord> ReadJobRecord(const fs::path& cluster_dir, const std::string& name) {
