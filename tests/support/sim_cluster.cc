@@ -106,6 +106,9 @@ std::string SimCluster::Down() {
   std::string problems;
   // A supervisor that exited before (a test killed it) has had its exit code looked at.
   const bool was_running = !Poll().has_value();
+  // An Up() that failed after the cluster was ready (its cluster.json unreadable) never read the
+  // children: read them now, or the "still runs" check below would look at nothing.
+  if (children_.empty()) children_ = sim::ReadClusterChildren(dir_);
   const RunResult down = Sim({"cluster", "down", "--dir", dir_.string()}, 300s);
   if (down.code != 0) {
     problems += "cluster down exited with code " + std::to_string(down.code) + ": " + down.err;
