@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -36,6 +37,7 @@ using neuron::testing::RunResult;
 using neuron::testing::SimCluster;
 using neuron::testing::Spawn;
 using neuron::testing::Stop;
+using neuron::testing::WaitExit;
 using neuron::testing::WaitUntil;
 using sim::ClusterNode;
 
@@ -101,7 +103,7 @@ class ClusterObservabilityTest : public ::testing::Test {
                  {NEURON_SIM_BIN, "job", "delete", "--cluster", cluster_dir(), "--name", kJob,
                   "--grace-period", "10"},
                  {}, 120s);
-      Stop(job_, 60s);
+      if (!job_exit_) Stop(job_, 60s);
     }
     prometheus_.reset();
     for (auto it = agents_.rbegin(); it != agents_.rend(); ++it) Stop(*it, 30s);
@@ -177,10 +179,13 @@ class ClusterObservabilityTest : public ::testing::Test {
   std::string JobLog() const { return ReadFile(Log("job.out")) + ReadFile(Log("job.err")); }
 
   // Waits until `promql` has a series above `threshold` for every node; returns the last answer.
+  // A failure, with the job's log, when the ceiling passes or as soon as `job run` has exited.
   std::map<std::string, double> WaitAboveOnEveryNode(const std::string& promql, double threshold) {
     std::map<std::string, double> last;
-    WaitUntil(
+    bool reached = WaitUntil(
         [&] {
+          if (!job_exit_) job_exit_ = WaitExit(job_, 0ms);
+          if (job_exit_) return true;  // nothing more will come
           last = ByNode(prometheus_->Query(promql));
           for (const ClusterNode& n : nodes_) {
             if (!last.count(n.name) || last[n.name] <= threshold) return false;
@@ -188,6 +193,14 @@ class ClusterObservabilityTest : public ::testing::Test {
           return true;
         },
         kJobCeiling);
+    reached = reached && !job_exit_;
+    if (!reached) {
+      ADD_FAILURE() << promql << " not above " << threshold << " on every node"
+                    << (job_exit_ ? " (job run exited with " + std::to_string(*job_exit_) + ")"
+                                  : "")
+                    << "\n"
+                    << JobLog();
+    }
     return last;
   }
 
@@ -213,7 +226,8 @@ class ClusterObservabilityTest : public ::testing::Test {
   std::unique_ptr<PrometheusServer> prometheus_;
   std::unique_ptr<SimCluster> cluster_;
   pid_t job_ = -1;
-  std::set<pid_t> stopped_;  // runtime processes the test sent SIGSTOP
+  std::optional<int> job_exit_;  // set once a wait saw `job run` end (and reaped it)
+  std::set<pid_t> stopped_;      // runtime processes the test sent SIGSTOP
 };
 
 TEST_F(ClusterObservabilityTest, TheJobIsBusyAndMovesEfaOnBothNodes) {
