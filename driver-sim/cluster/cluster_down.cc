@@ -14,6 +14,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "core/proc/procinfo.h"
 #include "driver-sim/cluster/cluster.h"
 #include "driver-sim/cluster/supervisor.h"
 
@@ -72,11 +73,9 @@ bool StopLeftovers(const fs::path& dir, const std::vector<ClusterChild>& childre
 
 bool IsClusterProcess(int pid, const fs::path& dir) {
   if (pid <= 0) return false;
-  std::string cmdline = ReadText(fs::path("/proc") / std::to_string(pid) / "cmdline");
-  for (char& c : cmdline) {
-    if (c == '\0') c = ' ';
-  }
-  return cmdline.find(dir.string()) != std::string::npos;
+  static const ProcReader proc = ProcReader::AtDirectory("/proc");
+  const absl::StatusOr<std::string> cmdline = proc.CommandLine(pid);
+  return cmdline.ok() && cmdline->find(dir.string()) != std::string::npos;
 }
 
 std::vector<ClusterChild> ReadClusterChildren(const fs::path& dir) {
