@@ -339,26 +339,22 @@ int PodRunCommand(const PodRunArgs& args, std::ostream& out, std::ostream& err) 
   pthread_sigmask(SIG_SETMASK, nullptr, &child_mask);
   // A signal during admission waits; Supervise then stops the command at once.
   if (!args.command.empty()) PrepareToSupervise();
-  std::unique_ptr<ctl::KubeletControl::Stub> stub = Connect(args.kubelet_dir);
-  ctl::AdmittedPod pod;
-  {
-    grpc::ClientContext context;
-    Deadline(context, std::chrono::seconds(120));
-    grpc::Status s = stub->AdmitPod(&context, SpecOf(args), &pod);
-    if (!s.ok()) return Fail(err, "pod run", args.kubelet_dir, s);
+  const absl::StatusOr<PodAllocation> allocation = AdmitPod(args);
+  if (!allocation.ok()) {
+    err << fmt::format("neuron-sim pod run: {}\n", std::string{allocation.status().message()});
+    return kExitFailure;
   }
-  const PodAllocation allocation = AllocationOf(pod, args.container);
   std::ostream& report = args.command.empty() ? out : err;
-  for (const auto& [resource, ids] : allocation.ids) {
+  for (const auto& [resource, ids] : allocation->ids) {
     report << resource;
     for (const std::string& id : ids) report << ' ' << id;
     report << '\n';
   }
-  for (const auto& [k, v] : allocation.envs) report << k << '=' << v << '\n';
+  for (const auto& [k, v] : allocation->envs) report << k << '=' << v << '\n';
   report.flush();
   if (args.command.empty()) return 0;
 
-  return RunInPod(*stub, args, allocation.envs, child_mask, err);
+  return RunInPod(*Connect(args.kubelet_dir), args, allocation->envs, child_mask, err);
 }
 
 absl::StatusOr<PodAllocation> AdmitPod(const PodRunArgs& args) {
