@@ -17,8 +17,10 @@
 namespace neuron {
 namespace {
 
+using ::neuron::top::testing::AddFakeProcess;
+using ::neuron::top::testing::MakeTree;
+using ::neuron::top::testing::WriteProcStat;
 using ::testing::HasSubstr;
-using namespace ::neuron::top::testing;
 
 TEST(ProcStatTest, SystemCpuTimes) {
   const auto t = ParseSystemCpuTimes(
