@@ -39,8 +39,9 @@ test-tsan: deps
 	cmake --build build/tsan -j $(JOBS) --target tsan_tests neuron-sim
 	ctest --preset tsan -j $(JOBS) --timeout 600 -L tsan
 
+# INSTANCE: any type of the catalog (default trn1.32xlarge), e.g. INSTANCE=trn2.48xlarge (LNC=2).
 demo: build
-	@scripts/demo.sh $(BUILD)
+	@scripts/demo.sh $(BUILD) $(INSTANCE)
 
 # The same story on a simulated two-node cluster, with a real Prometheus over both nodes.
 demo-cluster: build

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# make demo: the story of docs/architecture.md#two-commands on one simulated trn1.32xlarge.
+# make demo: the story of docs/architecture.md#two-commands on one simulated node, a trn1.32xlarge
+# unless INSTANCE names another type of the catalog (`make demo INSTANCE=trn2.48xlarge`: LNC=2).
 #   the simulated driver (neuron-sim up) -> the kubelet emulator (neuron-sim kubelet) ->
 #   neuron-device-plugin -> neuron-exporter -> the Llama-2-7B worker pod admitted through the
-#   plugin (16 devices, 8 EFA; its data-parallel peer on the second node is modelled by the cost
-#   of the all-reduce over EFA) -> neuron-top.
+#   plugin (every device and EFA of the node; its data-parallel peer on the second node is
+#   modelled by the cost of the all-reduce over EFA) -> neuron-top.
 # Without a terminal (or with DEMO_NONINTERACTIVE=1) it prints neuron-ls, the allocation per pod
 # and a metrics excerpt instead of opening neuron-top, and ends. Ctrl-C stops everything it started.
 set -euo pipefail
 build=${1:-build/dev}
+instance=${2:-trn1.32xlarge}
 sim="$build/driver-sim/neuron-sim"
 plugin="$build/plugin/neuron-device-plugin"
 exporter="$build/monitor/neuron-exporter"
@@ -44,11 +46,16 @@ on_node=("$sim" exec --root "$root" --)
 bound_port() { sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$1" | tail -n 1; }
 scrape() { curl -fsS "http://127.0.0.1:$metrics_port/metrics"; }
 
-step "A simulated trn1.32xlarge (the driver: sysfs, /dev/neuronN and its ioctls) under $root"
-"$sim" up --instance trn1.32xlarge --root "$root" --node-name demo-node 2>"$logs/sim.log" &
+step "A simulated $instance (the driver: sysfs, /dev/neuronN and its ioctls) under $root"
+"$sim" up --instance "$instance" --root "$root" --node-name demo-node 2>"$logs/sim.log" &
 pids+=($!)
 wait_for 30 test -e "$root/run/neuron/sim.ready" || fail "the simulator did not start" "$logs/sim.log"
 "${on_node[@]}" "$build/top/neuron-ls" --root "$root"
+# The worker pod asks for the whole node, as the blueprint's does on a trn1.32xlarge.
+devices=$(find "$root/sys/class/neuron_device" -maxdepth 1 -name 'neuron[0-9]*' | wc -l)
+efas=$(find "$root/sys/class/infiniband" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+requests=(--request aws.amazon.com/neuron="$devices")
+((efas == 0)) || requests+=(--request vpc.amazonaws.com/efa="$efas")
 
 step "The kubelet emulator, the device plugin and the exporter"
 "$sim" kubelet --root "$root" --kubelet-dir "$kubelet_dir" >"$logs/kubelet.log" 2>&1 &
@@ -61,15 +68,15 @@ pids+=($!)
 "${on_node[@]}" "$exporter" --root "$root" --kubelet-dir "$kubelet_dir" --web.listen-address 127.0.0.1:0 \
   >"$logs/exporter.log" 2>&1 &
 pids+=($!)
-wait_for 30 sh -c "\"$sim\" kubelet status --kubelet-dir \"$kubelet_dir\" | grep -q 'aws.amazon.com/neuron.*16'" ||
+wait_for 30 sh -c "\"$sim\" kubelet status --kubelet-dir \"$kubelet_dir\" | grep -q 'aws.amazon.com/neuron capacity=$devices '" ||
   fail "the plugin did not register" "$logs/plugin.log"
 wait_for 30 grep -q "listening on port" "$logs/exporter.log" || fail "no exporter" "$logs/exporter.log"
 metrics_port=$(bound_port "$logs/exporter.log")
 "$sim" kubelet status --kubelet-dir "$kubelet_dir"
 
-step "The Llama-2-7B worker pod (TP=8, 16 devices, 8 EFA), admitted through the plugin"
+step "The Llama-2-7B worker pod (TP=8, $devices devices, $efas EFA), admitted through the plugin"
 "$sim" pod run --kubelet-dir "$kubelet_dir" --namespace training --name llama2-7b-worker-0 \
-  --request aws.amazon.com/neuron=16 --request vpc.amazonaws.com/efa=8 \
+  "${requests[@]}" \
   -- "$sim" run --workload llama2-7b --nodes 2 >"$logs/pod.out" 2>"$logs/pod.log" &
 pids+=($!)
 # With a command, pod run prints the allocation on stderr (stdout is the command's).
