@@ -54,6 +54,28 @@ int Usage(std::string_view command, const std::string& message) {
   return kExitUsage;
 }
 
+// The --ultraserver-* flags: only on an UltraServer instance type, and a place on it.
+absl::Status UltraServerFlags(const neuron::InstanceSpec& spec, const CLI::App* up,
+                              const std::string& server_id, neuron::sim::UltraServerPosition* pos) {
+  const bool given = up->count("--ultraserver-nodes") + up->count("--ultraserver-node-id") +
+                         up->count("--ultraserver-server-id") >
+                     0;
+  if (spec.ultraserver_instances == 0) {
+    if (!given) return absl::OkStatus();
+    return absl::InvalidArgumentError(fmt::format(
+        "--ultraserver-* apply to UltraServer instance types (trn2u.48xlarge), not {}", spec.name));
+  }
+  if (!server_id.empty()) {
+    const auto [end, ec] =
+        std::from_chars(server_id.data(), server_id.data() + server_id.size(), pos->server_id, 16);
+    if (server_id.size() != 16 || ec != std::errc() || end != server_id.data() + server_id.size()) {
+      return absl::InvalidArgumentError(
+          fmt::format("--ultraserver-server-id {}: expected 16 hex digits", server_id));
+    }
+  }
+  return neuron::sim::ValidateUltraServer(spec, *pos);
+}
+
 Command AddUp(CLI::App& app) {
   struct Flags {
     std::string root = "/";
@@ -63,6 +85,8 @@ Command AddUp(CLI::App& app) {
     std::string instance_id;
     int reset_ms = 300;
     int power_period_ms = 0;
+    neuron::sim::UltraServerPosition ultraserver;
+    std::string server_id;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* up = app.add_subcommand(
@@ -74,13 +98,20 @@ Command AddUp(CLI::App& app) {
   up->add_option("--lnc", f->lnc, "logical NeuronCore config, 1 or 2 (trn2 only; default 2)");
   up->add_option("--node-name", f->node_name, "Kubernetes node name (default sim-<type>)");
   up->add_option("--instance-id", f->instance_id, "EC2 instance id (default: made up per root)");
+  up->add_option("--ultraserver-nodes", f->ultraserver.nodes,
+                 "UltraServer types: instances the driver's election found, 4, 2 or 1 (default 4)");
+  up->add_option("--ultraserver-node-id", f->ultraserver.node_id,
+                 "UltraServer types: this instance's node id, 0 .. nodes-1 (default 0)");
+  up->add_option("--ultraserver-server-id", f->server_id,
+                 "UltraServer types: the UltraServer's serial, 16 hex digits (default "
+                 "0123456789abcdef)");
   // Accelerated clocks for tests (D11, driver-sim/README.md#deviations), outside the contract:
   // hidden.
   up->add_option("--reset-ms", f->reset_ms, "device reset duration")->group("");
   up->add_option("--power-period-ms", f->power_period_ms, "power rollup period; 0 = minute")
       ->group("");
 
-  return {up, [f]() -> int {
+  return {up, [f, up]() -> int {
             absl::StatusOr<const neuron::InstanceSpec*> spec = neuron::FindInstance(f->instance);
             if (!spec.ok()) return Usage("up", std::string{spec.status().message()});
             absl::StatusOr<int> lnc = neuron::ResolveLnc(**spec, f->lnc);
@@ -89,6 +120,10 @@ Command AddUp(CLI::App& app) {
               return Usage("up",
                            "refusing to simulate a node at / (it would write /sys and /dev); give "
                            "--root DIR or NEURON_ROOT");
+            }
+            if (absl::Status s = UltraServerFlags(**spec, up, f->server_id, &f->ultraserver);
+                !s.ok()) {
+              return Usage("up", std::string{s.message()});
             }
             if (f->reset_ms < 0 || f->power_period_ms < 0 ||
                 (f->power_period_ms > 0 && f->power_period_ms < 100)) {
@@ -100,6 +135,7 @@ Command AddUp(CLI::App& app) {
             options.lnc = *lnc;
             options.node_name = f->node_name;
             options.instance_id = f->instance_id;
+            options.ultraserver = f->ultraserver;
             options.reset_duration = std::chrono::milliseconds(f->reset_ms);
             options.power_period = std::chrono::milliseconds(f->power_period_ms);
             return neuron::sim::RunNodeDaemon(std::move(options));

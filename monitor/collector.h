@@ -90,6 +90,7 @@ std::unique_ptr<Collector> MakeHealthCollector();
 std::unique_ptr<Collector> MakePowerCollector();
 std::unique_ptr<Collector> MakeEfaCollector();
 std::unique_ptr<Collector> MakeAllocationCollector();
+std::unique_ptr<Collector> MakeUltraServerCollector();
 std::unique_ptr<Collector> MakeCompatCollector();
 
 // The collector groups that --collector.<name> / --no-collector.<name> turn on and off, in

@@ -126,20 +126,24 @@ void AddRecord(const ScrapeContext& ctx, const Labels& inst, const DatastoreReco
     p.host += rec.device_counters[i];
   }
   const DatastoreRecord* before = FindRecord(base, rec.device, rec.pid);
+  // Counter `index` of logical core `slot`, from its physical cores' counter sets.
+  auto core_counter = [&](int slot, int index) {
+    return LogicalCoreCounter(rec, slot, index, snap.lnc);
+  };
   for (int slot = 0; slot < per_device && slot < nds::kMaxCores; ++slot) {
     for (size_t i = 0; i < kErrorTypes.size(); ++i) {
-      p.errors[i] += rec.Core(slot, kErrorTypes[i].second);
+      p.errors[i] += core_counter(slot, kErrorTypes[i].second);
     }
     for (size_t i = 0; i < kStatusTypes.size(); ++i) {
-      p.status[i] += rec.Core(slot, kStatusTypes[i].second);
+      p.status[i] += core_counter(slot, kStatusTypes[i].second);
     }
-    for (const CoreMemCategory& c : kCoreMem) p.device += rec.Core(slot, c.nds_index);
+    for (const CoreMemCategory& c : kCoreMem) p.device += core_counter(slot, c.nds_index);
     if (!HoldsCore(rec, slot, snap.lnc)) continue;
     const std::string core = Str(GlobalCoreId(rec.device, slot, per_device));
     for (size_t c = 0; c < kCoreMem.size(); ++c) {
       f.core_mem[c].Add(With(inst, {L("memory_location", "None"), L("neuroncore", core),
                                     L("runtime_tag", p.tag)}),
-                        static_cast<double>(rec.Core(slot, kCoreMem[c].nds_index)));
+                        static_cast<double>(core_counter(slot, kCoreMem[c].nds_index)));
     }
     if (base == nullptr) continue;
     const std::optional<double> util = ActivityBetween(*base, snap, rec, slot).utilization;

@@ -37,10 +37,15 @@ struct CollectorEntry {
 
 // Output order. Each name is its collector's name() (the collector label of the self-metrics).
 constexpr CollectorEntry kCollectors[] = {
-    {"device", MakeDeviceCollector}, {"memory", MakeMemoryCollector},
-    {"core", MakeCoreCollector},     {"execution", MakeExecutionCollector},
-    {"health", MakeHealthCollector}, {"power", MakePowerCollector},
-    {"efa", MakeEfaCollector},       {"allocation", MakeAllocationCollector},
+    {"device", MakeDeviceCollector},
+    {"memory", MakeMemoryCollector},
+    {"core", MakeCoreCollector},
+    {"execution", MakeExecutionCollector},
+    {"health", MakeHealthCollector},
+    {"power", MakePowerCollector},
+    {"efa", MakeEfaCollector},
+    {"allocation", MakeAllocationCollector},
+    {"ultraserver", MakeUltraServerCollector},
 };
 
 }  // namespace

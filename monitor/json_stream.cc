@@ -78,10 +78,15 @@ struct RecordContext {
   int per_device;
   double period;
 
+  // Counter `index` of logical core `slot`, from its physical cores' counter sets.
+  uint64_t Core(int slot, int index) const {
+    return LogicalCoreCounter(rec, slot, index, snap.lnc);
+  }
   // The core counter's rise over the period; 0 without an earlier document.
   uint64_t CoreDelta(int slot, int index) const {
-    const uint64_t now = rec.Core(slot, index);
-    return rec_before != nullptr ? Delta(now, rec_before->Core(slot, index)) : uint64_t{0};
+    return rec_before != nullptr
+               ? Delta(Core(slot, index), LogicalCoreCounter(*rec_before, slot, index, snap.lnc))
+               : uint64_t{0};
   }
 };
 
@@ -93,12 +98,13 @@ void AddCoreActivity(const RecordContext& c, int slot, const std::string& nc, js
   json core = {{"neuroncore_utilization", 100.0 * *act.utilization}};
   if (act.flops_per_s) core["flops"] = *act.flops_per_s;
   if (c.snap.lnc == 2) {
-    // Both physical cores of the pair run the logical core's work (driver-sim's model).
+    // Each physical core of the pair from its own counter set.
     json v3d = json::object();
     const PhysicalRange pair = PhysicalCoresOf(slot, c.snap.lnc);
     for (int p = pair.first; p < pair.first + pair.count; ++p) {
-      v3d["nc_v3." + std::to_string(p)] = {
-          {"neuroncore_utilization", core["neuroncore_utilization"]}};
+      const std::optional<double> u =
+          PhysicalActivityBetween(*c.before, c.snap, c.rec, p).utilization;
+      if (u) v3d["nc_v3." + std::to_string(p)] = {{"neuroncore_utilization", 100.0 * *u}};
     }
     core["v3d"] = v3d;
   }
@@ -114,11 +120,11 @@ void AddCores(const RecordContext& c, json& report) {
   for (int slot = 0; slot < c.per_device && slot < nds::kMaxCores; ++slot) {
     for (const auto& [k, idx] : kErr) Add(exec["error_summary"][k], c.CoreDelta(slot, idx));
     for (const auto& [k, idx] : kExec) Add(exec["execution_summary"][k], c.CoreDelta(slot, idx));
-    const uint64_t code = c.rec.Core(slot, nds::kMemUsageCodeDevice);
-    const uint64_t tensors = c.rec.Core(slot, nds::kMemUsageTensorsDevice);
-    const uint64_t constants = c.rec.Core(slot, nds::kMemUsageConstantsDevice);
-    const uint64_t scratch = c.rec.Core(slot, nds::kMemUsageScratchpadDevice);
-    const uint64_t misc = c.rec.Core(slot, nds::kMemUsageMiscDevice);
+    const uint64_t code = c.Core(slot, nds::kMemUsageCodeDevice);
+    const uint64_t tensors = c.Core(slot, nds::kMemUsageTensorsDevice);
+    const uint64_t constants = c.Core(slot, nds::kMemUsageConstantsDevice);
+    const uint64_t scratch = c.Core(slot, nds::kMemUsageScratchpadDevice);
+    const uint64_t misc = c.Core(slot, nds::kMemUsageMiscDevice);
     Add(mem["neuron_device"], code + tensors + constants + scratch + misc);
     if (!HoldsCore(c.rec, slot, c.snap.lnc)) continue;
     const std::string nc = std::to_string(GlobalCoreId(c.rec.device, slot, c.per_device));

@@ -1,6 +1,7 @@
 #include "top/ls_report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -71,10 +72,23 @@ std::string Memory(const LsDevice& d) { return d.memory_bytes ? FormatGiB(*d.mem
 
 std::string Numa(const LsDevice& d) { return d.numa_node ? std::to_string(*d.numa_node) : "NA"; }
 
+// "ultraserver: x4 node 2 server 0123456789abcdef, x2v node 0 server 0123456789abcdee" on a node
+// in an UltraServer (docs/tools-ux.md#neuron-ls); nothing elsewhere.
+std::string UltraServerLine(const LsReport& r) {
+  const std::optional<UltraServerInfo>& us = r.inventory.ultraserver;
+  if (!us || us->memberships.empty()) return "";
+  std::vector<std::string> parts;
+  for (const UltraServerMembership& m : us->memberships) {
+    parts.push_back(fmt::format("{} node {} server {}", m.mode, m.node_id, m.server_id));
+  }
+  return fmt::format("ultraserver: {}\n", fmt::join(parts, ", "));
+}
+
 std::string HeaderLines(const LsReport& r) {
   std::string out = fmt::format("instance-type: {}\ninstance-id: {}\n", OrNA(r.instance_type),
                                 OrNA(r.instance_id));
   if (r.lnc_applies) out += fmt::format("logical-neuroncore-config: {}\n", r.lnc);
+  out += UltraServerLine(r);
   return out;
 }
 

@@ -336,7 +336,7 @@ DeviceRow ProcessGridRow(const ViewInputs& in, const DeviceSample& d, int pid, i
 // A process's node of the memory tree for one device: the cores it holds, by category, with
 // its models under them.
 DeviceMemoryNode ProcessMemoryNode(const DatastoreRecord& now, const std::vector<int>& held,
-                                   int pid) {
+                                   int pid, int lnc) {
   DeviceMemoryNode node;
   node.index = now.device;
   uint64_t node_dev = 0;
@@ -345,7 +345,7 @@ DeviceMemoryNode ProcessMemoryNode(const DatastoreRecord& now, const std::vector
     cm.local_index = k;
     uint64_t sum = 0;
     for (int c = 0; c < kDeviceCategoryCount; ++c) {
-      cm.categories[c] = now.Core(k, kNdsCategoryCounter[c]);
+      cm.categories[c] = LogicalCoreCounter(now, k, kNdsCategoryCounter[c], lnc);
       sum += *cm.categories[c];
     }
     cm.device_bytes = sum;
@@ -392,7 +392,7 @@ AppView BuildProcess(const ViewInputs& in, int pid, int cpd) {
     const std::vector<int> held =
         now != nullptr ? CoreSlotsHeld(*now, cpd, after.lnc) : std::vector<int>();
     app.grid.push_back(ProcessGridRow(in, d, pid, cpd, held, &t));
-    if (now != nullptr) app.memory_tree.push_back(ProcessMemoryNode(*now, held, pid));
+    if (now != nullptr) app.memory_tree.push_back(ProcessMemoryNode(*now, held, pid, after.lnc));
   }
   app.average_utilization = Mean(t.utils);
   app.total_flops_per_s = t.flops_sum;

@@ -18,6 +18,7 @@
 #include "core/discovery/bdf.h"
 #include "core/discovery/internal/discovery_internal.h"
 #include "core/discovery/inventory.h"
+#include "core/discovery/ultraserver.h"
 
 namespace neuron {
 namespace {
@@ -79,6 +80,7 @@ class DirectoryDiscovery final : public Discovery {
     discovery_internal::NodeIdentity identity;
     identity.dmi_product_name = ReadDmi(sysfs::kDmiProductName, &inv.warnings);
     identity.dmi_asset_tag = ReadDmi(sysfs::kDmiBoardAssetTag, &inv.warnings);
+    inv.ultraserver = ReadUltraServer(root_, &inv.warnings);
     discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }

@@ -12,6 +12,7 @@
 #include "core/discovery/bdf.h"
 #include "core/discovery/internal/discovery_internal.h"
 #include "core/discovery/inventory.h"
+#include "core/discovery/ultraserver.h"
 
 namespace neuron {
 namespace {
@@ -78,6 +79,7 @@ class UdevDiscovery final : public Discovery {
       identity.dmi_product_name = ReadOr(src, sysfs::kDmiProductName, &inv.warnings);
       identity.dmi_asset_tag = ReadOr(src, sysfs::kDmiBoardAssetTag, &inv.warnings);
     }
+    inv.ultraserver = ReadUltraServer(root_, &inv.warnings);
     discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }

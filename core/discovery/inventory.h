@@ -52,6 +52,21 @@ struct EfaInterface {
   bool operator==(const EfaInterface&) const = default;
 };
 
+// The node's place in a Trn2 UltraServer, from the driver's class attributes
+// (docs/driver-interface.md#device-nodes), read by core/discovery/ultraserver.h.
+struct UltraServerMembership {
+  int size = 0;           // 4 or 2: the node configuration (node_id_<size>, server_id_<size>)
+  std::string mode;       // the driver's mode for it: "x4", "x2h" or "x2v"
+  int node_id = -1;       // this node's id within it
+  std::string server_id;  // 16 hex digits, as the driver prints them
+  bool operator==(const UltraServerMembership&) const = default;
+};
+struct UltraServerInfo {
+  std::vector<int> supported_modes;                // ultraserver_mode (neuron_ultraserver_mode)
+  std::vector<UltraServerMembership> memberships;  // empty: in no UltraServer
+  bool operator==(const UltraServerInfo&) const = default;
+};
+
 struct Inventory {
   // "trn1.32xlarge", from DMI product_name (docs/architecture.md#instance-identity)
   std::string instance_type;
@@ -60,6 +75,8 @@ struct Inventory {
   int lnc = 1;
   std::vector<NeuronDevice> devices;  // ascending index; gaps where a device is absent
   std::vector<EfaInterface> efas;     // ascending name
+  // Absent when the driver has no UltraServer class attributes or its election is in progress.
+  std::optional<UltraServerInfo> ultraserver;
   // Files that were present but malformed, each message naming the file. Absent files are not
   // warnings: partial data is normal (docs/style.md#partial-data).
   std::vector<std::string> warnings;

@@ -146,6 +146,13 @@ inline constexpr std::string_view kDmiSysVendor = "sys_vendor";           // "Am
 inline constexpr std::string_view kDmiProductName = "product_name";       // the instance type
 inline constexpr std::string_view kDmiBoardAssetTag = "board_asset_tag";  // the instance id
 
+// ---- UltraServer class attributes: sys/class/neuron_device/ (RootPaths::NeuronClassDir;
+// docs/driver-interface.md#device-nodes). node_id_<N> and server_id_<N> for N = 2, 4.
+inline constexpr std::string_view kUsNodeIdPrefix = "node_id_";
+inline constexpr std::string_view kUsServerIdPrefix = "server_id_";
+inline constexpr std::string_view kUltraserverMode = "ultraserver_mode";
+inline constexpr std::array<int, 2> kUsConfigSizes{4, 2};
+
 }  // namespace sysfs
 
 // ---- procfs: /proc/<pid>/ and /proc itself (RootPaths::Proc).

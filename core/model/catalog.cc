@@ -164,21 +164,28 @@ void AddTrn1(std::vector<InstanceSpec>& c) {
 }
 
 void AddTrn2(std::vector<InstanceSpec>& c) {
-  c.push_back({.name = "trn2.48xlarge",
-               .chip = &kTrainium2,
-               .devices = 16,
-               .default_lnc = 2,
-               .lnc_configurable = true,
-               .vcpus = 192,
-               .host_mem_bytes = 2048 * kGiB,
-               .numa_nodes = 2,
-               .topology = LinkTopology::kTorus4x4,
-               .neuronlink_bytes_per_s = 1024e9,
-               .efa_count = 16,
-               .efa_gbps = 200,
-               .placement_published = true,
-               .placement = Trn2Placement(),
-               .efas = Trn2Efas()});
+  const InstanceSpec trn2{.name = "trn2.48xlarge",
+                          .chip = &kTrainium2,
+                          .devices = 16,
+                          .default_lnc = 2,
+                          .lnc_configurable = true,
+                          .vcpus = 192,
+                          .host_mem_bytes = 2048 * kGiB,
+                          .numa_nodes = 2,
+                          .topology = LinkTopology::kTorus4x4,
+                          .neuronlink_bytes_per_s = 1024e9,
+                          .efa_count = 16,
+                          .efa_gbps = 200,
+                          .placement_published = true,
+                          .placement = Trn2Placement(),
+                          .efas = Trn2Efas()};
+  c.push_back(trn2);
+  // trn2u.48xlarge: the same instance (docs/hardware.md#instance-catalog), one of the 4 of an
+  // UltraServer; the links between the instances are not modelled.
+  InstanceSpec trn2u = trn2;
+  trn2u.name = "trn2u.48xlarge";
+  trn2u.ultraserver_instances = 4;
+  c.push_back(trn2u);
 }
 
 void AddInf2(std::vector<InstanceSpec>& c) {

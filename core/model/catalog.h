@@ -66,6 +66,10 @@ struct InstanceSpec {
   double neuronlink_bytes_per_s = 0;
   int efa_count = 0;
   int efa_gbps = 0;  // per EFA device
+  // Instances of one UltraServer (4 on trn2u.48xlarge, docs/hardware.md#neuronlink-topology); 0
+  // for a type that is never in one. The driver writes its UltraServer class attributes on these
+  // types only (docs/driver-interface.md#device-nodes).
+  int ultraserver_instances = 0;
   // False where docs/hardware.md#unverified-figures lists the PCI/NUMA layout as unpublished and
   // ours is derived.
   bool placement_published = false;

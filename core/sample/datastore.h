@@ -102,7 +102,8 @@ struct DatastoreRecord {
   std::string source;  // where it was read from (the file's path), for messages
   int32_t format_version = 0;
   std::array<uint64_t, nds::kDeviceCounterCount> device_counters{};
-  // Indexed by core slot: the process's logical core index within the device (slots 0-15).
+  // Indexed by physical core within the device (sets 0-15; libnrt's pnc_index, the driver's
+  // neuron_core<i>); core/sample/process_usage.h reads them per logical core.
   std::array<CoreCounterSet, nds::kMaxCores> core_counters{};
   // Absent when the object area does not hold the simulator's records (a real runtime's
   // placement is unpublished, docs/driver-interface.md#process-records).

@@ -33,7 +33,47 @@ std::optional<uint64_t> Rise(uint64_t before, uint64_t now) {
   return now - before;
 }
 
+// Activity over the counter sets `r` (one logical core's, or one physical core's).
+CoreActivity ActivityOver(const Snapshot& before, const Snapshot& after, const DatastoreRecord& now,
+                          PhysicalRange r) {
+  CoreActivity out;
+  const DatastoreRecord* prev = FindRecord(&before, now.device, now.pid);
+  const double micros =
+      std::chrono::duration<double, std::micro>(after.steady - before.steady).count();
+  if (prev == nullptr || micros <= 0 || r.first < 0 || r.first + r.count > nds::kMaxCores) {
+    return out;
+  }
+  // Busy time: the mean over the sets (IsPhysicalCoreTime).
+  const auto busy = [&](const DatastoreRecord& rec) {
+    return SumCounterSets(rec, r, nds::kTimeInUse) / static_cast<uint64_t>(r.count);
+  };
+  if (const auto busy_us = Rise(busy(*prev), busy(now))) {
+    out.utilization = std::clamp(static_cast<double>(*busy_us) / micros, 0.0, 1.0);
+  }
+  if (const auto macs =
+          Rise(SumCounterSets(*prev, r, nds::kMacCount), SumCounterSets(now, r, nds::kMacCount))) {
+    out.flops_per_s = 2.0 * static_cast<double>(*macs) / (micros / 1e6);
+  }
+  return out;
+}
+
 }  // namespace
+
+uint64_t SumCounterSets(const DatastoreRecord& rec, PhysicalRange r, int index) {
+  uint64_t sum = 0;
+  for (int p = std::max(r.first, 0); p < r.first + r.count && p < nds::kMaxCores; ++p) {
+    sum += rec.Core(p, index);
+  }
+  return sum;
+}
+
+bool IsPhysicalCoreTime(int index) { return index == nds::kTimeInUse || index == nds::kCcTime; }
+
+uint64_t LogicalCoreCounter(const DatastoreRecord& rec, int slot, int index, int lnc) {
+  const PhysicalRange r = PhysicalCoresOf(slot, lnc);
+  const uint64_t sum = SumCounterSets(rec, r, index);
+  return IsPhysicalCoreTime(index) ? sum / static_cast<uint64_t>(r.count) : sum;
+}
 
 const DatastoreRecord* FindRecord(const Snapshot* snap, int device, int pid) {
   if (snap == nullptr) return nullptr;
@@ -55,7 +95,7 @@ bool HoldsCore(const DatastoreRecord& rec, int slot, int lnc) {
   if (slot < 0 || slot >= nds::kMaxCores) return false;
   if (DriverLocks(rec, slot, lnc)) return true;
   for (const int counter : kUseCounters) {
-    if (rec.Core(slot, counter) != 0) return true;
+    if (SumCounterSets(rec, PhysicalCoresOf(slot, lnc), counter) != 0) return true;
   }
   return std::any_of(rec.models.begin(), rec.models.end(),
                      [slot](const DatastoreModel& m) { return m.nc_index == slot; });
@@ -82,19 +122,13 @@ std::vector<int> CoresHeldBy(const Snapshot& snap, int pid, int cores_per_device
 
 CoreActivity ActivityBetween(const Snapshot& before, const Snapshot& after,
                              const DatastoreRecord& now, int slot) {
-  CoreActivity out;
-  const DatastoreRecord* prev = FindRecord(&before, now.device, now.pid);
-  const double micros =
-      std::chrono::duration<double, std::micro>(after.steady - before.steady).count();
-  if (prev == nullptr || micros <= 0 || slot < 0 || slot >= nds::kMaxCores) return out;
-  if (const auto busy_us =
-          Rise(prev->Core(slot, nds::kTimeInUse), now.Core(slot, nds::kTimeInUse))) {
-    out.utilization = std::clamp(static_cast<double>(*busy_us) / micros, 0.0, 1.0);
-  }
-  if (const auto macs = Rise(prev->Core(slot, nds::kMacCount), now.Core(slot, nds::kMacCount))) {
-    out.flops_per_s = 2.0 * static_cast<double>(*macs) / (micros / 1e6);
-  }
-  return out;
+  if (slot < 0) return {};
+  return ActivityOver(before, after, now, PhysicalCoresOf(slot, after.lnc));
+}
+
+CoreActivity PhysicalActivityBetween(const Snapshot& before, const Snapshot& after,
+                                     const DatastoreRecord& now, int physical) {
+  return ActivityOver(before, after, now, PhysicalRange{physical, 1});
 }
 
 }  // namespace neuron

@@ -4,8 +4,11 @@
 // ask these functions, so they cannot disagree about which cores a process holds or how busy it
 // kept them. Pure functions over immutable Snapshots; thread-safe.
 //
-// Core slots: a record's core counters are indexed by the logical core within the device (slots
-// 0..15, core/sample/datastore.h); core/model/core_ids.h turns a slot into a global core id.
+// Counter sets and slots: a record's per-core counter sets are indexed by *physical* core within
+// the device, as the driver folds them (set i into sysfs neuron_core<i>) and libnrt names the index
+// (`pnc_index`; docs/driver-interface.md#datastore). Every function here takes a *logical* core
+// slot and reads the sets of its physical cores (PhysicalCoresOf); core/model/core_ids.h turns a
+// slot into a global core id.
 
 #include <chrono>
 #include <optional>
@@ -15,6 +18,17 @@
 #include "core/sample/snapshot.h"
 
 namespace neuron {
+
+// Counter `index` summed over the sets of physical cores `r` (raw; no busy-time rule).
+uint64_t SumCounterSets(const DatastoreRecord& rec, PhysicalRange r, int index);
+// Whether `index` is a per-physical-core time (TIME_IN_USE, CC_TIME): each physical core of a
+// logical core counts the logical core's whole busy time, so the logical figure is the mean over
+// its sets, not the sum.
+bool IsPhysicalCoreTime(int index);
+// Counter `index` of logical core `slot` at LNC `lnc` (docs/metrics.md#labels-and-liveness): busy
+// time (IsPhysicalCoreTime) is the mean over the slot's physical sets; counts, bytes and latency
+// sums are their sum.
+uint64_t LogicalCoreCounter(const DatastoreRecord& rec, int slot, int index, int lnc);
 
 // The datastore of `pid` on `device` in `snap`; null when there is none or `snap` is null.
 const DatastoreRecord* FindRecord(const Snapshot* snap, int device, int pid);
@@ -46,11 +60,15 @@ struct CoreActivity {
   // 2 × ΔMAC_COUNT per second (docs/driver-interface.md#core-counter-indices).
   std::optional<double> flops_per_s;
 };
-// Activity of `now` (a record of `after`) on `slot` since `before`, which must be older. Each
-// figure is absent when `before` holds no record of the same (device, pid), time did not
-// advance, `slot` is out of range, or its counter went down (a torn read: unknown, not a
-// restart from zero).
+// Activity of `now` (a record of `after`) on logical core `slot` (at `after.lnc`) since `before`,
+// which must be older. Each figure is absent when `before` holds no record of the same (device,
+// pid), time did not advance, `slot` is out of range, or its counter went down (a torn read:
+// unknown, not a restart from zero).
 CoreActivity ActivityBetween(const Snapshot& before, const Snapshot& after,
                              const DatastoreRecord& now, int slot);
+// The same for one physical core `physical` of the device (its own counter set): neuron-monitor's
+// per-physical-core `v3d` figures.
+CoreActivity PhysicalActivityBetween(const Snapshot& before, const Snapshot& after,
+                                     const DatastoreRecord& now, int physical);
 
 }  // namespace neuron

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/sample/process_usage.h"
+
 namespace neuron {
 namespace {
 
@@ -24,29 +26,31 @@ std::optional<uint64_t> SumGroup(const DeviceSample& d, PhysicalRange r, F field
   return sum;
 }
 
-// Sum of core counter `index` of slot `slot` over the live datastores of `device`.
-uint64_t SumDatastores(const Snapshot& s, int device, int slot, int index) {
+// Core counter `index` summed over the counter sets of physical cores `r` of every live datastore
+// of `device`. The sets are indexed by physical core, as sysfs neuron_core<i> is, so the sum over
+// a group plus the group's sysfs totals stays the same when a process exits and the driver folds
+// set i into neuron_core<i>.
+uint64_t SumDatastores(const Snapshot& s, int device, PhysicalRange r, int index) {
   uint64_t sum = 0;
   for (const DatastoreRecord& p : s.processes) {
-    if (p.device == device) sum += p.core_counters[slot][index];
+    if (p.device == device) sum += SumCounterSets(p, r, index);
   }
   return sum;
 }
 
 int LogicalCount(const Snapshot& s, const DeviceSample& d) {
   const int lnc = std::max(1, s.lnc);
-  return std::min(static_cast<int>(d.cores.size()) / lnc, nds::kMaxCores);
+  return std::min(static_cast<int>(d.cores.size()), nds::kMaxCores) / lnc;
 }
 
-// A logical core's busy time is the mean of its physical cores'
-// (docs/metrics.md#labels-and-liveness), so rate() stays in [0, 1]; the live datastore slot already
-// counts the logical core as one.
+// A logical core's busy time is the mean of its physical cores' (sysfs and live sets alike;
+// docs/metrics.md#labels-and-liveness), so rate() stays in [0, 1].
 std::optional<uint64_t> BusyMicros(const Snapshot& s, const DeviceSample& d, int k) {
   const PhysicalRange r = PhysicalCoresOf(k, s.lnc);
   const std::optional<uint64_t> sysfs =
       SumGroup(d, r, [](const CoreSample& c) { return c.other_info[kNcTimeInUse].total; });
   if (!sysfs) return std::nullopt;
-  return *sysfs / static_cast<uint64_t>(r.count) + SumDatastores(s, d.index, k, nds::kTimeInUse);
+  return (*sysfs + SumDatastores(s, d.index, r, nds::kTimeInUse)) / static_cast<uint64_t>(r.count);
 }
 
 }  // namespace
@@ -83,7 +87,7 @@ std::vector<LogicalCoreTotals> LogicalCores(const Snapshot& snap, const DeviceSa
       return SumGroup(device, r,
                       [which](const CoreSample& c) { return c.other_info[which].total; });
     };
-    auto live = [&](int index) { return SumDatastores(snap, device.index, k, index); };
+    auto live = [&](int index) { return SumDatastores(snap, device.index, r, index); };
     t.flops = Add(other(kFlopCount), 2 * live(nds::kMacCount));
     t.inferences = Add(other(kInferenceCount), live(nds::kInferenceCount));
     t.model_loads = Add(other(kModelLoadCount), live(nds::kModelLoadCount));

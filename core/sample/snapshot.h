@@ -150,15 +150,15 @@ struct PhysicalRange {
 };
 PhysicalRange PhysicalCoresOf(int logical_core, int lnc);
 
-// Cumulative figures of one logical core: sysfs totals (runtime counters folded in at process
-// exit) plus the live counters of every datastore process on that core slot. Absent when the
-// sysfs file is absent.
+// Cumulative figures of one logical core: the sysfs totals of its physical cores (runtime
+// counters folded in at process exit, set i into neuron_core<i>) plus the live counter sets of
+// those physical cores in every datastore. Absent when the sysfs file is absent.
 struct LogicalCoreTotals {
   int logical_index = -1;
-  // nc_time_in_use µs: the mean over the physical cores of the group (both run a logical
-  // core's work, and the simulator folds its busy time into both: driver-sim/README.md).
+  // nc_time_in_use µs: the mean over the physical cores of the group (both run a logical core's
+  // work; libnrt-sim writes its busy time into both sets: driver-sim/README.md).
   std::optional<uint64_t> busy_us;
-  // Counts sum the physical cores of the group (the simulator folds them into the first).
+  // Counts sum the physical cores of the group (libnrt-sim writes them into the first set).
   std::optional<uint64_t> flops;        // flop_count + 2 x MAC_COUNT
   std::optional<uint64_t> inferences;   // inference_count + INFERENCE_COUNT
   std::optional<uint64_t> model_loads;  // model_load_count + MODEL_LOAD_COUNT

@@ -75,8 +75,9 @@ class DatastoreWriter {
   int device() const { return device_; }
   pid_t pid() const { return pid_; }
 
-  // Core counters by NC index (nds::CoreCounter), `core` being the process's logical core within
-  // the device. InvalidArgument where the driver would read 0 (core >= 16, index >= 95).
+  // Core counters by NC index (nds::CoreCounter), `core` being the counter set: the physical core
+  // within the device (libnrt's pnc_index). InvalidArgument where the driver would read 0
+  // (core >= 16, index >= 95).
   absl::Status SetCoreCounter(int core, int index, uint64_t value);
   absl::Status AddCoreCounter(int core, int index, uint64_t delta);
   absl::StatusOr<uint64_t> CoreCounter(int core, int index) const;

@@ -71,7 +71,7 @@ DatastoreMirror::DatastoreMirror(SimTree* tree, const InstanceSpec& spec, int ln
     : tree_(tree),
       spec_(spec),
       lnc_(lnc),
-      slots_per_device_(std::min(LogicalCoresPerDevice(spec, lnc), nds::kMaxCores)),
+      sets_per_device_(std::min(spec.chip->physical_cores, nds::kMaxCores)),
       physical_cores_(spec.chip->physical_cores),
       log_(std::move(log)),
       busy_(static_cast<size_t>(spec.devices)) {}
@@ -86,7 +86,7 @@ void DatastoreMirror::Attach(int device, int slot, pid_t pid, const uint8_t* bas
   e->base = base;
   e->dev_mem.assign(static_cast<size_t>(physical_cores_), {});
   e->efa_seen.assign(spec_.efas.size(), {});
-  e->busy_seen.assign(static_cast<size_t>(slots_per_device_), 0);
+  e->busy_seen.assign(static_cast<size_t>(sets_per_device_), 0);
   log_->info("runtime pid {} attached to device {} (datastore slot {})", pid, device, slot);
   entries_[{device, slot}] = std::move(e);
 }
@@ -105,9 +105,9 @@ DatastoreMemory DatastoreMirror::MemoryOf(int device, int slot) const {
   auto it = entries_.find({device, slot});
   if (it == entries_.end()) return m;
   const Entry& e = *it->second;
-  for (int k = 0; k < slots_per_device_; ++k) {
+  for (int p = 0; p < sets_per_device_; ++p) {
     for (size_t c = 0; c < kDeviceMemMirror.size(); ++c) {
-      m.device_bytes += e.Core(k, kFirstDeviceMemIndex + static_cast<int>(c));
+      m.device_bytes += e.Core(p, kFirstDeviceMemIndex + static_cast<int>(c));
     }
   }
   for (size_t c = 0; c < kHostMemMirror.size(); ++c) {
@@ -129,9 +129,9 @@ void DatastoreMirror::Apply(const fs::path& dir, int64_t delta) {
 void DatastoreMirror::Sync(Entry& e, bool release) {
   const size_t d = static_cast<size_t>(e.device);
   // Busy time feeds the power model whether or not sysfs can be written.
-  for (int k = 0; k < slots_per_device_; ++k) {
-    const uint64_t now = e.Core(k, nds::kTimeInUse);
-    uint64_t& seen = e.busy_seen[static_cast<size_t>(k)];
+  for (int p = 0; p < sets_per_device_; ++p) {
+    const uint64_t now = e.Core(p, nds::kTimeInUse);
+    uint64_t& seen = e.busy_seen[static_cast<size_t>(p)];
     if (now > seen) busy_[d].pending_us += now - seen;
     seen = now;
   }
@@ -156,23 +156,17 @@ void DatastoreMirror::Sync(Entry& e, bool release) {
     }
   }
   if (!tree_->DevicePresent(e.device)) return;
-  // Device memory: a logical slot's bytes split over its physical cores (the first takes the
-  // odd byte), each change one inc or dec on the category and on device_mem/ itself.
-  for (int k = 0; k < slots_per_device_; ++k) {
+  // Device memory: counter set p is physical core p's, mirrored into neuron_core<p>; each change
+  // one inc or dec on the category and on device_mem/ itself.
+  for (int p = 0; p < sets_per_device_; ++p) {
     for (size_t c = 0; c < kDeviceMemMirror.size(); ++c) {
-      const uint64_t v = release ? 0 : e.Core(k, kFirstDeviceMemIndex + static_cast<int>(c));
-      const uint64_t share = v / static_cast<uint64_t>(lnc_);
-      for (int j = 0; j < lnc_; ++j) {
-        const int p = k * lnc_ + j;
-        if (p >= physical_cores_) break;
-        const uint64_t target = j == 0 ? v - share * static_cast<uint64_t>(lnc_ - 1) : share;
-        uint64_t& mirrored = e.dev_mem[static_cast<size_t>(p)][c];
-        if (target == mirrored) continue;
-        const int64_t delta = static_cast<int64_t>(target - mirrored);
-        Apply(tree_->DeviceMemDir(e.device, p, kDeviceMemMirror[c]), delta);
-        Apply(tree_->CoreDir(e.device, p) / sysfs::kDeviceMemDir, delta);
-        mirrored = target;
-      }
+      const uint64_t target = release ? 0 : e.Core(p, kFirstDeviceMemIndex + static_cast<int>(c));
+      uint64_t& mirrored = e.dev_mem[static_cast<size_t>(p)][c];
+      if (target == mirrored) continue;
+      const int64_t delta = static_cast<int64_t>(target - mirrored);
+      Apply(tree_->DeviceMemDir(e.device, p, kDeviceMemMirror[c]), delta);
+      Apply(tree_->CoreDir(e.device, p) / sysfs::kDeviceMemDir, delta);
+      mirrored = target;
     }
   }
   for (size_t c = 0; c < kHostMemMirror.size(); ++c) {
@@ -193,19 +187,16 @@ void DatastoreMirror::Fold(Entry& e) {
         log_->warn("{}", std::string{s.message()});
       }
     };
-    for (int k = 0; k < slots_per_device_; ++k) {
-      const int first = k * lnc_;
+    // Counter set p into neuron_core<p>, for every physical core, whatever the LNC: the driver's
+    // nsysfsmetric_nds_aggregate (driver-sim/README.md#the-daemon-and-the-datastores).
+    for (int p = 0; p < sets_per_device_; ++p) {
       for (const StatusCounterName& s : kStatusCounters) {
-        inc(tree_->StatusDir(e.device, first, s.sysfs), e.Core(k, s.nds_index));
+        inc(tree_->StatusDir(e.device, p, s.sysfs), e.Core(p, s.nds_index));
       }
-      inc(tree_->OtherInfoDir(e.device, first, "model_load_count"),
-          e.Core(k, nds::kModelLoadCount));
-      inc(tree_->OtherInfoDir(e.device, first, "inference_count"), e.Core(k, nds::kInferenceCount));
-      inc(tree_->OtherInfoDir(e.device, first, "flop_count"), 2 * e.Core(k, nds::kMacCount));
-      // Both physical cores of a logical core were busy for all of its time (README).
-      for (int j = 0; j < lnc_ && first + j < physical_cores_; ++j) {
-        inc(tree_->OtherInfoDir(e.device, first + j, "nc_time_in_use"), e.Core(k, nds::kTimeInUse));
-      }
+      inc(tree_->OtherInfoDir(e.device, p, "model_load_count"), e.Core(p, nds::kModelLoadCount));
+      inc(tree_->OtherInfoDir(e.device, p, "inference_count"), e.Core(p, nds::kInferenceCount));
+      inc(tree_->OtherInfoDir(e.device, p, "flop_count"), 2 * e.Core(p, nds::kMacCount));
+      inc(tree_->OtherInfoDir(e.device, p, "nc_time_in_use"), e.Core(p, nds::kTimeInUse));
     }
   }
   Sync(e, /*release=*/true);  // frees its memory
@@ -217,8 +208,8 @@ void DatastoreMirror::Poll(Clock::time_point now) {
   // Credit busy time to this poll interval, per device, carrying what does not fit.
   if (polled_ && now > last_poll_) {
     const double seconds = std::chrono::duration<double>(now - last_poll_).count();
-    const auto capacity_us = static_cast<uint64_t>(seconds * 1e6) *
-                             static_cast<uint64_t>(std::max(slots_per_device_, 1));
+    const auto capacity_us =
+        static_cast<uint64_t>(seconds * 1e6) * static_cast<uint64_t>(std::max(sets_per_device_, 1));
     for (DeviceBusy& b : busy_) {
       const uint64_t credit = std::min(b.pending_us, capacity_us);
       b.pending_us -= credit;
@@ -267,12 +258,14 @@ std::vector<DatastoreProcess> DatastoreMirror::Processes() const {
       if (p.tag.empty()) p.tag = std::string(short_tag, strnlen(short_tag, nds::kPiTagSize - 1));
     }
     if (p.tag.empty()) p.tag = std::to_string(e->pid);
-    for (int k = 0; k < slots_per_device_; ++k) {
+    // Logical slot k owns counter sets k*lnc .. k*lnc+lnc-1.
+    for (int set = 0; set < sets_per_device_; ++set) {
       bool used = false;
-      for (int i = 0; i < nds::kCoreCounterCount && !used; ++i) used = e->Core(k, i) != 0;
-      if (used) p.slots.push_back(k);
+      for (int i = 0; i < nds::kCoreCounterCount && !used; ++i) used = e->Core(set, i) != 0;
+      const int slot = set / lnc_;
+      if (used && (p.slots.empty() || p.slots.back() != slot)) p.slots.push_back(slot);
       for (size_t c = 0; c < kDeviceMemMirror.size(); ++c) {
-        p.device_bytes += e->Core(k, kFirstDeviceMemIndex + static_cast<int>(c));
+        p.device_bytes += e->Core(set, kFirstDeviceMemIndex + static_cast<int>(c));
       }
     }
     out.push_back(std::move(p));

@@ -14,8 +14,10 @@
 // Release() folds the slot into sysfs as the driver's release does
 // (docs/driver-interface.md#live-vs-exit): status counters, model_load_count, inference_count,
 // flop_count and nc_time_in_use, each one inc of that process's total, and frees its memory from
-// sysfs, before the driver zeroes it. driver-sim/README.md#the-daemon-and-the-datastores
-// documents the mapping, the LNC rule and the power model.
+// sysfs, before the driver zeroes it. Counter sets are per physical core: set i is mirrored and
+// folded into neuron_core<i> at every LNC, as the driver does.
+// driver-sim/README.md#the-daemon-and-the-datastores documents the mapping, the LNC rule and the
+// power model.
 //
 // Files are written only when a value changed, through SimTree (whole files, renamed into
 // place). Devices that are unplugged are skipped; what a process would have written there is
@@ -111,7 +113,7 @@ class DatastoreMirror {
   SimTree* tree_;
   const InstanceSpec& spec_;
   int lnc_;
-  int slots_per_device_;
+  int sets_per_device_;  // per-physical-core counter sets read: min(physical cores, 16)
   int physical_cores_;
   std::shared_ptr<spdlog::logger> log_;
   std::map<std::pair<int, int>, std::unique_ptr<Entry>> entries_;  // by (device, slot)

@@ -381,14 +381,8 @@ absl::Status SimTree::WriteDmi() {
 }
 
 absl::Status SimTree::WriteClassAttributes() {
-  // Outside a Trn2 UltraServer (docs/driver-interface.md#device-nodes).
-  const std::vector<std::pair<std::string_view, std::string_view>> attrs = {
-      {"node_id_2", "-1\n"},
-      {"node_id_4", "-1\n"},
-      {"server_id_2", "0000000000000000\n"},
-      {"server_id_4", "0000000000000000\n"},
-      {"ultraserver_mode", "\n"}};
-  for (const auto& [name, value] : attrs) {
+  // UltraServer attributes (docs/driver-interface.md#device-nodes; driver/ultraserver.h).
+  for (const auto& [name, value] : UltraServerClassFiles(*config_.spec, config_.ultraserver)) {
     SIM_RETURN_IF_ERROR(WriteFileAtomic(root_.NeuronClassDir() / name, value, kReadOnly));
   }
   return absl::OkStatus();

@@ -26,14 +26,16 @@
 #include "absl/status/statusor.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
+#include "driver-sim/driver/ultraserver.h"
 
 namespace neuron::sim {
 
 struct NodeConfig {
   const InstanceSpec* spec = nullptr;
-  int lnc = 1;              // already resolved against the spec
-  std::string instance_id;  // "i-0a1b2c3d4e5f60718"; made up from the root when empty
-  std::string node_name;    // Kubernetes node name; "sim-<instance type>" when empty
+  int lnc = 1;                           // already resolved against the spec
+  std::string instance_id;               // "i-0a1b2c3d4e5f60718"; made up from the root when empty
+  std::string node_name;                 // Kubernetes node name; "sim-<instance type>" when empty
+  UltraServerPosition ultraserver = {};  // used on UltraServer instance types only
 };
 
 // How a counter file triple {total, present, peak} changes

@@ -32,8 +32,14 @@ absl::StatusOr<std::unique_ptr<Accounting>> Accounting::Create(const NodeModel& 
     slot->device = loc.device;
     slot->device_core = loc.device_core;
     slot->efa = node.NearestEfa(loc.device);
-    for (int k = 0; k < static_cast<int>(slot->word.size()) && k < nds::kCoreCounterCount; ++k) {
-      slot->word[static_cast<size_t>(k)] = ds->CoreCounterWord(loc.device_core, k);
+    const int lnc = std::max(node.lnc(), 1);
+    slot->sets.resize(static_cast<size_t>(lnc));
+    for (int j = 0; j < lnc; ++j) {
+      const int physical = loc.device_core * lnc + j;  // libnrt's pnc_index
+      CounterWords& words = slot->sets[static_cast<size_t>(j)];
+      for (int k = 0; k < static_cast<int>(words.size()) && k < nds::kCoreCounterCount; ++k) {
+        words[static_cast<size_t>(k)] = ds->CoreCounterWord(physical, k);
+      }
     }
     acc->slots_.push_back(std::move(slot));
   }
@@ -42,15 +48,33 @@ absl::StatusOr<std::unique_ptr<Accounting>> Accounting::Create(const NodeModel& 
 
 Accounting::~Accounting() { Release(); }
 
+namespace {
+
+void StoreWord(uint64_t* w, uint64_t value) {
+  if (w != nullptr) std::atomic_ref<uint64_t>(*w).store(value, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 void Accounting::Add(Slot& s, int index, uint64_t delta) {
-  if (uint64_t* w = s.word[static_cast<size_t>(index)]) {
+  if (uint64_t* w = s.sets.front()[static_cast<size_t>(index)]) {
     std::atomic_ref<uint64_t>(*w).fetch_add(delta, std::memory_order_relaxed);
   }
 }
 
 void Accounting::Store(Slot& s, int index, uint64_t value) {
-  if (uint64_t* w = s.word[static_cast<size_t>(index)]) {
-    std::atomic_ref<uint64_t>(*w).store(value, std::memory_order_relaxed);
+  StoreWord(s.sets.front()[static_cast<size_t>(index)], value);
+}
+
+void Accounting::StoreTime(Slot& s, int index, uint64_t value) {
+  for (CounterWords& words : s.sets) StoreWord(words[static_cast<size_t>(index)], value);
+}
+
+void Accounting::StoreSplit(Slot& s, int index, uint64_t value) {
+  const uint64_t n = s.sets.size();
+  const uint64_t share = value / n;
+  for (size_t j = 0; j < s.sets.size(); ++j) {
+    StoreWord(s.sets[j][static_cast<size_t>(index)], j == 0 ? value - share * (n - 1) : share);
   }
 }
 
@@ -60,10 +84,10 @@ void Accounting::RecordExecution(int vnc, const ExecOutcome& o) {
   s.last_exec_ns.store(static_cast<uint64_t>(o.device_ns), std::memory_order_relaxed);
   // Times accumulate in ns in the process and are stored as µs totals, so rounding never drifts.
   const uint64_t busy = s.busy_ns.fetch_add(o.busy_ns, std::memory_order_relaxed) + o.busy_ns;
-  Store(s, nds::kTimeInUse, busy / 1000);
+  StoreTime(s, nds::kTimeInUse, busy / 1000);
   if (o.cc_ns > 0) {
     const uint64_t cc = s.cc_ns.fetch_add(o.cc_ns, std::memory_order_relaxed) + o.cc_ns;
-    Store(s, nds::kCcTime, cc / 1000);
+    StoreTime(s, nds::kCcTime, cc / 1000);
   }
   if (o.status != NRT_SUCCESS) {
     CountStatus(vnc, o.status);
@@ -166,13 +190,14 @@ void Accounting::CountModelLoad(int vnc) {
 void Accounting::AddBusy(int vnc, int64_t busy_ns, int64_t cc_ns) {
   Slot& s = *slots_[static_cast<size_t>(vnc)];
   const uint64_t busy = s.busy_ns.fetch_add(busy_ns, std::memory_order_relaxed) + busy_ns;
-  Store(s, nds::kTimeInUse, busy / 1000);
+  StoreTime(s, nds::kTimeInUse, busy / 1000);
   const uint64_t cc = s.cc_ns.fetch_add(cc_ns, std::memory_order_relaxed) + cc_ns;
-  Store(s, nds::kCcTime, cc / 1000);
+  StoreTime(s, nds::kCcTime, cc / 1000);
 }
 
 void Accounting::SetDeviceMemory(int vnc, MemCategory cat, uint64_t bytes) {
-  Store(*slots_[static_cast<size_t>(vnc)], nds::kMemUsageCodeDevice + static_cast<int>(cat), bytes);
+  StoreSplit(*slots_[static_cast<size_t>(vnc)], nds::kMemUsageCodeDevice + static_cast<int>(cat),
+             bytes);
 }
 
 void Accounting::SetHostMemory(int device, MemCategory cat, uint64_t bytes) {

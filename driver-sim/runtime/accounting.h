@@ -4,6 +4,14 @@
 // completion, live memory counters, EFA traffic (D15), the latency histogram (D13; both in
 // driver-sim/README.md#deviations), and the released flag at nrt_close.
 //
+// Per-core counter sets are indexed by physical core, as the driver folds them (set i into sysfs
+// neuron_core<i>) and libnrt's `pnc_index` names them; logical core k of a device at LNC n owns
+// sets k*n .. k*n+n-1. A logical core's figures go into its sets by the rule of
+// docs/metrics.md#labels-and-liveness (counts sum the sets, busy time is their mean): busy time
+// (TIME_IN_USE, CC_TIME) into every set, since each physical core was busy all of it; counts and
+// latency sums into the first; memory bytes split, the first set taking the remainder
+// (driver-sim/README.md#the-daemon-and-the-datastores).
+//
 // Thread-safety: counter updates are relaxed atomic adds on the mapped words, safe from any
 // thread; model records and Release are serialised by an internal mutex.
 
@@ -84,12 +92,13 @@ class Accounting {
   const sim::DatastoreWriter* DatastoreOf(int device) const;
 
  private:
+  using CounterWords = std::array<uint64_t*, 64>;  // NC index -> mapped counter (0..40 used)
   struct Slot {
     sim::DatastoreWriter* ds = nullptr;
     int device = 0;
-    int device_core = 0;
+    int device_core = 0;  // logical core within the device
     int efa = -1;
-    std::array<uint64_t*, 64> word{};  // NC index -> mapped counter (indices 0..40 used)
+    std::vector<CounterWords> sets;  // the counter sets of its physical cores, in order
     std::atomic<uint64_t> executions{0};
     std::atomic<uint64_t> busy_ns{0};
     std::atomic<uint64_t> cc_ns{0};
@@ -99,8 +108,13 @@ class Accounting {
     std::atomic<double> macs{0};
   };
   Accounting() = default;
+  // Counts and latency sums: the first physical core's set.
   void Add(Slot& s, int index, uint64_t delta);
   void Store(Slot& s, int index, uint64_t value);
+  // Busy time: every set.
+  void StoreTime(Slot& s, int index, uint64_t value);
+  // Bytes: split over the sets, the first taking the remainder.
+  void StoreSplit(Slot& s, int index, uint64_t value);
 
   std::mutex mu_;
   std::vector<std::unique_ptr<sim::DatastoreWriter>> datastores_;  // by device; null if unused

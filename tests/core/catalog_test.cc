@@ -54,6 +54,29 @@ TEST(Catalog, Trn1FiguresMatchHardwareMd) {
   EXPECT_EQ(EfaRateString(s.efa_gbps), "100 Gb/sec (4X EDR)");
 }
 
+// trn2u.48xlarge: the trn2.48xlarge's devices, host and layout, one of the 4 instances of an
+// UltraServer (docs/hardware.md#instance-catalog); no other type is.
+TEST(Catalog, Trn2uIsATrn2InAnUltraServer) {
+  const InstanceSpec& u = Spec("trn2u.48xlarge");
+  const InstanceSpec& t = Spec("trn2.48xlarge");
+  EXPECT_EQ(u.chip, t.chip);
+  EXPECT_EQ(u.devices, 16);
+  EXPECT_EQ(u.default_lnc, 2);
+  EXPECT_TRUE(u.lnc_configurable);
+  EXPECT_EQ(u.vcpus, t.vcpus);
+  EXPECT_EQ(u.efa_count, 16);
+  EXPECT_EQ(u.placement.size(), t.placement.size());
+  EXPECT_EQ(u.placement[0].bdf, t.placement[0].bdf);
+  EXPECT_EQ(u.efas[15].name, t.efas[15].name);
+  EXPECT_THAT(ConnectedDevices(u, 0), ElementsAre(12, 1, 3, 4));
+  EXPECT_EQ(u.ultraserver_instances, 4);
+  for (const InstanceSpec& spec : AllInstances()) {
+    if (spec.name != "trn2u.48xlarge") {
+      EXPECT_EQ(spec.ultraserver_instances, 0) << spec.name;
+    }
+  }
+}
+
 TEST(Catalog, LncRules) {
   const InstanceSpec& trn2 = Spec("trn2.48xlarge");
   EXPECT_EQ(*ResolveLnc(trn2, 0), 2);

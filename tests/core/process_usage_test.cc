@@ -1,6 +1,7 @@
-// core/sample/process_usage.h: record lookup, which cores a process holds (each kind of evidence
-// alone, the driver's lock map under LNC 1 and 2), and busy/FLOP rates between two snapshots,
-// on hand-built records with values written literally.
+// core/sample/process_usage.h: record lookup, a logical core's counters from the per-physical-core
+// counter sets (LNC 1 and 2), which cores a process holds (each kind of evidence alone, the
+// driver's lock map under LNC 1 and 2), and busy/FLOP rates between two snapshots, per logical and
+// per physical core, on hand-built records with values written literally.
 
 #include "core/sample/process_usage.h"
 
@@ -115,6 +116,60 @@ TEST(ProcessUsageTest, ActivityIsBusyFractionAndFlopsOverTheWindow) {
   const CoreActivity idle = ActivityBetween(before, after, after.processes[0], 0);
   EXPECT_EQ(idle.utilization, 0.0);
   EXPECT_EQ(idle.flops_per_s, 0.0);
+}
+
+// Counter sets are per physical core: at LNC 2 logical core 1 is sets 2 and 3, its busy time their
+// mean and everything else their sum (docs/metrics.md#labels-and-liveness).
+TEST(ProcessUsageTest, LogicalCoreCountersCombineItsPhysicalSets) {
+  DatastoreRecord r = Record(0, 1);
+  r.core_counters[2][nds::kTimeInUse] = 100;
+  r.core_counters[3][nds::kTimeInUse] = 300;
+  r.core_counters[2][nds::kCcTime] = 10;
+  r.core_counters[3][nds::kCcTime] = 30;
+  r.core_counters[2][nds::kInferCompleted] = 3;
+  r.core_counters[3][nds::kInferCompleted] = 1;
+  r.core_counters[2][nds::kMemUsageCodeDevice] = 501;
+  r.core_counters[3][nds::kMemUsageCodeDevice] = 500;
+  r.core_counters[2][nds::kLatencyTotal] = 7;
+  EXPECT_EQ(LogicalCoreCounter(r, 1, nds::kTimeInUse, 2), 200u);
+  EXPECT_EQ(LogicalCoreCounter(r, 1, nds::kCcTime, 2), 20u);
+  EXPECT_EQ(LogicalCoreCounter(r, 1, nds::kInferCompleted, 2), 4u);
+  EXPECT_EQ(LogicalCoreCounter(r, 1, nds::kMemUsageCodeDevice, 2), 1001u);
+  EXPECT_EQ(LogicalCoreCounter(r, 1, nds::kLatencyTotal, 2), 7u);
+  EXPECT_EQ(LogicalCoreCounter(r, 0, nds::kTimeInUse, 2), 0u);
+  // At LNC 1 each set is a logical core of its own.
+  EXPECT_EQ(LogicalCoreCounter(r, 2, nds::kTimeInUse, 1), 100u);
+  EXPECT_EQ(LogicalCoreCounter(r, 3, nds::kMemUsageCodeDevice, 1), 500u);
+  EXPECT_EQ(LogicalCoreCounter(r, 1, nds::kTimeInUse, 1), 0u);
+  EXPECT_EQ(SumCounterSets(r, {2, 2}, nds::kTimeInUse), 400u);
+  // Sets beyond the datastore's 16 read nothing.
+  EXPECT_EQ(SumCounterSets(r, {15, 4}, nds::kTimeInUse), 0u);
+}
+
+TEST(ProcessUsageTest, Lnc2SlotIsHeldThroughEitherPhysicalSet) {
+  DatastoreRecord r = Record(0, 1);
+  r.core_counters[3][nds::kMemUsageTensorsDevice] = 4096;  // logical 1's second physical core
+  r.core_counters[4][nds::kTimeInUse] = 5;                 // logical 2's first
+  EXPECT_THAT(CoreSlotsHeld(r, 4, 2), ElementsAre(1, 2));
+  EXPECT_THAT(CoreSlotsHeld(r, 8, 1), ElementsAre(3, 4));
+}
+
+TEST(ProcessUsageTest, Lnc2ActivityIsTheMeanOfItsSetsAndEachSetItsOwn) {
+  DatastoreRecord a = Record(0, 9);
+  DatastoreRecord b = a;
+  b.core_counters[2][nds::kTimeInUse] = 2'000'000;  // physical 2 busy the whole 2 s
+  b.core_counters[3][nds::kTimeInUse] = 1'000'000;  // physical 3 half of them
+  b.core_counters[2][nds::kMacCount] = 1000;
+  const Snapshot before = SnapshotOf({a}, 10s, 2);
+  const Snapshot after = SnapshotOf({b}, 12s, 2);
+  const CoreActivity logical = ActivityBetween(before, after, b, 1);
+  EXPECT_EQ(logical.utilization, 0.75);
+  EXPECT_EQ(logical.flops_per_s, 1000.0);
+  EXPECT_EQ(ActivityBetween(before, after, b, 0).utilization, 0.0);
+  EXPECT_EQ(PhysicalActivityBetween(before, after, b, 2).utilization, 1.0);
+  EXPECT_EQ(PhysicalActivityBetween(before, after, b, 3).utilization, 0.5);
+  EXPECT_EQ(PhysicalActivityBetween(before, after, b, 3).flops_per_s, 0.0);
+  EXPECT_FALSE(PhysicalActivityBetween(before, after, b, nds::kMaxCores).utilization);
 }
 
 TEST(ProcessUsageTest, ActivityIsClampedOrAbsentWhenUnknown) {

@@ -485,9 +485,9 @@ TEST_F(SamplerTest, WithoutADriverTheDatastoreSourceIsDownWithTheReason) {
 
 TEST_F(SamplerTest, Lnc2LogicalCoreIsTheMeanOfBusyAndTheSumOfCounts) {
   Start("trn2.48xlarge", 2);
-  // Logical core 1 = physical 2, 3. docs/metrics.md#labels-and-liveness: busy time is the pair's
-  // mean, counts their sum; the simulator folds busy time into both physical cores
-  // (driver-sim/README.md).
+  // Logical core 1 = physical 2, 3, in sysfs and in the datastore's counter sets alike (sets are
+  // per physical core: driver-sim/README.md). docs/metrics.md#labels-and-liveness: busy time is
+  // the pair's mean, counts their sum.
   ASSERT_TRUE(
       tree_->ApplyCounter(tree_->OtherInfoDir(7, 2, "nc_time_in_use"), sim::CounterOp::kInc, 300)
           .ok());
@@ -496,18 +496,20 @@ TEST_F(SamplerTest, Lnc2LogicalCoreIsTheMeanOfBusyAndTheSumOfCounts) {
           .ok());
   ASSERT_TRUE(tree_->ApplyCounter(tree_->StatusDir(7, 3, "success"), sim::CounterOp::kInc, 2).ok());
   sim::DatastoreWriter& w = Writer(7, 555);
-  ASSERT_TRUE(w.SetCoreCounter(1, nds::kTimeInUse, 40).ok());
-  ASSERT_TRUE(w.SetCoreCounter(1, nds::kInferCompleted, 5).ok());
+  ASSERT_TRUE(w.SetCoreCounter(2, nds::kTimeInUse, 40).ok());
+  ASSERT_TRUE(w.SetCoreCounter(3, nds::kTimeInUse, 40).ok());
+  ASSERT_TRUE(w.SetCoreCounter(2, nds::kInferCompleted, 5).ok());
+  ASSERT_TRUE(w.SetCoreCounter(1, nds::kTimeInUse, 60).ok());  // physical 1: logical core 0
   auto s = sampler_->Sample(SampleKind::kFull);
   EXPECT_EQ(s->lnc, 2);
   const DeviceSample& d = *s->FindDevice(7);
   ASSERT_EQ(d.cores.size(), 8u);
   std::vector<LogicalCoreTotals> cores = LogicalCores(*s, d);
   ASSERT_EQ(cores.size(), 4u);
-  EXPECT_EQ(cores[1].busy_us, 240u);         // (300 + 100) / 2 + slot 1's live 40
-  EXPECT_EQ(cores[1].status[kSuccess], 7u);  // physical 2 + 3 + slot 1
+  EXPECT_EQ(cores[1].busy_us, 240u);         // (300 + 100 + live 40 + 40) / 2
+  EXPECT_EQ(cores[1].status[kSuccess], 7u);  // physical 2 + 3, sysfs and live
   EXPECT_EQ(cores[1].reset_requests, 2u);    // post-probe 1 on each physical core
-  EXPECT_EQ(cores[0].busy_us, 0u);
+  EXPECT_EQ(cores[0].busy_us, 30u);          // (0 + live 60) / 2
   EXPECT_EQ(cores[2].busy_us, 0u);
 }
 

@@ -3,7 +3,10 @@
 // privileged containers that keep every other restriction, the host's /proc read-only for the
 // exporter, no /run/neuron, a namespace Pod Security Admission lets them into); the alert rules
 // pass `promtool check rules`; the generated PrometheusRule matches its source; and every PromQL
-// expression of the dashboard parses.
+// expression of the dashboard parses. The DaemonSet selects every instance type of the catalog, or,
+// in overlays/nfd-label, the node label that a NodeFeatureRule sets on nodes with a Neuron PCI
+// device (vendor and device id, never the vendor alone).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -16,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/catalog.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -30,6 +34,8 @@ using testing::TempDir;
 using testing::WaitExit;
 
 const fs::path kDeploy = fs::path(NEURON_SOURCE_DIR) / "deploy";
+constexpr std::string_view kNfdOverlay = "overlays/nfd-label";
+constexpr std::string_view kPresentLabel = "neuron.amazonaws.com/present";
 
 struct ToolRun {
   int code = -1;
@@ -92,18 +98,37 @@ void ExpectPodSpec(const YAML::Node& pod) {
                         t["operator"].as<std::string>("") == "Exists";
   }
   EXPECT_TRUE(tolerates_neuron);
+}
+
+// The node selection: with `by_label`, nodes labelled neuron.amazonaws.com/present=true and no
+// instance-type list; otherwise exactly the catalog's instance types.
+void ExpectNodeSelection(const YAML::Node& pod, bool by_label) {
   std::set<std::string> instance_types;
+  std::set<std::string> present_values;
+  size_t expressions = 0;
   for (const YAML::Node& term :
        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
           ["nodeSelectorTerms"]) {
     for (const YAML::Node& e : term["matchExpressions"]) {
-      if (e["key"].as<std::string>() != "node.kubernetes.io/instance-type") continue;
-      for (const YAML::Node& v : e["values"]) instance_types.insert(v.as<std::string>());
+      ++expressions;
+      const std::string key = e["key"].as<std::string>();
+      std::set<std::string>& into =
+          key == "node.kubernetes.io/instance-type" ? instance_types : present_values;
+      if (key != "node.kubernetes.io/instance-type" && key != kPresentLabel) ADD_FAILURE() << key;
+      EXPECT_EQ(e["operator"].as<std::string>(), "In") << key;
+      for (const YAML::Node& v : e["values"]) into.insert(v.as<std::string>());
     }
   }
-  for (const char* t : {"trn1.32xlarge", "trn2.48xlarge", "inf2.48xlarge"}) {
-    EXPECT_TRUE(instance_types.count(t)) << t;
+  if (by_label) {
+    EXPECT_EQ(present_values, std::set<std::string>{"true"});
+    EXPECT_TRUE(instance_types.empty()) << "the label overlay still lists instance types";
+    EXPECT_EQ(expressions, 1u);
+    return;
   }
+  std::set<std::string> catalog;
+  for (const InstanceSpec& spec : AllInstances()) catalog.insert(std::string(spec.name));
+  EXPECT_EQ(instance_types, catalog) << "the DaemonSet's instance types differ from the catalog";
+  EXPECT_TRUE(present_values.empty());
 }
 
 // A container: privileged for device access and otherwise locked down, probed, bounded.
@@ -157,7 +182,12 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   const std::vector<YAML::Node> objects = Render(GetParam());
   ASSERT_FALSE(objects.empty());
   for (const YAML::Node& o : objects) {
-    if (o["kind"].as<std::string>() == "Namespace") continue;
+    const std::string kind = o["kind"].as<std::string>();
+    if (kind == "Namespace") continue;
+    if (kind == "NodeFeatureRule") {  // cluster-scoped
+      EXPECT_FALSE(o["metadata"]["namespace"]) << "a namespace on the cluster-scoped rule";
+      continue;
+    }
     EXPECT_EQ(o["metadata"]["namespace"].as<std::string>(""), "neuron-system")
         << o["kind"] << " " << o["metadata"]["name"];
   }
@@ -165,6 +195,7 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   ASSERT_TRUE(ds) << "no DaemonSet in " << GetParam();
   const YAML::Node pod = ds["spec"]["template"]["spec"];
   ExpectPodSpec(pod);
+  ExpectNodeSelection(pod, GetParam() == kNfdOverlay);
   std::map<std::string, std::string> host_paths;  // volume name -> host path
   for (const YAML::Node& v : pod["volumes"]) {
     host_paths[v["name"].as<std::string>()] = v["hostPath"]["path"].as<std::string>("");
@@ -207,7 +238,7 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
 
 INSTANTIATE_TEST_SUITE_P(Deploy, OverlayTest,
                          ::testing::Values("base", "overlays/prometheus-operator",
-                                           "overlays/prometheus"),
+                                           "overlays/prometheus", std::string(kNfdOverlay)),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = std::isalnum(ch) ? ch : '_';
@@ -228,6 +259,37 @@ TEST(DeployTest, OperatorOverlayScrapesBothEndpointsAndShipsRulesAndDashboard) {
   const YAML::Node dashboard = Find(objects, "ConfigMap");
   ASSERT_TRUE(dashboard);
   EXPECT_EQ(dashboard["metadata"]["labels"]["grafana_dashboard"].as<std::string>(), "1");
+}
+
+// The rule labels a node for a Neuron chip of the catalog (vendor 1d0f and one of its device ids)
+// and for nothing else of Amazon's: ENA, EFA and NVMe share the vendor.
+TEST(DeployTest, NfdRuleMatchesNeuronDevicesOnly) {
+  if (!OnPath("kubectl")) GTEST_SKIP() << "kubectl is not installed";
+  const std::vector<YAML::Node> objects = Render(std::string(kNfdOverlay));
+  const YAML::Node rule = Find(objects, "NodeFeatureRule");
+  ASSERT_TRUE(rule);
+  EXPECT_EQ(rule["apiVersion"].as<std::string>(), "nfd.k8s-sigs.io/v1alpha1");
+  ASSERT_EQ(rule["spec"]["rules"].size(), 1u);
+  const YAML::Node r = rule["spec"]["rules"][0];
+  EXPECT_EQ(r["labels"][std::string(kPresentLabel)].as<std::string>(), "true");
+  ASSERT_EQ(r["matchFeatures"].size(), 1u)
+      << "one feature, so vendor and device must match together";
+  const YAML::Node pci = r["matchFeatures"][0];
+  EXPECT_EQ(pci["feature"].as<std::string>(), "pci.device");
+  const YAML::Node exprs = pci["matchExpressions"];
+  ASSERT_TRUE(exprs["vendor"]);
+  ASSERT_TRUE(exprs["device"]) << "vendor 1d0f alone matches ENA, EFA and NVMe too";
+  EXPECT_EQ(exprs["vendor"]["op"].as<std::string>(), "In");
+  EXPECT_EQ(exprs["vendor"]["value"].as<std::vector<std::string>>(),
+            std::vector<std::string>{fmt::format("{:04x}", kPciVendorAmazon)});
+  EXPECT_EQ(exprs["device"]["op"].as<std::string>(), "In");
+  const auto devices = exprs["device"]["value"].as<std::vector<std::string>>();
+  std::set<std::string> catalog_ids;
+  for (const InstanceSpec& spec : AllInstances()) {
+    catalog_ids.insert(fmt::format("{:04x}", spec.chip->pci_device_id));
+  }
+  EXPECT_EQ(std::set<std::string>(devices.begin(), devices.end()), catalog_ids);
+  EXPECT_EQ(catalog_ids, (std::set<std::string>{"7164", "7264", "7364"}));
 }
 
 TEST(DeployTest, PrometheusRuleIsGeneratedFromTheRulesFile) {

@@ -257,12 +257,15 @@ TEST_F(DaemonRuntimeTest, LastCloseOfTheDeviceFoldsTheDatastore) {
   EXPECT_EQ(U64(Mem(0, "tensors/total")), 0u);
 }
 
-// trn2 at LNC 2: logical slot k is physical cores 2k and 2k+1 (driver-sim/README.md).
-TEST_F(DaemonRuntimeTest, Lnc2SplitsMemoryAndFoldsBusyTimeIntoBothCoresAndEfaTraffic) {
+// trn2 at LNC 2: counter sets are per physical core, so set i is mirrored and folded into
+// neuron_core<i> whatever the LNC, as the driver does (driver-sim/README.md "Counter sets are
+// physical"). The runtime writes logical core 1's figures into sets 2 and 3 as libnrt-sim does.
+TEST_F(DaemonRuntimeTest, Lnc2MirrorsAndFoldsEachCounterSetIntoItsPhysicalCoreAndEfaTraffic) {
   ASSERT_TRUE(node_->Up("trn2.48xlarge")) << node_->Log();
   RuntimeProcess* rt = Runtime(3);
   ASSERT_NE(rt, nullptr);
-  ASSERT_TRUE(rt->SetCore(1, nds::kMemUsageTensorsDevice, 1001));
+  ASSERT_TRUE(rt->SetCore(2, nds::kMemUsageTensorsDevice, 501));
+  ASSERT_TRUE(rt->SetCore(3, nds::kMemUsageTensorsDevice, 500));
   auto core = [&](int c) { return node_->Core(3, c) / "stats"; };
   // The two physical cores are two files written one after the other: wait for both.
   ASSERT_TRUE(WaitUntil(
@@ -293,15 +296,22 @@ TEST_F(DaemonRuntimeTest, Lnc2SplitsMemoryAndFoldsBusyTimeIntoBothCoresAndEfaTra
   };
   EXPECT_TRUE(WaitUntil([&] { return carrying() == 1; }, kCeiling));
 
-  ASSERT_TRUE(rt->SetCore(1, nds::kTimeInUse, 777));
-  ASSERT_TRUE(rt->SetCore(1, nds::kInferCompleted, 3));
+  ASSERT_TRUE(rt->SetCore(2, nds::kTimeInUse, 777));
+  ASSERT_TRUE(rt->SetCore(3, nds::kTimeInUse, 777));
+  ASSERT_TRUE(rt->SetCore(2, nds::kInferCompleted, 3));
+  // An odd set alone (the second physical core of logical core 2) folds into its own core.
+  ASSERT_TRUE(rt->SetCore(5, nds::kInferCompleted, 4));
+  ASSERT_TRUE(rt->SetCore(5, nds::kTimeInUse, 9));
   rt->Kill();
   ASSERT_TRUE(WaitUntil([&] { return Gone(3, rt->pid()); }, kCeiling)) << node_->Log();
-  // Busy time into both physical cores of the group, counts into the first.
   EXPECT_EQ(U64(core(2) / "other_info/nc_time_in_use/total"), 777u);
   EXPECT_EQ(U64(core(3) / "other_info/nc_time_in_use/total"), 777u);
   EXPECT_EQ(U64(core(2) / "status/success/total"), 3u);
   EXPECT_EQ(U64(core(3) / "status/success/total"), 0u);
+  EXPECT_EQ(U64(core(5) / "status/success/total"), 4u);
+  EXPECT_EQ(U64(core(5) / "other_info/nc_time_in_use/total"), 9u);
+  EXPECT_EQ(U64(core(4) / "status/success/total"), 0u);
+  EXPECT_EQ(U64(core(4) / "other_info/nc_time_in_use/total"), 0u);
   EXPECT_EQ(U64(core(2) / "memory_usage/device_mem/tensors/total"), 0u);
   EXPECT_EQ(U64(core(3) / "memory_usage/device_mem/tensors/total"), 0u);
   EXPECT_EQ(carrying(), 1);  // port counters are monotonic: traffic stays counted

@@ -136,7 +136,7 @@ TEST_F(ExporterFlagsTest, DisabledCollectorsFamiliesAreAbsentAndTheOthersPresent
   const std::set<std::string> names(monitor::CollectorNames().begin(),
                                     monitor::CollectorNames().end());
   ASSERT_EQ(names, (std::set<std::string>{"device", "memory", "core", "execution", "health",
-                                          "power", "efa", "allocation"}));
+                                          "power", "efa", "allocation", "ultraserver"}));
   ASSERT_EQ(CollectorLabels(full, "neuron_exporter_collector_success"), names);
   std::map<std::string, std::string> owner;  // family -> the collector whose removal drops it
   for (const std::string& name : names) {
@@ -147,8 +147,9 @@ TEST_F(ExporterFlagsTest, DisabledCollectorsFamiliesAreAbsentAndTheOthersPresent
     EXPECT_EQ(CollectorLabels(text, "neuron_exporter_collector_success"), others) << name;
     EXPECT_EQ(CollectorLabels(text, "neuron_exporter_collector_duration_seconds"), others) << name;
     const std::set<std::string> dropped = Minus(all, Families(text));
-    // Every collector but allocation (pods: none without a kubelet) has data on this node.
-    if (name != "allocation") {
+    // Every collector but allocation (pods: none without a kubelet) and ultraserver (not an
+    // UltraServer instance) has data on this node.
+    if (name != "allocation" && name != "ultraserver") {
       EXPECT_FALSE(dropped.empty()) << name;
     }
     EXPECT_TRUE(Minus(Families(text), all).empty()) << name;

@@ -344,5 +344,27 @@ TEST(LsReportTest, LncOverride) {
   EXPECT_THAT(out, HasSubstr("| 15     | 8      | 120-127  | 96 GB  |"));
 }
 
+// The header's UltraServer line (docs/tools-ux.md#neuron-ls): each configuration the driver's class
+// attributes place the node in, and no line on a node in none or while unknown.
+TEST(LsReportTest, UltraServerLineOnlyOnANodeInAnUltraServer) {
+  LsReport r;
+  r.instance_type = "trn2u.48xlarge";
+  r.instance_id = "i-0123456789abcdef0";
+  r.lnc = 2;
+  r.lnc_applies = true;
+  r.inventory.ultraserver = UltraServerInfo{
+      {1, 3, 4}, {{4, "x4", 2, "0123456789abcdef"}, {2, "x2v", 0, "0123456789abcdee"}}};
+  EXPECT_THAT(RenderLsText(r, LsFormat::kDefault),
+              ::testing::StartsWith("instance-type: trn2u.48xlarge\n"
+                                    "instance-id: i-0123456789abcdef0\n"
+                                    "logical-neuroncore-config: 2\n"
+                                    "ultraserver: x4 node 2 server 0123456789abcdef, x2v node 0 "
+                                    "server 0123456789abcdee\n"));
+  r.inventory.ultraserver->memberships.clear();
+  EXPECT_THAT(RenderLsText(r, LsFormat::kDefault), ::testing::Not(HasSubstr("ultraserver")));
+  r.inventory.ultraserver.reset();
+  EXPECT_THAT(RenderLsText(r, LsFormat::kTopology), ::testing::Not(HasSubstr("ultraserver")));
+}
+
 }  // namespace
 }  // namespace neuron::top
