@@ -163,7 +163,7 @@ std::vector<std::set<int>> DeviceHolders(const LsSources& src, std::vector<std::
     } else {
       notes->push_back(fmt::format("cannot tell which processes hold neuron{}: {}",
                                    src.inventory->devices[i].index,
-                                   std::string(src.device_numbers[i].status().message())));
+                                   std::string{src.device_numbers[i].status().message()}));
     }
   }
   const ProcReader::DeviceHolders holders = src.proc->HoldersOf(numbers);

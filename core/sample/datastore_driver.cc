@@ -353,7 +353,7 @@ HolderView DriverDatastoreReader::LookForHolders(const std::vector<int>& devices
       view.others[d];  // known until a problem says otherwise: nobody
     } else if (view.reason.empty()) {
       view.reason = fmt::format("the number of {} is unknown ({})", root_.DevNeuron(d).string(),
-                                std::string(number.status().message()));
+                                std::string{number.status().message()});
     }
   }
   const ProcReader::DeviceHolders holders = proc_.HoldersOf(numbers);

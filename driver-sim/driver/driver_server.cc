@@ -162,7 +162,7 @@ void DriverServer::AppendPollFds(std::vector<pollfd>* fds) const {
   for (const auto& c : clients_) {
     // A client waiting out a reset or a flush sends nothing more until it is answered.
     const bool answered = !c->waiting && !c->closing;
-    fds->push_back({c->fd.get(), static_cast<short>(answered ? POLLIN : 0), 0});
+    fds->push_back({c->fd.get(), static_cast<int16_t>(answered ? POLLIN : 0), 0});
   }
 }
 
@@ -177,8 +177,8 @@ void DriverServer::Serve(std::span<const pollfd> fds) {
   }
   for (Client* c : gone) Drop(*c);
   if ((fds[1].revents & POLLIN) != 0) {
-    uint64_t expirations = 0;
-    (void)!read(flush_timer_.get(), &expirations, sizeof(expirations));
+    uint64_t expirations = 0;  // read only to clear the timer; FinishFlushes looks at the clock
+    [[maybe_unused]] const ssize_t n = read(flush_timer_.get(), &expirations, sizeof(expirations));
     FinishFlushes();
   }
   if ((fds[0].revents & POLLIN) != 0) Accept();
@@ -377,7 +377,7 @@ void DriverServer::ArmFlushTimer() {
     const auto left =
         std::max(std::chrono::nanoseconds(1), *next - std::chrono::steady_clock::now());
     spec.it_value.tv_sec = static_cast<time_t>(left.count() / 1000000000);
-    spec.it_value.tv_nsec = static_cast<long>(left.count() % 1000000000);
+    spec.it_value.tv_nsec = static_cast<decltype(spec.it_value.tv_nsec)>(left.count() % 1000000000);
   }
   if (timerfd_settime(flush_timer_.get(), 0, &spec, nullptr) != 0) {
     log_->warn("flush timer: {}", ErrnoText());

@@ -5,6 +5,7 @@
 // the kernel log as neuron_pid.c prints them, and a process's last close costs it the flush's
 // ~10 ms without holding up anyone else (#abi-open-semantics). This test process runs under the
 // interposer (its ctest environment preloads it, as `neuron-sim exec` would).
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -33,25 +34,12 @@
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
-// glibc before 2.33 had programs call these; 2.36 still exports them (no header declares them).
-extern "C" {
-int __xstat(int ver, const char* path, struct stat* st);
-int __xstat64(int ver, const char* path, struct stat64* st);
-int __lxstat(int ver, const char* path, struct stat* st);
-int __lxstat64(int ver, const char* path, struct stat64* st);
-int __fxstat(int ver, int fd, struct stat* st);
-int __fxstat64(int ver, int fd, struct stat64* st);
-int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags);
-int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags);
-}
-
 namespace neuron {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using ::neuron::testing::ReadFile;
-using ::neuron::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 // The struct version the old entry points take (_STAT_VER, gone from glibc's headers).
@@ -60,6 +48,16 @@ constexpr int kStatVer = 1;
 #else
 constexpr int kStatVer = 0;
 #endif
+
+// glibc before 2.33 had programs call __xstat and friends, and 2.36 still exports them; no header
+// declares them any more. Looked up as a program linked against them would bind: the first
+// definition in the process, the interposer's when it is preloaded.
+template <typename Fn>
+Fn* OldEntry(const char* name) {
+  void* sym = ::dlsym(RTLD_DEFAULT, name);
+  EXPECT_NE(sym, nullptr) << name;
+  return reinterpret_cast<Fn*>(sym);
+}
 
 // One record of ROOT/dev/kmsg ("<prio>,<seq>,<usec>,-;<text>").
 struct KmsgRecord {
@@ -115,10 +113,9 @@ class DeviceNodeTest : public ::testing::Test {
   // What the class device's `dev` file says, read here independently of the interposer.
   static dev_t Expected(int d) {
     const std::string text = ReadFile(node_->Device(d) / "dev");
-    unsigned maj = 0;
-    unsigned min = 0;
-    EXPECT_EQ(std::sscanf(text.c_str(), "%u:%u", &maj, &min), 2) << text;
-    return makedev(maj, min);
+    const size_t colon = text.find(':');
+    EXPECT_NE(colon, std::string::npos) << text;
+    return makedev(std::stoul(text.substr(0, colon)), std::stoul(text.substr(colon + 1)));
   }
 
   static neuron::testing::TempDir* dir_;
@@ -173,16 +170,27 @@ TEST_F(DeviceNodeTest, EveryStatVariantSaysCharacterDevice) {
                "fstatat relative");
   ExpectDevice(Of(::fstatat(fd.get(), "", &st, AT_EMPTY_PATH), st), want, "fstatat empty");
   ExpectDevice(Of(::fstatat64(dev_dir.get(), name.c_str(), &st64, 0), st64), want, "fstatat64");
-  ExpectDevice(Of(::__xstat(kStatVer, path.c_str(), &st), st), want, "__xstat");
-  ExpectDevice(Of(::__xstat64(kStatVer, path.c_str(), &st64), st64), want, "__xstat64");
-  ExpectDevice(Of(::__lxstat(kStatVer, path.c_str(), &st), st), want, "__lxstat");
-  ExpectDevice(Of(::__lxstat64(kStatVer, path.c_str(), &st64), st64), want, "__lxstat64");
-  ExpectDevice(Of(::__fxstat(kStatVer, fd.get(), &st), st), want, "__fxstat");
-  ExpectDevice(Of(::__fxstat64(kStatVer, fd.get(), &st64), st64), want, "__fxstat64");
-  ExpectDevice(Of(::__fxstatat(kStatVer, dev_dir.get(), name.c_str(), &st, 0), st), want,
-               "__fxstatat");
-  ExpectDevice(Of(::__fxstatat64(kStatVer, AT_FDCWD, path.c_str(), &st64, 0), st64), want,
-               "__fxstatat64");
+  using PathStat = int(int, const char*, struct stat*);
+  using PathStat64 = int(int, const char*, struct stat64*);
+  using FdStat = int(int, int, struct stat*);
+  using FdStat64 = int(int, int, struct stat64*);
+  using AtStat = int(int, int, const char*, struct stat*, int);
+  using AtStat64 = int(int, int, const char*, struct stat64*, int);
+  for (const char* name : {"__xstat", "__lxstat"}) {
+    ExpectDevice(Of(OldEntry<PathStat>(name)(kStatVer, path.c_str(), &st), st), want, name);
+  }
+  for (const char* name : {"__xstat64", "__lxstat64"}) {
+    ExpectDevice(Of(OldEntry<PathStat64>(name)(kStatVer, path.c_str(), &st64), st64), want, name);
+  }
+  ExpectDevice(Of(OldEntry<FdStat>("__fxstat")(kStatVer, fd.get(), &st), st), want, "__fxstat");
+  ExpectDevice(Of(OldEntry<FdStat64>("__fxstat64")(kStatVer, fd.get(), &st64), st64), want,
+               "__fxstat64");
+  ExpectDevice(
+      Of(OldEntry<AtStat>("__fxstatat")(kStatVer, dev_dir.get(), name.c_str(), &st, 0), st), want,
+      "__fxstatat");
+  ExpectDevice(
+      Of(OldEntry<AtStat64>("__fxstatat64")(kStatVer, AT_FDCWD, path.c_str(), &st64, 0), st64),
+      want, "__fxstatat64");
   for (const int flags : {0, AT_STATX_DONT_SYNC}) {
     struct statx stx {};
     ASSERT_EQ(::statx(AT_FDCWD, path.c_str(), flags, STATX_BASIC_STATS, &stx), 0);
