@@ -36,6 +36,9 @@ echo
 echo "== core: ctl unplug -> DeviceRemoved event delay, and the inventory scan (trn2.48xlarge)"
 gbench "$build/bench/events_bench"
 echo
+echo "== core: the /proc scan that notices runtimes, per scan (N processes x M descriptors)"
+gbench "$build/bench/proc_scan_bench"
+echo
 echo "== runtime: host CPU cost per execution (empty kernel), 1 process and 32 processes"
 "$build/bench/runtime_bench"
 echo

@@ -123,8 +123,8 @@ int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bo
   src.live_data_unavailable = live.unavailable;
   src.proc = &proc;
   src.all_processes = all && want_processes;
-  src.self_pid = ::getpid();
-  src.device_node_paths = neuron::top::DeviceNodePaths(*inv, root);
+  src.self_pid = proc.SelfPid().value_or(::getpid());
+  src.device_numbers = neuron::top::DeviceNumbers(*inv, root);
   const neuron::top::LsReport report = neuron::top::BuildLsReport(src);
   for (const std::string& n : report.notes) Warn(n);
   const std::string out = Render(report, wide, all, json, topology);

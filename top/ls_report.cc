@@ -166,30 +166,39 @@ class Commands {
   std::map<int, std::string> lines_;
 };
 
-// -a: for each device (inventory order) the PIDs holding one of its nodes, without `self`.
+// -a: for each device (inventory order) the PIDs holding it, without `self`.
 std::vector<std::set<int>> DeviceHolders(const LsSources& src, std::vector<std::string>* notes) {
-  std::vector<std::set<int>> out(src.device_node_paths.size());
+  std::vector<std::set<int>> out(src.device_numbers.size());
   if (!src.all_processes || src.proc == nullptr) return out;
-  std::vector<std::filesystem::path> targets;
-  for (const auto& paths : src.device_node_paths) {
-    targets.insert(targets.end(), paths.begin(), paths.end());
-  }
-  ProcReader::FdScanProblems problems;
-  const auto holders = src.proc->PidsWithOpen(targets, &problems);
-  for (size_t i = 0; i < src.device_node_paths.size(); ++i) {
-    for (const std::string& path : src.device_node_paths[i]) {
-      const auto it = holders.find(path);
-      if (it == holders.end()) continue;
-      for (const int pid : it->second) {
-        if (pid != src.self_pid) out[i].insert(pid);
-      }
+  std::vector<dev_t> numbers;
+  for (size_t i = 0; i < src.device_numbers.size(); ++i) {
+    if (src.device_numbers[i].ok()) {
+      numbers.push_back(*src.device_numbers[i]);
+    } else {
+      notes->push_back(fmt::format("cannot tell which processes hold neuron{}: {}",
+                                   src.inventory->devices[i].index,
+                                   std::string{src.device_numbers[i].status().message()}));
     }
   }
-  if (problems.processes > 0) {
+  const ProcReader::DeviceHolders holders = src.proc->HoldersOf(numbers);
+  for (size_t i = 0; i < src.device_numbers.size(); ++i) {
+    if (!src.device_numbers[i].ok()) continue;
+    const auto it = holders.pids.find(*src.device_numbers[i]);
+    if (it == holders.pids.end()) continue;
+    for (const int pid : it->second) {
+      if (pid != src.self_pid) out[i].insert(pid);
+    }
+  }
+  if (std::optional<std::string> why = src.proc->MissesProcesses()) {
+    notes->push_back(fmt::format(
+        "{}: processes outside it that hold a device without a runtime datastore are not listed",
+        *why));
+  }
+  if (holders.problems.processes > 0) {
     notes->push_back(fmt::format(
         "cannot see the open files of {} processes ({}): processes of other users that hold a "
         "device without a runtime datastore are not listed; root sees them all",
-        problems.processes, problems.first));
+        holders.problems.processes, holders.problems.first));
   }
   return out;
 }
@@ -249,11 +258,9 @@ LsReport BuildLsReport(const LsSources& src) {
   return r;
 }
 
-std::vector<std::vector<std::string>> DeviceNodePaths(const Inventory& inv, const RootPaths& root) {
-  std::vector<std::vector<std::string>> out;
-  for (const NeuronDevice& d : inv.devices) {
-    out.push_back({d.dev_node, root.DevNeuron(d.index).string()});
-  }
+std::vector<absl::StatusOr<dev_t>> DeviceNumbers(const Inventory& inv, const RootPaths& root) {
+  std::vector<absl::StatusOr<dev_t>> out;
+  for (const NeuronDevice& d : inv.devices) out.push_back(NeuronDeviceNumber(root, d.index));
   return out;
 }
 

@@ -4,10 +4,13 @@
 // --json-output formats of docs/tools-ux.md#neuron-ls). Building reads only through core; rendering
 // is pure. Plain values; thread-safe to read.
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "core/discovery/inventory.h"
 #include "core/proc/procinfo.h"
 #include "core/sample/datastore.h"
@@ -58,23 +61,23 @@ struct LsSources {
   // is then empty because nothing could be seen, and process cells say NA, not "idle".
   std::optional<std::string> live_data_unavailable;
   const ProcReader* proc = nullptr;  // command lines; null: "NA"
-  // With --show-all-procs: also processes holding a device node without a datastore, found
-  // through their fd/ links (as on hardware; the simulator's fds are real fds on
-  // ROOT/dev/neuronN). Works whether or not live data could be read.
+  // With --show-all-procs: also processes holding a device node without a datastore, found in
+  // /proc by the device's number (ProcReader::HoldersOf), whatever path they opened it by.
+  // Works whether or not live data could be read.
   bool all_processes = false;
-  // Left out of the -a scan: neuron-ls itself, whose datastore reader holds a device exactly
-  // while a runtime is on it (core/sample/datastore_driver.cc), which would only repeat that row.
+  // Left out of the -a scan: neuron-ls itself (as the /proc it reads numbers it), whose
+  // datastore reader holds a device exactly while a runtime is on it
+  // (core/sample/datastore_driver.cc), which would only repeat that row.
   int self_pid = 0;
-  // The device node paths a process may hold for device N: the host's (NeuronDevice::dev_node)
-  // and the simulator's (ROOT/dev/neuronN). Filled by the caller from RootPaths.
-  std::vector<std::vector<std::string>> device_node_paths;
+  // Each device's number, in inventory order (DeviceNumbers); one that could not be read is
+  // said in a note and its holders are not looked for.
+  std::vector<absl::StatusOr<dev_t>> device_numbers;
 };
 
 LsReport BuildLsReport(const LsSources& sources);
 
-// LsSources::device_node_paths for an inventory under `root`.
-std::vector<std::vector<std::string>> DeviceNodePaths(const Inventory& inventory,
-                                                      const RootPaths& root);
+// LsSources::device_numbers for an inventory under `root`, from the driver's class devices.
+std::vector<absl::StatusOr<dev_t>> DeviceNumbers(const Inventory& inventory, const RootPaths& root);
 
 enum class LsFormat { kDefault, kWide, kAllProcs, kWideAllProcs, kTopology };
 

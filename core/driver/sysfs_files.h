@@ -76,6 +76,7 @@ inline constexpr std::string_view kDevicePrefix = "neuron";                 // n
 inline constexpr std::string_view kReset = "reset";                         // device state, 0600
 inline constexpr std::string_view kCoreCount = "core_count";                // 0400, no newline
 inline constexpr std::string_view kConnectedDevices = "connected_devices";  // 0400
+inline constexpr std::string_view kDevNumber = "dev";  // "<major>:<minor>\n" of /dev/neuronN
 inline constexpr std::string_view kNotifyDelay = kPath<part::kInfo, part::kNotifyDelay>;
 inline constexpr std::string_view kSerialNumber = kPath<part::kInfo, part::kSerialNumber>;
 // The device's, and under neuron_core<i>/ the core's (NCv2, NCv3).
@@ -161,6 +162,9 @@ inline constexpr std::string_view kStat = "stat";  // /proc/stat and /proc/<pid>
 inline constexpr std::string_view kCmdline = "cmdline";
 inline constexpr std::string_view kCgroup = "cgroup";
 inline constexpr std::string_view kFdDir = "fd";
+inline constexpr std::string_view kFdInfoDir = "fdinfo";  // "flags:\t0%o" per descriptor
+inline constexpr std::string_view kSelf = "self";         // the reader's own PID, as it numbers it
+inline constexpr std::string_view kSelfPidNamespace = "self/ns/pid";  // "pid:[<inode>]"
 }  // namespace procfs
 
 }  // namespace neuron

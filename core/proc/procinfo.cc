@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/base/file_io.h"
 #include "core/base/unique_fd.h"
 
 namespace neuron {
@@ -189,46 +191,114 @@ absl::StatusOr<std::string> ProcReader::Cgroup(int pid) const {
   return ReadProcFile(pid, procfs::kCgroup.data(), size_t{64} * 1024);
 }
 
-std::map<fs::path, std::vector<int>> ProcReader::PidsWithOpen(const std::vector<fs::path>& targets,
-                                                              FdScanProblems* problems) const {
-  std::map<std::string, fs::path, std::less<>> wanted;  // as the kernel may print it -> as given
-  for (const fs::path& t : targets) {
-    wanted.emplace(t.lexically_normal().string(), t);
-    std::error_code ec;
-    const fs::path canonical = fs::weakly_canonical(t, ec);
-    if (!ec) wanted.emplace(canonical.string(), t);
-  }
-  std::map<fs::path, std::vector<int>> out;
-  DIR* proc = ::opendir(proc_dir_.c_str());
-  if (proc == nullptr) return out;
-  while (const dirent* e = ::readdir(proc)) {
+namespace {
+
+// The access mode (O_ACCMODE bits) descriptor `fd` of `pid` was opened with, from the "flags:"
+// line of its fdinfo (octal); nullopt when it cannot be read (the process exited).
+std::optional<int> AccessMode(int proc_fd, std::string_view pid, std::string_view fd) {
+  const std::string rel = fmt::format("{}/{}/{}", pid, procfs::kFdInfoDir, fd);
+  const UniqueFd info(::openat(proc_fd, rel.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!info.valid()) return std::nullopt;
+  char buf[256];
+  const ssize_t n = ::read(info.get(), buf, sizeof(buf) - 1);
+  if (n <= 0) return std::nullopt;
+  const std::string_view text(buf, static_cast<size_t>(n));
+  const size_t at = text.find("flags:");
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view octal = text.substr(at + 6);
+  while (!octal.empty() && (octal.front() == '\t' || octal.front() == ' ')) octal.remove_prefix(1);
+  unsigned flags = 0;
+  const auto [end, ec] = std::from_chars(octal.data(), octal.data() + octal.size(), flags, 8);
+  if (ec != std::errc() || end == octal.data()) return std::nullopt;
+  return static_cast<int>(flags & O_ACCMODE);
+}
+
+}  // namespace
+
+ProcReader::DeviceHolders ProcReader::HoldersOf(const std::vector<dev_t>& devices) const {
+  DeviceHolders out;
+  const std::set<dev_t> wanted(devices.begin(), devices.end());
+  if (wanted.empty()) return out;
+  const UniqueFd proc(::open(proc_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  DIR* pids = proc.valid() ? ::fdopendir(::dup(proc.get())) : nullptr;
+  if (pids == nullptr) return out;
+  while (const dirent* e = ::readdir(pids)) {
     int pid = 0;
     if (!ParseNumber(std::string_view(e->d_name), &pid) || pid <= 0) continue;
-    const std::string fd_dir = fmt::format("{}/{}/{}", proc_dir_.string(), pid, procfs::kFdDir);
-    DIR* fds = ::opendir(fd_dir.c_str());
+    const std::string fd_dir = fmt::format("{}/{}", e->d_name, procfs::kFdDir);
+    const int dir_fd = ::openat(proc.get(), fd_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* fds = dir_fd >= 0 ? ::fdopendir(dir_fd) : nullptr;
     if (fds == nullptr) {
-      if (problems != nullptr && (errno == EACCES || errno == EPERM)) {
-        if (problems->processes++ == 0) {
-          problems->first = fmt::format("open {}: {}", fd_dir, std::strerror(errno));
-        }
+      const int err = errno;
+      if (dir_fd >= 0) ::close(dir_fd);
+      if ((err == EACCES || err == EPERM) && out.problems.processes++ == 0) {
+        out.problems.first =
+            fmt::format("open {}/{}: {}", proc_dir_.string(), fd_dir, std::strerror(err));
       }
       continue;  // gone, or not ours to read
     }
-    std::set<fs::path> held;
+    ++out.processes;
+    std::set<dev_t> held;
     while (const dirent* f = ::readdir(fds)) {
       if (f->d_name[0] == '.') continue;
-      char buf[4096];
-      const ssize_t n = ::readlinkat(::dirfd(fds), f->d_name, buf, sizeof(buf));
-      if (n <= 0 || static_cast<size_t>(n) >= sizeof(buf)) continue;
-      const auto it = wanted.find(std::string_view(buf, static_cast<size_t>(n)));
-      if (it != wanted.end()) held.insert(it->second);
+      ++out.descriptors;
+      struct statx stx {};
+      if (::statx(::dirfd(fds), f->d_name, AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT, STATX_TYPE,
+                  &stx) != 0 ||
+          !S_ISCHR(stx.stx_mode)) {
+        continue;
+      }
+      const dev_t number = makedev(stx.stx_rdev_major, stx.stx_rdev_minor);
+      if (!wanted.contains(number) || held.contains(number)) continue;
+      if (AccessMode(proc.get(), e->d_name, f->d_name) == O_WRONLY) continue;
+      held.insert(number);
     }
     ::closedir(fds);
-    for (const fs::path& t : held) out[t].push_back(pid);
+    for (const dev_t d : held) out.pids[d].push_back(pid);
   }
-  ::closedir(proc);
-  for (auto& [target, pids] : out) std::sort(pids.begin(), pids.end());
+  ::closedir(pids);
+  for (auto& [device, list] : out.pids) std::sort(list.begin(), list.end());
   return out;
+}
+
+std::optional<std::string> ProcReader::MissesProcesses() const {
+  if (uses_root_proc_) return std::nullopt;
+  std::error_code ec;
+  const fs::path ns = fs::read_symlink(proc_dir_ / procfs::kSelfPidNamespace, ec);
+  // The initial PID namespace's inode number (PROC_PID_INIT_INO in Linux's
+  // include/linux/proc_ns.h, fixed since 3.8).
+  if (!ec && ns == "pid:[4026531836]") return std::nullopt;
+  return fmt::format(
+      "{} is this process's own and shows only its PID namespace ({}), not every process of "
+      "the node; mount the host's /proc under --root",
+      proc_dir_.string(), ec ? ec.message() : ns.string());
+}
+
+std::optional<int> ProcReader::SelfPid() const {
+  std::error_code ec;
+  const fs::path link = fs::read_symlink(proc_dir_ / procfs::kSelf, ec);
+  int pid = 0;
+  if (ec || !ParseNumber(link.filename().string(), &pid) || pid <= 0) return std::nullopt;
+  return pid;
+}
+
+absl::StatusOr<dev_t> ParseDeviceNumber(std::string_view text, std::string_view source) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  const size_t colon = text.find(':');
+  unsigned major_number = 0;
+  unsigned minor_number = 0;
+  if (colon == std::string_view::npos || !ParseNumber(text.substr(0, colon), &major_number) ||
+      !ParseNumber(text.substr(colon + 1), &minor_number)) {
+    return Malformed(source, fmt::format("\"{}\" is not <major>:<minor>", text));
+  }
+  return makedev(major_number, minor_number);
+}
+
+absl::StatusOr<dev_t> NeuronDeviceNumber(const RootPaths& root, int index) {
+  const fs::path file = root.NeuronDevice(index) / sysfs::kDevNumber;
+  absl::StatusOr<std::string> text = ReadAttribute(file);
+  if (!text.ok()) return text.status();
+  return ParseDeviceNumber(*text, file.string());
 }
 
 int64_t ProcReader::TicksPerSecond() {

@@ -1,7 +1,7 @@
 #pragma once
-// Process information for the tools: command lines, CPU times, cgroups and open device nodes of
-// the processes that use Neuron devices, and the system's CPU times (docs/tools-ux.md#ls-sources,
-// #top-data).
+// Process information for the agent and the tools: command lines, CPU times, cgroups and the
+// device nodes the processes hold open (by device number), and the system's CPU times
+// (docs/tools-ux.md#ls-sources, #top-data).
 //
 // Where it reads (docs/architecture.md#process-information): ROOT/proc when it exists (the host's
 // /proc mounted into the agent's container, so host PIDs from the datastores resolve), else this
@@ -12,6 +12,8 @@
 // the values into columns (docs/style.md#collectors-translate). A process that has gone is
 // NotFound; other failures name the file. ProcReader is immutable after construction and
 // thread-safe.
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -67,6 +69,12 @@ absl::StatusOr<ProcessStat> ParseProcessStat(std::string_view text, std::string_
 // /proc/<pid>/cmdline (arguments separated and ended by NUL) as a shell-like line: NULs become
 // spaces, trailing NULs and spaces go. Empty for kernel threads and zombies.
 std::string FormatCommandLine(std::string_view raw);
+// A character device's number as a sysfs class device's `dev` file prints it: "<major>:<minor>\n".
+absl::StatusOr<dev_t> ParseDeviceNumber(std::string_view text, std::string_view source);
+// The number of ROOT/dev/neuronN as the driver's class device states it (its major is dynamic:
+// docs/driver-interface.md#device-nodes), read anew on every call: a reloaded driver may take
+// another. A device that is gone is NotFound.
+absl::StatusOr<dev_t> NeuronDeviceNumber(const RootPaths& root, int index);
 
 class ProcReader {
  public:
@@ -87,22 +95,42 @@ class ProcReader {
   // /proc/<pid>/cgroup as text (pod identity is parsed from it: core/proc/pod_identity.h).
   absl::StatusOr<std::string> Cgroup(int pid) const;
 
-  // Processes whose open files PidsWithOpen could not see: another user's fd/ directory is
+  // Processes whose open files a scan could not see: another user's fd/ directory is
   // unreadable without CAP_SYS_PTRACE, so a normal user's scan is partial and must say so.
   struct FdScanProblems {
     int processes = 0;  // fd/ directories that could not be read (EACCES, EPERM)
     std::string first;  // the first of them with its error: "open /proc/1/fd: Permission denied"
   };
 
-  // For each of `targets` that some process holds open, the PIDs (ascending) holding it, e.g.
-  // the device nodes "/dev/neuron0" as the host names them and ROOT/dev/neuron0 as the
-  // simulator's processes name them. Keys are the targets as given; a target matches the link
-  // the kernel prints (an absolute path without symlinks) by its canonical form too, so a
-  // relative or symlinked --root still finds its processes. Processes that exit meanwhile are
-  // skipped; those whose fd directory cannot be read are counted in `problems`. Cost: one
-  // readlink per open descriptor of every process; for neuron-ls's process columns only.
-  std::map<std::filesystem::path, std::vector<int>> PidsWithOpen(
-      const std::vector<std::filesystem::path>& targets, FdScanProblems* problems = nullptr) const;
+  // What one pass over every process's open files found (HoldersOf).
+  struct DeviceHolders {
+    // For each device number asked for that some process holds: the PIDs, ascending.
+    std::map<dev_t, std::vector<int>> pids;
+    // Processes whose descriptors could not be seen: with any, a device nobody else holds may
+    // still be held by one of them.
+    FdScanProblems problems;
+    int processes = 0;    // fd/ directories read
+    int descriptors = 0;  // descriptors looked at
+  };
+
+  // The processes holding character devices open, found by device number
+  // (docs/architecture.md#noticing-runtimes), never by the link's path: a container names its
+  // device nodes its own way (its /dev/neuron0 may be the host's neuron5), the number is the
+  // host's. Each descriptor is statx'd through its fd/ link with AT_STATX_DONT_SYNC, so a file
+  // on a network filesystem costs no round trip. Descriptors opened write-only are left out
+  // (their fdinfo "flags:"): that is the Neuron driver's free-access mode, which attaches
+  // nothing (docs/driver-interface.md#abi-open-semantics). Processes that exit meanwhile are
+  // skipped. Cost: one statx per open descriptor of every process (bench/proc_scan_bench.cc).
+  DeviceHolders HoldersOf(const std::vector<dev_t>& devices) const;
+
+  // Why a scan of proc_dir may miss some of the node's processes, or nullopt when it sees them
+  // all: the host's /proc under ROOT (the DaemonSet's mount) does, and so does this process's
+  // own /proc in the host's PID namespace; a container's own /proc shows only its namespace.
+  std::optional<std::string> MissesProcesses() const;
+
+  // This process's PID as proc_dir numbers it (the host's PID when it is the host's /proc seen
+  // from a container), from proc_dir/self; nullopt when that cannot be read.
+  std::optional<int> SelfPid() const;
 
   // Clock ticks per second (sysconf(_SC_CLK_TCK)), the unit of the CPU times above.
   static int64_t TicksPerSecond();

@@ -1,13 +1,23 @@
 // The datastore reader over the driver's device ABI (core/sample/datastore.h,
 // MakeDriverDatastoreReader), as a monitor must use it on a real node (docs/driver-interface.md
-// "Reading another process's datastore"):
-//   - a presence probe on a worker thread, every probe_period: open /dev/neuronN read-only
-//     (a normal open, which waits while the device is in RESET), list its processes
-//     (GET_ALL_APPS_INFO) and ask for each one's datastore (ACQUIRE_NEURON_DS with its PID).
-//     The device is held only while some other process owns a datastore and at least two of
-//     its 16 process slots are free; otherwise the fd goes back (its close sleeps ~10 ms in
-//     the driver, which is why the worker does it), so an idle device stays resettable through
-//     sysfs and a busy one keeps a slot for one more runtime.
+// "Reading another process's datastore"), without making the driver log for idle devices
+// (docs/architecture.md#noticing-runtimes):
+//   - a probe on a worker thread, every probe_period. It finds who holds each device from one
+//     pass over /proc (ProcReader::HoldersOf, by device number), which costs the driver nothing.
+//     A device nobody else holds is known to be idle and is not opened: every normal open
+//     attaches (npid_attach in the kernel log), every last close detaches (npid_detach) and
+//     sleeps ~10 ms. Whether a node can be opened at all is checked once, up front, with a
+//     free-access open (O_WRONLY) and DEVICE_BASIC_INFO, which attaches and logs nothing.
+//   - a device some other process holds is opened read-only (a normal open, which waits while
+//     the device is in RESET), its processes listed (GET_ALL_APPS_INFO) and each one's
+//     datastore asked for (ACQUIRE_NEURON_DS with its PID). It is held while some other process
+//     owns a datastore there and at least two of its 16 process slots are free, or for a grace
+//     period after opening (a runtime opens its device before it claims its datastore);
+//     otherwise the fd goes back (the close sleeps in the driver, which is why the worker does
+//     it) and the same holders are not looked at again for a while, so an idle device stays
+//     resettable through sysfs and a busy one keeps a slot for one more runtime.
+//   - where holders cannot be seen (some process's fd/ unreadable, a device's number unknown),
+//     every device is opened every probe_period as before, and the log says so once.
 //   - the sample path (ReadAll, List) uses only held fds: list, acquire, map read-only, parse.
 //     It never opens or closes a device, so a device in reset never blocks a scrape. Slots are
 //     zeroed and reused by the driver, so owner and header are checked again every sample.
@@ -24,10 +34,12 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "core/base/component_log.h"
 #include "core/driver/driver_abi.h"
+#include "core/proc/procinfo.h"
 #include "core/sample/datastore.h"
 
 namespace neuron {
@@ -37,6 +49,14 @@ spdlog::logger& Log() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("datastore");
   return *log;
 }
+
+using Clock = std::chrono::steady_clock;
+// How long a device opened for new holders is held without a datastore on it: a runtime opens
+// its device before it claims its datastore.
+constexpr auto kRuntimeGrace = std::chrono::seconds(10);
+// How long holders that were looked at without a runtime among them are left alone: a process
+// that keeps a device open without a datastore costs two driver log lines this often.
+constexpr auto kRelook = std::chrono::seconds(60);
 
 // One process of GET_ALL_APPS_INFO.
 struct AppEntry {
@@ -94,17 +114,29 @@ std::string OpenProblem(const std::string& node, int err) {
   }
 }
 
-std::string IoctlProblem(const std::string& node, int err) {
+std::string IoctlProblem(const std::string& node, int err,
+                         std::string_view request = "GET_ALL_APPS_INFO") {
   if (err == ENOTTY || err == EINVAL) {
     return fmt::format("{}: no Neuron driver answers its ioctls ({})", node, std::strerror(err));
   }
-  return fmt::format("{}: GET_ALL_APPS_INFO: {}", node, std::strerror(err));
+  return fmt::format("{}: {}: {}", node, request, std::strerror(err));
 }
+
+// Who holds each device, from one pass over /proc.
+struct HolderView {
+  // Device -> the PIDs other than ours that hold it, for the devices whose holders are known.
+  std::map<int, std::vector<int>> others;
+  std::string reason;  // why some device's holders are not known (empty: all are)
+};
 
 class DriverDatastoreReader final : public DatastoreReader {
  public:
   DriverDatastoreReader(const RootPaths& root, DriverDatastoreOptions options)
-      : root_(root), options_(std::move(options)), self_(::getpid()) {
+      : root_(root),
+        options_(std::move(options)),
+        proc_(root),
+        // The driver lists PIDs as the host numbers them; so does the /proc we read.
+        self_(proc_.SelfPid().value_or(::getpid())) {
     worker_ = std::thread([this] { ProbeLoop(); });
   }
 
@@ -165,9 +197,18 @@ class DriverDatastoreReader final : public DatastoreReader {
     std::map<uint64_t, const std::byte*> maps;  // mmap offset -> read-only mapping
     std::map<pid_t, uint64_t> mapped_pids;      // the last sample's owners
     size_t listed = 0;                          // processes attached, ours included
-    bool sampled = false;                       // a sample has looked since it was opened
     bool broken = false;                        // an ioctl failed: the worker lets it go
+    Clock::time_point grace_until;              // held without a runtime until then
   };
+
+  // What the probe knows of a device (worker thread only).
+  struct Watch {
+    bool access_ok = false;    // a free-access open and DEVICE_BASIC_INFO worked
+    std::set<int> looked_at;   // the other holders when the device was last opened
+    Clock::time_point looked;  // when
+    std::string problem;       // what that look could not read; said while they stay
+  };
+  enum class Verdict { kKeep, kNoRuntime, kLookAgain };
 
   static bool HeaderIntact(const Held& h, uint64_t offset) {
     const auto it = h.maps.find(offset);
@@ -185,20 +226,31 @@ class DriverDatastoreReader final : public DatastoreReader {
   std::map<pid_t, uint64_t> Owners(Held& held, const std::vector<AppEntry>& apps) const;
   const std::byte* MapSlot(Held& held, uint64_t offset, std::string* error);
   void ProbeLoop();
-  void ProbeDevice(int device, SourceState* state);
-  bool KeepHolding(Held& held) const;
-  // Opens the device and decides whether to keep it; fills `problem` when it cannot be read.
-  int OpenIfWanted(int device, std::string* problem);
+  HolderView LookForHolders(const std::vector<int>& devices) const;
+  void SayHowRuntimesAreNoticed(const HolderView& view);
+  void ProbeDevice(int device, const HolderView& view, SourceState* state);
+  Verdict KeepHolding(Held& held, Clock::time_point now) const;
+  bool HasRuntime(int fd, const std::vector<AppEntry>& apps) const;
+  // The free-access check, until it has worked once; fills `problem` when it fails.
+  bool CheckAccess(int device, std::string* problem);
+  bool ShouldOpen(int device, const std::vector<int>* others, Clock::time_point now);
+  // Opens the device and decides whether to keep it (`sighted`: its holders are known, so a
+  // device without a runtime yet is kept for the grace period; `*runtime`: one is there); fills
+  // `problem` when it cannot be read.
+  int OpenIfWanted(int device, bool sighted, bool* runtime, std::string* problem);
 
   RootPaths root_;
   DriverDatastoreOptions options_;
+  const ProcReader proc_;
   const pid_t self_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable probed_;
   bool stop_ = false;
   SourceState state_;
-  std::map<int, Held> held_;  // device -> what we hold
+  std::map<int, Held> held_;                  // device -> what we hold
+  std::map<int, Watch> watch_;                // worker thread only
+  std::optional<std::string> logged_reason_;  // worker thread only: the last view.reason logged
   std::thread worker_;
 };
 
@@ -252,7 +304,6 @@ void DriverDatastoreReader::ReadDevice(int device, Held& held, DatastoreScan* sc
     held.broken = true;
     return;
   }
-  held.sampled = true;
   held.listed = apps.size();
   const std::map<pid_t, uint64_t> owners = Owners(held, apps);
   for (const AppEntry& app : apps) {
@@ -286,26 +337,115 @@ void DriverDatastoreReader::ReadDevice(int device, Held& held, DatastoreScan* sc
   held.mapped_pids = owners;
 }
 
-int DriverDatastoreReader::OpenIfWanted(int device, std::string* problem) {
+HolderView DriverDatastoreReader::LookForHolders(const std::vector<int>& devices) const {
+  HolderView view;
+  if (std::optional<std::string> why = proc_.MissesProcesses()) {
+    view.reason = *why;
+    return view;
+  }
+  std::vector<dev_t> numbers;
+  std::map<dev_t, int> device_of;
+  for (const int d : devices) {
+    absl::StatusOr<dev_t> number = NeuronDeviceNumber(root_, d);
+    if (number.ok()) {
+      numbers.push_back(*number);
+      device_of[*number] = d;
+      view.others[d];  // known until a problem says otherwise: nobody
+    } else if (view.reason.empty()) {
+      view.reason = fmt::format("the number of {} is unknown ({})", root_.DevNeuron(d).string(),
+                                std::string{number.status().message()});
+    }
+  }
+  const ProcReader::DeviceHolders holders = proc_.HoldersOf(numbers);
+  if (holders.problems.processes > 0) {
+    view.reason = fmt::format("the open files of {} processes cannot be read ({})",
+                              holders.problems.processes, holders.problems.first);
+    view.others.clear();
+    return view;
+  }
+  for (const auto& [number, pids] : holders.pids) {
+    std::vector<int>& others = view.others[device_of.at(number)];
+    std::copy_if(pids.begin(), pids.end(), std::back_inserter(others),
+                 [this](int pid) { return pid != self_; });
+  }
+  return view;
+}
+
+// Said once per change: whether idle devices are left alone, or opened every probe and why.
+void DriverDatastoreReader::SayHowRuntimesAreNoticed(const HolderView& view) {
+  if (logged_reason_ && *logged_reason_ == view.reason) return;
+  logged_reason_ = view.reason;
+  if (view.reason.empty()) {
+    Log().info("runtimes are noticed in {} by device number; idle devices are not opened",
+               proc_.proc_dir().string());
+  } else {
+    Log().warn(
+        "cannot see which processes hold the Neuron devices: {}; devices whose holders are "
+        "unknown are opened every {} ms to look for runtimes, which the driver logs "
+        "(npid_attach, npid_detach)",
+        view.reason, options_.probe_period.count());
+  }
+}
+
+bool DriverDatastoreReader::CheckAccess(int device, std::string* problem) {
+  Watch& w = watch_[device];
+  if (w.access_ok) return true;
+  const std::string node = root_.DevNeuron(device).string();
+  // O_WRONLY: the driver's free-access mode, no attach, no open count, no log line.
+  const int fd = ::open(node.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    *problem = OpenProblem(node, errno);
+    return false;
+  }
+  neuron_abi_basic_info info{};
+  const int rc = ::ioctl(fd, NEURON_ABI_DEVICE_BASIC_INFO, &info);
+  const int err = rc > 0 ? EFAULT : errno;
+  ::close(fd);
+  if (rc != 0) {
+    *problem = IoctlProblem(node, err, "DEVICE_BASIC_INFO");
+    return false;
+  }
+  w.access_ok = true;
+  return true;
+}
+
+// Whether to open a device that is not held: when its holders cannot be seen (to look), and
+// when it has holders the probe has not looked at (or not for kRelook). Never when idle.
+// Whether to open a device that is not held: when its holders cannot be seen (to look), and
+// when it has holders the probe has not looked at (or not for kRelook). Never when idle.
+bool DriverDatastoreReader::ShouldOpen(int device, const std::vector<int>* others,
+                                       Clock::time_point now) {
+  if (others == nullptr) return true;
+  Watch& w = watch_[device];
+  if (others->empty()) {
+    w.looked_at.clear();
+    w.problem.clear();
+    return false;
+  }
+  const bool news = std::any_of(others->begin(), others->end(),
+                                [&w](int pid) { return !w.looked_at.contains(pid); });
+  return news || now - w.looked >= kRelook;
+}
+
+int DriverDatastoreReader::OpenIfWanted(int device, bool sighted, bool* runtime,
+                                        std::string* problem) {
   const std::string node = root_.DevNeuron(device).string();
   // A normal open: GET_ALL_APPS_INFO and ACQUIRE_NEURON_DS are refused on free-access fds.
   const int fd = ::open(node.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     *problem = OpenProblem(node, errno);
+    watch_[device].access_ok = false;  // checked again before the next open
     return -1;
   }
   std::vector<AppEntry> apps;
   const int err = ListApps(fd, &apps);
-  bool owner = false;
-  for (const AppEntry& a : apps) {
-    uint64_t offset = 0;
-    if (a.pid != self_ && AcquireOffset(fd, a.pid, &offset) == 0) owner = true;
-  }
+  const bool owner = err == 0 && HasRuntime(fd, apps);
+  *runtime = owner;
   // Our own open is in the list: with at most one slot free after it, give it back.
   const bool crowded = static_cast<int>(apps.size()) >= NEURON_ABI_MAX_PROCESSES - 1;
   if (err != 0) *problem = IoctlProblem(node, err);
-  if (err == 0 && owner && !crowded) return fd;
-  if (err == 0 && owner && crowded) {
+  if (err == 0 && !crowded && (owner || sighted)) return fd;
+  if (err == 0 && crowded) {
     *problem = fmt::format(
         "{}: {} of its {} process slots are in use; the agent does not take one of the last "
         "two to monitor it",
@@ -315,24 +455,44 @@ int DriverDatastoreReader::OpenIfWanted(int device, std::string* problem) {
   return -1;
 }
 
-// Whether a held device is still worth holding. The probe lists its processes itself, so the
-// slot goes back when the device fills up whether or not anyone samples.
-bool DriverDatastoreReader::KeepHolding(Held& h) const {
-  std::vector<AppEntry> apps;
-  if (h.broken || ListApps(h.fd, &apps) != 0) return false;
-  h.listed = apps.size();
-  const bool crowded = static_cast<int>(apps.size()) >= NEURON_ABI_MAX_PROCESSES - 1;
-  const bool owner = std::any_of(apps.begin(), apps.end(),
-                                 [&](const AppEntry& a) { return h.mapped_pids.contains(a.pid); });
-  return !crowded && (!h.sampled || owner);
+// Whether some listed process other than us owns a datastore (ACQUIRE_NEURON_DS with its PID:
+// no attach, no log line).
+bool DriverDatastoreReader::HasRuntime(int fd, const std::vector<AppEntry>& apps) const {
+  return std::any_of(apps.begin(), apps.end(), [&](const AppEntry& a) {
+    uint64_t offset = 0;
+    return a.pid != self_ && AcquireOffset(fd, a.pid, &offset) == 0;
+  });
 }
 
-void DriverDatastoreReader::ProbeDevice(int device, SourceState* state) {
+// Whether a held device is still worth holding: a runtime's datastore is there, or it was
+// opened for its holders so recently that one may still claim it (until a runtime was seen). The
+// probe lists its processes itself, so the slot goes back when the device fills up whether or not
+// anyone samples; then, or when the driver stopped answering, the device is looked at again at
+// once.
+DriverDatastoreReader::Verdict DriverDatastoreReader::KeepHolding(Held& h,
+                                                                  Clock::time_point now) const {
+  std::vector<AppEntry> apps;
+  if (h.broken || ListApps(h.fd, &apps) != 0) return Verdict::kLookAgain;
+  h.listed = apps.size();
+  if (static_cast<int>(apps.size()) >= NEURON_ABI_MAX_PROCESSES - 1) return Verdict::kLookAgain;
+  if (HasRuntime(h.fd, apps)) {
+    h.grace_until = {};  // it came: when it goes, the device goes back at once
+    return Verdict::kKeep;
+  }
+  return now < h.grace_until ? Verdict::kKeep : Verdict::kNoRuntime;
+}
+
+void DriverDatastoreReader::ProbeDevice(int device, const HolderView& view, SourceState* state) {
+  const auto now = Clock::now();
+  const auto known = view.others.find(device);
+  const std::vector<int>* others = known != view.others.end() ? &known->second : nullptr;
   std::optional<Held> letting_go;
+  Verdict verdict = Verdict::kNoRuntime;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = held_.find(device); it != held_.end()) {
-      if (KeepHolding(it->second)) {
+      verdict = KeepHolding(it->second, now);
+      if (verdict == Verdict::kKeep) {
         state->up = true;
         return;
       }
@@ -344,13 +504,24 @@ void DriverDatastoreReader::ProbeDevice(int device, SourceState* state) {
           fmt::format("{}: being looked at again", root_.DevNeuron(device).string());
     }
   }
-  // Let go outside the lock (the close sleeps in the driver), then look again.
-  if (letting_go) Unhold(*letting_go);
+  if (letting_go) Unhold(*letting_go);  // outside the lock: the close sleeps in the driver
+  Watch& w = watch_[device];
+  if (verdict == Verdict::kLookAgain) w.looked_at.clear();
   std::string problem;
-  const int fd = OpenIfWanted(device, &problem);
-  if (fd >= 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    held_[device].fd = fd;
+  if (CheckAccess(device, &problem) && ShouldOpen(device, others, now)) {
+    bool runtime = false;
+    const int fd = OpenIfWanted(device, others != nullptr, &runtime, &problem);
+    if (fd >= 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Held& held = held_[device];
+      held.fd = fd;
+      if (!runtime) held.grace_until = now + kRuntimeGrace;
+    }
+    if (others != nullptr) w.looked_at = std::set<int>(others->begin(), others->end());
+    w.looked = now;
+    w.problem = problem;
+  } else if (problem.empty()) {
+    problem = w.problem;  // idle (none), or the holders last looked at: what that look found
   }
   if (problem.empty()) {
     state->up = true;
@@ -367,9 +538,14 @@ void DriverDatastoreReader::ProbeLoop() {
     lock.unlock();
     SourceState next;
     next.known = true;
-    for (const int d : devices) ProbeDevice(d, &next);
+    const HolderView view = LookForHolders(devices);
+    SayHowRuntimesAreNoticed(view);
+    for (const int d : devices) ProbeDevice(d, view, &next);
     if (devices.empty()) next.reason = "no Neuron devices";
     if (next.up) next.reason.clear();
+    std::erase_if(watch_, [&devices](const auto& w) {
+      return std::find(devices.begin(), devices.end(), w.first) == devices.end();
+    });
     lock.lock();
     if (next.up != state_.up || next.reason != state_.reason || !state_.known) {
       if (next.up) {

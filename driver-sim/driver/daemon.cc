@@ -118,6 +118,25 @@ absl::Status NodeDaemon::Impl::TakeLock() {
                   paths_.root().string()));
 }
 
+// The simulated node's host is this machine, so its /proc is the node's: linked at ROOT/proc,
+// where the DaemonSet mounts the host's, the agent's process scan sees the node's processes as
+// on hardware (docs/architecture.md#noticing-runtimes). A ROOT/proc of someone else's (a real
+// directory, another link) is left alone; a dead daemon's link is taken over.
+absl::Status NodeDaemon::Impl::LinkProc() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path link = paths_.Proc();
+  if (fs::is_symlink(link, ec)) {
+    proc_link_ = fs::read_symlink(link, ec) == "/proc";
+    return absl::OkStatus();
+  }
+  if (fs::exists(fs::symlink_status(link, ec))) return absl::OkStatus();
+  fs::create_directory_symlink("/proc", link, ec);
+  if (ec) return absl::InternalError(fmt::format("link {}: {}", link.string(), ec.message()));
+  proc_link_ = true;
+  return absl::OkStatus();
+}
+
 absl::Status NodeDaemon::Impl::ClearStale() {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -182,6 +201,7 @@ absl::Status NodeDaemon::Impl::Start() {
   if (absl::Status s = MakeDir(sim::SimRunDir(paths_)); !s.ok()) return fail(s);
   if (absl::Status s = TakeLock(); !s.ok()) return fail(s);
   if (absl::Status s = ClearStale(); !s.ok()) return fail(s);
+  if (absl::Status s = LinkProc(); !s.ok()) return fail(s);
 
   tree_ = std::make_unique<SimTree>(paths_, NodeConfig{opts_.spec, opts_.lnc, opts_.instance_id,
                                                        opts_.node_name, opts_.ultraserver});
@@ -248,6 +268,8 @@ absl::Status NodeDaemon::Impl::Shutdown() {
     mirror_.reset();
     if (tree_) note(tree_->Destroy());
     tree_.reset();
+    if (proc_link_) fs::remove(paths_.Proc(), ec);
+    proc_link_ = false;
   }
   for (UniqueFd* fd : {&signal_fd_, &timer_fd_, &inotify_fd_}) fd->Reset();
   watches_.clear();

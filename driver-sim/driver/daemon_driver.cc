@@ -53,8 +53,6 @@ std::optional<DeviceState> NodeDaemon::Impl::StateOf(int device) const {
   return dev.state;
 }
 
-void NodeDaemon::Impl::Printk(const std::string& text) { Kmsg(kKernErr, text); }
-
 // Probe resets every device it binds (docs/driver-interface.md#post-load-values); the tree is
 // already in its post-probe state, so only the driver's log pair is missing.
 void NodeDaemon::Impl::LogProbeReset(int d) {

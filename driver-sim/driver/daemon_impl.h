@@ -73,6 +73,7 @@ class NodeDaemon::Impl final : private DriverHost {
   // Start steps (daemon.cc).
   absl::Status MakeDir(const std::filesystem::path& dir);
   absl::Status TakeLock();
+  absl::Status LinkProc();
   absl::Status ClearStale();
   absl::Status OpenEventFds();
 
@@ -106,12 +107,11 @@ class NodeDaemon::Impl final : private DriverHost {
   void OnNotifyDelayWrite(int d);
   void WriteNotifyDelay(int d);
   void RollUpPower(Clock::time_point now);
-  void Kmsg(int priority, const std::string& text);
+  void Kmsg(int priority, const std::string& text) override;  // also DriverHost's
   void LogProbeReset(int device);
   void SaveFaults();
   // DriverHost: what the simulated driver's device ABI asks of the daemon.
   std::optional<DeviceState> StateOf(int device) const override;
-  void Printk(const std::string& text) override;
 
   DaemonOptions opts_;
   RootPaths paths_;
@@ -134,6 +134,7 @@ class NodeDaemon::Impl final : private DriverHost {
   sigset_t old_mask_{};
   bool mask_changed_ = false;
   bool started_ = false;
+  bool proc_link_ = false;  // ROOT/proc is our link to this machine's /proc
   bool stop_ = false;
   std::chrono::milliseconds power_period_{60000};
   Clock::time_point next_power_;

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -27,6 +28,12 @@ constexpr auto kLockHoldersMaxAge = std::chrono::milliseconds(100);
 // The kmalloc'd answer is not zeroed by the driver: unused UUIDs and padding hold whatever
 // was there. A visible pattern keeps readers honest about it.
 constexpr uint8_t kUninitialised = 0xa5;
+// The flush that detaches a process sleeps this long before it releases the process's state
+// (docs/driver-interface.md#abi-open-semantics: msleep(10) in ncdev_flush).
+constexpr auto kFlushSleep = std::chrono::milliseconds(10);
+// printk levels of the driver's lines (pr_err, pr_info).
+constexpr int kKernErr = 3;
+constexpr int kKernInfo = 6;
 
 // The datastore chunk's DMA address as the driver reports it: opaque, OR'd with the PCIe host
 // base (1 << 44 on v2, 1 << 46 on v3).
@@ -47,7 +54,11 @@ struct DriverServer::Device {
     uint64_t cleared = 0;  // reuse order: least recently cleared first
   };
   std::array<Slot, kSlots> slots{};
-  std::map<pid_t, int> attached;  // pid -> its normal fds on the device
+  struct Attached {
+    int fds = 0;   // its normal fds on the device (the driver's per-process open_count)
+    int slot = 0;  // its entry in the driver's table of 16 attached processes
+  };
+  std::map<pid_t, Attached> attached;
   int open_count = 0;
 };
 
@@ -57,6 +68,11 @@ struct DriverServer::Client {
   std::map<int, int> fds;               // device -> normal fds of this process
   std::map<int, int> opens;             // device -> normal opens alive (fds or mappings)
   std::optional<nsim_request> waiting;  // an open or READY waiting out a reset
+  struct Closing {
+    int device = -1;
+    std::chrono::steady_clock::time_point due;
+  };
+  std::optional<Closing> closing;  // a flush sleeping in the driver: its reply waits
 };
 
 DriverServer::DriverServer(RootPaths paths, const InstanceSpec& spec, int lnc, DriverHost* host,
@@ -91,6 +107,8 @@ absl::StatusOr<std::unique_ptr<DriverServer>> DriverServer::Start(
       chmod(path.c_str(), 0666) != 0 || listen(fd, 128) != 0) {
     return absl::InternalError(fmt::format("driver socket {}: {}", path, ErrnoText()));
   }
+  s->flush_timer_.Reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  if (!s->flush_timer_) return absl::InternalError(fmt::format("timerfd: {}", ErrnoText()));
   return s;
 }
 
@@ -135,24 +153,34 @@ void DriverServer::FreeMemory(int device) {
 // ---------------------------------------------------------------------------------------------
 // Connections
 
+// Entries before the connections': the listening socket, the flush timer.
+constexpr size_t kFixedPollFds = 2;
+
 void DriverServer::AppendPollFds(std::vector<pollfd>* fds) const {
   fds->push_back({listen_fd_.get(), POLLIN, 0});
+  fds->push_back({flush_timer_.get(), POLLIN, 0});
   for (const auto& c : clients_) {
-    // A client waiting out a reset sends nothing more until it is answered.
-    fds->push_back({c->fd.get(), static_cast<short>(c->waiting ? 0 : POLLIN), 0});
+    // A client waiting out a reset or a flush sends nothing more until it is answered.
+    const bool answered = !c->waiting && !c->closing;
+    fds->push_back({c->fd.get(), static_cast<int16_t>(answered ? POLLIN : 0), 0});
   }
 }
 
 void DriverServer::Serve(std::span<const pollfd> fds) {
-  if (fds.empty()) return;
-  // Connections first (their indices match), then new ones.
+  if (fds.size() < kFixedPollFds) return;
+  // Connections first (their indices match), then flushes that have slept, then new ones.
   std::vector<Client*> gone;
-  for (size_t i = 1; i < fds.size() && i - 1 < clients_.size(); ++i) {
+  for (size_t i = kFixedPollFds; i < fds.size() && i - kFixedPollFds < clients_.size(); ++i) {
     if (fds[i].revents == 0) continue;
-    Client& c = *clients_[i - 1];
+    Client& c = *clients_[i - kFixedPollFds];
     if ((fds[i].revents & (POLLHUP | POLLERR)) != 0 || !Receive(c)) gone.push_back(&c);
   }
   for (Client* c : gone) Drop(*c);
+  if ((fds[1].revents & POLLIN) != 0) {
+    uint64_t expirations = 0;  // read only to clear the timer; FinishFlushes looks at the clock
+    [[maybe_unused]] const ssize_t n = read(flush_timer_.get(), &expirations, sizeof(expirations));
+    FinishFlushes();
+  }
   if ((fds[0].revents & POLLIN) != 0) Accept();
 }
 
@@ -192,7 +220,7 @@ bool DriverServer::Receive(Client& c) {
     nsim_reply rp{};
     int send_fd = -1;
     if (!Handle(c, rq, &rp, &send_fd)) {
-      c.waiting = rq;
+      if (!c.closing) c.waiting = rq;  // a sleeping flush is answered by FinishFlushes
       return true;
     }
     Reply(c, rp, send_fd);
@@ -230,7 +258,7 @@ void DriverServer::Drop(Client& c) {
   for (const auto& [device, n] : c.fds) {
     if (!Valid(device)) continue;
     auto& attached = devices_[static_cast<size_t>(device)].attached;
-    if (auto it = attached.find(c.pid); it != attached.end() && (it->second -= n) <= 0) {
+    if (auto it = attached.find(c.pid); it != attached.end() && (it->second.fds -= n) <= 0) {
       Detach(device, c.pid);
     }
   }
@@ -274,6 +302,7 @@ bool DriverServer::Handle(Client& c, const nsim_request& rq, nsim_reply* rp, int
       rp->err = Open(c, rq, &wait);
       break;
     case NSIM_OP_FLUSH:
+      if (DelayFlush(c, rq.device)) return false;
       Flush(c, rq.device);
       break;
     case NSIM_OP_RELEASE:
@@ -298,17 +327,61 @@ int DriverServer::Open(Client& c, const nsim_request& rq, bool* wait) {
     *wait = true;
     return 0;
   }
-  if (state == DeviceState::kInvalid) return EINVAL;
+  if (state == DeviceState::kInvalid) {
+    host_->Kmsg(kKernErr, fmt::format("neuron:ncdev_open: nd{} is in an invalid state", rq.device));
+    return EINVAL;
+  }
   Device& dev = devices_[static_cast<size_t>(rq.device)];
   if (!dev.attached.contains(c.pid) &&
       static_cast<int>(dev.attached.size()) >= NEURON_ABI_MAX_PROCESSES) {
+    RefuseOpen(rq.device, c.pid);
     return EBUSY;
   }
-  dev.attached[c.pid]++;
+  Attach(rq.device, c.pid);
   dev.open_count++;
   c.fds[rq.device]++;
   c.opens[rq.device]++;
   return 0;
+}
+
+bool DriverServer::DelayFlush(Client& c, int device) {
+  if (!c.fds.contains(device)) return false;
+  const auto& attached = devices_[static_cast<size_t>(device)].attached;
+  const auto it = attached.find(c.pid);
+  if (it == attached.end() || it->second.fds != 1) return false;
+  c.closing = Client::Closing{device, std::chrono::steady_clock::now() + kFlushSleep};
+  ArmFlushTimer();
+  return true;
+}
+
+void DriverServer::FinishFlushes() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& c : clients_) {
+    if (!c->closing || c->closing->due > now) continue;
+    const int device = c->closing->device;
+    c->closing.reset();
+    if (Valid(device) && host_->StateOf(device)) Flush(*c, device);  // unplugged: nothing left
+    Reply(*c, nsim_reply{}, -1);
+  }
+  ArmFlushTimer();
+}
+
+// Arms the timer for the earliest sleeping flush, or disarms it.
+void DriverServer::ArmFlushTimer() {
+  std::optional<std::chrono::steady_clock::time_point> next;
+  for (const auto& c : clients_) {
+    if (c->closing && (!next || c->closing->due < *next)) next = c->closing->due;
+  }
+  itimerspec spec{};
+  if (next) {
+    const auto left =
+        std::max(std::chrono::nanoseconds(1), *next - std::chrono::steady_clock::now());
+    spec.it_value.tv_sec = static_cast<time_t>(left.count() / 1000000000);
+    spec.it_value.tv_nsec = static_cast<decltype(spec.it_value.tv_nsec)>(left.count() % 1000000000);
+  }
+  if (timerfd_settime(flush_timer_.get(), 0, &spec, nullptr) != 0) {
+    log_->warn("flush timer: {}", ErrnoText());
+  }
 }
 
 // The close of one normal fd. The process's last one detaches it, which releases its
@@ -318,7 +391,7 @@ void DriverServer::Flush(Client& c, int device) {
   if (own == c.fds.end() || !Valid(device)) return;
   if (--own->second == 0) c.fds.erase(own);
   auto& attached = devices_[static_cast<size_t>(device)].attached;
-  if (auto it = attached.find(c.pid); it != attached.end() && --it->second <= 0) {
+  if (auto it = attached.find(c.pid); it != attached.end() && --it->second.fds <= 0) {
     Detach(device, c.pid);
   }
 }
@@ -336,9 +409,50 @@ void DriverServer::Release(Client& c, int device) {
   }
 }
 
+// The first normal open of a process takes the lowest free entry of the table, and says so; the
+// same process's later opens only count (neuron_pid.c npid_attach).
+void DriverServer::Attach(int device, pid_t pid) {
+  auto& attached = devices_[static_cast<size_t>(device)].attached;
+  if (auto it = attached.find(pid); it != attached.end()) {
+    it->second.fds++;
+    return;
+  }
+  int slot = 0;
+  while (std::any_of(attached.begin(), attached.end(),
+                     [slot](const auto& a) { return a.second.slot == slot; })) {
+    ++slot;
+  }
+  attached[pid] = {1, slot};
+  host_->Kmsg(kKernInfo,
+              fmt::format("neuron:npid_attach: neuron:npid_attach: pid={}, slot={}", pid, slot));
+}
+
+// The process's last fd is gone (neuron_pid.c npid_detach): its entry goes, with its datastore.
 void DriverServer::Detach(int device, pid_t pid) {
-  devices_[static_cast<size_t>(device)].attached.erase(pid);
+  auto& attached = devices_[static_cast<size_t>(device)].attached;
+  if (auto it = attached.find(pid); it != attached.end()) {
+    host_->Kmsg(kKernInfo, fmt::format("neuron:npid_detach: neuron:npid_detach: pid={}, slot={}",
+                                       pid, it->second.slot));
+    attached.erase(it);
+  }
   if (std::optional<int> slot = SlotOf(device, pid)) ReleaseSlot(device, *slot);
+}
+
+// The 17th process: ncdev_open's error line, then npid_print_usage's table.
+void DriverServer::RefuseOpen(int device, pid_t pid) {
+  host_->Kmsg(kKernErr, fmt::format("neuron:ncdev_open: nd{}: pid {} failed to open", device, pid));
+  const std::string usage = "neuron:npid_print_usage: ";
+  host_->Kmsg(kKernInfo, fmt::format("{}neuron: nd{} usage:", usage, device));
+  host_->Kmsg(kKernInfo, fmt::format("{}current pid: {}", usage, pid));
+  std::vector<std::pair<int, pid_t>> by_slot;
+  for (const auto& [p, a] : devices_[static_cast<size_t>(device)].attached) {
+    by_slot.emplace_back(a.slot, p);
+  }
+  std::sort(by_slot.begin(), by_slot.end());
+  for (const auto& [slot, p] : by_slot) {
+    const int fds = devices_[static_cast<size_t>(device)].attached.at(p).fds;
+    host_->Kmsg(kKernInfo, fmt::format("{}pid {} open count {}", usage, p, fds));
+  }
 }
 
 void DriverServer::ReleaseSlot(int device, int slot) {
@@ -519,7 +633,7 @@ int DriverServer::BdfExt(const nsim_request& rq, nsim_reply* rp) const {
 int DriverServer::Printk(const nsim_request& rq) {
   if (rq.arg <= 0 || rq.arg > NEURON_ABI_PRINTK_MAX || rq.len != rq.arg) return EFAULT;
   if (rq.data[rq.len - 1] != '\0') return EBADMSG;
-  host_->Printk(std::string(reinterpret_cast<const char*>(rq.data)));
+  host_->Kmsg(kKernErr, std::string(reinterpret_cast<const char*>(rq.data)));
   return 0;
 }
 

@@ -6,9 +6,10 @@
 // of 256 KiB (one memfd per device; monitors get a read-only reopen of it).
 //
 // The node daemon's loop drives it (AppendPollFds / Serve) and tells it about device state
-// changes; it tells the DatastoreMirror when a slot is claimed and when it is released (the
-// mirror folds the counters into sysfs before the slot is zeroed,
-// docs/architecture.md#daemon-is-the-driver).
+// changes. A process's last close of a device costs it the driver's ~10 ms flush sleep: its reply
+// waits on a timer of ours, so the loop goes on serving everyone else meanwhile; it tells the
+// DatastoreMirror when a slot is claimed and when it is released (the mirror folds the counters
+// into sysfs before the slot is zeroed, docs/architecture.md#daemon-is-the-driver).
 //
 // Not thread-safe: the daemon's loop owns it.
 
@@ -48,8 +49,9 @@ class DriverHost {
   virtual ~DriverHost() = default;
   // nullopt while the device is unplugged.
   virtual std::optional<DeviceState> StateOf(int device) const = 0;
-  // NEURON_IOCTL_PRINTK: the message goes to the kernel log at KERN_ERR.
-  virtual void Printk(const std::string& text) = 0;
+  // One kernel-log record at `priority` (KERN_ERR 3, KERN_INFO 6): NEURON_IOCTL_PRINTK's message,
+  // the driver's own lines (npid_attach, npid_detach, ncdev_open's refusals).
+  virtual void Kmsg(int priority, const std::string& text) = 0;
 };
 
 class DriverServer {
@@ -65,7 +67,8 @@ class DriverServer {
   DriverServer(const DriverServer&) = delete;
   DriverServer& operator=(const DriverServer&) = delete;
 
-  // The listening socket, then one entry per connection; Serve takes them back with revents.
+  // The listening socket, the flush timer, then one entry per connection; Serve takes them back
+  // with revents.
   void AppendPollFds(std::vector<pollfd>* fds) const;
   void Serve(std::span<const pollfd> fds);
 
@@ -99,6 +102,11 @@ class DriverServer {
   void Reply(Client& c, const nsim_reply& rp, int send_fd);
 
   int Open(Client& c, const nsim_request& rq, bool* wait);
+  // A flush that detaches the process sleeps first (returns true: the reply waits for
+  // FinishFlushes); any other is done at once.
+  bool DelayFlush(Client& c, int device);
+  void FinishFlushes();
+  void ArmFlushTimer();
   void Flush(Client& c, int device);
   void Release(Client& c, int device);
   int Ioctl(Client& c, const nsim_request& rq, nsim_reply* rp, bool* wait);
@@ -109,7 +117,10 @@ class DriverServer {
   int Printk(const nsim_request& rq);
   int Memfd(int device, const nsim_request& rq, nsim_reply* rp, int* send_fd);
 
+  // The driver's attach table: one of 16 slots per process, logged as npid_attach.
+  void Attach(int device, pid_t pid);
   void Detach(int device, pid_t pid);
+  void RefuseOpen(int device, pid_t pid);
   void ReleaseSlot(int device, int slot);
   std::optional<int> SlotOf(int device, pid_t pid) const;
   // Physical cores 0-3 of `device` whose reservation `pid` holds, as GET_ALL_APPS_INFO's map.
@@ -124,6 +135,7 @@ class DriverServer {
   DatastoreMirror* mirror_;
   std::shared_ptr<spdlog::logger> log_;
   UniqueFd listen_fd_;
+  UniqueFd flush_timer_;  // timerfd: the earliest delayed flush reply is due
   std::vector<Device> devices_;
   std::vector<std::unique_ptr<Client>> clients_;
   uint64_t clear_seq_ = 0;

@@ -12,8 +12,9 @@
  *     number: checked after opening a name that starts with "neuron" (dirfd-relative ones
  *     included), and at the first ioctl or mmap of any other fd (symlinks, fds inherited across
  *     exec), so ordinary opens cost nothing extra. The fd handed out is a real fd on the
- * placeholder, so /proc/PID/fd shows the device path as on hardware (neuron-ls finds runtimes that
- * way).
+ *     placeholder, so /proc/PID/fd shows the device path as on hardware.
+ *   - Every stat variant says a placeholder is the character device the kernel would show
+ *     (preload_stat.c, the library's other half).
  *   - Bookkeeping follows the kernel's objects: an open file description (`struct desc`) has
  *     fds and mappings; the driver's flush runs on every close of a normal fd and its release
  *     when the last fd or mapping is gone (a live mapping keeps sysfs reset blocked).
@@ -44,9 +45,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "driver-sim/driver/preload_internal.h"
 #include "driver-sim/driver/sim_driver_proto.h"
-
-#define EXPORT __attribute__((visibility("default")))
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -68,6 +68,8 @@ static struct {
   int (*ioctl)(int, unsigned long, ...);
   void* (*mmap)(void*, size_t, int, int, int, off_t);
   int (*munmap)(void*, size_t);
+  int (*fstatat)(int, const char*, struct stat*,
+                 int); /* for our own looks: ours is in preload_stat.c */
 } real;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -87,6 +89,7 @@ static void resolve(void) {
   RESOLVE(ioctl);
   RESOLVE(mmap);
   RESOLVE(munmap);
+  RESOLVE(fstatat);
   nsim_init();
 }
 #undef RESOLVE
@@ -135,6 +138,7 @@ static int g_nfds;
 static struct mapping* g_maps;
 
 static int inert(void) { return getenv("NEURON_SIM_DRIVER_INERT") != NULL; }
+int nsim_inert(void) { return inert(); }
 
 /* False in a vfork child (or a raw clone without fork handlers): it shares this process's
  * memory, so it must neither change the tables nor speak on our connection; its fds are its
@@ -335,17 +339,25 @@ static void release_conn(struct conn* c) {
 /* ------------------------------------------------------------------------------------------
  * Which files are simulated devices. */
 
-/* True when `fd` is ROOT/dev/neuronN of a root with a live driver socket. The placeholder is
- * an empty regular file, which keeps the readlink off every other open. */
-static int classify(int fd, char* root, size_t root_size, int* device) {
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != 0) return 0;
+/* libc's fstatat, for our own looks (the exported one, in preload_stat.c, is ours). */
+static int plain_fstatat(int dirfd, const char* path, struct stat* st, int flags) {
+  if (real.fstatat == NULL) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return real.fstatat(dirfd, path, st, flags);
+}
+
+int nsim_fd_path(int fd, char* path, size_t size) {
   char link[64];
-  char path[PATH_MAX];
   snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-  const ssize_t n = readlink(link, path, sizeof(path) - 1);
+  const ssize_t n = readlink(link, path, size - 1);
   if (n <= 0) return 0;
   path[n] = '\0';
+  return 1;
+}
+
+int nsim_device_of_path(char* path, char* root, size_t root_size, int* device) {
   char* at = strstr(path, "/dev/neuron");
   while (at != NULL && strstr(at + 1, "/dev/neuron") != NULL) at = strstr(at + 1, "/dev/neuron");
   if (at == NULL) return 0;
@@ -357,10 +369,24 @@ static int classify(int fd, char* root, size_t root_size, int* device) {
   *at = '\0';
   char sock[PATH_MAX + 32];
   snprintf(sock, sizeof(sock), "%s/%s", path, NSIM_DRIVER_SOCKET);
-  if (stat(sock, &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
+  struct stat st;
+  if (plain_fstatat(AT_FDCWD, sock, &st, 0) != 0 || !S_ISSOCK(st.st_mode)) return 0;
   snprintf(root, root_size, "%s", path);
   *device = atoi(digits);
   return 1;
+}
+
+int nsim_may_be_placeholder(mode_t mode, long long size) { return S_ISREG(mode) && size == 0; }
+
+/* True when `fd` is ROOT/dev/neuronN of a root with a live driver socket. */
+static int classify(int fd, char* root, size_t root_size, int* device) {
+  struct stat st;
+  if (plain_fstatat(fd, "", &st, AT_EMPTY_PATH) != 0 ||
+      !nsim_may_be_placeholder(st.st_mode, st.st_size)) {
+    return 0;
+  }
+  char path[PATH_MAX];
+  return nsim_fd_path(fd, path, sizeof(path)) && nsim_device_of_path(path, root, root_size, device);
 }
 
 /* NEURON_SIM_DEVICE_MAP "C=H,..." (the container runtime's device mapping): the host index of

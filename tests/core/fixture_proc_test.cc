@@ -4,6 +4,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <filesystem>
 
@@ -64,11 +66,26 @@ TEST_F(FixtureProcTest, ProcessStatCommandLineAndOpenDevices) {
   ASSERT_TRUE(cmd.ok()) << cmd.status();
   EXPECT_EQ(*cmd, "python3 train.py --model llama");
 
-  // The kernel prints the host's path of the device node the process opened.
-  const std::filesystem::path node = RootPaths("/").DevNeuron(0);
-  const auto open = proc.PidsWithOpen({node});
-  ASSERT_TRUE(open.contains(node));
-  EXPECT_THAT(open.at(node), ElementsAre(kPid));
+  // Holders are found by the device number their fd/ links lead to: the manifest's fd/0 is
+  // /dev/null, which exists here too (its fd/5, /dev/neuron0, does not).
+  struct stat null_dev {};
+  ASSERT_EQ(::stat("/dev/null", &null_dev), 0);
+  const ProcReader::DeviceHolders held = proc.HoldersOf({null_dev.st_rdev});
+  ASSERT_TRUE(held.pids.contains(null_dev.st_rdev));
+  EXPECT_THAT(held.pids.at(null_dev.st_rdev), ElementsAre(kPid));
+  EXPECT_EQ(held.processes, 1);
+  EXPECT_EQ(held.descriptors, 3);
+  EXPECT_EQ(held.problems.processes, 0);
+}
+
+// The number a scan looks for is the class device's `dev` ("{neuron_major}:{d}" in
+// neuron_device.manifest), not a number of ours.
+TEST_F(FixtureProcTest, DeviceNumberFromTheClassDevice) {
+  const absl::StatusOr<dev_t> number = NeuronDeviceNumber(RootPaths(tmp_.path()), 0);
+  ASSERT_TRUE(number.ok()) << number.status();
+  EXPECT_EQ(minor(*number), 0u);
+  EXPECT_GT(major(*number), 0u);
+  EXPECT_TRUE(absl::IsNotFound(NeuronDeviceNumber(RootPaths(tmp_.path()), 7).status()));
 }
 
 TEST_F(FixtureProcTest, PodFromTheProcessCgroup) {

@@ -85,7 +85,9 @@ class SimDriverThread final : private sim::DriverHost {
         return DeviceState::kReady;
     }
   }
-  void Printk(const std::string& text) override { (void)tree_->AppendKmsg(3, text); }
+  void Kmsg(int priority, const std::string& text) override {
+    (void)tree_->AppendKmsg(priority, text);
+  }
 
   // A fork in the test process (the runtime tests fork their ranks) must not catch this thread
   // inside malloc or holding a lock the child then needs: GCC 12's AddressSanitizer does not

@@ -9,6 +9,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <nlohmann/json.hpp>
 
@@ -48,6 +50,31 @@ Node MakeNode(const std::string& instance) {
   return n;
 }
 
+// Character devices every Linux host has stand in for device nodes in the fake ROOT/proc: -a
+// finds holders by the number an fd/ link leads to (ProcReader::HoldersOf), not by its path.
+const std::map<int, std::string> kStandIns = {
+    {0, "/dev/zero"}, {3, "/dev/random"}, {8, "/dev/full"}};
+
+std::string HeldNode(int device) {
+  const auto it = kStandIns.find(device);
+  return it != kStandIns.end() ? it->second : "/dev/neuron" + std::to_string(device);
+}
+
+// LsSources::device_numbers: a stand-in's number, or one no file here has.
+std::vector<absl::StatusOr<dev_t>> Numbers(const Inventory& inv) {
+  std::vector<absl::StatusOr<dev_t>> out;
+  for (const NeuronDevice& d : inv.devices) {
+    struct stat st {};
+    const auto it = kStandIns.find(d.index);
+    if (it != kStandIns.end() && ::stat(it->second.c_str(), &st) == 0) {
+      out.emplace_back(st.st_rdev);
+    } else {
+      out.emplace_back(makedev(4094, static_cast<unsigned>(d.index)));
+    }
+  }
+  return out;
+}
+
 void AddRuntime(Node& n, int pid, const std::vector<int>& devices, sim::NdsVersion version) {
   for (const int d : devices) n.datastores->Add(d, pid).SetProcessInfo("bench", version, 1);
 }
@@ -60,11 +87,11 @@ Node Trn2() {
   std::vector<std::string> nodes;
   for (int d = 0; d < 16; ++d) {
     all.push_back(d);
-    nodes.push_back("/dev/neuron" + std::to_string(d));
+    nodes.push_back(HeldNode(d));
   }
   AddRuntime(n, kBenchPid, all, {2, 0, 0});
   AddFakeProcess(n.root, {kBenchPid, kBenchArgv, nodes});
-  AddFakeProcess(n.root, {kLsPid, {"neuron-ls", "--show-all-procs"}, {"/dev/neuron0"}});
+  AddFakeProcess(n.root, {kLsPid, {"neuron-ls", "--show-all-procs"}, {HeldNode(0)}});
   return n;
 }
 
@@ -77,9 +104,9 @@ Node Trn1() {
   AddFakeProcess(n.root, {4711,
                           {"/usr/bin/python3", "-m", "torch.distributed.run", "--nproc_per_node",
                            "32", "ray_train_llama2.py", "--model", "llama2-7b", "--tp", "8"},
-                          {"/dev/neuron0", "/dev/neuron1", "/dev/neuron2", "/dev/neuron3"}});
-  AddFakeProcess(n.root, {4712, {"python3", "eval.py"}, {"/dev/neuron0"}});
-  AddFakeProcess(n.root, {5150, {"neuron-monitor", "-c", "/etc/monitor.conf"}, {"/dev/neuron8"}});
+                          {HeldNode(0), HeldNode(1), HeldNode(2), HeldNode(3)}});
+  AddFakeProcess(n.root, {4712, {"python3", "eval.py"}, {HeldNode(0)}});
+  AddFakeProcess(n.root, {5150, {"neuron-monitor", "-c", "/etc/monitor.conf"}, {HeldNode(8)}});
   return n;
 }
 
@@ -111,7 +138,7 @@ LsReport Report(const Node& n, const Options& o = {}) {
   src.proc = &proc;
   src.all_processes = o.all;
   src.self_pid = ::getpid();
-  src.device_node_paths = DeviceNodePaths(inv, RootPaths(n.root));
+  src.device_numbers = Numbers(inv);
   return BuildLsReport(src);
 }
 
@@ -270,13 +297,15 @@ TEST(LsReportTest, UnavailableLiveDataIsUnknownNotIdle) {
   EXPECT_EQ(ja[9]["neuron_processes"], nlohmann::json::array());  // looked: nothing holds it
 }
 
-// -a lists what holds the simulator's node ROOT/dev/neuronN too (the fd links of processes under
-// `neuron-sim exec` name it), however --root was spelled.
-TEST(LsReportTest, AllProcsFindsHoldersOfTheSimulatorsNode) {
+// -a finds a holder by the device's number whatever the fd/ link's path says: a container
+// names the host's neuron3 /dev/neuron0, and the simulator's processes name it ROOT/dev/neuron3.
+// A device whose number is unknown is said, not taken for one nobody holds.
+TEST(LsReportTest, AllProcsFindsHoldersByNumberNotPath) {
   Node n = Inf2();
-  AddFakeProcess(n.root, {4242, {"holder"}, {(n.root / "dev/neuron3").string()}});
-  const fs::path link = n.dir->path().parent_path() / (n.dir->path().filename().string() + ".l");
-  fs::create_directory_symlink(n.root, link);
+  const fs::path container_dev = n.dir->path() / "container/dev/neuron0";
+  fs::create_directories(container_dev.parent_path());
+  fs::create_symlink(HeldNode(3), container_dev);
+  AddFakeProcess(n.root, {4242, {"holder"}, {container_dev.string()}});
   const Inventory inv = ScanTree(*n.tree);
   const ProcReader proc{RootPaths(n.root)};
   LsSources src;
@@ -285,12 +314,27 @@ TEST(LsReportTest, AllProcsFindsHoldersOfTheSimulatorsNode) {
   src.datastores = &none;
   src.proc = &proc;
   src.all_processes = true;
-  src.device_node_paths = DeviceNodePaths(inv, RootPaths(link));  // a symlinked --root
+  src.device_numbers = Numbers(inv);
+  src.device_numbers[1] = absl::NotFoundError("open neuron1/dev: No such file or directory");
   const LsReport r = BuildLsReport(src);
-  fs::remove(link);
   ASSERT_EQ(r.devices[3].processes.size(), 1u);
   EXPECT_EQ(r.devices[3].processes[0].pid, 4242);
-  EXPECT_TRUE(r.notes.empty());
+  EXPECT_TRUE(r.devices[0].processes.empty());
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_THAT(r.notes[0], HasSubstr("cannot tell which processes hold neuron1"));
+}
+
+// DeviceNumbers reads the class devices' `dev` files, which the simulator writes as the driver
+// does ("<major>:<index>").
+TEST(LsReportTest, DeviceNumbersComeFromTheClassDevices) {
+  const Node n = Inf2();
+  const Inventory inv = ScanTree(*n.tree);
+  const std::vector<absl::StatusOr<dev_t>> numbers = DeviceNumbers(inv, RootPaths(n.root));
+  ASSERT_EQ(numbers.size(), inv.devices.size());
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    ASSERT_TRUE(numbers[i].ok()) << numbers[i].status();
+    EXPECT_EQ(minor(*numbers[i]), static_cast<unsigned>(inv.devices[i].index));
+  }
 }
 
 // Runtime versions come only from the simulator's process record (no guessing from the

@@ -4,8 +4,11 @@
 
 #include "core/proc/procinfo.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "core/discovery/inventory.h"
@@ -17,6 +20,7 @@
 namespace neuron {
 namespace {
 
+namespace fs = std::filesystem;
 using ::neuron::top::testing::AddFakeProcess;
 using ::neuron::top::testing::MakeTree;
 using ::neuron::top::testing::WriteProcStat;
@@ -77,12 +81,23 @@ TEST(ProcStatTest, CommandLine) {
   EXPECT_EQ(FormatCommandLine(""), "");
 }
 
+dev_t NumberOf(const char* path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path, &st), 0) << path;
+  return st.st_rdev;
+}
+
 TEST(ProcReaderTest, ReadsRootProcWhenPresent) {
   ::neuron::testing::TempDir root("procinfo");
+  // Stand-ins for device nodes: character devices every Linux host has. Holders are found by
+  // the number the fd/ link leads to, whatever the link's path says.
+  const fs::path alias = root.path() / "container-dev-neuron0";
+  fs::create_symlink("/dev/zero", alias);
   AddFakeProcess(root.path(),
-                 {4711, {"python3", "train.py"}, {"/dev/neuron0", "/dev/null"}, "0::/\n", 30, 5});
-  AddFakeProcess(root.path(), {4712, {"neuron-monitor"}, {"/dev/neuron0", "/dev/neuron1"}});
+                 {4711, {"python3", "train.py"}, {"/dev/zero", "/dev/full"}, "0::/\n", 30, 5});
+  AddFakeProcess(root.path(), {4712, {"neuron-monitor"}, {alias.string(), "/dev/random"}});
   AddFakeProcess(root.path(), {4713, {}, {}});  // kernel thread: empty cmdline
+  AddFakeProcess(root.path(), {4714, {"gone"}, {"/dev/neuron0", "pipe:[1234]"}});
   WriteProcStat(root.path(), 100, 50, 850, 4);
   const ProcReader proc{RootPaths(root.path())};
   EXPECT_TRUE(proc.uses_root_proc());
@@ -91,11 +106,49 @@ TEST(ProcReaderTest, ReadsRootProcWhenPresent) {
   EXPECT_EQ(proc.Stat(4711)->utime, 30u);
   EXPECT_EQ(proc.SystemCpu()->cpus, 4);
   EXPECT_TRUE(absl::IsNotFound(proc.CommandLine(9999).status()));
-  const auto held = proc.PidsWithOpen({"/dev/neuron0", "/dev/neuron1", "/dev/neuron2"});
-  ASSERT_EQ(held.count("/dev/neuron0"), 1u);
-  EXPECT_EQ(held.at("/dev/neuron0"), (std::vector<int>{4711, 4712}));
-  EXPECT_EQ(held.at("/dev/neuron1"), (std::vector<int>{4712}));
-  EXPECT_EQ(held.count("/dev/neuron2"), 0u);
+  const dev_t zero = NumberOf("/dev/zero");
+  const dev_t random = NumberOf("/dev/random");
+  const dev_t null = NumberOf("/dev/null");
+  const ProcReader::DeviceHolders held = proc.HoldersOf({zero, random, null});
+  EXPECT_EQ(held.pids.at(zero), (std::vector<int>{4711, 4712}));
+  EXPECT_EQ(held.pids.at(random), (std::vector<int>{4712}));
+  EXPECT_EQ(held.pids.count(null), 0u);
+  EXPECT_EQ(held.processes, 4);
+  EXPECT_EQ(held.descriptors, 6);
+  EXPECT_EQ(held.problems.processes, 0);
+  EXPECT_TRUE(proc.HoldersOf({}).pids.empty());
+}
+
+// The real /proc: this process is found holding what it opened for reading, and not what it
+// opened write-only (the driver's free-access mode attaches nothing), and it knows its own PID.
+TEST(ProcReaderTest, HoldersOfLiveProcessesByNumber) {
+  const ProcReader proc = ProcReader::AtDirectory("/proc");
+  EXPECT_EQ(proc.SelfPid(), ::getpid());
+  const int read_fd = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+  const int write_fd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(read_fd, 0);
+  ASSERT_GE(write_fd, 0);
+  const dev_t zero = NumberOf("/dev/zero");
+  const dev_t full = NumberOf("/dev/full");
+  const ProcReader::DeviceHolders held = proc.HoldersOf({zero, full});
+  ::close(read_fd);
+  ::close(write_fd);
+  ASSERT_TRUE(held.pids.contains(zero));
+  EXPECT_THAT(held.pids.at(zero), ::testing::Contains(::getpid()));
+  if (held.pids.contains(full)) {
+    EXPECT_THAT(held.pids.at(full), ::testing::Not(::testing::Contains(::getpid())));
+  }
+  EXPECT_GT(held.processes, 0);
+  EXPECT_GT(held.descriptors, 2);
+}
+
+TEST(ProcReaderTest, DeviceNumbers) {
+  EXPECT_EQ(*ParseDeviceNumber("239:3\n", "dev"), makedev(239, 3));
+  EXPECT_EQ(*ParseDeviceNumber("511:1048575", "dev"), makedev(511, 1048575));
+  for (const char* bad : {"", "239", ":3", "239:", "a:b", "239:3:1", "-1:3"}) {
+    EXPECT_FALSE(ParseDeviceNumber(bad, "neuron0/dev").ok()) << bad;
+  }
+  EXPECT_THAT(ParseDeviceNumber("x", "neuron0/dev").status().message(), HasSubstr("neuron0/dev"));
 }
 
 // Without ROOT/proc the tools see this machine's processes (the simulator's neighbours).
