@@ -81,8 +81,8 @@ EOF
 APT::Install-Recommends "false";
 DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };
 EOF
-  rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* "$dir"/var/log/* \
-    "$dir"/dev/* "$dir"/run/* "$dir"/tmp/*
+  rm -rf "${dir:?}"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/* "$dir"/var/log/* \
+    "${dir:?}"/dev/* "$dir"/run/* "$dir"/tmp/*
 }
 
 # -slim: dpkg installs no documentation (copyright notices excepted), manual pages or
@@ -126,11 +126,7 @@ debootstrap_bases() {
     have_image "$local_name:$release-slim"; then
     return 0
   fi
-  if ! command -v debootstrap >/dev/null; then
-    [ "$(id -u)" -eq 0 ] || { log "debootstrap is missing: apt-get install debootstrap"; exit 1; }
-    log "installing debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
-  fi
+  command -v debootstrap >/dev/null || { log "debootstrap is missing: apt-get install debootstrap"; exit 1; }
   work=$(mktemp -d "${TMPDIR:-/tmp}/image-bases.XXXXXX")
   trap 'rm -rf "$work"' EXIT
   make_rootfs "$work/rootfs"

@@ -9,7 +9,8 @@
 # Engine: docker when its daemon answers, else podman, else buildah; IMAGE_ENGINE=docker|podman|
 # buildah chooses. podman and buildah build without a daemon, with chroot isolation
 # (IMAGE_ISOLATION changes it): the one that works where containers get no cgroups of their own.
-# Without any of them, it installs Debian's buildah when run as root.
+# Without any of them, buildah it is: scripts/install-deps.sh --image installs Debian's buildah and
+# debootstrap when they are missing (as root; otherwise it names them).
 # Bases: scripts/image-bases.sh (the registry's Debian, or Debian's archive through debootstrap).
 # Layers are cached: a build after a change to the sources recompiles, one without reuses all.
 set -euo pipefail
@@ -30,15 +31,6 @@ engine() {
   else
     echo buildah
   fi
-}
-
-install_engine() {  # installs Debian's package of the engine when it is missing
-  command -v "$1" >/dev/null && return 0
-  [ "$1" != docker ] && [ "$(id -u)" -eq 0 ] || { log "$1 is missing: apt-get install $1"; exit 1; }
-  log "installing $1"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq --no-install-recommends "$1" >/dev/null 2>&1 ||
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$1" >/dev/null; }
 }
 
 # The short commit id as the binaries of a build in this checkout say it (version.cmake's rules:
@@ -82,7 +74,7 @@ sizes() {
 build() {
   local e=$1 ref=$2 rev start=$SECONDS
   local -a args=()
-  install_engine "$e"
+  [ "$e" != buildah ] || scripts/install-deps.sh --image
   # The bases first: a missing one is made (or pulled) and named for the Dockerfile's ARGs.
   while read -r arg; do args+=(--build-arg "$arg"); done < <(scripts/image-bases.sh "$e")
   rev=$(revision)

@@ -6,6 +6,9 @@
 #   scripts/install-deps.sh --build   only what building the four binaries of the image needs
 #                                     (deploy/Dockerfile's build stage): no clang, test tools,
 #                                     Prometheus or tmux
+#   scripts/install-deps.sh --image   what `make image` needs on a machine without a Docker
+#                                     engine (scripts/image.sh): buildah, and debootstrap for
+#                                     the Debian bases when the registry cannot be reached
 set -euo pipefail
 
 build_packages=(
@@ -33,7 +36,8 @@ dev_packages=(
 case "${1:-}" in
   "") packages=("${build_packages[@]}" "${dev_packages[@]}") ;;
   --build) packages=("${build_packages[@]}") ;;
-  *) echo "usage: $0 [--build]" >&2; exit 2 ;;
+  --image) packages=(buildah debootstrap) ;;
+  *) echo "usage: $0 [--build|--image]" >&2; exit 2 ;;
 esac
 
 missing=()

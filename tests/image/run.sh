@@ -51,11 +51,9 @@ wait_for() {  # wait_for SECONDS COMMAND...
   local deadline=$((SECONDS + $1)); shift
   until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.2; done
 }
-container() {  # a new working container of IMAGE, removed at exit
-  local c
-  c=$(buildah from --pull-never "$1")
-  ctrs+=("$c")
-  echo "$c"
+container() {  # container IMAGE: a new working container of IMAGE, named in $made, removed at exit
+  made=$(buildah from --pull-never "$1")
+  ctrs+=("$made")
 }
 in_ctr() { buildah run --isolation chroot "$@"; }
 
@@ -67,7 +65,8 @@ if ! scripts/image.sh build "$ref" >"$work/build.log" 2>&1; then
   exit 1
 fi
 build_seconds=$((SECONDS - start))
-ctr=$(container "$ref")
+container "$ref"
+ctr=$made
 revision=$(scripts/image.sh revision)
 
 version_is() {  # version_is BINARY: its first --version line names this checkout's revision
@@ -131,8 +130,9 @@ check "the exporter in the container serves the node's metrics and build_info" e
 lean_runtime() {
   local base
   base=$(scripts/image-bases.sh buildah 2>/dev/null | sed -n 's/^RUNTIME_BASE=//p')
-  buildah run --isolation chroot "$(container "${base:-debian:bookworm-slim}")" -- \
-    dpkg-query -W -f '${Package}\n' >"$work/base-packages"
+  container "${base:-debian:bookworm-slim}"
+  # shellcheck disable=SC2016  # dpkg-query's format, not the shell's
+  in_ctr "$made" -- dpkg-query -W -f '${Package}\n' >"$work/base-packages"
   in_ctr --user 0:0 -v "$PWD/tests/image:/test:ro" "$ctr" -- sh /test/in-image.sh >"$work/image.txt"
   python3 tests/image/packages.py "$work/image.txt" "$work/base-packages"
 }
