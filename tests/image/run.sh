@@ -55,7 +55,24 @@ container() {  # container IMAGE: a new working container of IMAGE, named in $ma
   made=$(buildah from --pull-never "$1")
   ctrs+=("$made")
 }
-in_ctr() { buildah run --isolation chroot "$@"; }
+# in_ctr [RUN OPTIONS] CONTAINER -- COMMAND...: COMMAND's output and status. buildah 1.28 relays
+# a container's output through a pipe that sometimes loses all of it when the command exits at
+# once (seen here: an empty --version about once in 50 runs, status 0), so the command writes
+# to files in a directory shared with the host instead.
+shared="$work/shared"
+mkdir -m 1777 "$shared"
+in_ctr() {
+  local -a opts=()
+  while [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  local rc=0
+  rm -f "$shared/stdout" "$shared/stderr"
+  buildah run --isolation chroot -v "$shared:/out" "${opts[@]}" -- \
+    sh -c 'exec "$@" >/out/stdout 2>/out/stderr' sh "$@" || rc=$?
+  cat "$shared/stdout"
+  cat "$shared/stderr" >&2
+  return "$rc"
+}
 
 echo "== image test: building $ref (scripts/image.sh build)"
 start=$SECONDS
@@ -112,12 +129,13 @@ check "neuron-ls in the container lists the 16 simulated devices" ls_reads_node
 
 exporter_serves() {
   # buildah itself in the background, not a function (a subshell): killing it stops the exporter.
-  buildah run --isolation chroot "${mounts[@]}" "$ctr" -- /usr/local/bin/neuron-exporter \
-    --root /host --no-pod-resources --web.listen-address 127.0.0.1:0 >"$work/exporter.log" 2>&1 &
+  local log="$shared/exporter.log" port
+  buildah run --isolation chroot -v "$shared:/out" "${mounts[@]}" "$ctr" -- sh -c \
+    'exec "$@" >/out/exporter.log 2>&1' sh /usr/local/bin/neuron-exporter --root /host \
+    --no-pod-resources --web.listen-address 127.0.0.1:0 &
   pids+=($!)
-  wait_for 30 grep -q "listening on port" "$work/exporter.log" || { cat "$work/exporter.log"; return 1; }
-  local port
-  port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$work/exporter.log" | head -n 1)
+  wait_for 30 grep -q "listening on port" "$log" || { cat "$log"; return 1; }
+  port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$log" | head -n 1)
   curl -fsS "http://127.0.0.1:$port/metrics" >"$work/metrics"
   grep -E '^neuron_exporter_(build_info|source_up)' "$work/metrics"
   echo "neuron_device_info series: $(grep -c '^neuron_device_info{' "$work/metrics")"
