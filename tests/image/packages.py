@@ -87,9 +87,9 @@ def main():
 
     print(f"runtime image: {len(installed)} packages, {len(base)} from its base, "
           f"{len(added)} added: {len(added & loaded)} loaded by the binaries, "
-          f"{len(added - loaded)} their dependencies")
+          f"{len((added & needed) - loaded)} their dependencies")
     print("  loaded:       " + " ".join(sorted(added & loaded)))
-    print("  dependencies: " + " ".join(sorted(added - loaded)))
+    print("  dependencies: " + " ".join(sorted((added & needed) - loaded)))
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0

@@ -82,6 +82,7 @@ if ! scripts/image.sh build "$ref" >"$work/build.log" 2>&1; then
   exit 1
 fi
 build_seconds=$((SECONDS - start))
+grep -E '^image(-bases)?: ' "$work/build.log" || true
 container "$ref"
 ctr=$made
 revision=$(scripts/image.sh revision)
