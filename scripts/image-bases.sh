@@ -5,8 +5,8 @@
 #   BUILD_BASE=localhost/debian-debootstrap:bookworm
 #   RUNTIME_BASE=localhost/debian-debootstrap:bookworm-slim
 #
-# The registry's debian:bookworm and debian:bookworm-slim when they can be pulled (tried for a
-# few seconds: a machine without registry access fails at once, on a DNS lookup). Otherwise the
+# The registry's debian:bookworm and debian:bookworm-slim when they can be pulled (for at most a
+# minute: a machine without registry access fails at once, on a DNS lookup). Otherwise the
 # same Debian release made from Debian's archive with debootstrap (--variant=minbase, what the
 # registry's images are made of too), imported into the engine's image store once and reused by
 # every later build: they are named localhost/debian-debootstrap so that no one takes them for
@@ -39,7 +39,9 @@ pull() {
 mirror_for() {  # mirror_for SUITE
   local uri
   uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-    awk -v s="$1" '$1 == "deb" { for (i = 2; i < NF; i++) if ($i ~ /^(http|https|file):/ && $(i+1) == s) { print $i; exit } }')
+    awk -v s="$1" '$1 == "deb" {
+      for (i = 2; i < NF; i++) if ($i ~ /^(http|https|file):/ && $(i + 1) == s) { print $i; exit }
+    }')
   if [ -z "$uri" ]; then
     uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v s="$1" '
       function found() { if (u != "" && ok) { print u; done = 1; exit } }
@@ -56,7 +58,7 @@ make_rootfs() {
   local dir=$1 main security
   main=$(mirror_for "$release" http://deb.debian.org/debian)
   security=$(mirror_for "$release-security" http://deb.debian.org/debian-security)
-  log "debootstrap --variant=minbase $release from $main (about a minute)"
+  log "debootstrap --variant=minbase $release from $main (a minute or two)"
   debootstrap --variant=minbase "$release" "$dir" "$main" >"$dir.log" 2>&1 || {
     tail -n 20 "$dir.log" >&2
     return 1
@@ -107,8 +109,8 @@ import_rootfs() {  # import_rootfs DIR NAME
   local dir=$1 name=$2 ctr
   local path=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
   case "$engine" in
-    docker) tar -C "$dir" -c . | docker import -c "ENV $path" -c 'CMD ["bash"]' - "$name" >/dev/null ;;
-    podman) tar -C "$dir" -c . | podman import -c "ENV $path" -c 'CMD ["bash"]' - "$name" >/dev/null ;;
+    docker | podman)
+      tar -C "$dir" -c . | "$engine" import -c "ENV $path" -c 'CMD ["bash"]' - "$name" >/dev/null ;;
     buildah)
       # buildah add unpacks a local archive as it stands (owners, modes, links).
       tar -C "$dir" -cf "$dir.tar" .
@@ -126,7 +128,8 @@ debootstrap_bases() {
     have_image "$local_name:$release-slim"; then
     return 0
   fi
-  command -v debootstrap >/dev/null || { log "debootstrap is missing: apt-get install debootstrap"; exit 1; }
+  command -v debootstrap >/dev/null ||
+    { log "debootstrap is missing: apt-get install debootstrap"; exit 1; }
   work=$(mktemp -d "${TMPDIR:-/tmp}/image-bases.XXXXXX")
   trap 'rm -rf "$work"' EXIT
   make_rootfs "$work/rootfs"
@@ -140,7 +143,8 @@ if [ "$mode" != debootstrap ] && pull "$release" && pull "$release-slim"; then
   exit 0
 fi
 [ "$mode" != registry ] || { log "cannot pull debian:$release from the registry"; exit 1; }
-[ "$mode" = debootstrap ] || log "the registry's debian:$release cannot be pulled: using Debian's archive"
+[ "$mode" = debootstrap ] ||
+  log "the registry's debian:$release cannot be pulled: using Debian's archive"
 debootstrap_bases
 echo "BUILD_BASE=$local_name:$release"
 echo "RUNTIME_BASE=$local_name:$release-slim"

@@ -12,13 +12,16 @@
 # Without any of them, buildah it is: scripts/install-deps.sh --image installs Debian's buildah and
 # debootstrap when they are missing (as root; otherwise it names them).
 # Bases: scripts/image-bases.sh (the registry's Debian, or Debian's archive through debootstrap).
-# Layers are cached: a build after a change to the sources recompiles, one without reuses all.
+# Layers are cached: a change to the sources recompiles the binaries, a new revision without one
+# relinks them (deploy/Dockerfile), a build with neither reuses every layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { echo "image: $*" >&2; }
 
 default_ref() {
-  echo "neuron-node-agent:$(sed -n 's/^project(neuron_node_agent VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
+  local version
+  version=$(sed -n 's/^project(neuron_node_agent VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+  echo "neuron-node-agent:$version"
 }
 
 engine() {
@@ -80,7 +83,7 @@ build() {
   rev=$(revision)
   args+=(--build-arg "NEURON_BUILD_REVISION=$rev")
   log "$e: $ref at revision $rev (bases ready after $((SECONDS - start)) s)"
-  # shellcheck disable=SC2046  # build_cmd's words are the command and its options
+  # build_cmd's words, unquoted: the command and its options.
   $(build_cmd "$e") -f deploy/Dockerfile "${args[@]}" -t "$ref" .
   # The build stage under its own name, for its size: every step is in the layer cache by now.
   $(build_cmd "$e") -q -f deploy/Dockerfile "${args[@]}" --target build -t "$ref-build" . >/dev/null
@@ -93,5 +96,5 @@ case "${1:-}" in
   sizes) sizes "$(engine)" "${2:-$(default_ref)}" ;;
   engine) engine ;;
   revision) revision ;;
-  *) sed -n '2,6s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,8s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac

@@ -22,7 +22,8 @@ build=${1:-build/dev}
 sim="$build/driver-sim/neuron-sim"
 ref=${IMAGE_TEST_REF:-neuron-node-agent:test}
 export IMAGE_ENGINE=buildah
-[ -x "$sim" ] || { echo "image test: $sim is missing: build neuron-sim in $build first" >&2; exit 1; }
+[ -x "$sim" ] ||
+  { echo "image test: $sim is missing: build neuron-sim in $build first" >&2; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/image-test.XXXXXX")
 # The simulated node on tmpfs where there is one (driver-sim/README.md: creating the tree on a
@@ -157,7 +158,8 @@ lean_runtime() {
 }
 check "the runtime stage has no compiler and only packages its binaries load" lean_runtime
 
-echo "== image build: $build_seconds s (scripts/image.sh build; it reuses the layers that earlier builds on this machine left)"
+echo "== image build: $build_seconds s (scripts/image.sh build, reusing the layers that earlier" \
+  "builds on this machine left)"
 scripts/image.sh sizes "$ref" 2>/dev/null
 echo "image: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
