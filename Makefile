@@ -4,7 +4,7 @@ JOBS   ?= $(shell nproc)
 BUILD  := build/$(PRESET)
 
 .PHONY: all deps configure build test test-fast test-asan test-tsan demo demo-cluster bench fuzz soak \
-        reliability check format deploy-gen clean
+        reliability check format deploy-gen image clean
 
 all: build
 
@@ -69,6 +69,11 @@ reliability: deps
 # Regenerates deploy files that are derived from one source (tests/deploy checks they agree).
 deploy-gen:
 	@scripts/gen-deploy.sh
+
+# The container image (deploy/Dockerfile) with docker, podman or buildah, whichever works here,
+# tagged IMAGE (default neuron-node-agent:<version>); docs/OPERATIONS.md#image.
+image:
+	@scripts/image.sh build $(IMAGE)
 
 # What CI checks beside the tests: formatting, and clang-tidy on the last commit's C++ sources
 # with the dev build's compile commands (scripts/check.sh).

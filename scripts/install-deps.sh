@@ -2,25 +2,43 @@
 # Installs every Debian package that building, testing and demoing neuron-node-agent needs.
 # Idempotent: it installs only what is missing, so `make` can call it on every run.
 # Used by the Makefile on a bare machine (as root), by .ci/run and by deploy/Dockerfile.
+#   scripts/install-deps.sh           everything below
+#   scripts/install-deps.sh --build   only what building the four binaries of the image needs
+#                                     (deploy/Dockerfile's build stage): no clang, test tools,
+#                                     Prometheus or tmux
+#   scripts/install-deps.sh --image   what `make image` needs on a machine without a Docker
+#                                     engine (scripts/image.sh): buildah, and debootstrap for
+#                                     the Debian bases when the registry cannot be reached
 set -euo pipefail
 
-packages=(
-  # toolchain (clang-14 and libclang-rt-14-dev: the fuzz preset's libFuzzer)
-  build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev
-  # scripts/check.sh (make check, .ci/run): /usr/bin/clang-format and /usr/bin/clang-tidy (14)
-  clang-format clang-tidy
+build_packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
   libspdlog-dev libudev-dev libncurses-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
+  # exporter: TLS and bcrypt for the web config
+  libssl-dev libcrypt-dev
+)
+dev_packages=(
+  # clang-14 and libclang-rt-14-dev: the fuzz preset's libFuzzer
+  clang-14 libclang-rt-14-dev
+  # scripts/check.sh (make check, .ci/run): /usr/bin/clang-format and /usr/bin/clang-tidy (14)
+  clang-format clang-tidy
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev umockdev libumockdev-dev prometheus tmux
   util-linux procps
-  # exporter: TLS and bcrypt for the web config, curl/openssl in its tests, node_exporter for the
-  # side-by-side benchmark
-  libssl-dev libcrypt-dev curl openssl prometheus-node-exporter
+  # curl/openssl in the exporter's tests, node_exporter for the side-by-side benchmark
+  curl openssl prometheus-node-exporter
   # tests/docs/check_citations.py, and scripts/demo-cluster.sh's JSON and port helpers
   python3
 )
+case "${1:-}" in
+  "") packages=("${build_packages[@]}" "${dev_packages[@]}") ;;
+  --build) packages=("${build_packages[@]}") ;;
+  --image) packages=(buildah debootstrap) ;;
+  *) echo "usage: $0 [--build|--image]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

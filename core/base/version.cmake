@@ -6,11 +6,14 @@
 #   cmake -DSOURCE_DIR=<checkout> -DOUTPUT=<header> -P version.cmake
 #
 # Revision: the short commit id of SOURCE_DIR's HEAD, "-dirty" appended when the work tree
-# differs from it; "unknown" when SOURCE_DIR is not itself a git checkout (a source tarball),
-# which GIT_CEILING_DIRECTORIES enforces even inside some other repository. Read with plumbing
-# that never writes: `git describe --dirty` refreshes and so locks the index, which would race a
-# `git commit` in the same checkout while a build runs. Without that refresh, a file touched but
-# unchanged also counts as dirty until git refreshes the index.
+# differs from it. When SOURCE_DIR is not itself a git checkout (a source tarball; enforced by
+# GIT_CEILING_DIRECTORIES even inside some other repository), the environment variable
+# NEURON_BUILD_REVISION gives it in the same form when it is set and not empty, and it is
+# "unknown" otherwise: deploy/Dockerfile builds from a context without .git, and `make image`
+# (scripts/image.sh) passes the checkout's revision that way; a value of another form fails the
+# build. Read with plumbing that never writes: `git describe --dirty` refreshes and so locks the
+# index, which would race a `git commit` in the same checkout while a build runs. Without that
+# refresh, a file touched but unchanged also counts as dirty until git refreshes the index.
 # Build date: UTC day; string(TIMESTAMP) takes SOURCE_DATE_EPOCH when set (reproducible builds).
 cmake_minimum_required(VERSION 3.20)
 
@@ -26,6 +29,12 @@ if(_rc EQUAL 0 AND _head MATCHES "^[0-9a-f]+$")
   if(_dirty EQUAL 1)
     string(APPEND _revision "-dirty")
   endif()
+elseif(NOT "$ENV{NEURON_BUILD_REVISION}" STREQUAL "")
+  if(NOT "$ENV{NEURON_BUILD_REVISION}" MATCHES "^[0-9a-f]+(-dirty)?$")
+    message(FATAL_ERROR "NEURON_BUILD_REVISION='$ENV{NEURON_BUILD_REVISION}' is not a short "
+                        "commit id with an optional -dirty (version.cmake)")
+  endif()
+  set(_revision "$ENV{NEURON_BUILD_REVISION}")
 endif()
 string(TIMESTAMP _date "%Y-%m-%d" UTC)
 

@@ -5,7 +5,8 @@
 // them in one place:
 //   version:    CMake's project(VERSION) (CMakeLists.txt), e.g. "0.1.0";
 //   revision:   the short git commit id of the source tree when it was built, "-dirty" appended
-//               when the work tree differed from it, "unknown" outside a git checkout;
+//               when the work tree differed from it; outside a git checkout the build's
+//               NEURON_BUILD_REVISION (the image's, from `make image`) or "unknown";
 //   build date: the UTC day of the build (SOURCE_DATE_EPOCH's day when set), "2026-11-24";
 //   compiler:   the compiler's id and version, "gcc 12.2.0" or "clang 16.0.6".
 // Revision and date are taken at build time by core/base/version.cmake, not when CMake
