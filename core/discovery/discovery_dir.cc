@@ -79,6 +79,7 @@ class DirectoryDiscovery final : public Discovery {
     discovery_internal::NodeIdentity identity;
     identity.dmi_product_name = ReadDmi(sysfs::kDmiProductName, &inv.warnings);
     identity.dmi_asset_tag = ReadDmi(sysfs::kDmiBoardAssetTag, &inv.warnings);
+    discovery_internal::ReadDriverLayout(root_, &inv);
     discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }

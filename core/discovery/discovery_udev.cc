@@ -78,6 +78,7 @@ class UdevDiscovery final : public Discovery {
       identity.dmi_product_name = ReadOr(src, sysfs::kDmiProductName, &inv.warnings);
       identity.dmi_asset_tag = ReadOr(src, sysfs::kDmiBoardAssetTag, &inv.warnings);
     }
+    discovery_internal::ReadDriverLayout(root_, &inv);
     discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }
