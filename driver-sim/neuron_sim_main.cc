@@ -63,6 +63,7 @@ Command AddUp(CLI::App& app) {
     std::string instance_id;
     int reset_ms = 300;
     int power_period_ms = 0;
+    std::string driver_version;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* up = app.add_subcommand(
@@ -74,6 +75,9 @@ Command AddUp(CLI::App& app) {
   up->add_option("--lnc", f->lnc, "logical NeuronCore config, 1 or 2 (trn2 only; default 2)");
   up->add_option("--node-name", f->node_name, "Kubernetes node name (default sim-<type>)");
   up->add_option("--instance-id", f->instance_id, "EC2 instance id (default: made up per root)");
+  up->add_option("--driver-version", f->driver_version,
+                 "driver generation whose sysfs tree to serve: " + neuron::sim::SimDriverChoices() +
+                     " (default: the newest; future: an invented layout, driver-sim/README.md)");
   // Accelerated clocks for tests (D11, driver-sim/README.md#deviations), outside the contract:
   // hidden.
   up->add_option("--reset-ms", f->reset_ms, "device reset duration")->group("");
@@ -90,6 +94,9 @@ Command AddUp(CLI::App& app) {
                            "refusing to simulate a node at / (it would write /sys and /dev); give "
                            "--root DIR or NEURON_ROOT");
             }
+            absl::StatusOr<neuron::sim::SimDriver> driver =
+                neuron::sim::ParseSimDriver(f->driver_version);
+            if (!driver.ok()) return Usage("up", std::string{driver.status().message()});
             if (f->reset_ms < 0 || f->power_period_ms < 0 ||
                 (f->power_period_ms > 0 && f->power_period_ms < 100)) {
               return Usage("up", "--reset-ms must be >= 0 and --power-period-ms 0 or >= 100");
@@ -100,6 +107,7 @@ Command AddUp(CLI::App& app) {
             options.lnc = *lnc;
             options.node_name = f->node_name;
             options.instance_id = f->instance_id;
+            options.driver = *std::move(driver);
             options.reset_duration = std::chrono::milliseconds(f->reset_ms);
             options.power_period = std::chrono::milliseconds(f->power_period_ms);
             return neuron::sim::RunNodeDaemon(std::move(options));

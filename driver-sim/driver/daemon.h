@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "core/model/catalog.h"
+#include "driver-sim/driver/sim_tree_driver.h"
 
 namespace neuron::sim {
 
@@ -33,6 +34,8 @@ struct DaemonOptions {
   int lnc = 1;              // already resolved against the spec (ResolveLnc)
   std::string node_name;    // empty: "sim-<instance type>"
   std::string instance_id;  // empty: made up from the root
+  // The driver generation played (`--driver-version`, driver-sim/README.md#driver-versions).
+  SimDriver driver = NewestSimDriver();
   // How long a device reset takes (D11, driver-sim/README.md#deviations: accelerated; the real
   // duration is unverified).
   std::chrono::milliseconds reset_duration{300};
