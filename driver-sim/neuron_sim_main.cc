@@ -87,6 +87,7 @@ Command AddUp(CLI::App& app) {
     int power_period_ms = 0;
     neuron::sim::UltraServerPosition ultraserver;
     std::string server_id;
+    std::string driver_version;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* up = app.add_subcommand(
@@ -105,6 +106,9 @@ Command AddUp(CLI::App& app) {
   up->add_option("--ultraserver-server-id", f->server_id,
                  "UltraServer types: the UltraServer's serial, 16 hex digits (default "
                  "0123456789abcdef)");
+  up->add_option("--driver-version", f->driver_version,
+                 "driver generation whose sysfs tree to serve: " + neuron::sim::SimDriverChoices() +
+                     " (default: the newest; future: an invented layout, driver-sim/README.md)");
   // Accelerated clocks for tests (D11, driver-sim/README.md#deviations), outside the contract:
   // hidden.
   up->add_option("--reset-ms", f->reset_ms, "device reset duration")->group("");
@@ -125,6 +129,9 @@ Command AddUp(CLI::App& app) {
                 !s.ok()) {
               return Usage("up", std::string{s.message()});
             }
+            absl::StatusOr<neuron::sim::SimDriver> driver =
+                neuron::sim::ParseSimDriver(f->driver_version);
+            if (!driver.ok()) return Usage("up", std::string{driver.status().message()});
             if (f->reset_ms < 0 || f->power_period_ms < 0 ||
                 (f->power_period_ms > 0 && f->power_period_ms < 100)) {
               return Usage("up", "--reset-ms must be >= 0 and --power-period-ms 0 or >= 100");
@@ -136,6 +143,7 @@ Command AddUp(CLI::App& app) {
             options.node_name = f->node_name;
             options.instance_id = f->instance_id;
             options.ultraserver = f->ultraserver;
+            options.driver = *std::move(driver);
             options.reset_duration = std::chrono::milliseconds(f->reset_ms);
             options.power_period = std::chrono::milliseconds(f->power_period_ms);
             return neuron::sim::RunNodeDaemon(std::move(options));

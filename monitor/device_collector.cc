@@ -1,5 +1,7 @@
 // device: neuron_device_info, neuron_device_state, neuron_device_link_info
-// (docs/metrics.md#device-utilization-memory).
+// (docs/metrics.md#device-utilization-memory), neuron_driver_info and
+// neuron_exporter_sysfs_nodes_missing (docs/metrics.md#self-metrics): what discovery found of the
+// driver's generation and layout, no file read at scrape time.
 #include "monitor/collector.h"
 
 namespace neuron::monitor {
@@ -16,6 +18,18 @@ class DeviceCollector final : public Collector {
         Gauge("neuron_device_state", "Device state from the reset file: 1 on the current state.");
     FamilyBuilder link =
         Gauge("neuron_device_link_info", "NeuronLink peers of the device (connected_devices).");
+    FamilyBuilder driver = Gauge(
+        "neuron_driver_info",
+        "The Neuron driver module: version from /sys/module/neuron/version (\"\" when absent) and "
+        "the sysfs generation it is read as (\"unknown\": not one with public source).");
+    FamilyBuilder missing = Gauge(
+        "neuron_exporter_sysfs_nodes_missing",
+        "sysfs files the agent reads that the driver's generation (an unknown one: the newest "
+        "known) has and this device lacks; absent, never read as 0. Checked at each rescan.");
+    const DriverInfo& drv = ctx.inventory().driver;
+    driver.Add({L("version", drv.version.value_or("")),
+                L("generation", std::string(drv.GenerationLabel()))},
+               1);
     const Snapshot& snap = ctx.snap();
     for (const NeuronDevice& d : ctx.inventory().devices) {
       const DeviceSample* s = snap.FindDevice(d.index);
@@ -42,6 +56,7 @@ class DeviceCollector final : public Collector {
           state.Add(std::move(sl), *s->state == st ? 1 : 0);
         }
       }
+      missing.Add(DeviceLabels(d.index), static_cast<double>(d.missing_nodes.size()));
       for (int peer : d.connected) {
         Labels ll = DeviceLabels(d.index);
         ll.push_back(L("peer", Str(peer)));
@@ -51,6 +66,8 @@ class DeviceCollector final : public Collector {
     info.Finish(out);
     state.Finish(out);
     link.Finish(out);
+    driver.Finish(out);
+    missing.Finish(out);
     return absl::OkStatus();
   }
 };

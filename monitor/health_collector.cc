@@ -1,4 +1,5 @@
-// health: ECC counters, reset requests and failures, NEURON_HW_ERR kernel-log records
+// health: ECC counters, the driver's health_status/ registers and corrected-ECC counters where the
+// device's tree has them, reset requests and failures, NEURON_HW_ERR kernel-log records
 // (docs/metrics.md#health-metrics). The counters are sysfs files the driver updates live; the
 // kernel-log counts need the log and are absent while it cannot be read
 // (docs/architecture.md#unknown-is-not-zero: a 0 would say "no hardware error" when nothing could
@@ -16,13 +17,6 @@ namespace {
 constexpr std::array<std::string_view, 4> kKnownHwErrors{
     "SRAM_UNCORRECTABLE_ERROR", "NC_UNCORRECTABLE_ERROR", "HBM_UNCORRECTABLE_ERROR", "DMA_ERROR"};
 
-int HardwareIndex(std::string_view name) {
-  for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
-    if (kHardwareCounters[i] == name) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 // NEURON_HW_ERR records of `device` since start, the known types from 0.
 void AddHwErrors(const ScrapeContext& ctx, int device, FamilyBuilder& hw_log) {
   std::map<std::string, uint64_t> counts;
@@ -36,6 +30,57 @@ void AddHwErrors(const ScrapeContext& ctx, int device, FamilyBuilder& hw_log) {
     hw_log.Add(std::move(l), static_cast<double>(n));
   }
 }
+
+// stats/hardware/health_status/ (driver 2.28, Trn2) and the corrected-ECC counters (announced
+// for 2.30.2, no source), each only where the device's tree has it.
+struct GroupFamilies {
+  FamilyBuilder ue = Gauge(
+      "neuron_device_health_uncorrected_errors",
+      "Uncorrected errors the driver derives from the firmware's error registers: "
+      "stats/hardware/health_status/hbm_ecc_err_count (hbm) and sram_ecc_err_count (sram, low 16 "
+      "bits). A gauge: the registers are the firmware's, the driver does not count.");
+  FamilyBuilder repairable = Gauge("neuron_device_health_hbm_repairable_errors",
+                                   "Repairable uncorrected HBM errors: "
+                                   "stats/hardware/health_status/repairable_hbm_ecc_err_count.");
+  FamilyBuilder events = Counter("neuron_device_health_error_events_total",
+                                 "Changes of the error registers the driver saw: "
+                                 "stats/hardware/health_status/hw_error_event.");
+  FamilyBuilder corrected = Counter(
+      "neuron_device_ecc_corrected_errors_total",
+      "Corrected ECC errors: stats/hardware/mem_ecc_corrected (hbm) and sram_ecc_corrected (sram), "
+      "as read; no driver source defines them (docs/metrics.md#health-metrics).");
+
+  void Add(const ScrapeContext& ctx, const DeviceSample& d) {
+    const auto& hs = d.health_status;
+    for (const auto& [idx, label] :
+         {std::pair{kHbmEccErrCount, "hbm"}, {kSramEccErrCount, "sram"}}) {
+      if (!hs[idx]) continue;
+      Labels l = DeviceLabels(d.index);
+      l.push_back(L("memory", label));
+      ue.Add(std::move(l), static_cast<double>(*hs[idx]));
+    }
+    if (hs[kRepairableHbmEccErrCount]) {
+      repairable.Add(DeviceLabels(d.index), static_cast<double>(*hs[kRepairableHbmEccErrCount]));
+    }
+    if (hs[kHwErrorEvent]) {
+      events.Add(DeviceLabels(d.index), ctx.Mono(d.index, "hwevent", *hs[kHwErrorEvent]));
+    }
+    for (const auto& [idx, label] : {std::pair{name_index::kSramEccCorrected, "sram"},
+                                     {name_index::kMemEccCorrected, "hbm"}}) {
+      if (!d.ecc_corrected[idx]) continue;
+      Labels l = DeviceLabels(d.index);
+      l.push_back(L("memory", label));
+      corrected.Add(std::move(l),
+                    ctx.Mono(d.index, std::string("ecc_corr/") + label, *d.ecc_corrected[idx]));
+    }
+  }
+  void Finish(Families& out) {
+    ue.Finish(out);
+    repairable.Finish(out);
+    events.Finish(out);
+    corrected.Finish(out);
+  }
+};
 
 class HealthCollector final : public Collector {
  public:
@@ -60,18 +105,20 @@ class HealthCollector final : public Collector {
                 "started.");
     const Snapshot& snap = ctx.snap();
     const int per_device = ctx.inventory().LogicalCoresPerDevice();
-    const int mem = HardwareIndex("mem_ecc_uncorrected");
-    const int sram = HardwareIndex("sram_ecc_uncorrected");
-    const int rep = HardwareIndex("mem_ecc_repairable_uncorrected");
+    constexpr size_t mem = name_index::kMemEccUncorrected;
+    constexpr size_t sram = name_index::kSramEccUncorrected;
+    constexpr size_t rep = name_index::kMemEccRepairable;
     const bool kmsg_read = ctx.view.kmsg.known && ctx.view.kmsg.up;
+    GroupFamilies groups;
     for (const DeviceSample& d : snap.devices) {
+      groups.Add(ctx, d);
       for (const auto& [idx, label] : {std::pair{mem, "hbm"}, std::pair{sram, "sram"}}) {
-        if (idx < 0 || !d.ecc[idx]) continue;
+        if (!d.ecc[idx]) continue;
         Labels l = DeviceLabels(d.index);
         l.push_back(L("memory", label));
         ue.Add(std::move(l), ctx.Mono(d.index, std::string("ecc/") + label, *d.ecc[idx]));
       }
-      if (rep >= 0 && d.ecc[rep]) {
+      if (d.ecc[rep]) {
         repairable.Add(DeviceLabels(d.index), ctx.Mono(d.index, "ecc/rep", *d.ecc[rep]));
       }
       for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
@@ -89,6 +136,7 @@ class HealthCollector final : public Collector {
     }
     ue.Finish(out);
     repairable.Finish(out);
+    groups.Finish(out);
     resets.Finish(out);
     reset_fail.Finish(out);
     hw_log.Finish(out);

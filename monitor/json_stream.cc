@@ -202,10 +202,11 @@ json RuntimeData(const Snapshot& snap, const Snapshot* before, int per_device, d
 json HardwareCounters(const Snapshot& snap, double period) {
   json devices = json::array();
   for (const DeviceSample& d : snap.devices) {
-    // No corrected-ECC source exists; 0 there, since consumers inc() these values
-    // (docs/metrics.md#json-stream).
-    json e = {
-        {"neuron_device_index", d.index}, {"mem_ecc_corrected", 0}, {"sram_ecc_corrected", 0}};
+    // The corrected-ECC files exist only on drivers that have them (none with public source);
+    // 0 elsewhere, since consumers inc() these values (docs/metrics.md#json-stream).
+    json e = {{"neuron_device_index", d.index},
+              {"mem_ecc_corrected", d.ecc_corrected[name_index::kMemEccCorrected].value_or(0)},
+              {"sram_ecc_corrected", d.ecc_corrected[name_index::kSramEccCorrected].value_or(0)}};
     for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
       if (kHardwareCounters[i] == "mem_ecc_uncorrected" && d.ecc[i]) {
         e["mem_ecc_uncorrected"] = *d.ecc[i];
@@ -279,6 +280,9 @@ json HardwareInfo(const Inventory& inv) {
              {"neuroncore_per_device_count", inv.LogicalCoresPerDevice()},
              {"logical_neuroncore_config", inv.lnc},
              {"error", ""}};
+  // Ours, not neuron-monitor's: the driver module and the sysfs generation it is read as.
+  hw["neuron_driver_version"] = inv.driver.version ? json(*inv.driver.version) : json();
+  hw["neuron_driver_sysfs_generation"] = inv.driver.GenerationLabel();
   if (!inv.devices.empty()) {
     const NeuronDevice& d0 = inv.devices.front();
     hw["neuron_device_type"] = d0.device_name;

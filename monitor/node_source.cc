@@ -1,5 +1,7 @@
 #include "monitor/node_source.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 #include "core/base/component_log.h"
@@ -50,6 +52,7 @@ absl::Status NodeSource::Init() {
   absl::StatusOr<Inventory> inv = discovery_->Scan();
   if (!inv.ok()) return inv.status();
   for (const std::string& w : inv->warnings) Log()->warn("inventory: {}", w);
+  NoteLayout(*inv);
   SamplerOptions so;
   so.threads = options_.sampler_threads;
   std::vector<int> devices;
@@ -130,6 +133,7 @@ void NodeSource::Loop() {
         if (changed) {
           Log()->info("inventory changed: {} devices, {} EFA", inv->devices.size(),
                       inv->efas.size());
+          NoteLayout(*inv);
           std::lock_guard<std::mutex> lock(sample_mu_);
           sampler_->SetInventory(*std::move(inv));
         }
@@ -139,6 +143,32 @@ void NodeSource::Loop() {
     }
     stop_lock.lock();
   }
+}
+
+void NodeSource::NoteLayout(const Inventory& inv) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (noted_driver_ != inv.driver) {
+    noted_driver_ = inv.driver;
+    const DriverInfo& d = inv.driver;
+    if (d.generation != nullptr) {
+      Log()->info("driver {}: sysfs generation {}", *d.version, d.generation->name);
+    } else {
+      Log()->warn(
+          "driver {}: unknown sysfs layout; reading what the tree holds, checked against "
+          "generation {}",
+          d.version.value_or("without sys/module/neuron/version"), d.Expected().name);
+    }
+  }
+  std::map<int, std::vector<std::string>> now;
+  for (const NeuronDevice& dev : inv.devices) {
+    if (dev.missing_nodes.empty()) continue;
+    now[dev.index] = dev.missing_nodes;
+    const auto it = noted_missing_.find(dev.index);
+    if (it != noted_missing_.end() && it->second == dev.missing_nodes) continue;
+    Log()->warn("neuron{}: {} sysfs nodes missing, left out (not read as 0): {}", dev.index,
+                dev.missing_nodes.size(), fmt::join(dev.missing_nodes, ", "));
+  }
+  noted_missing_ = std::move(now);
 }
 
 void NodeSource::NotePodResources() {

@@ -148,6 +148,9 @@ class NodeSource {
   void TailKmsg();
   void SetKmsgState(const absl::Status& status);
   void NotePodResources();
+  // Logs the driver's version and generation once, and each device's missing sysfs nodes when
+  // they change (docs/driver-interface.md#detection): named once, not on every scrape.
+  void NoteLayout(const Inventory& inv);
   // Logs `name`'s state when it differs from the last one logged. Called with mu_ held.
   void NoteSource(std::string_view name, const SourceState& state);
 
@@ -175,6 +178,8 @@ class NodeSource {
   SourceState kmsg_state_;
   SourceState pod_state_;
   std::map<std::string, bool, std::less<>> noted_sources_;  // source -> up, as last logged
+  std::optional<DriverInfo> noted_driver_;                  // as last logged
+  std::map<int, std::vector<std::string>> noted_missing_;   // device -> missing nodes logged
 
   std::atomic<uint64_t> read_errors_{0};
   std::atomic<uint64_t> samples_{0};

@@ -1,6 +1,7 @@
 // power: stats/power/utilization as ratios of maximum power (docs/metrics.md#health-metrics). The
 // driver gives only percentages of max power per wall-clock minute, so no joules counter is
-// possible; ratios are left out while the reading is not valid.
+// possible; ratios are left out while the reading is not valid. From driver 2.29 also the last
+// sample per die (stats/power/utilization_raw), exported raw.
 #include "monitor/collector.h"
 
 namespace neuron::monitor {
@@ -19,7 +20,20 @@ class PowerCollector final : public Collector {
                               "Maximum power over the last minute as a ratio of maximum power.");
     FamilyBuilder valid = Gauge("neuron_device_power_data_valid",
                                 "1 when stats/power/utilization reports POWER_STATUS_VALID.");
+    FamilyBuilder die = Gauge(
+        "neuron_device_power_die_utilization_ratio",
+        "The driver's last power sample of a die as a ratio of maximum power "
+        "(stats/power/utilization_raw util_bips / 10000); absent while the die's row is not a "
+        "valid sample.");
     for (const DeviceSample& d : ctx.snap().devices) {
+      if (d.power_raw) {
+        for (const PowerDieReading& r : *d.power_raw) {
+          if (r.state != PowerDieReading::State::kGood) continue;
+          Labels l = DeviceLabels(d.index);
+          l.push_back(L("die", Str(r.die)));
+          die.Add(std::move(l), r.util_bips / 10000.0);
+        }
+      }
       if (!d.power) continue;
       const bool ok = d.power->status == PowerStatus::kValid;
       valid.Add(DeviceLabels(d.index), ok ? 1 : 0);
@@ -32,6 +46,7 @@ class PowerCollector final : public Collector {
     min.Finish(out);
     max.Finish(out);
     valid.Finish(out);
+    die.Finish(out);
     return absl::OkStatus();
   }
 };

@@ -1,10 +1,12 @@
 #include "plugin/node_watcher.h"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -21,13 +23,41 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The files whose rise is health evidence (docs/architecture.md#health), named one by one so that
+// a name added to a table of core/driver never becomes evidence unreviewed: the uncorrected ECC
+// counters of every generation, and where the tree has them the driver's health_status/ counts
+// of uncorrected errors (docs/driver-interface.md#driver-generations). Not evidence:
+// hw_error_event (it counts register changes, a repair's too) and the corrected-ECC counters,
+// whose meaning no driver source defines (docs/metrics.md#health-metrics).
+struct EvidenceFile {
+  std::string_view dir;
+  std::string_view name;
+  std::optional<NodeGroup> group;  // needed in the device's tree; none: every generation
+};
+constexpr size_t kEvidenceCount = 6;
+const std::array<EvidenceFile, kEvidenceCount>& EvidenceFiles() {
+  static const std::array<EvidenceFile, kEvidenceCount> kFiles{{
+      {sysfs::kHardwareDir, kHardwareCounters[name_index::kSramEccUncorrected], std::nullopt},
+      {sysfs::kHardwareDir, kHardwareCounters[name_index::kMemEccUncorrected], std::nullopt},
+      {sysfs::kHardwareDir, kHardwareCounters[name_index::kMemEccRepairable], std::nullopt},
+      {sysfs::kHealthStatusDir, kHealthStatusFiles[name_index::kHealthHbmUe],
+       NodeGroup::kHealthStatus},
+      {sysfs::kHealthStatusDir, kHealthStatusFiles[name_index::kHealthRepairableHbmUe],
+       NodeGroup::kHealthStatus},
+      {sysfs::kHealthStatusDir, kHealthStatusFiles[name_index::kHealthSramUe],
+       NodeGroup::kHealthStatus},
+  }};
+  return kFiles;
+}
+
 struct DeviceEvidence {
   bool present = false;
   std::optional<DeviceState> state;
   std::optional<int> numa;
   std::vector<int> links;
   bool rebaseline = true;  // take the next ECC reading as the baseline
-  std::array<std::optional<uint64_t>, kHardwareCounters.size()> ecc_baseline;
+  NodeGroups groups;       // the optional node groups its tree holds
+  std::array<std::optional<uint64_t>, kEvidenceCount> ecc_baseline;  // EvidenceFiles() order
   bool ecc_rose = false;
   bool hw_error = false;
 };
@@ -200,6 +230,7 @@ class NodeWatcher::Impl {
       if (!e.present || recovered) NewBaseline(&e);
       e.present = true;
       e.state = nd.state;
+      e.groups = nd.sysfs_groups;
       if (nd.numa_node) e.numa = nd.numa_node;
       if (!nd.connected.empty() && spec == nullptr) e.links = nd.connected;
     }
@@ -228,10 +259,11 @@ class NodeWatcher::Impl {
     if (!options_.health.ecc) return;
     for (auto& [index, d] : devices_) {
       if (!d.present) continue;
-      std::array<std::optional<uint64_t>, kHardwareCounters.size()> now;
-      for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
-        absl::StatusOr<uint64_t> v =
-            ReadU64(paths_.NeuronDevice(index) / "stats/hardware" / kHardwareCounters[i]);
+      std::array<std::optional<uint64_t>, kEvidenceCount> now;
+      for (size_t i = 0; i < kEvidenceCount; ++i) {
+        const EvidenceFile& f = EvidenceFiles()[i];
+        if (f.group && !d.groups.Has(*f.group)) continue;
+        absl::StatusOr<uint64_t> v = ReadU64(paths_.NeuronDevice(index) / f.dir / f.name);
         if (v.ok()) now[i] = *v;
       }
       if (d.rebaseline) {
@@ -243,8 +275,8 @@ class NodeWatcher::Impl {
         if (!now[i]) continue;
         if (d.ecc_baseline[i] && *now[i] > *d.ecc_baseline[i]) {
           if (!d.ecc_rose) {
-            log_->warn("device {}: {} rose {} -> {}", index, kHardwareCounters[i],
-                       *d.ecc_baseline[i], *now[i]);
+            log_->warn("device {}: {}/{} rose {} -> {}", index, EvidenceFiles()[i].dir,
+                       EvidenceFiles()[i].name, *d.ecc_baseline[i], *now[i]);
           }
           d.ecc_rose = true;
         } else if (!d.ecc_baseline[i] || *now[i] < *d.ecc_baseline[i]) {

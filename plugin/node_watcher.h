@@ -4,8 +4,9 @@
 // Evidence, each counted only when the HealthPolicy says so:
 //   - absence: core Events device/EFA removed (and added back);
 //   - state: the device's `reset` state is not READY;
-//   - ECC: stats/hardware/*_uncorrected rose above the baseline (polled every poll_period on
-//     this thread, never on an RPC's path);
+//   - ECC: stats/hardware/*_uncorrected, or where the driver has them the uncorrected counts of
+//     stats/hardware/health_status/, rose above the baseline (the list is spelled out in
+//     node_watcher.cc; polled every poll_period on this thread, never on an RPC's path);
 //   - NEURON_HW_ERR= kernel records naming the device (nd-id);
 //   - EFA: port state not ACTIVE.
 // A device's baseline is set when it appears (start-up, replug) and when its state returns to

@@ -89,6 +89,9 @@ std::string HeaderLines(const LsReport& r) {
                                 OrNA(r.instance_id));
   if (r.lnc_applies) out += fmt::format("logical-neuroncore-config: {}\n", r.lnc);
   out += UltraServerLine(r);
+  // Ours, after neuron-ls's own lines (docs/tools-ux.md#ls-options).
+  out += fmt::format("driver-version: {}\n", OrNA(r.driver_version));
+  if (!r.driver_problem.empty()) out += r.driver_problem + "\n";
   return out;
 }
 
@@ -224,6 +227,8 @@ LsReport BuildLsReport(const LsSources& src) {
   r.instance_type = inv.instance_type;
   r.instance_id = inv.instance_id;
   r.lnc = inv.lnc;
+  r.driver_version = inv.driver.version.value_or("");
+  r.driver_problem = DriverLayoutProblem(inv);
   if (const InstanceSpec* spec = inv.Spec()) {
     r.lnc_applies = spec->lnc_configurable;
   } else {
@@ -311,6 +316,9 @@ std::string RenderLsJson(const LsReport& r) {
     // Only when it applies, so the document keeps neuron-ls's fields otherwise
     // (docs/tools-ux.md#ls-json).
     if (r.live_data_unavailable) j["live_data_unavailable"] = *r.live_data_unavailable;
+    if (!r.driver_problem.empty()) j["driver_problem"] = r.driver_problem;
+    j["driver_version"] = r.driver_version.empty() ? nlohmann::ordered_json()
+                                                   : nlohmann::ordered_json(r.driver_version);
     devices.push_back(std::move(j));
   }
   // Command lines may hold invalid UTF-8; replace rather than throw.

@@ -44,6 +44,10 @@ struct LsReport {
   std::string instance_id;
   int lnc = 1;
   bool lnc_applies = false;  // trn2: print logical-neuroncore-config
+  // sys/module/neuron/version; "" when absent (docs/driver-interface.md#detection).
+  std::string driver_version;
+  // DriverLayoutProblem(): an unknown sysfs layout or missing nodes; "" when none.
+  std::string driver_problem;
   std::vector<LsDevice> devices;
   Inventory inventory;  // for the drawing
   LinkLayout link;

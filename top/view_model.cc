@@ -475,7 +475,9 @@ TopView BuildView(const ViewInputs& in) {
   }
   v.datastore_source = after.datastore_source;
   if (LiveRead(&after)) v.runtime_attached = !after.processes.empty();
-  if (in.notes != nullptr) v.notes = *in.notes;
+  // An unknown sysfs layout or missing nodes first (docs/driver-interface.md#detection).
+  if (std::string p = DriverLayoutProblem(inv); !p.empty()) v.notes.push_back(std::move(p));
+  if (in.notes != nullptr) v.notes.insert(v.notes.end(), in.notes->begin(), in.notes->end());
   v.system_cpu = SystemCpu(in.proc_before, in.proc_after);
   v.errors = after.errors;
   Acc capacity;

@@ -80,6 +80,7 @@ class UdevDiscovery final : public Discovery {
       identity.dmi_asset_tag = ReadOr(src, sysfs::kDmiBoardAssetTag, &inv.warnings);
     }
     inv.ultraserver = ReadUltraServer(root_, &inv.warnings);
+    discovery_internal::ReadDriverLayout(root_, &inv);
     discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }

@@ -64,6 +64,39 @@ Topology Inventory::LinkTopology() const {
   return Topology(neighbours);
 }
 
+size_t Inventory::MissingNodeCount() const {
+  size_t n = 0;
+  for (const NeuronDevice& d : devices) n += d.missing_nodes.size();
+  return n;
+}
+
+std::string Inventory::FirstMissingNode() const {
+  for (const NeuronDevice& d : devices) {
+    if (!d.missing_nodes.empty()) {
+      return fmt::format("{}{}/{}", sysfs::kDevicePrefix, d.index, d.missing_nodes.front());
+    }
+  }
+  return "";
+}
+
+std::string DriverLayoutProblem(const Inventory& inv) {
+  const DriverInfo& drv = inv.driver;
+  const size_t missing = inv.MissingNodeCount();
+  if (drv.generation != nullptr && missing == 0) return "";
+  // "2.31.7.0" -> "2.31.7": the build number says nothing to a reader.
+  std::string shown = drv.version.value_or("(no version)");
+  if (drv.version && std::count(shown.begin(), shown.end(), '.') == 3) {
+    shown.resize(shown.rfind('.'));
+  }
+  std::string out = drv.generation == nullptr
+                        ? fmt::format("driver {}: unknown sysfs layout, {} node{} missing", shown,
+                                      missing, missing == 1 ? "" : "s")
+                        : fmt::format("driver {}: {} sysfs node{} of generation {} missing", shown,
+                                      missing, missing == 1 ? "" : "s", drv.generation->name);
+  if (missing > 0) out += fmt::format(" (first: {})", inv.FirstMissingNode());
+  return out;
+}
+
 namespace discovery_internal {
 namespace {
 

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/discovery/bdf.h"
+#include "core/driver/driver_generations.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
 #include "core/model/topology.h"
@@ -35,8 +36,31 @@ struct NeuronDevice {
   std::optional<int> numa_node;  // absent when unknown or -1
   std::string cpulist;           // local_cpulist as printed, "" when unknown
   std::string dev_node;          // host path of the character device, "/dev/neuronN"
+  // The layout of its sysfs tree, checked once per scan (docs/driver-interface.md#detection):
+  // the read groups the tree holds (the sampler reads those), and the files the agent reads that
+  // the driver's generation has (an unknown one: the newest known's) but the tree lacks, relative
+  // to the device directory. A missing file is absent, never read as 0.
+  NodeGroups sysfs_groups;
+  std::vector<std::string> missing_nodes;
 
   bool operator==(const NeuronDevice&) const = default;
+};
+
+// The driver module (docs/driver-interface.md#detection).
+struct DriverInfo {
+  std::optional<std::string>
+      version;  // sys/module/neuron/version, "2.29.0.0"; absent with the file
+  const DriverGeneration* generation = nullptr;  // null: unknown (no version, or none known)
+
+  // The generation the tree is checked against: its own, or the newest known when unknown.
+  const DriverGeneration& Expected() const {
+    return generation != nullptr ? *generation : NewestGeneration();
+  }
+  // "2.29", or "unknown".
+  std::string_view GenerationLabel() const {
+    return generation != nullptr ? generation->name : std::string_view("unknown");
+  }
+  bool operator==(const DriverInfo&) const = default;
 };
 
 struct EfaInterface {
@@ -73,6 +97,7 @@ struct Inventory {
   std::string instance_id;  // DMI board_asset_tag
   // Logical NeuronCore config in force (docs/architecture.md#lnc)
   int lnc = 1;
+  DriverInfo driver;
   std::vector<NeuronDevice> devices;  // ascending index; gaps where a device is absent
   std::vector<EfaInterface> efas;     // ascending name
   // Absent when the driver has no UltraServer class attributes or its election is in progress.
@@ -94,7 +119,17 @@ struct Inventory {
   const InstanceSpec* Spec() const;
   // NeuronLink graph over device indices (size = highest index + 1).
   Topology LinkTopology() const;
+  // Missing sysfs nodes over all devices, and the first one as "neuronN/<path>" ("" when none).
+  size_t MissingNodeCount() const;
+  std::string FirstMissingNode() const;
 };
+
+// One line for the tools' headers and the log when the driver's sysfs layout is not the one the
+// agent knows (docs/driver-interface.md#detection): "driver 2.31.7: unknown sysfs layout, 48
+// nodes missing (first: neuron0/stats/hardware/sram_ecc_uncorrected)"; for a known generation only
+// when nodes are missing ("driver 2.29.0: 3 sysfs nodes of generation 2.29 missing (first: ...)").
+// "" when there is nothing to say.
+std::string DriverLayoutProblem(const Inventory& inv);
 
 struct DiscoveryOptions {
   // LNC from --lnc / NEURON_LOGICAL_NC_CONFIG; 0 means the instance default.

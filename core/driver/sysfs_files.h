@@ -54,6 +54,8 @@ inline constexpr std::string_view kStats = "stats";
 inline constexpr std::string_view kHardware = "hardware";
 inline constexpr std::string_view kPower = "power";
 inline constexpr std::string_view kUtilization = "utilization";
+inline constexpr std::string_view kUtilizationRaw = "utilization_raw";  // 2.29
+inline constexpr std::string_view kHealthStatus = "health_status";      // 2.28, Trn2
 inline constexpr std::string_view kMemoryUsage = "memory_usage";
 inline constexpr std::string_view kHostMem = "host_mem";
 inline constexpr std::string_view kDeviceMem = "device_mem";
@@ -69,6 +71,7 @@ inline constexpr std::string_view kRate = "rate";
 inline constexpr std::string_view kHwCounters = "hw_counters";
 inline constexpr std::string_view kDevice = "device";  // a class device's link to its parent
 inline constexpr std::string_view kDriver = "driver";  // a PCI function's link to its driver
+inline constexpr std::string_view kModule = "module";  // sys/module/<name>/
 }  // namespace part
 
 // ---- A Neuron device: sys/devices/virtual/neuron_device/neuronN/ (RootPaths::NeuronDevice).
@@ -77,6 +80,10 @@ inline constexpr std::string_view kReset = "reset";                         // d
 inline constexpr std::string_view kCoreCount = "core_count";                // 0400, no newline
 inline constexpr std::string_view kConnectedDevices = "connected_devices";  // 0400
 inline constexpr std::string_view kDevNumber = "dev";  // "<major>:<minor>\n" of /dev/neuronN
+// Firmware identity: "%u\n", or "busy\n" during a reset; 0444 (fw_api_version from driver 2.27,
+// fw_build from 2.28; not read by the agent).
+inline constexpr std::string_view kFwApiVersion = "fw_api_version";
+inline constexpr std::string_view kFwBuild = "fw_build";
 inline constexpr std::string_view kNotifyDelay = kPath<part::kInfo, part::kNotifyDelay>;
 inline constexpr std::string_view kSerialNumber = kPath<part::kInfo, part::kSerialNumber>;
 // The device's, and under neuron_core<i>/ the core's (NCv2, NCv3).
@@ -89,10 +96,25 @@ inline constexpr std::string_view kDeviceName =
 inline constexpr std::string_view kHardwareDir = kPath<part::kStats, part::kHardware>;
 inline constexpr std::string_view kPowerUtilization =
     kPath<part::kStats, part::kPower, part::kUtilization>;
+// "die,util_bips,counter" then a row per die (driver 2.29).
+inline constexpr std::string_view kPowerUtilizationRaw =
+    kPath<part::kStats, part::kPower, part::kUtilizationRaw>;
+// The driver's cached health registers (driver 2.28, Trn2; kHealthStatusFiles).
+inline constexpr std::string_view kHealthStatusDir =
+    kPath<part::kStats, part::kHardware, part::kHealthStatus>;
 inline constexpr std::string_view kMemoryUsageDir = kPath<part::kStats, part::kMemoryUsage>;
 // The device's host memory by category (kHostMemCategories), and a core's host memory triple.
 inline constexpr std::string_view kHostMemDir =
     kPath<part::kStats, part::kMemoryUsage, part::kHostMem>;
+
+// ---- The class's own attributes: sys/class/neuron_device/ (driver 2.27 on: on every platform,
+// beside the UltraServer ones).
+inline constexpr std::string_view kHbm7200Capable = "hbm_7200_capable";
+inline constexpr std::string_view kCurrentPerfProfile = "current_perf_profile";
+
+// ---- The module: sys/module/neuron/ (RootPaths::ModuleVersion).
+inline constexpr std::string_view kModuleName = "neuron";
+inline constexpr std::string_view kModuleVersion = "version";  // MODULE_VERSION: "2.29.0.0\n"
 
 // ---- One physical core: neuronN/neuron_core<i>/.
 inline constexpr std::string_view kCorePrefix = "neuron_core";

@@ -66,6 +66,21 @@ inline constexpr std::array<std::string_view, 6> kOtherInfo{"model_load_count", 
 inline constexpr std::array<std::string_view, 3> kHardwareCounters{
     "sram_ecc_uncorrected", "mem_ecc_uncorrected", "mem_ecc_repairable_uncorrected"};
 
+// stats/hardware/health_status/ files (driver 2.28 on, Trn2 only), "%u\n", mode 0444: cached
+// firmware registers (docs/driver-interface.md#driver-generations). Order: HealthStatus in
+// core/sample/snapshot.h.
+inline constexpr std::array<std::string_view, 4> kHealthStatusFiles{
+    "hbm_ecc_err_count", "repairable_hbm_ecc_err_count", "sram_ecc_err_count", "hw_error_event"};
+// Announced for health_status/ by the driver 2.30.2 release notes; no source, format unknown, not
+// read (only the simulator's future layout writes them).
+inline constexpr std::array<std::string_view, 2> kHealthStatusFilesFromNotes{
+    "unhealthy_components", "healthcheck_heartbeat"};
+
+// Corrected ECC counters, announced by the driver 2.30.2 release notes; no source, so their
+// directory (stats/hardware/, beside the uncorrected ones) and format ("%u\n") are assumed.
+inline constexpr std::array<std::string_view, 2> kEccCorrected{"sram_ecc_corrected",
+                                                               "mem_ecc_corrected"};
+
 // clang-format off
 // EFA port counters (ports/1/hw_counters/), the full set of a current kernel.
 inline constexpr std::array<std::string_view, 22> kEfaPortCounters{
@@ -88,9 +103,17 @@ inline constexpr std::array<std::string_view, 12> kEfaDeviceCounters{
 // Positions in the tables above of the names that code singles out, so that it does not spell
 // them again.
 namespace name_index {
-inline constexpr size_t kSramEccUncorrected = 0;  // kHardwareCounters: low 16 bits only
-inline constexpr size_t kResetReqCount = 1;       // kOtherInfo: 1 on every core after probe
-inline constexpr size_t kHostDriverMemory = 4;    // kHostMemCategories: the probe's NCDEV memory
+inline constexpr size_t kSramEccUncorrected = 0;     // kHardwareCounters: low 16 bits only
+inline constexpr size_t kMemEccUncorrected = 1;      // kHardwareCounters
+inline constexpr size_t kMemEccRepairable = 2;       // kHardwareCounters
+inline constexpr size_t kHealthHbmUe = 0;            // kHealthStatusFiles
+inline constexpr size_t kHealthRepairableHbmUe = 1;  // kHealthStatusFiles
+inline constexpr size_t kHealthSramUe = 2;           // kHealthStatusFiles
+inline constexpr size_t kHealthEvents = 3;           // kHealthStatusFiles
+inline constexpr size_t kSramEccCorrected = 0;       // kEccCorrected
+inline constexpr size_t kMemEccCorrected = 1;        // kEccCorrected
+inline constexpr size_t kResetReqCount = 1;          // kOtherInfo: 1 on every core after probe
+inline constexpr size_t kHostDriverMemory = 4;       // kHostMemCategories: the probe's NCDEV memory
 }  // namespace name_index
 
 // Device state as the `reset` file prints it (docs/driver-interface.md#reset-and-state).
@@ -124,6 +147,10 @@ class RootPaths {
   std::filesystem::path UverbsClassDir() const { return Sys() / "class" / sysfs::kUverbsClass; }
   std::filesystem::path DmiDir() const {
     return Sys() / "class" / sysfs::kDmiSubsystem / sysfs::kDmiSysname;
+  }
+  // The module's version as MODULE_VERSION gives it ("2.29.0.0\n").
+  std::filesystem::path ModuleVersion() const {
+    return Sys() / sysfs::part::kModule / sysfs::kModuleName / sysfs::kModuleVersion;
   }
   std::filesystem::path Dev() const { return root_ / "dev"; }
   std::filesystem::path DevNeuron(int index) const { return Dev() / DeviceName(index); }

@@ -149,7 +149,7 @@ void Sampler::BuildReaders() {
   auto r = std::make_unique<Readers>();
   r->devices.reserve(inventory_.devices.size());
   for (const NeuronDevice& d : inventory_.devices) {
-    r->devices.emplace_back(root_, d.index, std::max(0, d.physical_cores));
+    r->devices.emplace_back(root_, d.index, std::max(0, d.physical_cores), d.sysfs_groups);
   }
   r->efas.reserve(inventory_.efas.size());
   for (const EfaInterface& e : inventory_.efas) r->efas.emplace_back(root_, e.name);
@@ -199,7 +199,7 @@ std::vector<Sampler::Unit> Sampler::PlanUnits(SampleKind kind, Snapshot* snap) {
     if (prev != nullptr && static_cast<int>(prev->cores.size()) != cores) prev = nullptr;
     u.full = kind == SampleKind::kFull || prev == nullptr;
     u.prev_device = prev;
-    u.files = u.full ? sysfs_reader::FullFileCount(cores) : 12 + 2 * cores;
+    u.files = u.full ? sysfs_reader::FullFileCount(cores, r.groups()) : 12 + 2 * cores;
     units.push_back(std::move(u));
   }
   for (sysfs_reader::EfaReader& r : readers_->efas) {

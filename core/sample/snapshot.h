@@ -67,6 +67,25 @@ struct PeCounterRow {
   bool operator==(const PeCounterRow&) const = default;
 };
 
+// One row of stats/power/utilization_raw (driver 2.29): the last power sample the driver took of
+// one die (docs/driver-interface.md#driver-generations).
+struct PowerDieReading {
+  enum class State { kGood, kUnavailable, kReadError, kBogus };
+  int die = 0;
+  State state = State::kUnavailable;
+  uint32_t util_bips = 0;  // share of max power in basis points (10000 = 100%); kGood, kBogus
+  uint32_t counter = 0;    // the firmware's sample counter (16 bits); kGood, kBogus
+  bool operator==(const PowerDieReading&) const = default;
+};
+
+// Index into DeviceSample::health_status, in kHealthStatusFiles order.
+enum HealthStatus : int {
+  kHbmEccErrCount = name_index::kHealthHbmUe,
+  kRepairableHbmEccErrCount = name_index::kHealthRepairableHbmUe,
+  kSramEccErrCount = name_index::kHealthSramUe,
+  kHwErrorEvent = name_index::kHealthEvents,
+};
+
 // Index into CoreSample::other_info, in kOtherInfo order.
 enum OtherInfo : int {
   kModelLoadCount = 0,
@@ -96,6 +115,13 @@ struct DeviceSample {
   std::optional<std::string> serial_number;  // absent when the firmware read fails ("\n")
   std::array<MemCounter, kHostMemCategories.size()> host_mem;  // [hot] totals
   std::vector<CoreSample> cores;  // physical cores 0..core_count-1 from the inventory
+  // Files of the optional node groups (core/driver/driver_generations.h), read where the
+  // device's tree holds them (NeuronDevice::sysfs_groups), absent elsewhere:
+  // stats/hardware/health_status/ (HealthStatus order), stats/hardware/{sram,mem}_ecc_corrected
+  // (kEccCorrected order) and stats/power/utilization_raw, one entry per die.
+  std::array<std::optional<uint64_t>, kHealthStatusFiles.size()> health_status;
+  std::array<std::optional<uint64_t>, kEccCorrected.size()> ecc_corrected;
+  std::optional<std::vector<PowerDieReading>> power_raw;
 
   // The snapshot generation whose sweep read the fields not marked [hot] (this snapshot's own
   // for a kFull one), and the one that last read the status and other_info totals: a hot sample

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/ultraserver.h"
+#include "driver-sim/driver/sim_tree_driver.h"
 
 namespace neuron::sim {
 
@@ -36,6 +37,8 @@ struct DaemonOptions {
   std::string instance_id;  // empty: made up from the root
   // The node's place in its UltraServer, on UltraServer instance types (driver/ultraserver.h).
   UltraServerPosition ultraserver;
+  // The driver generation played (`--driver-version`, driver-sim/README.md#driver-versions).
+  SimDriver driver = NewestSimDriver();
   // How long a device reset takes (D11, driver-sim/README.md#deviations: accelerated; the real
   // duration is unverified).
   std::chrono::milliseconds reset_duration{300};

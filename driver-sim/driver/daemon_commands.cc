@@ -178,8 +178,10 @@ CtlReply NodeDaemon::Impl::Inject(const CtlRequest& req) {
     const std::string_view counter =
         *req.fault == FaultKind::kHbmUe ? "mem_ecc_uncorrected" : "sram_ecc_uncorrected";
     if (absl::Status s = tree_->AddHardwareErrors(d, counter, 1); !s.ok()) return Error(s);
-    detail = fmt::format("device {}: stats/hardware/{} is now {}\n", d, counter,
-                         CounterText(paths_.NeuronDevice(d) / sysfs::kHardwareDir / counter));
+    const std::filesystem::path file = tree_->HardwareDir(d) / counter;
+    detail =
+        fmt::format("device {}: {} is now {}\n", d,
+                    file.lexically_relative(paths_.NeuronDevice(d)).string(), CounterText(file));
   }
   const PendingFault f = faults_.Add(*req.fault, d, req.core, std::nullopt);
   SaveFaults();
@@ -309,7 +311,7 @@ std::string NodeDaemon::Impl::Status() const {
       out += fmt::format(kRow, d, bdf, "-", "no", "-", "-", "-", "-");
       continue;
     }
-    const std::filesystem::path hw = paths_.NeuronDevice(d) / sysfs::kHardwareDir;
+    const std::filesystem::path hw = tree_->HardwareDir(d);
     const std::vector<pid_t> users = driver_->Attached(d);
     out += fmt::format(
         kRow, d, bdf, DeviceStateName(dev.state), "yes", CounterText(hw / "sram_ecc_uncorrected"),

@@ -11,6 +11,7 @@
 #include "driver-sim/driver/node_info.h"
 #include "driver-sim/driver/sim_paths.h"
 #include "driver-sim/driver/sim_tree_fs.h"
+#include "driver-sim/driver/sim_tree_pci.h"
 
 namespace neuron::sim {
 namespace {
@@ -25,7 +26,6 @@ namespace fs = std::filesystem;
 // Every metric file (owner write clears, docs/driver-interface.md#total-present-peak)
 constexpr mode_t kMetric = 0644;
 constexpr mode_t kReadOnly = 0444;   // kernel read-only attributes (dev, vendor, ...)
-constexpr mode_t kRootRead = 0400;   // core_count, connected_devices
 constexpr mode_t kRootWrite = 0600;  // reset
 
 // FNV-1a 64: stable made-up identities (serial numbers, instance ids) from text.
@@ -64,102 +64,7 @@ absl::Status WriteTriple(const fs::path& dir, uint64_t total, uint64_t present,
   return absl::OkStatus();
 }
 
-// The kernel's "%*pb" bitmap (local_cpus): 32-bit hex groups, most significant first, the first
-// group only as wide as the bits left over.
-std::string CpuMask(const std::vector<int>& cpus, int nbits) {
-  if (nbits <= 0) return "0";
-  std::vector<uint32_t> words((nbits + 31) / 32, 0);
-  for (int c : cpus) {
-    if (c >= 0 && c < nbits) words[c / 32] |= 1u << (c % 32);
-  }
-  std::string out;
-  int first_bits = nbits % 32 == 0 ? 32 : nbits % 32;
-  for (size_t i = words.size(); i-- > 0;) {
-    if (!out.empty()) out += ',';
-    const int width = (first_bits + 3) / 4;
-    out += fmt::format("{:0{}x}", words[i], width);
-    first_bits = 32;
-  }
-  return out;
-}
-
-std::string Modalias(uint16_t device, int cls) {
-  return fmt::format("pci:v{:08X}d{:08X}sv{:08X}sd{:08X}bc{:02X}sc{:02X}i{:02X}", kPciVendorAmazon,
-                     device, kPciVendorAmazon, 0, (cls >> 16) & 0xff, (cls >> 8) & 0xff,
-                     cls & 0xff);
-}
-
-struct PciFunction {
-  std::string bdf;
-  uint16_t device;
-  int cls;
-  int numa_node;
-  std::string cpulist;
-  int vcpus;
-  std::string_view driver;
-};
-
-// A PCI function directory under sys/devices/pci0000:<bus>/, with its bus and driver links.
-absl::Status WritePciFunction(const RootPaths& root, const PciFunction& f) {
-  const fs::path dir = PciDeviceSysPath(root, f.bdf);
-  const fs::path bus_dir = dir.parent_path();
-  if (!fs::exists(bus_dir / "uevent")) {
-    SIM_RETURN_IF_ERROR(WriteFileAtomic(bus_dir / "uevent", "", kMetric));
-  }
-  absl::StatusOr<std::vector<int>> cpus = ParseCpuList(f.cpulist, dir / sysfs::kLocalCpulist);
-  if (!cpus.ok()) return cpus.status();
-  const std::string id = fmt::format("{:04X}:{:04X}", kPciVendorAmazon, f.device);
-  const std::vector<std::pair<std::string_view, std::string>> attrs = {
-      {"vendor", fmt::format("0x{:04x}\n", kPciVendorAmazon)},
-      {"device", fmt::format("0x{:04x}\n", f.device)},
-      {"subsystem_vendor", fmt::format("0x{:04x}\n", kPciVendorAmazon)},
-      {"subsystem_device", "0x0000\n"},
-      {"class", fmt::format("0x{:06x}\n", f.cls)},
-      {sysfs::kNumaNode, fmt::format("{}\n", f.numa_node)},
-      {sysfs::kLocalCpulist, f.cpulist + "\n"},
-      {"local_cpus", CpuMask(*cpus, f.vcpus) + "\n"},
-  };
-  for (const auto& [name, value] : attrs) {
-    SIM_RETURN_IF_ERROR(WriteFileAtomic(dir / name, value, kReadOnly));
-  }
-  SIM_RETURN_IF_ERROR(WriteFileAtomic(
-      dir / "uevent",
-      fmt::format("DRIVER={}\nPCI_CLASS={:X}\nPCI_ID={}\nPCI_SUBSYS_ID={:04X}:0000\n"
-                  "PCI_SLOT_NAME={}\nMODALIAS={}\n",
-                  f.driver, f.cls, id, kPciVendorAmazon, f.bdf, Modalias(f.device, f.cls)),
-      kMetric));
-  // Depth: sys/devices/pci0000:BB/<BDF> -> three levels up is sys/.
-  SIM_RETURN_IF_ERROR(MakeSymlink("../../../bus/pci", dir / "subsystem"));
-  SIM_RETURN_IF_ERROR(MakeSymlink(fmt::format("../../../bus/pci/drivers/{}", f.driver),
-                                  dir / sysfs::part::kDriver));
-  const std::string rel = fmt::format("devices/{}/{}", bus_dir.filename().string(), f.bdf);
-  SIM_RETURN_IF_ERROR(MakeSymlink("../../../" + rel, root.Sys() / "bus/pci/devices" / f.bdf));
-  return MakeSymlink("../../../../" + rel, root.Sys() / "bus/pci/drivers" / f.driver / f.bdf);
-}
-
-absl::Status RemovePciFunction(const RootPaths& root, std::string_view bdf,
-                               std::string_view driver) {
-  SIM_RETURN_IF_ERROR(RemovePath(root.Sys() / "bus/pci/drivers" / driver / bdf));
-  SIM_RETURN_IF_ERROR(RemovePath(root.Sys() / "bus/pci/devices" / bdf));
-  return RemovePath(PciDeviceSysPath(root, bdf));
-}
-
-// Every CPU of the NUMA node, from the Neuron devices placed on it (EFA placements carry only
-// the node); all CPUs when no device shares it.
-std::string CpusOfNode(const InstanceSpec& spec, int numa) {
-  for (const DevicePlacement& p : spec.placement) {
-    if (p.numa_node == numa) return p.cpulist;
-  }
-  return fmt::format("0-{}", spec.vcpus - 1);
-}
-
 }  // namespace
-
-fs::path PciDeviceSysPath(const RootPaths& root, std::string_view bdf) {
-  // "DDDD:BB:SS.F": the root bus directory is pci<DDDD>:<BB>.
-  const std::string bus(bdf.substr(0, std::min<size_t>(7, bdf.size())));
-  return root.Sys() / "devices" / ("pci" + bus) / bdf;
-}
 
 SimTree::SimTree(RootPaths root, NodeConfig config)
     : root_(std::move(root)), config_(std::move(config)) {
@@ -257,10 +162,11 @@ absl::Status SimTree::WriteNeuronDevice(int d) {
       MakeSymlink(fmt::format("../../../../class/{}", kNeuronClass), dir / "subsystem"));
   SIM_RETURN_IF_ERROR(MakeDirs(dir / "power"));
   SIM_RETURN_IF_ERROR(put(sysfs::kReset, "1\n", kRootWrite));
-  SIM_RETURN_IF_ERROR(put(sysfs::kCoreCount, fmt::format("{}", chip.physical_cores), kRootRead));
+  const mode_t topology = TopologyMode(config_.driver);
+  SIM_RETURN_IF_ERROR(put(sysfs::kCoreCount, fmt::format("{}", chip.physical_cores), topology));
   const std::vector<int> peers = ConnectedDevices(*config_.spec, d);
   SIM_RETURN_IF_ERROR(
-      put(sysfs::kConnectedDevices, fmt::format("{}\n", fmt::join(peers, ", ")), kRootRead));
+      put(sysfs::kConnectedDevices, fmt::format("{}\n", fmt::join(peers, ", ")), topology));
   SIM_RETURN_IF_ERROR(put(sysfs::kNotifyDelay, "-1\n"));
   if (chip.has_serial_number) {
     const uint64_t serial = Fnv1a(fmt::format("{}/{}", config_.instance_id, d));
@@ -281,6 +187,7 @@ absl::Status SimTree::WriteNeuronDevice(int d) {
   for (int c = 0; c < chip.physical_cores; ++c) {
     SIM_RETURN_IF_ERROR(WriteNeuronCore(dir / sysfs::CoreDir(c), chip, c));
   }
+  SIM_RETURN_IF_ERROR(WriteGroupFiles(dir, chip, config_.driver));
   SIM_RETURN_IF_ERROR(RenamePath(dir, final_dir));
 
   // Links are relative, from where each one sits to the device.
@@ -381,11 +288,20 @@ absl::Status SimTree::WriteDmi() {
 }
 
 absl::Status SimTree::WriteClassAttributes() {
-  // UltraServer attributes (docs/driver-interface.md#device-nodes; driver/ultraserver.h).
-  for (const auto& [name, value] : UltraServerClassFiles(*config_.spec, config_.ultraserver)) {
+  // UltraServer attributes (docs/driver-interface.md#device-nodes; driver/ultraserver.h), as the
+  // driver generation lays them out (#driver-generations).
+  const bool ultraserver_platform = config_.spec->ultraserver_instances > 0;
+  for (const auto& [name, value] :
+       ClassAttributes(config_.driver, ultraserver_platform,
+                       UltraServerClassFiles(*config_.spec, config_.ultraserver))) {
     SIM_RETURN_IF_ERROR(WriteFileAtomic(root_.NeuronClassDir() / name, value, kReadOnly));
   }
   return absl::OkStatus();
+}
+
+// MODULE_VERSION, as the kernel shows it ("%s\n", DRV neuron_module.c).
+absl::Status SimTree::WriteModule() {
+  return WriteFileAtomic(root_.ModuleVersion(), config_.driver.module_version + "\n", kReadOnly);
 }
 
 absl::Status SimTree::WriteNodeJson() {
@@ -414,6 +330,7 @@ absl::Status SimTree::Create() {
         root_.NeuronClassDir(), root_.NeuronDevicesDir(), root_.Dev()}) {
     SIM_RETURN_IF_ERROR(MakeDirs(dir));
   }
+  SIM_RETURN_IF_ERROR(WriteModule());
   SIM_RETURN_IF_ERROR(WriteClassAttributes());
   for (int d = 0; d < spec.devices; ++d) {
     SIM_RETURN_IF_ERROR(WriteNeuronPci(d));
@@ -516,12 +433,19 @@ absl::Status SimTree::AddHardwareErrors(int device, std::string_view counter, ui
   if (!DevicePresent(device)) {
     return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
   }
-  const fs::path file = root_.NeuronDevice(device) / sysfs::kHardwareDir / counter;
+  const fs::path file = HardwareDir(device) / counter;
   // "%u" of the firmware count; SRAM shows only its low 16 bits
   // (docs/driver-interface.md#device-files).
   const uint64_t mask =
       counter == kHardwareCounters[name_index::kSramEccUncorrected] ? 0xffff : 0xffffffff;
-  return WriteFileAtomic(file, U64Line((ReadCounterOrZero(file) + n) & mask), kMetric);
+  SIM_RETURN_IF_ERROR(
+      WriteFileAtomic(file, U64Line((ReadCounterOrZero(file) + n) & mask), kMetric));
+  return RaiseHealthStatus(root_.NeuronDevice(device), *config_.spec->chip, config_.driver, counter,
+                           n);
+}
+
+fs::path SimTree::HardwareDir(int device) const {
+  return root_.NeuronDevice(device) / sim::HardwareDir(config_.driver);
 }
 
 absl::Status SimTree::ApplyCounter(const fs::path& dir, CounterOp op, uint64_t value) {
@@ -558,9 +482,18 @@ absl::Status SimTree::WritePower(int device, std::string_view status, int64_t ep
     return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
   }
   auto pct = [](uint32_t bp) { return fmt::format("{}.{:02}", bp / 100, bp % 100); };
-  return WriteFileAtomic(
+  SIM_RETURN_IF_ERROR(WriteFileAtomic(
       root_.NeuronDevice(device) / sysfs::kPowerUtilization,
       fmt::format("{},{},{},{},{}\n", status, epoch, pct(min_bp), pct(max_bp), pct(avg_bp)),
+      kMetric));
+  if (!config_.driver.groups.Has(NodeGroup::kUtilizationRaw)) return absl::OkStatus();
+  const bool valid = status == "POWER_STATUS_VALID";
+  uint32_t& samples = power_samples_[device];
+  if (valid) ++samples;
+  return WriteFileAtomic(
+      root_.NeuronDevice(device) / sysfs::kPowerUtilizationRaw,
+      PowerRawText(*config_.spec->chip, valid ? std::optional<uint32_t>(avg_bp) : std::nullopt,
+                   samples),
       kMetric);
 }
 

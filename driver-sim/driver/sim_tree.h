@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -26,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
+#include "driver-sim/driver/sim_tree_driver.h"
 #include "driver-sim/driver/ultraserver.h"
 
 namespace neuron::sim {
@@ -36,6 +38,8 @@ struct NodeConfig {
   std::string instance_id;               // "i-0a1b2c3d4e5f60718"; made up from the root when empty
   std::string node_name;                 // Kubernetes node name; "sim-<instance type>" when empty
   UltraServerPosition ultraserver = {};  // used on UltraServer instance types only
+  // The driver played: its generation's tree and module version (driver-sim/README.md).
+  SimDriver driver = NewestSimDriver();
 };
 
 // How a counter file triple {total, present, peak} changes
@@ -65,8 +69,11 @@ class SimTree {
   absl::Status SetDeviceState(int device, DeviceState state);
   absl::StatusOr<DeviceState> GetDeviceState(int device) const;
 
-  // stats/hardware/<counter> += n (counter is one of kHardwareCounters).
+  // stats/hardware/<counter> += n (counter is one of kHardwareCounters), and the health_status/
+  // files derived from the same registers where the driver has them.
   absl::Status AddHardwareErrors(int device, std::string_view counter, uint64_t n);
+  // The device's stats/hardware/ directory (elsewhere in the future layout).
+  std::filesystem::path HardwareDir(int device) const;
 
   // Applies a counter operation to the triple in `dir` (absolute path of a directory holding
   // total/present[/peak]), as the driver's metric functions do. Missing files count as 0.
@@ -79,7 +86,8 @@ class SimTree {
   std::filesystem::path HostMemDir(int device, std::string_view cat) const;
 
   // stats/power/utilization as "<status>,<epoch>,<min>,<max>,<avg>" with percentages in
-  // basis points (1234 -> "12.34").
+  // basis points (1234 -> "12.34"); from driver 2.29 also stats/power/utilization_raw, every
+  // die at the average (unavailable while the status is not VALID).
   absl::Status WritePower(int device, std::string_view status, int64_t epoch, uint32_t min_bp,
                           uint32_t max_bp, uint32_t avg_bp);
 
@@ -100,6 +108,7 @@ class SimTree {
   std::set<int> absent_devices_;
   std::set<std::string, std::less<>> absent_efas_;
   uint64_t kmsg_seq_ = 0;  // next seq at least; the file's own last record also counts
+  std::map<int, uint32_t> power_samples_;  // device -> utilization_raw's counter (one per rollup)
 
   absl::Status CheckDevice(int device) const;
   absl::StatusOr<size_t> EfaIndex(std::string_view name) const;
@@ -109,6 +118,7 @@ class SimTree {
   absl::Status WriteEfaIb(size_t efa);
   absl::Status WriteDmi();
   absl::Status WriteClassAttributes();
+  absl::Status WriteModule();
   absl::Status WriteNodeJson();
 };
 

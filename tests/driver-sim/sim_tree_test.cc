@@ -52,11 +52,14 @@ const InstanceSpec* Spec(std::string_view name) {
   return spec.ok() ? *spec : nullptr;
 }
 
-// A created tree of one instance type in a temporary root.
+// A created tree of one instance type in a temporary root. Driver 2.24's, whose facts
+// docs/driver-interface.md#sysfs-tree states and these tests check; later generations:
+// sim_generations_test.cc.
 class Node {
  public:
   explicit Node(std::string_view type, int lnc = 1, std::string instance_id = "i-0123456789abcdef0")
-      : tree_(RootPaths(root_.path()), NodeConfig{Spec(type), lnc, std::move(instance_id), ""}) {
+      : tree_(RootPaths(root_.path()),
+              NodeConfig{Spec(type), lnc, std::move(instance_id), "", {}, *ParseSimDriver("2.24")}) {
     absl::Status s = tree_.Create();
     EXPECT_TRUE(s.ok()) << s;
   }

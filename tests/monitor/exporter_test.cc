@@ -364,14 +364,18 @@ TEST_F(ExporterTest, CountersNeverGoDownAndAbsentFilesLeaveSeriesOut) {
   // No EFA on a trn1.2xlarge -> no series, never 0.
   const std::string text = exporter_->RenderMetrics();
   EXPECT_FALSE(HasMetric(text, "neuron_efa_"));
-  // The power file read, then removed -> its series leave, never 0.
+  // The power files read, then removed -> their series leave, never 0.
   const std::string power = "neuron_device_power_utilization_ratio{neuron_device=\"0\"}";
   const std::string valid = "neuron_device_power_data_valid{neuron_device=\"0\"}";
   EXPECT_EQ(Value(text, power), 0.255);  // avg 2550 basis points
   EXPECT_EQ(Value(text, valid), 1);
   const double samples_before = *Value(text, "neuron_exporter_samples_total");
+  EXPECT_EQ(Value(text, "neuron_device_power_die_utilization_ratio{neuron_device=\"0\",die=\"0\"}"),
+            0.255);
   ASSERT_TRUE(
       fs::remove(root_ / "sys/devices/virtual/neuron_device/neuron0/stats/power/utilization"));
+  ASSERT_TRUE(
+      fs::remove(root_ / "sys/devices/virtual/neuron_device/neuron0/stats/power/utilization_raw"));
   const std::string after = exporter_->RenderMetrics();
   // Evidence that this scrape sampled after the removal, so the absence below means something.
   ASSERT_GT(*Value(after, "neuron_exporter_samples_total"), samples_before);

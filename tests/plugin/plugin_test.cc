@@ -402,6 +402,25 @@ TEST_F(PluginTest, HardwareFaultsTurnDevicesUnhealthyAndRecover) {
   EXPECT_EQ(CountHealth(devices.latest(), "Healthy"), 16u);
 }
 
+// The driver's health_status/ counts (driver 2.28+, Trn2) are evidence where the source defines
+// them as uncorrected-error counts; hw_error_event, which counts register changes, is not
+// (docs/metrics.md#health-metrics). Written directly, as the driver shows them when only the
+// firmware's cached registers moved.
+TEST_F(PluginTest, HealthStatusCountsAreEvidenceAndTheEventCountIsNot) {
+  Boot("trn2.48xlarge");
+  ListWatcher devices(kubelet_->Socket(kNeuron));
+  ASSERT_TRUE(devices.WaitFor([](const auto& l) { return CountHealth(l, "Healthy") == 16; }));
+  const fs::path hs = "stats/hardware/health_status";
+  ::neuron::testing::WriteFile(sim_->Device(5) / hs / "hw_error_event", "7\n");
+  ::neuron::testing::WriteFile(sim_->Device(4) / hs / "hbm_ecc_err_count", "1\n");
+  EXPECT_TRUE(devices.WaitHealth("4", "Unhealthy"));
+  EXPECT_EQ(plugin_->state().view()->devices.at(4).reason, "uncorrected ECC errors");
+  // A poll reads the devices in index order, so the one that saw device 4's count (written after
+  // device 5's event count) read device 5's too.
+  EXPECT_EQ(devices.latest().at("5").health, "Healthy");
+  EXPECT_TRUE(plugin_->state().view()->devices.at(5).healthy);
+}
+
 TEST_F(PluginTest, ReRegistersAfterEveryKubeletRestart) {
   Boot("trn1.32xlarge");
   for (size_t round = 2; round <= 4; ++round) {

@@ -13,11 +13,14 @@ absl::StatusOr<std::unique_ptr<sim::SimTree>> BuildSimTree(const std::filesystem
   if (!spec.ok()) return spec.status();
   absl::StatusOr<int> lnc = ResolveLnc(**spec, options.lnc);
   if (!lnc.ok()) return lnc.status();
+  absl::StatusOr<sim::SimDriver> driver = sim::ParseSimDriver(options.driver_version);
+  if (!driver.ok()) return driver.status();
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) return absl::InternalError("cannot create " + root.string() + ": " + ec.message());
   auto tree = std::make_unique<sim::SimTree>(
-      RootPaths(root), sim::NodeConfig{*spec, *lnc, options.instance_id, options.node_name});
+      RootPaths(root),
+      sim::NodeConfig{*spec, *lnc, options.instance_id, options.node_name, {}, *std::move(driver)});
   if (absl::Status s = tree->Create(); !s.ok()) return s;
   return tree;
 }

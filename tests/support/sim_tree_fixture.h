@@ -20,6 +20,8 @@ struct SimTreeOptions {
   int lnc = 0;                // as --lnc gives it; 0: the instance's default
   std::string instance_id{};  // empty: the simulator makes one up from ROOT
   std::string node_name{};    // empty: the simulator's default
+  // As --driver-version gives it (driver-sim/README.md#driver-versions); empty: the newest.
+  std::string driver_version{};
 };
 
 // Writes `instance`'s tree in its post-probe state under `root` (created if missing). Fails on

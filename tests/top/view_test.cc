@@ -28,6 +28,7 @@ Inventory Trn1Inventory(int devices) {
   inv.instance_type = "trn1.32xlarge";
   inv.instance_id = "i-0123456789abcdef0";
   inv.lnc = 1;
+  inv.driver = {std::string(NewestGeneration().source_version), &NewestGeneration()};
   for (int d = 0; d < devices; ++d) {
     NeuronDevice dev;
     dev.index = d;
@@ -262,6 +263,21 @@ TEST(ViewModelTest, SnapshotJsonInBaseUnits) {
 }
 
 // docs/tools-ux.md Q2: devices but no runtime -> say so.
+// An unknown sysfs layout is the first note among the status lines
+// (docs/driver-interface.md#detection).
+TEST(ViewModelTest, UnknownDriverLayoutIsTheFirstStatusLine) {
+  Inventory inv = Trn1Inventory(1);
+  inv.driver = {"2.31.7.0", nullptr};
+  inv.devices[0].missing_nodes = {"stats/hardware/sram_ecc_uncorrected"};
+  Snapshot after;
+  const TopView v = BuildView({.inventory = &inv, .after = &after});
+  ASSERT_FALSE(v.notes.empty());
+  EXPECT_EQ(v.notes.front(),
+            "driver 2.31.7: unknown sysfs layout, 1 node missing (first: "
+            "neuron0/stats/hardware/sram_ecc_uncorrected)");
+  EXPECT_THAT(StatusLines(v), ::testing::Contains(v.notes.front()));
+}
+
 TEST(ViewModelTest, NoRuntimeAttached) {
   Fixture f;
   f.before = MakeSnapshot(f.t0, 0, 0, std::nullopt, 0);

@@ -60,6 +60,11 @@ struct NodeIdentity {
 
 // Instance identity, LNC, memory sizes from the catalog, and the final sort order.
 void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identity, Inventory* inv);
+// The driver's module version and generation, and per device the read groups its tree holds and
+// the files it lacks (docs/driver-interface.md#detection). Both back ends call it last: it reads
+// ROOT/sys itself, which under libudev is the same tree (the host's /sys, or the umockdev testbed
+// at ROOT).
+void ReadDriverLayout(const RootPaths& root, Inventory* inv);
 // The BDF resolver the options ask for: DEVICE_BDF_EXT on the device node unless a test gave one.
 std::unique_ptr<BdfResolver> MakeResolver(const DiscoveryOptions& options, const RootPaths& root);
 

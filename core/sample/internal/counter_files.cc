@@ -171,6 +171,52 @@ std::optional<ParsedPower> ParsePower(std::string_view text) {
   return p;
 }
 
+namespace {
+
+// One row of utilization_raw after the header: "<die>,<util>,<counter>", "<die>,unavailable",
+// "<die>,read_error" or "<die>,bogus(<util>),<counter>".
+std::optional<PowerDieReading> ParseDieRow(std::string_view line) {
+  using State = PowerDieReading::State;
+  PowerDieReading r;
+  const size_t comma = line.find(',');
+  if (comma == std::string_view::npos || !Whole(line.substr(0, comma), &r.die)) return std::nullopt;
+  std::string_view rest = line.substr(comma + 1);
+  if (rest == "unavailable" || rest == "read_error") {
+    r.state = rest == "unavailable" ? State::kUnavailable : State::kReadError;
+    return r;
+  }
+  const size_t second = rest.find(',');
+  if (second == std::string_view::npos || !Whole(rest.substr(second + 1), &r.counter)) {
+    return std::nullopt;
+  }
+  std::string_view util = rest.substr(0, second);
+  r.state = State::kGood;
+  if (util.starts_with("bogus(") && util.ends_with(")")) {
+    r.state = State::kBogus;
+    util = util.substr(6, util.size() - 7);
+  }
+  if (!Whole(util, &r.util_bips)) return std::nullopt;
+  return r;
+}
+
+}  // namespace
+
+std::optional<std::vector<PowerDieReading>> ParsePowerRaw(std::string_view text) {
+  constexpr std::string_view kHeader = "die,util_bips,counter\n";
+  if (!text.starts_with(kHeader)) return std::nullopt;
+  text.remove_prefix(kHeader.size());
+  std::vector<PowerDieReading> rows;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    if (nl == std::string_view::npos) return std::nullopt;
+    std::optional<PowerDieReading> row = ParseDieRow(text.substr(0, nl));
+    if (!row) return std::nullopt;
+    rows.push_back(*row);
+    text.remove_prefix(nl + 1);
+  }
+  return rows;
+}
+
 std::optional<std::pair<int, std::string_view>> ParseNumberedState(std::string_view text) {
   const std::string_view t = StripNl(text);
   const size_t colon = t.find(": ");

@@ -23,6 +23,7 @@
 
 #include "core/base/unique_fd.h"
 #include "core/driver/sysfs_names.h"
+#include "core/sample/snapshot.h"
 
 namespace neuron::counter_files {
 
@@ -85,6 +86,8 @@ struct ParsedPower {
   uint32_t min_bp = 0, max_bp = 0, avg_bp = 0;  // basis points of max power
 };
 std::optional<ParsedPower> ParsePower(std::string_view text);
+// stats/power/utilization_raw: "die,util_bips,counter\n", then one row per die.
+std::optional<std::vector<PowerDieReading>> ParsePowerRaw(std::string_view text);
 // "%d: %s\n" of ports/1/state and phys_state.
 std::optional<std::pair<int, std::string_view>> ParseNumberedState(std::string_view text);
 // "100 Gb/sec (4X EDR)\n" -> 100.

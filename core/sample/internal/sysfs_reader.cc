@@ -21,9 +21,12 @@ struct Names {
   std::array<std::array<std::string, 3>, kDeviceMemCategories.size()> device_mem_cat;
   std::array<std::array<std::string, 3>, kHostMemCategories.size()> host_mem_cat;
   std::array<std::string, kHardwareCounters.size()> hardware;  // "hardware/<name>"
-  std::array<std::string, kEfaPortCounters.size()> efa_port;   // "hw_counters/<name>"
+  std::array<std::string, kHealthStatusFiles.size()> health_status;
+  std::array<std::string, kEccCorrected.size()> ecc_corrected;
+  std::array<std::string, kEfaPortCounters.size()> efa_port;  // "hw_counters/<name>"
   std::array<std::string, kEfaDeviceCounters.size()> efa_device;
-  std::string power;  // "power/utilization"
+  std::string power;      // "power/utilization"
+  std::string power_raw;  // "power/utilization_raw"
   std::string port_state, port_phys_state, port_rate;
 };
 
@@ -56,6 +59,13 @@ const Names& N() {
     for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
       n->hardware[i] = fmt::format("{}/{}", sysfs::part::kHardware, kHardwareCounters[i]);
     }
+    for (size_t i = 0; i < kHealthStatusFiles.size(); ++i) {
+      n->health_status[i] = fmt::format("{}/{}/{}", sysfs::part::kHardware,
+                                        sysfs::part::kHealthStatus, kHealthStatusFiles[i]);
+    }
+    for (size_t i = 0; i < kEccCorrected.size(); ++i) {
+      n->ecc_corrected[i] = fmt::format("{}/{}", sysfs::part::kHardware, kEccCorrected[i]);
+    }
     for (size_t i = 0; i < kEfaPortCounters.size(); ++i) {
       n->efa_port[i] = fmt::format("{}/{}", sysfs::part::kHwCounters, kEfaPortCounters[i]);
     }
@@ -63,6 +73,7 @@ const Names& N() {
       n->efa_device[i] = fmt::format("{}/{}", sysfs::kHwCountersDir, kEfaDeviceCounters[i]);
     }
     n->power = fmt::format("{}/{}", sysfs::part::kPower, sysfs::part::kUtilization);
+    n->power_raw = fmt::format("{}/{}", sysfs::part::kPower, sysfs::part::kUtilizationRaw);
     n->port_state = std::string(sysfs::part::kState);
     n->port_phys_state = std::string(sysfs::part::kPhysState);
     n->port_rate = std::string(sysfs::part::kRate);
@@ -161,7 +172,8 @@ PowerStatus ToPowerStatus(std::string_view s, bool* ok) {
 
 }  // namespace
 
-DeviceReader::DeviceReader(const RootPaths& root, int index, int physical_cores) : index_(index) {
+DeviceReader::DeviceReader(const RootPaths& root, int index, int physical_cores, NodeGroups groups)
+    : index_(index), groups_(groups) {
   const std::filesystem::path dev = root.NeuronDevice(index);
   dev_ = DirHandle(dev.string());
   stats_ = DirHandle((dev / sysfs::part::kStats).string());
@@ -242,6 +254,7 @@ bool DeviceReader::ReadFull(DeviceSample* d, ReadContext& ctx) {
     d->host_mem[c].present = ReadCounter(stats_, n.host_mem_cat[c][1], ctx);
     d->host_mem[c].peak = ReadCounter(stats_, n.host_mem_cat[c][2], ctx);
   }
+  ReadGroups(d, ctx);
   for (size_t c = 0; c < cores_.size(); ++c) {
     CoreDirs& dirs = cores_[c];
     CoreSample& core = d->cores[c];
@@ -270,6 +283,33 @@ bool DeviceReader::ReadFull(DeviceSample* d, ReadContext& ctx) {
     }
   }
   return true;
+}
+
+// Only the groups the device's tree holds: a generation without them costs no failed open.
+void DeviceReader::ReadGroups(DeviceSample* d, ReadContext& ctx) {
+  const Names& n = N();
+  d->health_status = {};
+  if (groups_.Has(NodeGroup::kHealthStatus)) {
+    for (size_t i = 0; i < kHealthStatusFiles.size(); ++i) {
+      d->health_status[i] = ReadCounter(stats_, n.health_status[i], ctx);
+    }
+  }
+  d->ecc_corrected = {};
+  if (groups_.Has(NodeGroup::kEccCorrected)) {
+    for (size_t i = 0; i < kEccCorrected.size(); ++i) {
+      d->ecc_corrected[i] = ReadCounter(stats_, n.ecc_corrected[i], ctx);
+    }
+  }
+  d->power_raw.reset();
+  Text t;
+  if (groups_.Has(NodeGroup::kUtilizationRaw) && ReadText(stats_, n.power_raw, ctx, &t)) {
+    d->power_raw = counter_files::ParsePowerRaw(t.view());
+    if (!d->power_raw) {
+      ctx.errors->Add(stats_, n.power_raw.c_str(),
+                      fmt::format("malformed value {} (expected die,util_bips,counter rows)",
+                                  counter_files::Shown(t.view())));
+    }
+  }
 }
 
 void DeviceReader::ReadExitCounters(DeviceSample* d, ReadContext& ctx) {
@@ -339,9 +379,13 @@ bool EfaReader::Read(EfaSample* e, ReadContext& ctx) {
   return true;
 }
 
-int FullFileCount(int physical_cores) {
-  const int device = 1 /*reset*/ + 1 /*serial*/ + static_cast<int>(kHardwareCounters.size()) +
-                     1 /*power*/ + 3 * static_cast<int>(kHostMemCategories.size());
+int FullFileCount(int physical_cores, NodeGroups groups) {
+  int device = 1 /*reset*/ + 1 /*serial*/ + static_cast<int>(kHardwareCounters.size()) +
+               1 /*power*/ + 3 * static_cast<int>(kHostMemCategories.size());
+  for (NodeGroup g :
+       {NodeGroup::kHealthStatus, NodeGroup::kEccCorrected, NodeGroup::kUtilizationRaw}) {
+    if (groups.Has(g)) device += static_cast<int>(GroupDeviceFiles(g).size());
+  }
   const int core = 2 * static_cast<int>(kStatusCounters.size()) + 3 + 3 +
                    3 * static_cast<int>(kDeviceMemCategories.size()) +
                    2 * static_cast<int>(kOtherInfo.size()) + 1 /*pe_cntrs*/;

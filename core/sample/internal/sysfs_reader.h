@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/driver/driver_generations.h"
 #include "core/driver/sysfs_names.h"
 #include "core/sample/internal/counter_files.h"
 #include "core/sample/snapshot.h"
@@ -25,10 +26,12 @@ struct ReadContext {
 
 class DeviceReader {
  public:
-  DeviceReader(const RootPaths& root, int index, int physical_cores);
+  // `groups`: the optional node groups the device's tree holds (NeuronDevice::sysfs_groups).
+  DeviceReader(const RootPaths& root, int index, int physical_cores, NodeGroups groups);
 
   int index() const { return index_; }
   int physical_cores() const { return static_cast<int>(cores_.size()); }
+  NodeGroups groups() const { return groups_; }
 
   // A fresh DeviceSample of this device's shape with every field absent.
   DeviceSample Empty() const;
@@ -38,7 +41,7 @@ class DeviceReader {
   // The hot set: state, ECC, host memory category totals, per-core device_mem and host_mem
   // totals.
   bool ReadHot(DeviceSample* d, ReadContext& ctx);
-  // Every file.
+  // Every file, those of the device's optional node groups included.
   bool ReadFull(DeviceSample* d, ReadContext& ctx);
   // status/*/total and other_info/*/total of every core: the counters the driver changes when
   // a process releases its datastore entry (docs/driver-interface.md#live-vs-exit), and
@@ -53,7 +56,10 @@ class DeviceReader {
     counter_files::DirHandle tensor_engine;  // neuron_core<i>/stats/tensor_engine
   };
 
+  void ReadGroups(DeviceSample* d, ReadContext& ctx);
+
   int index_;
+  NodeGroups groups_;
   counter_files::DirHandle dev_;    // neuronN
   counter_files::DirHandle stats_;  // neuronN/stats
   std::vector<CoreDirs> cores_;
@@ -72,9 +78,9 @@ class EfaReader {
   counter_files::DirHandle port_;   // class/infiniband/<name>/ports/1
 };
 
-// Number of counter files ReadFull reads for a device with `physical_cores` cores and for one
-// EFA (for benchmarks and sanity checks).
-int FullFileCount(int physical_cores);
+// Number of counter files ReadFull reads for a device with `physical_cores` cores whose tree holds
+// `groups`, and for one EFA (for benchmarks and sanity checks).
+int FullFileCount(int physical_cores, NodeGroups groups = {});
 int EfaFileCount();
 
 }  // namespace neuron::sysfs_reader

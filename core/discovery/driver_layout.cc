@@ -1,0 +1,55 @@
+// The driver's generation and each device's sysfs layout (docs/driver-interface.md#detection),
+// checked once per scan so that no sample or scrape spends a read on it.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/base/file_io.h"
+#include "core/base/unique_fd.h"
+#include "core/discovery/internal/discovery_internal.h"
+
+namespace neuron::discovery_internal {
+namespace {
+
+bool Exists(int dir_fd, const std::string& rel) {
+  return ::faccessat(dir_fd, rel.c_str(), F_OK, 0) == 0;
+}
+
+// Which read groups the device's tree holds (a group counts when its first file exists), and
+// which of the files the agent reads that `expected` promises it lacks.
+void CheckDevice(const RootPaths& root, NodeGroups expected, NeuronDevice* dev) {
+  dev->sysfs_groups = {};
+  dev->missing_nodes.clear();
+  const UniqueFd fd(
+      ::open(root.NeuronDevice(dev->index).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return;  // vanished since it was read: the next scan drops it
+  for (int i = 0; i < kNodeGroupCount; ++i) {
+    const auto g = static_cast<NodeGroup>(i);
+    const auto files = GroupDeviceFiles(g);
+    if (kReadGroups.Has(g) && !files.empty() && Exists(fd.get(), files.front())) {
+      dev->sysfs_groups.Add(g);
+    }
+  }
+  for (const std::string& rel : ReadDeviceFiles(expected, dev->physical_cores)) {
+    if (!Exists(fd.get(), rel)) dev->missing_nodes.push_back(rel);
+  }
+}
+
+}  // namespace
+
+void ReadDriverLayout(const RootPaths& root, Inventory* inv) {
+  inv->driver = DriverInfo{};
+  absl::StatusOr<std::string> version = ReadText(root.ModuleVersion());
+  if (version.ok()) {
+    inv->driver.version = *version;
+    inv->driver.generation = GenerationOfVersion(*version);
+  } else if (!absl::IsNotFound(version.status())) {
+    inv->warnings.push_back(std::string{version.status().message()});
+  }
+  const NodeGroups promised = inv->driver.Expected().groups;
+  for (NeuronDevice& d : inv->devices) {
+    CheckDevice(root, GroupsOnChip(promised, d.instance_type), &d);
+  }
+}
+
+}  // namespace neuron::discovery_internal
