@@ -73,7 +73,7 @@ class InstanceShapesTest : public ::testing::Test {
     so.pod_resources = false;
     so.sampler_threads = 1;
     so.lnc = tree_->config().lnc;
-    so.datastore = [d = datastores_](std::vector<int>) { return d->Reader(); };
+    so.datastore = [d = datastores_](const std::vector<int>&) { return d->Reader(); };
     so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
     source_ = std::make_unique<NodeSource>(so);
     ASSERT_TRUE(source_->Init().ok());
@@ -109,23 +109,25 @@ TEST_P(LogicalCoreFiguresTest, CountsSumThePhysicalCoresAndBusyTimeIsTheirMean) 
   uint64_t busy_sum = 0, success = 0, flops = 0;
   for (int j = 0; j < lnc; ++j) {
     const int p = lnc + j;
-    const uint64_t past_busy = 1'000'000 * (j + 1), live_busy = 500'000 * (j + 1);
+    const uint64_t k = static_cast<uint64_t>(j) + 1;
+    const uint64_t past_busy = 1'000'000 * k, live_busy = 500'000 * k;
     Inc(tree_->OtherInfoDir(0, p, "nc_time_in_use"), past_busy);
-    Inc(tree_->StatusDir(0, p, "success"), 10 * (j + 1));
+    Inc(tree_->StatusDir(0, p, "success"), 10 * k);
     Inc(tree_->OtherInfoDir(0, p, "flop_count"), 2000);
     ASSERT_TRUE(w.SetCoreCounter(p, nds::kTimeInUse, live_busy).ok());
-    ASSERT_TRUE(w.SetCoreCounter(p, nds::kInferCompleted, 3 * (j + 1)).ok());
+    ASSERT_TRUE(w.SetCoreCounter(p, nds::kInferCompleted, 3 * k).ok());
     ASSERT_TRUE(w.SetCoreCounter(p, nds::kMacCount, 500).ok());
     busy_sum += past_busy + live_busy;
-    success += 10 * (j + 1) + 3 * (j + 1);
+    success += 10 * k + 3 * k;
     flops += 2000 + 2 * 500;
   }
   // A set of another logical core (0) counts there only.
   ASSERT_TRUE(w.SetCoreCounter(0, nds::kInferCompleted, 100).ok());
   Start();
   const std::string text = exporter_->RenderMetrics();
+  const uint64_t mean_us = busy_sum / static_cast<uint64_t>(lnc);
   EXPECT_EQ(Value(text, Core("neuroncore_busy_seconds_total", 1)),
-            static_cast<double>(busy_sum / lnc) / 1e6)
+            static_cast<double>(mean_us) / 1e6)
       << text;
   EXPECT_EQ(Value(text, Core("neuroncore_executions_total", 1)), static_cast<double>(success));
   EXPECT_EQ(Value(text, Core("neuroncore_flops_total", 1)), static_cast<double>(flops));
