@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 #include "core/model/catalog.h"
@@ -19,6 +18,7 @@
 #include "monitor/exporter.h"
 #include "monitor/json_stream.h"
 #include "tests/support/fake_datastores.h"
+#include "tests/support/metrics_text.h"
 #include "tests/support/sim_discovery.h"
 #include "tests/support/temp_dir.h"
 
@@ -26,30 +26,12 @@ namespace neuron::monitor {
 namespace {
 
 using neuron::testing::FakeDatastores;
+using neuron::testing::LinesStartingWith;
+using neuron::testing::SampleValue;
 using neuron::testing::TempDir;
 namespace fs = std::filesystem;
 
 constexpr int kPid = 4242;
-
-// The value of the one sample `series` (name{labels} exactly as rendered), or nullopt.
-std::optional<double> Value(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
-}
-
-// Lines of `text` that start with `prefix`.
-std::vector<std::string> Lines(const std::string& text, const std::string& prefix) {
-  std::istringstream in(text);
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(prefix, 0) == 0) out.push_back(line);
-  }
-  return out;
-}
 
 class InstanceShapesTest : public ::testing::Test {
  protected:
@@ -73,7 +55,7 @@ class InstanceShapesTest : public ::testing::Test {
     so.pod_resources = false;
     so.sampler_threads = 1;
     so.lnc = tree_->config().lnc;
-    so.datastore = [d = datastores_](std::vector<int>) { return d->Reader(); };
+    so.datastore = [d = datastores_](const std::vector<int>&) { return d->Reader(); };
     so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
     source_ = std::make_unique<NodeSource>(so);
     ASSERT_TRUE(source_->Init().ok());
@@ -109,31 +91,34 @@ TEST_P(LogicalCoreFiguresTest, CountsSumThePhysicalCoresAndBusyTimeIsTheirMean) 
   uint64_t busy_sum = 0, success = 0, flops = 0;
   for (int j = 0; j < lnc; ++j) {
     const int p = lnc + j;
-    const uint64_t past_busy = 1'000'000 * (j + 1), live_busy = 500'000 * (j + 1);
+    const uint64_t k = static_cast<uint64_t>(j) + 1;
+    const uint64_t past_busy = 1'000'000 * k, live_busy = 500'000 * k;
     Inc(tree_->OtherInfoDir(0, p, "nc_time_in_use"), past_busy);
-    Inc(tree_->StatusDir(0, p, "success"), 10 * (j + 1));
+    Inc(tree_->StatusDir(0, p, "success"), 10 * k);
     Inc(tree_->OtherInfoDir(0, p, "flop_count"), 2000);
     ASSERT_TRUE(w.SetCoreCounter(p, nds::kTimeInUse, live_busy).ok());
-    ASSERT_TRUE(w.SetCoreCounter(p, nds::kInferCompleted, 3 * (j + 1)).ok());
+    ASSERT_TRUE(w.SetCoreCounter(p, nds::kInferCompleted, 3 * k).ok());
     ASSERT_TRUE(w.SetCoreCounter(p, nds::kMacCount, 500).ok());
     busy_sum += past_busy + live_busy;
-    success += 10 * (j + 1) + 3 * (j + 1);
+    success += 10 * k + 3 * k;
     flops += 2000 + 2 * 500;
   }
   // A set of another logical core (0) counts there only.
   ASSERT_TRUE(w.SetCoreCounter(0, nds::kInferCompleted, 100).ok());
   Start();
   const std::string text = exporter_->RenderMetrics();
-  EXPECT_EQ(Value(text, Core("neuroncore_busy_seconds_total", 1)),
-            static_cast<double>(busy_sum / lnc) / 1e6)
+  const uint64_t mean_us = busy_sum / static_cast<uint64_t>(lnc);
+  EXPECT_EQ(SampleValue(text, Core("neuroncore_busy_seconds_total", 1)),
+            static_cast<double>(mean_us) / 1e6)
       << text;
-  EXPECT_EQ(Value(text, Core("neuroncore_executions_total", 1)), static_cast<double>(success));
-  EXPECT_EQ(Value(text, Core("neuroncore_flops_total", 1)), static_cast<double>(flops));
-  EXPECT_EQ(Value(text, Core("neuroncore_executions_total", 0)), 100.0);
-  EXPECT_EQ(Value(text, Core("neuroncore_busy_seconds_total", 0)), 0.0);
+  EXPECT_EQ(SampleValue(text, Core("neuroncore_executions_total", 1)),
+            static_cast<double>(success));
+  EXPECT_EQ(SampleValue(text, Core("neuroncore_flops_total", 1)), static_cast<double>(flops));
+  EXPECT_EQ(SampleValue(text, Core("neuroncore_executions_total", 0)), 100.0);
+  EXPECT_EQ(SampleValue(text, Core("neuroncore_busy_seconds_total", 0)), 0.0);
   const int logical = spec_->chip->physical_cores / lnc;
-  EXPECT_TRUE(Value(text, Core("neuroncore_busy_seconds_total", logical - 1)).has_value());
-  EXPECT_FALSE(Value(text, Core("neuroncore_busy_seconds_total", logical)).has_value());
+  EXPECT_TRUE(SampleValue(text, Core("neuroncore_busy_seconds_total", logical - 1)).has_value());
+  EXPECT_FALSE(SampleValue(text, Core("neuroncore_busy_seconds_total", logical)).has_value());
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LogicalCoreFiguresTest,
@@ -168,25 +153,25 @@ TEST_F(InstanceShapesTest, UltraServerInfoOnANodeInAnUltraServer) {
   MakeTree("trn2u.48xlarge", 0, {.nodes = 4, .node_id = 2, .server_id = 0x5eed0000000000a1});
   Start();
   const std::string text = exporter_->RenderMetrics();
-  EXPECT_EQ(Value(text,
-                  "neuron_ultraserver_info{mode=\"x4\",node_id=\"2\",server_id="
-                  "\"5eed0000000000a1\"}"),
+  EXPECT_EQ(SampleValue(text,
+                        "neuron_ultraserver_info{mode=\"x4\",node_id=\"2\",server_id="
+                        "\"5eed0000000000a1\"}"),
             1.0)
       << text;
   // The 2-node view pairs nodes 0-1 and 2-3 (X2V); the second pair's serial is one less.
-  EXPECT_EQ(Value(text,
-                  "neuron_ultraserver_info{mode=\"x2v\",node_id=\"0\",server_id="
-                  "\"5eed0000000000a0\"}"),
+  EXPECT_EQ(SampleValue(text,
+                        "neuron_ultraserver_info{mode=\"x2v\",node_id=\"0\",server_id="
+                        "\"5eed0000000000a0\"}"),
             1.0);
-  EXPECT_EQ(Lines(text, "neuron_ultraserver_info{").size(), 2u);
+  EXPECT_EQ(LinesStartingWith(text, "neuron_ultraserver_info{").size(), 2u);
 }
 
 TEST_F(InstanceShapesTest, NoUltraServerInfoOutsideOne) {
   MakeTree("trn2.48xlarge", 0);
   Start();
   const std::string text = exporter_->RenderMetrics();
-  EXPECT_TRUE(Lines(text, "neuron_ultraserver_info{").empty()) << text;
-  EXPECT_EQ(Value(text, "neuron_exporter_collector_success{collector=\"ultraserver\"}"), 1.0);
+  EXPECT_TRUE(LinesStartingWith(text, "neuron_ultraserver_info{").empty()) << text;
+  EXPECT_EQ(SampleValue(text, "neuron_exporter_collector_success{collector=\"ultraserver\"}"), 1.0);
 }
 
 }  // namespace

@@ -92,6 +92,35 @@ int RunWorkload(int ready_fd, int go_fd) {
   return 0;
 }
 
+// Live: exactly the sets of `c`'s physical cores moved, busy time in each, counts in the first,
+// memory in each; the logical core's figures follow the rule. Returns the busy time of one set.
+uint64_t ExpectLiveSets(const DatastoreRecord& rec, const Case& c) {
+  const int first = *c.physical.begin();
+  const uint64_t busy = rec.Core(first, nds::kTimeInUse);
+  EXPECT_GT(busy, 0u);
+  uint64_t code = 0;
+  for (int set = 0; set < nds::kMaxCores; ++set) {
+    SCOPED_TRACE(fmt::format("set {}", set));
+    if (!c.physical.contains(set)) {
+      for (int i = 0; i < nds::kCoreCounterCount; ++i) EXPECT_EQ(rec.Core(set, i), 0u) << i;
+      continue;
+    }
+    EXPECT_EQ(rec.Core(set, nds::kTimeInUse), busy);
+    const uint64_t n = set == first ? kExecutions : 0;
+    EXPECT_EQ(rec.Core(set, nds::kInferCompleted), n);
+    EXPECT_EQ(rec.Core(set, nds::kInferenceCount), n);
+    EXPECT_EQ(rec.Core(set, nds::kModelLoadCount), set == first ? 1u : 0u);
+    EXPECT_EQ(rec.Core(set, nds::kMacCount), n * kMacs);
+    EXPECT_GT(rec.Core(set, nds::kMemUsageCodeDevice), 0u);  // microcode on each physical core
+    code += rec.Core(set, nds::kMemUsageCodeDevice);
+  }
+  // The rule: the logical core's counts sum its sets, its busy time is their mean.
+  EXPECT_EQ(LogicalCoreCounter(rec, c.core, nds::kTimeInUse, c.lnc), busy);
+  EXPECT_EQ(LogicalCoreCounter(rec, c.core, nds::kInferCompleted, c.lnc), kExecutions);
+  EXPECT_EQ(LogicalCoreCounter(rec, c.core, nds::kMemUsageCodeDevice, c.lnc), code);
+  return busy;
+}
+
 TEST_P(CounterSetsTest, WorkloadMovesItsPhysicalSetsAndTheDriverFoldsEachIntoItsCore) {
   const Case& c = GetParam();
   MakeNode(c.instance, c.lnc);
@@ -104,31 +133,7 @@ TEST_P(CounterSetsTest, WorkloadMovesItsPhysicalSetsAndTheDriverFoldsEachIntoIts
   ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the runtime did not get ready";
   const std::optional<DatastoreRecord> rec = Record(child);
   ASSERT_TRUE(rec.has_value());
-
-  // Live: exactly the sets of the core's physical cores moved.
-  const int first = *c.physical.begin();
-  const uint64_t busy = rec->Core(first, nds::kTimeInUse);
-  EXPECT_GT(busy, 0u);
-  uint64_t code = 0;
-  for (int set = 0; set < nds::kMaxCores; ++set) {
-    SCOPED_TRACE(fmt::format("set {}", set));
-    if (!c.physical.contains(set)) {
-      for (int i = 0; i < nds::kCoreCounterCount; ++i) EXPECT_EQ(rec->Core(set, i), 0u) << i;
-      continue;
-    }
-    EXPECT_EQ(rec->Core(set, nds::kTimeInUse), busy);   // busy time in every set of the core
-    const uint64_t n = set == first ? kExecutions : 0;  // counts in the first
-    EXPECT_EQ(rec->Core(set, nds::kInferCompleted), n);
-    EXPECT_EQ(rec->Core(set, nds::kInferenceCount), n);
-    EXPECT_EQ(rec->Core(set, nds::kModelLoadCount), set == first ? 1u : 0u);
-    EXPECT_EQ(rec->Core(set, nds::kMacCount), set == first ? kExecutions * kMacs : 0u);
-    EXPECT_GT(rec->Core(set, nds::kMemUsageCodeDevice), 0u);  // microcode on each physical core
-    code += rec->Core(set, nds::kMemUsageCodeDevice);
-  }
-  // The rule: the logical core's counts sum its sets, its busy time is their mean.
-  EXPECT_EQ(LogicalCoreCounter(*rec, c.core, nds::kTimeInUse, c.lnc), busy);
-  EXPECT_EQ(LogicalCoreCounter(*rec, c.core, nds::kInferCompleted, c.lnc), kExecutions);
-  EXPECT_EQ(LogicalCoreCounter(*rec, c.core, nds::kMemUsageCodeDevice, c.lnc), code);
+  const uint64_t busy = ExpectLiveSets(*rec, c);
 
   absl::StatusOr<Inventory> inv =
       MakeDirectoryDiscovery(root(),
@@ -138,27 +143,25 @@ TEST_P(CounterSetsTest, WorkloadMovesItsPhysicalSetsAndTheDriverFoldsEachIntoIts
   const std::vector<LogicalCoreTotals> live = Totals(*inv);
   ASSERT_GT(live.size(), static_cast<size_t>(c.core));
   for (const LogicalCoreTotals& t : live) {
-    SCOPED_TRACE(fmt::format("logical core {}", t.logical_index));
-    const bool mine = t.logical_index == c.core;
-    EXPECT_EQ(t.busy_us, mine ? busy : 0u);
-    EXPECT_EQ(t.inferences, mine ? kExecutions : 0u);
-    EXPECT_EQ(t.flops, mine ? 2 * kExecutions * kMacs : 0u);
+    const uint64_t n = t.logical_index == c.core ? kExecutions : 0;
+    EXPECT_EQ(t.busy_us, n > 0 ? busy : 0u) << t.logical_index;
+    EXPECT_EQ(t.inferences, n) << t.logical_index;
+    EXPECT_EQ(t.flops, 2 * n * kMacs) << t.logical_index;
   }
 
   // Exit: the driver folds set i into neuron_core<i>, for each physical core.
   ASSERT_EQ(::write(go[1], &byte, 1), 1);
   ASSERT_EQ(WaitChild(child), 0);
   for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
-  ASSERT_TRUE(WaitFor([&] { return Sysfs(first, "other_info/nc_time_in_use") == busy; }, 30s));
-  const int physical_per_device = tree_->config().spec->chip->physical_cores;
-  for (int p = 0; p < physical_per_device; ++p) {
+  const int first = *c.physical.begin();
+  for (int p = 0; p < tree_->config().spec->chip->physical_cores; ++p) {
     SCOPED_TRACE(fmt::format("neuron_core{}", p));
-    const bool mine = c.physical.contains(p);
-    ASSERT_TRUE(
-        WaitFor([&] { return Sysfs(p, "other_info/nc_time_in_use") == (mine ? busy : 0); }, 30s));
-    EXPECT_EQ(Sysfs(p, "status/success"), p == first ? kExecutions : 0u);
-    EXPECT_EQ(Sysfs(p, "other_info/inference_count"), p == first ? kExecutions : 0u);
-    EXPECT_EQ(Sysfs(p, "other_info/flop_count"), p == first ? 2 * kExecutions * kMacs : 0u);
+    const uint64_t want_busy = c.physical.contains(p) ? busy : 0;
+    ASSERT_TRUE(WaitFor([&] { return Sysfs(p, "other_info/nc_time_in_use") == want_busy; }, 30s));
+    const uint64_t n = p == first ? kExecutions : 0;
+    EXPECT_EQ(Sysfs(p, "status/success"), n);
+    EXPECT_EQ(Sysfs(p, "other_info/inference_count"), n);
+    EXPECT_EQ(Sysfs(p, "other_info/flop_count"), 2 * n * kMacs);
     EXPECT_EQ(Sysfs(p, "memory_usage/device_mem"), 0u);  // freed at exit
   }
   // The per-logical-core figures do not move across the fold.
