@@ -24,8 +24,8 @@
 
 #include "absl/status/status.h"
 #include "core/model/catalog.h"
-#include "driver-sim/driver/ultraserver.h"
 #include "driver-sim/driver/sim_tree_driver.h"
+#include "driver-sim/driver/ultraserver.h"
 
 namespace neuron::sim {
 

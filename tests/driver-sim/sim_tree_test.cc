@@ -58,8 +58,9 @@ const InstanceSpec* Spec(std::string_view name) {
 class Node {
  public:
   explicit Node(std::string_view type, int lnc = 1, std::string instance_id = "i-0123456789abcdef0")
-      : tree_(RootPaths(root_.path()),
-              NodeConfig{Spec(type), lnc, std::move(instance_id), "", {}, *ParseSimDriver("2.24")}) {
+      : tree_(
+            RootPaths(root_.path()),
+            NodeConfig{Spec(type), lnc, std::move(instance_id), "", {}, *ParseSimDriver("2.24")}) {
     absl::Status s = tree_.Create();
     EXPECT_TRUE(s.ok()) << s;
   }
