@@ -1,7 +1,8 @@
 // The simulated device node as programs written apart from the agent see it, against
 // docs/driver-interface.md: every stat variant says ROOT/dev/neuronN is the character device its
-// class device's `dev` file names (#device-nodes, deviation D8), Python's mmap module maps a
-// running workload's datastore through it, the driver's npid_attach / npid_detach lines reach
+// class device's `dev` file names (#device-nodes; deviation D8 of
+// driver-sim/README.md#deviations), Python's mmap module maps a running workload's datastore
+// through it, the driver's npid_attach / npid_detach lines reach
 // the kernel log as neuron_pid.c prints them, and a process's last close costs it the flush's
 // ~10 ms without holding up anyone else (#abi-open-semantics). This test process runs under the
 // interposer (its ctest environment preloads it, as `neuron-sim exec` would).

@@ -155,7 +155,8 @@ TEST_F(LiveTest, TopWithoutTheDriverSaysWhyAndShowsNoFigures) {
 
 // A raw opener (no datastore) appears with -a: the scan finds it in /proc by the device's number.
 // Only under the driver is the simulator's node a device with a number (outside it, a plain
-// file: docs/driver-interface.md#simulator-fidelity, D8), so a plain run lists no holder.
+// file: docs/driver-interface.md#simulator-fidelity, D8 of driver-sim/README.md#deviations), so a
+// plain run lists no holder.
 TEST_F(LiveTest, AllProcsListsAProcessHoldingTheDevice) {
   const fs::path out = dir_->path() / "holder.out";
   const pid_t holder = Spawn(node_->UnderDriver({NEURON_FD_HOLDER_BIN, Node0()}), out, "");
