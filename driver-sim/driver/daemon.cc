@@ -203,9 +203,12 @@ absl::Status NodeDaemon::Impl::Start() {
   if (absl::Status s = ClearStale(); !s.ok()) return fail(s);
   if (absl::Status s = LinkProc(); !s.ok()) return fail(s);
 
+  absl::StatusOr<NeuronMajorLease> major = NeuronMajorLease::Take(paths_.root());
+  if (!major.ok()) return fail(major.status());
+  major_.emplace(*std::move(major));
   tree_ = std::make_unique<SimTree>(
       paths_, NodeConfig{opts_.spec, opts_.lnc, opts_.instance_id, opts_.node_name,
-                         opts_.ultraserver, opts_.driver});
+                         opts_.ultraserver, opts_.driver, major_->major()});
   if (absl::Status s = tree_->Create(); !s.ok()) return fail(s);
   absl::StatusOr<NodeInfo> info = ReadNodeInfo(paths_);
   if (!info.ok()) return fail(info.status());

@@ -117,6 +117,8 @@ class NodeDaemon::Impl final : private DriverHost {
   RootPaths paths_;
   FaultBook faults_;
   std::shared_ptr<spdlog::logger> log_;
+  // The "neuron" major this node holds while it runs (sim_tree.h).
+  std::optional<NeuronMajorLease> major_;
   std::unique_ptr<SimTree> tree_;
   std::unique_ptr<DatastoreMirror> mirror_;  // reads the datastore slots, writes through tree_
   std::unique_ptr<DriverServer> driver_;     // the device ABI; uses mirror_

@@ -1,11 +1,18 @@
 #include "driver-sim/driver/sim_tree.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <functional>
+#include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "core/base/file_io.h"
 #include "driver-sim/driver/node_info.h"
@@ -154,9 +161,9 @@ absl::Status SimTree::WriteNeuronDevice(int d) {
   auto put = [&](const fs::path& rel, std::string_view content, mode_t mode = kMetric) {
     return WriteNewFile(dir / rel, content, mode);
   };
-  SIM_RETURN_IF_ERROR(put("dev", fmt::format("{}:{}\n", kSimNeuronMajor, d), kReadOnly));
-  SIM_RETURN_IF_ERROR(
-      put("uevent", fmt::format("MAJOR={}\nMINOR={}\nDEVNAME={}\n", kSimNeuronMajor, d, name)));
+  SIM_RETURN_IF_ERROR(put("dev", fmt::format("{}:{}\n", config_.neuron_major, d), kReadOnly));
+  SIM_RETURN_IF_ERROR(put(
+      "uevent", fmt::format("MAJOR={}\nMINOR={}\nDEVNAME={}\n", config_.neuron_major, d, name)));
   // Depth: sys/devices/virtual/neuron_device/neuronN -> four levels up is sys/.
   SIM_RETURN_IF_ERROR(
       MakeSymlink(fmt::format("../../../../class/{}", kNeuronClass), dir / "subsystem"));
@@ -194,7 +201,8 @@ absl::Status SimTree::WriteNeuronDevice(int d) {
   const fs::path class_link = root_.NeuronClassDir() / name;
   SIM_RETURN_IF_ERROR(
       MakeSymlink(final_dir.lexically_relative(class_link.parent_path()).string(), class_link));
-  const fs::path char_link = root_.Sys() / "dev/char" / fmt::format("{}:{}", kSimNeuronMajor, d);
+  const fs::path char_link =
+      root_.Sys() / "dev/char" / fmt::format("{}:{}", config_.neuron_major, d);
   SIM_RETURN_IF_ERROR(
       MakeSymlink(final_dir.lexically_relative(char_link.parent_path()).string(), char_link));
   return WriteFileAtomic(root_.DevNeuron(d), "", 0666);
@@ -350,6 +358,31 @@ absl::Status SimTree::Create() {
   return WriteNodeJson();
 }
 
+absl::StatusOr<NeuronMajorLease> NeuronMajorLease::Take(const fs::path& root) {
+  std::vector<int> majors;
+  for (int m = 234; m <= 254; ++m) majors.push_back(m);
+  for (int m = 384; m <= 511; ++m) majors.push_back(m);
+  const fs::path dir = "/tmp/neuron-sim-majors";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  ::chmod(dir.c_str(), 01777);  // shared by every user's simulated nodes, like /tmp itself
+  const size_t start = std::hash<std::string>{}(root.lexically_normal().string()) % majors.size();
+  for (size_t i = 0; i < majors.size(); ++i) {
+    const int major = majors[(start + i) % majors.size()];
+    const fs::path lock = dir / std::to_string(major);
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return NeuronMajorLease(major, fd);
+    ::close(fd);
+  }
+  return absl::ResourceExhaustedError(
+      fmt::format("every dynamic char major is held by another simulated node ({})", dir.string()));
+}
+
+NeuronMajorLease::~NeuronMajorLease() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
 absl::Status SimTree::Destroy() {
   SIM_RETURN_IF_ERROR(RemovePath(root_.Sys()));
   std::error_code ec;
@@ -379,7 +412,7 @@ absl::Status SimTree::RemoveDevice(int device) {
   // Links first, so nothing reaches a directory that is being removed.
   SIM_RETURN_IF_ERROR(RemovePath(root_.NeuronClassDir() / root_.NeuronDevice(device).filename()));
   SIM_RETURN_IF_ERROR(
-      RemovePath(root_.Sys() / "dev/char" / fmt::format("{}:{}", kSimNeuronMajor, device)));
+      RemovePath(root_.Sys() / "dev/char" / fmt::format("{}:{}", config_.neuron_major, device)));
   SIM_RETURN_IF_ERROR(RemovePath(root_.DevNeuron(device)));
   SIM_RETURN_IF_ERROR(RemovePath(root_.NeuronDevice(device)));
   SIM_RETURN_IF_ERROR(

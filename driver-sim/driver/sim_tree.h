@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +33,9 @@
 
 namespace neuron::sim {
 
+// The "neuron" char major of a SimTree made without a NeuronMajorLease (tests of the tree alone).
+inline constexpr int kSimNeuronMajor = 239;
+
 struct NodeConfig {
   const InstanceSpec* spec = nullptr;
   int lnc = 1;                           // already resolved against the spec
@@ -40,6 +44,11 @@ struct NodeConfig {
   UltraServerPosition ultraserver = {};  // used on UltraServer instance types only
   // The driver played: its generation's tree and module version (driver-sim/README.md).
   SimDriver driver = NewestSimDriver();
+  // The "neuron" char region's major (the class devices' `dev`, hence every stat of /dev/neuronN
+  // under the interposer). A node daemon takes one no other simulated node on this machine holds
+  // (NeuronMajorLease), as the kernel's dynamic allocation would: they all share this machine's
+  // /proc, where the agent finds a device's holders by that number.
+  int neuron_major = kSimNeuronMajor;
 };
 
 // How a counter file triple {total, present, peak} changes
@@ -131,11 +140,32 @@ absl::Status WriteFileAtomic(const std::filesystem::path& path, std::string_view
                              mode_t mode);
 
 // Char majors of the simulated tree: the neuron region's is dynamic on hardware (never
-// hard-code it when reading; docs/driver-interface.md#device-nodes), uverbs' is 231 with minors
-// from 192 (docs/driver-interface.md#efa).
-inline constexpr int kSimNeuronMajor = 239;
+// hard-code it when reading; docs/driver-interface.md#device-nodes), so a node daemon leases one
+// (below); uverbs' is 231 with minors from 192 (docs/driver-interface.md#efa).
 inline constexpr int kUverbsMajor = 231;
 inline constexpr int kUverbsMinorBase = 192;
+
+// A dynamic char major (234-254, 384-511, as the kernel hands them out) that no other simulated
+// node on this machine holds while the lease lives: an flock on a file per major under
+// /tmp/neuron-sim-majors/, taken from a start that depends on `root`, released with the lease
+// (or the process). ResourceExhausted when every one is taken.
+class NeuronMajorLease {
+ public:
+  static absl::StatusOr<NeuronMajorLease> Take(const std::filesystem::path& root);
+  NeuronMajorLease(NeuronMajorLease&& other) noexcept
+      : major_(other.major_), fd_(std::exchange(other.fd_, -1)) {}
+  NeuronMajorLease& operator=(NeuronMajorLease&&) = delete;
+  NeuronMajorLease(const NeuronMajorLease&) = delete;
+  NeuronMajorLease& operator=(const NeuronMajorLease&) = delete;
+  ~NeuronMajorLease();
+  int major() const { return major_; }
+
+ private:
+  NeuronMajorLease(int major, int fd) : major_(major), fd_(fd) {}
+  int major_;
+  int fd_;
+};
+
 // PCI device id of the simulated EFA functions (one of 0xefa0-0xefa4,
 // docs/driver-interface.md#efa).
 inline constexpr uint16_t kSimEfaPciDevice = 0xefa1;
