@@ -22,6 +22,10 @@ void LoadU64s(std::span<const std::byte> bytes, size_t offset, uint64_t* out, si
   std::memcpy(out, bytes.data() + offset, n * sizeof(uint64_t));
 }
 
+bool MagicIs(std::span<const std::byte> bytes, size_t offset, const char (&magic)[4]) {
+  return std::memcmp(bytes.data() + offset, magic, 4) == 0;
+}
+
 void LoadCoreCounters(std::span<const std::byte> bytes, DatastoreRecord* r) {
   for (int slot = 0; slot < nds::kMaxCores; ++slot) {
     uint64_t* out = r->core_counters[slot].data();

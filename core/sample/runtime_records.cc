@@ -100,7 +100,7 @@ class LibnrtRecordsReader final : public RuntimeRecordsReader {
     if (api_.ok()) {
       Log().info("runtime records through {}", path_);
     } else {
-      Log().warn("runtime records unavailable: {}", api_.status().message());
+      Log().warn("runtime records unavailable: {}", std::string(api_.status().message()));
     }
   }
 
@@ -150,7 +150,9 @@ Result LibnrtRecordsReader::ReadOne(libnrt::NdsInstance* inst, int device, int p
     return absl::DataLossError(fmt::format("neuron{} pid {}: {}: {}", device, pid, call,
                                            std::strerror(errno)));
   };
-  RuntimeRecords r{.device = device, .pid = pid};
+  RuntimeRecords r;
+  r.device = device;
+  r.pid = pid;
   errno = 0;
   libnrt::ObjHandle info = a.nds_read_process_info(inst);
   if (info == nullptr) return failed("nds_read_process_info");

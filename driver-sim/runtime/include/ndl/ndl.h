@@ -54,7 +54,9 @@ typedef struct ndl_device {
   uint32_t hbm_va_cnt;
   uint32_t shift_hbm_size;
   uint64_t hbm_offset[MAX_HBM_PER_DEVICE];
-  uint8_t context[]; /* the library's own: an ndl_device_context_t */
+  /* The library's own (an ndl_device_context_t); a C flexible array member, which C++
+   * compilers accept as an extension. */
+  __extension__ uint8_t context[];
 } ndl_device_t;
 
 typedef struct ndl_device_context {
