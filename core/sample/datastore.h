@@ -124,7 +124,7 @@ struct DriverDatastoreOptions {
   // Reads the runtimes' records on the devices this reader holds open, at each ReadAll (null:
   // none are read). Told before the reader lets a device go, so that its own opens of the device
   // are closed first: it never takes a process slot or a driver log line of its own.
-  std::shared_ptr<RuntimeRecordsReader> records;
+  std::shared_ptr<RuntimeRecordsReader> records = nullptr;
 };
 
 // Through the driver's device ABI on ROOT/dev/neuronN (datastore_driver.cc says how it spares the

@@ -63,7 +63,7 @@ struct SamplerOptions {
   std::unique_ptr<DatastoreReader> datastore;
   // The runtimes' records (core/sample/runtime_records.h); null: none. The driver back end the
   // Sampler makes is given it; a back end passed in must have been given the same one.
-  std::shared_ptr<RuntimeRecordsReader> records;
+  std::shared_ptr<RuntimeRecordsReader> records = nullptr;
 };
 
 class Sampler {

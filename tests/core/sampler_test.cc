@@ -409,7 +409,9 @@ TEST_F(SamplerTest, MissingClassTreeGivesAnEmptySnapshot) {
 // the snapshot holds: one without records is unknown (no entry), one whose datastore went away
 // is dropped, and the reader's state passes through.
 TEST_F(SamplerTest, RuntimeRecordsOfTheSampledProcessesOnly) {
-  Start("trn1.2xlarge", 0, {.records = ds_->Records()});
+  SamplerOptions options;
+  options.records = ds_->Records();
+  Start("trn1.2xlarge", 0, std::move(options));
   ASSERT_TRUE(Writer(0, 100).SetCoreCounter(0, nds::kInferCompleted, 5).ok());
   ASSERT_TRUE(Writer(0, 200).SetCoreCounter(1, nds::kInferCompleted, 9).ok());
   ds_->SetRecords(0, 100).process.long_tag = "tagged";
