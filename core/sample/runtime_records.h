@@ -41,7 +41,7 @@ struct RuntimeProcessInfo {
 struct RuntimeModel {
   uint32_t model_id = 0;
   uint32_t model_node_id = 0;
-  std::string name;
+  std::string name = {};
   std::array<uint8_t, 16> uuid{};
   uint8_t nc_index = 0;  // the NeuronCore within the device, as the runtime numbers it
   uint8_t sg_index = 0;
@@ -61,8 +61,8 @@ struct RuntimeModel {
 struct RuntimeRecords {
   int device = -1;
   int pid = -1;
-  RuntimeProcessInfo process;
-  std::vector<RuntimeModel> models;
+  RuntimeProcessInfo process = {};
+  std::vector<RuntimeModel> models = {};
   DatastoreKey key() const { return {device, pid}; }
 };
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/base/unique_fd.h"
@@ -119,9 +120,12 @@ TEST_F(RuntimeRecordsTest, TagModelsAndVersionThroughLibnrt) {
   EXPECT_EQ(ls.code, 0) << ls.err;
   EXPECT_THAT(ls.out, ContainsRegex(std::to_string(pid) + " .*2\\.28\\.0"));
   const RunResult top = TopSnapshot({});
-  EXPECT_EQ(top.code, 0) << top.err;
-  EXPECT_THAT(top.out, HasSubstr("\"runtime_records\":{\"reason\":null,\"up\":true}"));
-  EXPECT_THAT(top.out, HasSubstr("\"name\":\"matmul\""));
+  ASSERT_EQ(top.code, 0) << top.err;
+  const nlohmann::json view = nlohmann::json::parse(top.out);
+  EXPECT_EQ(view["runtime_records"]["up"], true);
+  EXPECT_EQ(view["processes"][0]["tag"], kTag);
+  EXPECT_EQ(view["processes"][0]["runtime_version"], "2.28.0");
+  EXPECT_EQ(view["memory_details"][0]["neuroncores"][1]["models"][0]["name"], "matmul");
 }
 
 TEST_F(RuntimeRecordsTest, WithoutLibnrtRecordsAreUnknownAndCountersStay) {
@@ -144,9 +148,15 @@ TEST_F(RuntimeRecordsTest, WithoutLibnrtRecordsAreUnknownAndCountersStay) {
   EXPECT_THAT(ls.err, HasSubstr("runtime versions unknown (NA): cannot load libnrt"));
   EXPECT_THAT(ls.out, ContainsRegex(std::to_string(pid) + " .*NA"));
   const RunResult top = TopSnapshot({"--libnrt", "/nonexistent/libnrt.so.1"});
-  EXPECT_EQ(top.code, 0) << top.err;
-  EXPECT_THAT(top.out, HasSubstr("\"runtime_records\":{\"reason\":\"cannot load libnrt"));
-  EXPECT_THAT(top.out, Not(HasSubstr("\"name\":\"matmul\"")));
+  ASSERT_EQ(top.code, 0) << top.err;
+  const nlohmann::json view = nlohmann::json::parse(top.out);
+  EXPECT_EQ(view["runtime_records"]["up"], false);
+  EXPECT_THAT(view["runtime_records"]["reason"].get<std::string>(),
+              HasSubstr("cannot load libnrt (/nonexistent/libnrt.so.1"));
+  EXPECT_THAT(view["notes"].dump(), HasSubstr("models and process tags unknown: cannot load"));
+  EXPECT_EQ(view["processes"][0]["tag"], std::to_string(pid));
+  EXPECT_TRUE(view["processes"][0]["runtime_version"].is_null()) << "NA";
+  EXPECT_TRUE(view["memory_details"][0]["neuroncores"][1]["models"].empty());
 }
 
 // This test process is the runtime: it claims its datastore as libnrt-sim does and writes its

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -22,6 +23,7 @@
 #include "driver-sim/driver/datastore_writer.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "http/http_server.h"
+#include "monitor/json_stream.h"
 #include "podresources/v1/api.grpc.pb.h"
 #include "tests/support/fake_datastores.h"
 #include "tests/support/http_client.h"
@@ -472,6 +474,31 @@ TEST_F(ExporterTest, UnknownRuntimeRecordsLeaveTheCountersAlone) {
   const std::string without = exporter_->RenderMetrics();
   EXPECT_EQ(without.find("llama-train"), std::string::npos);
   EXPECT_NE(without.find("runtime_tag=\"" + std::to_string(kPid) + "\""), std::string::npos);
+}
+
+// The JSON stream's loaded_models come from the records; unknown records give no list and say why
+// (docs/metrics.md#json-stream), and latency_stats stay null.
+TEST_F(ExporterTest, JsonLoadedModelsOnlyWhenTheRecordsAreKnown) {
+  BuildNode();
+  Start(/*compat=*/false);
+  nlohmann::json doc = nlohmann::json::parse(JsonStream(*source_, {}).Next());
+  ASSERT_EQ(doc["neuron_runtime_data"].size(), 1u);
+  nlohmann::json rt = doc["neuron_runtime_data"][0];
+  EXPECT_EQ(rt["neuron_runtime_tag"], "llama-train");
+  ASSERT_EQ(rt["report"]["memory_used"]["loaded_models"].size(), 1u);
+  EXPECT_EQ(rt["report"]["memory_used"]["loaded_models"][0]["name"], "llama2-7b");
+  EXPECT_EQ(rt["report"]["memory_used"]["error"], "");
+  EXPECT_TRUE(rt["report"]["execution_stats"]["latency_stats"]["total_latency"].is_null());
+
+  datastores_->SetRecordsState({true, false, "cannot load libnrt (libnrt.so.1: not found)"});
+  datastores_->Remove(0, kPid);  // its records go with it; the datastore comes back alone
+  writer_ = &datastores_->Add(0, kPid);
+  doc = nlohmann::json::parse(JsonStream(*source_, {}).Next());
+  rt = doc["neuron_runtime_data"][0];
+  EXPECT_EQ(rt["neuron_runtime_tag"], std::to_string(kPid));
+  EXPECT_FALSE(rt["report"]["memory_used"].contains("loaded_models"));
+  EXPECT_EQ(rt["report"]["memory_used"]["error"],
+            "loaded models unknown: cannot load libnrt (libnrt.so.1: not found)");
 }
 
 TEST_F(ExporterTest, DatastoresDownLeaveLiveSeriesOutAndSysfsSeriesIn) {
