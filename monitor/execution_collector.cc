@@ -45,11 +45,11 @@ class ExecutionCollector final : public Collector {
         Counter("neuron_device_execution_errors_total",
                 "Execution errors by status name, summed over the device's cores: "
                 "stats/status/<error>/total plus datastore.");
-    FamilyBuilder latency = Gauge(
-        "neuron_execution_latency_mean_seconds",
-        "Mean latency of the executions completed on the device over the utilization window: "
-        "rise of the datastores' LATENCY_TOTAL (latency=total, submission to completion) or "
-        "LATENCY_DEVICE (latency=device) over the rise of INFER_COMPLETED; µs assumed.");
+    FamilyBuilder latency =
+        Gauge("neuron_execution_latency_mean_seconds",
+              "Mean latency of the executions completed on the device over the utilization window: "
+              "rise of the datastores' LATENCY_TOTAL (latency=total, submission to completion) or "
+              "LATENCY_DEVICE (latency=device) over the rise of INFER_COMPLETED; µs assumed.");
     const Snapshot& snap = ctx.snap();
     const int per_device = ctx.inventory().LogicalCoresPerDevice();
     for (const DeviceSample& d : snap.devices) {

@@ -173,8 +173,8 @@ json RuntimeData(const Snapshot& snap, const Snapshot* before, int per_device, d
     const RuntimeRecords* rr = snap.runtime_records.Find(rec.key());
     json& rt = runtimes[rec.pid];
     if (rt.is_null()) rt = EmptyRuntime(RuntimeTag(rr, rec.pid), rec.pid, period);
-    const RecordContext c{snap,       before, rec, FindRecord(before, rec.device, rec.pid), rr,
-                          per_device, period};
+    const RecordContext c{snap, before,     rec,   FindRecord(before, rec.device, rec.pid),
+                          rr,   per_device, period};
     AddCores(c, rt["report"]);
     AddHostAndModels(c, rt["report"]);
   }

@@ -54,12 +54,17 @@ absl::Status NodeSource::Init() {
   so.threads = options_.sampler_threads;
   std::vector<int> devices;
   for (const NeuronDevice& d : inv->devices) devices.push_back(d.index);
-  so.records = options_.records ? options_.records()
-                                 : MakeLibnrtRecordsReader(LibnrtPath(options_.libnrt));
-  so.datastore =
-      options_.datastore
-          ? options_.datastore(std::move(devices))
-          : MakeDriverDatastoreReader(root_, {.devices = std::move(devices), .records = so.records});
+  // An injected datastore reader never calls a records reader: without one of its own, a test
+  // has no records source at all.
+  if (options_.records) {
+    so.records = options_.records();
+  } else if (!options_.datastore) {
+    so.records = MakeLibnrtRecordsReader(LibnrtPath(options_.libnrt));
+  }
+  so.datastore = options_.datastore
+                     ? options_.datastore(std::move(devices))
+                     : MakeDriverDatastoreReader(
+                           root_, {.devices = std::move(devices), .records = so.records});
   // Bounded: a device in reset holds the probe (core/sample/datastore.h); the state then stays
   // unknown (no source_up series, no live series) until a later sample knows it.
   so.datastore->AwaitFirstProbe(options_.first_probe_timeout);

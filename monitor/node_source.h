@@ -21,9 +21,9 @@
 // may restart).
 //
 // Live sources (docs/architecture.md#unknown-is-not-zero): sysfs, the datastores and the runtimes'
-// records (through libnrt) are judged per snapshot, the kernel log by the background thread, PodResources by its cache. A NodeView (its
-// snapshot included) carries their states (neuron_exporter_source_up); each change is logged once,
-// with the reason.
+// records (through libnrt) are judged per snapshot, the kernel log by the background thread,
+// PodResources by its cache. A NodeView (its snapshot included) carries their states
+// (neuron_exporter_source_up); each change is logged once, with the reason.
 //
 // Thread-safety: every public method may be called from any thread.
 
@@ -74,8 +74,8 @@ struct NodeSourceOptions {
   // Which libnrt to load for the runtimes' records (--libnrt; LibnrtPath's rules,
   // core/sample/runtime_records.h).
   std::string libnrt;
-  // The records reader; empty: libnrt from `libnrt`. A test that injects `datastore` injects
-  // this too (the driver back end is the one that calls a records reader).
+  // The records reader; empty: libnrt from `libnrt`, or none when `datastore` is injected (only
+  // the driver back end calls a records reader; a test injects both).
   std::function<std::shared_ptr<RuntimeRecordsReader>()> records;
   // Init() waits this long for the datastore reader's first probe, so that the first sample
   // already says whether live data can be read instead of "not known yet".

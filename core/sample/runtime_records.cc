@@ -65,8 +65,7 @@ absl::StatusOr<Api> Load(const std::string& path) {
   Resolve(h, "nds_read_process_info_ext", &a.nds_read_process_info_ext, &missing);
   Resolve(h, "nds_read_all_model_nodes", &a.nds_read_all_model_nodes, &missing);
   Resolve(h, "nds_obj_handle_to_process_info", &a.nds_obj_handle_to_process_info, &missing);
-  Resolve(h, "nds_obj_handle_to_process_info_ext", &a.nds_obj_handle_to_process_info_ext,
-          &missing);
+  Resolve(h, "nds_obj_handle_to_process_info_ext", &a.nds_obj_handle_to_process_info_ext, &missing);
   Resolve(h, "nds_obj_handle_to_model_node_info", &a.nds_obj_handle_to_model_node_info, &missing);
   Resolve(h, "nds_obj_handle_to_model_node_mem_usage", &a.nds_obj_handle_to_model_node_mem_usage,
           &missing);
@@ -115,9 +114,9 @@ class LibnrtRecordsReader final : public RuntimeRecordsReader {
  private:
   struct Device {
     libnrt::NdlDevice* ndl = nullptr;
-    std::string open_error;                       // ndl_open_device failed
-    std::map<int, libnrt::NdsInstance*> opened;   // pid -> its datastore, open read-only
-    std::map<int, Result> results;                // pid -> the last read
+    std::string open_error;                      // ndl_open_device failed
+    std::map<int, libnrt::NdsInstance*> opened;  // pid -> its datastore, open read-only
+    std::map<int, Result> results;               // pid -> the last read
   };
 
   Result ReadOne(libnrt::NdsInstance* inst, int device, int pid) const;
@@ -127,8 +126,8 @@ class LibnrtRecordsReader final : public RuntimeRecordsReader {
   const std::string path_;
   const absl::StatusOr<Api> api_;
   mutable std::mutex mu_;
-  std::map<int, Device> devices_;    // guarded by mu_
-  std::set<std::string> logged_;     // guarded by mu_: failures already logged
+  std::map<int, Device> devices_;  // guarded by mu_
+  std::set<std::string> logged_;   // guarded by mu_: failures already logged
 };
 
 void LibnrtRecordsReader::Close(Device& d) const {
@@ -147,8 +146,8 @@ void LibnrtRecordsReader::NoteFailure(const std::string& what) {
 Result LibnrtRecordsReader::ReadOne(libnrt::NdsInstance* inst, int device, int pid) const {
   const Api& a = *api_;
   auto failed = [&](std::string_view call) {
-    return absl::DataLossError(fmt::format("neuron{} pid {}: {}: {}", device, pid, call,
-                                           std::strerror(errno)));
+    return absl::DataLossError(
+        fmt::format("neuron{} pid {}: {}: {}", device, pid, call, std::strerror(errno)));
   };
   RuntimeRecords r;
   r.device = device;
@@ -231,9 +230,8 @@ void LibnrtRecordsReader::ReadHeld(int device, std::span<const int> pids) {
       libnrt::NdsInstance* inst = nullptr;
       if (api_->nds_open(d.ndl, pid, &inst) != 0) {
         if (errno == ENOENT) continue;  // released since the datastore read: gone, not unreadable
-        d.results.emplace(pid, absl::NotFoundError(fmt::format(
-                                   "neuron{} pid {}: nds_open: {}", device, pid,
-                                   std::strerror(errno))));
+        d.results.emplace(pid, absl::NotFoundError(fmt::format("neuron{} pid {}: nds_open: {}",
+                                                               device, pid, std::strerror(errno))));
         continue;
       }
       it = d.opened.emplace(pid, inst).first;
@@ -254,7 +252,8 @@ void LibnrtRecordsReader::Release(int device) {
     d = std::move(it->second);
     devices_.erase(it);
   }
-  Close(d);  // outside the lock: the driver's close waits (docs/driver-interface.md#abi-open-semantics)
+  Close(d);  // outside the lock: the driver's close waits
+             // (docs/driver-interface.md#abi-open-semantics)
 }
 
 RuntimeRecordsScan LibnrtRecordsReader::Latest() const {
@@ -286,9 +285,9 @@ RuntimeRecordsScan LibnrtRecordsReader::Latest() const {
 }  // namespace
 
 const RuntimeRecords* RuntimeRecordsScan::Find(DatastoreKey key) const {
-  const auto it = std::lower_bound(
-      records.begin(), records.end(), key,
-      [](const RuntimeRecords& r, const DatastoreKey& k) { return r.key() < k; });
+  const auto it =
+      std::lower_bound(records.begin(), records.end(), key,
+                       [](const RuntimeRecords& r, const DatastoreKey& k) { return r.key() < k; });
   return it != records.end() && it->key() == key ? &*it : nullptr;
 }
 

@@ -270,9 +270,8 @@ void Sampler::Assemble(std::vector<Unit>& units, const std::set<int>& reread, Da
   if (options_.records) {
     // Only the records of processes this snapshot holds: the others went away meanwhile.
     snap->runtime_records = options_.records->Latest();
-    std::erase_if(snap->runtime_records.records, [&](const RuntimeRecords& r) {
-      return !HasKey(snap->processes, r.key());
-    });
+    std::erase_if(snap->runtime_records.records,
+                  [&](const RuntimeRecords& r) { return !HasKey(snap->processes, r.key()); });
   }
 }
 

@@ -83,8 +83,8 @@ class DatastoreWriter {
   int device_fd_ = -1;  // -1 over caller memory
   int device_;
   pid_t pid_;
-  uint8_t* base_;    // nds::kSize bytes: the driver's slot (MAP_SHARED) or caller memory
-  int efas_ = 0;     // EFA traffic entries, 0 before InitEfaTraffic
+  uint8_t* base_;  // nds::kSize bytes: the driver's slot (MAP_SHARED) or caller memory
+  int efas_ = 0;   // EFA traffic entries, 0 before InitEfaTraffic
 };
 
 }  // namespace neuron::sim

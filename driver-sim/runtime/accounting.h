@@ -104,7 +104,7 @@ class Accounting {
 
   std::mutex mu_;
   std::vector<std::unique_ptr<ProcessDatastore>> datastores_;  // by device; null if unused
-  std::vector<std::unique_ptr<Slot>> slots_;                       // by vnc
+  std::vector<std::unique_ptr<Slot>> slots_;                   // by vnc
   bool released_ = false;
 };
 

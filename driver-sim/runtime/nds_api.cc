@@ -99,7 +99,8 @@ NRT_EXPORT int ndl_open_device(int device_index, ndl_device_init_param_t* params
   if (fd < 0) return -1;
   neuron_abi_basic_info basic{};
   const int rc = ioctl(fd, NEURON_ABI_DEVICE_BASIC_INFO, &basic);
-  auto* d = static_cast<ndl_device_t*>(calloc(1, sizeof(ndl_device_t) + sizeof(ndl_device_context_t)));
+  auto* d =
+      static_cast<ndl_device_t*>(calloc(1, sizeof(ndl_device_t) + sizeof(ndl_device_context_t)));
   if (d == nullptr) {
     close(fd);
     errno = ENOMEM;

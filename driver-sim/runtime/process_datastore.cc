@@ -13,8 +13,7 @@ nds_version_info_t Version(NdsVersion v) { return {v.major, v.minor, v.build}; }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProcessDatastore>> ProcessDatastore::Acquire(int device_fd,
-                                                                             int device,
-                                                                             pid_t pid) {
+                                                                            int device, pid_t pid) {
   absl::StatusOr<std::unique_ptr<sim::DatastoreWriter>> w =
       sim::DatastoreWriter::Acquire(device_fd, device, pid);
   if (!w.ok()) return w.status();
@@ -22,8 +21,7 @@ absl::StatusOr<std::unique_ptr<ProcessDatastore>> ProcessDatastore::Acquire(int 
 }
 
 void ProcessDatastore::SetProcessInfo(std::string_view tag, NdsVersion runtime,
-                                      int8_t framework_type, NdsVersion framework,
-                                      NdsVersion fal) {
+                                      int8_t framework_type, NdsVersion framework, NdsVersion fal) {
   nds_process_info_t info{};
   info.framework_type = framework_type;
   std::memcpy(info.tag, tag.data(), std::min(tag.size(), sizeof(info.tag) - 1));
@@ -51,18 +49,17 @@ absl::Status ProcessDatastore::AddModel(const NdsModel& m) {
     }
   }
   if (!records_.AddModel(node)) {
-    return absl::ResourceExhaustedError(
-        fmt::format("nd{} pid {}: all {} model records are in use", counters_->device(),
-                    counters_->pid(), records::kMaxModelNodes));
+    return absl::ResourceExhaustedError(fmt::format("nd{} pid {}: all {} model records are in use",
+                                                    counters_->device(), counters_->pid(),
+                                                    records::kMaxModelNodes));
   }
   return absl::OkStatus();
 }
 
 absl::Status ProcessDatastore::RemoveModel(uint32_t model_id, uint32_t model_node_id) {
   if (records_.RemoveModel(model_id, model_node_id)) return absl::OkStatus();
-  return absl::NotFoundError(fmt::format("nd{} pid {}: no model record {}/{}",
-                                         counters_->device(), counters_->pid(), model_id,
-                                         model_node_id));
+  return absl::NotFoundError(fmt::format("nd{} pid {}: no model record {}/{}", counters_->device(),
+                                         counters_->pid(), model_id, model_node_id));
 }
 
 }  // namespace neuron::nrt

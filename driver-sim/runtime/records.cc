@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 
 namespace neuron::nrt::records {
 namespace {
@@ -31,15 +32,16 @@ uint32_t Load(const uint8_t* base, size_t at, int order) {
   return __atomic_load_n(reinterpret_cast<const uint32_t*>(base + at), order);
 }
 
-enum class Header { kEmpty, kOurs, kUnknown };
-Header HeaderOf(const uint8_t* base) {
+// What a read returns without reading on: kOk (empty records) for an area never written,
+// kUnknownFormat for another magic or version; nullopt for this format.
+std::optional<ReadResult> Settled(const uint8_t* base) {
   uint32_t magic = 0;
   std::memcpy(&magic, base, 4);
-  if (magic == 0) return Header::kEmpty;
+  if (magic == 0) return ReadResult::kOk;
   if (std::memcmp(base, kMagic, 4) != 0 || Load(base, kVersionAt, __ATOMIC_RELAXED) != kVersion) {
-    return Header::kUnknown;
+    return ReadResult::kUnknownFormat;
   }
-  return Header::kOurs;
+  return std::nullopt;
 }
 
 // Runs `copy` until it ran while no write was in progress (seqlock read side).
@@ -93,9 +95,7 @@ void Writer::SetProcessInfoExt(std::string_view tag) {
   End();
 }
 
-int Writer::ModelCount() const {
-  return static_cast<int>(Load(base_, kCountAt, __ATOMIC_RELAXED));
-}
+int Writer::ModelCount() const { return static_cast<int>(Load(base_, kCountAt, __ATOMIC_RELAXED)); }
 
 bool Writer::AddModel(const ModelNode& node) {
   const int n = ModelCount();
@@ -132,14 +132,7 @@ ReadResult ReadProcessInfo(std::span<const uint8_t> area, nds_process_info_t* in
   const uint8_t* base = area.data();
   *info = {};
   *ext = {};
-  switch (HeaderOf(base)) {
-    case Header::kEmpty:
-      return ReadResult::kOk;
-    case Header::kUnknown:
-      return ReadResult::kUnknownFormat;
-    case Header::kOurs:
-      break;
-  }
+  if (const std::optional<ReadResult> done = Settled(base)) return *done;
   ReadResult r = Consistent(base, [&] {
     std::memcpy(info, base + kInfoAt, sizeof(*info));
     std::memcpy(ext, base + kExtAt, sizeof(*ext));
@@ -153,14 +146,7 @@ ReadResult ReadProcessInfo(std::span<const uint8_t> area, nds_process_info_t* in
 ReadResult ReadModels(std::span<const uint8_t> area, std::vector<ModelNode>* models) {
   const uint8_t* base = area.data();
   models->clear();
-  switch (HeaderOf(base)) {
-    case Header::kEmpty:
-      return ReadResult::kOk;
-    case Header::kUnknown:
-      return ReadResult::kUnknownFormat;
-    case Header::kOurs:
-      break;
-  }
+  if (const std::optional<ReadResult> done = Settled(base)) return *done;
   bool bad_count = false;
   const ReadResult r = Consistent(base, [&] {
     const uint32_t n = Load(base, kCountAt, __ATOMIC_RELAXED);
@@ -169,7 +155,8 @@ ReadResult ReadModels(std::span<const uint8_t> area, std::vector<ModelNode>* mod
     for (uint32_t i = 0; i < models->size(); ++i) {
       const uint8_t* at = base + kModelsAt + static_cast<size_t>(i) * kModelSize;
       std::memcpy(&(*models)[i].info, at, kModelInfoSize);
-      std::memcpy(&(*models)[i].memory, at + kModelInfoSize, sizeof(nds_model_node_mem_usage_info_t));
+      std::memcpy(&(*models)[i].memory, at + kModelInfoSize,
+                  sizeof(nds_model_node_mem_usage_info_t));
       (*models)[i].info.name[sizeof((*models)[i].info.name) - 1] = '\0';
     }
   });

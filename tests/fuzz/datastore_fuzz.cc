@@ -148,7 +148,10 @@ std::vector<std::byte> MakeTemplate() {
   }
   (void)writer->SetDeviceCounter(1, 77);
   neuron::nrt::records::Writer records(writer->ObjectArea());
-  nds_process_info_t info{.framework_type = 1, .tag = "train.py", .runtime_version = {2, 21, 7}};
+  nds_process_info_t info{};
+  info.framework_type = 1;
+  std::strcpy(info.tag, "train.py");
+  info.runtime_version = {2, 21, 7};
   records.SetProcessInfo(info);
   records.SetProcessInfoExt("llama2-7b-worker-0");
   for (uint32_t m = 0; m < 3; ++m) {

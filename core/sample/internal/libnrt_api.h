@@ -18,8 +18,8 @@
 
 namespace neuron::libnrt {
 
-struct NdlDevice;    // ndl_device_t: only ever handled by pointer here
-struct NdsInstance;  // nds_instance_t: opaque
+struct NdlDevice;         // ndl_device_t: only ever handled by pointer here
+struct NdsInstance;       // nds_instance_t: opaque
 using ObjHandle = void*;  // nds_obj_handle_t
 
 // ndl_device_init_param_t

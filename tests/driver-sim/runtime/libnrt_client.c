@@ -21,7 +21,7 @@
 #include "nrt/nds/neuron_ds.h"
 
 /* The functions, typed by the headers' own declarations. */
-#define API(name) __typeof__(name) *name
+#define API(name) __typeof__(name)* name
 static struct {
   API(ndl_open_device);
   API(ndl_close_device);
@@ -39,17 +39,17 @@ static struct {
   API(nds_obj_delete);
 } nrt;
 
-#define RESOLVE(lib, name)                                        \
-  do {                                                            \
-    *(void **)&nrt.name = dlsym(lib, #name);                      \
-    if (nrt.name == NULL) {                                       \
-      fprintf(stderr, "libnrt has no %s\n", #name);               \
-      return 0;                                                   \
-    }                                                             \
+#define RESOLVE(lib, name)                          \
+  do {                                              \
+    *(void**)&nrt.name = dlsym(lib, #name);         \
+    if (nrt.name == NULL) {                         \
+      fprintf(stderr, "libnrt has no %s\n", #name); \
+      return 0;                                     \
+    }                                               \
   } while (0)
 
-static int Load(const char *path) {
-  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+static int Load(const char* path) {
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (lib == NULL) {
     fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
     return 0;
@@ -71,16 +71,17 @@ static int Load(const char *path) {
   return 1;
 }
 
-static void PrintModels(nds_instance_t *inst, int pid) {
-  nds_obj_handle_t *models = NULL;
+static void PrintModels(nds_instance_t* inst, int pid) {
+  nds_obj_handle_t* models = NULL;
   size_t count = 0;
   if (nrt.nds_read_all_model_nodes(inst, &models, &count) != 0) {
     printf("models %d unreadable: %s\n", pid, strerror(errno));
     return;
   }
   for (size_t i = 0; i < count; ++i) {
-    const nds_model_node_info_t *m = nrt.nds_obj_handle_to_model_node_info(models[i]);
-    const nds_model_node_mem_usage_info_t *u = nrt.nds_obj_handle_to_model_node_mem_usage(models[i]);
+    const nds_model_node_info_t* m = nrt.nds_obj_handle_to_model_node_info(models[i]);
+    const nds_model_node_mem_usage_info_t* u =
+        nrt.nds_obj_handle_to_model_node_mem_usage(models[i]);
     size_t device_bytes = 0;
     for (int slot = 0; u != NULL && slot < NDS_DMA_MEM_USAGE_SLOT_COUNT; ++slot) {
       device_bytes += u->model_mem_usage[0][slot].total_size;
@@ -94,18 +95,18 @@ static void PrintModels(nds_instance_t *inst, int pid) {
   free(models);
 }
 
-static void PrintProcess(ndl_device_t *device, int pid) {
-  nds_instance_t *inst = NULL;
+static void PrintProcess(ndl_device_t* device, int pid) {
+  nds_instance_t* inst = NULL;
   if (nrt.nds_open(device, pid, &inst) != 0) return; /* no datastore: not a runtime */
   nds_obj_handle_t info = nrt.nds_read_process_info(inst);
   nds_obj_handle_t ext = nrt.nds_read_process_info_ext(inst);
   if (info == NULL || ext == NULL) {
     printf("process %d unreadable: %s\n", pid, strerror(errno));
   } else {
-    const nds_process_info_t *p = nrt.nds_obj_handle_to_process_info(info);
-    const nds_process_info_ext_t *e = nrt.nds_obj_handle_to_process_info_ext(ext);
-    printf("process %d framework=%d tag=%s long_tag=%s runtime=%u.%u.%u\n", pid,
-           p->framework_type, p->tag, e->tag, p->runtime_version.major, p->runtime_version.minor,
+    const nds_process_info_t* p = nrt.nds_obj_handle_to_process_info(info);
+    const nds_process_info_ext_t* e = nrt.nds_obj_handle_to_process_info_ext(ext);
+    printf("process %d framework=%d tag=%s long_tag=%s runtime=%u.%u.%u\n", pid, p->framework_type,
+           p->tag, e->tag, p->runtime_version.major, p->runtime_version.minor,
            p->runtime_version.build);
     PrintModels(inst, pid);
   }
@@ -118,19 +119,19 @@ static void PrintProcess(ndl_device_t *device, int pid) {
   nrt.nds_close(inst);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s DEVICE [LIBRARY]\n", argv[0]);
     return 1;
   }
   if (!Load(argc > 2 ? argv[2] : "libnrt.so.1")) return 1;
   ndl_device_init_param_t params = {false, 0, false};
-  ndl_device_t *device = NULL;
+  ndl_device_t* device = NULL;
   if (nrt.ndl_open_device(atoi(argv[1]), &params, &device) != 0) {
     fprintf(stderr, "ndl_open_device %s: %s\n", argv[1], strerror(errno));
     return 1;
   }
-  struct neuron_app_info *apps = NULL;
+  struct neuron_app_info* apps = NULL;
   size_t count = 0;
   if (nrt.ndl_get_all_apps_info(device, &apps, &count, APP_INFO_ALL) != 0) {
     fprintf(stderr, "ndl_get_all_apps_info: %s\n", strerror(errno));

@@ -34,7 +34,7 @@ typedef struct ndl_device_init_param {
 
 typedef struct ndl_copy_buf {
   uint64_t mem_handle;
-  void *mmap_va;
+  void* mmap_va;
   pthread_mutex_t lock;
 } ndl_copy_buf_t;
 
@@ -49,7 +49,7 @@ typedef struct ndl_device {
   uint64_t csr_base[2];
   uint64_t csr_size[2];
   ndl_copy_buf_t cpy_bufs[MAX_NC_PER_DEVICE];
-  void *hbm_va[MAX_HBM_PER_DEVICE];
+  void* hbm_va[MAX_HBM_PER_DEVICE];
   size_t hbm_size;
   uint32_t hbm_va_cnt;
   uint32_t shift_hbm_size;
@@ -65,14 +65,14 @@ typedef struct ndl_device_context {
 
 /** Opens /dev/neuron<device_index> (a process that has it open already takes no second process
  * slot). `params` may be NULL. Returns 0 and sets *device, or -1 with errno set. */
-int ndl_open_device(int device_index, ndl_device_init_param_t *params, ndl_device_t **device);
+int ndl_open_device(int device_index, ndl_device_init_param_t* params, ndl_device_t** device);
 
 /** Closes a device from ndl_open_device and frees it. Returns 0, or -1 with errno set. */
-int ndl_close_device(ndl_device_t *device);
+int ndl_close_device(ndl_device_t* device);
 
 /** The processes attached to the device (GET_ALL_APPS_INFO). On success (0) *info points to
  * *count entries that the caller frees with free(). */
-int ndl_get_all_apps_info(ndl_device_t *device, struct neuron_app_info **info, size_t *count,
+int ndl_get_all_apps_info(ndl_device_t* device, struct neuron_app_info** info, size_t* count,
                           uint16_t apps_info_flags);
 
 #ifdef __cplusplus

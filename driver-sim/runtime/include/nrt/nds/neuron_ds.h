@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-typedef void *nds_obj_handle_t;
+typedef void* nds_obj_handle_t;
 
 /* Object types (the handle's kind). */
 #define OBJECT_TYPE_MODEL_NODE_INFO (0)
@@ -94,32 +94,32 @@ typedef struct nds_instance nds_instance_t;
 /** Opens the datastore of `pid` on `device` read-only (pid 0, the caller's own read-write
  * datastore, is refused by libnrt-sim's reader: its runtime writes internally). Returns 0 and
  * sets *inst, or nonzero with errno set (ENOENT: the process has no datastore there). */
-int nds_open(ndl_device_t *device, pid_t pid, nds_instance_t **inst);
+int nds_open(ndl_device_t* device, pid_t pid, nds_instance_t** inst);
 
 /** Unmaps and frees an instance; objects read from it stay valid. Returns 0. */
-int nds_close(nds_instance_t *inst);
+int nds_close(nds_instance_t* inst);
 
 /** Counter `counter_index` of NeuronCore set `pnc_index` (0-15) or of the device. Returns 0, or
  * nonzero (errno EINVAL) for an index the datastore has no slot for. */
-int nds_get_nc_counter(nds_instance_t *inst, int pnc_index, uint32_t counter_index,
-                       uint64_t *value);
-int nds_get_nd_counter(nds_instance_t *inst, uint32_t counter_index, uint64_t *value);
+int nds_get_nc_counter(nds_instance_t* inst, int pnc_index, uint32_t counter_index,
+                       uint64_t* value);
+int nds_get_nd_counter(nds_instance_t* inst, uint32_t counter_index, uint64_t* value);
 
 /** The process information records, as objects the caller frees with nds_obj_delete. NULL with
  * errno set when they cannot be read (EPROTO: written in a format this library does not know). */
-nds_obj_handle_t nds_read_process_info(nds_instance_t *inst);
-nds_obj_handle_t nds_read_process_info_ext(nds_instance_t *inst);
+nds_obj_handle_t nds_read_process_info(nds_instance_t* inst);
+nds_obj_handle_t nds_read_process_info_ext(nds_instance_t* inst);
 
 /** Every loaded model node: *models is an array of *count objects; the caller frees each with
  * nds_obj_delete and the array with free(). Returns 0, or nonzero with errno set (EPROTO as
  * above). */
-int nds_read_all_model_nodes(nds_instance_t *inst, nds_obj_handle_t **models, size_t *count);
+int nds_read_all_model_nodes(nds_instance_t* inst, nds_obj_handle_t** models, size_t* count);
 
 /** An object's contents; NULL when the object is of another type. */
-nds_process_info_t *nds_obj_handle_to_process_info(nds_obj_handle_t obj);
-nds_process_info_ext_t *nds_obj_handle_to_process_info_ext(nds_obj_handle_t obj);
-nds_model_node_info_t *nds_obj_handle_to_model_node_info(nds_obj_handle_t obj);
-nds_model_node_mem_usage_info_t *nds_obj_handle_to_model_node_mem_usage(nds_obj_handle_t obj);
+nds_process_info_t* nds_obj_handle_to_process_info(nds_obj_handle_t obj);
+nds_process_info_ext_t* nds_obj_handle_to_process_info_ext(nds_obj_handle_t obj);
+nds_model_node_info_t* nds_obj_handle_to_model_node_info(nds_obj_handle_t obj);
+nds_model_node_mem_usage_info_t* nds_obj_handle_to_model_node_mem_usage(nds_obj_handle_t obj);
 
 /** Frees an object read from a datastore (a read-only instance's datastore is left as it is). */
 int nds_obj_delete(nds_obj_handle_t obj);
