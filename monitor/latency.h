@@ -1,10 +1,11 @@
 #pragma once
-// Mean execution latency from the public datastore counters (docs/metrics.md#executions-errors-
-// latency): the runtime adds each completed execution's latency to LATENCY_TOTAL (submission to
-// completion) and LATENCY_DEVICE (on the device), in µs, and counts it in INFER_COMPLETED
-// (docs/driver-interface.md#core-counter-indices; units and accumulation unverified on a real
-// runtime). Over a window the mean is the rise of the sum over the rise of the count. No
-// distribution can be rebuilt from two sums, so there are no percentiles. Thread-safe (pure).
+// Mean execution latency from the public datastore counters
+// (docs/metrics.md#executions-errors-latency): the runtime adds each completed execution's latency
+// to LATENCY_TOTAL (submission to completion) and LATENCY_DEVICE (on the device), in µs, and counts
+// it in INFER_COMPLETED (docs/driver-interface.md#core-counter-indices; units and accumulation
+// unverified on a real runtime). Over a window the mean is the rise of the sum over the rise of the
+// count. No distribution can be rebuilt from two sums, so there are no percentiles. Thread-safe
+// (pure).
 
 #include <cstdint>
 #include <optional>

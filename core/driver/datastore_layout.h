@@ -1,11 +1,11 @@
 #pragma once
 // Byte layout of the per-process datastore (NDS), docs/driver-interface.md#datastore: the header
 // and the counter sections of the driver's neuron_driver_shared.h, whose offsets and index order
-// are ABI shared with the real runtime, plus the simulator's EFA traffic extension (D15), which the
-// simulated driver reads and the agent never does. The object area holds the runtime's records in
-// the runtime's own, unpublished format: nothing here describes it, and the agent reads records
-// only through libnrt's API (core/sample/runtime_records.h). Values are little-endian u64, written
-// without locking.
+// are ABI shared with the real runtime, plus the simulator's EFA traffic extension (D15,
+// driver-sim/README.md#deviations), which the simulated driver reads and the agent never does. The
+// object area holds the runtime's records in the runtime's own, unpublished format: nothing here
+// describes it, and the agent reads records only through libnrt's API
+// (core/sample/runtime_records.h). Values are little-endian u64, written without locking.
 
 #include <cstddef>
 #include <cstdint>
@@ -119,8 +119,8 @@ constexpr size_t DeviceCounterOffset(int index) {
 // moved over each EFA here; the daemon adds the growth to the EFA's ports/1/hw_counters live. Per
 // EFA index (the node's EFA in catalog order), kEfaTrafficFields u64.
 inline constexpr char kEfaTrafficMagic[4] = {'e', 'f', 'a', 't'};
-// Past the real layout (which ends at kRealLayoutEnd); the offset it had beside the retired
-// latency histogram extension (D13) is kept.
+// Past the real layout (which ends at kRealLayoutEnd), at the offset it had beside the retired
+// latency histogram extension (driver-sim/README.md#datastores).
 inline constexpr size_t kEfaTrafficOffset = 70472;  // magic, u32 n
 inline constexpr int kMaxEfas = 32;
 enum EfaTrafficField : int {
