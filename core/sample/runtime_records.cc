@@ -99,7 +99,7 @@ class LibnrtRecordsReader final : public RuntimeRecordsReader {
     if (api_.ok()) {
       Log().info("runtime records through {}", path_);
     } else {
-      Log().warn("runtime records unavailable: {}", std::string(api_.status().message()));
+      Log().warn("runtime records unavailable: {}", std::string{api_.status().message()});
     }
   }
 
@@ -237,7 +237,7 @@ void LibnrtRecordsReader::ReadHeld(int device, std::span<const int> pids) {
       it = d.opened.emplace(pid, inst).first;
     }
     Result r = ReadOne(it->second, device, pid);
-    if (!r.ok()) NoteFailure(std::string(r.status().message()));
+    if (!r.ok()) NoteFailure(std::string{r.status().message()});
     d.results.emplace(pid, std::move(r));
   }
 }
@@ -260,7 +260,7 @@ RuntimeRecordsScan LibnrtRecordsReader::Latest() const {
   RuntimeRecordsScan scan;
   scan.state.known = true;
   if (!api_.ok()) {
-    scan.state.reason = std::string(api_.status().message());
+    scan.state.reason = std::string{api_.status().message()};
     return scan;
   }
   scan.state.up = true;
@@ -271,7 +271,7 @@ RuntimeRecordsScan LibnrtRecordsReader::Latest() const {
       if (r.ok()) {
         scan.records.push_back(*r);
       } else if (problem.empty()) {
-        problem = std::string(r.status().message());
+        problem = std::string{r.status().message()};
       }
     }
     if (problem.empty()) continue;
