@@ -1,4 +1,4 @@
-# The HTTP servers of neuron-exporter and neuron-device-plugin under the attacks of issue 23
+# The HTTP servers of neuron-exporter and neuron-device-plugin under abuse
 # (docs/RELIABILITY.md#abuse): slow and idle connections, trickled TLS handshakes and wrong
 # passwords from 127.0.0.1 while a scraper probes from 127.0.0.2.
 find_package(OpenSSL REQUIRED)

@@ -1,4 +1,4 @@
-// The agent's HTTP servers under abuse (issue 23; docs/RELIABILITY.md#abuse): neuron-exporter and
+// The agent's HTTP servers under abuse (docs/RELIABILITY.md#abuse): neuron-exporter and
 // neuron-device-plugin on a simulated trn1.2xlarge, each attack alone, from 127.0.0.1, while a
 // well-behaved scraper probes from 127.0.0.2 every 50 ms:
 //   - 64 connections trickling header lines (one a second), 64 that send one byte and stop,

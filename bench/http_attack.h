@@ -1,9 +1,10 @@
 #pragma once
 // The clients of bench/http_abuse_bench.cc: a well-behaved scraper that probes one path at a
-// fixed rate, and the attackers of issue 23 (slow header lines, one byte and stop, a TLS
-// ClientHello a byte at a time, idle connections, wrong passwords). Everything is loopback:
-// attackers connect from 127.0.0.1, the scraper from 127.0.0.2 (both reach a server listening on
-// 127.0.0.1), so a server that limits per address tells them apart as it would two pods.
+// fixed rate, and the attackers of docs/RELIABILITY.md#abuse (slow header lines, one byte and
+// stop, a TLS ClientHello a byte at a time, idle connections, wrong passwords). Everything is
+// loopback: attackers connect from 127.0.0.1, the scraper from 127.0.0.2 (both reach a server
+// listening on 127.0.0.1), so a server that limits per address tells them apart as it would two
+// pods.
 //
 // Every load is bounded: a fixed number of connections, a fixed duration, a timeout per probe.
 // Thread-safety: a Probe call is thread-safe; an Attack is driven by its own thread and read

@@ -29,7 +29,7 @@ constexpr uint64_t kWakeKey = 1;
 constexpr auto kSweepEvery = std::chrono::milliseconds(100);
 constexpr auto kReportEvery = std::chrono::seconds(10);
 // While closing, at most this much more from the client is read and dropped.
-constexpr size_t kMaxDiscard = 256 * 1024;
+constexpr size_t kMaxDiscard = size_t{256} * 1024;
 
 std::string_view Reason(int status) {
   switch (status) {
@@ -398,8 +398,9 @@ void ConnectionLoop::Drive(Conn& c, Clock::time_point now) {
       case State::kHandshake: {
         const Io io = Handshake(c);
         if (io != Io::kDone) {
-          if (io == Io::kClosed)
+          if (io == Io::kClosed) {
             log_->debug("TLS handshake with {} failed: {}", c.remote, OpenSslError());
+          }
           return Wait(c, io);
         }
         c.state = State::kIdle;

@@ -1,5 +1,5 @@
 #pragma once
-// Bounds what wrong passwords cost (issue 23): a bcrypt check takes tens of milliseconds of CPU by
+// Bounds what wrong passwords cost: a bcrypt check takes tens of milliseconds of CPU by
 // design, so a client that sends wrong passwords as fast as it can would keep every worker busy
 // and every core hot. The limits, none of which touches a client whose credentials are cached
 // (BasicAuthenticator::CheckCached answers it without a check):

@@ -1,7 +1,7 @@
 #pragma once
 // The Prometheus exporter-toolkit web configuration file (`--web.config.file`): TLS and HTTP basic
 // auth for the agent's HTTP endpoints (docs/metrics.md#dcgm-exporter; the format is
-// exporter-toolkit's docs/web-configuration.md, the names its web/tls_config.go reads).
+// prometheus/exporter-toolkit's web configuration page, the names its web/tls_config.go reads).
 //
 //   tls_server_config:
 //     cert_file: server.crt          # relative paths are relative to the config file

@@ -67,12 +67,12 @@ void WebConfigReloader::Check() {
 
 std::string WebConfigReloader::Apply() {
   absl::StatusOr<std::string> text = ReadWhole(file_);
-  if (!text.ok()) return std::string(text.status().message());
+  if (!text.ok()) return std::string{text.status().message()};
   if (text->find_first_not_of(" \t\r\n") == std::string::npos) {
     return "the file is empty (half written?)";
   }
   absl::StatusOr<WebConfig> config = ParseWebConfig(*text, file_.parent_path(), file_.string());
-  if (!config.ok()) return std::string(config.status().message());
+  if (!config.ok()) return std::string{config.status().message()};
   if (config->tls != tls_in_force_) {
     return config->tls ? "tls_server_config differs from the one in use, which takes a restart"
                        : "tls_server_config was removed; turning TLS off takes a restart";

@@ -1,4 +1,4 @@
-// Basic auth fails closed and costs bounded CPU (issue 23): a web config that is empty, gone,
+// Basic auth fails closed and costs bounded CPU: a web config that is empty, gone,
 // half written or invalid, or that would turn authentication or TLS off, is not applied and is
 // warned about on every check until fixed (http/web_config_reloader.h); wrong passwords lock their
 // address out and at most a few bcrypt checks run at once (http/login_limiter.h); /healthz and
@@ -236,7 +236,8 @@ TEST(WebConfigReloaderTest, NeverTurnsAuthOffAndWarnsUntilFixed) {
   EXPECT_TRUE(log.Contains("reloaded: 2 basic auth user(s)"));
 }
 
-// The issue's case end to end: the file truncated to 0 bytes must not open /metrics.
+// The first step of a non-atomic rewrite, end to end: the file truncated to 0 bytes must not open
+// /metrics.
 TEST(WebConfigReloaderTest, TruncatedFileKeepsMetricsClosedOnTheServer) {
   TempDir dir;
   const fs::path file = dir.path() / "web.yml";

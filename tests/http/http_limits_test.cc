@@ -39,7 +39,7 @@ HttpServer::Options Hello() {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// The slow client: header lines trickled well inside any per-read timeout, never the
+// A slow client: header lines trickled well inside any per-read timeout, never the
 // blank line. With one worker, a server that read requests on its workers would serve nobody
 // else until the client gave up; ours closes it at request_timeout_ms and serves others meanwhile.
 TEST(HttpLimitsTest, SlowClientIsClosedAtItsDeadlineAndNeverHoldsTheWorker) {

@@ -1,4 +1,4 @@
-// Strict framing (http/request_parser.h, RFC 9112): each head the issue names as accepted before
+// Strict framing (http/request_parser.h, RFC 9112): each head that used to be accepted
 // (space before a colon, a repeated or conflicting Content-Length, HTTP/1.1 without Host, a NUL,
 // bare CR and LF, obsolete line folding) is refused with 400 and the reason a client sees; the
 // forms RFC 9112 requires a server to accept (absolute-form, a Connection option list, Host with
