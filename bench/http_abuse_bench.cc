@@ -205,6 +205,32 @@ std::optional<Flags> ParseFlags(int argc, char** argv) {
   return f;
 }
 
+// The exporter plain, with TLS and with basic auth, and the plugin, under the simulated driver.
+std::vector<Server> StartServers(neuron::testing::SimNode& node, const fs::path& work) {
+  const std::string kubelet = (work / "kubelet").string();
+  auto exporter = [&](const std::string& name, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {NEURON_EXPORTER_BIN,    "--root",     node.root().string(),
+                                     "--kubelet-dir",        kubelet,      "--no-pod-resources",
+                                     "--web.listen-address", "127.0.0.1:0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Server s{name, node.StartUnderDriver(args, name), 0, false};
+    s.port = PortOf(node.logs(), name);
+    return s;
+  };
+  std::vector<Server> out;
+  out.push_back(exporter("exporter", {}));
+  out.push_back(exporter("exporter-tls", {"--web.config.file", (work / "tls.yml").string()}));
+  out.back().tls = true;
+  out.push_back(exporter("exporter-auth", {"--web.config.file", (work / "auth.yml").string()}));
+  Server plugin{"plugin", -1, 0, false};
+  plugin.pid = node.StartUnderDriver({NEURON_PLUGIN_BIN, "--root", node.root().string(),
+                                      "--kubelet-dir", kubelet, "--listen", "127.0.0.1:0"},
+                                     "plugin");
+  plugin.port = PortOf(node.logs(), "plugin");
+  out.push_back(plugin);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -232,32 +258,18 @@ int main(int argc, char** argv) {
   neuron::testing::WriteFile(work / "tls.yml",
                              "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n");
   neuron::testing::WriteFile(work / "auth.yml", "basic_auth_users:\n  alice: " + hash + "\n");
-  const std::string kubelet = (work / "kubelet").string();
-  auto exporter = [&](const std::string& name, std::vector<std::string> extra) {
-    std::vector<std::string> args = {NEURON_EXPORTER_BIN,    "--root",     node.root().string(),
-                                     "--kubelet-dir",        kubelet,      "--no-pod-resources",
-                                     "--web.listen-address", "127.0.0.1:0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    Server s{name, node.StartUnderDriver(args, name), 0, false};
-    s.port = PortOf(node.logs(), name);
-    return s;
-  };
-  Server plain = exporter("exporter", {});
-  Server tls = exporter("exporter-tls", {"--web.config.file", (work / "tls.yml").string()});
-  tls.tls = true;
-  Server auth = exporter("exporter-auth", {"--web.config.file", (work / "auth.yml").string()});
-  Server plugin{"plugin", -1, 0, false};
-  plugin.pid = node.StartUnderDriver({NEURON_PLUGIN_BIN, "--root", node.root().string(),
-                                      "--kubelet-dir", kubelet, "--listen", "127.0.0.1:0"},
-                                     "plugin");
-  plugin.port = PortOf(node.logs(), "plugin");
-  for (const Server* s : {&plain, &tls, &auth, &plugin}) {
-    if (s->port <= 0) {
-      std::fprintf(stderr, "http_abuse_bench: %s did not start (logs in %s)\n", s->name.c_str(),
+  const std::vector<Server> servers = StartServers(node, work);
+  for (const Server& s : servers) {
+    if (s.port <= 0) {
+      std::fprintf(stderr, "http_abuse_bench: %s did not start (logs in %s)\n", s.name.c_str(),
                    node.logs().c_str());
       return 1;
     }
   }
+  const Server& plain = servers[0];
+  const Server& tls = servers[1];
+  const Server& auth = servers[2];
+  const Server& plugin = servers[3];
 
   std::printf(
       "== trn1.2xlarge; attacks from 127.0.0.1, probes from 127.0.0.2 every %lld ms for %lld s "
