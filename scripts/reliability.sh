@@ -119,8 +119,9 @@ Each attack alone, from 127.0.0.1, against the exporter (plain, TLS, basic auth)
 the device plugin on a simulated trn1.2xlarge, while a scraper probes \`/metrics\` and
 \`/healthz\` from 127.0.0.2 every 50 ms; the target is at least 99 % of probes answered and a p99
 within 50 ms (bench/README.md#http-abuse-bench says what each row measures;
-monitor/README.md#connections what the server does). \`build/dev/bench/http_abuse_bench\` (also
-in \`make bench\`, from the release build), exit status $(cat "$work/abuse.status"):
+monitor/README.md#connections what the server does). Each quiet row is that server's noise floor
+on this shared machine: compare a row under attack with it. \`build/dev/bench/http_abuse_bench\`
+(also in \`make bench\`, from the release build), exit status $(cat "$work/abuse.status"):
 
 \`\`\`
 $(cat "$work/abuse.txt")
