@@ -78,8 +78,9 @@ TEST(HttpAuthTest, AnAddressThatKeepsFailingIsLockedOutWithoutChecks) {
   const int port = (*server)->port();
   EXPECT_EQ(StatusFrom("127.0.0.2", port, Get("/metrics", kGood)), 200);  // now cached
   // Five failures are free; the sixth locks 127.0.0.1 out.
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < 6; ++i) {
     EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kWrong)), 401);
+  }
   std::string answer;
   const auto refused = Clock::now();
   EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kWrong), &answer), 429);
@@ -118,6 +119,7 @@ TEST(HttpAuthTest, FewChecksRunAtOnceAndCachedClientsDoNotWait) {
   std::atomic<int> unauthorized{0};
   std::atomic<int> busy{0};
   std::vector<std::thread> attackers;
+  attackers.reserve(6);
   for (int i = 0; i < 6; ++i) {
     attackers.emplace_back([&, i] {
       std::string answer;

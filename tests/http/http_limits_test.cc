@@ -111,9 +111,9 @@ TEST(HttpLimitsTest, PerAddressCapShedsThatAddressesOldestIdleConnection) {
   auto server = HttpServer::Start(std::move(o));
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  std::vector<UniqueFd> idle;
-  for (int i = 0; i < 3; ++i) {
-    idle.push_back(ConnectFrom("127.0.0.1", port));
+  std::vector<UniqueFd> idle(3);
+  for (UniqueFd& fd : idle) {
+    fd = ConnectFrom("127.0.0.1", port);
     std::this_thread::sleep_for(50ms);  // an order of age the server can see
   }
   UniqueFd other = ConnectFrom("127.0.0.2", port);
@@ -135,8 +135,8 @@ TEST(HttpLimitsTest, OverallCapShedsFromTheAddressHoldingTheMost) {
   const int port = (*server)->port();
   UniqueFd mine = ConnectFrom("127.0.0.2", port);
   std::this_thread::sleep_for(50ms);  // the oldest of all, but its address holds one
-  std::vector<UniqueFd> flood;
-  for (int i = 0; i < 3; ++i) flood.push_back(ConnectFrom("127.0.0.1", port));
+  std::vector<UniqueFd> flood(3);
+  for (UniqueFd& fd : flood) fd = ConnectFrom("127.0.0.1", port);
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(StatusFrom("127.0.0.3", port, kGet), 200);
   EXPECT_FALSE(ReadUntilClosed(mine.get(), 300ms).closed);
