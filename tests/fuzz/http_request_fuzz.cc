@@ -32,6 +32,7 @@ namespace {
 using neuron::ParsedRequest;
 using Outcome = ParsedRequest::Outcome;
 using Fields = std::vector<std::pair<std::string, std::string>>;
+constexpr size_t kServerLimit = size_t{16} * 1024;  // HttpServer::Options::max_request_bytes
 
 // ---- Character classes, spelled as the ABNF spells them ----
 constexpr std::string_view kDigit = "0123456789";
@@ -177,8 +178,9 @@ bool Persistent(const Fields& fields, char minor) {
     while (from <= list.size()) {
       const size_t comma = std::min(list.find(',', from), list.size());
       std::string_view element = list.substr(from, comma - from);
-      while (!element.empty() && (element[0] == ' ' || element[0] == '\t'))
+      while (!element.empty() && (element[0] == ' ' || element[0] == '\t')) {
         element.remove_prefix(1);
+      }
       while (!element.empty() && (element.back() == ' ' || element.back() == '\t')) {
         element.remove_suffix(1);
       }
@@ -330,7 +332,8 @@ void CheckCredentials(std::string_view in) {
   const std::string user(in.substr(0, colon));
   const std::string password(colon == std::string_view::npos ? "" : in.substr(colon + 1));
   for (const bool pad : {true, false}) {
-    const std::string header = (pad ? "Basic " : "bAsIc  ") + Base64(user + ":" + password, pad);
+    std::string header = pad ? "Basic " : "bAsIc  ";
+    header += Base64(user + ":" + password, pad);
     const auto parsed = neuron::ParseBasicAuthorization(header);
     FUZZ_CHECK(parsed && parsed->user == user && parsed->password == password);
   }
@@ -358,11 +361,11 @@ void CheckCredentials(std::string_view in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   // The server's default limit, its floor, and one that the input itself passes.
-  for (const size_t max : {size_t{16 * 1024}, size_t{1024}, size / 2 + 1}) CheckRequest(in, max);
+  for (const size_t max : {kServerLimit, size_t{1024}, size / 2 + 1}) CheckRequest(in, max);
   // Pipelined: the second request starts where the first head and body end.
-  const ParsedRequest first = neuron::ParseRequest(in, 16 * 1024);
+  const ParsedRequest first = neuron::ParseRequest(in, kServerLimit);
   if (first.outcome == Outcome::kParsed && first.head_bytes + first.body_bytes <= in.size()) {
-    CheckRequest(in.substr(first.head_bytes + first.body_bytes), 16 * 1024);
+    CheckRequest(in.substr(first.head_bytes + first.body_bytes), kServerLimit);
   }
   CheckCredentials(in.substr(0, 512));
   if (first.outcome == Outcome::kParsed) {

@@ -9,6 +9,7 @@
 #include <openssl/ssl.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -87,10 +88,14 @@ TEST_F(TlsConfigTest, SessionsResumeWithClientCertificatesOnTls12And13) {
       Serve("  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n"));
   const std::string cert = "-cert client.crt -key client.key ";
   for (const std::string version : {"-tls1_2", "-tls1_3"}) {
-    const std::string first = SClient(cert + version + " -sess_out sess" + version);
+    std::string args = cert;
+    args.append(version).append(" -sess_out sess").append(version);
+    const std::string first = SClient(args);
     ASSERT_TRUE(Served(first)) << first;
     EXPECT_NE(first.find("New, TLSv1."), std::string::npos) << first;
-    const std::string again = SClient(cert + version + " -sess_in sess" + version);
+    args = cert;
+    args.append(version).append(" -sess_in sess").append(version);
+    const std::string again = SClient(args);
     EXPECT_TRUE(Served(again)) << again;
     EXPECT_NE(again.find("Reused, TLSv1." + version.substr(6)), std::string::npos) << again;
   }
@@ -171,7 +176,7 @@ TEST(TlsConfigParseTest, NamesAreExporterToolkitsAndErrorsNameTheLine) {
   auto message = [&](const std::string& tls) {
     absl::StatusOr<WebConfig> c = parse(tls);
     EXPECT_FALSE(c.ok()) << tls;
-    return std::string(c.status().message());
+    return std::string{c.status().message()};
   };
   EXPECT_EQ(message("  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]\n"),
             "web.yml:4: tls_server_config.cipher_suites: TLS_RSA_WITH_RC4_128_SHA is insecure "
@@ -200,8 +205,8 @@ std::string ClientHello() {
   SSL_set_bio(ssl, BIO_new(BIO_s_mem()), out);
   SSL_connect(ssl);
   char* data = nullptr;
-  const long n = BIO_get_mem_data(out, &data);
-  std::string hello(data, static_cast<size_t>(std::max(0L, n)));
+  const int64_t n = BIO_get_mem_data(out, &data);
+  std::string hello(data, static_cast<size_t>(std::max<int64_t>(0, n)));
   SSL_free(ssl);
   SSL_CTX_free(ctx);
   return hello;
