@@ -209,8 +209,11 @@ absl::Status HttpServer::Impl::Start() {
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
-  for (int i = 0; i < std::max(1, options_.login_limits.concurrent_checks); ++i) {
-    checkers_.emplace_back([this] { CheckLoop(); });
+  // Password checks only where there can be passwords (a web config file may add users later).
+  if (auth_ != nullptr || web_config_ != nullptr) {
+    for (int i = 0; i < std::max(1, options_.login_limits.concurrent_checks); ++i) {
+      checkers_.emplace_back([this] { CheckLoop(); });
+    }
   }
   log_->info("serving HTTP{} on {} (port {})", tls() ? "S" : "", options_.listen_address, port_);
   const bool users =
