@@ -124,6 +124,7 @@ void Row(const Server& s, AttackKind kind, int connections, const std::string& l
   Attack attack(kind, s.port, connections);
   std::this_thread::sleep_for(1s);
   std::vector<ProbeSeries> series;
+  series.reserve(paths.size());
   for (const std::string& path : paths) {
     series.push_back(neuron::bench::ProbeFor(ProbeTarget{s.port, path, s.tls, "", "127.0.0.2"},
                                              kInterval, seconds, kTimeout));

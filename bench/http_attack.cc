@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -44,7 +46,7 @@ UniqueFd ConnectFrom(const std::string& source, int port) {
 }
 
 // Waits for `events` on fd until `deadline`; false on timeout.
-bool WaitFd(int fd, short events, Clock::time_point deadline) {
+bool WaitFd(int fd, int16_t events, Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   if (left.count() <= 0) return false;
   pollfd p{fd, events, 0};
@@ -59,8 +61,10 @@ bool Connected(int fd, Clock::time_point deadline) {
 }
 
 int StatusOf(const std::string& in) {
-  if (in.size() < 12 || in.rfind("HTTP/1.", 0) != 0) return -1;
-  return std::atoi(in.c_str() + 9);
+  int status = -1;
+  if (in.size() < 12 || in.rfind("HTTP/1.", 0) != 0) return status;
+  std::from_chars(in.data() + 9, in.data() + 12, status);
+  return status;
 }
 
 int PlainExchange(int fd, const std::string& request, Clock::time_point deadline) {
@@ -140,8 +144,8 @@ const std::string& ClientHello() {
     SSL_set_bio(ssl, in, out);  // ssl owns both from here
     SSL_connect(ssl);           // WANT_READ after writing the hello
     char* data = nullptr;
-    const long n = BIO_get_mem_data(out, &data);
-    std::string bytes(data, static_cast<size_t>(std::max(0L, n)));
+    const int64_t n = BIO_get_mem_data(out, &data);
+    std::string bytes(data, static_cast<size_t>(std::max<int64_t>(0, n)));
     SSL_free(ssl);
     return bytes;
   }();
@@ -172,6 +176,7 @@ ProbeSeries ProbeFor(const ProbeTarget& target, std::chrono::milliseconds interv
   const int n = std::max<int>(1, static_cast<int>(duration / interval));
   std::vector<ProbeResult> results(static_cast<size_t>(n));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(n));
   const auto start = Clock::now();
   for (int i = 0; i < n; ++i) {
     std::this_thread::sleep_until(start + i * interval);
@@ -263,7 +268,7 @@ void Attack::Run() {
     polled.clear();
     for (Slot& s : slots) {
       if (!s.fd) continue;
-      pfds.push_back({s.fd.get(), static_cast<short>(s.connected ? POLLIN : POLLOUT), 0});
+      pfds.push_back({s.fd.get(), static_cast<int16_t>(s.connected ? POLLIN : POLLOUT), 0});
       polled.push_back(&s);
     }
     poll(pfds.data(), pfds.size(), 50);
@@ -297,6 +302,7 @@ PasswordAttackStats WrongPasswords(int port, const std::string& path, int client
   PasswordAttackStats total;
   const auto end = Clock::now() + duration;
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(clients));
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&] {
       PasswordAttackStats mine;
