@@ -25,16 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#define SIM_RETURN_IF_ERROR(expr)                      \
-  do {                                                 \
-    if (absl::Status _s = (expr); !_s.ok()) return _s; \
-  } while (0)
-
-// Every metric file (owner write clears, docs/driver-interface.md#total-present-peak)
-constexpr mode_t kMetric = 0644;
-constexpr mode_t kReadOnly = 0444;   // kernel read-only attributes (dev, vendor, ...)
-constexpr mode_t kRootWrite = 0600;  // reset
-
 // FNV-1a 64: stable made-up identities (serial numbers, instance ids) from text.
 uint64_t Fnv1a(std::string_view text) {
   uint64_t h = 0xcbf29ce484222325ull;

@@ -15,14 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#define SIM_RETURN_IF_ERROR(expr)                      \
-  do {                                                 \
-    if (absl::Status _s = (expr); !_s.ok()) return _s; \
-  } while (0)
-
-constexpr mode_t kMetric = 0644;
-constexpr mode_t kReadOnly = 0444;
-
 // Made up: the driver prints the firmware's numbers, which no public source gives. 7 is the
 // newest API version the 2.29 source tests for (readless reads on v3; health_status assumes 6).
 constexpr uint32_t kSimFwApiVersion = 7;

@@ -9,7 +9,20 @@
 
 #include "absl/status/status.h"
 
+// Returns a non-OK absl::Status from the enclosing function (the tree's writers chain many).
+#define SIM_RETURN_IF_ERROR(expr)                      \
+  do {                                                 \
+    if (absl::Status _s = (expr); !_s.ok()) return _s; \
+  } while (0)
+
 namespace neuron::sim {
+
+// File modes of the tree: every metric file (owner write clears,
+// docs/driver-interface.md#total-present-peak), the kernel's read-only attributes (dev, vendor,
+// ...), and root-only writable ones (reset).
+inline constexpr mode_t kMetric = 0644;
+inline constexpr mode_t kReadOnly = 0444;
+inline constexpr mode_t kRootWrite = 0600;
 
 // mkdir -p with mode 0755 on every directory it creates, whatever the umask.
 absl::Status MakeDirs(const std::filesystem::path& dir);

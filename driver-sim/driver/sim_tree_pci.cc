@@ -15,14 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-#define SIM_RETURN_IF_ERROR(expr)                      \
-  do {                                                 \
-    if (absl::Status _s = (expr); !_s.ok()) return _s; \
-  } while (0)
-
-constexpr mode_t kMetric = 0644;
-constexpr mode_t kReadOnly = 0444;
-
 // The kernel's "%*pb" bitmap (local_cpus): 32-bit hex groups, most significant first, the first
 // group only as wide as the bits left over.
 std::string CpuMask(const std::vector<int>& cpus, int nbits) {
