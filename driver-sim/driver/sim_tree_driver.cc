@@ -144,8 +144,9 @@ absl::Status RaiseHealthStatus(const fs::path& device_dir, const ChipSpec& chip,
     bool wraps;
   };
   constexpr std::array<Derived, 3> kDerived{{
-      {name_index::kMemEccUncorrected, name_index::kHealthHbmUe, 4 * 0xf, false},
-      {name_index::kMemEccRepairable, name_index::kHealthRepairableHbmUe, 4 * 0xfff, false},
+      {name_index::kMemEccUncorrected, name_index::kHealthHbmUe, uint64_t{4} * 0xf, false},
+      {name_index::kMemEccRepairable, name_index::kHealthRepairableHbmUe, uint64_t{4} * 0xfff,
+       false},
       {name_index::kSramEccUncorrected, name_index::kHealthSramUe, 0xffff, true},
   }};
   const fs::path dir = device_dir / HardwareDir(driver) / sysfs::part::kHealthStatus;
