@@ -65,3 +65,6 @@ echo "== plugin: Allocate/GetPreferredAllocation over the socket, re-registratio
 echo
 echo "== exporter: scrape latency (full read, shared snapshot), RSS and CPU, beside node_exporter"
 "$build/bench/monitor_bench"
+echo
+echo "== exporter and plugin HTTP servers under abuse: slow, idle and TLS-trickling clients and wrong passwords from 127.0.0.1, a scraper from 127.0.0.2 (trn1.2xlarge)"
+"$build/bench/http_abuse_bench"

@@ -4,14 +4,29 @@
 // auth per the exporter-toolkit web config (http/web_config.h).
 //
 // Routing is by exact path. Unregistered paths get 404, methods other than GET and HEAD 405,
-// requests larger than `max_request_bytes` 413 (or 400 for malformed ones), and with basic auth
-// configured every path answers 401 with `WWW-Authenticate` until credentials match. HEAD answers
-// as GET without the body.
+// requests larger than `max_request_bytes` 413, and malformed ones 400 (the parser is strict:
+// http/request_parser.h). HEAD answers as GET without the body.
+//
+// Holding under abuse: one thread owns every connection and does all network I/O without
+// blocking, TLS handshakes included; workers only run handlers (http/connection_loop.h). Every
+// connection has a deadline in each state (TLS handshake, request, idle keep-alive, unread
+// answer), each address may hold `max_connections_per_address` connections and the server
+// `max_connections`, and beyond a cap the oldest idle connection is shed rather than the new one
+// refused.
+//
+// Basic auth: with users configured, every path but `public_paths` (/healthz and /readyz:
+// liveness and readiness reveal nothing and the kubelet probes them without credentials) answers
+// 401 with `WWW-Authenticate` until credentials match. Wrong passwords cost bounded CPU: few
+// bcrypt checks run at once and an address that keeps failing is locked out for a while, both
+// answered 429 (http/login_limiter.h). Basic auth over plain HTTP is logged as a warning at start.
 //
 // With TLS, a certificate, key or client CA replaced on disk is served, without a restart, on every
 // connection accepted more than a second after the change; connections already open keep theirs,
 // and files that fail to load are logged and leave the working certificate in place
-// (http/tls_context.h). The same holds for the basic-auth users of `web_config_file`.
+// (http/tls_context.h). The basic-auth users of `web_config_file` are re-read when it changes;
+// a version of the file that would turn authentication off, change TLS, or that cannot be used
+// (empty, unreadable, invalid) is not applied and is warned about until fixed
+// (http/web_config_reloader.h).
 //
 // Thread-safety: handlers run concurrently on up to `threads` worker threads, so they must be
 // thread-safe. Start, port and the destructor may be called from any one thread.
@@ -20,12 +35,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "http/login_limiter.h"
 #include "http/web_config.h"
 
 namespace neuron {
@@ -62,8 +79,20 @@ class HttpServer {
     std::string web_config_file;
     std::map<std::string, HttpHandler> handlers;  // path -> handler
     size_t max_request_bytes = 16 * 1024;         // request line + headers (+ body)
-    int threads = 4;
+    int threads = 4;                              // handler threads
+    // Deadlines (http/connection_loop.h): the whole request (head and body) from its first byte,
+    // a connection's first request from accept (from the end of its TLS handshake); the TLS
+    // handshake from accept; a keep-alive connection without a request; an answer the client
+    // does not take.
     int request_timeout_ms = 10000;
+    int handshake_timeout_ms = 10000;
+    int idle_timeout_ms = 120000;
+    int write_timeout_ms = 10000;
+    size_t max_connections = 512;
+    size_t max_connections_per_address = 64;
+    // Paths answered without credentials when basic auth is on.
+    std::set<std::string> public_paths = {"/healthz", "/readyz"};
+    LoginLimits login_limits;  // http/login_limiter.h
     std::string logger_name = "http";
   };
 

@@ -5,10 +5,12 @@
 #include <openssl/x509err.h>
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "http/tls_names.h"
 
 namespace neuron {
 
@@ -24,6 +26,66 @@ std::string OpenSslError() {
   }
   return out.empty() ? "unknown OpenSSL error" : out;
 }
+
+namespace {
+
+int OpenSslVersion(TlsServerConfig::Version v) {
+  return v == TlsServerConfig::Version::kTls13 ? TLS1_3_VERSION : TLS1_2_VERSION;
+}
+
+// Versions, TLS 1.2 suites, key-exchange groups and the options every context gets: no
+// renegotiation, the server's suite order when asked, partial writes for the non-blocking loop.
+absl::Status ApplyProtocol(SSL_CTX* ctx, const TlsServerConfig& tls) {
+  auto fail = [](const std::string& msg) { return absl::FailedPreconditionError(msg); };
+  SSL_CTX_set_min_proto_version(ctx, OpenSslVersion(tls.min_version));
+  SSL_CTX_set_max_proto_version(ctx, OpenSslVersion(tls.max_version));
+  std::string suites;
+  for (const std::string& name : tls.cipher_suites) {
+    const std::optional<CipherSuiteNames> s = FindCipherSuite(name);
+    if (!s || s->openssl.empty()) continue;  // TLS 1.3 suites are not chosen (as in Go)
+    if (!suites.empty()) suites += ':';
+    suites += s->openssl;
+  }
+  if (suites.empty()) suites = kDefaultTls12Suites;
+  if (SSL_CTX_set_cipher_list(ctx, suites.c_str()) != 1) {
+    return fail("tls_server_config.cipher_suites: none is available in this OpenSSL: " +
+                OpenSslError());
+  }
+  // OpenSSL drops the names it does not know from a list silently; a suite the operator asked for
+  // must not vanish unsaid.
+  const STACK_OF(SSL_CIPHER)* offered = SSL_CTX_get_ciphers(ctx);
+  for (const std::string& name : tls.cipher_suites) {
+    const std::optional<CipherSuiteNames> s = FindCipherSuite(name);
+    if (!s || s->openssl.empty()) continue;
+    bool found = false;
+    for (int i = 0; i < sk_SSL_CIPHER_num(offered) && !found; ++i) {
+      found = s->openssl == SSL_CIPHER_get_name(sk_SSL_CIPHER_value(offered, i));
+    }
+    if (!found) {
+      return fail(
+          fmt::format("tls_server_config.cipher_suites: {} is not available in this "
+                      "OpenSSL",
+                      name));
+    }
+  }
+  if (!tls.curve_preferences.empty()) {
+    std::string groups;
+    for (const std::string& name : tls.curve_preferences) {
+      if (!groups.empty()) groups += ':';
+      groups += FindCurve(name).value_or(name);
+    }
+    if (SSL_CTX_set1_groups_list(ctx, groups.c_str()) != 1) {
+      return fail("tls_server_config.curve_preferences: " + OpenSslError());
+    }
+  }
+  uint64_t options = SSL_OP_NO_RENEGOTIATION;
+  if (tls.prefer_server_cipher_suites) options |= SSL_OP_CIPHER_SERVER_PREFERENCE;
+  SSL_CTX_set_options(ctx, options);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<SslCtxPtr> BuildServerContext(const TlsServerConfig& tls) {
   // Whatever an earlier failure left in this thread's queue must not be blamed on these files.
@@ -48,9 +110,7 @@ absl::StatusOr<SslCtxPtr> BuildServerContext(const TlsServerConfig& tls) {
     return fail(fmt::format("tls_server_config.key_file {} does not match cert_file {}: {}",
                             tls.key_file, tls.cert_file, OpenSslError()));
   }
-  SSL_CTX_set_min_proto_version(ctx.get(), tls.min_version == TlsServerConfig::MinVersion::kTls13
-                                               ? TLS1_3_VERSION
-                                               : TLS1_2_VERSION);
+  if (absl::Status s = ApplyProtocol(ctx.get(), tls); !s.ok()) return s;
   if (tls.client_auth != TlsServerConfig::ClientAuth::kNone) {
     if (SSL_CTX_load_verify_locations(ctx.get(), tls.client_ca_file.c_str(), nullptr) != 1) {
       return fail(fmt::format("tls_server_config.client_ca_file {}: {}", tls.client_ca_file,
@@ -62,6 +122,11 @@ absl::StatusOr<SslCtxPtr> BuildServerContext(const TlsServerConfig& tls) {
     }
     SSL_CTX_set_verify(ctx.get(), mode, nullptr);
   }
+  // Sessions are resumed only within this context (a session made under another CA or verify
+  // mode is not); without an id context OpenSSL refuses every resumption once client
+  // certificates are verified, with an internal-error alert.
+  static constexpr unsigned char kSessionContext[] = "neuron-http";
+  SSL_CTX_set_session_id_context(ctx.get(), kSessionContext, sizeof kSessionContext - 1);
   return ctx;
 }
 

@@ -40,8 +40,10 @@ struct SslCtxFree {
 using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
 
 // A server context from `tls`: certificate chain, private key (checked against the certificate),
-// minimum version and client verification. FailedPrecondition naming the field and the file when
-// one of them cannot be used.
+// versions, TLS 1.2 suites (forward-secret AEAD ones unless `cipher_suites` says otherwise),
+// groups, client verification with a session-id context (so sessions resume), no renegotiation, and
+// partial writes (the connection loop writes without blocking). FailedPrecondition naming the field
+// and the file when one of them cannot be used.
 absl::StatusOr<SslCtxPtr> BuildServerContext(const TlsServerConfig& tls);
 
 // Drains OpenSSL's error queue of this thread into one line.

@@ -5,10 +5,12 @@
 #include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -16,6 +18,7 @@
 #include "absl/status/status.h"
 #include "fmt/format.h"
 #include "http/request_parser.h"
+#include "http/tls_names.h"
 
 namespace neuron {
 namespace {
@@ -42,67 +45,153 @@ std::string Resolve(const std::filesystem::path& base_dir, const std::string& fi
   return p.is_absolute() ? file : (base_dir / p).lexically_normal().string();
 }
 
-absl::StatusOr<TlsServerConfig> ParseTls(std::string_view source, const YAML::Node& node,
-                                         const std::filesystem::path& base_dir) {
-  if (!node.IsMap()) return FieldError(source, node, "tls_server_config", "must be a mapping");
-  TlsServerConfig tls;
-  std::string client_auth = "NoClientCert";
-  for (const auto& kv : node) {
-    const std::string key = kv.first.as<std::string>();
-    const std::string field = "tls_server_config." + key;
-    absl::StatusOr<std::string> value = ScalarField(source, kv.second, field);
-    if (!value.ok()) return value.status();
-    if (key == "cert_file") {
-      tls.cert_file = Resolve(base_dir, *value);
-    } else if (key == "key_file") {
-      tls.key_file = Resolve(base_dir, *value);
-    } else if (key == "client_ca_file") {
-      tls.client_ca_file = Resolve(base_dir, *value);
-    } else if (key == "client_auth_type") {
-      client_auth = *value;
-    } else if (key == "min_version") {
-      if (*value == "TLS12") {
-        tls.min_version = TlsServerConfig::MinVersion::kTls12;
-      } else if (*value == "TLS13") {
-        tls.min_version = TlsServerConfig::MinVersion::kTls13;
-      } else if (*value == "TLS10" || *value == "TLS11") {
-        return FieldError(
-            source, kv.second, field,
-            fmt::format("{} is refused: this server requires TLS 1.2 or later", *value));
-      } else {
-        return FieldError(source, kv.second, field,
-                          fmt::format("unknown version \"{}\" (TLS12 or TLS13)", *value));
-      }
-    } else if (key == "cipher_suites" || key == "curve_preferences" ||
-               key == "prefer_server_cipher_suites" || key == "max_version" ||
-               key == "client_allowed_sans") {
-      return FieldError(source, kv.first, field, "not supported by this exporter");
-    } else {
-      return FieldError(source, kv.first, field, "unknown field");
-    }
+absl::StatusOr<TlsServerConfig::Version> ParseVersion(std::string_view source,
+                                                      const YAML::Node& node,
+                                                      const std::string& field,
+                                                      const std::string& value) {
+  if (value == "TLS12") return TlsServerConfig::Version::kTls12;
+  if (value == "TLS13") return TlsServerConfig::Version::kTls13;
+  if (value == "TLS10" || value == "TLS11") {
+    return FieldError(source, node, field,
+                      fmt::format("{} is refused: this server requires TLS 1.2 or later", value));
   }
+  return FieldError(source, node, field,
+                    fmt::format("unknown version \"{}\" (TLS12 or TLS13)", value));
+}
+
+// A YAML sequence of strings, each checked by `check` (an error message, or "" when good).
+absl::StatusOr<std::vector<std::string>> NameList(
+    std::string_view source, const YAML::Node& node, const std::string& field,
+    const std::function<std::string(const std::string&)>& check) {
+  if (!node.IsSequence()) return FieldError(source, node, field, "must be a list");
+  std::vector<std::string> out;
+  for (const YAML::Node& item : node) {
+    absl::StatusOr<std::string> name = ScalarField(source, item, field);
+    if (!name.ok()) return name.status();
+    if (std::string why = check(*name); !why.empty()) return FieldError(source, item, field, why);
+    out.push_back(*std::move(name));
+  }
+  return out;
+}
+
+std::string CheckCipherSuite(const std::string& name) {
+  if (FindCipherSuite(name)) return "";
+  if (IsInsecureCipherSuite(name)) {
+    return fmt::format("{} is insecure and refused (as exporter-toolkit refuses it)", name);
+  }
+  return fmt::format(
+      "unknown cipher suite \"{}\" (Go's crypto/tls names, e.g. "
+      "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)",
+      name);
+}
+
+std::string CheckCurve(const std::string& name) {
+  if (FindCurve(name)) return "";
+  return fmt::format("unknown curve \"{}\" (CurveP256, CurveP384, CurveP521, X25519)", name);
+}
+
+// One key of tls_server_config into `tls` (client_auth_type into `client_auth`).
+// Errors about the key itself (unknown, unsupported) point at `key_node`, the others at `value`.
+absl::Status ParseTlsField(std::string_view source, const std::filesystem::path& base_dir,
+                           const YAML::Node& key_node, const YAML::Node& value,
+                           TlsServerConfig* tls, std::string* client_auth) {
+  const std::string key = key_node.as<std::string>();
+  const std::string field = "tls_server_config." + key;
+  if (key == "cipher_suites" || key == "curve_preferences") {
+    const bool suites = key == "cipher_suites";
+    absl::StatusOr<std::vector<std::string>> names =
+        NameList(source, value, field, suites ? CheckCipherSuite : CheckCurve);
+    if (!names.ok()) return names.status();
+    (suites ? tls->cipher_suites : tls->curve_preferences) = *std::move(names);
+    return absl::OkStatus();
+  }
+  static constexpr std::string_view kScalars[] = {"cert_file",
+                                                  "key_file",
+                                                  "client_ca_file",
+                                                  "client_auth_type",
+                                                  "min_version",
+                                                  "max_version",
+                                                  "prefer_server_cipher_suites"};
+  if (key == "client_allowed_sans") {
+    return FieldError(source, key_node, field, "not supported by this exporter");
+  }
+  if (std::find(std::begin(kScalars), std::end(kScalars), key) == std::end(kScalars)) {
+    return FieldError(source, key_node, field, "unknown field");
+  }
+  absl::StatusOr<std::string> text = ScalarField(source, value, field);
+  if (!text.ok()) return text.status();
+  if (key == "cert_file" || key == "key_file" || key == "client_ca_file") {
+    std::string& file = key == "cert_file"  ? tls->cert_file
+                        : key == "key_file" ? tls->key_file
+                                            : tls->client_ca_file;
+    file = Resolve(base_dir, *text);
+  } else if (key == "client_auth_type") {
+    *client_auth = *text;
+  } else if (key == "min_version" || key == "max_version") {
+    absl::StatusOr<TlsServerConfig::Version> v = ParseVersion(source, value, field, *text);
+    if (!v.ok()) return v.status();
+    (key == "min_version" ? tls->min_version : tls->max_version) = *v;
+  } else {  // prefer_server_cipher_suites
+    if (*text != "true" && *text != "false") {
+      return FieldError(source, value, field, "must be true or false");
+    }
+    tls->prefer_server_cipher_suites = *text == "true";
+  }
+  return absl::OkStatus();
+}
+
+// What the fields say together: a client auth type we know, the files it needs, and a TLS 1.2
+// suite whenever TLS 1.2 may be negotiated.
+absl::Status CheckTls(std::string_view source, const YAML::Node& node,
+                      const std::string& client_auth, TlsServerConfig* tls) {
   if (client_auth == "NoClientCert") {
-    tls.client_auth = TlsServerConfig::ClientAuth::kNone;
+    tls->client_auth = TlsServerConfig::ClientAuth::kNone;
   } else if (client_auth == "VerifyClientCertIfGiven") {
-    tls.client_auth = TlsServerConfig::ClientAuth::kVerifyIfGiven;
+    tls->client_auth = TlsServerConfig::ClientAuth::kVerifyIfGiven;
   } else if (client_auth == "RequireAndVerifyClientCert") {
-    tls.client_auth = TlsServerConfig::ClientAuth::kRequireAndVerify;
+    tls->client_auth = TlsServerConfig::ClientAuth::kRequireAndVerify;
   } else {
     return FieldError(source, node["client_auth_type"], "tls_server_config.client_auth_type",
                       fmt::format("unsupported value \"{}\" (NoClientCert, "
                                   "VerifyClientCertIfGiven, RequireAndVerifyClientCert)",
                                   client_auth));
   }
-  if (tls.cert_file.empty()) {
-    return FieldError(source, node, "tls_server_config.cert_file", "is required");
+  const auto required = [&](const std::string& f, const std::string& what) {
+    return FieldError(source, node, "tls_server_config." + f, what);
+  };
+  if (tls->cert_file.empty()) return required("cert_file", "is required");
+  if (tls->key_file.empty()) return required("key_file", "is required");
+  if (tls->client_auth != TlsServerConfig::ClientAuth::kNone && tls->client_ca_file.empty()) {
+    return required("client_ca_file", "is required when client certificates are verified");
   }
-  if (tls.key_file.empty()) {
-    return FieldError(source, node, "tls_server_config.key_file", "is required");
+  if (tls->min_version > tls->max_version) {
+    return FieldError(source, node["min_version"], "tls_server_config.min_version",
+                      "is above max_version");
   }
-  if (tls.client_auth != TlsServerConfig::ClientAuth::kNone && tls.client_ca_file.empty()) {
-    return FieldError(source, node, "tls_server_config.client_ca_file",
-                      "is required when client certificates are verified");
+  const bool tls12 = tls->min_version == TlsServerConfig::Version::kTls12;
+  const bool has12 =
+      std::any_of(tls->cipher_suites.begin(), tls->cipher_suites.end(),
+                  [](const std::string& n) { return !FindCipherSuite(n)->openssl.empty(); });
+  if (tls12 && !tls->cipher_suites.empty() && !has12) {
+    return FieldError(source, node["cipher_suites"], "tls_server_config.cipher_suites",
+                      "lists no TLS 1.2 suite (TLS 1.3's cannot be chosen); set min_version: "
+                      "TLS13 to serve TLS 1.3 only");
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TlsServerConfig> ParseTls(std::string_view source, const YAML::Node& node,
+                                         const std::filesystem::path& base_dir) {
+  if (!node.IsMap()) return FieldError(source, node, "tls_server_config", "must be a mapping");
+  TlsServerConfig tls;
+  std::string client_auth = "NoClientCert";
+  for (const auto& kv : node) {
+    if (absl::Status s = ParseTlsField(source, base_dir, kv.first, kv.second, &tls, &client_auth);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = CheckTls(source, node, client_auth, &tls); !s.ok()) return s;
   return tls;
 }
 
@@ -218,21 +307,24 @@ class BasicAuthenticator::Impl {
   Impl(std::map<std::string, std::string> users, size_t max_cache)
       : users_(std::move(users)), max_cache_(max_cache) {}
 
-  bool Check(std::string_view header) const {
-    std::optional<BasicCredentials> credentials = ParseBasicAuthorization(header);
-    if (!credentials) return false;
-    const std::string& user = credentials->user;
-    const std::string_view password = credentials->password;
-    const auto it = users_.find(user);
+  bool CheckCached(const BasicCredentials& credentials) const {
+    const auto it = users_.find(credentials.user);
+    if (it == users_.end()) return false;
+    const std::array<unsigned char, 32> key =
+        Sha256(credentials.user, it->second, credentials.password);
+    std::lock_guard<std::mutex> lock(mu_);
+    return cache_.count(key) > 0;
+  }
+
+  bool Check(const BasicCredentials& credentials) const {
+    if (CheckCached(credentials)) return true;
+    const auto it = users_.find(credentials.user);
     const std::string& hash = it != users_.end() ? it->second : dummy_;
-    const std::array<unsigned char, 32> key = Sha256(user, hash, password);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (it != users_.end() && cache_.count(key) > 0) return true;
-    }
     bcrypt_calls_.fetch_add(1, std::memory_order_relaxed);
-    const bool ok = VerifyBcrypt(password, hash) && it != users_.end();
+    const bool ok = VerifyBcrypt(credentials.password, hash) && it != users_.end();
     if (ok) {
+      const std::array<unsigned char, 32> key =
+          Sha256(credentials.user, hash, credentials.password);
       std::lock_guard<std::mutex> lock(mu_);
       // Bounded: an attacker with valid credentials could otherwise grow it; clearing is cheap
       // and only costs legitimate users one more bcrypt each.
@@ -242,6 +334,7 @@ class BasicAuthenticator::Impl {
     return ok;
   }
 
+  size_t users() const { return users_.size(); }
   uint64_t calls() const { return bcrypt_calls_.load(); }
 
  private:
@@ -257,7 +350,17 @@ BasicAuthenticator::BasicAuthenticator(std::map<std::string, std::string> users,
                                        size_t max_cache_entries)
     : impl_(std::make_unique<Impl>(std::move(users), max_cache_entries)) {}
 BasicAuthenticator::~BasicAuthenticator() = default;
-bool BasicAuthenticator::Check(std::string_view header) const { return impl_->Check(header); }
+bool BasicAuthenticator::Check(std::string_view authorization_header) const {
+  const std::optional<BasicCredentials> credentials = ParseBasicAuthorization(authorization_header);
+  return credentials.has_value() && impl_->Check(*credentials);
+}
+bool BasicAuthenticator::Check(const BasicCredentials& credentials) const {
+  return impl_->Check(credentials);
+}
+bool BasicAuthenticator::CheckCached(const BasicCredentials& credentials) const {
+  return impl_->CheckCached(credentials);
+}
+size_t BasicAuthenticator::users() const { return impl_->users(); }
 uint64_t BasicAuthenticator::bcrypt_calls() const { return impl_->calls(); }
 
 }  // namespace neuron

@@ -6,11 +6,18 @@
 // Checked on requests, not on accepts: Prometheus keeps its connection open for hours, and a user
 // removed from the file must lose access on that connection too. At most once per
 // `check_interval` (1 s in the server) a request stats the file (http/file_identity.h); a change
-// re-parses it. A file that does not parse (half written, a bad hash, gone) is logged once with
-// the error naming file and line, the users from before stay in force, and the next change is
-// tried again. A change to `tls_server_config` in the file is reported and not applied: the
-// listener would have to change; the certificate files it names are re-read on their own
-// (http/tls_context.h).
+// re-reads it.
+//
+// Fails closed: a reload never turns authentication off and never applies half a file. A version
+// of the file is not applied, and the configuration in force stays, when it
+//   - cannot be used: unreadable or gone, empty (the first step of any non-atomic rewrite), or
+//     invalid (a half-written hash or line, an unknown field: the error names file and line);
+//   - removes every basic_auth_users entry while some are in force (turning auth off takes a
+//     restart);
+//   - has a tls_server_config other than the one in force, removed included (the listener would
+//     have to change: a restart; the certificate files it names are re-read on their own,
+//     http/tls_context.h).
+// Then every check logs a warning saying why, until a version that can be applied replaces it.
 
 #include <chrono>
 #include <filesystem>
@@ -47,17 +54,21 @@ class WebConfigReloader {
   std::shared_ptr<const BasicAuthenticator> Current(Clock::time_point now);
 
  private:
-  void ReloadIfChanged() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Check() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies the file as it is now; why it was not applied, or "" when it was.
+  std::string Apply() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::filesystem::path file_;
-  const std::optional<TlsServerConfig> tls_at_start_;
+  const std::optional<TlsServerConfig> tls_in_force_;
   const std::shared_ptr<spdlog::logger> log_;
   const Clock::duration check_interval_;
 
   std::mutex mu_;
   std::shared_ptr<const BasicAuthenticator> auth_ ABSL_GUARDED_BY(mu_);
-  // The file as it was before the last parse attempted, good or bad.
+  // The file as it was before the last read attempted, good or bad.
   FileIdentity attempted_ ABSL_GUARDED_BY(mu_);
+  // Why that version was not applied ("" when it was): warned on every check until it changes.
+  std::string problem_ ABSL_GUARDED_BY(mu_);
   Clock::time_point last_check_ ABSL_GUARDED_BY(mu_);
 };
 

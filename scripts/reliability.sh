@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Refreshes docs/RELIABILITY.md (`make reliability`): runs every reliability check of
 # docs/RELIABILITY.md and writes its figures into the document. Durations are settings; the document
-# says which were used. Takes about FUZZ_SECONDS x 7 + SOAK_SECONDS + the two sanitizer suites. Each
-# step's output stays in build/reliability/; RELIABILITY_REUSE=1 rewrites the document from the
-# steps already run there and runs only the missing ones.
+# says which were used. Takes about FUZZ_SECONDS x 7 + SOAK_SECONDS + the two sanitizer suites
+# + 4 minutes of HTTP abuse. Each step's output stays in build/reliability/; RELIABILITY_REUSE=1
+# rewrites the document from the steps already run there and runs only the missing ones.
 #   FUZZ_SECONDS  libFuzzer time per target (default 60)
 #   SOAK_SECONDS  soak duration (default 600: ten minutes)
 #   RELIABILITY_SKIP  steps not to run this time, e.g. "tsan" (the document then says so)
@@ -30,12 +30,14 @@ step fuzz env FUZZ_SECONDS="$fuzz_seconds" scripts/fuzz.sh
 step soak env SOAK_SECONDS="$soak_seconds" SOAK_REPORT="$work/soak-report.txt" scripts/soak.sh
 step churn sh -c 'cmake --build build/dev --target plugin_churn_bench >/dev/null &&
   build/dev/bench/plugin_churn_bench'
+step abuse sh -c 'cmake --build build/dev --target http_abuse_bench >/dev/null &&
+  build/dev/bench/http_abuse_bench'
 step asan make test PRESET=asan
 step tsan make test-tsan
 soak_status=$(cat "$work/soak.status") asan_status=$(cat "$work/asan.status")
 tsan_status=$(cat "$work/tsan.status")
 
-skipped=$(for s in fuzz soak churn asan tsan; do
+skipped=$(for s in fuzz soak churn abuse asan tsan; do
   [ "$(cat "$work/$s.status" 2>/dev/null)" = skipped ] && printf '%s ' "$s"; done | sed 's/ $//')
 # Figures out of the outputs.
 fuzz_rows=$(awk '
@@ -108,6 +110,21 @@ every row):
 
 \`\`\`
 $(cat "$work/churn.txt")
+\`\`\`
+
+<a id="abuse"></a>
+## The HTTP servers under abuse
+
+Each attack alone, from 127.0.0.1, against the exporter (plain, TLS, basic auth) and
+the device plugin on a simulated trn1.2xlarge, while a scraper probes \`/metrics\` and
+\`/healthz\` from 127.0.0.2 every 50 ms; the target is at least 99 % of probes answered and a p99
+within 50 ms (bench/README.md#http-abuse-bench says what each row measures;
+monitor/README.md#connections what the server does). Each quiet row is that server's noise floor
+on this shared machine: compare a row under attack with it. \`build/dev/bench/http_abuse_bench\`
+(also in \`make bench\`, from the release build), exit status $(cat "$work/abuse.status"):
+
+\`\`\`
+$(cat "$work/abuse.txt")
 \`\`\`
 
 <a id="sanitizers"></a>

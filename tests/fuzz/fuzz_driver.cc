@@ -82,6 +82,35 @@ void Mutate(std::vector<uint8_t>& d, const std::vector<std::vector<uint8_t>>& po
   }
 }
 
+// The seeds at `path` (a file, or every file of a directory) into `pool`. A path that does not
+// exist, cannot be read or is a directory without files is an error: a misspelt corpus must fail
+// the smoke test, not run it on nothing.
+bool AddSeeds(const std::filesystem::path& path, std::vector<std::vector<uint8_t>>& pool) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+      if (!e.is_regular_file()) continue;
+      pool.push_back(Slurp(e.path()));
+      ++files;
+    }
+    if (ec || files == 0) {
+      std::fprintf(stderr, "fuzz driver: corpus directory %s: %s\n", path.c_str(),
+                   ec ? ec.message().c_str() : "no seed files");
+      return false;
+    }
+    return true;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!std::filesystem::is_regular_file(path, ec) || !in) {
+    std::fprintf(stderr, "fuzz driver: corpus %s: %s\n", path.c_str(),
+                 ec ? ec.message().c_str() : "not a readable file or directory");
+    return false;
+  }
+  pool.push_back(Slurp(path));
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,10 +123,8 @@ int main(int argc, char** argv) {
       iterations = std::atol(argv[++i]);
     } else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
       seed = std::strtoull(argv[++i], nullptr, 10);
-    } else if (std::filesystem::is_directory(argv[i])) {
-      for (const auto& e : std::filesystem::directory_iterator(argv[i])) pool.push_back(Slurp(e));
-    } else {
-      pool.push_back(Slurp(argv[i]));
+    } else if (!AddSeeds(argv[i], pool)) {
+      return 2;
     }
   }
   if (pool.empty()) {

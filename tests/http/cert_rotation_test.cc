@@ -11,8 +11,6 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <cstdio>
@@ -26,6 +24,7 @@
 #include "http/http_server.h"
 #include "http/tls_context.h"
 #include "http/web_config.h"
+#include "tests/http/captured_log.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -35,6 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using testing::CapturedLog;
 using testing::TempDir;
 
 // Generous: handshakes on a loaded 2-core machine (docs/architecture.md#timing-in-tests); the
@@ -79,25 +79,6 @@ void RenameCopy(const fs::path& from, const fs::path& to) {
   fs::copy_file(from, tmp, fs::copy_options::overwrite_existing);
   fs::rename(tmp, to);
 }
-
-// A logger registered under `name` (so ComponentLogger finds it) whose lines the test can read.
-struct CapturedLog {
-  explicit CapturedLog(const std::string& name)
-      : sink(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256)),
-        logger(std::make_shared<spdlog::logger>(name, sink)) {
-    spdlog::drop(name);
-    spdlog::register_logger(logger);
-  }
-  ~CapturedLog() { spdlog::drop(logger->name()); }
-  bool Contains(const std::string& text) const {
-    for (const std::string& line : sink->last_formatted()) {
-      if (line.find(text) != std::string::npos) return true;
-    }
-    return false;
-  }
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink;
-  std::shared_ptr<spdlog::logger> logger;
-};
 
 // One TLS connection to 127.0.0.1:port. It trusts any certificate: the test compares fingerprints.
 class TlsClient {
