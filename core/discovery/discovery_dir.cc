@@ -81,7 +81,7 @@ class DirectoryDiscovery final : public Discovery {
     identity.dmi_product_name = ReadDmi(sysfs::kDmiProductName, &inv.warnings);
     identity.dmi_asset_tag = ReadDmi(sysfs::kDmiBoardAssetTag, &inv.warnings);
     inv.ultraserver = ReadUltraServer(root_, &inv.warnings);
-    discovery_internal::ReadDriverLayout(root_, &inv);
+    discovery_internal::ReadDriverLayout(root_, &inv, &layout_);
     discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }
@@ -183,6 +183,7 @@ class DirectoryDiscovery final : public Discovery {
 
   RootPaths root_;
   DiscoveryOptions options_;
+  discovery_internal::LayoutCache layout_;
 };
 
 }  // namespace

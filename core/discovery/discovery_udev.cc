@@ -80,7 +80,7 @@ class UdevDiscovery final : public Discovery {
       identity.dmi_asset_tag = ReadOr(src, sysfs::kDmiBoardAssetTag, &inv.warnings);
     }
     inv.ultraserver = ReadUltraServer(root_, &inv.warnings);
-    discovery_internal::ReadDriverLayout(root_, &inv);
+    discovery_internal::ReadDriverLayout(root_, &inv, &layout_);
     discovery_internal::FinishInventory(options_, identity, &inv);
     return inv;
   }
@@ -193,6 +193,7 @@ class UdevDiscovery final : public Discovery {
   Udev udev_;
   RootPaths root_;
   DiscoveryOptions options_;
+  discovery_internal::LayoutCache layout_;
 };
 
 }  // namespace

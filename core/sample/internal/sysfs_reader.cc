@@ -382,9 +382,9 @@ bool EfaReader::Read(EfaSample* e, ReadContext& ctx) {
 int FullFileCount(int physical_cores, NodeGroups groups) {
   int device = 1 /*reset*/ + 1 /*serial*/ + static_cast<int>(kHardwareCounters.size()) +
                1 /*power*/ + 3 * static_cast<int>(kHostMemCategories.size());
-  for (NodeGroup g :
-       {NodeGroup::kHealthStatus, NodeGroup::kEccCorrected, NodeGroup::kUtilizationRaw}) {
-    if (groups.Has(g)) device += static_cast<int>(GroupDeviceFiles(g).size());
+  for (int i = 0; i < kNodeGroupCount; ++i) {
+    const auto g = static_cast<NodeGroup>(i);
+    if (groups.Has(g) && kReadGroups.Has(g)) device += static_cast<int>(GroupDeviceFiles(g).size());
   }
   const int core = 2 * static_cast<int>(kStatusCounters.size()) + 3 + 3 +
                    3 * static_cast<int>(kDeviceMemCategories.size()) +
