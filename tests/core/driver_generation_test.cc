@@ -16,6 +16,7 @@
 #include "core/driver/driver_generations.h"
 #include "core/sample/sampler.h"
 #include "tests/support/fixture_tree.h"
+#include "tests/support/no_datastores.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -26,16 +27,7 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::Optional;
 
-// No runtime's datastore: these tests are about sysfs.
-class NoDatastores final : public DatastoreReader {
- public:
-  std::vector<DatastoreKey> List() override { return {}; }
-  DatastoreScan ReadAll() override { return {}; }
-  std::string_view name() const override { return "none"; }
-  void SetDevices(std::vector<int>) override {}
-  SourceState State() const override { return {true, false, "no datastores in a fixture"}; }
-  bool AwaitFirstProbe(std::chrono::milliseconds) override { return true; }
-};
+using testing::NoDatastores;  // these tests are about sysfs
 
 std::shared_ptr<const Snapshot> FullSample(const RootPaths& root, const Inventory& inv) {
   SamplerOptions so;

@@ -14,6 +14,7 @@
 #include "core/discovery/inventory.h"
 #include "core/sample/sampler.h"
 #include "tests/support/fixture_tree.h"
+#include "tests/support/no_datastores.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron {
@@ -27,16 +28,7 @@ using ::testing::Optional;
 
 constexpr size_t kSuccess = 0;  // kStatusCounters: the first, "success"
 
-// No runtime's datastore is readable: these tests are about sysfs.
-class NoDatastores final : public DatastoreReader {
- public:
-  std::vector<DatastoreKey> List() override { return {}; }
-  DatastoreScan ReadAll() override { return {}; }
-  std::string_view name() const override { return "none"; }
-  void SetDevices(std::vector<int>) override {}
-  SourceState State() const override { return {true, false, "no datastores in a fixture"}; }
-  bool AwaitFirstProbe(std::chrono::milliseconds) override { return true; }
-};
+using testing::NoDatastores;  // these tests are about sysfs
 
 class FixtureSamplerTest : public ::testing::Test {
  protected:
