@@ -7,6 +7,19 @@
 namespace neuron::monitor {
 namespace {
 
+// neuron_driver_info: what discovery read of the module's version and the generation it picked.
+void AddDriverInfo(const ScrapeContext& ctx, Families& out) {
+  FamilyBuilder driver = Gauge(
+      "neuron_driver_info",
+      "The Neuron driver module: version from /sys/module/neuron/version (\"\" when absent) and "
+      "the sysfs generation it is read as (\"unknown\": not one with public source).");
+  const DriverInfo& drv = ctx.inventory().driver;
+  driver.Add(
+      {L("version", drv.version.value_or("")), L("generation", std::string(drv.GenerationLabel()))},
+      1);
+  driver.Finish(out);
+}
+
 class DeviceCollector final : public Collector {
  public:
   std::string_view name() const override { return "device"; }
@@ -18,18 +31,10 @@ class DeviceCollector final : public Collector {
         Gauge("neuron_device_state", "Device state from the reset file: 1 on the current state.");
     FamilyBuilder link =
         Gauge("neuron_device_link_info", "NeuronLink peers of the device (connected_devices).");
-    FamilyBuilder driver = Gauge(
-        "neuron_driver_info",
-        "The Neuron driver module: version from /sys/module/neuron/version (\"\" when absent) and "
-        "the sysfs generation it is read as (\"unknown\": not one with public source).");
     FamilyBuilder missing = Gauge(
         "neuron_exporter_sysfs_nodes_missing",
         "sysfs files the agent reads that the driver's generation (an unknown one: the newest "
         "known) has and this device lacks; absent, never read as 0. Checked at each rescan.");
-    const DriverInfo& drv = ctx.inventory().driver;
-    driver.Add({L("version", drv.version.value_or("")),
-                L("generation", std::string(drv.GenerationLabel()))},
-               1);
     const Snapshot& snap = ctx.snap();
     for (const NeuronDevice& d : ctx.inventory().devices) {
       const DeviceSample* s = snap.FindDevice(d.index);
@@ -66,7 +71,7 @@ class DeviceCollector final : public Collector {
     info.Finish(out);
     state.Finish(out);
     link.Finish(out);
-    driver.Finish(out);
+    AddDriverInfo(ctx, out);
     missing.Finish(out);
     return absl::OkStatus();
   }
