@@ -411,8 +411,6 @@ bool DriverDatastoreReader::CheckAccess(int device, std::string* problem) {
 
 // Whether to open a device that is not held: when its holders cannot be seen (to look), and
 // when it has holders the probe has not looked at (or not for kRelook). Never when idle.
-// Whether to open a device that is not held: when its holders cannot be seen (to look), and
-// when it has holders the probe has not looked at (or not for kRelook). Never when idle.
 bool DriverDatastoreReader::ShouldOpen(int device, const std::vector<int>* others,
                                        Clock::time_point now) {
   if (others == nullptr) return true;
@@ -475,7 +473,12 @@ DriverDatastoreReader::Verdict DriverDatastoreReader::KeepHolding(Held& h,
   if (h.broken || ListApps(h.fd, &apps) != 0) return Verdict::kLookAgain;
   h.listed = apps.size();
   if (static_cast<int>(apps.size()) >= NEURON_ABI_MAX_PROCESSES - 1) return Verdict::kLookAgain;
-  if (HasRuntime(h.fd, apps)) {
+  // A runtime a sample has mapped, whose slot is intact, needs no ioctl to be known.
+  const bool mapped = std::any_of(apps.begin(), apps.end(), [&h](const AppEntry& a) {
+    const auto it = h.mapped_pids.find(a.pid);
+    return it != h.mapped_pids.end() && HeaderIntact(h, it->second);
+  });
+  if (mapped || HasRuntime(h.fd, apps)) {
     h.grace_until = {};  // it came: when it goes, the device goes back at once
     return Verdict::kKeep;
   }

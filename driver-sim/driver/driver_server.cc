@@ -15,25 +15,21 @@
 #include <cstring>
 
 #include "core/base/unique_fd.h"
+#include "driver-sim/driver/driver_server_internal.h"
 #include "driver-sim/driver/sim_driver_proto.h"
 
 namespace neuron::sim {
 namespace {
 
-constexpr int kSlots = NEURON_ABI_MAX_PROCESSES;  // datastore slots per device
-constexpr size_t kSlotSize = NEURON_ABI_DS_SIZE;
+using driver_server_internal::kSlots;
+using driver_server_internal::kSlotSize;
 constexpr size_t kMaxClients = 4096;
 // How long GET_ALL_APPS_INFO's core map may be old: /proc/locks is read at most this often.
 constexpr auto kLockHoldersMaxAge = std::chrono::milliseconds(100);
 // The kmalloc'd answer is not zeroed by the driver: unused UUIDs and padding hold whatever
 // was there. A visible pattern keeps readers honest about it.
 constexpr uint8_t kUninitialised = 0xa5;
-// The flush that detaches a process sleeps this long before it releases the process's state
-// (docs/driver-interface.md#abi-open-semantics: msleep(10) in ncdev_flush).
-constexpr auto kFlushSleep = std::chrono::milliseconds(10);
-// printk levels of the driver's lines (pr_err, pr_info).
-constexpr int kKernErr = 3;
-constexpr int kKernInfo = 6;
+using driver_server_internal::kKernErr;
 
 // The datastore chunk's DMA address as the driver reports it: opaque, OR'd with the PCIe host
 // base (1 << 44 on v2, 1 << 46 on v3).
@@ -44,36 +40,6 @@ uint64_t BaseOffset(const InstanceSpec& spec) {
 std::string ErrnoText() { return std::strerror(errno); }
 
 }  // namespace
-
-struct DriverServer::Device {
-  UniqueFd memfd;     // read-write: the runtime's
-  UniqueFd memfd_ro;  // a read-only reopen: monitors'
-  uint8_t* base = nullptr;
-  struct Slot {
-    pid_t pid = 0;
-    uint64_t cleared = 0;  // reuse order: least recently cleared first
-  };
-  std::array<Slot, kSlots> slots{};
-  struct Attached {
-    int fds = 0;   // its normal fds on the device (the driver's per-process open_count)
-    int slot = 0;  // its entry in the driver's table of 16 attached processes
-  };
-  std::map<pid_t, Attached> attached;
-  int open_count = 0;
-};
-
-struct DriverServer::Client {
-  UniqueFd fd;
-  pid_t pid = 0;
-  std::map<int, int> fds;               // device -> normal fds of this process
-  std::map<int, int> opens;             // device -> normal opens alive (fds or mappings)
-  std::optional<nsim_request> waiting;  // an open or READY waiting out a reset
-  struct Closing {
-    int device = -1;
-    std::chrono::steady_clock::time_point due;
-  };
-  std::optional<Closing> closing;  // a flush sleeping in the driver: its reply waits
-};
 
 DriverServer::DriverServer(RootPaths paths, const InstanceSpec& spec, int lnc, DriverHost* host,
                            DatastoreMirror* mirror, std::shared_ptr<spdlog::logger> log)
@@ -318,141 +284,6 @@ bool DriverServer::Handle(Client& c, const nsim_request& rq, nsim_reply* rp, int
       rp->err = EINVAL;
   }
   return !wait;
-}
-
-int DriverServer::Open(Client& c, const nsim_request& rq, bool* wait) {
-  if (rq.mode == NSIM_MODE_FREE) return 0;  // no attach, no open count
-  const DeviceState state = *host_->StateOf(rq.device);
-  if (state == DeviceState::kReset) {  // the driver spins until the reset is over
-    *wait = true;
-    return 0;
-  }
-  if (state == DeviceState::kInvalid) {
-    host_->Kmsg(kKernErr, fmt::format("neuron:ncdev_open: nd{} is in an invalid state", rq.device));
-    return EINVAL;
-  }
-  Device& dev = devices_[static_cast<size_t>(rq.device)];
-  if (!dev.attached.contains(c.pid) &&
-      static_cast<int>(dev.attached.size()) >= NEURON_ABI_MAX_PROCESSES) {
-    RefuseOpen(rq.device, c.pid);
-    return EBUSY;
-  }
-  Attach(rq.device, c.pid);
-  dev.open_count++;
-  c.fds[rq.device]++;
-  c.opens[rq.device]++;
-  return 0;
-}
-
-bool DriverServer::DelayFlush(Client& c, int device) {
-  if (!c.fds.contains(device)) return false;
-  const auto& attached = devices_[static_cast<size_t>(device)].attached;
-  const auto it = attached.find(c.pid);
-  if (it == attached.end() || it->second.fds != 1) return false;
-  c.closing = Client::Closing{device, std::chrono::steady_clock::now() + kFlushSleep};
-  ArmFlushTimer();
-  return true;
-}
-
-void DriverServer::FinishFlushes() {
-  const auto now = std::chrono::steady_clock::now();
-  for (auto& c : clients_) {
-    if (!c->closing || c->closing->due > now) continue;
-    const int device = c->closing->device;
-    c->closing.reset();
-    if (Valid(device) && host_->StateOf(device)) Flush(*c, device);  // unplugged: nothing left
-    Reply(*c, nsim_reply{}, -1);
-  }
-  ArmFlushTimer();
-}
-
-// Arms the timer for the earliest sleeping flush, or disarms it.
-void DriverServer::ArmFlushTimer() {
-  std::optional<std::chrono::steady_clock::time_point> next;
-  for (const auto& c : clients_) {
-    if (c->closing && (!next || c->closing->due < *next)) next = c->closing->due;
-  }
-  itimerspec spec{};
-  if (next) {
-    const auto left =
-        std::max(std::chrono::nanoseconds(1), *next - std::chrono::steady_clock::now());
-    spec.it_value.tv_sec = static_cast<time_t>(left.count() / 1000000000);
-    spec.it_value.tv_nsec = static_cast<decltype(spec.it_value.tv_nsec)>(left.count() % 1000000000);
-  }
-  if (timerfd_settime(flush_timer_.get(), 0, &spec, nullptr) != 0) {
-    log_->warn("flush timer: {}", ErrnoText());
-  }
-}
-
-// The close of one normal fd. The process's last one detaches it, which releases its
-// datastore (folded into sysfs, then zeroed).
-void DriverServer::Flush(Client& c, int device) {
-  auto own = c.fds.find(device);
-  if (own == c.fds.end() || !Valid(device)) return;
-  if (--own->second == 0) c.fds.erase(own);
-  auto& attached = devices_[static_cast<size_t>(device)].attached;
-  if (auto it = attached.find(c.pid); it != attached.end() && --it->second.fds <= 0) {
-    Detach(device, c.pid);
-  }
-}
-
-void DriverServer::Release(Client& c, int device) {
-  auto own = c.opens.find(device);
-  if (own == c.opens.end() || !Valid(device)) return;
-  if (--own->second == 0) c.opens.erase(own);
-  Device& dev = devices_[static_cast<size_t>(device)];
-  dev.open_count = std::max(0, dev.open_count - 1);
-  if (dev.open_count > 0) return;
-  // The device's last normal open is gone: every slot is zeroed.
-  for (int s = 0; s < kSlots; ++s) {
-    if (dev.slots[static_cast<size_t>(s)].pid != 0) ReleaseSlot(device, s);
-  }
-}
-
-// The first normal open of a process takes the lowest free entry of the table, and says so; the
-// same process's later opens only count (neuron_pid.c npid_attach).
-void DriverServer::Attach(int device, pid_t pid) {
-  auto& attached = devices_[static_cast<size_t>(device)].attached;
-  if (auto it = attached.find(pid); it != attached.end()) {
-    it->second.fds++;
-    return;
-  }
-  int slot = 0;
-  while (std::any_of(attached.begin(), attached.end(),
-                     [slot](const auto& a) { return a.second.slot == slot; })) {
-    ++slot;
-  }
-  attached[pid] = {1, slot};
-  host_->Kmsg(kKernInfo,
-              fmt::format("neuron:npid_attach: neuron:npid_attach: pid={}, slot={}", pid, slot));
-}
-
-// The process's last fd is gone (neuron_pid.c npid_detach): its entry goes, with its datastore.
-void DriverServer::Detach(int device, pid_t pid) {
-  auto& attached = devices_[static_cast<size_t>(device)].attached;
-  if (auto it = attached.find(pid); it != attached.end()) {
-    host_->Kmsg(kKernInfo, fmt::format("neuron:npid_detach: neuron:npid_detach: pid={}, slot={}",
-                                       pid, it->second.slot));
-    attached.erase(it);
-  }
-  if (std::optional<int> slot = SlotOf(device, pid)) ReleaseSlot(device, *slot);
-}
-
-// The 17th process: ncdev_open's error line, then npid_print_usage's table.
-void DriverServer::RefuseOpen(int device, pid_t pid) {
-  host_->Kmsg(kKernErr, fmt::format("neuron:ncdev_open: nd{}: pid {} failed to open", device, pid));
-  const std::string usage = "neuron:npid_print_usage: ";
-  host_->Kmsg(kKernInfo, fmt::format("{}neuron: nd{} usage:", usage, device));
-  host_->Kmsg(kKernInfo, fmt::format("{}current pid: {}", usage, pid));
-  std::vector<std::pair<int, pid_t>> by_slot;
-  for (const auto& [p, a] : devices_[static_cast<size_t>(device)].attached) {
-    by_slot.emplace_back(a.slot, p);
-  }
-  std::sort(by_slot.begin(), by_slot.end());
-  for (const auto& [slot, p] : by_slot) {
-    const int fds = devices_[static_cast<size_t>(device)].attached.at(p).fds;
-    host_->Kmsg(kKernInfo, fmt::format("{}pid {} open count {}", usage, p, fds));
-  }
 }
 
 void DriverServer::ReleaseSlot(int device, int slot) {
