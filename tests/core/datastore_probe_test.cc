@@ -16,10 +16,8 @@
 #include <thread>
 
 #include "core/sample/datastore.h"
-#include "tests/support/sim_node.h"
-#include "tests/support/sim_testing.h"
 #include "tests/support/subprocess.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/suite_node.h"
 
 namespace neuron {
 namespace {
@@ -54,17 +52,12 @@ bool HasRecordOf(DatastoreReader& reader, pid_t pid) {
 class DatastoreProbeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new neuron::testing::TempDir("probe");
-    node_ = new neuron::testing::SimNode({.sim_bin = NEURON_SIM_BIN,
-                                          .root = dir_->path() / "root",
-                                          .logs = dir_->path(),
-                                          .on_stop = neuron::testing::ExpectCleanExit});
-    ASSERT_TRUE(node_->Up("inf2.24xlarge")) << node_->Log();
+    suite_ = new neuron::testing::SuiteNode("probe", "inf2.24xlarge", NEURON_SIM_BIN);
+    node_ = &suite_->node();
+    dir_ = &suite_->dir();
+    ASSERT_TRUE(node_->ready()) << node_->Log();
   }
-  static void TearDownTestSuite() {
-    delete node_;
-    delete dir_;
-  }
+  static void TearDownTestSuite() { delete suite_; }
 
   std::unique_ptr<DatastoreReader> Reader(std::vector<int> devices) {
     auto reader = MakeDriverDatastoreReader(node_->paths(),
@@ -86,12 +79,10 @@ class DatastoreProbeTest : public ::testing::Test {
   }
   static fs::path Kmsg() { return node_->paths().Kmsg(); }
 
-  static neuron::testing::TempDir* dir_;
-  static neuron::testing::SimNode* node_;
+  static inline neuron::testing::SuiteNode* suite_ = nullptr;
+  static inline neuron::testing::TempDir* dir_ = nullptr;
+  static inline neuron::testing::SimNode* node_ = nullptr;
 };
-
-neuron::testing::TempDir* DatastoreProbeTest::dir_ = nullptr;
-neuron::testing::SimNode* DatastoreProbeTest::node_ = nullptr;
 
 TEST_F(DatastoreProbeTest, IdleDevicesAreNeverOpened) {
   auto reader = Reader({0, 1});

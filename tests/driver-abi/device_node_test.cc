@@ -30,10 +30,8 @@
 
 #include "core/base/unique_fd.h"
 #include "core/driver/driver_abi.h"
-#include "tests/support/sim_node.h"
-#include "tests/support/sim_testing.h"
 #include "tests/support/subprocess.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/suite_node.h"
 
 namespace neuron {
 namespace {
@@ -93,21 +91,47 @@ std::vector<KmsgRecord> PidLines(const fs::path& file, pid_t pid) {
   return out;
 }
 
+// A child that opens `node` read-only and waits to be killed: its PID, and what its open
+// returned (the fd, or -errno).
+struct Opener {
+  pid_t pid = -1;
+  int fd = -1;
+};
+
+Opener ForkOpener(const fs::path& node) {
+  int ready[2];
+  if (::pipe(ready) != 0) return {};
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int fd = ::open(node.c_str(), O_RDONLY);
+    const int answer = fd >= 0 ? fd : -errno;
+    (void)!::write(ready[1], &answer, sizeof(answer));
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  int answer = -EIO;
+  if (::read(ready[0], &answer, sizeof(answer)) != static_cast<ssize_t>(sizeof(answer))) {
+    answer = -EIO;
+  }
+  ::close(ready[0]);
+  return {child, answer};
+}
+
+void Kill(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
 // A simulated inf2.24xlarge (six devices) for the suite; each test uses its own devices.
 class DeviceNodeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new neuron::testing::TempDir("devnode");
-    node_ = new neuron::testing::SimNode({.sim_bin = NEURON_SIM_BIN,
-                                          .root = dir_->path() / "root",
-                                          .logs = dir_->path(),
-                                          .on_stop = neuron::testing::ExpectCleanExit});
-    ASSERT_TRUE(node_->Up("inf2.24xlarge")) << node_->Log();
+    suite_ = new neuron::testing::SuiteNode("devnode", "inf2.24xlarge", NEURON_SIM_BIN);
+    node_ = &suite_->node();
+    dir_ = &suite_->dir();
+    ASSERT_TRUE(node_->ready()) << node_->Log();
   }
-  static void TearDownTestSuite() {
-    delete node_;
-    delete dir_;
-  }
+  static void TearDownTestSuite() { delete suite_; }
 
   static fs::path Node(int d) { return node_->paths().DevNeuron(d); }
   static fs::path KmsgFile() { return node_->paths().Kmsg(); }
@@ -119,12 +143,10 @@ class DeviceNodeTest : public ::testing::Test {
     return makedev(std::stoul(text.substr(0, colon)), std::stoul(text.substr(colon + 1)));
   }
 
-  static neuron::testing::TempDir* dir_;
-  static neuron::testing::SimNode* node_;
+  static inline neuron::testing::SuiteNode* suite_ = nullptr;
+  static inline neuron::testing::TempDir* dir_ = nullptr;
+  static inline neuron::testing::SimNode* node_ = nullptr;
 };
-
-neuron::testing::TempDir* DeviceNodeTest::dir_ = nullptr;
-neuron::testing::SimNode* DeviceNodeTest::node_ = nullptr;
 
 // The fields a device node's stat carries, whichever struct they came in.
 struct Seen {
@@ -218,21 +240,10 @@ TEST_F(DeviceNodeTest, LinksAndProcFdLinksLeadToTheDevice) {
   EXPECT_TRUE(S_ISLNK(st.st_mode));  // the symlink itself stays one
 
   // Another process's descriptor, through its /proc/PID/fd link (how a monitor finds holders).
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
-  if (child == 0) {
-    const int fd = ::open(Node(d).c_str(), O_RDONLY);
-    (void)!::write(ready[1], &fd, sizeof(fd));
-    for (;;) ::pause();
-  }
-  ::close(ready[1]);
-  int child_fd = -1;
-  ASSERT_EQ(::read(ready[0], &child_fd, sizeof(child_fd)), static_cast<ssize_t>(sizeof(child_fd)));
-  ::close(ready[0]);
-  ASSERT_GE(child_fd, 0);
+  const Opener child = ForkOpener(Node(d));
+  ASSERT_GE(child.fd, 0);
   const std::string proc_link =
-      "/proc/" + std::to_string(child) + "/fd/" + std::to_string(child_fd);
+      "/proc/" + std::to_string(child.pid) + "/fd/" + std::to_string(child.fd);
   ExpectDevice(Of(::stat(proc_link.c_str(), &st), st), want, "stat of /proc/PID/fd/N");
   struct statx stx {};
   ASSERT_EQ(::statx(AT_FDCWD, proc_link.c_str(), AT_STATX_DONT_SYNC, STATX_TYPE, &stx), 0);
@@ -240,8 +251,7 @@ TEST_F(DeviceNodeTest, LinksAndProcFdLinksLeadToTheDevice) {
   EXPECT_EQ(makedev(stx.stx_rdev_major, stx.stx_rdev_minor), want);
   ASSERT_EQ(::lstat(proc_link.c_str(), &st), 0);
   EXPECT_TRUE(S_ISLNK(st.st_mode));
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
+  Kill(child.pid);
 }
 
 // An empty file named like a device node is a device only under a root whose driver runs.
@@ -309,21 +319,13 @@ TEST_F(DeviceNodeTest, SlotsAndTheRefusalAreLogged) {
   const int d = 4;
   std::vector<pid_t> children;
   for (int i = 0; i < NEURON_ABI_MAX_PROCESSES + 1; ++i) {
-    int ready[2];
-    ASSERT_EQ(::pipe(ready), 0);
-    const pid_t child = ::fork();
-    if (child == 0) {
-      const int fd = ::open(Node(d).c_str(), O_RDONLY);
-      const int err = fd < 0 ? errno : 0;
-      (void)!::write(ready[1], &err, sizeof(err));
-      for (;;) ::pause();
+    const Opener child = ForkOpener(Node(d));
+    children.push_back(child.pid);
+    if (i < NEURON_ABI_MAX_PROCESSES) {
+      EXPECT_GE(child.fd, 0) << "opener " << i;
+    } else {
+      EXPECT_EQ(child.fd, -EBUSY) << "the 17th";
     }
-    ::close(ready[1]);
-    int err = -1;
-    ASSERT_EQ(::read(ready[0], &err, sizeof(err)), static_cast<ssize_t>(sizeof(err)));
-    ::close(ready[0]);
-    children.push_back(child);
-    EXPECT_EQ(err, i < NEURON_ABI_MAX_PROCESSES ? 0 : EBUSY) << "opener " << i;
   }
   const std::vector<KmsgRecord> second = PidLines(KmsgFile(), children[1]);
   ASSERT_EQ(second.size(), 1u);
@@ -339,10 +341,7 @@ TEST_F(DeviceNodeTest, SlotsAndTheRefusalAreLogged) {
   EXPECT_EQ((it + 1)->text, "neuron:npid_print_usage: neuron: nd" + std::to_string(d) + " usage:");
   EXPECT_EQ((it + 3)->text,
             "neuron:npid_print_usage: pid " + std::to_string(children[0]) + " open count 1");
-  for (const pid_t c : children) {
-    ::kill(c, SIGKILL);
-    ::waitpid(c, nullptr, 0);
-  }
+  for (const pid_t c : children) Kill(c);
 }
 
 // ncdev_flush sleeps ~10 ms in the process whose last fd it closes; the daemon meanwhile answers

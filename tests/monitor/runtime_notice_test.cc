@@ -24,11 +24,8 @@
 
 #include "core/sample/datastore.h"
 #include "tests/support/http_client.h"
-#include "tests/support/process.h"
-#include "tests/support/sim_node.h"
-#include "tests/support/sim_testing.h"
 #include "tests/support/subprocess.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/suite_node.h"
 
 namespace neuron {
 namespace {
@@ -69,28 +66,21 @@ PidLines LinesOf(const fs::path& kmsg, pid_t pid) {
 class RuntimeNoticeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new neuron::testing::TempDir("notice");
-    node_ = new neuron::testing::SimNode({.sim_bin = NEURON_SIM_BIN,
-                                          .root = dir_->path() / "root",
-                                          .logs = dir_->path(),
-                                          .on_stop = neuron::testing::ExpectCleanExit});
-    ASSERT_TRUE(node_->Up("trn1.32xlarge")) << node_->Log();
+    suite_ = new neuron::testing::SuiteNode("notice", "trn1.32xlarge", NEURON_SIM_BIN);
+    node_ = &suite_->node();
+    dir_ = &suite_->dir();
+    ASSERT_TRUE(node_->ready()) << node_->Log();
     // The DaemonSet mounts the host's /proc at /host/proc, beside /host/sys and /host/dev; the
     // simulator links this machine's there.
     ASSERT_EQ(fs::read_symlink(node_->root() / "proc"), "/proc");
   }
-  static void TearDownTestSuite() {
-    delete node_;
-    delete dir_;
-  }
+  static void TearDownTestSuite() { delete suite_; }
   static fs::path Kmsg() { return node_->paths().Kmsg(); }
 
-  static neuron::testing::TempDir* dir_;
-  static neuron::testing::SimNode* node_;
+  static inline neuron::testing::SuiteNode* suite_ = nullptr;
+  static inline neuron::testing::TempDir* dir_ = nullptr;
+  static inline neuron::testing::SimNode* node_ = nullptr;
 };
-
-neuron::testing::TempDir* RuntimeNoticeTest::dir_ = nullptr;
-neuron::testing::SimNode* RuntimeNoticeTest::node_ = nullptr;
 
 // 30 s of an idle node with the exporter scraped every second: not one driver line of its own.
 TEST_F(RuntimeNoticeTest, AnIdleTrn1GetsNoDriverLinesFromTheExporter) {

@@ -1,0 +1,37 @@
+#pragma once
+// A simulated node shared by every test of one suite, with its temporary directory: made in
+// SetUpTestSuite, gone in TearDownTestSuite, the daemon's clean exit checked
+// (tests/support/sim_testing.h ExpectCleanExit). Thread-compatible: the suite owns it.
+
+#include <string>
+#include <utility>
+
+#include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::testing {
+
+class SuiteNode {
+ public:
+  // `neuron-sim up --instance <instance>` (sim_bin) over a new temporary directory named after
+  // `prefix`: ROOT is its root/, the processes' logs go beside it. node().ready() says whether it
+  // came up, node().Log() why not.
+  SuiteNode(const std::string& prefix, const std::string& instance, std::string sim_bin)
+      : dir_(prefix),
+        node_({.sim_bin = std::move(sim_bin),
+               .root = dir_.path() / "root",
+               .logs = dir_.path(),
+               .on_stop = ExpectCleanExit}) {
+    node_.Up(instance);
+  }
+
+  TempDir& dir() { return dir_; }
+  SimNode& node() { return node_; }
+
+ private:
+  TempDir dir_;  // before node_: the node stops before its directory goes
+  SimNode node_;
+};
+
+}  // namespace neuron::testing
