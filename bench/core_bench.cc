@@ -75,7 +75,7 @@ class Node {
     // Four runtime processes, one per device on devices 0-3, every logical core busy.
     for (int d = 0; d < 4; ++d) {
       sim::DatastoreWriter& w = datastores_->Add(d, 10000 + d);
-      w.SetProcessInfo("bench", {2, 24, 7}, 1);
+      w.SetRuntimeVersion(2, 24, 7);
       for (int k = 0; k < 4; ++k) (void)w.SetCoreCounter(k, nds::kTimeInUse, uint64_t{1000} * k);
     }
     CollectFiles();

@@ -130,7 +130,6 @@ int BusyRuntime(const fs::path& root) {
                    fd < 0 ? std::strerror(errno) : std::string{w.status().message()}.c_str());
       return 1;
     }
-    (*w)->SetProcessTag("bench");
     writers.push_back(*std::move(w));
   }
   std::printf("ready\n");

@@ -1,8 +1,10 @@
 // compat: the names, labels and HELP of AWS's neuron-monitor-prometheus.py
 // (docs/metrics.md#compat-names, docs/metrics.md#compat-rules), so dashboards built for it keep
 // working. Computed from the same NodeView as the native metrics; per-process series come from live
-// datastores and vanish at the first scrape after the process exits. `system_*` read ROOT/proc
-// (else /proc, docs/architecture.md#process-information).
+// datastores and vanish at the first scrape after the process exits; runtime_tag comes from the
+// runtime's records (through libnrt), else the PID. neuron-monitor's execution_latency_seconds
+// percentiles have no public source and are not emitted (docs/metrics.md#compat-rules). `system_*`
+// read ROOT/proc (else /proc, docs/architecture.md#process-information).
 #include <array>
 #include <mutex>
 
@@ -11,7 +13,6 @@
 #include "core/proc/procinfo.h"
 #include "core/sample/process_usage.h"
 #include "monitor/collector.h"
-#include "monitor/latency.h"
 
 namespace neuron::monitor {
 namespace {
@@ -59,8 +60,6 @@ struct Proc {
   uint64_t host = 0, device = 0;
   std::array<uint64_t, kErrorTypes.size()> errors{};
   std::array<uint64_t, kStatusTypes.size()> status{};
-  std::vector<uint64_t> bounds_us;
-  std::vector<uint64_t> window_counts;  // latency buckets over the sampling window
 };
 
 // The per-process families, in output order.
@@ -71,10 +70,6 @@ struct RuntimeFamilies {
   std::vector<FamilyBuilder> core_mem;  // kCoreMem order
   FamilyBuilder errors = Counter("execution_errors_total", "Execution errors total");
   FamilyBuilder status = Counter("execution_status_total", "Execution status total");
-  FamilyBuilder latency =
-      Gauge("execution_latency_seconds",
-            "Execution latency in seconds (approximate: interpolated from the runtime's latency "
-            "histogram over the sampling window)");
 
   RuntimeFamilies() {
     for (const CoreMemCategory& c : kCoreMem) {
@@ -90,29 +85,8 @@ struct RuntimeFamilies {
     for (FamilyBuilder& f : core_mem) f.Finish(out);
     errors.Finish(out);
     status.Finish(out);
-    latency.Finish(out);
   }
 };
-
-// Adds this process's latency bucket counts now minus at the base snapshot (`before`).
-void AddWindowLatency(const DatastoreRecord& rec, const DatastoreRecord* before, Proc& p) {
-  if (!rec.histogram || rec.histogram->num_buckets <= 0) return;
-  const LatencyHistogram& h = *rec.histogram;
-  const int nb = h.num_buckets;
-  if (p.window_counts.size() != static_cast<size_t>(nb)) {
-    p.window_counts.assign(nb, 0);
-    p.bounds_us.assign(h.bounds_us.begin(), h.bounds_us.begin() + (nb - 1));
-  }
-  const bool same_shape =
-      before != nullptr && before->histogram && before->histogram->num_buckets == nb;
-  for (int slot = 0; slot < nds::kMaxCores; ++slot) {
-    for (int b = 0; b < nb; ++b) {
-      const uint64_t now_n = h.counts[slot][b];
-      const uint64_t was = same_shape ? before->histogram->counts[slot][b] : 0;
-      if (now_n >= was) p.window_counts[b] += now_n - was;
-    }
-  }
-}
 
 // Folds one datastore into its process and adds the per-core series of the slots it holds.
 void AddRecord(const ScrapeContext& ctx, const Labels& inst, const DatastoreRecord& rec, Proc& p,
@@ -121,11 +95,10 @@ void AddRecord(const ScrapeContext& ctx, const Labels& inst, const DatastoreReco
   const int per_device = ctx.inventory().LogicalCoresPerDevice();
   // A base that could not read the datastores has no records to measure from.
   const Snapshot* base = ctx.live_since_base() ? ctx.view.base.get() : nullptr;
-  p.tag = rec.Tag();
+  p.tag = RuntimeTag(snap.runtime_records.Find(rec.key()), rec.pid);
   for (int i = nds::kMemUsageCodeHost; i <= nds::kMemUsageMiscHost; ++i) {
     p.host += rec.device_counters[i];
   }
-  const DatastoreRecord* before = FindRecord(base, rec.device, rec.pid);
   // Counter `index` of logical core `slot`, from its physical cores' counter sets.
   auto core_counter = [&](int slot, int index) {
     return LogicalCoreCounter(rec, slot, index, snap.lnc);
@@ -152,7 +125,6 @@ void AddRecord(const ScrapeContext& ctx, const Labels& inst, const DatastoreReco
                            L("runtime_tag", p.tag)}),
                *util);
   }
-  AddWindowLatency(rec, before, p);
 }
 
 class CompatCollector final : public Collector {
@@ -283,9 +255,6 @@ void CompatCollector::AddProcess(const ProcReader& proc_reader, int pid, const P
     f.status.Add(
         With(inst, {L("status_type", std::string(kStatusTypes[i].first)), L("runtime_tag", p.tag)}),
         static_cast<double>(p.status[i]));
-  }
-  for (const auto& [label, value] : Percentiles(p.bounds_us, p.window_counts)) {
-    f.latency.Add(With(inst, {L("percentile", label), L("runtime_tag", p.tag)}), value);
   }
   if (const auto cpu = ProcessCpu(proc_reader, pid)) {
     f.rt_cpu.Add(With(inst, {L("runtime_tag", p.tag), L("usage_type", "user")}), cpu->first);

@@ -1,11 +1,13 @@
 // execution: executions and failure outcomes per core, device error counts by status name, and
-// the device latency histogram (docs/metrics.md#executions-errors-latency). Counts are sysfs totals
-// plus the live datastores and the histogram comes from the datastores alone: every family needs
-// them (ScrapeContext::live) and is absent without them.
+// the devices' mean execution latency over the utilization window
+// (docs/metrics.md#executions-errors-latency). Counts are sysfs totals plus the live datastores
+// and the latency comes from the datastores alone: every family needs them (ScrapeContext::live)
+// and is absent without them.
 #include <array>
 
 #include "core/model/core_ids.h"
 #include "monitor/collector.h"
+#include "monitor/latency.h"
 
 namespace neuron::monitor {
 namespace {
@@ -27,17 +29,6 @@ std::optional<std::string_view> OutcomeOf(std::string_view status) {
   return std::nullopt;
 }
 
-void AddLatency(int device, const DeviceLatency& dl, FamilyBuilder& latency) {
-  std::vector<std::pair<double, uint64_t>> buckets;
-  uint64_t cumulative = 0;
-  for (size_t b = 0; b < dl.bounds_us.size(); ++b) {
-    cumulative += dl.counts[b];
-    buckets.emplace_back(static_cast<double>(dl.bounds_us[b]) / 1e6, cumulative);
-  }
-  cumulative += dl.counts.back();
-  latency.AddHistogram(DeviceLabels(device), buckets, cumulative, dl.sum_seconds);
-}
-
 class ExecutionCollector final : public Collector {
  public:
   std::string_view name() const override { return "execution"; }
@@ -54,10 +45,11 @@ class ExecutionCollector final : public Collector {
         Counter("neuron_device_execution_errors_total",
                 "Execution errors by status name, summed over the device's cores: "
                 "stats/status/<error>/total plus datastore.");
-    FamilyBuilder latency = Histogram(
-        "neuron_execution_latency_seconds",
-        "Execution latency (submission to end) from the runtime's datastore histogram buckets, "
-        "accumulated over every process that ran on the device since the exporter started.");
+    FamilyBuilder latency =
+        Gauge("neuron_execution_latency_mean_seconds",
+              "Mean latency of the executions completed on the device over the utilization window: "
+              "rise of the datastores' LATENCY_TOTAL (latency=total, submission to completion) or "
+              "LATENCY_DEVICE (latency=device) over the rise of INFER_COMPLETED; µs assumed.");
     const Snapshot& snap = ctx.snap();
     const int per_device = ctx.inventory().LogicalCoresPerDevice();
     for (const DeviceSample& d : snap.devices) {
@@ -92,9 +84,14 @@ class ExecutionCollector final : public Collector {
         errors.Add(std::move(l),
                    ctx.Mono(d.index, Key("err", kStatusCounters[i].sysfs, -1), *device_sum[i]));
       }
-      const auto lat = ctx.view.latency.find(d.index);
-      if (lat != ctx.view.latency.end() && !lat->second.counts.empty()) {
-        AddLatency(d.index, lat->second, latency);
+      if (!ctx.live_since_base(d.index)) continue;
+      if (const std::optional<LatencyMean> m = MeanLatency(*ctx.view.base, snap, d.index)) {
+        Labels total = DeviceLabels(d.index);
+        total.push_back(L("latency", "total"));
+        latency.Add(std::move(total), m->total_seconds);
+        Labels device = DeviceLabels(d.index);
+        device.push_back(L("latency", "device"));
+        latency.Add(std::move(device), m->device_seconds);
       }
     }
     execs.Finish(out);

@@ -132,12 +132,14 @@ void SourceMetrics(const NodeView& view, Families& out) {
   FamilyBuilder up =
       Gauge("neuron_exporter_source_up",
             "1 when the live source could be read: sysfs (device state, latest sample), datastore "
-            "(per-process counters through /dev/neuronN, latest sample), kmsg (the kernel log), "
-            "podresources (the kubelet's last List). Series that need a source that is down are "
-            "absent, never 0.");
+            "(per-process counters through /dev/neuronN, latest sample), runtime_records (the "
+            "runtimes' process and model records through libnrt, latest sample), kmsg (the kernel "
+            "log), podresources (the kubelet's last List). Series that need a source that is down "
+            "are absent, never 0.");
   const std::pair<std::string_view, SourceState> sources[] = {
       {"sysfs", SysfsState(*view.current)},
       {"datastore", view.current->datastore_source},
+      {"runtime_records", view.current->runtime_records.state},
       {"kmsg", view.kmsg},
       {"podresources", view.pod_resources},
   };

@@ -7,7 +7,6 @@
 #include "core/proc/meminfo.h"
 #include "core/proc/procinfo.h"
 #include "core/sample/process_usage.h"
-#include "monitor/latency.h"
 
 namespace neuron::monitor {
 namespace {
@@ -36,17 +35,18 @@ constexpr std::pair<const char*, int> kHost[] = {{"application_memory", nds::kMe
                                                  {"dma_buffers", nds::kMemUsageScratchpadHost},
                                                  {"dma_buffers", nds::kMemUsageMiscHost}};
 
-// A runtime's entry before any of its datastores is added: every count 0.
-json EmptyRuntime(const DatastoreRecord& rec, double period) {
+// A runtime's entry before any of its datastores is added: every count 0. latency_stats stay null:
+// neuron-monitor's percentiles come from no public source (docs/metrics.md#json-stream).
+json EmptyRuntime(const std::string& tag, int pid, double period) {
   json zeros = json::object();
   for (const auto& [k, idx] : kErr) zeros[k] = 0;
   json exec_zeros = json::object();
   for (const auto& [k, idx] : kExec) exec_zeros[k] = 0;
   json host_zeros = json::object();
   for (const auto& [k, idx] : kHost) host_zeros[k] = 0;
-  return {{"pid", rec.pid},
+  return {{"pid", pid},
           {"address", ""},
-          {"neuron_runtime_tag", rec.Tag()},
+          {"neuron_runtime_tag", tag},
           {"error", ""},
           {"report",
            {{"neuroncore_counters",
@@ -75,6 +75,7 @@ struct RecordContext {
   const Snapshot* before;
   const DatastoreRecord& rec;
   const DatastoreRecord* rec_before;
+  const RuntimeRecords* records;  // null: unknown (libnrt missing or refused them)
   int per_device;
   double period;
 
@@ -143,7 +144,18 @@ void AddHostAndModels(const RecordContext& c, json& report) {
     Add(mem["usage_breakdown"]["host"][k], c.rec.device_counters[idx]);
     Add(mem["host"], c.rec.device_counters[idx]);
   }
-  for (const DatastoreModel& m : c.rec.models) {
+  if (c.records == nullptr) {
+    // Unknown, not none: no list, and the reason where neuron-monitor puts one.
+    const SourceState& state = c.snap.runtime_records.state;
+    const auto unread = state.unread.find(c.rec.device);
+    std::string why = unread != state.unread.end() ? unread->second : state.reason;
+    if (why.empty()) why = "runtime records not read";
+    report["memory_used"].erase("loaded_models");
+    report["memory_used"]["error"] = "loaded models unknown: " + why;
+    return;
+  }
+  if (!report["memory_used"].contains("loaded_models")) return;  // unknown on another device
+  for (const RuntimeModel& m : c.records->models) {
     report["memory_used"]["loaded_models"].push_back(
         {{"name", m.name},
          {"model_id", m.model_id},
@@ -155,28 +167,6 @@ void AddHostAndModels(const RecordContext& c, json& report) {
   }
 }
 
-// Latency percentiles over the period, from the simulator's histogram extension.
-void AddLatency(const RecordContext& c, json& report) {
-  const DatastoreRecord* before = c.rec_before;
-  if (!c.rec.histogram || c.rec.histogram->num_buckets <= 0 || before == nullptr ||
-      !before->histogram || before->histogram->num_buckets != c.rec.histogram->num_buckets) {
-    return;
-  }
-  const LatencyHistogram& h = *c.rec.histogram;
-  const int nb = h.num_buckets;
-  std::vector<uint64_t> counts(nb, 0);
-  for (int slot = 0; slot < nds::kMaxCores; ++slot) {
-    for (int b = 0; b < nb; ++b)
-      counts[b] += Delta(h.counts[slot][b], before->histogram->counts[slot][b]);
-  }
-  std::vector<uint64_t> bounds(h.bounds_us.begin(), h.bounds_us.begin() + (nb - 1));
-  const auto pct = Percentiles(bounds, counts);
-  if (pct.empty()) return;
-  json lat = json::object();
-  for (const auto& [k, v] : pct) lat[k] = v;
-  report["execution_stats"]["latency_stats"]["total_latency"] = lat;
-}
-
 // neuron_runtime_data: one entry per PID, merging its datastores on several devices; none while
 // the datastores cannot be read (docs/architecture.md#unknown-is-not-zero), whatever a reader
 // handed out.
@@ -186,13 +176,13 @@ json RuntimeData(const Snapshot& snap, const Snapshot* before, int per_device, d
       DatastoresRead(snap) ? std::span<const DatastoreRecord>(snap.processes)
                            : std::span<const DatastoreRecord>();
   for (const DatastoreRecord& rec : records) {
+    const RuntimeRecords* rr = snap.runtime_records.Find(rec.key());
     json& rt = runtimes[rec.pid];
-    if (rt.is_null()) rt = EmptyRuntime(rec, period);
-    const RecordContext c{snap,       before, rec, FindRecord(before, rec.device, rec.pid),
-                          per_device, period};
+    if (rt.is_null()) rt = EmptyRuntime(RuntimeTag(rr, rec.pid), rec.pid, period);
+    const RecordContext c{snap, before,     rec,   FindRecord(before, rec.device, rec.pid),
+                          rr,   per_device, period};
     AddCores(c, rt["report"]);
     AddHostAndModels(c, rt["report"]);
-    AddLatency(c, rt["report"]);
   }
   json out = json::array();
   for (auto& [pid, rt] : runtimes) out.push_back(std::move(rt));

@@ -1,8 +1,9 @@
 #pragma once
 // `--format=json`: neuron-monitor-shaped JSON documents (docs/metrics.md#json-stream), one per
 // line, built from the same NodeSource as /metrics. Per-period figures (utilization, FLOP/s,
-// execution counts, latency percentiles) are differences between this document's snapshot and the
-// previous document's. Not thread-safe: one owner (the output loop).
+// execution counts) are differences between this document's snapshot and the previous
+// document's; latency_stats are null (no public source gives percentiles). Not thread-safe: one
+// owner (the output loop).
 
 #include <memory>
 #include <string>

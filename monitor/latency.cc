@@ -1,48 +1,34 @@
 #include "monitor/latency.h"
 
-#include <algorithm>
+#include "core/sample/process_usage.h"
 
 namespace neuron::monitor {
 
-std::vector<std::pair<std::string, double>> Percentiles(const std::vector<uint64_t>& bounds_us,
-                                                        const std::vector<uint64_t>& counts) {
-  std::vector<std::pair<std::string, double>> out;
-  if (counts.empty() || counts.size() != bounds_us.size() + 1) return out;
-  uint64_t total = 0;
-  for (uint64_t c : counts) total += c;
-  if (total == 0) return out;
-  auto lower = [&](size_t b) { return b == 0 ? 0.0 : static_cast<double>(bounds_us[b - 1]); };
-  // The +Inf bucket has no upper bound: its values are reported as its lower bound.
-  auto upper = [&](size_t b) {
-    return b < bounds_us.size() ? static_cast<double>(bounds_us[b]) : lower(b);
-  };
-  for (const auto& [label, q] :
-       {std::pair{"p0", 0.0}, std::pair{"p1", 0.01}, std::pair{"p25", 0.25}, std::pair{"p50", 0.5},
-        std::pair{"p75", 0.75}, std::pair{"p99", 0.99}, std::pair{"p100", 1.0}}) {
-    double us = 0;
-    if (q == 0.0) {
-      size_t b = 0;
-      while (counts[b] == 0) ++b;
-      us = lower(b);
-    } else if (q == 1.0) {
-      size_t b = counts.size() - 1;
-      while (counts[b] == 0) --b;
-      us = upper(b);
-    } else {
-      const double rank = q * static_cast<double>(total);
-      double seen = 0;
-      for (size_t b = 0; b < counts.size(); ++b) {
-        const double n = static_cast<double>(counts[b]);
-        if (n > 0 && seen + n >= rank) {
-          us = lower(b) + (upper(b) - lower(b)) * std::clamp((rank - seen) / n, 0.0, 1.0);
-          break;
-        }
-        seen += n;
+std::optional<LatencyMean> MeanLatency(const Snapshot& before, const Snapshot& after, int device) {
+  uint64_t total_us = 0, device_us = 0, completed = 0;
+  for (const DatastoreRecord& now : after.processes) {
+    if (now.device != device) continue;
+    const DatastoreRecord* was = FindRecord(&before, now.device, now.pid);
+    if (was == nullptr) continue;
+    uint64_t t = 0, d = 0, c = 0;
+    bool down = false;
+    for (int slot = 0; slot < nds::kMaxCores && !down; ++slot) {
+      for (const int index : {nds::kLatencyTotal, nds::kLatencyDevice, nds::kInferCompleted}) {
+        down = down || now.Core(slot, index) < was->Core(slot, index);
       }
+      t += now.Core(slot, nds::kLatencyTotal) - was->Core(slot, nds::kLatencyTotal);
+      d += now.Core(slot, nds::kLatencyDevice) - was->Core(slot, nds::kLatencyDevice);
+      c += now.Core(slot, nds::kInferCompleted) - was->Core(slot, nds::kInferCompleted);
     }
-    out.emplace_back(label, us / 1e6);
+    if (down) continue;
+    total_us += t;
+    device_us += d;
+    completed += c;
   }
-  return out;
+  if (completed == 0) return std::nullopt;
+  const double n = static_cast<double>(completed);
+  return LatencyMean{static_cast<double>(total_us) / n / 1e6,
+                     static_cast<double>(device_us) / n / 1e6, completed};
 }
 
 }  // namespace neuron::monitor

@@ -1,19 +1,28 @@
 #pragma once
-// Percentiles from a latency histogram, for the compat set and the JSON stream, whose consumers
-// expect p0..p100 (docs/metrics.md#compat-rules). Approximate: linear interpolation inside a
-// bucket; p0 and p100 are the bounds of the first and last non-empty buckets. Thread-safe (pure).
+// Mean execution latency from the public datastore counters
+// (docs/metrics.md#executions-errors-latency): the runtime adds each completed execution's latency
+// to LATENCY_TOTAL (submission to completion) and LATENCY_DEVICE (on the device), in µs, and counts
+// it in INFER_COMPLETED (docs/driver-interface.md#core-counter-indices; units and accumulation
+// unverified on a real runtime). Over a window the mean is the rise of the sum over the rise of the
+// count. No distribution can be rebuilt from two sums, so there are no percentiles. Thread-safe
+// (pure).
 
 #include <cstdint>
-#include <string>
-#include <utility>
-#include <vector>
+#include <optional>
+
+#include "core/sample/snapshot.h"
 
 namespace neuron::monitor {
 
-// `bounds_us`: finite upper bounds (ascending); `counts`: non-cumulative, one more than bounds
-// (the last is +Inf). Returns {"p0", s}, {"p1", s}, ... {"p100", s} in seconds, or nothing when
-// the counts are all zero.
-std::vector<std::pair<std::string, double>> Percentiles(const std::vector<uint64_t>& bounds_us,
-                                                        const std::vector<uint64_t>& counts);
+struct LatencyMean {
+  double total_seconds = 0;   // ΔLATENCY_TOTAL / ΔINFER_COMPLETED
+  double device_seconds = 0;  // ΔLATENCY_DEVICE / ΔINFER_COMPLETED
+  uint64_t completed = 0;     // ΔINFER_COMPLETED
+};
+
+// Over the runtime processes live on `device` in both snapshots (`before` older): absent when
+// none completed an execution in between. A process whose counters went down (a torn read, a
+// reused slot) is left out.
+std::optional<LatencyMean> MeanLatency(const Snapshot& before, const Snapshot& after, int device);
 
 }  // namespace neuron::monitor

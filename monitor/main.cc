@@ -43,6 +43,7 @@ struct Flags {
   std::string log_level = "info";
   std::string log_format = "text";
   bool disable_exporter_metrics = false;
+  std::string libnrt;  // --libnrt; LibnrtPath() resolves it with NEURON_LIBNRT
   // Indexed like CollectorNames(): --collector.<name> / --no-collector.<name>.
   std::vector<char> collectors = std::vector<char>(CollectorNames().size(), 1);
   ExporterOptions exporter;
@@ -87,6 +88,9 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "With --compat: the instance_name label");
   app.add_option("--subnet-id", f.exporter.subnet_id, "With --compat: the subnet_id label");
   app.add_flag("--no-pod-resources", f.no_pod_resources, "Do not query the kubelet for pods");
+  app.add_option("--libnrt", f.libnrt,
+                 "The Neuron runtime library to read the runtimes' records through (env "
+                 "NEURON_LIBNRT; default libnrt.so.1 from the library path)");
   app.add_option("--share-window-ms", f.share_window_ms,
                  "Scrapes within this window share one sample");
   app.add_option("--full-sweep-ms", f.full_sweep_ms, "Interval of the full counter sweep");
@@ -125,6 +129,7 @@ NodeSourceOptions SourceOptions(const Flags& f, const NodeFlags& node) {
   so.root = node.root;
   so.lnc = node.lnc;
   so.kubelet_dir = f.kubelet_dir;
+  so.libnrt = f.libnrt;
   // The JSON stream is the only reader in json mode: one sample per document.
   so.share_window = std::chrono::milliseconds(f.format == "json" ? 0 : f.share_window_ms);
   so.full_sweep_interval = std::chrono::milliseconds(f.full_sweep_ms);

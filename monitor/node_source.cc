@@ -57,9 +57,17 @@ absl::Status NodeSource::Init() {
   so.threads = options_.sampler_threads;
   std::vector<int> devices;
   for (const NeuronDevice& d : inv->devices) devices.push_back(d.index);
+  // An injected datastore reader never calls a records reader: without one of its own, a test
+  // has no records source at all.
+  if (options_.records) {
+    so.records = options_.records();
+  } else if (!options_.datastore) {
+    so.records = MakeLibnrtRecordsReader(LibnrtPath(options_.libnrt));
+  }
   so.datastore = options_.datastore
                      ? options_.datastore(std::move(devices))
-                     : MakeDriverDatastoreReader(root_, {.devices = std::move(devices)});
+                     : MakeDriverDatastoreReader(
+                           root_, {.devices = std::move(devices), .records = so.records});
   // Bounded: a device in reset holds the probe (core/sample/datastore.h); the state then stays
   // unknown (no source_up series, no live series) until a later sample knows it.
   so.datastore->AwaitFirstProbe(options_.first_probe_timeout);
@@ -233,7 +241,7 @@ void NodeSource::TailKmsg() {
   ++hw_errors_version_;
 }
 
-// Bookkeeping for a new snapshot: error counting, forgetting vanished devices, histograms.
+// Bookkeeping for a new snapshot: error counting, forgetting vanished devices, source states.
 // Called with sample_mu_ held.
 void NodeSource::AfterSample(const Snapshot& snap) {
   samples_.fetch_add(1);
@@ -254,53 +262,8 @@ void NodeSource::AfterSample(const Snapshot& snap) {
     });
     NoteSource("sysfs", SysfsState(snap));
     NoteSource("datastore", snap.datastore_source);
+    NoteSource("runtime_records", snap.runtime_records.state);
   }
-  AccumulateLatency(snap);
-  std::erase_if(latency_, [&](const auto& kv) { return snap.FindDevice(kv.first) == nullptr; });
-}
-
-// Adds each live process's new latency counts since we last saw it. Called with sample_mu_ held.
-void NodeSource::AccumulateLatency(const Snapshot& snap) {
-  // A snapshot without the datastores says nothing about them: forgetting what we had seen would
-  // add every process's whole history again once they are readable.
-  if (!DatastoresRead(snap)) return;
-  std::map<std::pair<int, int>, std::vector<uint64_t>> now_hist;
-  std::map<std::pair<int, int>, uint64_t> now_total;
-  for (const DatastoreRecord& rec : snap.processes) {
-    if (!rec.histogram || rec.histogram->num_buckets < 1) continue;
-    const LatencyHistogram& h = *rec.histogram;
-    const int nb = h.num_buckets;
-    std::vector<uint64_t> counts(nb, 0);
-    uint64_t latency_total = 0;
-    for (int slot = 0; slot < nds::kMaxCores; ++slot) {
-      for (int b = 0; b < nb; ++b) counts[b] += h.counts[slot][b];
-      latency_total += rec.Core(slot, nds::kLatencyTotal);
-    }
-    const std::pair<int, int> key{rec.device, rec.pid};
-    DeviceLatency& dl = latency_[rec.device];
-    std::vector<uint64_t> bounds(h.bounds_us.begin(), h.bounds_us.begin() + (nb - 1));
-    if (dl.bounds_us != bounds) {
-      // First process on the device (or bounds changed): start over with these bounds.
-      dl = DeviceLatency{bounds, std::vector<uint64_t>(nb, 0), 0, false};
-    }
-    const auto prev = last_histograms_.find(key);
-    for (int b = 0; b < nb; ++b) {
-      const uint64_t before = prev != last_histograms_.end() && prev->second.size() == counts.size()
-                                  ? prev->second[b]
-                                  : 0;
-      if (counts[b] >= before) dl.counts[b] += counts[b] - before;
-    }
-    const auto prev_total = last_latency_total_.find(key);
-    const uint64_t before_total = prev_total != last_latency_total_.end() ? prev_total->second : 0;
-    if (latency_total >= before_total) {
-      dl.sum_seconds += static_cast<double>(latency_total - before_total) / 1e6;
-      dl.has_sum = true;
-    }
-    now_hist[key] = std::move(counts);
-    now_total[key] = latency_total;
-  }
-  last_histograms_ = std::move(now_hist);
-  last_latency_total_ = std::move(now_total);
 }
 
 NodeView NodeSource::Get() {
@@ -324,7 +287,6 @@ NodeView NodeSource::Get() {
     }
     view.current = history_.back();
     view.base = history_.size() > 1 ? history_.front() : nullptr;
-    view.latency = latency_;
   }
   std::lock_guard<std::mutex> lock(mu_);
   view.inventory = inventory_;

@@ -18,13 +18,12 @@
 //
 // Counters never go backwards (docs/metrics.md#labels-and-liveness): Monotonic() keeps the last
 // exported value per series and device, forgotten when the device disappears (a replugged device
-// may restart). Latency histograms live only in datastores, which vanish with their process, so
-// their counts are accumulated here per device.
+// may restart).
 //
-// Live sources (docs/architecture.md#unknown-is-not-zero): sysfs and the datastores are judged per
-// snapshot, the kernel log by the background thread, PodResources by its cache. A NodeView (its
-// snapshot included) carries their states (neuron_exporter_source_up); each change is logged once,
-// with the reason.
+// Live sources (docs/architecture.md#unknown-is-not-zero): sysfs, the datastores and the runtimes'
+// records (through libnrt) are judged per snapshot, the kernel log by the background thread,
+// PodResources by its cache. A NodeView (its snapshot included) carries their states
+// (neuron_exporter_source_up); each change is logged once, with the reason.
 //
 // Thread-safety: every public method may be called from any thread.
 
@@ -48,6 +47,7 @@
 #include "core/discovery/inventory.h"
 #include "core/events/kmsg.h"
 #include "core/sample/datastore.h"
+#include "core/sample/runtime_records.h"
 #include "core/sample/sampler.h"
 #include "proto/pod_resources.h"
 
@@ -71,6 +71,12 @@ struct NodeSourceOptions {
   std::function<std::unique_ptr<BdfResolver>(const RootPaths&)> bdf_resolver;
   // The datastore back end; empty: through the driver's device ABI (tests inject a fake).
   std::function<std::unique_ptr<DatastoreReader>(std::vector<int> devices)> datastore;
+  // Which libnrt to load for the runtimes' records (--libnrt; LibnrtPath's rules,
+  // core/sample/runtime_records.h).
+  std::string libnrt;
+  // The records reader; empty: libnrt from `libnrt`, or none when `datastore` is injected (only
+  // the driver back end calls a records reader; a test injects both).
+  std::function<std::shared_ptr<RuntimeRecordsReader>()> records;
   // Init() waits this long for the datastore reader's first probe, so that the first sample
   // already says whether live data can be read instead of "not known yet".
   std::chrono::milliseconds first_probe_timeout{3000};
@@ -83,14 +89,6 @@ inline bool DatastoresRead(const Snapshot& snap) {
 }
 // sysfs is up when the sample read the state of at least one device and of every device present.
 SourceState SysfsState(const Snapshot& snap);
-
-// Per-device latency histogram accumulated over every process that ran on it.
-struct DeviceLatency {
-  std::vector<uint64_t> bounds_us;  // finite bounds, ascending
-  std::vector<uint64_t> counts;     // non-cumulative, bounds_us.size() + 1 (last = +Inf)
-  double sum_seconds = 0;
-  bool has_sum = false;
-};
 
 struct NodeView {
   std::shared_ptr<const Inventory> inventory;
@@ -106,7 +104,6 @@ struct NodeView {
   SourceState kmsg;
   SourceState pod_resources;
   uint64_t hw_errors_version = 0;  // changes whenever hw_errors or kmsg does
-  std::map<int, DeviceLatency> latency;
 };
 
 class NodeSource {
@@ -144,7 +141,6 @@ class NodeSource {
   void Loop();
   void PushSnapshot(std::shared_ptr<const Snapshot> snap);
   void AfterSample(const Snapshot& snap);
-  void AccumulateLatency(const Snapshot& snap);
   void TailKmsg();
   void SetKmsgState(const absl::Status& status);
   void NotePodResources();
@@ -163,9 +159,6 @@ class NodeSource {
   std::unique_ptr<Sampler> sampler_;
   std::deque<std::shared_ptr<const Snapshot>> history_;  // oldest first
   std::chrono::steady_clock::time_point last_full_;
-  std::map<std::pair<int, int>, std::vector<uint64_t>> last_histograms_;  // (device, pid)
-  std::map<std::pair<int, int>, uint64_t> last_latency_total_;
-  std::map<int, DeviceLatency> latency_;
 
   mutable std::mutex mu_;  // guards the fields below
   std::shared_ptr<const Inventory> inventory_;

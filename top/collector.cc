@@ -47,12 +47,14 @@ std::vector<T> ToVector(const std::deque<T>& d) {
 }  // namespace
 
 Collector::Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods,
-                     std::unique_ptr<DatastoreReader> datastore)
+                     std::unique_ptr<DatastoreReader> datastore,
+                     std::shared_ptr<RuntimeRecordsReader> records)
     : options_(std::move(options)),
       root_(options_.root),
       pods_(std::move(pods)),
       proc_(root_),
       datastore_(std::move(datastore)),
+      records_(std::move(records)),
       notify_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
 Collector::~Collector() { Stop(); }
@@ -79,8 +81,10 @@ absl::Status Collector::Init() {
   inventory_ = *std::move(inv);
   for (const std::string& w : inventory_.warnings) Log().warn("{}", w);
   if (datastore_ == nullptr) {
+    records_ = MakeLibnrtRecordsReader(LibnrtPath(options_.libnrt));
     DriverDatastoreOptions o;
     for (const NeuronDevice& d : inventory_.devices) o.devices.push_back(d.index);
+    o.records = records_;
     datastore_ = MakeDriverDatastoreReader(root_, std::move(o));
   }
   if (!datastore_->AwaitFirstProbe(options_.first_probe_wait)) {
@@ -90,6 +94,7 @@ absl::Status Collector::Init() {
   SamplerOptions so;
   so.threads = std::clamp(options_.sampler_threads, 1, 2);
   so.datastore = std::move(datastore_);
+  so.records = records_;
   sampler_ = std::make_unique<Sampler>(root_, inventory_, std::move(so));
   last_rescan_ = std::chrono::steady_clock::now();
   Step();

@@ -47,14 +47,20 @@ struct CollectorOptions {
   // first two samples see the same runtimes (a datastore that appears between them would count
   // its whole past as busy time in one window).
   std::chrono::milliseconds first_probe_wait{3000};
+  // Which libnrt to read the runtimes' records through (--libnrt; LibnrtPath's rules,
+  // core/sample/runtime_records.h).
+  std::string libnrt;
 };
 
 class Collector {
  public:
   // `pods` may be null (no POD column data). `datastore` may be null: the runtimes' live data
-  // is then read through the driver's device ABI (MakeDriverDatastoreReader); tests inject one.
+  // is then read through the driver's device ABI (MakeDriverDatastoreReader) and their records
+  // through libnrt (options.libnrt). Tests inject a datastore reader and, with it, `records`
+  // (null: no records, as when no reader is configured).
   Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods,
-            std::unique_ptr<DatastoreReader> datastore = nullptr);
+            std::unique_ptr<DatastoreReader> datastore = nullptr,
+            std::shared_ptr<RuntimeRecordsReader> records = nullptr);
   ~Collector();
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
@@ -95,6 +101,7 @@ class Collector {
   ProcReader proc_;
   std::unique_ptr<Discovery> discovery_;
   std::unique_ptr<DatastoreReader> datastore_;  // until Init hands it to the Sampler
+  std::shared_ptr<RuntimeRecordsReader> records_;
   Inventory inventory_;
   std::vector<std::string> notes_;  // what the last scan could not read (view's status line)
   std::vector<std::string> logged_errors_;  // the last sample's errors, as logged

@@ -59,12 +59,12 @@ std::string ShortBdf(std::string_view bdf) {
   return std::string(bdf);
 }
 
-std::string RuntimeVersion(const DatastoreRecord& record) {
-  // Only the simulator's process record says it (driver-sim/README.md). A real runtime's
-  // placement of its version is unpublished and the RUNTIME_VERSION word's packing unverified
-  // (docs/tools-ux.md#ls-sources), so nothing else is read as a version.
-  if (!record.process || record.process->runtime_version == NdsVersion{}) return "NA";
-  const NdsVersion& v = record.process->runtime_version;
+std::string RuntimeVersion(const RuntimeRecords* records) {
+  // Only the runtime's process record, read through libnrt, says it: the RUNTIME_VERSION
+  // counter's packing is unverified (docs/tools-ux.md#ls-sources), so nothing else is read as a
+  // version.
+  if (records == nullptr || records->process.runtime_version == NdsVersion{}) return "NA";
+  const NdsVersion& v = records->process.runtime_version;
   return fmt::format("{}.{}.{}", v.major, v.minor, v.build);
 }
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/sample/datastore.h"
+#include "core/sample/runtime_records.h"
 
 namespace neuron::top {
 
@@ -30,9 +30,9 @@ std::string JoinIds(const std::vector<int>& ids, std::string_view sep = ", ");
 std::string TruncateEllipsis(std::string_view text, size_t max);
 // "0000:cc:00.0" -> "cc:00.0" (the short BDF of --wide, -a, --topology and JSON).
 std::string ShortBdf(std::string_view bdf);
-// A runtime version as neuron-ls prints it ("2.0.0"), from the simulator's process record; "NA"
-// without one (a real runtime's datastore).
-std::string RuntimeVersion(const DatastoreRecord& record);
+// A runtime version as neuron-ls prints it ("2.0.0"), from the runtime's process record read
+// through libnrt; "NA" when that is unknown (`records` null) or says none.
+std::string RuntimeVersion(const RuntimeRecords* records);
 
 // Display width of UTF-8 text in terminal columns (every code point counts one: we print no
 // double-width characters).

@@ -25,6 +25,7 @@
 #include "core/model/node_flags.h"
 #include "core/proc/procinfo.h"
 #include "core/sample/datastore.h"
+#include "core/sample/runtime_records.h"
 #include "top/ls_report.h"
 
 namespace {
@@ -42,11 +43,16 @@ void Warn(std::string_view text) { std::cerr << "neuron-ls: warning: " << text <
 struct LiveData {
   std::vector<neuron::DatastoreRecord> records;
   std::optional<std::string> unavailable;
+  neuron::RuntimeRecordsScan runtime;  // their records through libnrt (runtime versions)
 };
 
-LiveData ReadLiveData(const neuron::RootPaths& root, const neuron::Inventory& inv) {
+LiveData ReadLiveData(const neuron::RootPaths& root, const neuron::Inventory& inv,
+                      const std::string& libnrt) {
   neuron::DriverDatastoreOptions options;
   for (const neuron::NeuronDevice& d : inv.devices) options.devices.push_back(d.index);
+  const std::shared_ptr<neuron::RuntimeRecordsReader> records =
+      neuron::MakeLibnrtRecordsReader(neuron::LibnrtPath(libnrt));
+  options.records = records;
   const std::unique_ptr<neuron::DatastoreReader> reader =
       neuron::MakeDriverDatastoreReader(root, std::move(options));
   LiveData live;
@@ -63,6 +69,10 @@ LiveData ReadLiveData(const neuron::RootPaths& root, const neuron::Inventory& in
   neuron::DatastoreScan scan = reader->ReadAll();
   for (const std::string& e : scan.errors) Warn(e);
   live.records = std::move(scan.records);
+  live.runtime = records->Latest();
+  if (!live.runtime.state.up && !live.records.empty()) {
+    Warn("runtime versions unknown (NA): " + live.runtime.state.reason);
+  }
   return live;
 }
 
@@ -102,7 +112,8 @@ std::optional<neuron::Inventory> Scan(const neuron::RootPaths& root, int lnc, in
   return *std::move(inv);
 }
 
-int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bool topology) {
+int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bool topology,
+        const std::string& libnrt) {
   const neuron::RootPaths root(root_dir);
   int code = 0;
   const std::optional<neuron::Inventory> inv = Scan(root, lnc, &code);
@@ -110,7 +121,7 @@ int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bo
   // Only the process columns need the devices opened; the other formats stay read-only.
   const bool want_processes = json || (!topology && (wide || all));
   LiveData live;
-  if (want_processes) live = ReadLiveData(root, *inv);
+  if (want_processes) live = ReadLiveData(root, *inv, libnrt);
   if (live.unavailable) {
     std::cerr << "neuron-ls: live process data unavailable: " << *live.unavailable
               << (all ? "; processes are listed from their open device files only\n"
@@ -120,6 +131,7 @@ int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bo
   neuron::top::LsSources src;
   src.inventory = &*inv;
   src.datastores = want_processes ? &live.records : nullptr;
+  src.runtime_records = &live.runtime;
   src.live_data_unavailable = live.unavailable;
   src.proc = &proc;
   src.all_processes = all && want_processes;
@@ -144,6 +156,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   // The datastore reader's own warning repeats the reason ReadLiveData prints in a sentence.
   neuron::ComponentLogger("datastore")->set_level(spdlog::level::err);
+  neuron::ComponentLogger("libnrt")->set_level(spdlog::level::err);
 
   CLI::App app{"neuron-ls: list the node's AWS Neuron devices, their cores, memory and processes"};
   neuron::NodeFlagValues node;
@@ -151,6 +164,7 @@ int main(int argc, char** argv) {
   bool all = false;
   bool json = false;
   bool topology = false;
+  std::string libnrt;
   app.add_option("--root", node.root, "root of the node's filesystem (default $NEURON_ROOT or /)");
   app.add_flag("-w,--wide", wide, "add PID, COMMAND (up to 80 characters) and RUNTIME VERSION");
   app.add_flag("-a,--show-all-procs", all,
@@ -160,6 +174,9 @@ int main(int argc, char** argv) {
   app.add_option("--lnc", node.lnc,
                  "logical NeuronCore config 1|2 (trn2; default $NEURON_LOGICAL_NC_CONFIG, then the "
                  "node's)");
+  app.add_option("--libnrt", libnrt,
+                 "the Neuron runtime library to read runtime versions through (default "
+                 "$NEURON_LIBNRT, then libnrt.so.1 from the library path)");
   app.set_version_flag("--version", neuron::VersionLine("neuron-ls"),
                        "print the version, revision, build date and compiler, then exit");
   app.footer(
@@ -181,5 +198,5 @@ int main(int argc, char** argv) {
     std::cerr << "neuron-ls: " << flags.status().message() << "\n";
     return kExitUsage;
   }
-  return Run(flags->root, flags->lnc, wide, all, json, topology);
+  return Run(flags->root, flags->lnc, wide, all, json, topology, libnrt);
 }

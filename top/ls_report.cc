@@ -247,7 +247,9 @@ LsReport BuildLsReport(const LsSources& src) {
     if (src.datastores != nullptr) {
       for (const DatastoreRecord& rec : *src.datastores) {
         if (rec.device != d.index || !seen.insert(rec.pid).second) continue;
-        d.processes.push_back({rec.pid, commands.Of(rec.pid), RuntimeVersion(rec)});
+        const RuntimeRecords* rr =
+            src.runtime_records != nullptr ? src.runtime_records->Find(rec.key()) : nullptr;
+        d.processes.push_back({rec.pid, commands.Of(rec.pid), RuntimeVersion(rr)});
       }
     }
     std::sort(d.processes.begin(), d.processes.end(),

@@ -14,6 +14,7 @@
 #include "core/discovery/inventory.h"
 #include "core/proc/procinfo.h"
 #include "core/sample/datastore.h"
+#include "core/sample/runtime_records.h"
 #include "top/link_shape.h"
 
 namespace neuron::top {
@@ -61,6 +62,8 @@ struct LsReport {
 struct LsSources {
   const Inventory* inventory = nullptr;
   const std::vector<DatastoreRecord>* datastores = nullptr;  // null: no process columns wanted
+  // The runtimes' records through libnrt (runtime versions); null or unknown for a process: NA.
+  const RuntimeRecordsScan* runtime_records = nullptr;
   // Set when the datastores could not be read (the reader's SourceState reason): `datastores`
   // is then empty because nothing could be seen, and process cells say NA, not "idle".
   std::optional<std::string> live_data_unavailable;

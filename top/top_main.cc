@@ -72,6 +72,7 @@ struct Flags {
   int lnc = 0;
   std::string log_file = DefaultLogFile();
   bool no_color = false;
+  std::string libnrt;  // --libnrt; LibnrtPath() resolves it with NEURON_LIBNRT
 };
 
 // Pods: the cgroup tells the UID and container id, PodResources the names (pod_identity.h).
@@ -104,6 +105,7 @@ int Run(const Flags& f) {
   neuron::top::CollectorOptions options;
   options.root = f.root;
   options.lnc = f.lnc;
+  options.libnrt = f.libnrt;
   options.delay = std::chrono::milliseconds(static_cast<int64_t>(f.delay * 1000));
   options.first_delay = std::min(options.delay, std::chrono::milliseconds(250));
   neuron::top::Collector collector(options, MakePodLocator(f));
@@ -147,6 +149,9 @@ int main(int argc, char** argv) {
                  "node's)");
   app.add_option("--log-file", f.log_file, "where to log (never the terminal)");
   app.add_flag("-C,--no-color", f.no_color, "monochrome");
+  app.add_option("--libnrt", f.libnrt,
+                 "the Neuron runtime library to read models and tags through (default "
+                 "$NEURON_LIBNRT, then libnrt.so.1 from the library path)");
   app.set_version_flag("--version", neuron::VersionLine("neuron-top"),
                        "print the version, revision, build date and compiler, then exit");
   app.footer(

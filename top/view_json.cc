@@ -114,6 +114,11 @@ std::string ViewToJson(const TopView& v) {
   const std::string problem = LiveDataProblem(v.datastore_source);
   source["reason"] = problem.empty() ? Json() : Json(problem);
   j["live_data"] = std::move(source);
+  // The runtimes' records through libnrt (models, tags, versions): null when no reader ran.
+  Json records;
+  records["up"] = v.runtime_records.known ? Json(v.runtime_records.up) : Json();
+  records["reason"] = v.runtime_records.reason.empty() ? Json() : Json(v.runtime_records.reason);
+  j["runtime_records"] = std::move(records);
   j["runtime_attached"] = Opt(v.runtime_attached);
   const AppView* all = v.apps.empty() ? nullptr : &v.apps.front();
   j["average_utilization_ratio"] = all != nullptr ? Opt(all->average_utilization) : Json();

@@ -133,7 +133,16 @@ std::optional<double> Mean(const std::vector<std::optional<double>>& xs) {
   return sum / n;
 }
 
-ModelMemory ModelOf(const DatastoreModel& m, int pid) {
+// Why the runtimes' models and tags are not shown, for the status lines; "" when they could be
+// read (or no records reader is configured). Unknown, not none
+// (docs/architecture.md#unknown-is-not-zero).
+std::string RecordsProblem(const Snapshot& snap) {
+  const SourceState& s = snap.runtime_records.state;
+  if (!s.known || s.up) return "";
+  return "models and process tags unknown: " + s.reason;
+}
+
+ModelMemory ModelOf(const RuntimeModel& m, int pid) {
   ModelMemory out;
   out.model_id = m.model_id;
   out.name = m.name;
@@ -141,13 +150,13 @@ ModelMemory ModelOf(const DatastoreModel& m, int pid) {
   uint64_t device = 0;
   uint64_t host = 0;
   for (int s = 0; s < 5; ++s) {
-    device += m.memory[DatastoreModel::kLocationDevice][s].total_size;
-    host += m.memory[DatastoreModel::kLocationHost][s].total_size;
+    device += m.memory[RuntimeModel::kLocationDevice][s].total_size;
+    host += m.memory[RuntimeModel::kLocationHost][s].total_size;
   }
   out.device_bytes = device;
   out.host_bytes = host;
   for (int c = 0; c < kDeviceCategoryCount; ++c) {
-    out.categories[c] = m.memory[DatastoreModel::kLocationDevice][kModelSlot[c]].total_size;
+    out.categories[c] = m.memory[RuntimeModel::kLocationDevice][kModelSlot[c]].total_size;
   }
   return out;
 }
@@ -253,9 +262,9 @@ DeviceMemoryNode AllMemoryNode(const Snapshot& after, const DeviceSample& d, int
     }
     node_dev.Add(cdev.value);
     t->dev_total.Add(cdev.value);
-    for (const DatastoreRecord& rec : after.processes) {
+    for (const RuntimeRecords& rec : after.runtime_records.records) {
       if (rec.device != d.index) continue;
-      for (const DatastoreModel& m : rec.models) {
+      for (const RuntimeModel& m : rec.models) {
         if (m.nc_index == k) cm.models.push_back(ModelOf(m, rec.pid));
       }
     }
@@ -335,8 +344,8 @@ DeviceRow ProcessGridRow(const ViewInputs& in, const DeviceSample& d, int pid, i
 
 // A process's node of the memory tree for one device: the cores it holds, by category, with
 // its models under them.
-DeviceMemoryNode ProcessMemoryNode(const DatastoreRecord& now, const std::vector<int>& held,
-                                   int pid, int lnc) {
+DeviceMemoryNode ProcessMemoryNode(const DatastoreRecord& now, const RuntimeRecords* records,
+                                   const std::vector<int>& held, int pid, int lnc) {
   DeviceMemoryNode node;
   node.index = now.device;
   uint64_t node_dev = 0;
@@ -350,8 +359,8 @@ DeviceMemoryNode ProcessMemoryNode(const DatastoreRecord& now, const std::vector
     }
     cm.device_bytes = sum;
     node_dev += sum;
-    for (const DatastoreModel& m : now.models) {
-      if (m.nc_index == k) cm.models.push_back(ModelOf(m, pid));
+    for (size_t i = 0; records != nullptr && i < records->models.size(); ++i) {
+      if (records->models[i].nc_index == k) cm.models.push_back(ModelOf(records->models[i], pid));
     }
     node.cores.push_back(std::move(cm));
   }
@@ -385,14 +394,18 @@ AppView BuildProcess(const ViewInputs& in, int pid, int cpd) {
   const std::vector<const DatastoreRecord*> records = RecordsOf(after, pid);
   AppView app;
   app.pid = pid;
-  app.label = records.empty() ? std::to_string(pid) : records.front()->Tag();
+  app.label = RuntimeTag(
+      records.empty() ? nullptr : after.runtime_records.Find(records.front()->key()), pid);
   ProcessTotals t;
   for (const DeviceSample& d : after.devices) {
     const DatastoreRecord* now = FindRecord(&after, d.index, pid);
     const std::vector<int> held =
         now != nullptr ? CoreSlotsHeld(*now, cpd, after.lnc) : std::vector<int>();
     app.grid.push_back(ProcessGridRow(in, d, pid, cpd, held, &t));
-    if (now != nullptr) app.memory_tree.push_back(ProcessMemoryNode(*now, held, pid, after.lnc));
+    if (now != nullptr) {
+      app.memory_tree.push_back(ProcessMemoryNode(*now, after.runtime_records.Find(now->key()),
+                                                  held, pid, after.lnc));
+    }
   }
   app.average_utilization = Mean(t.utils);
   app.total_flops_per_s = t.flops_sum;
@@ -409,7 +422,8 @@ ProcessRow RowOf(const ViewInputs& in, int pid, const AppView& app) {
   const std::vector<const DatastoreRecord*> records = RecordsOf(*in.after, pid);
   row.tag = app.label;
   for (const DatastoreRecord* r : records) row.devices.push_back(r->device);
-  if (!records.empty()) row.runtime_version = RuntimeVersion(*records.front());
+  row.runtime_version = RuntimeVersion(
+      records.empty() ? nullptr : in.after->runtime_records.Find(records.front()->key()));
   row.device_bytes = app.device.total;
   row.host_bytes = app.host.total;
   // What the driver says the process has allocated (GET_ALL_APPS_INFO) is the figure a real
@@ -474,10 +488,12 @@ TopView BuildView(const ViewInputs& in) {
     v.peak_flops_per_core = spec->chip->peak_bf16_flops * std::max(1, after.lnc);
   }
   v.datastore_source = after.datastore_source;
+  v.runtime_records = after.runtime_records.state;
   if (LiveRead(&after)) v.runtime_attached = !after.processes.empty();
   // An unknown sysfs layout or missing nodes first (docs/driver-interface.md#detection).
   if (std::string p = DriverLayoutProblem(inv); !p.empty()) v.notes.push_back(std::move(p));
   if (in.notes != nullptr) v.notes.insert(v.notes.end(), in.notes->begin(), in.notes->end());
+  if (const std::string why = RecordsProblem(after); !why.empty()) v.notes.push_back(why);
   v.system_cpu = SystemCpu(in.proc_before, in.proc_after);
   v.errors = after.errors;
   Acc capacity;

@@ -141,6 +141,9 @@ struct TopView {
   // not, utilization, FLOPS and processes are unknown (N/A), not zero, and runtime_attached is
   // absent.
   SourceState datastore_source;
+  // Whether the runtimes' records (models, tags, versions) could be read through libnrt; when
+  // not, `notes` says why and those figures are absent, not empty.
+  SourceState runtime_records;
   std::optional<bool> runtime_attached;  // some process holds a datastore entry
   // What could not be read and what stands in for it (root-only sysfs files), one line each.
   std::vector<std::string> notes;

@@ -1,8 +1,11 @@
 #pragma once
-// Byte layout of the per-process datastore (NDS), docs/driver-interface.md#datastore. The offsets
-// and the counter index order are ABI shared with the real runtime; the object-area placement and
-// the latency-histogram extension (D13, driver-sim/README.md#deviations) are the simulator's own,
-// documented in driver-sim/README.md. Values are little-endian u64, written without locking.
+// Byte layout of the per-process datastore (NDS), docs/driver-interface.md#datastore: the header
+// and the counter sections of the driver's neuron_driver_shared.h, whose offsets and index order
+// are ABI shared with the real runtime, plus the simulator's EFA traffic extension (D15,
+// driver-sim/README.md#deviations), which the simulated driver reads and the agent never does. The
+// object area holds the runtime's records in the runtime's own, unpublished format: nothing here
+// describes it, and the agent reads records only through libnrt's API
+// (core/sample/runtime_records.h). Values are little-endian u64, written without locking.
 
 #include <cstddef>
 #include <cstdint>
@@ -109,64 +112,5 @@ constexpr std::optional<size_t> CoreCounterOffset(int core, int index) {
 constexpr size_t DeviceCounterOffset(int index) {
   return kDeviceCountersOffset + static_cast<size_t>(index) * 8;
 }
-
-// ---- The simulator's object area (our placement; the real one is unpublished) ----
-inline constexpr char kObjectMagic[4] = {'s', 'i', 'm', 'o'};
-inline constexpr size_t kObjectHeaderOffset = kObjectAreaOffset;     // magic, u32 version
-inline constexpr size_t kProcessInfoOffset = kObjectAreaOffset + 8;  // 60-byte process info
-inline constexpr size_t kProcessInfoSize = 60;
-inline constexpr size_t kProcessTagOffset = kProcessInfoOffset + kProcessInfoSize;  // char[256]
-inline constexpr size_t kProcessTagSize = 256;
-inline constexpr size_t kModelCountOffset = kProcessTagOffset + kProcessTagSize;  // u32
-// The model count is followed by a reserved u32 (zero), then the records.
-inline constexpr size_t kModelRecordsOffset = kModelCountOffset + 8;
-inline constexpr size_t kModelNodeInfoSize = 284;
-inline constexpr size_t kModelNodeMemorySize = 384;
-inline constexpr size_t kModelRecordSize = kModelNodeInfoSize + kModelNodeMemorySize;
-inline constexpr int kMaxModelRecords =
-    static_cast<int>((kObjectAreaEnd - kModelRecordsOffset) / kModelRecordSize);
-
-// Process info record (natural C alignment, 60 bytes): int8 framework_type at 0, char tag[32]
-// at 1, then framework, FAL and runtime versions, each {u8 major; u8 minor; u32 build} (8 bytes).
-inline constexpr size_t kPiFrameworkType = 0;
-inline constexpr size_t kPiTag = 1;
-inline constexpr size_t kPiTagSize = 32;
-inline constexpr size_t kPiFrameworkVersion = 36;
-inline constexpr size_t kPiFalVersion = 44;
-inline constexpr size_t kPiRuntimeVersion = 52;
-
-// ---- D13 (driver-sim/README.md#deviations): latency histogram extension after the real layout
-inline constexpr char kHistogramMagic[4] = {'h', 'i', 's', 't'};
-inline constexpr size_t kHistogramOffset = kRealLayoutEnd;  // magic, u32 bucket count
-inline constexpr int kHistogramBuckets = 24;
-// u64 upper bounds in microseconds (the last is +Inf as UINT64_MAX), then per core
-// kHistogramBuckets non-cumulative counts, cores 0..kMaxCores-1.
-inline constexpr size_t kHistogramBoundsOffset = kHistogramOffset + 8;
-inline constexpr size_t kHistogramCountsOffset =
-    kHistogramBoundsOffset + size_t{kHistogramBuckets} * 8;
-inline constexpr size_t HistogramCountOffset(int core, int bucket) {
-  return kHistogramCountsOffset + (static_cast<size_t>(core) * kHistogramBuckets + bucket) * 8;
-}
-static_assert(HistogramCountOffset(kMaxCores, 0) <= kSize);
-
-// ---- Simulator extension: EFA traffic of this process (D15, driver-sim/README.md#deviations) ----
-// The runtime cannot write sysfs (the daemon is the driver,
-// docs/architecture.md#daemon-is-the-driver), so it counts the bytes and packets its collectives
-// moved over each EFA here; the daemon adds the growth to the EFA's ports/1/hw_counters live. Per
-// EFA index (the node's EFA in catalog order), kEfaTrafficFields u64.
-inline constexpr char kEfaTrafficMagic[4] = {'e', 'f', 'a', 't'};
-inline constexpr size_t kEfaTrafficOffset = HistogramCountOffset(kMaxCores, 0);  // magic, u32 n
-inline constexpr int kMaxEfas = 32;
-enum EfaTrafficField : int {
-  kEfaTxBytes = 0,
-  kEfaTxPkts,
-  kEfaRxBytes,
-  kEfaRxPkts,
-  kEfaTrafficFields
-};
-inline constexpr size_t EfaTrafficFieldOffset(int efa, int field) {
-  return kEfaTrafficOffset + 8 + (static_cast<size_t>(efa) * kEfaTrafficFields + field) * 8;
-}
-static_assert(EfaTrafficFieldOffset(kMaxEfas, 0) <= kSize);
 
 }  // namespace neuron::nds

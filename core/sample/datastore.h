@@ -1,8 +1,10 @@
 #pragma once
 // Reader of the per-process datastores (NDS, docs/driver-interface.md#datastore): one record per
-// (device, runtime process) with its device counters, per-core counters, process info, model
-// records and, when the simulator's extension is present (D13, driver-sim/README.md#deviations),
-// latency histogram buckets.
+// (device, runtime process) with its device counters and per-core counters, the bytes the
+// driver's neuron_driver_shared.h lays out, and what the driver's process list says of it. The
+// runtime's own records in the datastore (process information, loaded models) are not decoded
+// here: their format is the runtime's and unpublished, and they are read through libnrt's API
+// (core/sample/runtime_records.h) while this reader holds the device open.
 //
 // One back end reads them as a monitor must on a real node and on the simulator alike: through the
 // driver's device ABI (GET_ALL_APPS_INFO lists the processes of /dev/neuronN, ACQUIRE_NEURON_DS
@@ -37,7 +39,7 @@ struct DatastoreKey {
   auto operator<=>(const DatastoreKey&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
-// {u8 major; u8 minor; u32 build}, as in the process info record and the driver's version word.
+// {u8 major; u8 minor; u32 build}, as in libnrt's version records and the driver's version word.
 struct NdsVersion {
   uint8_t major = 0;
   uint8_t minor = 0;
@@ -45,46 +47,9 @@ struct NdsVersion {
   bool operator==(const NdsVersion&) const = default;
 };
 // The driver's packed version word (build bits 0-31, minor 32-39, major 40-47), the format of
-// device counter RUNTIME_VERSION in the simulator (driver-sim/README.md).
+// device counter RUNTIME_VERSION in the simulator (driver-sim/README.md; unverified for a real
+// runtime, docs/driver-interface.md#device-counter-indices).
 NdsVersion UnpackVersionWord(uint64_t word);
-
-// Process info and process info ext (docs/driver-interface.md#process-records).
-struct DatastoreProcessInfo {
-  int8_t framework_type = 0;
-  std::string tag;       // char[32] of the process info record
-  std::string long_tag;  // char[256] of the ext record: NEURON_PROCESS_TAG
-  NdsVersion framework_version;
-  NdsVersion fal_version;
-  NdsVersion runtime_version;
-};
-
-// Model node info + model node memory (docs/driver-interface.md#process-records).
-struct DatastoreModel {
-  uint32_t model_id = 0;
-  uint32_t model_node_id = 0;
-  std::string name;
-  std::array<uint8_t, 16> uuid{};
-  uint8_t nc_index = 0;  // logical core slot within the device
-  uint8_t sg_index = 0;
-  struct Memory {
-    uint64_t total_size = 0;
-    uint32_t chunk_count = 0;
-  };
-  // [location][slot]; location 0 = device (HBM), 1 = host (driver-sim/README.md); slots 0 CODE,
-  // 1 TENSORS, 2 CONSTANTS, 3 SCRATCHPAD, 4 MISC, 5-11 unused.
-  static constexpr int kLocationDevice = 0;
-  static constexpr int kLocationHost = 1;
-  std::array<std::array<Memory, 12>, 2> memory{};
-};
-
-// D13 (driver-sim/README.md#deviations): per-core latency buckets. bounds_us[num_buckets - 1] is
-// UINT64_MAX (+Inf).
-struct LatencyHistogram {
-  int num_buckets = 0;
-  std::array<uint64_t, nds::kHistogramBuckets> bounds_us{};
-  // Non-cumulative counts per core slot; entries >= num_buckets are 0.
-  std::array<std::array<uint64_t, nds::kHistogramBuckets>, nds::kMaxCores> counts{};
-};
 
 using CoreCounterSet = std::array<uint64_t, nds::kCoreCounterCount>;
 
@@ -105,26 +70,16 @@ struct DatastoreRecord {
   // Indexed by physical core within the device (sets 0-15; libnrt's pnc_index, the driver's
   // neuron_core<i>); core/sample/process_usage.h reads them per logical core.
   std::array<CoreCounterSet, nds::kMaxCores> core_counters{};
-  // Absent when the object area does not hold the simulator's records (a real runtime's
-  // placement is unpublished, docs/driver-interface.md#process-records).
-  std::optional<DatastoreProcessInfo> process;
-  std::vector<DatastoreModel> models;
-  std::optional<LatencyHistogram> histogram;  // only when the D13 magic is present
-  std::optional<DriverProcessInfo> driver;    // from the process list, when read through it
+  std::optional<DriverProcessInfo> driver;  // from the process list, when read through it
 
   DatastoreKey key() const { return {device, pid}; }
   uint64_t Core(int slot, int index) const { return core_counters[slot][index]; }
-  // NEURON_PROCESS_TAG, else the short tag, else the PID as text (docs/metrics.md#compat-rules
-  // runtime_tag).
-  std::string Tag() const;
 };
 
-// Decodes one datastore's bytes. Errors (wrong size, bad magic, malformed records) name
-// `source`. Records inside an otherwise valid datastore that fail validation are left out and
-// reported in `warnings` rather than failing the whole record. Thread-safe.
+// Decodes one datastore's header and counters; no other byte is read. Errors (wrong size, bad
+// magic) name `source`. Thread-safe.
 absl::StatusOr<DatastoreRecord> ParseDatastore(std::span<const std::byte> bytes, int device,
-                                               int pid, std::string_view source,
-                                               std::vector<std::string>* warnings);
+                                               int pid, std::string_view source);
 
 struct DatastoreScan {
   std::vector<DatastoreRecord> records;  // ascending (device, pid)
@@ -161,10 +116,16 @@ class DatastoreReader {
   virtual bool AwaitFirstProbe(std::chrono::milliseconds timeout) = 0;
 };
 
+class RuntimeRecordsReader;  // core/sample/runtime_records.h
+
 struct DriverDatastoreOptions {
   std::vector<int> devices;  // device indices to watch
   // How often devices are probed for runtime processes (off the sample path).
   std::chrono::milliseconds probe_period{1000};
+  // Reads the runtimes' records on the devices this reader holds open, at each ReadAll (null:
+  // none are read). Told before the reader lets a device go, so that its own opens of the device
+  // are closed first: it never takes a process slot or a driver log line of its own.
+  std::shared_ptr<RuntimeRecordsReader> records = nullptr;
 };
 
 // Through the driver's device ABI on ROOT/dev/neuronN (datastore_driver.cc says how it spares the

@@ -21,6 +21,8 @@
 //   - the sample path (ReadAll, List) uses only held fds: list, acquire, map read-only, parse.
 //     It never opens or closes a device, so a device in reset never blocks a scrape. Slots are
 //     zeroed and reused by the driver, so owner and header are checked again every sample.
+//   - the runtimes' records (options.records, core/sample/runtime_records.h) are read where a
+//     held device's datastores are, and let go of before the device is.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/ioctl.h>
@@ -41,6 +43,7 @@
 #include "core/driver/driver_abi.h"
 #include "core/proc/procinfo.h"
 #include "core/sample/datastore.h"
+#include "core/sample/runtime_records.h"
 
 namespace neuron {
 namespace {
@@ -147,7 +150,7 @@ class DriverDatastoreReader final : public DatastoreReader {
     }
     wake_.notify_all();
     worker_.join();
-    for (auto& [device, held] : held_) Unhold(held);
+    for (auto& [device, held] : held_) Unhold(device, held);
   }
 
   void SetDevices(std::vector<int> devices) override {
@@ -215,7 +218,8 @@ class DriverDatastoreReader final : public DatastoreReader {
     return it != h.maps.end() && std::memcmp(it->second, nds::kMagic, sizeof(nds::kMagic)) == 0;
   }
 
-  static void Unhold(Held& h) {
+  void Unhold(int device, Held& h) const {
+    if (options_.records) options_.records->Release(device);
     for (auto& [offset, addr] : h.maps) ::munmap(const_cast<std::byte*>(addr), nds::kSize);
     h.maps.clear();
     if (h.fd >= 0) ::close(h.fd);
@@ -306,6 +310,7 @@ void DriverDatastoreReader::ReadDevice(int device, Held& held, DatastoreScan* sc
   }
   held.listed = apps.size();
   const std::map<pid_t, uint64_t> owners = Owners(held, apps);
+  std::vector<int> read;
   for (const AppEntry& app : apps) {
     const auto owner = owners.find(app.pid);
     if (owner == owners.end()) continue;
@@ -318,11 +323,13 @@ void DriverDatastoreReader::ReadDevice(int device, Held& held, DatastoreScan* sc
     }
     const std::string source = fmt::format("{} (pid {})", node, app.pid);
     absl::StatusOr<DatastoreRecord> rec =
-        ParseDatastore({bytes, nds::kSize}, device, app.pid, source, &scan->errors);
+        ParseDatastore({bytes, nds::kSize}, device, app.pid, source);
     if (!rec.ok()) continue;  // zeroed (released) or not written yet: nothing live there
     rec->driver = DriverProcessInfo{app.nc_lock_map, app.host_mem, app.device_mem};
     scan->records.push_back(*std::move(rec));
+    read.push_back(app.pid);
   }
+  if (options_.records) options_.records->ReadHeld(device, read);
   // Slots no process owns any more are unmapped; the driver may give them to another PID.
   for (auto it = held.maps.begin(); it != held.maps.end();) {
     const bool used = std::any_of(owners.begin(), owners.end(),
@@ -507,7 +514,7 @@ void DriverDatastoreReader::ProbeDevice(int device, const HolderView& view, Sour
           fmt::format("{}: being looked at again", root_.DevNeuron(device).string());
     }
   }
-  if (letting_go) Unhold(*letting_go);  // outside the lock: the close sleeps in the driver
+  if (letting_go) Unhold(device, *letting_go);  // outside the lock: the close sleeps in the driver
   Watch& w = watch_[device];
   if (verdict == Verdict::kLookAgain) w.looked_at.clear();
   std::string problem;
@@ -565,7 +572,7 @@ void DriverDatastoreReader::ProbeLoop() {
         ++it;
         continue;
       }
-      Unhold(it->second);
+      Unhold(it->first, it->second);
       it = held_.erase(it);
     }
     wake_.wait_for(lock, options_.probe_period, [this] { return stop_; });

@@ -94,11 +94,9 @@ std::vector<const DatastoreRecord*> RecordsOf(const Snapshot& snap, int pid) {
 bool HoldsCore(const DatastoreRecord& rec, int slot, int lnc) {
   if (slot < 0 || slot >= nds::kMaxCores) return false;
   if (DriverLocks(rec, slot, lnc)) return true;
-  for (const int counter : kUseCounters) {
-    if (SumCounterSets(rec, PhysicalCoresOf(slot, lnc), counter) != 0) return true;
-  }
-  return std::any_of(rec.models.begin(), rec.models.end(),
-                     [slot](const DatastoreModel& m) { return m.nc_index == slot; });
+  return std::any_of(std::begin(kUseCounters), std::end(kUseCounters), [&](int counter) {
+    return SumCounterSets(rec, PhysicalCoresOf(slot, lnc), counter) != 0;
+  });
 }
 
 std::vector<int> CoreSlotsHeld(const DatastoreRecord& rec, int cores_per_device, int lnc) {

@@ -1,5 +1,5 @@
 #pragma once
-// What a runtime process does with the NeuronCores, derived once from its datastore records
+// What a runtime process does with the NeuronCores, derived once from its datastore counters
 // (docs/style.md#derive-once): neuron-top, the exporter's JSON stream and its compat series all
 // ask these functions, so they cannot disagree about which cores a process holds or how busy it
 // kept them. Pure functions over immutable Snapshots; thread-safe.
@@ -41,8 +41,9 @@ std::vector<const DatastoreRecord*> RecordsOf(const Snapshot& snap, int pid);
 //   - the driver says so: GET_ALL_APPS_INFO's lock map has a bit for one of the slot's physical
 //     cores (`lnc` of them; the driver checks physical cores 0-3 only,
 //     docs/driver-interface.md#abi-listing-pids), or
-//   - the datastore shows the process used it: busy time, a model load, device memory on it, or
-//     a model record placed there (counters that stay 0 on a core the process never touched).
+//   - the datastore's counters show the process used it: busy time, a model load or device
+//     memory on it (counters that stay 0 on a core the process never touched; the model records
+//     are not needed, docs/driver-interface.md#process-records).
 // The first alone misses cores 4 and up and every process read without the process list; the
 // second alone misses a reserved core that has not run yet.
 bool HoldsCore(const DatastoreRecord& rec, int slot, int lnc);

@@ -130,6 +130,7 @@ Sampler::Sampler(RootPaths root, Inventory inventory, SamplerOptions options)
   if (!datastore_) {
     DriverDatastoreOptions o;
     for (const NeuronDevice& d : inventory_.devices) o.devices.push_back(d.index);
+    o.records = options_.records;
     datastore_ = MakeDriverDatastoreReader(root_, std::move(o));
   }
   BuildReaders();
@@ -266,6 +267,12 @@ void Sampler::Assemble(std::vector<Unit>& units, const std::set<int>& reread, Da
   }
   snap->processes = std::move(ds.records);
   snap->datastore_source = datastore_->State();
+  if (options_.records) {
+    // Only the records of processes this snapshot holds: the others went away meanwhile.
+    snap->runtime_records = options_.records->Latest();
+    std::erase_if(snap->runtime_records.records,
+                  [&](const RuntimeRecords& r) { return !HasKey(snap->processes, r.key()); });
+  }
 }
 
 std::shared_ptr<const Snapshot> Sampler::Sample(SampleKind kind) {

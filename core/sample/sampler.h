@@ -47,6 +47,7 @@
 #include "core/discovery/inventory.h"
 #include "core/driver/sysfs_names.h"
 #include "core/sample/datastore.h"
+#include "core/sample/runtime_records.h"
 #include "core/sample/snapshot.h"
 
 namespace neuron {
@@ -60,6 +61,9 @@ struct SamplerOptions {
   int min_files_for_threads = 200;
   // Datastore back end; null = through the driver's device ABI (MakeDriverDatastoreReader).
   std::unique_ptr<DatastoreReader> datastore;
+  // The runtimes' records (core/sample/runtime_records.h); null: none. The driver back end the
+  // Sampler makes is given it; a back end passed in must have been given the same one.
+  std::shared_ptr<RuntimeRecordsReader> records = nullptr;
 };
 
 class Sampler {

@@ -23,6 +23,7 @@
 
 #include "core/driver/sysfs_names.h"
 #include "core/sample/datastore.h"
+#include "core/sample/runtime_records.h"
 
 namespace neuron {
 
@@ -160,6 +161,9 @@ struct Snapshot {
   // Whether live datastores could be read at all (docs/architecture.md#unknown-is-not-zero): when
   // not, `processes` is empty because nothing could be seen, not because nothing runs.
   SourceState datastore_source;
+  // The runtimes' records of those processes, read through libnrt where it could be loaded
+  // (core/sample/runtime_records.h); state.known is false when no records reader is configured.
+  RuntimeRecordsScan runtime_records;
   std::vector<std::string> errors;  // this sample's errors, each naming its file
 
   const DeviceSample* FindDevice(int index) const;

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 #include <string>
 
 #include "core/driver/driver_abi.h"
@@ -19,37 +18,14 @@
 namespace neuron::sim {
 namespace {
 
-// Bounded, NUL-terminated copy into a fixed char field (the rest zeroed).
-void PutString(uint8_t* dst, size_t field, std::string_view s) {
-  std::memset(dst, 0, field);
-  std::memcpy(dst, s.data(), std::min(s.size(), field - 1));
-}
-
-void PutVersion(uint8_t* dst, NdsVersion v) {
-  std::memset(dst, 0, 8);
-  dst[0] = v.major;
-  dst[1] = v.minor;
-  std::memcpy(dst + 4, &v.build, 4);
-}
-
 template <typename T>
 void Put(uint8_t* dst, T v) {
   std::memcpy(dst, &v, sizeof(T));
 }
 
-uint8_t* RecordAt(uint8_t* base, int i) {
-  return base + nds::kModelRecordsOffset + static_cast<size_t>(i) * nds::kModelRecordSize;
-}
-
-}  // namespace
-
-namespace {
-
 void WriteHeaders(uint8_t* base) {
   std::memcpy(base, nds::kMagic, 4);
   Put<int32_t>(base + 4, nds::kFormatVersion);
-  std::memcpy(base + nds::kObjectHeaderOffset, nds::kObjectMagic, 4);
-  Put<uint32_t>(base + nds::kObjectHeaderOffset + 4, 1);
 }
 
 }  // namespace
@@ -163,110 +139,13 @@ absl::StatusOr<uint64_t> DatastoreWriter::DeviceCounter(int index) const {
       .load(std::memory_order_relaxed);
 }
 
-void DatastoreWriter::SetProcessInfo(std::string_view tag, NdsVersion runtime,
-                                     int8_t framework_type, NdsVersion framework, NdsVersion fal) {
-  uint8_t* pi = base_ + nds::kProcessInfoOffset;
-  std::memset(pi, 0, nds::kProcessInfoSize);
-  Put<int8_t>(pi + nds::kPiFrameworkType, framework_type);
-  PutString(pi + nds::kPiTag, nds::kPiTagSize, tag);
-  PutVersion(pi + nds::kPiFrameworkVersion, framework);
-  PutVersion(pi + nds::kPiFalVersion, fal);
-  PutVersion(pi + nds::kPiRuntimeVersion, runtime);
-  const uint64_t packed =
-      uint64_t{runtime.build} | (uint64_t{runtime.minor} << 32) | (uint64_t{runtime.major} << 40);
+void DatastoreWriter::SetRuntimeVersion(uint8_t major, uint8_t minor, uint32_t build) {
+  const uint64_t packed = uint64_t{build} | (uint64_t{minor} << 32) | (uint64_t{major} << 40);
   (void)SetDeviceCounter(nds::kRuntimeVersion, packed);
 }
 
-void DatastoreWriter::SetProcessTag(std::string_view tag) {
-  PutString(base_ + nds::kProcessTagOffset, nds::kProcessTagSize, tag);
-}
-
-int DatastoreWriter::ModelCount() const {
-  return static_cast<int>(
-      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + nds::kModelCountOffset))
-          .load(std::memory_order_acquire));
-}
-
-absl::StatusOr<int> DatastoreWriter::AddModel(const NdsModel& m) {
-  const int i = ModelCount();
-  if (i >= nds::kMaxModelRecords) {
-    return absl::ResourceExhaustedError(fmt::format("nd{} pid {}: all {} model records are in use",
-                                                    device_, pid_, nds::kMaxModelRecords));
-  }
-  uint8_t* r = RecordAt(base_, i);
-  std::memset(r, 0, nds::kModelRecordSize);
-  Put<uint32_t>(r + 0, m.model_id);
-  Put<uint32_t>(r + 4, m.model_node_id);
-  PutString(r + 8, 256, m.name);
-  std::memcpy(r + 264, m.uuid.data(), 16);
-  r[280] = m.nc_index;
-  r[281] = m.sg_index;
-  uint8_t* mem = r + nds::kModelNodeInfoSize;
-  for (size_t loc = 0; loc < 2; ++loc) {
-    for (size_t slot = 0; slot < kNdsMemSlots; ++slot) {
-      uint8_t* u = mem + (loc * kNdsMemSlots + slot) * 16;
-      Put<uint64_t>(u, m.memory[loc][slot].total_size);
-      Put<uint32_t>(u + 8, m.memory[loc][slot].chunk_count);
-    }
-  }
-  // Publish the record only after its bytes are in place.
-  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + nds::kModelCountOffset))
-      .store(static_cast<uint32_t>(i + 1), std::memory_order_release);
-  return i;
-}
-
-absl::Status DatastoreWriter::RemoveModel(uint32_t model_id, uint32_t model_node_id) {
-  const int n = ModelCount();
-  for (int i = 0; i < n; ++i) {
-    uint8_t* r = RecordAt(base_, i);
-    uint32_t id = 0, node = 0;
-    std::memcpy(&id, r, 4);
-    std::memcpy(&node, r + 4, 4);
-    if (id != model_id || node != model_node_id) continue;
-    if (i != n - 1) std::memcpy(r, RecordAt(base_, n - 1), nds::kModelRecordSize);
-    std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + nds::kModelCountOffset))
-        .store(static_cast<uint32_t>(n - 1), std::memory_order_release);
-    std::memset(RecordAt(base_, n - 1), 0, nds::kModelRecordSize);
-    return absl::OkStatus();
-  }
-  return absl::NotFoundError(
-      fmt::format("nd{} pid {}: no model record {}/{}", device_, pid_, model_id, model_node_id));
-}
-
-absl::Status DatastoreWriter::InitHistogram(std::span<const uint64_t> finite_bounds) {
-  if (finite_bounds.size() + 1 > static_cast<size_t>(nds::kHistogramBuckets)) {
-    return absl::InvalidArgumentError(fmt::format("{} latency bounds exceed the {} buckets",
-                                                  finite_bounds.size(), nds::kHistogramBuckets));
-  }
-  if (!std::is_sorted(finite_bounds.begin(), finite_bounds.end()) ||
-      std::adjacent_find(finite_bounds.begin(), finite_bounds.end()) != finite_bounds.end()) {
-    return absl::InvalidArgumentError("latency bounds must be strictly ascending");
-  }
-  const int used = static_cast<int>(finite_bounds.size()) + 1;
-  for (int b = 0; b < nds::kHistogramBuckets; ++b) {
-    uint64_t bound = 0;
-    if (b < used - 1) bound = finite_bounds[b];
-    if (b == used - 1) bound = std::numeric_limits<uint64_t>::max();
-    Word(nds::kHistogramBoundsOffset + b * 8) = bound;
-  }
-  std::memset(base_ + nds::kHistogramCountsOffset, 0,
-              nds::HistogramCountOffset(nds::kMaxCores, 0) - nds::kHistogramCountsOffset);
-  Put<uint32_t>(base_ + nds::kHistogramOffset + 4, static_cast<uint32_t>(used));
-  // Magic last, with release order: a reader that sees it sees the bounds.
-  uint32_t magic = 0;
-  std::memcpy(&magic, nds::kHistogramMagic, 4);
-  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(base_ + nds::kHistogramOffset))
-      .store(magic, std::memory_order_release);
-  buckets_ = used;
-  return absl::OkStatus();
-}
-
-void DatastoreWriter::ObserveLatency(int core, uint64_t micros) {
-  if (buckets_ == 0 || core < 0 || core >= nds::kMaxCores) return;
-  int b = 0;
-  while (b < buckets_ - 1 && micros > Word(nds::kHistogramBoundsOffset + b * 8)) ++b;
-  std::atomic_ref<uint64_t>(Word(nds::HistogramCountOffset(core, b)))
-      .fetch_add(1, std::memory_order_relaxed);
+std::span<uint8_t> DatastoreWriter::ObjectArea() const {
+  return {base_ + nds::kObjectAreaOffset, nds::kObjectAreaEnd - nds::kObjectAreaOffset};
 }
 
 uint64_t* DatastoreWriter::CoreCounterWord(int core, int index) const {

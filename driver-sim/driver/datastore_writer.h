@@ -4,59 +4,28 @@
 // core/driver/datastore_layout.h, claimed with ACQUIRE_NEURON_DS (pid 0) on the process's device fd
 // and mapped read-write, as the Neuron runtime does. The runtime writes it live; the driver folds
 // it into sysfs when the process releases it (RELEASE_NEURON_DS, its last close, or its death).
-// driver-sim/README.md documents the object area and the histogram extension.
 //
-// Thread-safety: counter and histogram updates are relaxed atomic stores/adds on aligned u64
-// words (plain `mov`/`lock add` on x86), so several threads may update counters at once and a
-// reader never sees a torn value. The object-area setters (SetProcessInfo, SetProcessTag,
-// AddModel, RemoveModel, InitHistogram) must not run concurrently with each other.
+// It writes what the driver's layout defines (the header and the counters) and the EFA traffic
+// extension (D15, driver-sim/README.md#deviations). The object area between them belongs to the
+// runtime, which keeps its records there in a format of its own (libnrt-sim:
+// driver-sim/runtime/records.h); ObjectArea() hands it over.
+//
+// Thread-safety: counter updates are relaxed atomic stores/adds on aligned u64 words (plain
+// `mov`/`lock add` on x86), so several threads may update counters at once and a reader never
+// sees a torn value.
 
 #include <sys/types.h>
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/driver/datastore_layout.h"
+#include "driver-sim/driver/efa_traffic_layout.h"
 
 namespace neuron::sim {
-
-// {u8 major; u8 minor; u32 build} as the process info record stores versions.
-struct NdsVersion {
-  uint8_t major = 0;
-  uint8_t minor = 0;
-  uint32_t build = 0;
-};
-
-// Model memory locations (first index of the node-memory record); our order follows
-// nrt_tensor_placement_t (DEVICE = 0, HOST = 1).
-enum class NdsMemLocation { kDevice = 0, kHost = 1 };
-// Model memory slots (second index): 0 CODE, 1 TENSORS, 2 CONSTANTS, 3 SCRATCHPAD, 4 MISC.
-inline constexpr int kNdsMemSlots = 12;
-
-struct NdsModel {
-  uint32_t model_id = 0;
-  uint32_t model_node_id = 0;
-  std::string_view name;  // truncated to 255 bytes
-  std::array<uint8_t, 16> uuid{};
-  uint8_t nc_index = 0;  // logical core within the device
-  uint8_t sg_index = 0;
-  struct Usage {
-    uint64_t total_size = 0;
-    uint32_t chunk_count = 0;
-  };
-  std::array<std::array<Usage, kNdsMemSlots>, 2> memory{};  // [location][slot]
-};
-
-// The proposed latency buckets of docs/metrics.md#executions-errors-latency, in microseconds (+Inf
-// is added).
-inline constexpr std::array<uint64_t, 14> kDefaultLatencyBoundsMicros{
-    500,    1000,   2500,   5000,    10000,   25000,   50000,
-    100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
 
 class DatastoreWriter {
  public:
@@ -86,24 +55,12 @@ class DatastoreWriter {
   absl::Status AddDeviceCounter(int index, uint64_t delta);
   absl::StatusOr<uint64_t> DeviceCounter(int index) const;
 
-  // The 60-byte process info record (tag truncated to 31 bytes) and the RUNTIME_VERSION device
-  // counter, packed as the driver's version word (build | minor << 32 | major << 40).
-  void SetProcessInfo(std::string_view tag, NdsVersion runtime, int8_t framework_type,
-                      NdsVersion framework = {}, NdsVersion fal = {});
-  // The extended 256-byte tag (NEURON_PROCESS_TAG), truncated to 255 bytes.
-  void SetProcessTag(std::string_view tag);
+  // The packed RUNTIME_VERSION device counter (build | minor << 32 | major << 40), as the driver's
+  // version word packs it (docs/driver-interface.md#device-counter-indices).
+  void SetRuntimeVersion(uint8_t major, uint8_t minor, uint32_t build);
 
-  // Appends a model record; ResourceExhausted beyond nds::kMaxModelRecords. Returns its slot.
-  absl::StatusOr<int> AddModel(const NdsModel& model);
-  // Removes the record of (model_id, model_node_id) by moving the last record into its place.
-  absl::Status RemoveModel(uint32_t model_id, uint32_t model_node_id);
-  int ModelCount() const;
-
-  // D13 histogram (driver-sim/README.md#deviations): `finite_bounds` ascending, at most
-  // nds::kHistogramBuckets - 1 of them; +Inf is appended. Resets the counts. ObserveLatency is a
-  // no-op before InitHistogram.
-  absl::Status InitHistogram(std::span<const uint64_t> finite_bounds);
-  void ObserveLatency(int core, uint64_t micros);
+  // The object area (docs/driver-interface.md#datastore-layout): the runtime's, for its records.
+  std::span<uint8_t> ObjectArea() const;
 
   // The word behind core counter `index` of `core` for callers that update it on a hot path
   // through std::atomic_ref (relaxed); nullptr where the driver would read 0.
@@ -128,9 +85,8 @@ class DatastoreWriter {
   int device_fd_ = -1;  // -1 over caller memory
   int device_;
   pid_t pid_;
-  uint8_t* base_;    // nds::kSize bytes: the driver's slot (MAP_SHARED) or caller memory
-  int buckets_ = 0;  // histogram buckets in use, 0 before InitHistogram
-  int efas_ = 0;     // EFA traffic entries, 0 before InitEfaTraffic
+  uint8_t* base_;  // nds::kSize bytes: the driver's slot (MAP_SHARED) or caller memory
+  int efas_ = 0;   // EFA traffic entries, 0 before InitEfaTraffic
 };
 
 }  // namespace neuron::sim

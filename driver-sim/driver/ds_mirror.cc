@@ -21,7 +21,9 @@
 
 #include "core/driver/datastore_layout.h"
 #include "core/driver/sysfs_names.h"
+#include "driver-sim/driver/efa_traffic_layout.h"
 #include "driver-sim/driver/sim_paths.h"
+#include "driver-sim/runtime/records.h"
 
 namespace neuron::sim {
 namespace {
@@ -63,7 +65,6 @@ struct DatastoreMirror::Entry {
     const std::optional<size_t> off = nds::CoreCounterOffset(slot, index);
     return off ? Word(*off) : 0;
   }
-  bool HasObjects() const { return std::memcmp(base + nds::kObjectHeaderOffset, "simo", 4) == 0; }
 };
 
 DatastoreMirror::DatastoreMirror(SimTree* tree, const InstanceSpec& spec, int lnc,
@@ -250,13 +251,8 @@ std::vector<DatastoreProcess> DatastoreMirror::Processes() const {
     DatastoreProcess p;
     p.device = e->device;
     p.pid = e->pid;
-    if (e->HasObjects()) {
-      const char* long_tag = reinterpret_cast<const char*>(e->base + nds::kProcessTagOffset);
-      const char* short_tag =
-          reinterpret_cast<const char*>(e->base + nds::kProcessInfoOffset + nds::kPiTag);
-      p.tag = std::string(long_tag, strnlen(long_tag, nds::kProcessTagSize - 1));
-      if (p.tag.empty()) p.tag = std::string(short_tag, strnlen(short_tag, nds::kPiTagSize - 1));
-    }
+    // The runtime's tag, through libnrt-sim's own reader of its private records (status page).
+    p.tag = nrt::records::TagOf({e->base + nrt::records::kAreaOffset, nrt::records::kAreaSize});
     if (p.tag.empty()) p.tag = std::to_string(e->pid);
     // Logical slot k owns counter sets k*lnc .. k*lnc+lnc-1.
     for (int set = 0; set < sets_per_device_; ++set) {

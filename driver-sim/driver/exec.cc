@@ -19,6 +19,11 @@ std::string SimDriverLibrary() {
   return env != nullptr && *env != '\0' ? env : NEURON_SIM_DRIVER_LIB;
 }
 
+std::string SimLibnrtDir() {
+  const char* env = std::getenv("NEURON_SIM_LIBNRT_DIR");
+  return env != nullptr && *env != '\0' ? env : NEURON_SIM_LIBNRT_DIR;
+}
+
 bool SimDriverLoaded() { return dlsym(RTLD_DEFAULT, "neuron_sim_driver_loaded") != nullptr; }
 
 namespace {
@@ -75,6 +80,13 @@ absl::Status PrepareSimDriverEnv(const RootPaths& root) {
   const char* preload = std::getenv("LD_PRELOAD");
   setenv("LD_PRELOAD", PreloadWith(preload != nullptr ? preload : "", library).c_str(), 1);
   setenv("NEURON_ROOT", root.root().c_str(), 1);
+  const char* libs = std::getenv("LD_LIBRARY_PATH");
+  const std::string dir = SimLibnrtDir();
+  if (libs == nullptr || *libs == '\0') {
+    setenv("LD_LIBRARY_PATH", dir.c_str(), 1);
+  } else if (std::string_view(libs).find(dir) == std::string_view::npos) {
+    setenv("LD_LIBRARY_PATH", (dir + ":" + libs).c_str(), 1);
+  }
   // A sanitized program insists that its runtime comes first; ours follows it in LD_PRELOAD but
   // is loaded before the program's own libraries, which only the order check minds.
   if (dlsym(RTLD_DEFAULT, "__asan_init") != nullptr) {

@@ -24,10 +24,15 @@ bool SimDriverLoaded();
 // unchanged when it is there already.
 std::string PreloadWith(std::string_view current, std::string_view library);
 
+// The directory of libnrt-sim's libnrt.so.1: NEURON_SIM_LIBNRT_DIR if set, else this build's.
+std::string SimLibnrtDir();
+
 // The environment changes exec makes, applied to this process's environment: LD_PRELOAD,
-// NEURON_ROOT (the runtime finds the node through it) and, in a sanitized process, the
-// sanitizer's permission for a preload that comes after it. FailedPrecondition when no live
-// simulated driver serves `root`.
+// NEURON_ROOT (the runtime finds the node through it), libnrt-sim's directory first on
+// LD_LIBRARY_PATH (a monitor that loads libnrt.so.1, the agent's exporter and tools included,
+// finds the simulator's, as it would find the Neuron runtime's on a node) and, in a sanitized
+// process, the sanitizer's permission for a preload that comes after it. FailedPrecondition when
+// no live simulated driver serves `root`.
 absl::Status PrepareSimDriverEnv(const RootPaths& root);
 
 // Replaces this process with `command` under the simulated driver (execvp; execv of `path`

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/driver/datastore_layout.h"
+#include "driver-sim/driver/efa_traffic_layout.h"
 #include "driver-sim/runtime/log.h"
 
 namespace neuron::nrt {
@@ -18,13 +19,12 @@ absl::StatusOr<std::unique_ptr<Accounting>> Accounting::Create(const NodeModel& 
     const CoreLocation loc = node.Locate(first_core + i);
     auto& ds = acc->datastores_[static_cast<size_t>(loc.device)];
     if (!ds) {
-      absl::StatusOr<std::unique_ptr<sim::DatastoreWriter>> w =
-          sim::DatastoreWriter::Acquire(devices.FdOfHost(loc.device), loc.device, who.pid);
+      absl::StatusOr<std::unique_ptr<ProcessDatastore>> w =
+          ProcessDatastore::Acquire(devices.FdOfHost(loc.device), loc.device, who.pid);
       if (!w.ok()) return w.status();
       ds = std::move(*w);
       ds->SetProcessInfo(who.tag, who.runtime, who.framework_type, who.framework);
       ds->SetProcessTag(who.tag);
-      if (absl::Status s = ds->InitHistogram(sim::kDefaultLatencyBoundsMicros); !s.ok()) return s;
       if (absl::Status s = ds->InitEfaTraffic(std::min(efas, nds::kMaxEfas)); !s.ok()) return s;
     }
     auto slot = std::make_unique<Slot>();
@@ -106,8 +106,6 @@ void Accounting::RecordExecution(int vnc, const ExecOutcome& o) {
   }
   Add(s, nds::kInferCompleted, o.executions);
   Add(s, nds::kInferenceCount, o.executions);
-  const uint64_t per_exec_us = static_cast<uint64_t>(o.total_ns / 1000 / o.executions);
-  for (uint32_t i = 0; i < o.executions; ++i) s.ds->ObserveLatency(s.device_core, per_exec_us);
 }
 
 void Accounting::CountStatus(int vnc, NRT_STATUS status) {
@@ -217,11 +215,11 @@ void Accounting::AddEfaTraffic(int vnc, uint64_t tx_bytes, uint64_t rx_bytes) {
   s.ds->AddEfaTraffic(s.efa, nds::kEfaRxPkts, packets(rx_bytes));
 }
 
-void Accounting::AddModelRecord(const sim::NdsModel& model, int vnc) {
+void Accounting::AddModelRecord(const NdsModel& model, int vnc) {
   std::lock_guard<std::mutex> lock(mu_);
   if (released_) return;
-  absl::StatusOr<int> slot = slots_[static_cast<size_t>(vnc)]->ds->AddModel(model);
-  if (!slot.ok()) Log()->warn("nrt_load {}", std::string{slot.status().message()});
+  const absl::Status added = slots_[static_cast<size_t>(vnc)]->ds->AddModel(model);
+  if (!added.ok()) Log()->warn("nrt_load {}", std::string{added.message()});
 }
 
 void Accounting::RemoveModelRecord(uint32_t model_id, int vnc) {
@@ -245,7 +243,7 @@ void Accounting::Release() {
   }
 }
 
-const sim::DatastoreWriter* Accounting::DatastoreOf(int device) const {
+const ProcessDatastore* Accounting::DatastoreOf(int device) const {
   if (device < 0 || static_cast<size_t>(device) >= datastores_.size()) return nullptr;
   return datastores_[static_cast<size_t>(device)].get();
 }

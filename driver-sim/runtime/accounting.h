@@ -1,8 +1,8 @@
 #pragma once
 // Datastore accounting (docs/runtime.md#accounting, docs/driver-interface.md#datastore): one
-// DatastoreWriter per device the process holds cores on, per-core counters at each execution's
-// completion, live memory counters, EFA traffic (D15), the latency histogram (D13; both in
-// driver-sim/README.md#deviations), and the released flag at nrt_close.
+// ProcessDatastore per device the process holds cores on, per-core counters at each execution's
+// completion, live memory counters, EFA traffic (D15, driver-sim/README.md#deviations), the
+// process and model records, and the released flag at nrt_close.
 //
 // Per-core counter sets are indexed by physical core, as the driver folds them (set i into sysfs
 // neuron_core<i>) and libnrt's `pnc_index` names them; logical core k of a device at LNC n owns
@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "driver-sim/driver/datastore_writer.h"
 #include "driver-sim/runtime/device_nodes.h"
 #include "driver-sim/runtime/memory.h"
 #include "driver-sim/runtime/node_model.h"
+#include "driver-sim/runtime/process_datastore.h"
 #include "nrt/nrt_status.h"
 
 namespace neuron::nrt {
@@ -40,8 +40,8 @@ struct ProcessIdentity {
   pid_t pid = 0;
   std::string tag;  // NEURON_PROCESS_TAG, else the PID
   int8_t framework_type = 1;
-  sim::NdsVersion framework;
-  sim::NdsVersion runtime;
+  NdsVersion framework;
+  NdsVersion runtime;
 };
 
 // One execution's figures, accounted when it completes.
@@ -50,7 +50,7 @@ struct ExecOutcome {
   int64_t busy_ns = 0;    // the core was busy (collective waits included): TIME_IN_USE
   int64_t cc_ns = 0;      // in collectives, waiting included: CC_TIME
   int64_t device_ns = 0;  // from start on the core to completion: LATENCY_DEVICE, NC_TIME
-  int64_t total_ns = 0;   // from submission to completion: LATENCY_TOTAL, the histogram
+  int64_t total_ns = 0;   // from submission to completion: LATENCY_TOTAL
   double macs = 0;        // MAC_COUNT (success only)
   uint32_t executions = 1;
 };
@@ -82,19 +82,19 @@ class Accounting {
   void SetHostMemory(int device, MemCategory cat, uint64_t bytes);
   // Bytes a collective of this core sent and received over its device's nearest EFA.
   void AddEfaTraffic(int vnc, uint64_t tx_bytes, uint64_t rx_bytes);
-  void AddModelRecord(const sim::NdsModel& model, int vnc);
+  void AddModelRecord(const NdsModel& model, int vnc);
   void RemoveModelRecord(uint32_t model_id, int vnc);
 
   CoreStatsSnapshot Stats(int vnc) const;
   // Releases every datastore (RELEASE_NEURON_DS, nrt_close) and unmaps them. Idempotent.
   void Release();
   // The datastore of a device (nullptr if the process has no core there); for tests.
-  const sim::DatastoreWriter* DatastoreOf(int device) const;
+  const ProcessDatastore* DatastoreOf(int device) const;
 
  private:
   using CounterWords = std::array<uint64_t*, 64>;  // NC index -> mapped counter (0..40 used)
   struct Slot {
-    sim::DatastoreWriter* ds = nullptr;
+    ProcessDatastore* ds = nullptr;
     int device = 0;
     int device_core = 0;  // logical core within the device
     int efa = -1;
@@ -117,8 +117,8 @@ class Accounting {
   void StoreSplit(Slot& s, int index, uint64_t value);
 
   std::mutex mu_;
-  std::vector<std::unique_ptr<sim::DatastoreWriter>> datastores_;  // by device; null if unused
-  std::vector<std::unique_ptr<Slot>> slots_;                       // by vnc
+  std::vector<std::unique_ptr<ProcessDatastore>> datastores_;  // by device; null if unused
+  std::vector<std::unique_ptr<Slot>> slots_;                   // by vnc
   bool released_ = false;
 };
 

@@ -190,7 +190,7 @@ void Runtime::RegisterModel(nrt_model_t& model, size_t neff_bytes) {
   model.id = next_model_id_++;
   for (int i = 0; i < model.ncores; ++i) {
     accounting_->CountModelLoad(model.vnc + i);
-    sim::NdsModel rec;
+    NdsModel rec;
     rec.model_id = model.id;
     rec.name = model.name;
     rec.uuid = model.uuid;

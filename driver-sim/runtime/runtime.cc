@@ -35,8 +35,8 @@ std::string Env(const char* name) {
 }
 
 // "major[.minor[.build]]"; anything else reads as 0.0.0 (the version is informational).
-sim::NdsVersion ParseVersion(const char* text) {
-  sim::NdsVersion v;
+NdsVersion ParseVersion(const char* text) {
+  NdsVersion v;
   if (text == nullptr) return v;
   const std::string_view s(text);
   uint32_t parts[3] = {0, 0, 0};

@@ -35,7 +35,7 @@ namespace neuron::nrt {
 
 // docs/runtime.md#environment (sim default)
 inline constexpr int64_t kDefaultExecTimeoutNs = 30'000'000'000;
-inline constexpr sim::NdsVersion kRuntimeVersion{2, 28, 0};  // reported as libnrt 2.28.0
+inline constexpr NdsVersion kRuntimeVersion{2, 28, 0};  // reported as libnrt 2.28.0
 
 struct JobTimeline;         // an execution's simulated course (executor.cc)
 struct HostCollectiveCall;  // one nrt_barrier or nrt_all_gather (collective_api.cc)

@@ -53,9 +53,7 @@ TEST(ProcessUsageTest, EachKindOfUseHoldsItsSlotAlone) {
   r.core_counters[1][nds::kModelLoadCount] = 1;
   r.core_counters[2][nds::kMemUsageTensorsDevice] = 4096;
   r.core_counters[3][nds::kMemUsageMiscDevice] = 1;
-  DatastoreModel m;
-  m.nc_index = 5;
-  r.models.push_back(m);
+  r.core_counters[5][nds::kMemUsageCodeDevice] = 1;
   r.device_counters[nds::kMemUsageTensorsHost] = 1 << 20;
   r.core_counters[6][nds::kInferCompleted] = 0;
   EXPECT_THAT(CoreSlotsHeld(r, 8, 1), ElementsAre(0, 1, 2, 3, 5));

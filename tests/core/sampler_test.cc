@@ -405,29 +405,38 @@ TEST_F(SamplerTest, MissingClassTreeGivesAnEmptySnapshot) {
   EXPECT_THAT(s->errors, IsEmpty());
 }
 
-// A runtime that scribbles over its own object area (here: a model count beyond the area) loses
-// only the records it broke: the process and its counters stay, the sample says what was wrong,
-// and other processes are read as usual.
-TEST_F(SamplerTest, MalformedDatastoreRecordsAreErrorsAndTheRestIsRead) {
-  Start("trn1.2xlarge");
+// The runtimes' records come from the records reader (libnrt in production) for the processes
+// the snapshot holds: one without records is unknown (no entry), one whose datastore went away
+// is dropped, and the reader's state passes through.
+TEST_F(SamplerTest, RuntimeRecordsOfTheSampledProcessesOnly) {
+  SamplerOptions options;
+  options.records = ds_->Records();
+  Start("trn1.2xlarge", 0, std::move(options));
   ASSERT_TRUE(Writer(0, 100).SetCoreCounter(0, nds::kInferCompleted, 5).ok());
-  sim::DatastoreWriter& bad = Writer(0, 200);
-  bad.SetProcessInfo("scribbler", {2, 24, 7}, 1);
-  ASSERT_TRUE(bad.SetCoreCounter(1, nds::kInferCompleted, 9).ok());
-  // The writer refuses a 65th model; the bytes are reached the way a stray store would.
-  uint8_t* base =
-      reinterpret_cast<uint8_t*>(bad.CoreCounterWord(0, 0)) - *nds::CoreCounterOffset(0, 0);
-  const uint32_t too_many = nds::kMaxModelRecords + 1;
-  std::memcpy(base + nds::kModelCountOffset, &too_many, sizeof(too_many));
+  ASSERT_TRUE(Writer(0, 200).SetCoreCounter(1, nds::kInferCompleted, 9).ok());
+  ds_->SetRecords(0, 100).process.long_tag = "tagged";
+  ds_->SetRecords(0, 300).process.long_tag = "gone";  // no datastore any more
+  ds_->SetRecordsState({true, false, "neuron0 pid 200: nds_read_process_info: Protocol error"});
 
   auto s = sampler_->Sample(SampleKind::kFull);
   ASSERT_THAT(Keys(*s), ElementsAre(DatastoreKey{0, 100}, DatastoreKey{0, 200}));
-  EXPECT_EQ(s->processes[0].Core(0, nds::kInferCompleted), 5u);
-  EXPECT_EQ(s->processes[1].Core(1, nds::kInferCompleted), 9u);
-  EXPECT_EQ(s->processes[1].Tag(), "scribbler");
-  EXPECT_THAT(s->processes[1].models, IsEmpty());
-  ASSERT_EQ(s->errors.size(), 1u) << ::testing::PrintToString(s->errors);
-  EXPECT_THAT(s->errors[0], HasSubstr("model record count 65"));
+  ASSERT_EQ(s->runtime_records.records.size(), 1u);
+  EXPECT_EQ(RuntimeTag(s->runtime_records.Find({0, 100}), 100), "tagged");
+  EXPECT_EQ(s->runtime_records.Find({0, 200}), nullptr);
+  EXPECT_EQ(RuntimeTag(s->runtime_records.Find({0, 200}), 200), "200");
+  EXPECT_FALSE(s->runtime_records.state.up);
+  EXPECT_THAT(s->runtime_records.state.reason, HasSubstr("Protocol error"));
+  EXPECT_EQ(s->processes[1].Core(1, nds::kInferCompleted), 9u) << "counters are unaffected";
+}
+
+// Without a records reader the records are not known at all (no source to report).
+TEST_F(SamplerTest, NoRecordsReaderNoRecordsState) {
+  Start("trn1.2xlarge");
+  ASSERT_TRUE(Writer(0, 100).SetCoreCounter(0, nds::kInferCompleted, 5).ok());
+  ds_->SetRecords(0, 100).process.long_tag = "tagged";
+  auto s = sampler_->Sample(SampleKind::kFull);
+  EXPECT_FALSE(s->runtime_records.state.known);
+  EXPECT_THAT(s->runtime_records.records, IsEmpty());
 }
 
 // Processes come and go between samples (the datastore back end lists them afresh each time);

@@ -26,6 +26,8 @@
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/datastore_writer.h"
+#include "driver-sim/driver/efa_traffic_layout.h"
+#include "driver-sim/runtime/records.h"
 #include "tests/driver-sim/runtime_process.h"
 #include "tests/support/driver_abi_client.h"
 #include "tests/support/process.h"
@@ -387,7 +389,10 @@ TEST_F(DaemonRuntimeTest, StatusListsProcessesWithTagAndCores) {
   absl::StatusOr<std::unique_ptr<DatastoreWriter>> ds =
       DatastoreWriter::Acquire(dev.get(), 0, self);
   ASSERT_TRUE(ds.ok()) << ds.status();
-  (*ds)->SetProcessTag("llama-worker-0");
+  // The tag as libnrt-sim keeps it (driver-sim/runtime/records.h): the status page reads it with
+  // libnrt-sim's own reader.
+  nrt::records::Writer records((*ds)->ObjectArea());
+  records.SetProcessInfoExt("llama-worker-0");
   ASSERT_TRUE((*ds)->SetCoreCounter(1, nds::kMemUsageTensorsDevice, 4096).ok());
   const fs::path lock = root_ / "run/neuron/cores/1";
   const UniqueFd fd(open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));

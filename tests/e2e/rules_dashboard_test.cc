@@ -233,7 +233,7 @@ TEST(RulesAndDashboardTest, TheReadmeListsExactlyTheMetricsTheExporterEmits) {
         [&] {
           emitted = FamilyNames(neuron::testing::HttpGet(port, "/metrics").body);
           return emitted.count("neuroncore_allocation_info") &&
-                 emitted.count("neuron_execution_latency_seconds") &&
+                 emitted.count("neuron_execution_latency_mean_seconds") &&
                  (!compat || emitted.count("execution_status_total"));
         },
         60s);

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -22,6 +23,7 @@
 #include "driver-sim/driver/datastore_writer.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "http/http_server.h"
+#include "monitor/json_stream.h"
 #include "podresources/v1/api.grpc.pb.h"
 #include "tests/support/fake_datastores.h"
 #include "tests/support/http_client.h"
@@ -97,10 +99,12 @@ class ExporterTest : public ::testing::Test {
     ASSERT_NE(tree_, nullptr);
     spec_ = tree_->config().spec;
     writer_ = &datastores_->Add(0, kPid);
-    writer_->SetProcessInfo("train", {2, 28, 0}, 1);
-    writer_->SetProcessTag("llama-train");
-    const uint64_t bounds[] = {500, 1000, 2500, 5000, 10000};
-    ASSERT_TRUE(writer_->InitHistogram(bounds).ok());
+    // What libnrt reads of the runtime's records.
+    RuntimeRecords& records = datastores_->SetRecords(0, kPid);
+    records.process.tag = "train";
+    records.process.long_tag = "llama-train";
+    records.process.runtime_version = {2, 28, 0};
+    records.models.push_back(RuntimeModel{.model_id = 7, .name = "llama2-7b", .nc_index = 0});
     for (int core = 0; core < 2; ++core) {
       ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kTimeInUse, 3'000'000 + core).ok());
       ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kInferCompleted, 100 + core).ok());
@@ -109,7 +113,8 @@ class ExporterTest : public ::testing::Test {
       ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kMacCount, 1'000'000).ok());
       ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kMemUsageTensorsDevice, 1 << 20).ok());
       ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kModelLoadCount, 1).ok());
-      for (int i = 0; i < 10; ++i) writer_->ObserveLatency(core, 700 + 500 * i);
+      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kLatencyTotal, 250'000).ok());
+      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kLatencyDevice, 200'000).ok());
     }
     ASSERT_TRUE(writer_->SetDeviceCounter(nds::kMemUsageTensorsHost, 4096).ok());
     ASSERT_TRUE(tree_->AddHardwareErrors(0, "mem_ecc_uncorrected", 3).ok());
@@ -135,6 +140,7 @@ class ExporterTest : public ::testing::Test {
     so.pod_refresh = 100ms;
     so.sampler_threads = 1;
     so.datastore = [d = datastores_](std::vector<int>) { return d->Reader(); };
+    so.records = [d = datastores_] { return d->Records(); };
     // No driver behind this tree: PCI addresses as the simulated driver would answer them.
     if (spec_ != nullptr) so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
     return so;
@@ -397,13 +403,12 @@ constexpr std::string_view kLiveFamilies[] = {
     "neuroncore_executions_total",
     "neuroncore_execution_failures_total",
     "neuron_device_execution_errors_total",
-    "neuron_execution_latency_seconds",
+    "neuron_execution_latency_mean_seconds",
     "neuron_runtime_memory_used_bytes",
     "neuron_runtime_vcpu_usage_ratio",
     "neuroncore_memory_usage_tensors",
     "execution_errors_total",
     "execution_status_total",
-    "execution_latency_seconds",
 };
 // Complete from sysfs alone (the driver updates them live): they stay whatever the datastores.
 constexpr std::string_view kSysfsFamilies[] = {
@@ -422,6 +427,83 @@ bool HasFamily(const std::string& text, std::string_view name) {
 }
 
 const std::string kDatastoreUp = "neuron_exporter_source_up{source=\"datastore\"}";
+
+// Latency from the public counters (docs/metrics.md#executions-errors-latency): the rise of
+// LATENCY_TOTAL and LATENCY_DEVICE (µs) over the rise of INFER_COMPLETED within the utilization
+// window; absent while nothing completes. No histogram, no percentiles, in either mode.
+TEST_F(ExporterTest, LatencyIsTheMeanOverTheWindowFromTheCounters) {
+  BuildNode();
+  NodeSourceOptions so = Options();
+  so.utilization_window = 200ms;
+  StartWith(so, /*compat=*/true);
+  std::string text = exporter_->RenderMetrics();
+  const std::string total =
+      "neuron_execution_latency_mean_seconds{neuron_device=\"0\",latency=\"total\"}";
+  const std::string device =
+      "neuron_execution_latency_mean_seconds{neuron_device=\"0\",latency=\"device\"}";
+  EXPECT_FALSE(Value(text, total)) << "nothing completed since the exporter started";
+  // Core 0: 4 executions of 2.5 ms (2 ms on the device); core 1: 1 of 5 ms (4 ms).
+  ASSERT_TRUE(writer_->AddCoreCounter(0, nds::kInferCompleted, 4).ok());
+  ASSERT_TRUE(writer_->AddCoreCounter(0, nds::kLatencyTotal, 4 * 2500).ok());
+  ASSERT_TRUE(writer_->AddCoreCounter(0, nds::kLatencyDevice, 4 * 2000).ok());
+  ASSERT_TRUE(writer_->AddCoreCounter(1, nds::kInferCompleted, 1).ok());
+  ASSERT_TRUE(writer_->AddCoreCounter(1, nds::kLatencyTotal, 5000).ok());
+  ASSERT_TRUE(writer_->AddCoreCounter(1, nds::kLatencyDevice, 4000).ok());
+  ASSERT_TRUE(neuron::testing::WaitUntil(
+      [&] { return Value(text = exporter_->RenderMetrics(), total).has_value(); }, 10s));
+  EXPECT_DOUBLE_EQ(*Value(text, total), (4 * 2500 + 5000) / 5.0 / 1e6);
+  EXPECT_DOUBLE_EQ(*Value(text, device), (4 * 2000 + 4000) / 5.0 / 1e6);
+  EXPECT_FALSE(HasFamily(text, "neuron_execution_latency_seconds"));
+  EXPECT_FALSE(HasFamily(text, "execution_latency_seconds"));
+  // Once the window has moved past the executions, the mean is unknown again, not 0.
+  ASSERT_TRUE(neuron::testing::WaitUntil(
+      [&] { return !Value(exporter_->RenderMetrics(), total).has_value(); }, 10s));
+}
+
+// Records libnrt cannot give (no library, a format it does not read) are unknown: the runtime's
+// tag falls back to its PID, source_up{runtime_records} is 0, and every counter stays.
+TEST_F(ExporterTest, UnknownRuntimeRecordsLeaveTheCountersAlone) {
+  BuildNode();
+  datastores_->SetRecordsState({true, false, "cannot load libnrt (libnrt.so.1: not found)"});
+  Start(/*compat=*/true);
+  exporter_->RenderMetrics();
+  const std::string text = exporter_->RenderMetrics();
+  EXPECT_EQ(Value(text, "neuron_exporter_source_up{source=\"runtime_records\"}"), 0);
+  EXPECT_EQ(Value(text, kDatastoreUp), 1);
+  EXPECT_EQ(Value(text, "neuroncore_busy_seconds_total{neuron_device=\"0\",neuroncore=\"0\"}"),
+            2.0 + 3.0);
+  EXPECT_TRUE(HasFamily(text, "execution_status_total"));
+  datastores_->Remove(0, kPid);  // records and all: then re-add the datastore only
+  writer_ = &datastores_->Add(0, kPid);
+  const std::string without = exporter_->RenderMetrics();
+  EXPECT_EQ(without.find("llama-train"), std::string::npos);
+  EXPECT_NE(without.find("runtime_tag=\"" + std::to_string(kPid) + "\""), std::string::npos);
+}
+
+// The JSON stream's loaded_models come from the records; unknown records give no list and say why
+// (docs/metrics.md#json-stream), and latency_stats stay null.
+TEST_F(ExporterTest, JsonLoadedModelsOnlyWhenTheRecordsAreKnown) {
+  BuildNode();
+  Start(/*compat=*/false);
+  nlohmann::json doc = nlohmann::json::parse(JsonStream(*source_, {}).Next());
+  ASSERT_EQ(doc["neuron_runtime_data"].size(), 1u);
+  nlohmann::json rt = doc["neuron_runtime_data"][0];
+  EXPECT_EQ(rt["neuron_runtime_tag"], "llama-train");
+  ASSERT_EQ(rt["report"]["memory_used"]["loaded_models"].size(), 1u);
+  EXPECT_EQ(rt["report"]["memory_used"]["loaded_models"][0]["name"], "llama2-7b");
+  EXPECT_EQ(rt["report"]["memory_used"]["error"], "");
+  EXPECT_TRUE(rt["report"]["execution_stats"]["latency_stats"]["total_latency"].is_null());
+
+  datastores_->SetRecordsState({true, false, "cannot load libnrt (libnrt.so.1: not found)"});
+  datastores_->Remove(0, kPid);  // its records go with it; the datastore comes back alone
+  writer_ = &datastores_->Add(0, kPid);
+  doc = nlohmann::json::parse(JsonStream(*source_, {}).Next());
+  rt = doc["neuron_runtime_data"][0];
+  EXPECT_EQ(rt["neuron_runtime_tag"], std::to_string(kPid));
+  EXPECT_FALSE(rt["report"]["memory_used"].contains("loaded_models"));
+  EXPECT_EQ(rt["report"]["memory_used"]["error"],
+            "loaded models unknown: cannot load libnrt (libnrt.so.1: not found)");
+}
 
 TEST_F(ExporterTest, DatastoresDownLeaveLiveSeriesOutAndSysfsSeriesIn) {
   BuildNode();
@@ -443,7 +525,6 @@ TEST_F(ExporterTest, DatastoresDownLeaveLiveSeriesOutAndSysfsSeriesIn) {
   EXPECT_EQ(Value(text, kDatastoreUp), 1);
   EXPECT_EQ(Value(text, "neuroncore_busy_seconds_total{neuron_device=\"0\",neuroncore=\"0\"}"),
             2.0 + 3.0);
-  EXPECT_TRUE(HasFamily(text, "neuron_execution_latency_seconds"));
   EXPECT_TRUE(HasFamily(text, "neuron_runtime_memory_used_bytes"));
   // A window that starts while the datastores were unreadable measures nothing: its base lacks
   // every running process's busy time.

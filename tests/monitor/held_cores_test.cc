@@ -42,16 +42,19 @@ class HeldCoresTest : public ::testing::Test {
     ASSERT_TRUE(tree_->Create().ok());
     // "busy-and-memory": core 0 ran, core 1 only holds tensors.
     sim::DatastoreWriter& a = datastores_->Add(0, 101);
-    a.SetProcessTag("busy-and-memory");
+    datastores_->SetRecords(0, 101).process.long_tag = "busy-and-memory";
     ASSERT_TRUE(a.SetCoreCounter(0, nds::kTimeInUse, 1'000'000).ok());
     ASSERT_TRUE(a.SetCoreCounter(1, nds::kMemUsageTensorsDevice, 4096).ok());
-    // "loaded": a model record placed on core 0, a model load counted on core 1.
+    // "loaded": a model loaded on core 0 (its record and its load count), model code on core 1.
     sim::DatastoreWriter& b = datastores_->Add(0, 102);
-    b.SetProcessTag("loaded");
-    ASSERT_TRUE(b.AddModel(sim::NdsModel{.model_id = 7, .name = "m", .nc_index = 0}).ok());
-    ASSERT_TRUE(b.SetCoreCounter(1, nds::kModelLoadCount, 1).ok());
+    RuntimeRecords& loaded = datastores_->SetRecords(0, 102);
+    loaded.process.long_tag = "loaded";
+    loaded.models.push_back(RuntimeModel{.model_id = 7, .name = "m", .nc_index = 0});
+    ASSERT_TRUE(b.SetCoreCounter(0, nds::kModelLoadCount, 1).ok());
+    ASSERT_TRUE(b.SetCoreCounter(1, nds::kMemUsageCodeDevice, 1).ok());
     // "idle": a datastore and nothing in it.
-    datastores_->Add(0, 103).SetProcessTag("idle");
+    datastores_->Add(0, 103);
+    datastores_->SetRecords(0, 103).process.long_tag = "idle";
 
     NodeSourceOptions so;
     so.root = root_;
@@ -60,6 +63,7 @@ class HeldCoresTest : public ::testing::Test {
     so.pod_resources = false;
     so.sampler_threads = 1;
     so.datastore = [d = datastores_](std::vector<int>) { return d->Reader(); };
+    so.records = [d = datastores_] { return d->Records(); };
     so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
     source_ = std::make_unique<NodeSource>(so);
     ASSERT_TRUE(source_->Init().ok());

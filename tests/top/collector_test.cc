@@ -31,7 +31,8 @@ class CollectorTest : public ::testing::Test {
   void Init(CollectorOptions options = {}) {
     options.root = tmp_.path();
     collector_ = std::make_unique<Collector>(
-        options, MakeCgroupPodLocator(ProcReader(RootPaths(tmp_.path()))), datastores_->Reader());
+        options, MakeCgroupPodLocator(ProcReader(RootPaths(tmp_.path()))), datastores_->Reader(),
+        datastores_->Records());
     const absl::Status s = collector_->Init();
     ASSERT_TRUE(s.ok()) << s;
   }
@@ -54,7 +55,7 @@ TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
 
   // This test process plays the runtime: device 3, core slot 1 busy far more than the window.
   sim::DatastoreWriter& w = datastores_->Add(3, ::getpid());
-  w.SetProcessTag("tagged-job");
+  datastores_->SetRecords(3, ::getpid()).process.long_tag = "tagged-job";
   v = collector_->Step();
   EXPECT_EQ(v->runtime_attached, true);
   ASSERT_EQ(v->processes.size(), 1u);

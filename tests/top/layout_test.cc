@@ -49,20 +49,21 @@ Model Collect(std::string_view instance, int lnc) {
   auto datastores = ::neuron::testing::FakeDatastores::Make();
   for (int d = 0; d < spec->devices; ++d) {
     sim::DatastoreWriter& w = datastores->Add(d, 4242);
-    w.SetProcessTag("train");
+    RuntimeRecords& records = datastores->SetRecords(d, 4242);
+    records.process.long_tag = "train";
     for (int k = 0; k < cores; ++k) {
-      sim::NdsModel model;
+      RuntimeModel model;
       model.model_id = static_cast<uint32_t>(k);
       model.name = "a_model_with_a_rather_long_name_to_truncate_in_narrow_terminals";
       model.nc_index = static_cast<uint8_t>(k);
-      EXPECT_TRUE(w.AddModel(model).ok());
+      records.models.push_back(model);
       EXPECT_TRUE(w.SetCoreCounter(k, nds::kTimeInUse, 1000).ok());
     }
   }
   CollectorOptions options;
   options.root = root;
   options.lnc = lnc;
-  Collector collector(options, nullptr, datastores->Reader());
+  Collector collector(options, nullptr, datastores->Reader(), datastores->Records());
   EXPECT_TRUE(collector.Init().ok());
   m.view = collector.Step();
   return m;

@@ -75,8 +75,12 @@ std::vector<absl::StatusOr<dev_t>> Numbers(const Inventory& inv) {
   return out;
 }
 
-void AddRuntime(Node& n, int pid, const std::vector<int>& devices, sim::NdsVersion version) {
-  for (const int d : devices) n.datastores->Add(d, pid).SetProcessInfo("bench", version, 1);
+// A runtime on `devices` whose records libnrt reads with `version`.
+void AddRuntime(Node& n, int pid, const std::vector<int>& devices, NdsVersion version) {
+  for (const int d : devices) {
+    n.datastores->Add(d, pid);
+    n.datastores->SetRecords(d, pid).process.runtime_version = version;
+  }
 }
 
 // trn2.48xlarge as in docs/tools-ux.md#ls-wide: the benchmark on every device, and a `neuron-ls -a`
@@ -130,10 +134,12 @@ LsReport Report(const Node& n, const Options& o = {}) {
   const Inventory inv = ScanTree(*n.tree, o.lnc);
   std::vector<DatastoreRecord> records;
   if (!o.unavailable) records = n.datastores->Reader()->ReadAll().records;
+  const RuntimeRecordsScan runtime = n.datastores->Records()->Latest();
   const ProcReader proc{RootPaths(n.root)};
   LsSources src;
   src.inventory = &inv;
   src.datastores = o.processes ? &records : nullptr;
+  src.runtime_records = &runtime;
   src.live_data_unavailable = o.unavailable;
   src.proc = &proc;
   src.all_processes = o.all;
@@ -337,8 +343,9 @@ TEST(LsReportTest, DeviceNumbersComeFromTheClassDevices) {
   }
 }
 
-// Runtime versions come only from the simulator's process record (no guessing from the
-// RUNTIME_VERSION word, whose packing is unverified: docs/tools-ux.md#ls-sources).
+// Runtime versions come only from the runtime's process record read through libnrt (no guessing
+// from the RUNTIME_VERSION word, whose packing is unverified: docs/tools-ux.md#ls-sources); a
+// process whose records are unknown shows NA.
 TEST(LsReportTest, RuntimeVersionOnlyFromTheProcessRecord) {
   Node n = Inf2();
   ASSERT_TRUE(

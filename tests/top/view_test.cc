@@ -18,6 +18,7 @@ namespace neuron::top {
 namespace {
 
 using std::chrono::seconds;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -95,23 +96,26 @@ Snapshot MakeSnapshot(std::chrono::steady_clock::time_point t, uint64_t busy0, u
     DatastoreRecord r;
     r.device = 0;
     r.pid = kPid;
-    r.process = DatastoreProcessInfo{};
-    r.process->long_tag = "bert-infer";
-    r.process->runtime_version = {2, 21, 7};
     r.core_counters[1][nds::kTimeInUse] = *ds_busy1;
     r.core_counters[1][nds::kMacCount] = ds_mac1;
     r.core_counters[1][nds::kMemUsageTensorsDevice] = 64;
     r.core_counters[1][nds::kMemUsageCodeDevice] = 32;
     r.device_counters[nds::kMemUsageTensorsHost] = 8;
-    DatastoreModel m;
+    s.processes.push_back(r);
+    // Its records, as libnrt reads them.
+    RuntimeRecords rr{.device = 0, .pid = kPid};
+    rr.process.long_tag = "bert-infer";
+    rr.process.runtime_version = {2, 21, 7};
+    RuntimeModel m;
     m.model_id = 10027;
     m.name = "bert_large_b16";
     m.nc_index = 1;
-    m.memory[DatastoreModel::kLocationDevice][1].total_size = 64;  // TENSORS
-    m.memory[DatastoreModel::kLocationDevice][0].total_size = 32;  // CODE
-    m.memory[DatastoreModel::kLocationHost][1].total_size = 8;
-    r.models.push_back(m);
-    s.processes.push_back(r);
+    m.memory[RuntimeModel::kLocationDevice][1].total_size = 64;  // TENSORS
+    m.memory[RuntimeModel::kLocationDevice][0].total_size = 32;  // CODE
+    m.memory[RuntimeModel::kLocationHost][1].total_size = 8;
+    rr.models.push_back(m);
+    s.runtime_records.records.push_back(rr);
+    s.runtime_records.state = {true, true, ""};
   }
   return s;
 }
@@ -204,6 +208,28 @@ TEST(ViewModelTest, AllTabFromSysfsPlusLiveDatastores) {
   EXPECT_EQ(all.memory_tree[0].cores[1].models[0].name, "bert_large_b16");
   EXPECT_EQ(all.memory_tree[0].cores[1].models[0].device_bytes, 96u);
   EXPECT_EQ(all.memory_tree[0].cores[1].models[0].host_bytes, 8u);
+}
+
+// Records libnrt could not give (no library, a format it does not read) are unknown: the PID
+// stands in for the tag, the version is NA, no model is listed, and a status line says why. The
+// counters are untouched.
+TEST(ViewModelTest, UnknownRecordsAreNotEmptyRecords) {
+  Fixture f;
+  f.after.runtime_records.records.clear();
+  f.after.runtime_records.state = {true, false, "cannot load libnrt (libnrt.so.1: not found)"};
+  const TopView v = f.Build();
+  ASSERT_EQ(v.apps.size(), 2u);
+  EXPECT_EQ(v.apps[1].label, std::to_string(kPid));
+  EXPECT_EQ(v.processes[0].runtime_version, "NA");
+  EXPECT_TRUE(v.apps[0].memory_tree[0].cores[1].models.empty());
+  EXPECT_EQ(v.apps[1].device.total, 96u) << "counters do not need the records";
+  EXPECT_DOUBLE_EQ(*v.apps[0].grid[0].cores[1].utilization, 0.25);
+  EXPECT_THAT(StatusLines(v),
+              Contains("models and process tags unknown: cannot load libnrt (libnrt.so.1: not "
+                       "found)"));
+  const nlohmann::json j = nlohmann::json::parse(ViewToJson(v));
+  EXPECT_EQ(j["runtime_records"]["up"], false);
+  EXPECT_EQ(j["runtime_records"]["reason"], "cannot load libnrt (libnrt.so.1: not found)");
 }
 
 TEST(ViewModelTest, ProcessTabAndRow) {

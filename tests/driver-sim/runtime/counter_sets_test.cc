@@ -51,9 +51,8 @@ class CounterSetsTest : public SimNodeTest, public ::testing::WithParamInterface
     const std::optional<std::vector<uint8_t>> bytes =
         neuron::testing::ReadDatastoreBytes(root().DevNeuron(0), pid);
     if (!bytes) return std::nullopt;
-    std::vector<std::string> warnings;
     absl::StatusOr<DatastoreRecord> r =
-        ParseDatastore(std::as_bytes(std::span(*bytes)), 0, pid, "test", &warnings);
+        ParseDatastore(std::as_bytes(std::span(*bytes)), 0, pid, "test");
     if (!r.ok()) return std::nullopt;
     return *std::move(r);
   }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "driver-sim/driver/efa_traffic_layout.h"
 #include "driver-sim/runtime/node_model.h"
 #include "driver-sim/runtime/timing.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"

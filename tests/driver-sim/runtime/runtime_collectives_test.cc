@@ -9,6 +9,7 @@
 #include <future>
 #include <vector>
 
+#include "driver-sim/driver/efa_traffic_layout.h"
 #include "driver-sim/driver/sim_paths.h"
 #include "driver-sim/runtime/clock.h"
 #include "driver-sim/runtime/timing.h"

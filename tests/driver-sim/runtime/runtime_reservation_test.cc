@@ -7,9 +7,11 @@
 #include <sys/file.h>
 
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "driver-sim/driver/sim_paths.h"
+#include "driver-sim/runtime/records.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {
@@ -202,10 +204,17 @@ TEST_F(ReservationTest, ProcessTagAndRuntimeVersionGoToTheDatastore) {
       neuron::testing::ReadDatastoreBytes(root().DevNeuron(0), ::getpid());
   ASSERT_TRUE(ds.has_value());
   ASSERT_EQ(ds->size(), nds::kSize);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(ds->data() + nds::kProcessTagOffset)),
-            "llama-worker-7");
-  EXPECT_EQ(static_cast<int8_t>((*ds)[nds::kProcessInfoOffset + nds::kPiFrameworkType]),
-            NRT_FRAMEWORK_TYPE_PYTORCH);
+  // The records in libnrt-sim's own format, read back as its nds_* functions read them.
+  const std::span<const uint8_t> area(ds->data() + nrt::records::kAreaOffset,
+                                      nrt::records::kAreaSize);
+  nds_process_info_t info;
+  nds_process_info_ext_t ext;
+  ASSERT_EQ(nrt::records::ReadProcessInfo(area, &info, &ext), nrt::records::ReadResult::kOk);
+  EXPECT_STREQ(ext.tag, "llama-worker-7");
+  EXPECT_STREQ(info.tag, "llama-worker-7");
+  EXPECT_EQ(info.framework_type, NRT_FRAMEWORK_TYPE_PYTORCH);
+  EXPECT_EQ(info.framework_version.major, 2);
+  EXPECT_EQ(info.runtime_version.minor, 28);
   // RUNTIME_VERSION packs major in bits 40-47: a 2.x runtime.
   EXPECT_EQ((DsWord(0, nds::DeviceCounterOffset(nds::kRuntimeVersion)) >> 40) & 0xff, 2u);
 }
