@@ -22,6 +22,7 @@
 #include "tests/support/sim_node.h"
 #include "tests/support/sim_testing.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/suite_node.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::testing {
@@ -36,21 +37,15 @@ constexpr char kTag[] = "records-test";
 
 class RuntimeRecordsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    node_ = std::make_unique<SimNode>(SimNodeOptions{.sim_bin = NEURON_SIM_BIN,
-                                                     .root = tmp_.path() / "root",
-                                                     .logs = tmp_.path() / "logs",
-                                                     .on_stop = ExpectCleanExit});
-    ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
-  }
+  void SetUp() override { ASSERT_TRUE(sim_.node().ready()) << sim_.node().Log(); }
 
   // A matmul workload on core 1 with NEURON_PROCESS_TAG set, once it ran a step.
   pid_t StartWorkload() {
-    const pid_t pid =
-        node_->StartUnderDriver({"/usr/bin/env", std::string("NEURON_PROCESS_TAG=") + kTag,
-                                 "NEURON_RT_VISIBLE_CORES=1", NEURON_SIM_BIN, "run", "--root",
-                                 node_->root().string(), "--workload", "matmul", "--steps", "0"},
-                                "workload");
+    const pid_t pid = sim_.node().StartUnderDriver(
+        {"/usr/bin/env", std::string("NEURON_PROCESS_TAG=") + kTag, "NEURON_RT_VISIBLE_CORES=1",
+         NEURON_SIM_BIN, "run", "--root", sim_.node().root().string(), "--workload", "matmul",
+         "--steps", "0"},
+        "workload");
     EXPECT_GT(pid, 0);
     return pid;
   }
@@ -59,19 +54,19 @@ class RuntimeRecordsTest : public ::testing::Test {
   int StartExporter(const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> argv{NEURON_EXPORTER_BIN,
                                   "--root",
-                                  node_->root().string(),
+                                  sim_.node().root().string(),
                                   "--no-pod-resources",
                                   "--web.listen-address",
                                   "127.0.0.1:0",
                                   "--compat"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    if (node_->StartUnderDriver(argv, name) <= 0) return 0;
+    if (sim_.node().StartUnderDriver(argv, name) <= 0) return 0;
     int port = 0;
     WaitUntil([&] { return (port = ListeningPort(Log(name))) > 0; }, 60s);
     return port;
   }
   std::string Log(const std::string& name) const {
-    return ReadFile(node_->logs() / (name + ".err"));
+    return ReadFile(sim_.node().logs() / (name + ".err"));
   }
   // Scrapes until `pred` holds (or the ceiling passes); the last body.
   std::string ScrapeUntil(int port, const std::function<bool(const std::string&)>& pred) {
@@ -85,19 +80,19 @@ class RuntimeRecordsTest : public ::testing::Test {
     return body;
   }
   RunResult Ls(const std::vector<std::string>& extra) {
-    std::vector<std::string> argv{NEURON_LS_BIN, "--root", node_->root().string(), "--wide"};
+    std::vector<std::string> argv{NEURON_LS_BIN, "--root", sim_.node().root().string(), "--wide"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return RunCommand(tmp_.path(), node_->UnderDriver(argv));
+    return RunCommand(sim_.dir().path(), sim_.node().UnderDriver(argv));
   }
   RunResult TopSnapshot(const std::vector<std::string>& extra) {
-    std::vector<std::string> argv{NEURON_TOP_BIN, "--root",     node_->root().string(),
-                                  "--snapshot",   "--log-file", (tmp_.path() / "top.log").string()};
+    std::vector<std::string> argv{
+        NEURON_TOP_BIN, "--root",     sim_.node().root().string(),
+        "--snapshot",   "--log-file", (sim_.dir().path() / "top.log").string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return RunCommand(tmp_.path(), node_->UnderDriver(argv));
+    return RunCommand(sim_.dir().path(), sim_.node().UnderDriver(argv));
   }
 
-  TempDir tmp_;
-  std::unique_ptr<SimNode> node_;
+  SuiteNode sim_{"runtime-records", "trn1.2xlarge", NEURON_SIM_BIN};  // one node per test
 };
 
 bool Has(const std::string& body, const std::string& text) {
@@ -162,7 +157,7 @@ TEST_F(RuntimeRecordsTest, WithoutLibnrtRecordsAreUnknownAndCountersStay) {
 // This test process is the runtime: it claims its datastore as libnrt-sim does and writes its
 // records in a format version libnrt-sim's reader does not know.
 TEST_F(RuntimeRecordsTest, RecordsOfAnUnknownVersionAreUnknownNotEmpty) {
-  const UniqueFd fd(::open(node_->paths().DevNeuron(0).c_str(), O_RDWR | O_CLOEXEC));
+  const UniqueFd fd(::open(sim_.node().paths().DevNeuron(0).c_str(), O_RDWR | O_CLOEXEC));
   ASSERT_TRUE(fd.valid());
   absl::StatusOr<std::unique_ptr<sim::DatastoreWriter>> ds =
       sim::DatastoreWriter::Acquire(fd.get(), 0, ::getpid());

@@ -1,7 +1,8 @@
 #pragma once
-// A simulated node shared by every test of one suite, with its temporary directory: made in
-// SetUpTestSuite, gone in TearDownTestSuite, the daemon's clean exit checked
-// (tests/support/sim_testing.h ExpectCleanExit). Thread-compatible: the suite owns it.
+// A simulated node with its temporary directory, the daemon's clean exit checked when it goes
+// (tests/support/sim_testing.h ExpectCleanExit): shared by a suite (made in SetUpTestSuite, gone
+// in TearDownTestSuite) or one test's own (a fixture member). Thread-compatible: its owner
+// serializes.
 
 #include <string>
 #include <utility>

@@ -11,6 +11,7 @@
 #include "tests/support/sim_node.h"
 #include "tests/support/sim_testing.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/suite_node.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::testing {
@@ -21,29 +22,22 @@ using ::testing::HasSubstr;
 
 class LibnrtClientTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    node_ = std::make_unique<SimNode>(SimNodeOptions{.sim_bin = NEURON_SIM_BIN,
-                                                     .root = tmp_.path() / "root",
-                                                     .logs = tmp_.path() / "logs",
-                                                     .on_stop = ExpectCleanExit});
-    ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
-  }
+  void SetUp() override { ASSERT_TRUE(sim_.node().ready()) << sim_.node().Log(); }
   RunResult Client(const std::vector<std::string>& args) {
     std::vector<std::string> argv{LIBNRT_CLIENT_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
-    return RunCommand(tmp_.path(), node_->UnderDriver(argv));
+    return RunCommand(sim_.dir().path(), sim_.node().UnderDriver(argv));
   }
 
-  TempDir tmp_;
-  std::unique_ptr<SimNode> node_;
+  SuiteNode sim_{"libnrt-client", "trn1.2xlarge", NEURON_SIM_BIN};  // one node per test
 };
 
 TEST_F(LibnrtClientTest, ReadsAWorkloadsProcessInfoAndModelsThroughTheSdkApi) {
-  const pid_t pid =
-      node_->StartUnderDriver({"/usr/bin/env", "NEURON_PROCESS_TAG=client-test",
-                               "NEURON_RT_VISIBLE_CORES=1", NEURON_SIM_BIN, "run", "--root",
-                               node_->root().string(), "--workload", "matmul", "--steps", "0"},
-                              "workload");
+  const pid_t pid = sim_.node().StartUnderDriver(
+      {"/usr/bin/env", "NEURON_PROCESS_TAG=client-test", "NEURON_RT_VISIBLE_CORES=1",
+       NEURON_SIM_BIN, "run", "--root", sim_.node().root().string(), "--workload", "matmul",
+       "--steps", "0"},
+      "workload");
   ASSERT_GT(pid, 0);
   RunResult r;
   const bool seen = WaitUntil(
