@@ -29,6 +29,7 @@ class SuiteNode {
 
   TempDir& dir() { return dir_; }
   SimNode& node() { return node_; }
+  const SimNode& node() const { return node_; }
 
  private:
   TempDir dir_;  // before node_: the node stops before its directory goes
