@@ -403,8 +403,8 @@ AppView BuildProcess(const ViewInputs& in, int pid, int cpd) {
         now != nullptr ? CoreSlotsHeld(*now, cpd, after.lnc) : std::vector<int>();
     app.grid.push_back(ProcessGridRow(in, d, pid, cpd, held, &t));
     if (now != nullptr) {
-      app.memory_tree.push_back(ProcessMemoryNode(*now, after.runtime_records.Find(now->key()),
-                                                  held, pid, after.lnc));
+      app.memory_tree.push_back(
+          ProcessMemoryNode(*now, after.runtime_records.Find(now->key()), held, pid, after.lnc));
     }
   }
   app.average_utilization = Mean(t.utils);
