@@ -13,6 +13,7 @@
 #include "core/base/file_io.h"
 #include "core/discovery/internal/discovery_internal.h"
 #include "core/model/core_ids.h"
+#include "core/model/device_id.h"
 
 namespace neuron {
 
