@@ -109,12 +109,11 @@ TEST_F(CollectorTest, AWorkloadsTextCannotWriteToTheTerminal) {
   Start("trn1.2xlarge");
   // bash keeps its arguments in its own command line while it waits for sleep (the "; :" keeps
   // it from exec'ing sleep in its place).
-  const pid_t child = Spawn({"bash", "-c", "sleep 60; :", "\x1b[2J",
-                             "\xc2\x9b"
-                             "31m",
-                             "\x9b"
-                             "1m"},
-                            tmp_.path() / "child.out", "");
+  // C++ would read "\x9b31m" as one escape: the bytes after one are added separately.
+  const std::string c1 = std::string("\xc2\x9b") + "31m";
+  const std::string raw = std::string("\x9b") + "1m";
+  const pid_t child =
+      Spawn({"bash", "-c", "sleep 60; :", "\x1b[2J", c1, raw}, tmp_.path() / "child.out", "");
   ASSERT_GT(child, 0);
   const std::string cmdline = "/proc/" + std::to_string(child) + "/cmdline";
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(cmdline).find("sleep 60") != std::string::npos; },
@@ -125,8 +124,7 @@ TEST_F(CollectorTest, AWorkloadsTextCannotWriteToTheTerminal) {
   Stop(child, std::chrono::seconds(10));
   ASSERT_EQ(v->processes.size(), 1u);
   EXPECT_EQ(v->processes[0].command,
-            "bash -c sleep 60; : \\x1b[2J \\x9b31m \xef\xbf\xbd"
-            "1m");
+            "bash -c sleep 60; : \\x1b[2J \\x9b31m \xef\xbf\xbd" + std::string("1m"));
   ASSERT_EQ(v->apps.size(), 2u);
   // Strings of the datastore reach us as printable ASCII already (LoadString,
   // core/sample/datastore.cc).

@@ -189,11 +189,10 @@ TEST_F(LiveTest, AllProcsListsAProcessHoldingTheDevice) {
 TEST_F(LiveTest, AProcessCommandLineCannotWriteToTheTerminal) {
   const fs::path out = dir_->path() / "hostile.out";
   // bash's `exec -a` sets the holder's argv[0], so the escapes open its command line.
+  // C++ would read "\x9b31m" as one escape: the bytes after one are added separately.
+  const std::string argv0 = std::string("\x1b[2J\xc2\x9b") + "31mX\x9b" + "1m";
   const pid_t holder = Spawn(node_->UnderDriver({"bash", "-c", "exec -a \"$0\" \"$1\" \"$2\"",
-                                                 "\x1b[2J\xc2\x9b"
-                                                 "31mX\x9b"
-                                                 "1m",
-                                                 NEURON_FD_HOLDER_BIN, Node0()}),
+                                                 argv0, NEURON_FD_HOLDER_BIN, Node0()}),
                              out, "");
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("holding") != std::string::npos; },
                         ::neuron::testing::kSimReadyCeiling));

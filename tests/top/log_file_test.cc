@@ -24,7 +24,7 @@ using ::neuron::testing::ReadFile;
 using ::neuron::testing::TempDir;
 using ::neuron::testing::WriteFile;
 
-GetEnvFn Env(std::map<std::string, std::string> vars) {
+GetEnvFn Env(const std::map<std::string, std::string>& vars) {
   return [vars](const char* name) -> std::optional<std::string> {
     const auto it = vars.find(name);
     if (it == vars.end()) return std::nullopt;
