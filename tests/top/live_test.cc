@@ -183,7 +183,7 @@ TEST_F(LiveTest, AllProcsListsAProcessHoldingTheDevice) {
   EXPECT_THAT(plain.err, HasSubstr("processes are listed from their open device files only"));
 }
 
-// top/format.h#TerminalSafe: a process whose argv holds ESC[2J (clear the screen) and a C1 CSI
+// top/format.h, TerminalSafe: a process whose argv holds ESC[2J (clear the screen) and a C1 CSI
 // (U+009B, and the raw byte 0x9b) cannot write to the terminal of whoever runs neuron-ls: its
 // command shows them as visible escapes, in the table and in the JSON.
 TEST_F(LiveTest, AProcessCommandLineCannotWriteToTheTerminal) {
