@@ -16,8 +16,6 @@
 namespace neuron::top {
 namespace {
 
-std::string ErrnoText() { return std::strerror(errno); }
-
 // Makes the missing directories above `file`, each 0700 (the XDG base directory spec's mode for
 // state it creates); existing ones are left as they are.
 void MakeParents(const std::filesystem::path& file) {
@@ -67,8 +65,9 @@ absl::StatusOr<std::string> DefaultLogFile(const GetEnvFn& getenv) {
   if (const auto home = set("HOME")) return *home + "/.local/state/neuron-top.log";
   std::string dir = set("TMPDIR").value_or("/tmp") + "/neuron-top-XXXXXX";
   if (::mkdtemp(dir.data()) == nullptr) {
-    return absl::UnavailableError(fmt::format(
-        "neither XDG_STATE_HOME nor HOME is set and mkdtemp {} failed: {}", dir, ErrnoText()));
+    return absl::UnavailableError(
+        fmt::format("neither XDG_STATE_HOME nor HOME is set and mkdtemp {} failed: {}", dir,
+                    std::strerror(errno)));
   }
   return dir + "/neuron-top.log";
 }
@@ -81,9 +80,10 @@ absl::StatusOr<UniqueFd> OpenLogFile(const std::string& path) {
   if (!fd.valid()) {
     // ELOOP: the last component is a symlink, which is not followed. O_NONBLOCK: a FIFO planted
     // there fails (ENXIO) or is refused below, instead of blocking the open.
+    const int err = errno;
     return absl::PermissionDeniedError(
-        fmt::format("cannot open log file {}: {}{}", path, ErrnoText(),
-                    errno == ELOOP ? " (a symlink: not followed)" : ""));
+        fmt::format("cannot open log file {}: {}{}", path, std::strerror(err),
+                    err == ELOOP ? " (a symlink: not followed)" : ""));
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <map>
 
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -24,11 +23,16 @@ using ::neuron::testing::ReadFile;
 using ::neuron::testing::TempDir;
 using ::neuron::testing::WriteFile;
 
-GetEnvFn Env(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
+// An environment with XDG_STATE_HOME, HOME and TMPDIR as given ("" for unset) and nothing else.
+GetEnvFn Env(const std::string& xdg, const std::string& home, const std::string& tmpdir) {
+  return [=](const char* name) -> std::optional<std::string> {
+    const std::string_view n(name);
+    const std::string v = n == "XDG_STATE_HOME" ? xdg
+                           : n == "HOME"         ? home
+                           : n == "TMPDIR"       ? tmpdir
+                                                 : "";
+    if (v.empty()) return std::nullopt;
+    return v;
   };
 }
 
@@ -40,11 +44,10 @@ mode_t Mode(const fs::path& p) {
 
 TEST(LogFileTest, DefaultIsTheUsersStateDirectoryElseAFreshPrivateDirectory) {
   TempDir tmp("logfile");
-  EXPECT_EQ(*DefaultLogFile(Env({{"XDG_STATE_HOME", "/s"}, {"HOME", "/h"}})), "/s/neuron-top.log");
-  EXPECT_EQ(*DefaultLogFile(Env({{"XDG_STATE_HOME", ""}, {"HOME", "/h"}})),
-            "/h/.local/state/neuron-top.log");
-  const absl::StatusOr<std::string> a = DefaultLogFile(Env({{"TMPDIR", tmp.path().string()}}));
-  const absl::StatusOr<std::string> b = DefaultLogFile(Env({{"TMPDIR", tmp.path().string()}}));
+  EXPECT_EQ(*DefaultLogFile(Env("/s", "/h", "")), "/s/neuron-top.log");
+  EXPECT_EQ(*DefaultLogFile(Env("", "/h", "")), "/h/.local/state/neuron-top.log");
+  const absl::StatusOr<std::string> a = DefaultLogFile(Env("", "", tmp.path().string()));
+  const absl::StatusOr<std::string> b = DefaultLogFile(Env("", "", tmp.path().string()));
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
   EXPECT_NE(*a, *b) << "a name that can be guessed";
   for (const fs::path& file : {fs::path(*a), fs::path(*b)}) {
