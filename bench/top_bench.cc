@@ -179,7 +179,7 @@ class BusyNode {
  public:
   explicit BusyNode(const fs::path& root) : root_(root) {
     absl::StatusOr<std::unique_ptr<neuron::sim::SimTree>> tree = neuron::testing::BuildSimTree(
-        root, "trn2.48xlarge", {.lnc = 2, .instance_id = "i-0bench0000000000"});
+        root, "trn2.48xlarge", {.lnc = 2, .instance_id = "i-0bec0000000000000"});
     if (!tree.ok()) {
       std::fprintf(stderr, "simulated tree: %s\n", tree.status().ToString().c_str());
       std::exit(1);

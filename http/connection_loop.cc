@@ -268,7 +268,7 @@ bool ConnectionLoop::ShedForTotal() {
 namespace {
 
 // Reads what the socket has into c.in, up to just past `max`: beyond max + 4 bytes the parser
-// always decides (a request, or 413), so more is never needed to go on.
+// always decides (a request, or 431), so more is never needed to go on.
 ConnectionLoop::Io ReadSome(Conn& c, size_t max) {
   using Io = ConnectionLoop::Io;
   char chunk[16384];

@@ -218,11 +218,7 @@ absl::Status HttpServer::Impl::Start() {
   log_->info("serving HTTP{} on {} (port {})", tls() ? "S" : "", options_.listen_address, port_);
   const bool users =
       auth_ != nullptr || (options_.web_config && !options_.web_config->basic_auth_users.empty());
-  if (users && !tls()) {
-    log_->warn(
-        "basic auth over plain HTTP: passwords cross the network readable by anyone on the path; "
-        "set tls_server_config in the web config");
-  }
+  WarnIfPlainHttpAuth(*log_, users, tls());
   return absl::OkStatus();
 }
 

@@ -4,8 +4,8 @@
 // auth per the exporter-toolkit web config (http/web_config.h).
 //
 // Routing is by exact path. Unregistered paths get 404, methods other than GET and HEAD 405,
-// requests larger than `max_request_bytes` 413, and malformed ones 400 (the parser is strict:
-// http/request_parser.h). HEAD answers as GET without the body.
+// request heads larger than `max_request_bytes` 431, bodies beyond it 413, and malformed ones 400
+// (the parser is strict: http/request_parser.h). HEAD answers as GET without the body.
 //
 // Holding under abuse: one thread owns every connection and does all network I/O without
 // blocking, TLS handshakes included; workers only run handlers (http/connection_loop.h). Every

@@ -307,7 +307,10 @@ ParsedRequest ParseRequest(std::string_view buffer, size_t max_bytes) {
   ParsedRequest p;
   const size_t end = buffer.find("\r\n\r\n");
   const std::string_view head = buffer.substr(0, end == std::string_view::npos ? end : end + 4);
-  if (head.size() > max_bytes) return Refuse(std::move(p), 413, "request too large\n");
+  // RFC 6585 5: a head beyond the limit is 431; 413 is for content (RFC 9110 15.5.14).
+  if (head.size() > max_bytes) {
+    return Refuse(std::move(p), 431, "request header fields too large\n");
+  }
   if (std::optional<std::string> bad = BadBytes(head)) return Refuse(std::move(p), 400, *bad);
   if (end == std::string_view::npos) return p;  // kIncomplete
   p.head_bytes = end + 4;

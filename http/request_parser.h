@@ -26,9 +26,9 @@
 // Empty lines before the request line, which a server SHOULD ignore [2.2], are refused instead:
 // no client of these endpoints sends them.
 //
-// When a head has several faults, the status is the first that applies in this order: 413 (head
-// beyond the limit); 400 (bytes, request line, field lines); 505; 400 (Host, Content-Length,
-// Transfer-Encoding); 413 (body beyond the limit); 405 (method); 400 (target).
+// When a head has several faults, the status is the first that applies in this order: 431 (head
+// beyond the limit, RFC 6585 5); 400 (bytes, request line, field lines); 505; 400 (Host,
+// Content-Length, Transfer-Encoding); 413 (body beyond the limit); 405 (method); 400 (target).
 
 #include <cstddef>
 #include <optional>
@@ -50,13 +50,14 @@ struct ParsedRequest {
   size_t head_bytes = 0;    // bytes of the buffer the head took, blank line included (0: unknown)
   size_t body_bytes = 0;    // Content-Length: read and discard these before answering
   bool keep_alive = false;  // whether the connection may serve another request
-  int status = 0;           // kRefused: 400, 405, 413 or 505
+  int status = 0;           // kRefused: 400, 405, 413, 431 or 505
   std::string reason;       // kRefused: the answer's body
   bool omit_body = false;   // kRefused: a HEAD request, whose answer carries no body
 };
 
 // Parses the request at the start of `buffer`. `max_bytes` bounds the head, and the head plus its
-// body (the server's Options::max_request_bytes, at least 1024); beyond it the answer is 413.
+// body (the server's Options::max_request_bytes, at least 1024); a head beyond it is answered
+// 431, a body beyond it 413.
 // A bad byte (NUL, bare CR or LF) is refused as soon as it is in the buffer, before the head is
 // complete. Only a 405 keeps the connection (body_bytes tells the server what to discard first);
 // every other refusal closes it.

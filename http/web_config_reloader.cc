@@ -32,6 +32,13 @@ absl::StatusOr<std::string> ReadWhole(const std::filesystem::path& file) {
 
 }  // namespace
 
+void WarnIfPlainHttpAuth(spdlog::logger& log, bool users, bool tls) {
+  if (!users || tls) return;
+  log.warn(
+      "basic auth over plain HTTP: passwords cross the network readable by anyone on the path; "
+      "set tls_server_config in the web config (turning TLS on takes a restart)");
+}
+
 WebConfigReloader::WebConfigReloader(std::filesystem::path file, const WebConfig& initial,
                                      std::shared_ptr<spdlog::logger> log,
                                      Clock::duration check_interval)
@@ -80,10 +87,8 @@ std::string WebConfigReloader::Apply() {
   if (auth_ != nullptr && config->basic_auth_users.empty()) {
     return "it has no basic_auth_users; turning authentication off takes a restart";
   }
-  if (auth_ == nullptr && !config->basic_auth_users.empty() && !tls_in_force_) {
-    log_->warn(
-        "basic auth over plain HTTP: passwords cross the network readable by anyone on "
-        "the path; set tls_server_config in the web config (takes a restart)");
+  if (auth_ == nullptr) {
+    WarnIfPlainHttpAuth(*log_, !config->basic_auth_users.empty(), tls_in_force_.has_value());
   }
   auth_ = MakeAuthenticator(config->basic_auth_users);
   log_->info("web config {} reloaded: {} basic auth user(s)", file_.string(),

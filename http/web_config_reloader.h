@@ -37,6 +37,10 @@ class logger;
 
 namespace neuron {
 
+// Warns that basic-auth passwords cross the network in the clear when there are users and no TLS:
+// the server at start, and a reload that adds the first users, in the same words.
+void WarnIfPlainHttpAuth(spdlog::logger& log, bool users, bool tls);
+
 // Thread-safe: every worker calls Current; one mutex guards the check and the published
 // authenticator, which is immutable and shared (docs/style.md#one-owner).
 class WebConfigReloader {

@@ -1,15 +1,39 @@
 // allocation: info metrics joining devices, cores and EFA interfaces to the pods that hold them,
 // from the kubelet's PodResources List() as last cached (docs/metrics.md#pod-attribution). Never
 // calls the kubelet: the cache refreshes on its own thread.
+#include <mutex>
 #include <set>
 #include <tuple>
 
+#include "absl/base/thread_annotations.h"
+#include "core/base/component_log.h"
 #include "core/model/core_ids.h"
 #include "core/model/device_id.h"
+#include "fmt/format.h"
 #include "monitor/collector.h"
 
 namespace neuron::monitor {
 namespace {
+
+// A PodResources ID of a device-indexed resource, placed on this node.
+struct PlacedId {
+  int device = 0;
+  std::optional<int> core;  // a neuroncore ID's global core
+};
+
+// The kubelet's answer is outside input: an ID must be a decimal index below the driver's limits
+// (core/model/device_id.h), so no arithmetic on it can overflow, and name a device this node has.
+absl::StatusOr<PlacedId> PlaceId(Resource r, std::string_view id, const std::set<int>& present,
+                                 int per_device) {
+  const bool core = r == Resource::kNeuronCore;
+  absl::StatusOr<int> index = ParseIndexId(id, core ? kMaxDevices * per_device : kMaxDevices);
+  if (!index.ok()) return index.status();
+  const int device = core ? DeviceOfCore(*index, per_device) : *index;
+  if (!present.contains(device)) {
+    return absl::NotFoundError(fmt::format("device {} is not on this node", device));
+  }
+  return PlacedId{device, core ? std::optional<int>(*index) : std::nullopt};
+}
 
 class AllocationCollector final : public Collector {
  public:
@@ -24,8 +48,9 @@ class AllocationCollector final : public Collector {
     FamilyBuilder efas =
         Gauge("neuron_efa_allocation_info", "The pod container holding the EFA interface.");
     const Inventory& inv = ctx.inventory();
-    const int per_device = inv.LogicalCoresPerDevice();
-    const int max_device = inv.devices.empty() ? 0 : inv.devices.back().index + 1;
+    const int per_device = std::min(inv.LogicalCoresPerDevice(), kMaxCoresPerDevice);
+    std::set<int> present;
+    for (const NeuronDevice& d : inv.devices) present.insert(d.index);
     std::set<std::tuple<int, std::string, std::string, std::string, std::string>> dev_seen;
     auto pod_labels = [](const PodDeviceAssignment& a) {
       return Labels{L("namespace", a.pod_namespace), L("pod", a.pod_name),
@@ -57,18 +82,17 @@ class AllocationCollector final : public Collector {
           continue;
         }
         if (per_device <= 0) continue;
-        if (*r == Resource::kNeuronCore) {
-          absl::StatusOr<int> core = ParseIndexId(id, max_device * per_device);
-          if (!core.ok()) continue;
-          add_core(DeviceOfCore(*core, per_device), *core, a);
-          add_device(DeviceOfCore(*core, per_device), a);
+        const absl::StatusOr<PlacedId> placed = PlaceId(*r, id, present, per_device);
+        if (!placed.ok()) {
+          Refused(a, id, placed.status());
+        } else if (placed->core) {
+          add_core(placed->device, *placed->core, a);
+          add_device(placed->device, a);
         } else {
-          absl::StatusOr<int> device = ParseIndexId(id, max_device);
-          if (!device.ok()) continue;
           for (int k = 0; k < per_device; ++k) {
-            add_core(*device, GlobalCoreId(*device, k, per_device), a);
+            add_core(placed->device, GlobalCoreId(placed->device, k, per_device), a);
           }
-          add_device(*device, a);
+          add_device(placed->device, a);
         }
       }
     }
@@ -77,6 +101,22 @@ class AllocationCollector final : public Collector {
     efas.Finish(out);
     return absl::OkStatus();
   }
+
+ private:
+  // Says once why an ID gets no series; the answer is re-read every scrape, so a bounded set of
+  // IDs already told keeps the log from repeating it.
+  void Refused(const PodDeviceAssignment& a, const std::string& id, const absl::Status& why) {
+    constexpr size_t kRemembered = 256;
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string key = a.resource + "/" + id;
+    if (told_.size() >= kRemembered || !told_.insert(key).second) return;
+    ComponentLogger("exporter")
+        ->warn("PodResources: {} ID \"{}\" of pod {}/{} has no allocation series: {}", a.resource,
+               id.substr(0, 32), a.pod_namespace, a.pod_name, std::string{why.message()});
+  }
+
+  std::mutex mu_;  // scrapes may run concurrently (monitor/collector.h)
+  std::set<std::string> told_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/base/path_component.h"
 #include "fmt/format.h"
 
 namespace neuron::plugin {
@@ -40,6 +41,14 @@ absl::Status Get(const YAML::Node& value, std::string_view source, std::string_v
 }
 
 absl::StatusOr<std::string> AnyString(std::string_view text) { return std::string(text); }
+
+// The socket suffix names files the plugin creates and removes: one path component, or empty for
+// the default.
+absl::StatusOr<std::string> SocketSuffix(std::string_view text) {
+  if (text.empty()) return std::string();
+  if (absl::Status s = CheckPathComponent("the socket suffix", text); !s.ok()) return s;
+  return std::string(text);
+}
 
 // Parses the value of an environment variable or a flag into *out; an error names the variable
 // or the flag ("NEURON_DP_CDI: 'maybe' is not a boolean ...", "--discovery: ...").
@@ -102,7 +111,7 @@ absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, Health
         if (key == "ecc") return Get(v, source, name, ParseBool, &h->ecc);
         if (key == "hw_errors") return Get(v, source, name, ParseBool, &h->hw_errors);
         if (key == "efa_port") return Get(v, source, name, ParseBool, &h->efa_port);
-        if (key == "poll_period") return Get(v, source, name, ParseDuration, &h->poll_period);
+        if (key == "poll_period") return Get(v, source, name, ParsePollPeriod, &h->poll_period);
         return Unknown(source, mark, "health.", key,
                        "absence, state, ecc, hw_errors, efa_port, poll_period");
       });
@@ -177,6 +186,17 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
       fmt::format("'{}' has an unknown unit '{}' (ms, s or m)", text, unit));
 }
 
+absl::StatusOr<std::chrono::milliseconds> ParsePollPeriod(std::string_view text) {
+  absl::StatusOr<std::chrono::milliseconds> period = ParseDuration(text);
+  if (!period.ok()) return period.status();
+  if (*period < kMinPollPeriod || *period > kMaxPollPeriod) {
+    return absl::OutOfRangeError(
+        fmt::format("'{}' is out of range: the ECC poll period must be {}ms to {}s", text,
+                    kMinPollPeriod.count(), kMaxPollPeriod.count() / 1000));
+  }
+  return period;
+}
+
 absl::Status ParseResourceList(std::string_view text, Config* config) {
   std::map<Resource, bool> chosen;
   for (Resource r : kAllResources) chosen[r] = false;
@@ -221,7 +241,7 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
           return Get(v, source, key, ParseNonContiguousPolicy, &c.noncontiguous);
         }
         if (key == "cdi") return Get(v, source, key, ParseBool, &c.cdi);
-        if (key == "socket_suffix") return Get(v, source, key, AnyString, &c.socket_suffix);
+        if (key == "socket_suffix") return Get(v, source, key, SocketSuffix, &c.socket_suffix);
         if (key == "listen") return Get(v, source, key, AnyString, &c.listen);
         if (key == "log_level") return Get(v, source, key, AnyString, &c.log_level);
         if (key == "log_format") return Get(v, source, key, AnyString, &c.log_format);
@@ -266,7 +286,7 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
         apply("NEURON_DP_LISTEN", AnyString, &c.listen),
         apply("NEURON_DP_LOG_LEVEL", AnyString, &c.log_level),
         apply("NEURON_DP_LOG_FORMAT", AnyString, &c.log_format),
-        apply("NEURON_DP_SOCKET_SUFFIX", AnyString, &c.socket_suffix),
+        apply("NEURON_DP_SOCKET_SUFFIX", SocketSuffix, &c.socket_suffix),
         apply("NEURON_DP_RESOURCES", ResourceSet, &c.resources),
         apply("NEURON_DP_NONCONTIGUOUS", ParseNonContiguousPolicy, &c.noncontiguous),
         apply("NEURON_DP_CDI", ParseBool, &c.cdi),
@@ -295,7 +315,6 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, const GetEnvFn& getenv)
   if (flags.listen) c.listen = *flags.listen;
   if (flags.log_level) c.log_level = *flags.log_level;
   if (flags.log_format) c.log_format = *flags.log_format;
-  if (flags.socket_suffix) c.socket_suffix = *flags.socket_suffix;
   if (flags.cdi) c.cdi = *flags.cdi;
   // An unset flag leaves the lower layers alone.
   auto apply = [](std::string_view flag, const std::optional<std::string>& value, auto parse,
@@ -304,7 +323,8 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, const GetEnvFn& getenv)
     return ParseNamed(fmt::format("--{}", flag), *value, parse, out);
   };
   for (const absl::Status& s :
-       {apply("resources", flags.resources, ResourceSet, &c.resources),
+       {apply("socket-suffix", flags.socket_suffix, SocketSuffix, &c.socket_suffix),
+        apply("resources", flags.resources, ResourceSet, &c.resources),
         apply("noncontiguous", flags.noncontiguous, ParseNonContiguousPolicy, &c.noncontiguous),
         apply("discovery", flags.discovery, ParseDiscoveryMode, &c.discovery),
         apply("device-numbering", flags.device_numbering, ParseDeviceNumbering,

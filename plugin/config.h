@@ -34,8 +34,16 @@ struct HealthPolicy {
   bool ecc = true;        // uncorrected ECC counters rose since the baseline
   bool hw_errors = true;  // a NEURON_HW_ERR= kernel record named the device since the baseline
   bool efa_port = true;   // EFA port not ACTIVE
-  std::chrono::milliseconds poll_period{250};  // ECC counters
+  std::chrono::milliseconds poll_period{250};  // ECC counters, kMinPollPeriod..kMaxPollPeriod
 };
+
+// health.poll_period's range (plugin/README.md#config-file). At least 100 ms: each poll reads up to
+// six counter files per device (96 on a trn2.48xlarge), and device state is itself polled every 100
+// ms, so a shorter period buys no earlier verdict; 0 would spin a core. At most a minute: a longer
+// one leaves an ECC failure unreported for longer than a pod takes to start on the device, and
+// catches "250m" (minutes) written for "250ms".
+inline constexpr std::chrono::milliseconds kMinPollPeriod{100};
+inline constexpr std::chrono::milliseconds kMaxPollPeriod{60000};
 
 inline constexpr std::array<Resource, 4> kAllResources{Resource::kNeuron, Resource::kNeuronCore,
                                                        Resource::kEfa, Resource::kNeuronDevice};
@@ -77,6 +85,8 @@ std::string_view DeviceNumberingName(DeviceNumbering n);
 absl::StatusOr<DeviceNumbering> ParseDeviceNumbering(std::string_view text);
 // "250ms", "1s", "2m" or a bare number of milliseconds.
 absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text);
+// A duration within kMinPollPeriod..kMaxPollPeriod; the error names the allowed range.
+absl::StatusOr<std::chrono::milliseconds> ParsePollPeriod(std::string_view text);
 // "neuron,neuroncore,efa": the short names of kResources (plus neurondevice); the listed ones are
 // enabled and the rest disabled.
 absl::Status ParseResourceList(std::string_view text, Config* config);

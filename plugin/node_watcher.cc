@@ -82,6 +82,13 @@ class NodeWatcher::Impl {
   ~Impl() { Stop(); }
 
   absl::Status Start() {
+    // The config refuses such a period (plugin/config.h); a Config built in code must not spin
+    // this thread either.
+    if (options_.health.poll_period < kMinPollPeriod) {
+      return absl::InvalidArgumentError(
+          fmt::format("health.poll_period {}ms is below {}ms: the health thread would spin",
+                      options_.health.poll_period.count(), kMinPollPeriod.count()));
+    }
     // Events watch the way discovery reads: udev events for libudev, inotify for the directory.
     const bool udev = ResolveDiscoveryMode(paths_, options_.discovery) == DiscoveryMode::kUdev;
     absl::StatusOr<std::unique_ptr<Discovery>> d =

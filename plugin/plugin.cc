@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/base/component_log.h"
+#include "core/base/path_component.h"
 #include "core/base/unique_fd.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "fmt/format.h"
@@ -77,8 +78,10 @@ class Plugin::Impl {
     if (absl::Status s = watcher_->Start(); !s.ok()) return s;
 
     suffix_ = config_.socket_suffix;
-    if (suffix_.empty()) suffix_ = watcher_->instance_id();
+    if (suffix_.empty()) suffix_ = watcher_->instance_id();  // checked by discovery
     if (suffix_.empty()) suffix_ = Hostname();
+    // The suffix names files we remove below: whatever its source, it stays one path component.
+    if (absl::Status s = CheckPathComponent("socket suffix", suffix_); !s.ok()) return s;
     std::error_code ec;
     fs::create_directories(plugin_dir_, ec);  // the kubelet makes it; we need it to bind
     std::unique_lock<std::mutex> servers_lock(servers_mu_);  // OnView may already run

@@ -2,64 +2,9 @@
 
 #include <algorithm>
 
+#include "top/format.h"
+
 namespace neuron::top {
-
-std::u32string DecodeUtf8(std::string_view s) {
-  std::u32string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    int len = 0;
-    char32_t c = 0;
-    if (b < 0x80) {
-      len = 1;
-      c = b;
-    } else if ((b & 0xe0) == 0xc0) {
-      len = 2;
-      c = b & 0x1f;
-    } else if ((b & 0xf0) == 0xe0) {
-      len = 3;
-      c = b & 0x0f;
-    } else if ((b & 0xf8) == 0xf0) {
-      len = 4;
-      c = b & 0x07;
-    }
-    bool ok = len > 0 && i + static_cast<size_t>(len) <= s.size();
-    for (int k = 1; ok && k < len; ++k) {
-      const auto cb = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-      if ((cb & 0xc0) != 0x80) ok = false;
-      c = (c << 6) | (cb & 0x3f);
-    }
-    if (!ok) {
-      out.push_back(U'\uFFFD');
-      ++i;
-      continue;
-    }
-    // Control characters would move the terminal's cursor: show them as '?'.
-    out.push_back(c < 0x20 || c == 0x7f ? U'?' : c);
-    i += static_cast<size_t>(len);
-  }
-  return out;
-}
-
-void AppendUtf8(char32_t c, std::string* out) {
-  if (c < 0x80) {
-    out->push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out->push_back(static_cast<char>(0xc0 | (c >> 6)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3f)));
-  } else if (c < 0x10000) {
-    out->push_back(static_cast<char>(0xe0 | (c >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3f)));
-  } else {
-    out->push_back(static_cast<char>(0xf0 | (c >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3f)));
-  }
-}
 
 Canvas::Canvas(int width, int height)
     : width_(std::max(0, width)),
@@ -67,7 +12,9 @@ Canvas::Canvas(int width, int height)
       cells_(static_cast<size_t>(width_) * static_cast<size_t>(height_)) {}
 
 int Canvas::Put(int y, int x, std::string_view utf8, Style style, const Rect& clip) {
-  const std::u32string text = DecodeUtf8(utf8);
+  // Whatever reaches the screen, from whichever source, cannot move the cursor or start an escape
+  // sequence (top/format.h).
+  const std::u32string text = DecodeUtf8(TerminalSafe(utf8));
   const int y0 = std::max(0, clip.y);
   const int y1 = std::min(height_, clip.y + clip.h);
   const int x0 = std::max(0, clip.x);

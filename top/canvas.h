@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "top/format.h"  // DecodeUtf8, AppendUtf8
 #include "top/layout.h"
 
 namespace neuron::top {
@@ -63,10 +64,5 @@ class Canvas {
   int height_;
   std::vector<Cell> cells_;
 };
-
-// Decodes UTF-8 into code points (invalid bytes become U+FFFD).
-std::u32string DecodeUtf8(std::string_view utf8);
-// Encodes one code point.
-void AppendUtf8(char32_t c, std::string* out);
 
 }  // namespace neuron::top

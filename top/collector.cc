@@ -12,6 +12,7 @@
 #include "core/discovery/make_discovery.h"
 #include "core/discovery/presence.h"
 #include "core/sample/process_usage.h"
+#include "top/format.h"
 
 namespace neuron::top {
 namespace {
@@ -19,6 +20,16 @@ namespace {
 spdlog::logger& Log() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("top.collector");
   return *log;
+}
+
+// Every part of a pod's identity comes from the workload's cgroup or the kubelet: made safe for
+// the terminal once, here, before any view holds it.
+void SanitizePod(PodIdentity* pod) {
+  pod->uid = TerminalSafe(pod->uid);
+  for (std::optional<std::string>* field :
+       {&pod->name, &pod->namespace_name, &pod->container, &pod->container_id, &pod->qos}) {
+    if (*field) **field = TerminalSafe(**field);
+  }
 }
 
 // Changes whenever any memory total the hot sample reads changes.
@@ -140,7 +151,7 @@ void Collector::RefreshDetails(const Snapshot& snap) {
     ProcessDetails& d = it->second;
     if (inserted) {
       absl::StatusOr<std::string> cmd = proc_.CommandLine(pid, 1024);
-      if (cmd.ok()) d.command = *cmd;
+      if (cmd.ok()) d.command = TerminalSafe(*cmd);
     }
     if (d.pod_known || pods_ == nullptr) continue;
     ProcessRef ref;
@@ -151,6 +162,7 @@ void Collector::RefreshDetails(const Snapshot& snap) {
     if (pod.ok()) {
       d.pod = *pod;
       d.pod_known = true;
+      if (d.pod) SanitizePod(&*d.pod);
     } else {
       Log().debug("pod of pid {}: {}", pid, std::string{pod.status().message()});
     }

@@ -47,10 +47,26 @@ std::string JoinIds(const std::vector<int>& ids, std::string_view sep) {
   return fmt::format("{}", fmt::join(ids, sep));
 }
 
+namespace {
+
+// The first `n` code points of UTF-8 text.
+std::string_view FirstCodePoints(std::string_view text, size_t n) {
+  size_t seen = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80 && seen++ == n) {
+      return text.substr(0, i);
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string TruncateEllipsis(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  if (max <= 3) return std::string(text.substr(0, max));
-  return std::string(text.substr(0, max - 3)) + "...";
+  // Counted in code points and cut between them, so a cut never splits a character.
+  if (DisplayWidth(text) <= max) return std::string(text);
+  if (max <= 3) return std::string(FirstCodePoints(text, max));
+  return std::string(FirstCodePoints(text, max - 3)) + "...";
 }
 
 std::string ShortBdf(std::string_view bdf) {
@@ -74,6 +90,78 @@ size_t DisplayWidth(std::string_view utf8) {
     if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++n;
   }
   return n;
+}
+
+std::u32string DecodeUtf8(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    // The sequence's length, and the least code point that needs it (below: an overlong form).
+    int len = 0;
+    char32_t least = 0;
+    char32_t c = 0;
+    if (b < 0x80) {
+      len = 1;
+      c = b;
+    } else if ((b & 0xe0) == 0xc0) {
+      len = 2;
+      least = 0x80;
+      c = b & 0x1f;
+    } else if ((b & 0xf0) == 0xe0) {
+      len = 3;
+      least = 0x800;
+      c = b & 0x0f;
+    } else if ((b & 0xf8) == 0xf0) {
+      len = 4;
+      least = 0x10000;
+      c = b & 0x07;
+    }
+    bool ok = len > 0 && i + static_cast<size_t>(len) <= s.size();
+    for (int k = 1; ok && k < len; ++k) {
+      const auto cb = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+      ok = (cb & 0xc0) == 0x80;
+      c = (c << 6) | (cb & 0x3f);
+    }
+    ok = ok && c >= least && c <= 0x10ffff && (c < 0xd800 || c > 0xdfff);
+    out.push_back(ok ? c : U'\uFFFD');
+    i += ok ? static_cast<size_t>(len) : 1;
+  }
+  return out;
+}
+
+void AppendUtf8(char32_t c, std::string* out) {
+  if (c < 0x80) {
+    out->push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out->push_back(static_cast<char>(0xc0 | (c >> 6)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else if (c < 0x10000) {
+    out->push_back(static_cast<char>(0xe0 | (c >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  } else {
+    out->push_back(static_cast<char>(0xf0 | (c >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3f)));
+  }
+}
+
+std::string TerminalSafe(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char32_t c : DecodeUtf8(text)) {
+    if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) {
+      out += fmt::format("\\x{:02x}", static_cast<uint32_t>(c));
+    } else if ((c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069)) {
+      out += fmt::format("\\u{:04x}", static_cast<uint32_t>(c));
+    } else {
+      AppendUtf8(c, &out);
+    }
+  }
+  return out;
 }
 
 }  // namespace neuron::top

@@ -38,4 +38,19 @@ std::string RuntimeVersion(const RuntimeRecords* records);
 // double-width characters).
 size_t DisplayWidth(std::string_view utf8);
 
+// Text that a workload controls (command lines, pod, namespace and container names: whatever comes
+// from /proc or the kubelet) made safe for the operator's terminal: every control character (C0,
+// DEL, and C1, U+0080..U+009F, whose U+009B is a CSI) becomes a visible escape such as `\x1b`,
+// bidirectional overrides and isolates (U+202A.. U+202E, U+2066..U+2069), which reorder what is
+// shown, become `\u202e`, and invalid UTF-8 becomes U+FFFD. The rest is kept; the result is valid
+// UTF-8 and TerminalSafe of it is itself. neuron-ls and neuron-top pass every such string through
+// here before they print or paint it.
+std::string TerminalSafe(std::string_view text);
+
+// Decodes UTF-8 into code points; an invalid sequence (a stray or missing continuation byte, an
+// overlong form, a surrogate, beyond U+10FFFF) becomes U+FFFD for its first byte.
+std::u32string DecodeUtf8(std::string_view utf8);
+// Encodes one code point.
+void AppendUtf8(char32_t c, std::string* out);
+
 }  // namespace neuron::top

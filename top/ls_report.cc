@@ -159,7 +159,7 @@ class Commands {
     auto [it, inserted] = lines_.try_emplace(pid, "NA");
     if (inserted && proc_ != nullptr) {
       absl::StatusOr<std::string> line = proc_->CommandLine(pid);
-      if (line.ok() && !line->empty()) it->second = *line;
+      if (line.ok() && !line->empty()) it->second = TerminalSafe(*line);
     }
     return it->second;
   }

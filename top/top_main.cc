@@ -3,10 +3,9 @@
 //   neuron-top --root DIR [--kubelet-dir DIR] [--delay SECONDS] [--snapshot] [--lnc 1|2]
 //              [--log-file FILE] [--no-color]
 // --snapshot prints one JSON document (the view model) and exits, without a terminal. Logs go
-// to a file (--log-file, default $XDG_STATE_HOME/neuron-top.log), never to the terminal.
+// to a file (--log-file, default top/log_file.h's), never to the terminal.
 // Exit codes as neuron-ls (top/README.md).
 
-#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/null_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -15,7 +14,6 @@
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -27,6 +25,7 @@
 #include "proto/pod_resources_locator.h"
 #include "top/collector.h"
 #include "top/curses_ui.h"
+#include "top/log_file.h"
 #include "top/screen.h"
 #include "top/view_model.h"
 
@@ -35,26 +34,19 @@ namespace {
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
-std::string DefaultLogFile() {
-  if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state != '\0') {
-    return std::string(state) + "/neuron-top.log";
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    return std::string(home) + "/.local/state/neuron-top.log";
-  }
-  return "/tmp/neuron-top-" + std::to_string(::getuid()) + ".log";
-}
-
-// A file logger for every component; a null one when the file cannot be opened (never the
-// terminal, which ncurses owns).
+// A file logger for every component (top/log_file.h: never through a planted link); without a
+// file, a null one and one line on stderr saying why (never the terminal once ncurses owns it).
+// An empty `path` means the default.
 void SetUpLogging(const std::string& path) {
+  absl::StatusOr<std::string> file =
+      path.empty() ? neuron::top::DefaultLogFile(neuron::RealGetEnv) : path;
+  absl::StatusOr<neuron::UniqueFd> fd =
+      file.ok() ? neuron::top::OpenLogFile(*file) : absl::StatusOr<neuron::UniqueFd>(file.status());
   std::shared_ptr<spdlog::logger> log;
-  try {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    log = std::make_shared<spdlog::logger>(
-        "neuron-top", std::make_shared<spdlog::sinks::basic_file_sink_mt>(path));
-  } catch (const spdlog::spdlog_ex&) {
+  if (fd.ok()) {
+    log = std::make_shared<spdlog::logger>("neuron-top", neuron::top::MakeFdSink(*std::move(fd)));
+  } else {
+    std::cerr << "neuron-top: warning: not logging: " << fd.status().message() << "\n";
     log = std::make_shared<spdlog::logger>("neuron-top",
                                            std::make_shared<spdlog::sinks::null_sink_mt>());
   }
@@ -70,7 +62,7 @@ struct Flags {
   double delay = 1.0;
   bool snapshot = false;
   int lnc = 0;
-  std::string log_file = DefaultLogFile();
+  std::string log_file;  // empty: top/log_file.h's default
   bool no_color = false;
   std::string libnrt;  // --libnrt; LibnrtPath() resolves it with NEURON_LIBNRT
 };
@@ -147,7 +139,9 @@ int main(int argc, char** argv) {
   app.add_option("--lnc", f.node.lnc,
                  "logical NeuronCore config 1|2 (trn2; default $NEURON_LOGICAL_NC_CONFIG, then the "
                  "node's)");
-  app.add_option("--log-file", f.log_file, "where to log (never the terminal)");
+  app.add_option("--log-file", f.log_file,
+                 "where to log (never the terminal; default $XDG_STATE_HOME/neuron-top.log, else "
+                 "~/.local/state/neuron-top.log)");
   app.add_flag("-C,--no-color", f.no_color, "monochrome");
   app.add_option("--libnrt", f.libnrt,
                  "the Neuron runtime library to read models and tags through (default "

@@ -13,6 +13,7 @@
 #include "core/base/file_io.h"
 #include "core/discovery/internal/discovery_internal.h"
 #include "core/model/core_ids.h"
+#include "core/model/device_id.h"
 
 namespace neuron {
 
@@ -161,7 +162,11 @@ std::optional<int> UverbsIndex(std::string_view name) {
   return IndexAfter(name, sysfs::kUverbsPrefix);
 }
 std::optional<int> NeuronIndex(std::string_view name) {
-  return IndexAfter(name, sysfs::kDevicePrefix);
+  // No driver makes a device beyond its limit (core/model/device_id.h); a name that claims one is
+  // not a Neuron device's.
+  std::optional<int> index = IndexAfter(name, sysfs::kDevicePrefix);
+  if (index && *index >= kMaxDevices) return std::nullopt;
+  return index;
 }
 
 void ReadNeuronDevice(AttributeSource& src, NeuronDevice* dev, std::vector<std::string>* w) {
@@ -269,7 +274,15 @@ void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identi
   // docs/architecture.md#instance-identity: the instance's identity is in DMI, on a real node as on
   // the simulator.
   inv->instance_type = identity.dmi_product_name;
-  inv->instance_id = identity.dmi_asset_tag;
+  // The asset tag names the plugin's sockets: only an instance id's form is used, so nothing
+  // read from the firmware reaches a path unchecked.
+  if (IsInstanceId(identity.dmi_asset_tag)) {
+    inv->instance_id = identity.dmi_asset_tag;
+  } else if (!identity.dmi_asset_tag.empty()) {
+    inv->warnings.push_back(
+        fmt::format("DMI {} is not an EC2 instance id (\"i-\" and 8 or 17 hex digits); not used",
+                    sysfs::kDmiBoardAssetTag));
+  }
   std::sort(inv->devices.begin(), inv->devices.end(),
             [](const NeuronDevice& a, const NeuronDevice& b) { return a.index < b.index; });
   std::sort(inv->efas.begin(), inv->efas.end(),

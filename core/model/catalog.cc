@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 
@@ -305,6 +306,14 @@ std::string EfaRateString(int gbps) {
   // The kernel prints "<speed> Gb/sec (<width>X<lane>)"; EFA reports 4 lanes.
   const char* lane = gbps >= 400 ? "NDR" : gbps >= 200 ? "HDR" : gbps >= 100 ? "EDR" : "FDR";
   return fmt::format("{} Gb/sec (4X {})", gbps, lane);
+}
+
+bool IsInstanceId(std::string_view id) {
+  if (!id.starts_with("i-")) return false;
+  const std::string_view hex = id.substr(2);
+  return (hex.size() == 8 || hex.size() == 17) && std::all_of(hex.begin(), hex.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 }  // namespace neuron

@@ -96,4 +96,8 @@ std::vector<int> ConnectedDevices(const InstanceSpec& spec, int device);
 // "100 Gb/sec (4X EDR)": the EFA port rate string for the given speed.
 std::string EfaRateString(int gbps);
 
+// Whether `id` has the form of an EC2 instance id: "i-" and 17 lowercase hex digits, or 8 for
+// instances older than 2016 (docs/architecture.md#instance-identity).
+bool IsInstanceId(std::string_view id);
+
 }  // namespace neuron

@@ -43,7 +43,7 @@ absl::StatusOr<int> ParseIndexId(std::string_view id, int limit) {
   for (char c : id) value = value * 10 + (c - '0');
   if (value >= limit) {
     return absl::OutOfRangeError(
-        fmt::format("device ID '{}' is out of range (this node has {})", id, limit));
+        fmt::format("device ID '{}' is out of range (at most {})", id, limit - 1));
   }
   return value;
 }

@@ -22,6 +22,12 @@ inline constexpr std::string_view kResourceNeuronDevice = "aws.amazon.com/neuron
 std::string_view ResourceName(Resource r);
 absl::StatusOr<Resource> ParseResourceName(std::string_view name);
 
+// The driver's limits (docs/driver-interface.md#device-nodes): device indices are below 64 and a
+// device has at most 8 NeuronCores. Indices read from outside are bounded by them, so arithmetic
+// on them cannot overflow.
+inline constexpr int kMaxDevices = 64;
+inline constexpr int kMaxCoresPerDevice = 8;
+
 // Index-based IDs (devices and cores).
 std::string IndexId(int index);
 // Parses a decimal index ID strictly: digits only, no sign, no leading zeros, below `limit`.

@@ -75,6 +75,13 @@ SimTree::SimTree(RootPaths root, NodeConfig config)
 
 absl::Status SimTree::CheckDevice(int device) const {
   if (config_.spec == nullptr) return absl::FailedPreconditionError("SimTree has no instance spec");
+  // What a Nitro host's DMI holds; the agent uses no other form
+  // (docs/architecture.md#instance-identity).
+  if (!IsInstanceId(config_.instance_id)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "instance id \"{}\" is not an EC2 instance id (\"i-\" and 8 or 17 lowercase hex digits)",
+        config_.instance_id));
+  }
   if (device < 0 || device >= config_.spec->devices) {
     return absl::InvalidArgumentError(fmt::format("device {} does not exist on {} (0-{})", device,
                                                   config_.spec->name, config_.spec->devices - 1));

@@ -413,13 +413,33 @@ TEST(DirectoryDiscovery, InstanceIdentityComesFromDmiOnly) {
   EXPECT_THAT(inv.warnings, IsEmpty());
 
   Write(root.path() / "sys/class/dmi/id/product_name", "trn1.32xlarge\n");
-  Write(root.path() / "sys/class/dmi/id/board_asset_tag", "i-0abc\n");
+  Write(root.path() / "sys/class/dmi/id/board_asset_tag", "i-0abcdef0123456789\n");
   Write(root.path() / "run/neuron/node.json", "{not json");
   inv = ScanDir(root.path());
   EXPECT_EQ(inv.instance_type, "trn1.32xlarge");
-  EXPECT_EQ(inv.instance_id, "i-0abc");
+  EXPECT_EQ(inv.instance_id, "i-0abcdef0123456789");
   EXPECT_EQ(inv.lnc, 1);  // trn1's default
   EXPECT_THAT(inv.warnings, IsEmpty());
+}
+
+// The asset tag names the plugin's sockets (plugin/README.md#flags): anything but an instance id's
+// form ("i-" and 8 or 17 hex digits) is a warning and is not used, in both back ends.
+TEST(DirectoryDiscovery, AnAssetTagThatIsNoInstanceIdIsAWarningAndUnused) {
+  TempRoot root;
+  Write(root.path() / "sys/class/neuron_device/neuron0/reset", "1\n");
+  const fs::path tag = root.path() / "sys/class/dmi/id/board_asset_tag";
+  Write(tag, "i-1a2b3c4d\n");
+  EXPECT_EQ(ScanDir(root.path()).instance_id, "i-1a2b3c4d");
+  for (const std::string& bad : std::vector<std::string>{
+           "../../x", "i-0abc/../../x", "i-0abc", "i-0ABCDEF0123456789", "i-0abcdef012345678\x1b",
+           "To Be Filled By O.E.M.", std::string("i-01234567\0/x", 13)}) {
+    SCOPED_TRACE(bad);
+    Write(tag, bad + "\n");
+    const Inventory inv = ScanDir(root.path());
+    EXPECT_EQ(inv.instance_id, "");
+    ASSERT_EQ(inv.warnings.size(), 1u) << ::testing::PrintToString(inv.warnings);
+    EXPECT_THAT(inv.warnings[0], HasSubstr("board_asset_tag is not an EC2 instance id"));
+  }
 }
 
 // Without a driver behind the device nodes (a SimTree without `neuron-sim up`, or a node whose

@@ -249,7 +249,7 @@ Verdict Reference(std::string_view in, size_t max) {
   Verdict v;
   const size_t end = in.find("\r\n\r\n");
   const std::string_view head = end == std::string_view::npos ? in : in.substr(0, end + 4);
-  if (head.size() > max) return Refused(v, 413);
+  if (head.size() > max) return Refused(v, 431);  // RFC 6585 5
   if (!LineEndsValid(head)) return Refused(v, 400);
   if (end == std::string_view::npos) return v;
   v.head_bytes = end + 4;

@@ -238,6 +238,37 @@ TEST(WebConfigReloaderTest, NeverTurnsAuthOffAndWarnsUntilFixed) {
   EXPECT_TRUE(log.Contains("reloaded: 2 basic auth user(s)"));
 }
 
+// docs/OPERATIONS.md#tls-rotation: basic auth over plain HTTP is one warning, in the same words
+// whether the users were there at start or a reload added the first ones; with TLS there is none.
+TEST(WebConfigReloaderTest, PlainHttpAuthIsWarnedOnceAtStartAndOnceWhenUsersAppear) {
+  constexpr char kWarning[] =
+      "basic auth over plain HTTP: passwords cross the network readable by anyone on the path; "
+      "set tls_server_config in the web config (turning TLS on takes a restart)";
+  {
+    CapturedLog log("plain-start");
+    HttpServer::Options o = WithUsers();
+    o.logger_name = "plain-start";
+    auto server = HttpServer::Start(std::move(o));
+    ASSERT_TRUE(server.ok()) << server.status();
+    EXPECT_EQ(log.Count(kWarning), 1);
+  }
+  TempDir dir;
+  const fs::path file = dir.path() / "web.yml";
+  testing::WriteFile(file, "basic_auth_users: {}\n");
+  CapturedLog log("plain-reload");
+  absl::StatusOr<WebConfig> initial = LoadWebConfig(file);
+  ASSERT_TRUE(initial.ok()) << initial.status();
+  WebConfigReloader r(file, *initial, log.logger, 0s);
+  EXPECT_EQ(r.Current(Clock::now()), nullptr);
+  EXPECT_EQ(log.Count(kWarning), 0);
+  std::this_thread::sleep_for(10ms);  // a new mtime
+  testing::WriteFile(file, std::string("basic_auth_users:\n  alice: ") + kHash + "\n");
+  ASSERT_NE(r.Current(Clock::now()), nullptr);
+  EXPECT_EQ(log.Count(kWarning), 1);
+  EXPECT_NE(r.Current(Clock::now()), nullptr);
+  EXPECT_EQ(log.Count(kWarning), 1) << "warned on every check";
+}
+
 // The first step of a non-atomic rewrite, end to end: the file truncated to 0 bytes must not open
 // /metrics.
 TEST(WebConfigReloaderTest, TruncatedFileKeepsMetricsClosedOnTheServer) {

@@ -176,7 +176,7 @@ TEST(HttpLimitsTest, RefusalReachesAClientThatIsStillSending) {
   ASSERT_TRUE(SendAll(fd.get(), "GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: " +
                                     std::string(40000, 'x') + "\r\n\r\n"));
   const testing::ReadResult r = ReadUntilClosed(fd.get(), 10s);
-  EXPECT_EQ(r.data.substr(0, 12), "HTTP/1.1 413") << r.data.substr(0, 100);
+  EXPECT_EQ(r.data.substr(0, 12), "HTTP/1.1 431") << r.data.substr(0, 100);
 }
 
 TEST(HttpLimitsTest, PipelinedRequestsAreAnsweredInOrder) {

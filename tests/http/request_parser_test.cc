@@ -132,7 +132,15 @@ TEST(RequestParserTest, StatusesComeInTheDocumentedOrder) {
   const ParsedRequest post = ParseRequest("POST /a\"b HTTP/1.1\r\nHost: x\r\n\r\n", 1024);
   EXPECT_EQ(post.status, 405);
   EXPECT_TRUE(post.keep_alive);  // only a 405 keeps the connection, once its body is read
-  // A body beyond the limit is 413 before the method is looked at.
+  // A head beyond the limit is 431 (RFC 6585 5), even before it is complete or when it has other
+  // faults; a body beyond the limit is 413 (content) before the method is looked at.
+  EXPECT_EQ(
+      ParseRequest("GET / HTTP/1.1\r\nHost: x\r\nX-A: " + std::string(2000, 'a'), 1024).status,
+      431);
+  EXPECT_EQ(
+      ParseRequest("POST /a\"b HTTP/1.1\r\nHost : " + std::string(2000, 'a') + "\r\n\r\n", 1024)
+          .status,
+      431);
   EXPECT_EQ(ParseRequest("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n", 1024).status,
             413);
   // A HEAD's refusal carries no body.

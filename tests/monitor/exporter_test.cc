@@ -17,6 +17,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "core/model/catalog.h"
@@ -591,9 +592,14 @@ TEST_F(ExporterTest, SysfsSourceIsDownWhenDeviceStateCannotBeRead) {
   EXPECT_FALSE(HasFamily(text, "neuron_device_state"));
 }
 
-// A kubelet's PodResources service with one answer.
+// A kubelet's PodResources service with one answer: one container holding `devices` (resource
+// name, IDs).
 class FakeLister final : public v1::PodResourcesLister::Service {
  public:
+  using Devices = std::vector<std::pair<std::string, std::vector<std::string>>>;
+  explicit FakeLister(Devices devices = {{"aws.amazon.com/neuroncore", {"1"}}})
+      : devices_(std::move(devices)) {}
+
   grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
                     v1::ListPodResourcesResponse* out) override {
     v1::PodResources* pod = out->add_pod_resources();
@@ -601,23 +607,33 @@ class FakeLister final : public v1::PodResourcesLister::Service {
     pod->set_namespace_("training");
     v1::ContainerResources* c = pod->add_containers();
     c->set_name("main");
-    v1::ContainerDevices* d = c->add_devices();
-    d->set_resource_name("aws.amazon.com/neuroncore");
-    d->add_device_ids("1");
+    for (const auto& [resource, ids] : devices_) {
+      v1::ContainerDevices* d = c->add_devices();
+      d->set_resource_name(resource);
+      for (const std::string& id : ids) d->add_device_ids(id);
+    }
     return grpc::Status::OK;
   }
+
+  // Serves on DIR/kubelet/pod-resources/kubelet.sock, where Options(pods=true) looks.
+  std::unique_ptr<grpc::Server> Serve(const fs::path& dir) {
+    const fs::path sock_dir = dir / "kubelet/pod-resources";
+    fs::create_directories(sock_dir);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + (sock_dir / "kubelet.sock").string(),
+                             grpc::InsecureServerCredentials());
+    builder.RegisterService(this);
+    return builder.BuildAndStart();
+  }
+
+ private:
+  Devices devices_;
 };
 
 TEST_F(ExporterTest, PodLabelsFromPodResources) {
   BuildNode();
-  const fs::path sock_dir = dir_.path() / "kubelet/pod-resources";
-  fs::create_directories(sock_dir);
   FakeLister lister;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + (sock_dir / "kubelet.sock").string(),
-                           grpc::InsecureServerCredentials());
-  builder.RegisterService(&lister);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  std::unique_ptr<grpc::Server> server = lister.Serve(dir_.path());
   ASSERT_NE(server, nullptr);
   Start(false, /*pods=*/true);
   const std::string series =
@@ -642,6 +658,48 @@ TEST_F(ExporterTest, PodLabelsFromPodResources) {
   EXPECT_TRUE(neuron::testing::WaitUntil(
       [&] { return Value(later = exporter_->RenderMetrics(), pods_up) == 0; }, 10s));
   EXPECT_EQ(Value(later, series), 1);
+}
+
+// docs/metrics.md#pod-attribution: the kubelet's IDs are outside input. Only an index below the
+// driver's limits that names a device of this node gets a series, whatever the answer holds: no
+// overflow, no device that was unplugged (3) or that no driver could make (a planted neuronN
+// with N = INT_MAX, which is not a device either).
+TEST_F(ExporterTest, HostilePodResourcesIdsGetNoSeries) {
+  BuildNode("inf2.24xlarge");  // devices 0-5, two cores each
+  ASSERT_TRUE(tree_->RemoveDevice(3).ok());
+  WriteFile(root_ / "sys/class/neuron_device/neuron2147483647/reset", "1\n");
+  const std::vector<std::string> hostile = {
+      "3",  "6",   "64", "2147483647", "4294967296",           "-1",
+      "01", "1e3", " 1", "",           "99999999999999999999", "0x1"};
+  std::vector<std::string> cores = hostile;
+  for (const char* id : {"7", "128", "4294967297"}) cores.emplace_back(id);  // 7: device 3's
+  cores.emplace_back("3");                                                   // device 1, core 1
+  std::vector<std::string> devices = hostile;
+  devices.emplace_back("0");
+  FakeLister lister({{"aws.amazon.com/neuron", devices}, {"aws.amazon.com/neuroncore", cores}});
+  std::unique_ptr<grpc::Server> server = lister.Serve(dir_.path());
+  ASSERT_NE(server, nullptr);
+  Start(false, /*pods=*/true);
+  const std::string core3 =
+      "neuroncore_allocation_info{neuron_device=\"1\",neuroncore=\"3\",resource=\"aws.amazon.com/"
+      "neuroncore\",namespace=\"training\",pod=\"llama-0\",container=\"main\"}";
+  std::string text;
+  EXPECT_TRUE(neuron::testing::WaitUntil(
+      [&] { return Value(text = exporter_->RenderMetrics(), core3) == 1; }, 10s))
+      << text;
+  std::set<std::string> devices_seen;
+  std::set<std::string> cores_seen;
+  const std::regex series(
+      R"re(^(neuron_device|neuroncore)_allocation_info\{neuron_device="(\d+)"(,neuroncore="(\d+)")?.*)re");
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, series)) continue;
+    if (m[1] == "neuron_device") devices_seen.insert(m[2]);
+    if (m[1] == "neuroncore") cores_seen.insert(m[2].str() + "/" + m[4].str());
+  }
+  EXPECT_EQ(devices_seen, (std::set<std::string>{"0", "1"}));
+  EXPECT_EQ(cores_seen, (std::set<std::string>{"0/0", "0/1", "1/3"}));
 }
 
 }  // namespace

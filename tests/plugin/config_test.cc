@@ -88,6 +88,54 @@ TEST(ConfigTest, BadLinesAreNamedWithTheirLineNumberAndChangeNothing) {
   EXPECT_NE(s.message().find("p.yaml:3:"), std::string::npos) << s;
 }
 
+// plugin/README.md#config-file: a poll period of 0 would spin the health thread on a core; below
+// 100 ms or above a minute is refused, naming the key, the line and the range.
+TEST(ConfigTest, PollPeriodOutsideItsRangeIsRefused) {
+  for (const char* bad : {"0", "0ms", "99ms", "-1", "-5s", "61s", "250m"}) {
+    SCOPED_TRACE(bad);
+    Config c;
+    const absl::Status s = ApplyConfigYaml(
+        std::string("cdi: true\nhealth:\n  poll_period: ") + bad + "\n", "p.yaml", &c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("p.yaml:3: health.poll_period: '"), std::string::npos) << s;
+    EXPECT_EQ(c.health.poll_period, std::chrono::milliseconds(250)) << "applied anyway";
+    EXPECT_FALSE(c.cdi);
+    if (bad[0] != '-') {
+      EXPECT_NE(s.message().find("must be 100ms to 60s"), std::string::npos) << s;
+    }
+  }
+  for (const auto& [good, ms] :
+       {std::pair<const char*, int>{"100ms", 100}, {"100", 100}, {"1m", 60000}, {"250ms", 250}}) {
+    Config c;
+    ASSERT_TRUE(
+        ApplyConfigYaml(std::string("health:\n  poll_period: ") + good + "\n", "p.yaml", &c).ok())
+        << good;
+    EXPECT_EQ(c.health.poll_period, std::chrono::milliseconds(ms)) << good;
+  }
+}
+
+// The socket suffix names files the plugin removes: from the file, the environment or a flag, it
+// is one path component or refused.
+TEST(ConfigTest, SocketSuffixIsOnePathComponent) {
+  for (const std::string bad : {"../x", "a/b", "..", "x\x1b[2J"}) {
+    SCOPED_TRACE(bad);
+    Config c;
+    std::string yaml = bad;  // YAML spells ESC as \e inside double quotes
+    if (const size_t esc = yaml.find('\x1b'); esc != std::string::npos) yaml.replace(esc, 1, "\\e");
+    absl::Status s = ApplyConfigYaml("socket_suffix: \"" + yaml + "\"\n", "p.yaml", &c);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("p.yaml:1: socket_suffix: the socket suffix"), std::string::npos)
+        << s;
+    s = ApplyEnvironment(Env({{"NEURON_DP_SOCKET_SUFFIX", bad}}), &c);
+    EXPECT_NE(s.message().find("NEURON_DP_SOCKET_SUFFIX: "), std::string::npos) << s;
+    Flags flags;
+    flags.socket_suffix = bad;
+    EXPECT_NE(ResolveConfig(flags, Env({})).status().message().find("--socket-suffix: "),
+              std::string::npos);
+    EXPECT_EQ(c.socket_suffix, "");
+  }
+}
+
 TEST(ConfigTest, FlagsBeatEnvironmentWhichBeatsTheFile) {
   TempDir tmp;
   const auto file = tmp.path() / "p.yaml";

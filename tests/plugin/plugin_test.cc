@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/driver/sysfs_names.h"
+#include "plugin/node_watcher.h"
 #include "tests/plugin/fake_kubelet.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_node.h"
@@ -446,6 +447,35 @@ TEST_F(PluginTest, IdlesWithoutDevicesAndPicksThemUpWhenTheyAppear) {
   ASSERT_TRUE(kubelet_->WaitRegistered(kNeuron, 1, 20s)) << plugin_->ReadyDetail();
   ListWatcher w(kubelet_->Socket(kNeuron));
   EXPECT_TRUE(w.WaitFor([](const auto& l) { return CountHealth(l, "Healthy") == 16; }));
+}
+
+// docs/architecture.md#instance-identity: the DMI asset tag names the plugin's sockets, which it
+// removes at start. A tag that is not an instance id is not used, so it cannot steer that removal
+// out of device-plugins/.
+TEST_F(PluginTest, AnAssetTagThatIsNoInstanceIdNamesNoFile) {
+  ::neuron::testing::WriteFile(RootPaths(root()).DmiDir() / "board_asset_tag", "x/../../victim\n");
+  const fs::path plugin_dir = kdir() / "device-plugins";
+  fs::create_directories(plugin_dir / "neuron-x");  // so that the kernel could resolve the path
+  const fs::path victim = kdir() / "victim.sock";
+  ::neuron::testing::WriteFile(victim, "not ours");
+  StartPlugin();
+  EXPECT_TRUE(fs::exists(victim)) << "removed through the asset tag";
+}
+
+// A poll period below 100 ms would spin the health thread; the watcher refuses it even when the
+// config's check is bypassed (a Config built in code).
+TEST(NodeWatcherTest, RefusesAPollPeriodThatWouldSpin) {
+  TempDir tmp;
+  NodeState state(std::chrono::seconds(1));
+  for (const auto period : {0ms, -5ms, 99ms}) {
+    NodeWatcher::Options options{
+        .root = tmp.path().string(), .discovery = DiscoveryMode::kDirectory, .health = {}};
+    options.health.poll_period = period;
+    NodeWatcher watcher(options, &state);
+    const absl::Status s = watcher.Start();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << period.count() << "ms: " << s;
+    EXPECT_NE(s.message().find("health.poll_period"), std::string::npos) << s;
+  }
 }
 
 }  // namespace

@@ -63,13 +63,13 @@ TEST(SimTreeFixture, BuildsTheInstanceAndDiscoveryReadsItBack) {
   TempDir dir("support");
   // trn2 runs LNC 2 by default; 1 is the other setting it supports.
   absl::StatusOr<std::unique_ptr<sim::SimTree>> tree =
-      BuildSimTree(dir.path() / "root", "trn2.48xlarge", {.lnc = 1, .instance_id = "i-0123"});
+      BuildSimTree(dir.path() / "root", "trn2.48xlarge", {.lnc = 1, .instance_id = "i-01234567"});
   ASSERT_TRUE(tree.ok()) << tree.status();
   EXPECT_EQ((*tree)->config().lnc, 1);
   absl::StatusOr<Inventory> inv = ScanSimTree(**tree, 1);
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->instance_type, "trn2.48xlarge");
-  EXPECT_EQ(inv->instance_id, "i-0123");
+  EXPECT_EQ(inv->instance_id, "i-01234567");  // the 8-digit form of older instances
   EXPECT_EQ(inv->lnc, 1);
   ASSERT_EQ(inv->devices.size(), 16u);
   const InstanceSpec& spec = **FindInstance("trn2.48xlarge");

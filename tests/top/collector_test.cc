@@ -103,6 +103,40 @@ TEST_F(CollectorTest, LiveSourceDownMeansUnknownNotIdle) {
   EXPECT_EQ(v->apps[0].grid[0].cores[0].utilization, 0.0);
 }
 
+// top/format.h: a runtime whose argv holds ESC[2J (clear the screen) and a C1 CSI, and whose tag
+// holds an OSC title sequence, shows none of them raw, in the view the screen paints and in the
+// --snapshot JSON alike.
+TEST_F(CollectorTest, AWorkloadsTextCannotWriteToTheTerminal) {
+  Start("trn1.2xlarge");
+  // bash keeps its arguments in its own command line while it waits for sleep (the "; :" keeps
+  // it from exec'ing sleep in its place).
+  // C++ would read "\x9b31m" as one escape: the bytes after one are added separately.
+  const std::string c1 = std::string("\xc2\x9b") + "31m";
+  const std::string raw = std::string("\x9b") + "1m";
+  const pid_t child =
+      Spawn({"bash", "-c", "sleep 60; :", "\x1b[2J", c1, raw}, tmp_.path() / "child.out", "");
+  ASSERT_GT(child, 0);
+  const std::string cmdline = "/proc/" + std::to_string(child) + "/cmdline";
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(cmdline).find("sleep 60") != std::string::npos; },
+                        std::chrono::seconds(10)));
+  sim::DatastoreWriter& w = datastores_->Add(0, child);
+  w.SetProcessTag("\x1b]0;owned\x07");
+  const std::shared_ptr<const TopView> v = collector_->Step();
+  Stop(child, std::chrono::seconds(10));
+  ASSERT_EQ(v->processes.size(), 1u);
+  EXPECT_EQ(v->processes[0].command,
+            "bash -c sleep 60; : \\x1b[2J \\x9b31m \xef\xbf\xbd" + std::string("1m"));
+  ASSERT_EQ(v->apps.size(), 2u);
+  // Strings of the datastore reach us as printable ASCII already (LoadString,
+  // core/sample/datastore.cc).
+  EXPECT_EQ(v->apps[1].label, "?]0;owned?");
+  const std::string json = ViewToJson(*v);
+  EXPECT_THAT(json, HasSubstr("\\\\x1b[2J"));  // the JSON string holds the backslash
+  for (const std::string_view raw : {"\x1b", "\x9b", "\x07"}) {
+    EXPECT_EQ(json.find(raw), std::string::npos) << "raw control byte in the JSON";
+  }
+}
+
 TEST_F(CollectorTest, FullSweepOnlyWhenMemoryMoves) {
   CollectorOptions options;
   options.full_sweep_min_gap = std::chrono::hours(1);  // the summary alone never asks for one

@@ -183,6 +183,44 @@ TEST_F(LiveTest, AllProcsListsAProcessHoldingTheDevice) {
   EXPECT_THAT(plain.err, HasSubstr("processes are listed from their open device files only"));
 }
 
+// top/format.h, TerminalSafe: a process whose argv holds ESC[2J (clear the screen) and a C1 CSI
+// (U+009B, and the raw byte 0x9b) cannot write to the terminal of whoever runs neuron-ls: its
+// command shows them as visible escapes, in the table and in the JSON.
+TEST_F(LiveTest, AProcessCommandLineCannotWriteToTheTerminal) {
+  const fs::path out = dir_->path() / "hostile.out";
+  // bash's `exec -a` sets the holder's argv[0], so the escapes open its command line.
+  // C++ would read "\x9b31m" as one escape: the bytes after one are added separately.
+  const std::string argv0 = std::string("\x1b[2J\xc2\x9b") + "31mX\x9b" + "1m";
+  const pid_t holder = Spawn(node_->UnderDriver({"bash", "-c", "exec -a \"$0\" \"$1\" \"$2\"",
+                                                 argv0, NEURON_FD_HOLDER_BIN, Node0()}),
+                             out, "");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("holding") != std::string::npos; },
+                        ::neuron::testing::kSimReadyCeiling));
+  const RunResult table = Run(node_->UnderDriver(Ls({"-a", "--wide"})));
+  const RunResult json = Run(node_->UnderDriver(Ls({"-a", "-j"})));
+  Stop(holder, std::chrono::seconds(30));
+  ASSERT_EQ(table.code, 0) << table.err;
+  ASSERT_EQ(json.code, 0) << json.err;
+  const std::string shown =
+      "\\x1b[2J\\x9b31mX\xef\xbf\xbd"
+      "1m";
+  const std::string cell = CellAfter(table.out, "| " + std::to_string(holder) + " | ");
+  EXPECT_TRUE(cell.starts_with(shown)) << table.out;
+  const nlohmann::json doc = nlohmann::json::parse(json.out);
+  std::string command;
+  for (const auto& d : doc) {
+    for (const auto& p : d["neuron_processes"]) {
+      if (p["pid"] == holder) command = p["command"];
+    }
+  }
+  EXPECT_TRUE(command.starts_with(shown)) << command;
+  for (const std::string* text : {&table.out, &json.out}) {
+    for (const std::string_view raw : {"\x1b", "\x9b"}) {
+      EXPECT_EQ(text->find(raw), std::string::npos) << "a raw control byte reached the terminal";
+    }
+  }
+}
+
 // docs/tools-ux.md Q4: concurrent runs all complete with the same output. The table opens no
 // device, so any number agree. The process columns open each device (one of its 16 process slots,
 // as on hardware): 12 at once beside the runtime stay clear of the reader's rule that keeps two

@@ -40,7 +40,8 @@ void ReadPciPlacement(AttributeSource& pci, std::optional<int>* numa, std::strin
 void ReadEfaPort(AttributeSource& ib, EfaInterface* efa, std::vector<std::string>* warnings);
 // uverbsN from the class entry's name ("uverbs3" -> 3); nullopt otherwise.
 std::optional<int> UverbsIndex(std::string_view name);
-// neuronN from a class entry's name; nullopt for anything else ("neuron_x", "neuron01").
+// neuronN from a class entry's name; nullopt for anything else ("neuron_x", "neuron01", an index
+// at or beyond kMaxDevices).
 std::optional<int> NeuronIndex(std::string_view name);
 
 // Reads numa_node (and local_cpulist unless null) of the PCI device `bdf`; each back end
