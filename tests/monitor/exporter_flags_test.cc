@@ -240,7 +240,7 @@ TEST_F(ExporterFlagsTest, FrontServesTheCollectorsMetricsFromItsUnixSocket) {
   const testing::HttpResult through = HttpGet(port, "/metrics");
   ASSERT_EQ(through.status, 200) << through.body;
   EXPECT_EQ(Families(through.body), Families(direct->body));
-  EXPECT_TRUE(Families(through.body).contains("neuron_device_utilization_ratio"));
+  EXPECT_TRUE(Families(through.body).contains("neuron_device_info"));
   EXPECT_EQ(HttpGet(port, "/readyz").status, 200);
   // The collector stops: the front stays alive and says why it cannot scrape.
   EXPECT_EQ(testing::Stop(collector, 20s), 0);
