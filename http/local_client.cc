@@ -173,4 +173,21 @@ absl::StatusOr<LocalResponse> LocalGet(std::string_view address, std::string_vie
   return ParseAnswer(*std::move(raw));
 }
 
+absl::Status Probe(std::string_view address, std::string_view path,
+                   std::chrono::milliseconds timeout) {
+  LocalRequestOptions options;
+  options.timeout = timeout;
+  options.max_response_bytes = 1 << 20;
+  const absl::StatusOr<LocalResponse> got = LocalGet(address, path, options);
+  if (!got.ok()) {
+    return absl::Status(got.status().code(), fmt::format("GET {} at {}: {}", path, address,
+                                                         std::string(got.status().message())));
+  }
+  if (got->status != 200) {
+    return absl::UnavailableError(
+        fmt::format("GET {} at {}: status {}: {}", path, address, got->status, got->body));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace neuron

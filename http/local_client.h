@@ -37,4 +37,10 @@ struct LocalRequestOptions {
 absl::StatusOr<LocalResponse> LocalGet(std::string_view address, std::string_view path,
                                        const LocalRequestOptions& options = {});
 
+// The exec probes of the DaemonSet (`--probe PATH` of both binaries): GET `path` within
+// `timeout` (the kubelet's exec probe default is 1 s); OK on 200, otherwise an error naming the
+// address and what went wrong (the status and body of another answer).
+absl::Status Probe(std::string_view address, std::string_view path,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(1));
+
 }  // namespace neuron

@@ -15,6 +15,7 @@
 #include "core/base/version.h"
 #include "core/model/node_flags.h"
 #include "http/http_server.h"
+#include "http/local_client.h"
 #include "http/web_config.h"
 #include "monitor/exporter.h"
 #include "monitor/front.h"
@@ -49,6 +50,7 @@ struct Flags {
   ExporterOptions exporter;
   FrontOptions front;  // front mode when front.upstream is set
   int front_timeout_ms = 5000;
+  std::string probe;  // --probe PATH
 };
 
 // The collector groups' switches, one pair per group, as node_exporter spells them.
@@ -109,6 +111,9 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Front mode: give up on an upstream after this long (answer 503)")
       ->check(CLI::Range(1, 600000))
       ->group("Front (docs/architecture.md#privilege-split)");
+  app.add_option("--probe", f.probe,
+                 "GET PATH from the exporter running at --web.listen-address (unix:PATH for the "
+                 "collector) and exit 0 on 200: the DaemonSet's exec probes");
   app.add_option("--log.level,--log-level", f.log_level,
                  "Log level: trace|debug|info|warn|error (default info)");
   app.add_option("--log.format", f.log_format, "Log format: text|json (default text)")
@@ -197,6 +202,15 @@ bool ServerOptions(const Flags& f, spdlog::logger& log, HttpServer::Options& ho)
   return true;
 }
 
+// --probe: the collector has no network port, so the kubelet probes it with this command.
+int Probe(const Flags& f) {
+  if (absl::Status s = neuron::Probe(f.listen, f.probe); !s.ok()) {
+    std::fprintf(stderr, "neuron-exporter --probe: %s\n", std::string(s.message()).c_str());
+    return kExitFailure;
+  }
+  return 0;
+}
+
 // "port 9478", or "unix:PATH" for a Unix socket.
 std::string ListeningOn(const Flags& f, const HttpServer& server) {
   return f.listen.rfind("unix:", 0) == 0 ? f.listen : fmt::format("port {}", server.port());
@@ -261,6 +275,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  if (!f.probe.empty()) return Probe(f);
   const absl::StatusOr<NodeFlags> node = ResolveNodeFlags(f.node, RealGetEnv);
   absl::Status usage = node.status();
   if (usage.ok()) usage = ValidateTelemetryPath(f.exporter.telemetry_path);

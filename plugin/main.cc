@@ -106,23 +106,11 @@ int Run(const neuron::plugin::Config& config) {
 
 // --probe PATH: the DaemonSet's exec probes (the plugin has no network port, so the kubelet
 // cannot GET it). Asks the running plugin at --listen (flag, NEURON_DP_LISTEN or the config file,
-// as the plugin itself resolves it) and exits 0 on 200, 1 on any other answer or none within
-// kProbeTimeout, saying why on stderr. Plain HTTP: with TLS in the web config it cannot probe.
-constexpr std::chrono::milliseconds kProbeTimeout{1000};
-
+// as the plugin itself resolves it): exit 0 on 200, 1 on any other answer or none within a
+// second, saying why on stderr. Plain HTTP: with TLS in the web config it cannot probe.
 int Probe(const neuron::plugin::Config& config, const std::string& path) {
-  neuron::LocalRequestOptions options;
-  options.timeout = kProbeTimeout;
-  options.max_response_bytes = 1 << 20;
-  const absl::StatusOr<neuron::LocalResponse> got = neuron::LocalGet(config.listen, path, options);
-  if (!got.ok()) {
-    std::fprintf(stderr, "neuron-device-plugin --probe %s at %s: %s\n", path.c_str(),
-                 config.listen.c_str(), std::string(got.status().message()).c_str());
-    return 1;
-  }
-  if (got->status != 200) {
-    std::fprintf(stderr, "neuron-device-plugin --probe %s: status %d: %s", path.c_str(),
-                 got->status, got->body.c_str());
+  if (absl::Status s = neuron::Probe(config.listen, path); !s.ok()) {
+    std::fprintf(stderr, "neuron-device-plugin --probe: %s\n", std::string(s.message()).c_str());
     return 1;
   }
   return 0;
