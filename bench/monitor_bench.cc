@@ -5,7 +5,10 @@
 //   2. a hot scrape (share window 0, default 10 s full sweep): what a lone Prometheus pays;
 //   3. a scrape served from a fresh shared snapshot (default 1 s window; target p99 <= 5 ms);
 //   4. exporter RSS after the runs (target <= 24 MiB) and CPU per scrape (utime + stime);
-//   5. node_exporter: scrape latency, RSS, CPU per scrape; ratios.
+//   5. the DaemonSet's split (docs/architecture.md#privilege-split): the shared scrape through
+//      the unprivileged front, the collector behind it on a Unix socket (target p99 <= 5 ms),
+//      and the front's RSS;
+//   6. node_exporter: scrape latency, RSS, CPU per scrape; ratios.
 //
 //   monitor_bench [--scrapes N]
 
@@ -275,6 +278,27 @@ int main(int argc, char** argv) {
   const Figures hot = Measure(pid, port, scrapes);
   StopPid(pid);
 
+  // The split: the collector on a Unix socket, the front on a port, the same shared scrapes.
+  const fs::path sock = work / "exporter.sock";
+  const pid_t collector =
+      Start({NEURON_SIM_BIN, "exec", "--root", root.string(), "--", NEURON_EXPORTER_BIN, "--root",
+             root.string(), "--kubelet-dir", (work / "kubelet").string(), "--no-pod-resources",
+             "--web.listen-address", "unix:" + sock.string()},
+            work / "collector.log");
+  WaitFor(
+      [&] { return Slurp(work / "collector.log").find("listening on unix:") != std::string::npos; },
+      std::chrono::seconds(60));
+  const pid_t front = Start({NEURON_EXPORTER_BIN, "--web.listen-address", "127.0.0.1:0",
+                             "--front.upstream", "unix:" + sock.string()},
+                            work / "front.log");
+  const int front_port = PortFromLog(work / "front.log");
+  Measure(front, front_port, 10);
+  const Figures split = Measure(front, front_port, scrapes, 20, std::chrono::milliseconds(1100));
+  const ProcCost front_cost = Cost(front);
+  const ProcCost collector_cost = Cost(collector);
+  StopPid(front);
+  StopPid(collector);
+
   auto [shared_pid, shared_port] = exporter({}, "shared");
   Measure(shared_pid, shared_port, 10);
   const Figures shared =
@@ -296,6 +320,10 @@ int main(int argc, char** argv) {
       "  exporter RSS: %.1f MiB after the full-read runs, %.1f MiB after the shared runs "
       "(target <= 24 MiB)\n",
       full_cost.rss_kib / 1024.0, shared_cost.rss_kib / 1024.0);
+  std::printf(
+      "  split, shared scrape through the front: median %.2f ms, p99 %.2f ms (target p99 <= 5 ms); "
+      "RSS front %.1f MiB, collector %.1f MiB\n",
+      split.median_ms, split.p99_ms, front_cost.rss_kib / 1024.0, collector_cost.rss_kib / 1024.0);
 
   const int ne_port = neuron::testing::FreePort();
   const pid_t ne = Start(
