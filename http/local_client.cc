@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -20,7 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Waits until `fd` is ready for `events` or the deadline passes.
-absl::Status WaitFor(int fd, short events, Clock::time_point deadline, std::string_view what) {
+absl::Status WaitFor(int fd, int16_t events, Clock::time_point deadline, std::string_view what) {
   for (;;) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
@@ -125,7 +126,7 @@ absl::StatusOr<LocalResponse> ParseAnswer(std::string raw) {
     return absl::DataLossError("the answer's status line is malformed");
   }
   std::string_view head(raw.data(), head_end);
-  long content_length = -1;
+  int64_t content_length = -1;
   for (size_t pos = head.find("\r\n"); pos != std::string_view::npos;) {
     const size_t next = head.find("\r\n", pos + 2);
     const std::string_view line =
@@ -181,7 +182,7 @@ absl::Status Probe(std::string_view address, std::string_view path,
   const absl::StatusOr<LocalResponse> got = LocalGet(address, path, options);
   if (!got.ok()) {
     return absl::Status(got.status().code(), fmt::format("GET {} at {}: {}", path, address,
-                                                         std::string(got.status().message())));
+                                                         std::string{got.status().message()}));
   }
   if (got->status != 200) {
     return absl::UnavailableError(

@@ -56,7 +56,7 @@ void LogFailure(FrontState& st, FailureLog& fl, const std::string& upstream,
 }
 
 // A handler that forwards GET `path` to `upstream` and relays its status, type and body.
-HttpHandler Forward(std::shared_ptr<FrontState> st, std::string upstream, std::string path) {
+HttpHandler Forward(const std::shared_ptr<FrontState>& st, std::string upstream, std::string path) {
   auto failures = std::make_shared<FailureLog>();
   return [st, failures, upstream = std::move(upstream),
           path = std::move(path)](const HttpRequest&) -> HttpResponse {

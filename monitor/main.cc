@@ -22,10 +22,8 @@
 #include "monitor/json_stream.h"
 #include "monitor/node_source.h"
 
+namespace neuron::monitor {
 namespace {
-
-using namespace neuron;
-using namespace neuron::monitor;
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
@@ -178,9 +176,11 @@ int StreamJson(NodeSource& source, const Flags& f, const sigset_t& signals, spdl
     std::fflush(stdout);
     next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(step);
     const auto wait = next - std::chrono::steady_clock::now();
-    const long ns =
-        std::max<long>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count());
-    timespec ts{ns / 1000000000L, ns % 1000000000L};
+    const int64_t ns =
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count());
+    timespec ts{};
+    ts.tv_sec = ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
     if (sigtimedwait(&signals, nullptr, &ts) > 0) return 0;
   }
 }
@@ -205,7 +205,7 @@ bool ServerOptions(const Flags& f, spdlog::logger& log, HttpServer::Options& ho)
 // --probe: the collector has no network port, so the kubelet probes it with this command.
 int Probe(const Flags& f) {
   if (absl::Status s = neuron::Probe(f.listen, f.probe); !s.ok()) {
-    std::fprintf(stderr, "neuron-exporter --probe: %s\n", std::string(s.message()).c_str());
+    std::fprintf(stderr, "neuron-exporter --probe: %s\n", std::string{s.message()}.c_str());
     return kExitFailure;
   }
   return 0;
@@ -264,9 +264,7 @@ int ServeMetrics(NodeSource& source, const Flags& f, const sigset_t& signals, sp
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"neuron-exporter: Prometheus metrics for AWS Neuron devices"};
   Flags f;
   AddFlags(app, f);
@@ -304,4 +302,18 @@ int main(int argc, char** argv) {
   NodeSource source(SourceOptions(f, *node));
   if (f.format == "json") return StreamJson(source, f, signals, *log);
   return ServeMetrics(source, f, signals, *log);
+}
+
+}  // namespace
+}  // namespace neuron::monitor
+
+// What nothing below handled (a std::bad_alloc, a filesystem error) ends the exporter with one
+// line and status 1 rather than std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return neuron::monitor::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "neuron-exporter: %s\n", e.what());
+    return 1;
+  }
 }

@@ -110,7 +110,7 @@ int Run(const neuron::plugin::Config& config) {
 // second, saying why on stderr. Plain HTTP: with TLS in the web config it cannot probe.
 int Probe(const neuron::plugin::Config& config, const std::string& path) {
   if (absl::Status s = neuron::Probe(config.listen, path); !s.ok()) {
-    std::fprintf(stderr, "neuron-device-plugin --probe: %s\n", std::string(s.message()).c_str());
+    std::fprintf(stderr, "neuron-device-plugin --probe: %s\n", std::string{s.message()}.c_str());
     return 1;
   }
   return 0;

@@ -185,7 +185,8 @@ void ExpectPrivilegedContainer(const YAML::Node& c, const std::string& listen_fl
         c[probe]["exec"]["command"].as<std::vector<std::string>>(std::vector<std::string>{});
     ASSERT_EQ(command.size(), 3u);
     EXPECT_EQ(command[0], c["command"][0].as<std::string>()) << "the container's own binary";
-    EXPECT_EQ(command[1], listen_flag + "=" + listen) << "the socket the container listens on";
+    const std::string listen_arg = std::string(listen_flag).append("=").append(listen);
+    EXPECT_EQ(command[1], listen_arg) << "the socket the container listens on";
     EXPECT_EQ(command[2], std::string("--probe=") + path);
     EXPECT_GE(c[probe]["timeoutSeconds"].as<int>(1), 2) << "the probe's own deadline is 1 s";
   }
@@ -383,8 +384,9 @@ TEST(DeployTest, OperatorOverlayScrapesBothEndpointsAndShipsRulesAndDashboard) {
     ports.insert(e["port"].as<std::string>());
     paths.insert(e["path"].as<std::string>("/metrics"));
     for (const YAML::Node& r : e["relabelings"]) {
-      if (r["targetLabel"].as<std::string>("") == "job")
+      if (r["targetLabel"].as<std::string>("") == "job") {
         jobs.insert(r["replacement"].as<std::string>());
+      }
     }
   }
   EXPECT_EQ(ports, (std::set<std::string>{"metrics"}));

@@ -62,7 +62,7 @@ FrontOptions To(std::string upstream) {
 
 // A collector on unix:DIR/exporter.sock whose /metrics waits for `gate` when it is set.
 struct Collector {
-  explicit Collector(const TempDir& dir, std::string body)
+  explicit Collector(const TempDir& dir, const std::string& body)
       : address("unix:" + (dir.path() / "exporter.sock").string()) {
     HttpServer::Options o;
     o.listen_address = address;
@@ -87,7 +87,7 @@ struct Collector {
   std::unique_ptr<HttpServer> server;
 };
 
-std::unique_ptr<HttpServer> StartFront(FrontOptions fo,
+std::unique_ptr<HttpServer> StartFront(const FrontOptions& fo,
                                        std::optional<WebConfig> web_config = std::nullopt) {
   HttpServer::Options o;
   o.threads = fo.threads;
@@ -165,6 +165,7 @@ TEST(FrontTest, StuckCollectorNeverBlocksTheFrontsHealthz) {
   ASSERT_NE(front, nullptr);
   // More scrapes than workers, all stuck at the collector.
   std::vector<std::future<testing::HttpResult>> scrapes;
+  scrapes.reserve(6);
   for (int i = 0; i < 6; ++i) {
     scrapes.push_back(
         std::async(std::launch::async, [&] { return HttpGet(front->port(), "/metrics"); }));

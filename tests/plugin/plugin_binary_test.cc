@@ -21,7 +21,11 @@
 namespace neuron::plugin {
 namespace {
 
-using namespace ::neuron::plugin::testing;
+using ::neuron::plugin::testing::Allocate;
+using ::neuron::plugin::testing::FakeKubelet;
+using ::neuron::plugin::testing::kCeiling;
+using ::neuron::plugin::testing::PluginStub;
+namespace fs = std::filesystem;
 using ::neuron::testing::ReadFile;
 using ::neuron::testing::SimNode;
 using ::neuron::testing::Spawn;

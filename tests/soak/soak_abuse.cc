@@ -20,8 +20,9 @@ AbuseLoad::~AbuseLoad() { Stop(); }
 
 void AbuseLoad::Start() {
   Stop();
-  for (const Kind& k : kinds_)
+  for (const Kind& k : kinds_) {
     running_.push_back(std::make_unique<Attack>(k.kind, k.port, k.connections));
+  }
 }
 
 void AbuseLoad::Stop() {
