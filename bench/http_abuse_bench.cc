@@ -291,7 +291,9 @@ int main(int argc, char** argv) {
   if (wanted("tls")) {
     Quiet(tls, both, seconds);
     Row(tls, AttackKind::kTlsTrickle, 64, "64 trickling TLS handshakes", both, seconds);
-    std::printf("(no TLS row for the plugin: it takes no web config, so serves plain HTTP only)\n");
+    std::printf(
+        "(no TLS row for the plugin: the same server and web config as the exporter-tls rows; in "
+        "the DaemonSet it has no port)\n");
   }
   if (wanted("auth")) AuthRows(auth, neuron::testing::BasicAuthHeader("alice", "secret"), seconds);
   std::printf(
