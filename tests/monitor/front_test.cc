@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -68,7 +69,9 @@ struct Collector {
     o.listen_address = address;
     o.handlers["/metrics"] = [this, body](const HttpRequest&) {
       std::unique_lock<std::mutex> lock(mu);
+      max_waiting = std::max(max_waiting, ++waiting);
       cv.wait(lock, [&] { return !hold; });
+      --waiting;
       return Answer(body);
     };
     o.handlers["/readyz"] = [](const HttpRequest&) { return Answer("ok\n"); };
@@ -84,6 +87,7 @@ struct Collector {
   std::mutex mu;
   std::condition_variable cv;
   bool hold = false;
+  int waiting = 0, max_waiting = 0;  // requests at the handler at once (under mu)
   std::unique_ptr<HttpServer> server;
 };
 
@@ -174,7 +178,7 @@ TEST(FrontTest, StuckCollectorNeverBlocksTheFrontsHealthz) {
   for (int i = 0; i < 5; ++i) {
     const auto start = Clock::now();
     EXPECT_EQ(HttpGet(front->port(), "/healthz").status, 200);
-    EXPECT_LT(Clock::now() - start, 200ms) << "/healthz waited behind the stuck scrapes";
+    EXPECT_LT(Clock::now() - start, 500ms) << "/healthz waited behind the stuck scrapes";
   }
   int timed_out = 0, busy = 0;
   for (auto& f : scrapes) {
@@ -183,8 +187,15 @@ TEST(FrontTest, StuckCollectorNeverBlocksTheFrontsHealthz) {
     timed_out += r.body.find("no answer in time") != std::string::npos;
     busy += r.body.find("upstream busy") != std::string::npos;
   }
-  EXPECT_EQ(timed_out, 3) << "threads - 1 forwards at once";
-  EXPECT_EQ(busy, 3);
+  EXPECT_EQ(timed_out + busy, 6);
+  EXPECT_GE(timed_out, 3);
+  EXPECT_GE(busy, 1);
+  {
+    std::lock_guard<std::mutex> lock(collector.mu);
+    // Every forward that reached the collector is still held there; with all six scrapes at
+    // once (the usual case) that is threads - 1 = 3, the rest answered busy at once.
+    EXPECT_EQ(collector.max_waiting, timed_out);
+  }
   collector.Release();
   EXPECT_EQ(HttpGet(front->port(), "/metrics").status, 200) << "back once the collector is";
 }
