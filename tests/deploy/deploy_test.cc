@@ -1,11 +1,16 @@
 // deploy/: every kustomize overlay renders (the real `kubectl kustomize`) into objects with the
-// mounts, security context, probes and tolerations the DaemonSet needs (device access through
-// privileged containers that keep every other restriction, the host's /proc read-only for the
-// exporter, no /run/neuron, a namespace Pod Security Admission lets them into); the alert rules
-// pass `promtool check rules`; the generated PrometheusRule matches its source; and every PromQL
-// expression of the dashboard parses. The DaemonSet selects every instance type of the catalog, or,
-// in overlays/nfd-label, the node label that a NodeFeatureRule sets on nodes with a Neuron PCI
-// device (vendor and device id, never the vendor alone).
+// mounts, security context, probes and tolerations the DaemonSet needs: the plugin and the
+// collector privileged for device access (each privilege with its reason beside it), keeping every
+// other restriction, with no port and exec probes over their Unix sockets; the exporter's front
+// unprivileged (non-root, no escalation, no capabilities, RuntimeDefault seccomp, read-only root,
+// no host mount) and the only container with a port; a NetworkPolicy that admits only the
+// Prometheus namespace to that port, and whose documented patch replaces that namespace; the host's
+// /proc read-only for the collector, no /run/neuron, a namespace Pod Security Admission lets them
+// into. The alert rules pass `promtool check rules`; the generated PrometheusRule matches its
+// source; every PromQL expression of the dashboard parses. The DaemonSet selects every instance
+// type of the catalog, or, in overlays/nfd-label, the node label that a NodeFeatureRule sets on
+// nodes with a Neuron PCI device (vendor and device id, never the vendor alone). Without kubectl
+// or promtool the tests that need them fail, naming the missing tool.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
