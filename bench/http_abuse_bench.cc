@@ -30,18 +30,18 @@
 #include <thread>
 #include <vector>
 
-#include "bench/http_attack.h"
+#include "tests/support/http_attack.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/subprocess.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using neuron::bench::Attack;
-using neuron::bench::AttackKind;
-using neuron::bench::AttackStats;
-using neuron::bench::ProbeSeries;
-using neuron::bench::ProbeTarget;
+using neuron::testing::Attack;
+using neuron::testing::AttackKind;
+using neuron::testing::AttackStats;
+using neuron::testing::ProbeSeries;
+using neuron::testing::ProbeTarget;
 using namespace std::chrono_literals;
 
 constexpr auto kInterval = 50ms;
@@ -126,8 +126,8 @@ void Row(const Server& s, AttackKind kind, int connections, const std::string& l
   std::vector<ProbeSeries> series;
   series.reserve(paths.size());
   for (const std::string& path : paths) {
-    series.push_back(neuron::bench::ProbeFor(ProbeTarget{s.port, path, s.tls, "", "127.0.0.2"},
-                                             kInterval, seconds, kTimeout));
+    series.push_back(neuron::testing::ProbeFor(ProbeTarget{s.port, path, s.tls, "", "127.0.0.2"},
+                                               kInterval, seconds, kTimeout));
   }
   const std::string attackers = Describe(attack.Stop());
   for (size_t i = 0; i < paths.size(); ++i) PrintRow(s.name, label, paths[i], series[i], attackers);
@@ -138,8 +138,8 @@ void Quiet(const Server& s, const std::vector<std::string>& paths, std::chrono::
            const std::string& extra_headers = "") {
   for (const std::string& path : paths) {
     PrintRow(s.name, "none (quiet)", path,
-             neuron::bench::ProbeFor(ProbeTarget{s.port, path, s.tls, extra_headers, "127.0.0.2"},
-                                     kInterval, seconds, kTimeout),
+             neuron::testing::ProbeFor(ProbeTarget{s.port, path, s.tls, extra_headers, "127.0.0.2"},
+                                       kInterval, seconds, kTimeout),
              "");
   }
 }
@@ -147,18 +147,18 @@ void Quiet(const Server& s, const std::vector<std::string>& paths, std::chrono::
 void AuthRows(const Server& s, const std::string& good, std::chrono::seconds seconds) {
   // A scraper's first request costs one bcrypt check; the server caches the success, so the rows
   // below measure what every later scrape costs.
-  const neuron::bench::ProbeResult first =
-      neuron::bench::Probe(ProbeTarget{s.port, "/metrics", false, good, "127.0.0.2"}, kTimeout);
+  const neuron::testing::ProbeResult first =
+      neuron::testing::Probe(ProbeTarget{s.port, "/metrics", false, good, "127.0.0.2"}, kTimeout);
   std::printf("%-15s first authorized /metrics (one bcrypt check, cost 10): status %d, %.1f ms\n",
               s.name.c_str(), first.status, first.ms);
   Quiet(s, {"/metrics"}, seconds, good);
-  neuron::bench::PasswordAttackStats wrong;
+  neuron::testing::PasswordAttackStats wrong;
   std::thread attackers(
-      [&] { wrong = neuron::bench::WrongPasswords(s.port, "/metrics", 8, seconds * 2 + 1s); });
+      [&] { wrong = neuron::testing::WrongPasswords(s.port, "/metrics", 8, seconds * 2 + 1s); });
   std::this_thread::sleep_for(1s);
-  const ProbeSeries metrics = neuron::bench::ProbeFor(
+  const ProbeSeries metrics = neuron::testing::ProbeFor(
       ProbeTarget{s.port, "/metrics", false, good, "127.0.0.2"}, kInterval, seconds, kTimeout);
-  const ProbeSeries healthz = neuron::bench::ProbeFor(
+  const ProbeSeries healthz = neuron::testing::ProbeFor(
       ProbeTarget{s.port, "/healthz", false, "", "127.0.0.2"}, kInterval, seconds, kTimeout);
   attackers.join();
   const double secs = static_cast<double>((seconds * 2 + 1s).count());
@@ -291,9 +291,11 @@ int main(int argc, char** argv) {
   if (wanted("tls")) {
     Quiet(tls, both, seconds);
     Row(tls, AttackKind::kTlsTrickle, 64, "64 trickling TLS handshakes", both, seconds);
-    std::printf("(no TLS row for the plugin: it takes no web config, so serves plain HTTP only)\n");
+    std::printf(
+        "(no TLS row for the plugin: the same server and web config as the exporter-tls rows; in "
+        "the DaemonSet it has no port)\n");
   }
-  if (wanted("auth")) AuthRows(auth, neuron::bench::BasicAuthHeader("alice", "secret"), seconds);
+  if (wanted("auth")) AuthRows(auth, neuron::testing::BasicAuthHeader("alice", "secret"), seconds);
   std::printf(
       "peak RSS (VmHWM): exporter %.1f MiB, exporter-tls %.1f MiB, exporter-auth %.1f "
       "MiB, plugin %.1f MiB\n",

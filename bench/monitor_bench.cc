@@ -5,7 +5,10 @@
 //   2. a hot scrape (share window 0, default 10 s full sweep): what a lone Prometheus pays;
 //   3. a scrape served from a fresh shared snapshot (default 1 s window; target p99 <= 5 ms);
 //   4. exporter RSS after the runs (target <= 24 MiB) and CPU per scrape (utime + stime);
-//   5. node_exporter: scrape latency, RSS, CPU per scrape; ratios.
+//   5. the DaemonSet's split (docs/architecture.md#privilege-split): the shared scrape through
+//      the unprivileged front, the collector behind it on a Unix socket (target p99 <= 5 ms),
+//      and the front's RSS;
+//   6. node_exporter: scrape latency, RSS, CPU per scrape; ratios.
 //
 //   monitor_bench [--scrapes N]
 
@@ -198,6 +201,80 @@ int PortFromLog(const fs::path& log) {
   return port;
 }
 
+// The DaemonSet's split: the collector on a Unix socket under the simulated driver, the front on
+// a port; the same shared scrapes as the single process, through the front. Prints its line.
+void MeasureSplit(const fs::path& root, const fs::path& work, int scrapes) {
+  const fs::path sock = work / "exporter.sock";
+  const pid_t collector =
+      Start({NEURON_SIM_BIN, "exec", "--root", root.string(), "--", NEURON_EXPORTER_BIN, "--root",
+             root.string(), "--kubelet-dir", (work / "kubelet").string(), "--no-pod-resources",
+             "--web.listen-address", "unix:" + sock.string()},
+            work / "collector.log");
+  WaitFor(
+      [&] { return Slurp(work / "collector.log").find("listening on unix:") != std::string::npos; },
+      std::chrono::seconds(60));
+  const pid_t front = Start({NEURON_EXPORTER_BIN, "--web.listen-address", "127.0.0.1:0",
+                             "--front.upstream", "unix:" + sock.string()},
+                            work / "front.log");
+  const int front_port = PortFromLog(work / "front.log");
+  Measure(front, front_port, 10);
+  const Figures split = Measure(front, front_port, scrapes, 20, std::chrono::milliseconds(1100));
+  const ProcCost front_cost = Cost(front);
+  const ProcCost collector_cost = Cost(collector);
+  StopPid(front);
+  StopPid(collector);
+  std::printf(
+      "  split, shared scrape through the front: median %.2f ms, p99 %.2f ms (target p99 <= 5 ms); "
+      "RSS front %.1f MiB, collector %.1f MiB\n",
+      split.median_ms, split.p99_ms, front_cost.rss_kib / 1024.0, collector_cost.rss_kib / 1024.0);
+}
+
+// Debian's prometheus-node-exporter on the same machine, and our figures as ratios of its.
+void CompareWithNodeExporter(const fs::path& work, int scrapes, const Figures& full,
+                             const Figures& shared, const ProcCost& shared_cost) {
+  const int ne_port = neuron::testing::FreePort();
+  const pid_t ne = Start(
+      {"prometheus-node-exporter", "--web.listen-address=127.0.0.1:" + std::to_string(ne_port)},
+      work / "node_exporter.log");
+  WaitFor([&] { return Scrape(ne_port) > 0; }, std::chrono::seconds(30));
+  Measure(ne, ne_port, 10);
+  const Figures node = Measure(ne, ne_port, scrapes);
+  const ProcCost node_cost = Cost(ne);
+  StopPid(ne);
+  std::printf("== prometheus-node-exporter (default collectors), same machine\n");
+  std::printf("  scrape: median %.2f ms, p99 %.2f ms, %" PRId64
+              " bytes, CPU %.2f ms/scrape, RSS %.1f MiB\n",
+              node.median_ms, node.p99_ms, node.bytes, node.cpu_ms_per_scrape,
+              node_cost.rss_kib / 1024.0);
+  std::printf("== ratios neuron-exporter / node_exporter\n");
+  std::printf(
+      "  full-read scrape p99 %.2fx, shared scrape p99 %.2fx, CPU per full scrape %.2fx, "
+      "RSS %.2fx\n",
+      full.p99_ms / node.p99_ms, shared.p99_ms / node.p99_ms,
+      full.cpu_ms_per_scrape / std::max(1e-9, node.cpu_ms_per_scrape),
+      static_cast<double>(shared_cost.rss_kib) / static_cast<double>(node_cost.rss_kib));
+}
+
+// `neuron-sim up` and a matmul workload on cores 0-31: the simulator's and the workload's pids,
+// or nothing (said on stderr) when the simulator does not get ready.
+std::optional<std::pair<pid_t, pid_t>> StartNode(const fs::path& root, const fs::path& work) {
+  const pid_t sim =
+      Start({NEURON_SIM_BIN, "up", "--instance", "trn2.48xlarge", "--root", root.string()},
+            work / "sim.log");
+  if (!WaitFor([&] { return fs::exists(root / "run/neuron/sim.ready"); },
+               std::chrono::seconds(120))) {
+    std::fprintf(stderr, "neuron-sim up did not get ready:\n%s\n", Slurp(work / "sim.log").c_str());
+    return std::nullopt;
+  }
+  const pid_t job = Start({NEURON_SIM_BIN, "run", "--root", root.string(), "--workload", "matmul"},
+                          work / "run.log", {"NEURON_RT_VISIBLE_CORES=0-31"});
+  // The workload prints its banner after nrt_init, which claims its datastores; its models load
+  // during the next seconds.
+  WaitFor([&] { return !Slurp(work / "run.log").empty(); }, std::chrono::seconds(60));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  return std::pair{sim, job};
+}
+
 // The value of --scrapes N (200 without it); nullopt, after a message naming the flag, when N is
 // not a positive integer.
 std::optional<int> ScrapesFlag(int argc, char** argv) {
@@ -215,9 +292,7 @@ std::optional<int> ScrapesFlag(int argc, char** argv) {
   return scrapes;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   const std::optional<int> scrapes_flag = ScrapesFlag(argc, argv);
   if (!scrapes_flag) return 2;
   const int scrapes = *scrapes_flag;
@@ -228,20 +303,9 @@ int main(int argc, char** argv) {
   const fs::path root = work / "root";
   std::printf("== exporter on trn2.48xlarge (LNC 2, 64 cores), matmul on cores 0-31, %d scrapes\n",
               scrapes);
-  const pid_t sim =
-      Start({NEURON_SIM_BIN, "up", "--instance", "trn2.48xlarge", "--root", root.string()},
-            work / "sim.log");
-  if (!WaitFor([&] { return fs::exists(root / "run/neuron/sim.ready"); },
-               std::chrono::seconds(120))) {
-    std::fprintf(stderr, "neuron-sim up did not get ready:\n%s\n", Slurp(work / "sim.log").c_str());
-    return 1;
-  }
-  const pid_t job = Start({NEURON_SIM_BIN, "run", "--root", root.string(), "--workload", "matmul"},
-                          work / "run.log", {"NEURON_RT_VISIBLE_CORES=0-31"});
-  // The workload prints its banner after nrt_init, which claims its datastores; its models load
-  // during the next seconds.
-  WaitFor([&] { return !Slurp(work / "run.log").empty(); }, std::chrono::seconds(60));
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const std::optional<std::pair<pid_t, pid_t>> node = StartNode(root, work);
+  if (!node) return 1;
+  const auto [sim, job] = *node;
 
   auto exporter = [&](const std::vector<std::string>& flags, const std::string& name) {
     // Under the simulated driver, as on a real node, the live datastores are read through
@@ -296,31 +360,23 @@ int main(int argc, char** argv) {
       "  exporter RSS: %.1f MiB after the full-read runs, %.1f MiB after the shared runs "
       "(target <= 24 MiB)\n",
       full_cost.rss_kib / 1024.0, shared_cost.rss_kib / 1024.0);
+  MeasureSplit(root, work, scrapes);
 
-  const int ne_port = neuron::testing::FreePort();
-  const pid_t ne = Start(
-      {"prometheus-node-exporter", "--web.listen-address=127.0.0.1:" + std::to_string(ne_port)},
-      work / "node_exporter.log");
-  WaitFor([&] { return Scrape(ne_port) > 0; }, std::chrono::seconds(30));
-  Measure(ne, ne_port, 10);
-  const Figures node = Measure(ne, ne_port, scrapes);
-  const ProcCost node_cost = Cost(ne);
-  StopPid(ne);
-  std::printf("== prometheus-node-exporter (default collectors), same machine\n");
-  std::printf("  scrape: median %.2f ms, p99 %.2f ms, %" PRId64
-              " bytes, CPU %.2f ms/scrape, RSS %.1f MiB\n",
-              node.median_ms, node.p99_ms, node.bytes, node.cpu_ms_per_scrape,
-              node_cost.rss_kib / 1024.0);
-  std::printf("== ratios neuron-exporter / node_exporter\n");
-  std::printf(
-      "  full-read scrape p99 %.2fx, shared scrape p99 %.2fx, CPU per full scrape %.2fx, "
-      "RSS %.2fx\n",
-      full.p99_ms / node.p99_ms, shared.p99_ms / node.p99_ms,
-      full.cpu_ms_per_scrape / std::max(1e-9, node.cpu_ms_per_scrape),
-      static_cast<double>(shared_cost.rss_kib) / static_cast<double>(node_cost.rss_kib));
+  CompareWithNodeExporter(work, scrapes, full, shared, shared_cost);
 
   StopPid(job);
   StopPid(sim);
   fs::remove_all(work);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "monitor_bench: %s\n", e.what());
+    return 1;
+  }
 }

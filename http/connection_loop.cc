@@ -198,6 +198,8 @@ void ConnectionLoop::Accept(Clock::time_point now) {
       inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, host, sizeof host);
     } else if (addr.ss_family == AF_INET6) {
       inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, host, sizeof host);
+    } else if (addr.ss_family == AF_UNIX) {
+      std::strcpy(host, "unix");  // peers on a Unix socket have no address: one group for caps
     }
     Admit(UniqueFd(fd), host, now);
   }

@@ -14,6 +14,8 @@
 #include <spdlog/spdlog.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include <charconv>
 #include <condition_variable>
@@ -100,6 +102,7 @@ class HttpServer::Impl {
   };
 
   absl::Status Bind();
+  absl::Status BindUnix(const std::string& path);
   void Stop();
   void WorkerLoop();
   void CheckLoop();
@@ -116,6 +119,7 @@ class HttpServer::Impl {
   LoginLimiter limiter_;
   UniqueFd listen_fd_;
   int port_ = 0;
+  std::string unix_path_;  // the socket file we made, removed at Stop; empty for TCP
   std::unique_ptr<ConnectionLoop> loop_;
   std::vector<std::thread> workers_;
   std::vector<std::thread> checkers_;
@@ -128,8 +132,43 @@ class HttpServer::Impl {
   bool stop_ = false;
 };
 
+// A Unix socket, mode 0660: the owner and the group the directory gives (a pod's fsGroup on a
+// shared emptyDir, deploy/base/daemonset.yaml) connect, nobody else. A socket file left by an
+// earlier run is replaced; anything else at the path is an error, never removed.
+absl::Status HttpServer::Impl::BindUnix(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof addr.sun_path) {
+    return absl::InvalidArgumentError(
+        fmt::format("listen address \"unix:{}\": expected a path of 1-{} bytes", path,
+                    sizeof addr.sun_path - 1));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          fmt::format("cannot listen on unix:{}: the path exists and is not a socket", path));
+    }
+    unlink(path.c_str());
+  }
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd || bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    return absl::UnavailableError(
+        fmt::format("cannot listen on unix:{}: {}", path, std::strerror(errno)));
+  }
+  unix_path_ = path;
+  if (chmod(path.c_str(), 0660) != 0 || listen(fd.get(), 1024) != 0) {
+    return absl::UnavailableError(
+        fmt::format("cannot listen on unix:{}: {}", path, std::strerror(errno)));
+  }
+  listen_fd_ = std::move(fd);
+  return absl::OkStatus();
+}
+
 absl::Status HttpServer::Impl::Bind() {
   std::string_view address = options_.listen_address;
+  if (address.substr(0, 5) == "unix:") return BindUnix(std::string(address.substr(5)));
   std::string host;
   std::string_view port = address;
   if (const size_t colon = address.rfind(':'); colon != std::string_view::npos) {
@@ -237,6 +276,8 @@ void HttpServer::Impl::Stop() {
   workers_.clear();
   checkers_.clear();
   loop_.reset();
+  if (!unix_path_.empty()) unlink(unix_path_.c_str());
+  unix_path_.clear();
 }
 
 void HttpServer::Impl::WorkerLoop() {

@@ -71,7 +71,9 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 class HttpServer {
  public:
   struct Options {
-    // "host:port", ":port" or "port" (all IPv4 interfaces); port 0 picks a free port.
+    // "host:port", ":port" or "port" (all IPv4 interfaces); port 0 picks a free port. Or
+    // "unix:PATH": a Unix socket of mode 0660 (a stale socket file there is replaced, and the
+    // file is removed at stop); port() is then 0 and every client counts as address "unix".
     std::string listen_address = "127.0.0.1:0";
     std::optional<WebConfig> web_config;
     // The file `web_config` was read from, when there is one: its basic_auth_users are re-read

@@ -15,15 +15,15 @@
 #include "core/base/version.h"
 #include "core/model/node_flags.h"
 #include "http/http_server.h"
+#include "http/local_client.h"
 #include "http/web_config.h"
 #include "monitor/exporter.h"
+#include "monitor/front.h"
 #include "monitor/json_stream.h"
 #include "monitor/node_source.h"
 
+namespace neuron::monitor {
 namespace {
-
-using namespace neuron;
-using namespace neuron::monitor;
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
@@ -47,6 +47,9 @@ struct Flags {
   // Indexed like CollectorNames(): --collector.<name> / --no-collector.<name>.
   std::vector<char> collectors = std::vector<char>(CollectorNames().size(), 1);
   ExporterOptions exporter;
+  FrontOptions front;  // front mode when front.upstream is set
+  int front_timeout_ms = 5000;
+  std::string probe;  // --probe PATH
 };
 
 // The collector groups' switches, one pair per group, as node_exporter spells them.
@@ -99,6 +102,20 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Path under which to serve the metrics (default /metrics)");
   app.add_flag("--web.disable-exporter-metrics", f.disable_exporter_metrics,
                "Leave out the exporter process's own metrics (process_*)");
+  app.add_option("--front.upstream", f.front.upstream,
+                 "Front mode: read nothing of the node; forward each authorized scrape to the "
+                 "collector at this address (unix:PATH)")
+      ->group("Front (docs/architecture.md#privilege-split)");
+  app.add_option("--front.plugin-upstream", f.front.plugin_upstream,
+                 "Front mode: serve the device plugin's /metrics at /plugin/metrics from here")
+      ->group("Front (docs/architecture.md#privilege-split)");
+  app.add_option("--front.timeout-ms", f.front_timeout_ms,
+                 "Front mode: give up on an upstream after this long (answer 503)")
+      ->check(CLI::Range(1, 600000))
+      ->group("Front (docs/architecture.md#privilege-split)");
+  app.add_option("--probe", f.probe,
+                 "GET PATH from the exporter running at --web.listen-address (unix:PATH for the "
+                 "collector) and exit 0 on 200: the DaemonSet's exec probes");
   app.add_option("--log.level,--log-level", f.log_level,
                  "Log level: trace|debug|info|warn|error (default info)");
   app.add_option("--log.format", f.log_format, "Log format: text|json (default text)")
@@ -110,7 +127,11 @@ void AddFlags(CLI::App& app, Flags& f) {
       "Examples:\n"
       "  neuron-exporter --web.listen-address=:9478 --log.format=json\n"
       "  neuron-exporter --no-collector.efa --web.telemetry-path=/neuron/metrics\n"
-      "  neuron-exporter --compat --region=us-east-2 --format=json --period=5");
+      "  neuron-exporter --compat --region=us-east-2 --format=json --period=5\n"
+      "  neuron-exporter --web.listen-address=unix:/run/neuron-node-agent/exporter.sock  # "
+      "collector\n"
+      "  neuron-exporter --front.upstream=unix:/run/neuron-node-agent/exporter.sock       # its "
+      "front");
 }
 
 // SIGTERM and SIGINT, blocked in every thread started from here on: the main thread takes them
@@ -160,28 +181,74 @@ int StreamJson(NodeSource& source, const Flags& f, const sigset_t& signals, spdl
     std::fflush(stdout);
     next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(step);
     const auto wait = next - std::chrono::steady_clock::now();
-    const long ns =
-        std::max<long>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count());
-    timespec ts{ns / 1000000000L, ns % 1000000000L};
+    const int64_t ns =
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count());
+    timespec ts{};
+    ts.tv_sec = ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
     if (sigtimedwait(&signals, nullptr, &ts) > 0) return 0;
   }
+}
+
+// The server's options from the flags: address, threads, the web config (false, logged, when it
+// cannot be read).
+bool ServerOptions(const Flags& f, spdlog::logger& log, HttpServer::Options& ho) {
+  ho.listen_address = f.listen;
+  ho.threads = f.threads;
+  ho.logger_name = "exporter-http";
+  if (f.web_config_file.empty()) return true;
+  absl::StatusOr<WebConfig> wc = LoadWebConfig(f.web_config_file);
+  if (!wc.ok()) {
+    log.error("{}", wc.status().ToString());
+    return false;
+  }
+  ho.web_config = *std::move(wc);
+  ho.web_config_file = f.web_config_file;  // basic_auth_users are re-read when it changes
+  return true;
+}
+
+// --probe: the collector has no network port, so the kubelet probes it with this command.
+int Probe(const Flags& f) {
+  if (absl::Status s = neuron::Probe(f.listen, f.probe); !s.ok()) {
+    std::fprintf(stderr, "neuron-exporter --probe: %s\n", std::string{s.message()}.c_str());
+    return kExitFailure;
+  }
+  return 0;
+}
+
+// "port 9478", or "unix:PATH" for a Unix socket.
+std::string ListeningOn(const Flags& f, const HttpServer& server) {
+  return f.listen.rfind("unix:", 0) == 0 ? f.listen : fmt::format("port {}", server.port());
+}
+
+// Front mode: the network side only, forwarding to the collector (monitor/front.h). It reads
+// nothing of the node.
+int ServeFront(Flags f, const sigset_t& signals, spdlog::logger& log) {
+  HttpServer::Options ho;
+  if (!ServerOptions(f, log, ho)) return kExitFailure;
+  f.front.telemetry_path = f.exporter.telemetry_path;
+  f.front.timeout = std::chrono::milliseconds(f.front_timeout_ms);
+  f.front.threads = f.threads;
+  ho.handlers = FrontHandlers(f.front);
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(std::move(ho));
+  if (!server.ok()) {
+    log.error("{}", server.status().ToString());
+    return kExitFailure;
+  }
+  log.info(
+      "front: forwarding {} to {}{}", f.front.telemetry_path, f.front.upstream,
+      f.front.plugin_upstream.empty() ? "" : ", /plugin/metrics to " + f.front.plugin_upstream);
+  log.info("listening on {}", ListeningOn(f, **server));
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log.info("stopping on signal {}", sig);
+  return 0;
 }
 
 // The metrics (--web.telemetry-path), /healthz, /readyz and / until a stop signal.
 int ServeMetrics(NodeSource& source, const Flags& f, const sigset_t& signals, spdlog::logger& log) {
   HttpServer::Options ho;
-  ho.listen_address = f.listen;
-  ho.threads = f.threads;
-  ho.logger_name = "exporter-http";
-  if (!f.web_config_file.empty()) {
-    absl::StatusOr<WebConfig> wc = LoadWebConfig(f.web_config_file);
-    if (!wc.ok()) {
-      log.error("{}", wc.status().ToString());
-      return kExitFailure;
-    }
-    ho.web_config = *std::move(wc);
-    ho.web_config_file = f.web_config_file;  // basic_auth_users are re-read when it changes
-  }
+  if (!ServerOptions(f, log, ho)) return kExitFailure;
   // The server starts before the first sample so that /healthz (liveness) answers at once and
   // /readyz says what is still missing; /metrics answers 503 until the source is ready.
   Exporter exporter(source, f.exporter);
@@ -191,20 +258,18 @@ int ServeMetrics(NodeSource& source, const Flags& f, const sigset_t& signals, sp
     log.error("{}", server.status().ToString());
     return kExitFailure;
   }
-  log.info("port {} bound; reading the node", (*server)->port());
+  log.info("{} bound; reading the node", ListeningOn(f, **server));
   if (!StartSource(source, log)) return kExitFailure;
-  // Tests and scripts read the bound port from this line (port 0 picks one); it comes once
-  // /metrics serves data.
-  log.info("listening on port {}", (*server)->port());
+  // Tests and scripts read the bound port (port 0 picks one) or the socket from this line; it
+  // comes once /metrics serves data.
+  log.info("listening on {}", ListeningOn(f, **server));
   int sig = 0;
   sigwait(&signals, &sig);
   log.info("stopping on signal {}", sig);
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{"neuron-exporter: Prometheus metrics for AWS Neuron devices"};
   Flags f;
   AddFlags(app, f);
@@ -213,6 +278,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  if (!f.probe.empty()) return Probe(f);
   const absl::StatusOr<NodeFlags> node = ResolveNodeFlags(f.node, RealGetEnv);
   absl::Status usage = node.status();
   if (usage.ok()) usage = ValidateTelemetryPath(f.exporter.telemetry_path);
@@ -237,7 +303,22 @@ int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 2);
   const std::shared_ptr<spdlog::logger> log = ComponentLogger("exporter");
   const sigset_t signals = BlockStopSignals();
+  if (!f.front.upstream.empty()) return ServeFront(f, signals, *log);
   NodeSource source(SourceOptions(f, *node));
   if (f.format == "json") return StreamJson(source, f, signals, *log);
   return ServeMetrics(source, f, signals, *log);
+}
+
+}  // namespace
+}  // namespace neuron::monitor
+
+// What nothing below handled (a std::bad_alloc, a filesystem error) ends the exporter with one
+// line and status 1 rather than std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return neuron::monitor::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "neuron-exporter: %s\n", e.what());
+    return 1;
+  }
 }

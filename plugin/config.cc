@@ -243,6 +243,9 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
         if (key == "cdi") return Get(v, source, key, ParseBool, &c.cdi);
         if (key == "socket_suffix") return Get(v, source, key, SocketSuffix, &c.socket_suffix);
         if (key == "listen") return Get(v, source, key, AnyString, &c.listen);
+        if (key == "web_config_file") {
+          return Get(v, source, key, AnyString, &c.web_config_file);
+        }
         if (key == "log_level") return Get(v, source, key, AnyString, &c.log_level);
         if (key == "log_format") return Get(v, source, key, AnyString, &c.log_format);
         if (key == "discovery") return Get(v, source, key, ParseDiscoveryMode, &c.discovery);
@@ -257,8 +260,9 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
         }
         return Unknown(
             source, mark, "", key,
-            "resources, health, noncontiguous, cdi, socket_suffix, listen, log_level, "
-            "log_format, discovery, device_numbering, podresources_period, allocation_grace");
+            "resources, health, noncontiguous, cdi, socket_suffix, listen, web_config_file, "
+            "log_level, log_format, discovery, device_numbering, podresources_period, "
+            "allocation_grace");
       });
   if (!status.ok()) return status;
   *config = std::move(c);
@@ -284,6 +288,7 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
   for (const absl::Status& s :
        {apply("NEURON_DP_KUBELET_DIR", AnyString, &c.kubelet_dir),
         apply("NEURON_DP_LISTEN", AnyString, &c.listen),
+        apply("NEURON_DP_WEB_CONFIG_FILE", AnyString, &c.web_config_file),
         apply("NEURON_DP_LOG_LEVEL", AnyString, &c.log_level),
         apply("NEURON_DP_LOG_FORMAT", AnyString, &c.log_format),
         apply("NEURON_DP_SOCKET_SUFFIX", SocketSuffix, &c.socket_suffix),
@@ -313,6 +318,7 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, const GetEnvFn& getenv)
   c.lnc = node->lnc;
   if (flags.kubelet_dir) c.kubelet_dir = *flags.kubelet_dir;
   if (flags.listen) c.listen = *flags.listen;
+  if (flags.web_config_file) c.web_config_file = *flags.web_config_file;
   if (flags.log_level) c.log_level = *flags.log_level;
   if (flags.log_format) c.log_format = *flags.log_format;
   if (flags.cdi) c.cdi = *flags.cdi;

@@ -52,8 +52,13 @@ struct Config {
   std::string root = "/";
   std::string kubelet_dir = "/var/lib/kubelet";
   std::string config_file;
-  // /healthz, /readyz, /metrics. 9410: a port of our own (tests pass port 0).
-  std::string listen = "0.0.0.0:9410";
+  // /healthz, /readyz, /metrics: "host:port" (9410 is ours; tests pass port 0) or "unix:PATH"
+  // (the DaemonSet: no network port, docs/architecture.md#privilege-split). Loopback by default:
+  // a privileged process does not face the network unless told to.
+  std::string listen = "127.0.0.1:9410";
+  // exporter-toolkit web config (TLS, basic auth) for that server, as the exporter's
+  // --web.config.file; "" for none.
+  std::string web_config_file;
   int lnc = 0;  // 0: NEURON_LOGICAL_NC_CONFIG, then the instance default
   DiscoveryMode discovery = DiscoveryMode::kAuto;
   std::string log_level = "info";
@@ -105,8 +110,8 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config);
 
 // Values given on the command line; unset ones leave the lower layers alone.
 struct Flags {
-  std::optional<std::string> root, kubelet_dir, config_file, listen, log_level, log_format,
-      socket_suffix, resources, noncontiguous, discovery, device_numbering, lnc;
+  std::optional<std::string> root, kubelet_dir, config_file, listen, web_config_file, log_level,
+      log_format, socket_suffix, resources, noncontiguous, discovery, device_numbering, lnc;
   std::optional<bool> cdi;
 };
 

@@ -14,6 +14,8 @@
 #include "core/base/log_setup.h"
 #include "core/base/version.h"
 #include "http/http_server.h"
+#include "http/local_client.h"
+#include "http/web_config.h"
 #include "plugin/config.h"
 #include "plugin/plugin.h"
 
@@ -24,10 +26,17 @@ using neuron::HttpResponse;
 using neuron::plugin::Plugin;
 
 // /healthz (liveness), /readyz (every enabled resource with devices registered with the kubelet)
-// and /metrics on --listen.
-neuron::HttpServer::Options HttpOptions(const neuron::plugin::Config& config, Plugin& plugin) {
+// and /metrics on --listen, with --web.config.file's TLS and basic auth when given.
+absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Config& config,
+                                                        Plugin& plugin) {
   neuron::HttpServer::Options hopts;
   hopts.listen_address = config.listen;
+  if (!config.web_config_file.empty()) {
+    absl::StatusOr<neuron::WebConfig> wc = neuron::LoadWebConfig(config.web_config_file);
+    if (!wc.ok()) return wc.status();
+    hopts.web_config = *std::move(wc);
+    hopts.web_config_file = config.web_config_file;  // basic_auth_users re-read on change
+  }
   hopts.threads = 2;
   hopts.logger_name = "plugin.http";
   hopts.handlers["/healthz"] = [](const HttpRequest&) {
@@ -72,22 +81,38 @@ int Run(const neuron::plugin::Config& config) {
     spdlog::error("{}", std::string{s.message()});
     return 1;
   }
+  absl::StatusOr<neuron::HttpServer::Options> hopts = HttpOptions(config, plugin);
   absl::StatusOr<std::unique_ptr<neuron::HttpServer>> http =
-      neuron::HttpServer::Start(HttpOptions(config, plugin));
+      hopts.ok() ? neuron::HttpServer::Start(*std::move(hopts)) : hopts.status();
   if (!http.ok()) {
     spdlog::error("--listen {}: {}", config.listen, std::string{http.status().message()});
     return 1;
   }
-  // Tests and operators find the bound port here (--listen with port 0 picks one).
-  std::printf("listening on port %d\n", (*http)->port());
+  // Tests and operators find the bound port (--listen with port 0 picks one) or socket here.
+  const std::string where = config.listen.rfind("unix:", 0) == 0
+                                ? config.listen
+                                : "port " + std::to_string((*http)->port());
+  std::printf("listening on %s\n", where.c_str());
   std::fflush(stdout);
-  spdlog::info("/healthz, /readyz and /metrics on port {}", (*http)->port());
+  spdlog::info("/healthz, /readyz and /metrics on {}", where);
 
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("signal {}: stopping, removing our sockets", sig);
   http->reset();
   plugin.Stop();
+  return 0;
+}
+
+// --probe PATH: the DaemonSet's exec probes (the plugin has no network port, so the kubelet
+// cannot GET it). Asks the running plugin at --listen (flag, NEURON_DP_LISTEN or the config file,
+// as the plugin itself resolves it): exit 0 on 200, 1 on any other answer or none within a
+// second, saying why on stderr. Plain HTTP: with TLS in the web config it cannot probe.
+int Probe(const neuron::plugin::Config& config, const std::string& path) {
+  if (absl::Status s = neuron::Probe(config.listen, path); !s.ok()) {
+    std::fprintf(stderr, "neuron-device-plugin --probe: %s\n", std::string{s.message()}.c_str());
+    return 1;
+  }
   return 0;
 }
 
@@ -106,7 +131,14 @@ int Main(int argc, char** argv) {
   app.add_option("--kubelet-dir", f.kubelet_dir,
                  "Kubelet directory (env NEURON_DP_KUBELET_DIR; /var/lib/kubelet)");
   app.add_option("--config", f.config_file, "YAML config file (env NEURON_DP_CONFIG)");
-  app.add_option("--listen", f.listen, "/healthz /readyz /metrics address (default 0.0.0.0:9410)");
+  app.add_option("--listen", f.listen,
+                 "/healthz /readyz /metrics address: host:port or unix:PATH (default "
+                 "127.0.0.1:9410)");
+  app.add_option("--web.config.file", f.web_config_file,
+                 "exporter-toolkit web config for --listen (TLS, basic auth)");
+  std::string probe;
+  app.add_option("--probe", probe,
+                 "Probe the running plugin at --listen: GET PATH, exit 0 on 200 (exec probes)");
   app.add_option("--lnc", f.lnc,
                  "Logical NeuronCore config on trn2: 1 or 2 (env NEURON_LOGICAL_NC_CONFIG)");
   app.add_option("--log.level,--log-level", f.log_level,
@@ -127,7 +159,8 @@ int Main(int argc, char** argv) {
       "Examples:\n"
       "  neuron-device-plugin --log.format=json\n"
       "  neuron-device-plugin --resources=neuron,neuroncore --listen=127.0.0.1:9410\n"
-      "  neuron-device-plugin --config=/etc/neuron/device-plugin.yaml --log.level=debug");
+      "  neuron-device-plugin --config=/etc/neuron/device-plugin.yaml --log.level=debug\n"
+      "  neuron-device-plugin --listen=unix:/run/neuron-node-agent/plugin.sock --probe=/healthz");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -136,6 +169,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<neuron::plugin::Config> config =
       neuron::plugin::ResolveConfig(f, neuron::RealGetEnv);
   absl::Status usage = config.status();
+  if (usage.ok() && !probe.empty()) return Probe(*config, probe);
   if (usage.ok()) {
     spdlog::set_default_logger(spdlog::stderr_color_mt("neuron-device-plugin"));
     usage = neuron::ConfigureLogging(config->log_level, config->log_format);

@@ -40,6 +40,20 @@ case "${1:-}" in
   *) echo "usage: $0 [--build|--image]" >&2; exit 2 ;;
 esac
 
+# kubectl (its `kubectl kustomize`) renders deploy/ in tests/deploy. Debian's kubernetes-client is
+# 1.20, whose kustomize 2.0 knows neither the `labels` field nor components that deploy/ uses
+# (kustomize 4.1 and later: kubectl 1.22 and later), so it is not installed from here. The
+# machines this project runs on ship a current kubectl; elsewhere install one (kubernetes.io,
+# "Install kubectl on Linux"). Without it tests/deploy fails and says so.
+kubectl_ok() {
+  command -v kubectl >/dev/null 2>&1 && kubectl kustomize --help >/dev/null 2>&1 &&
+    [ "$(kubectl version --client -o json 2>/dev/null | sed -n 's/.*"minor": *"\([0-9]*\).*/\1/p' | head -1)" -ge 22 ] 2>/dev/null
+}
+if [ "${1:-}" = "" ] && ! kubectl_ok; then
+  echo "install-deps: kubectl 1.22 or later is missing (tests/deploy needs 'kubectl kustomize');" \
+    "Debian's kubernetes-client is too old: install kubectl from kubernetes.io" >&2
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

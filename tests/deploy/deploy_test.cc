@@ -1,11 +1,16 @@
 // deploy/: every kustomize overlay renders (the real `kubectl kustomize`) into objects with the
-// mounts, security context, probes and tolerations the DaemonSet needs (device access through
-// privileged containers that keep every other restriction, the host's /proc read-only for the
-// exporter, no /run/neuron, a namespace Pod Security Admission lets them into); the alert rules
-// pass `promtool check rules`; the generated PrometheusRule matches its source; and every PromQL
-// expression of the dashboard parses. The DaemonSet selects every instance type of the catalog, or,
-// in overlays/nfd-label, the node label that a NodeFeatureRule sets on nodes with a Neuron PCI
-// device (vendor and device id, never the vendor alone).
+// mounts, security context, probes and tolerations the DaemonSet needs: the plugin and the
+// collector privileged for device access (each privilege with its reason beside it), keeping every
+// other restriction, with no port and exec probes over their Unix sockets; the exporter's front
+// unprivileged (non-root, no escalation, no capabilities, RuntimeDefault seccomp, read-only root,
+// no host mount) and the only container with a port; a NetworkPolicy that admits only the
+// Prometheus namespace to that port, and whose documented patch replaces that namespace; the host's
+// /proc read-only for the collector, no /run/neuron, a namespace Pod Security Admission lets them
+// into. The alert rules pass `promtool check rules`; the generated PrometheusRule matches its
+// source; every PromQL expression of the dashboard parses. The DaemonSet selects every instance
+// type of the catalog, or, in overlays/nfd-label, the node label that a NodeFeatureRule sets on
+// nodes with a Neuron PCI device (vendor and device id, never the vendor alone). Without kubectl
+// or promtool the tests that need them fail, naming the missing tool.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -16,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -76,11 +82,15 @@ YAML::Node Container(const YAML::Node& daemonset, const std::string& name) {
   return YAML::Node();
 }
 
+// kubectl and promtool are test dependencies (scripts/install-deps.sh): missing, a test fails and
+// says so, rather than passing on nothing.
+std::string Missing(const std::string& tool) {
+  return tool + " is not installed: run scripts/install-deps.sh, which says how to get it";
+}
+
 class OverlayTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override {
-    if (!OnPath("kubectl")) GTEST_SKIP() << "kubectl is not installed";
-  }
+  void SetUp() override { ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl"); }
 };
 
 // The pod: scheduling, no API token, no host namespaces.
@@ -131,28 +141,98 @@ void ExpectNodeSelection(const YAML::Node& pod, bool by_label) {
   EXPECT_TRUE(present_values.empty());
 }
 
-// A container: privileged for device access and otherwise locked down, probed, bounded.
-void ExpectContainerSecurity(const YAML::Node& c) {
+std::string Args(const YAML::Node& c) {
+  std::string joined;
+  for (const YAML::Node& a : c["args"]) joined += a.as<std::string>() + " ";
+  return joined;
+}
+
+// The value of `--flag=value` among the container's args, "" when absent.
+std::string Arg(const YAML::Node& c, const std::string& flag) {
+  for (const YAML::Node& a : c["args"]) {
+    const std::string arg = a.as<std::string>();
+    if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
+  }
+  return "";
+}
+
+void ExpectBounded(const YAML::Node& c) {
+  EXPECT_TRUE(c["resources"]["requests"]["memory"]);
+  EXPECT_TRUE(c["resources"]["limits"]["memory"]);
+  EXPECT_NE(Args(c).find("--log.format=json"), std::string::npos) << Args(c);
+  const YAML::Node sc = c["securityContext"];
+  EXPECT_TRUE(sc["readOnlyRootFilesystem"].as<bool>(false));
+  ASSERT_TRUE(sc["capabilities"]["drop"]);
+  EXPECT_EQ(sc["capabilities"]["drop"].as<std::vector<std::string>>(),
+            std::vector<std::string>{"ALL"});
+  EXPECT_FALSE(sc["capabilities"]["add"]) << "capabilities added";
+}
+
+// A privileged container (the plugin, the collector): device access and otherwise locked down;
+// no port: its HTTP on a Unix socket in the pod (`listen_flag`), probed by exec over it.
+void ExpectPrivilegedContainer(const YAML::Node& c, const std::string& listen_flag) {
+  ExpectBounded(c);
   const YAML::Node sc = c["securityContext"];
   // Device access: a hostPath of /dev does not get past the device cgroup.
   EXPECT_TRUE(sc["privileged"].as<bool>(false));
-  EXPECT_TRUE(sc["readOnlyRootFilesystem"].as<bool>(false));
   // The API server rejects allowPrivilegeEscalation: false beside privileged: true.
-  if (sc["privileged"].as<bool>(false)) {
-    EXPECT_TRUE(sc["allowPrivilegeEscalation"].as<bool>(true))
-        << "allowPrivilegeEscalation: false with privileged: true does not validate";
+  EXPECT_TRUE(sc["allowPrivilegeEscalation"].as<bool>(true))
+      << "allowPrivilegeEscalation: false with privileged: true does not validate";
+  EXPECT_FALSE(c["ports"]) << "a privileged container with a network port";
+  EXPECT_NE(Args(c).find("--root=/host"), std::string::npos) << Args(c);
+  const std::string listen = Arg(c, listen_flag);
+  EXPECT_EQ(listen.rfind("unix:/run/neuron-node-agent/", 0), 0u) << listen_flag << "=" << listen;
+  for (const auto& [probe, path] :
+       {std::pair{"livenessProbe", "/healthz"}, std::pair{"readinessProbe", "/readyz"}}) {
+    SCOPED_TRACE(probe);
+    EXPECT_FALSE(c[probe]["httpGet"]) << "nothing listens on a port to GET";
+    const auto command =
+        c[probe]["exec"]["command"].as<std::vector<std::string>>(std::vector<std::string>{});
+    ASSERT_EQ(command.size(), 3u);
+    EXPECT_EQ(command[0], c["command"][0].as<std::string>()) << "the container's own binary";
+    const std::string listen_arg = std::string(listen_flag).append("=").append(listen);
+    EXPECT_EQ(command[1], listen_arg) << "the socket the container listens on";
+    EXPECT_EQ(command[2], std::string("--probe=") + path);
+    EXPECT_GE(c[probe]["timeoutSeconds"].as<int>(1), 2) << "the probe's own deadline is 1 s";
   }
-  ASSERT_TRUE(sc["capabilities"]["drop"]);
-  EXPECT_EQ(sc["capabilities"]["drop"][0].as<std::string>(), "ALL");
-  EXPECT_FALSE(sc["capabilities"]["add"]) << "capabilities added";
-  EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"].as<std::string>(), "/healthz");
-  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(), "/readyz");
-  EXPECT_TRUE(c["resources"]["requests"]["memory"]);
-  EXPECT_TRUE(c["resources"]["limits"]["memory"]);
-  std::string joined;
-  for (const YAML::Node& a : c["args"]) joined += a.as<std::string>() + " ";
-  EXPECT_NE(joined.find("--root=/host"), std::string::npos) << joined;
-  EXPECT_NE(joined.find("--log.format=json"), std::string::npos) << joined;
+}
+
+// The front: the only container with a port, and nothing privileged about it.
+void ExpectFront(const YAML::Node& c, const std::string& collector, const std::string& plugin) {
+  ExpectBounded(c);
+  const YAML::Node sc = c["securityContext"];
+  EXPECT_FALSE(sc["privileged"].as<bool>(true)) << "privileged: false, said";
+  EXPECT_FALSE(sc["allowPrivilegeEscalation"].as<bool>(true)) << "allowPrivilegeEscalation: false";
+  EXPECT_TRUE(sc["runAsNonRoot"].as<bool>(false));
+  EXPECT_GT(sc["runAsUser"].as<int>(0), 0);
+  EXPECT_GT(sc["runAsGroup"].as<int>(0), 0);
+  EXPECT_EQ(sc["seccompProfile"]["type"].as<std::string>(""), "RuntimeDefault");
+  ASSERT_EQ(c["ports"].size(), 1u);
+  EXPECT_EQ(c["ports"][0]["name"].as<std::string>(), "metrics");
+  EXPECT_EQ(c["ports"][0]["containerPort"].as<int>(), 9478);
+  EXPECT_EQ(Arg(c, "--web.listen-address"), ":9478");
+  EXPECT_EQ(Arg(c, "--front.upstream"), collector);
+  EXPECT_EQ(Arg(c, "--front.plugin-upstream"), plugin);
+  EXPECT_EQ(Arg(c, "--root"), "") << "the front reads nothing of the node";
+  EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"].as<std::string>(""), "/healthz");
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(""), "/readyz");
+}
+
+// Each `privileged: true` in the source manifest comes with its reason on the line above.
+TEST(DeployTest, EveryPrivilegeSaysWhy) {
+  std::ifstream in(kDeploy / "base/daemonset.yaml");
+  std::string line, previous;
+  int privileged = 0;
+  while (std::getline(in, line)) {
+    const size_t text = line.find_first_not_of(' ');
+    if (text != std::string::npos && line[text] != '#' &&
+        line.find("privileged: true") != std::string::npos) {
+      ++privileged;
+      EXPECT_NE(previous.find('#'), std::string::npos) << "no reason above: " << line;
+    }
+    previous = line;
+  }
+  EXPECT_EQ(privileged, 2) << "the plugin and the collector, nothing else";
 }
 
 // A container's mounts: the host's /sys and /dev under /host, everything read-only but the
@@ -167,15 +247,46 @@ void ExpectContainerMounts(const YAML::Node& c, std::map<std::string, std::strin
     ASSERT_TRUE(mounts.count("/host" + p)) << p;
     EXPECT_EQ(mounts["/host" + p].first, p);
   }
+  // The simulator's private state: /run/neuron and below (not /run/neuron-node-agent, the pod's
+  // socket directory, an emptyDir).
+  auto simulator_state = [](const std::string& p) {
+    return p == "/run/neuron" || p.rfind("/run/neuron/", 0) == 0;
+  };
   for (const auto& [path, mount] : mounts) {
-    EXPECT_EQ(path.find("/run/neuron"), std::string::npos) << path;
-    EXPECT_EQ(mount.first.find("/run/neuron"), std::string::npos) << path << " <- " << mount.first;
-    if (path != "/var/lib/kubelet/device-plugins") {
+    EXPECT_FALSE(simulator_state(path)) << path;
+    EXPECT_FALSE(simulator_state(mount.first)) << path << " <- " << mount.first;
+    if (path != "/var/lib/kubelet/device-plugins" && path != "/run/neuron-node-agent") {
       EXPECT_TRUE(mount.second) << path << " is writable";
     }
   }
+  ASSERT_TRUE(mounts.count("/run/neuron-node-agent")) << "the pod's socket directory";
+  EXPECT_EQ(mounts["/run/neuron-node-agent"].first, "") << "an emptyDir, not a host path";
   ASSERT_TRUE(mounts.count("/var/lib/kubelet/pod-resources"));
   EXPECT_EQ(mounts["/var/lib/kubelet/pod-resources"].first, "/var/lib/kubelet/pod-resources");
+}
+
+// Ingress only to the front's port, only from Prometheus's namespace; egress left open.
+void ExpectNetworkPolicy(const std::vector<YAML::Node>& objects, const YAML::Node& front) {
+  const YAML::Node np = Find(objects, "NetworkPolicy");
+  ASSERT_TRUE(np) << "no NetworkPolicy";
+  EXPECT_EQ(np["apiVersion"].as<std::string>(), "networking.k8s.io/v1");
+  EXPECT_EQ(np["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"].as<std::string>(""),
+            "neuron-node-agent");
+  EXPECT_EQ(np["spec"]["policyTypes"].as<std::vector<std::string>>(),
+            std::vector<std::string>{"Ingress"});
+  const YAML::Node rules = np["spec"]["ingress"];
+  ASSERT_EQ(rules.size(), 1u);
+  ASSERT_EQ(rules[0]["from"].size(), 1u);
+  const YAML::Node peer = rules[0]["from"][0];
+  EXPECT_FALSE(peer["podSelector"]) << "any pod of the namespace, nothing narrower or wider";
+  EXPECT_FALSE(peer["ipBlock"]);
+  EXPECT_EQ(peer["namespaceSelector"]["matchLabels"].size(), 1u);
+  EXPECT_EQ(
+      peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"].as<std::string>(""),
+      "monitoring");
+  ASSERT_EQ(rules[0]["ports"].size(), 1u);
+  EXPECT_EQ(rules[0]["ports"][0]["port"].as<int>(0), front["ports"][0]["containerPort"].as<int>());
+  EXPECT_EQ(rules[0]["ports"][0]["protocol"].as<std::string>(""), "TCP");
 }
 
 TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
@@ -198,16 +309,38 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   ExpectNodeSelection(pod, GetParam() == kNfdOverlay);
   std::map<std::string, std::string> host_paths;  // volume name -> host path
   for (const YAML::Node& v : pod["volumes"]) {
-    host_paths[v["name"].as<std::string>()] = v["hostPath"]["path"].as<std::string>("");
+    host_paths[v["name"].as<std::string>()] =
+        v["hostPath"] ? v["hostPath"]["path"].as<std::string>("") : "";
     EXPECT_EQ(host_paths[v["name"].as<std::string>()].find("/run/neuron"), std::string::npos);
   }
-  for (const std::string name : {"device-plugin", "exporter"}) {
+  ASSERT_EQ(pod["containers"].size(), 3u);
+  for (const auto& [name, listen_flag] :
+       {std::pair{"device-plugin", "--listen"}, std::pair{"exporter", "--web.listen-address"}}) {
     SCOPED_TRACE(name);
     const YAML::Node c = Container(ds, name);
     ASSERT_TRUE(c);
-    ExpectContainerSecurity(c);
+    ExpectPrivilegedContainer(c, listen_flag);
     ExpectContainerMounts(c, host_paths);
   }
+  const YAML::Node front = Container(ds, "exporter-front");
+  ASSERT_TRUE(front);
+  ExpectFront(front, Arg(Container(ds, "exporter"), "--web.listen-address"),
+              Arg(Container(ds, "device-plugin"), "--listen"));
+  // The front mounts the socket directory, read-only, and nothing else: no host path.
+  ASSERT_EQ(front["volumeMounts"].size(), 1u);
+  EXPECT_EQ(front["volumeMounts"][0]["mountPath"].as<std::string>(), "/run/neuron-node-agent");
+  EXPECT_TRUE(front["volumeMounts"][0]["readOnly"].as<bool>(false));
+  const std::string sockets = front["volumeMounts"][0]["name"].as<std::string>();
+  for (const YAML::Node& v : pod["volumes"]) {
+    if (v["name"].as<std::string>() == sockets) {
+      EXPECT_TRUE(v["emptyDir"]) << sockets;
+    }
+  }
+  // The sockets are 0660 (HttpServer), so the front reaches them through the group that fsGroup
+  // gives the directory.
+  EXPECT_EQ(pod["securityContext"]["fsGroup"].as<int>(-1),
+            front["securityContext"]["runAsGroup"].as<int>(-2));
+  ExpectNetworkPolicy(objects, front);
   // The exporter resolves the driver's host PIDs through the host's /proc, read-only.
   bool host_proc = false;
   for (const YAML::Node& m : Container(ds, "exporter")["volumeMounts"]) {
@@ -246,25 +379,65 @@ INSTANTIATE_TEST_SUITE_P(Deploy, OverlayTest,
                          });
 
 TEST(DeployTest, OperatorOverlayScrapesBothEndpointsAndShipsRulesAndDashboard) {
-  if (!OnPath("kubectl")) GTEST_SKIP() << "kubectl is not installed";
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
   const std::vector<YAML::Node> objects = Render("overlays/prometheus-operator");
   const YAML::Node monitor = Find(objects, "PodMonitor");
   ASSERT_TRUE(monitor);
-  std::set<std::string> ports;
+  // Both through the front's port: the exporter's /metrics and the plugin's, as a job of its own.
+  std::set<std::string> ports, paths, jobs;
   for (const YAML::Node& e : monitor["spec"]["podMetricsEndpoints"]) {
     ports.insert(e["port"].as<std::string>());
+    paths.insert(e["path"].as<std::string>("/metrics"));
+    for (const YAML::Node& r : e["relabelings"]) {
+      if (r["targetLabel"].as<std::string>("") == "job") {
+        jobs.insert(r["replacement"].as<std::string>());
+      }
+    }
   }
-  EXPECT_EQ(ports, (std::set<std::string>{"metrics", "plugin-http"}));
+  EXPECT_EQ(ports, (std::set<std::string>{"metrics"}));
+  EXPECT_EQ(paths, (std::set<std::string>{"/metrics", "/plugin/metrics"}));
+  EXPECT_EQ(jobs, (std::set<std::string>{"neuron-node-agent-plugin"}));
   EXPECT_TRUE(Find(objects, "PrometheusRule"));
   const YAML::Node dashboard = Find(objects, "ConfigMap");
   ASSERT_TRUE(dashboard);
   EXPECT_EQ(dashboard["metadata"]["labels"]["grafana_dashboard"].as<std::string>(), "1");
 }
 
+// The patch networkpolicy.yaml and docs/OPERATIONS.md#network-policy give for another Prometheus
+// namespace replaces exactly that value.
+TEST(DeployTest, PrometheusNamespaceIsReplacedByTheDocumentedPatch) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  std::ifstream in(kDeploy / "base/networkpolicy.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The example in the file's comment, uncommented.
+  const size_t from = text.find("#   patches:");
+  ASSERT_NE(from, std::string::npos);
+  std::string example;
+  std::istringstream lines(text.substr(from));
+  for (std::string line; std::getline(lines, line) && line.rfind("#   ", 0) == 0;) {
+    example += line.substr(4) + "\n";
+  }
+  TempDir dir;
+  const fs::path overlay = dir.path() / "overlay";
+  fs::create_directories(overlay);
+  // kustomize loads bases by relative path.
+  testing::WriteFile(
+      overlay / "kustomization.yaml",
+      "resources:\n  - " + fs::relative(kDeploy / "base", overlay).string() + "\n" + example);
+  ToolRun r = RunTool({"kubectl", "kustomize", overlay.string()});
+  ASSERT_EQ(r.code, 0) << r.err << "\n" << example;
+  const YAML::Node np = Find(YAML::LoadAll(r.out), "NetworkPolicy");
+  ASSERT_TRUE(np);
+  EXPECT_EQ(np["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]
+              ["kubernetes.io/metadata.name"]
+                  .as<std::string>(""),
+            "prometheus");
+}
+
 // The rule labels a node for a Neuron chip of the catalog (vendor 1d0f and one of its device ids)
 // and for nothing else of Amazon's: ENA, EFA and NVMe share the vendor.
 TEST(DeployTest, NfdRuleMatchesNeuronDevicesOnly) {
-  if (!OnPath("kubectl")) GTEST_SKIP() << "kubectl is not installed";
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
   const std::vector<YAML::Node> objects = Render(std::string(kNfdOverlay));
   const YAML::Node rule = Find(objects, "NodeFeatureRule");
   ASSERT_TRUE(rule);
@@ -301,7 +474,7 @@ TEST(DeployTest, PrometheusRuleIsGeneratedFromTheRulesFile) {
 }
 
 TEST(DeployTest, PromtoolAcceptsTheAlertRules) {
-  if (!OnPath("promtool")) GTEST_SKIP() << "promtool is not installed";
+  ASSERT_TRUE(OnPath("promtool")) << Missing("promtool");
   ToolRun r = RunTool({"promtool", "check", "rules",
                        (kDeploy / "overlays/prometheus/neuron-alerts.rules.yml").string()});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
@@ -319,7 +492,7 @@ TEST(DeployTest, PromtoolAcceptsTheAlertRules) {
 }
 
 TEST(DeployTest, EveryDashboardExpressionParses) {
-  if (!OnPath("promtool")) GTEST_SKIP() << "promtool is not installed";
+  ASSERT_TRUE(OnPath("promtool")) << Missing("promtool");
   std::ifstream in(kDeploy / "overlays/prometheus-operator/dashboards/neuron-node.json");
   const nlohmann::json dashboard = nlohmann::json::parse(in);
   std::vector<std::string> exprs;

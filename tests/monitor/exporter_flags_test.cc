@@ -2,7 +2,8 @@
 // trn1.32xlarge: it has EFA) with one workload running, the exporter under `neuron-sim exec` so
 // that the live collectors have data: --collector.<name> / --no-collector.<name>,
 // --web.telemetry-path, --web.disable-exporter-metrics (monitor/README.md#exporter-flags) and
-// --log.format=json.
+// --log.format=json; and the split the DaemonSet runs: the collector on a Unix socket, the
+// front (--front.upstream) on a port (docs/architecture.md#privilege-split).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -11,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "http/local_client.h"
 #include "monitor/collector.h"
 #include "tests/support/http_client.h"
 #include "tests/support/json_logs.h"
@@ -206,6 +208,46 @@ TEST_F(ExporterFlagsTest, DisableExporterMetricsDropsExactlyTheProcessFamilies) 
   EXPECT_TRUE(Minus(without, with).empty());
   EXPECT_TRUE(without.contains("neuron_exporter_build_info"));
   EXPECT_TRUE(without.contains("neuron_exporter_source_up"));
+}
+
+// The collector reads the node and serves a Unix socket only; the front reads nothing of the
+// node (its --root is an empty directory) and serves the collector's metrics on a port.
+TEST_F(ExporterFlagsTest, FrontServesTheCollectorsMetricsFromItsUnixSocket) {
+  const fs::path sock = dir_->path() / "exporter.sock";
+  const std::string collector_err = (dir_->path() / "collector.err").string();
+  const pid_t collector = testing::Spawn(
+      sim_->UnderDriver({NEURON_EXPORTER_BIN, "--root", sim_->root().string(), "--no-pod-resources",
+                         "--web.listen-address", "unix:" + sock.string()}),
+      "", collector_err);
+  started_.push_back(collector);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadFile(collector_err).find("listening on unix:") != std::string::npos; }, 60s))
+      << ReadFile(collector_err);
+  const fs::path empty = dir_->path() / "front-root";
+  fs::create_directories(empty);
+  const std::string front_err = (dir_->path() / "front.err").string();
+  const pid_t front =
+      testing::Spawn({NEURON_EXPORTER_BIN, "--root", empty.string(), "--web.listen-address",
+                      "127.0.0.1:0", "--front.upstream", "unix:" + sock.string()},
+                     "", front_err);
+  started_.push_back(front);
+  int port = 0;
+  ASSERT_TRUE(
+      WaitUntil([&] { return (port = testing::ListeningPort(ReadFile(front_err))) > 0; }, 60s))
+      << ReadFile(front_err);
+  const absl::StatusOr<LocalResponse> direct = LocalGet("unix:" + sock.string(), "/metrics");
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  const testing::HttpResult through = HttpGet(port, "/metrics");
+  ASSERT_EQ(through.status, 200) << through.body;
+  EXPECT_EQ(Families(through.body), Families(direct->body));
+  EXPECT_TRUE(Families(through.body).contains("neuron_device_info"));
+  EXPECT_EQ(HttpGet(port, "/readyz").status, 200);
+  // The collector stops: the front stays alive and says why it cannot scrape.
+  EXPECT_EQ(testing::Stop(collector, 20s), 0);
+  EXPECT_EQ(HttpGet(port, "/metrics").status, 503);
+  EXPECT_EQ(HttpGet(port, "/healthz").status, 200);
+  EXPECT_EQ(testing::Stop(front, 20s), 0);
+  EXPECT_NE(ReadFile(front_err).find("upstream unix:"), std::string::npos) << "logged";
 }
 
 // Every line the exporter logs with --log.format=json parses, including those whose message holds

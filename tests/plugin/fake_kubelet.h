@@ -42,7 +42,7 @@ struct Registration {
 
 class FakeKubelet final : public v1beta1::Registration::Service {
  public:
-  explicit FakeKubelet(fs::path kubelet_dir) : dir_(kubelet_dir / "device-plugins") {
+  explicit FakeKubelet(const fs::path& kubelet_dir) : dir_(kubelet_dir / "device-plugins") {
     fs::create_directories(dir_);
   }
   ~FakeKubelet() override { Stop(); }

@@ -1,5 +1,6 @@
 // The real neuron-device-plugin binary: its HTTP endpoints, SIGTERM removing its sockets, a bad
-// config file's exit code and message, and stale-socket cleanup at start.
+// config file's exit code and message, and stale-socket cleanup at start; its HTTP on a Unix
+// socket and `--probe`, the DaemonSet's exec probes (docs/architecture.md#privilege-split).
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -20,7 +21,11 @@
 namespace neuron::plugin {
 namespace {
 
-using namespace ::neuron::plugin::testing;
+using ::neuron::plugin::testing::Allocate;
+using ::neuron::plugin::testing::FakeKubelet;
+using ::neuron::plugin::testing::kCeiling;
+using ::neuron::plugin::testing::PluginStub;
+namespace fs = std::filesystem;
 using ::neuron::testing::ReadFile;
 using ::neuron::testing::SimNode;
 using ::neuron::testing::Spawn;
@@ -115,6 +120,55 @@ TEST(PluginBinaryTest, ServesEndpointsRegistersAndRemovesSocketsOnSigterm) {
     EXPECT_FALSE(fs::exists(kdir / "device-plugins" / (name + iid + ".sock"))) << name;
   }
   EXPECT_TRUE(fs::exists(kdir / "device-plugins/kubelet.sock")) << "the kubelet's stays";
+}
+
+// `--probe PATH` with the plugin's own config layers: exit 0 on 200, non-zero and quickly when
+// nothing answers (the kubelet's exec probe has a timeout of its own).
+TEST(PluginBinaryTest, ServesOnAUnixSocketAndProbesIt) {
+  TempDir tmp("plu");
+  const fs::path root = tmp.path() / "root", kdir = tmp.path() / "k";
+  SimNode sim({.sim_bin = NEURON_SIM_BIN,
+               .root = root,
+               .logs = tmp.path(),
+               .on_stop = ::neuron::testing::ExpectCleanExit});
+  ASSERT_TRUE(sim.Up("trn1.2xlarge")) << sim.Log();
+  FakeKubelet kubelet(kdir);
+  kubelet.Start();
+  const fs::path sock = tmp.path() / "plugin.sock";
+  // The listen address through the environment, as the DaemonSet gives it to both the plugin
+  // and its probes.
+  const std::vector<std::string> env{"NEURON_DP_LISTEN=unix:" + sock.string()};
+  const pid_t pid = Spawn({NEURON_PLUGIN_BIN, "--root", root.string(), "--kubelet-dir",
+                           kdir.string(), "--socket-suffix", "i-probe"},
+                          tmp.path() / "p.out", tmp.path() / "p.err", env);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return ReadFile(tmp.path() / "p.out").find("listening on unix:") != std::string::npos;
+      },
+      kCeiling))
+      << ReadFile(tmp.path() / "p.err");
+  EXPECT_TRUE(fs::is_socket(sock));
+  EXPECT_EQ(fs::status(sock).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                fs::perms::group_write);
+  auto probe = [&](const std::string& path) {
+    const pid_t p = Spawn({NEURON_PLUGIN_BIN, "--root", root.string(), "--probe", path}, "",
+                          tmp.path() / "probe.err", env);
+    return WaitExit(p, kCeiling);
+  };
+  EXPECT_EQ(probe("/healthz"), 0) << ReadFile(tmp.path() / "probe.err");
+  EXPECT_TRUE(WaitUntil([&] { return probe("/readyz") == 0; }, kCeiling))
+      << ReadFile(tmp.path() / "probe.err");
+  EXPECT_EQ(probe("/nope"), 1);
+  EXPECT_NE(ReadFile(tmp.path() / "probe.err").find("status 404"), std::string::npos);
+
+  EXPECT_EQ(Stop(pid, kCeiling), 0) << ReadFile(tmp.path() / "p.err");
+  EXPECT_FALSE(fs::exists(sock)) << "the socket goes with the plugin";
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(probe("/healthz"), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  EXPECT_NE(ReadFile(tmp.path() / "probe.err").find("connect unix:"), std::string::npos)
+      << ReadFile(tmp.path() / "probe.err");
 }
 
 TEST(PluginBinaryTest, BadConfigFileExitsTwoNamingTheLine) {

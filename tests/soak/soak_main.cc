@@ -1,6 +1,7 @@
 // `soak`: a simulated trn1.32xlarge under random faults every 100 ms for SOAK_SECONDS (default 600)
 // while pods come and go through the kubelet emulator, the kubelet restarts every 20-30 s and
-// Prometheus scrapes the exporter and the plugin; then the invariants of docs/RELIABILITY.md#soak,
+// Prometheus scrapes the exporter and the plugin beside slow and idle clients (soak_abuse.h); then
+// the invariants of docs/RELIABILITY.md#soak,
 // each printed PASS/FAIL with its numbers and FAIL below its minimum evidence (Minimums). Exit 0
 // only when every invariant holds.
 //
@@ -27,6 +28,7 @@
 #include <tuple>
 
 #include "driver-sim/driver/ctl.h"
+#include "tests/soak/soak_abuse.h"
 #include "tests/soak/soak_checks.h"
 #include "tests/soak/soak_load.h"
 #include "tests/soak/soak_node.h"
@@ -181,7 +183,7 @@ struct LoadRun {
   double paused_s = 0;
   double soak_s = 0;
 };
-LoadRun DriveLoad(SoakNode& node, Load& load, Stats& stats, const Args& args,
+LoadRun DriveLoad(SoakNode& node, Load& load, AbuseLoad& abuse, Stats& stats, const Args& args,
                   Clock::time_point start, spdlog::logger& log) {
   LoadRun run;
   std::atomic<bool> stop{false};
@@ -191,9 +193,11 @@ LoadRun DriveLoad(SoakNode& node, Load& load, Stats& stats, const Args& args,
     drivers.emplace_back([&] { load.RunFaults(stop, 100ms); });
     drivers.emplace_back([&] { load.RunPods(stop); });
     drivers.emplace_back([&] { load.RunRestarts(stop); });
+    abuse.Start();
   };
   auto stop_load = [&] {
     stop = true;
+    abuse.Stop();
     for (std::thread& t : drivers) t.join();
     drivers.clear();
   };
@@ -397,7 +401,8 @@ int Run(const Args& args) {
   const auto start = Clock::now();
   Stats stats;
   Load load(node, stats, args.seed, start);
-  LoadRun run = DriveLoad(node, load, stats, args, start, *log);
+  AbuseLoad abuse(node.exporter_port(), node.plugin_port());
+  LoadRun run = DriveLoad(node, load, abuse, stats, args, start, *log);
   // Recovery: the end's quiet point; the kubelet must see every device and EFA healthy.
   const Quiet end = Quiesce(node, load);
   const Scene scene = PlayFinalScene(node, args, end.baseline);
@@ -409,11 +414,13 @@ int Run(const Args& args) {
   std::lock_guard<std::mutex> lock(stats.mu);
   const Workloads workloads = JudgeWorkloads(stats, node, load);
   ReportSummary(report, args, stats, run, e, end, workloads);
+  abuse.Summarize(report);
   report.Line("---- invariants ----");
   CheckRun(report, args, stats, run, e, end, scene, node);
   const Minimums min = Minimums::For(args.seconds);
   CheckAllocation(report, stats, min);
   CheckScrapes(report, args, e, min);
+  abuse.Check(report, 10);  // the servers' default request deadline (http/http_server.h)
   CheckRestarts(report, stats, min);
   CheckWorkloads(report, stats, workloads, min);
   report.Line(report.all_pass() ? "RESULT: PASS" : "RESULT: FAIL");

@@ -1,5 +1,6 @@
 #pragma once
-// The clients of bench/http_abuse_bench.cc: a well-behaved scraper that probes one path at a
+// The clients of bench/http_abuse_bench.cc and of the soak's abuse load (tests/soak): a
+// well-behaved scraper that probes one path at a
 // fixed rate, and the attackers of docs/RELIABILITY.md#abuse (slow header lines, one byte and
 // stop, a TLS ClientHello a byte at a time, idle connections, wrong passwords). Everything is
 // loopback: attackers connect from 127.0.0.1, the scraper from 127.0.0.2 (both reach a server
@@ -17,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-namespace neuron::bench {
+namespace neuron::testing {
 
 struct ProbeTarget {
   int port = 0;
@@ -98,4 +99,4 @@ PasswordAttackStats WrongPasswords(int port, const std::string& path, int client
 // "Authorization: Basic base64(user:password)\r\n".
 std::string BasicAuthHeader(const std::string& user, const std::string& password);
 
-}  // namespace neuron::bench
+}  // namespace neuron::testing

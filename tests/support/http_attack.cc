@@ -1,4 +1,4 @@
-#include "bench/http_attack.h"
+#include "tests/support/http_attack.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -18,11 +18,15 @@
 #include <mutex>
 #include <optional>
 
-#include "bench/stats.h"
+#include "bench/stats.h"  // header-only: the percentiles every benchmark reports
 #include "core/base/unique_fd.h"
 
-namespace neuron::bench {
+namespace neuron::testing {
 namespace {
+
+using bench::Median;
+using bench::Ms;
+using bench::Percentile;
 
 using Clock = std::chrono::steady_clock;
 
@@ -339,4 +343,4 @@ std::string BasicAuthHeader(const std::string& user, const std::string& password
   return "Authorization: Basic " + b64 + "\r\n";
 }
 
-}  // namespace neuron::bench
+}  // namespace neuron::testing
