@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "http/http_server.h"
-#include "tests/http/http_test_client.h"
+#include "tests/support/http_test_client.h"
 
 namespace neuron {
 namespace {

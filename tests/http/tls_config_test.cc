@@ -16,7 +16,7 @@
 
 #include "http/http_server.h"
 #include "http/web_config.h"
-#include "tests/http/http_test_client.h"
+#include "tests/support/http_test_client.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 

@@ -20,6 +20,7 @@
 
 #include "bench/stats.h"  // header-only: the percentiles every benchmark reports
 #include "core/base/unique_fd.h"
+#include "tests/support/http_test_client.h"
 
 namespace neuron::testing {
 namespace {
@@ -29,25 +30,6 @@ using bench::Ms;
 using bench::Percentile;
 
 using Clock = std::chrono::steady_clock;
-
-// A non-blocking socket from `source` with a connect to 127.0.0.1:port under way; invalid when
-// the socket could not be made or the connect failed at once.
-UniqueFd ConnectFrom(const std::string& source, int port) {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd) return fd;
-  sockaddr_in from{};
-  from.sin_family = AF_INET;
-  inet_pton(AF_INET, source.c_str(), &from.sin_addr);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(port));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) return UniqueFd();
-  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 && errno != EINPROGRESS) {
-    return UniqueFd();
-  }
-  return fd;
-}
 
 // Waits for `events` on fd until `deadline`; false on timeout.
 bool WaitFd(int fd, int16_t events, Clock::time_point deadline) {
@@ -162,7 +144,7 @@ ProbeResult Probe(const ProbeTarget& target, std::chrono::milliseconds timeout) 
   const auto t0 = Clock::now();
   const auto deadline = t0 + timeout;
   ProbeResult r;
-  const UniqueFd fd = ConnectFrom(target.source, target.port);
+  const UniqueFd fd = ConnectFrom(target.source, target.port, Connect::kInProgress);
   if (!fd || !Connected(fd.get(), deadline)) {
     r.ms = Ms(Clock::now() - t0);
     return r;
@@ -234,7 +216,7 @@ void Attack::Run() {
   char scratch[4096];
   auto open = [&](Slot& s) {
     s = Slot{};
-    s.fd = ConnectFrom("127.0.0.1", port_);
+    s.fd = ConnectFrom("127.0.0.1", port_, Connect::kInProgress);
     s.opened = Clock::now();
     if (!s.fd) s.reconnect_at = s.opened + std::chrono::seconds(1);
   };

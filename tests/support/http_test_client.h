@@ -1,14 +1,15 @@
 #pragma once
-// Raw clients for the HTTP server's tests: a blocking TCP connection from a chosen loopback
-// address (the server tells clients apart by address: 127.0.0.1 and 127.0.0.2 reach a server on
-// 127.0.0.1 as two clients), and waits for what the server does to it. Header-only; thread-safe
-// (no shared state).
+// Raw clients for the HTTP server's tests and its attackers: a TCP connection from a chosen
+// loopback address (the server tells clients apart by address: 127.0.0.1 and 127.0.0.2 reach a
+// server on 127.0.0.1 as two clients), and waits for what the server does to it. Header-only;
+// thread-safe (no shared state).
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -17,9 +18,15 @@
 
 namespace neuron::testing {
 
-// A connected blocking socket from `source` to 127.0.0.1:port; invalid when connect failed.
-inline UniqueFd ConnectFrom(const std::string& source, int port) {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+// A socket from `source` to 127.0.0.1:port. kBlocking: blocking and connected; kInProgress:
+// non-blocking with its connect under way (the attackers of tests/support/http_attack.h drive
+// many at once). Invalid when the socket, the bind or the connect failed.
+enum class Connect { kBlocking, kInProgress };
+inline UniqueFd ConnectFrom(const std::string& source, int port,
+                            Connect mode = Connect::kBlocking) {
+  const int nonblocking = mode == Connect::kInProgress ? SOCK_NONBLOCK : 0;
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | nonblocking, 0));
+  if (!fd) return fd;
   sockaddr_in from{};
   from.sin_family = AF_INET;
   inet_pton(AF_INET, source.c_str(), &from.sin_addr);
@@ -27,8 +34,9 @@ inline UniqueFd ConnectFrom(const std::string& source, int port) {
   to.sin_family = AF_INET;
   to.sin_port = htons(static_cast<uint16_t>(port));
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
-      connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) return UniqueFd();
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0 &&
+      !(mode == Connect::kInProgress && errno == EINPROGRESS)) {
     return UniqueFd();
   }
   return fd;
