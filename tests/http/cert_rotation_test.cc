@@ -25,6 +25,7 @@
 #include "http/tls_context.h"
 #include "http/web_config.h"
 #include "tests/http/captured_log.h"
+#include "tests/support/basic_auth_user.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -314,15 +315,14 @@ TEST_F(TlsContextReloaderTest, StartsOnlyWithAWorkingPair) {
       << r.status();
 }
 
-// bcrypt (cost 4) of "secret"; "alice:secret" and "bob:secret" in base64.
-constexpr char kHash[] = "$2y$04$0MZNcw7rSjThVvRjPTEvsO5As0foLqF9P7R9wYReVIyGqQLtCzICq";
-constexpr char kAlice[] = "Authorization: Basic YWxpY2U6c2VjcmV0\r\n";
+// "bob:secret" in base64: bob is given alice's hash below, the same password.
 constexpr char kBob[] = "Authorization: Basic Ym9iOnNlY3JldA==\r\n";
 
 TEST(WebConfigReloadTest, UsersChangeWithoutARestartAndABadFileChangesNothing) {
   TempDir dir;
   const fs::path file = dir.path() / "web.yml";
-  testing::WriteFile(file, std::string("basic_auth_users:\n  alice: ") + kHash + "\n");
+  testing::WriteFile(file,
+                     std::string("basic_auth_users:\n  alice: ") + testing::alice::kHash + "\n");
   CapturedLog log("web-config-reload-server");
   HttpServer::Options o;
   o.logger_name = "web-config-reload-server";
@@ -335,13 +335,14 @@ TEST(WebConfigReloadTest, UsersChangeWithoutARestartAndABadFileChangesNothing) {
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
   auto status_for = [&](const char* auth) { return testing::HttpGet(port, "/hello", auth).status; };
-  EXPECT_EQ(status_for(kAlice), 200);
+  EXPECT_EQ(status_for(testing::alice::kGoodAuth), 200);
   EXPECT_EQ(status_for(kBob), 401);
 
   // Bob replaces Alice (written whole and renamed into place).
-  testing::WriteFile(file, std::string("basic_auth_users:\n  bob: ") + kHash + "\n");
+  testing::WriteFile(file,
+                     std::string("basic_auth_users:\n  bob: ") + testing::alice::kHash + "\n");
   EXPECT_TRUE(testing::WaitUntil([&] { return status_for(kBob) == 200; }, kCeiling));
-  EXPECT_EQ(status_for(kAlice), 401);
+  EXPECT_EQ(status_for(testing::alice::kGoodAuth), 401);
 
   // A file cut short: logged with file and line, Bob keeps his access and Alice stays out.
   testing::WriteFile(file, "basic_auth_users:\n  alice: $2y$04$0MZNcw7r\n");
@@ -354,11 +355,13 @@ TEST(WebConfigReloadTest, UsersChangeWithoutARestartAndABadFileChangesNothing) {
       kCeiling))
       << "no error naming " << file;
   EXPECT_EQ(status_for(kBob), 200);
-  EXPECT_EQ(status_for(kAlice), 401);
+  EXPECT_EQ(status_for(testing::alice::kGoodAuth), 401);
 
   // Fixed: Alice is back, Bob is gone.
-  testing::WriteFile(file, std::string("basic_auth_users:\n  alice: ") + kHash + "\n");
-  EXPECT_TRUE(testing::WaitUntil([&] { return status_for(kAlice) == 200; }, kCeiling));
+  testing::WriteFile(file,
+                     std::string("basic_auth_users:\n  alice: ") + testing::alice::kHash + "\n");
+  EXPECT_TRUE(
+      testing::WaitUntil([&] { return status_for(testing::alice::kGoodAuth) == 200; }, kCeiling));
   EXPECT_EQ(status_for(kBob), 401);
 }
 

@@ -20,7 +20,8 @@
 #include "http/web_config.h"
 #include "http/web_config_reloader.h"
 #include "tests/http/captured_log.h"
-#include "tests/http/http_test_client.h"
+#include "tests/support/basic_auth_user.h"
+#include "tests/support/http_test_client.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -34,16 +35,11 @@ using testing::CapturedLog;
 using testing::StatusFrom;
 using testing::TempDir;
 
-// bcrypt (cost 4) of "secret"; "alice:secret" and "alice:wrong" in base64.
-constexpr char kHash[] = "$2y$04$0MZNcw7rSjThVvRjPTEvsO5As0foLqF9P7R9wYReVIyGqQLtCzICq";
-constexpr char kGood[] = "Authorization: Basic YWxpY2U6c2VjcmV0\r\n";
-constexpr char kWrong[] = "Authorization: Basic YWxpY2U6d3Jvbmc=\r\n";
-
 std::string Get(const std::string& path, const std::string& auth = "") {
   return "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + auth + "\r\n";
 }
 
-HttpServer::Options WithUsers(const std::string& hash = kHash) {
+HttpServer::Options WithUsers(const std::string& hash = testing::alice::kHash) {
   HttpServer::Options o;
   for (const char* path : {"/metrics", "/healthz", "/readyz"}) {
     o.handlers[path] = [](const HttpRequest&) { return HttpResponse(); };
@@ -64,7 +60,7 @@ TEST(HttpAuthTest, ProbesNeedNoCredentialsAndMetricsDoes) {
   EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/healthz")), 200);
   EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/readyz")), 200);
   EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics")), 401);
-  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kGood)), 200);
+  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", testing::alice::kGoodAuth)), 200);
   EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/nope")), 401);  // other paths reveal nothing
   EXPECT_TRUE(log.Contains("basic auth over plain HTTP"));
 }
@@ -76,25 +72,28 @@ TEST(HttpAuthTest, AnAddressThatKeepsFailingIsLockedOutWithoutChecks) {
   auto server = HttpServer::Start(std::move(o));
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  EXPECT_EQ(StatusFrom("127.0.0.2", port, Get("/metrics", kGood)), 200);  // now cached
+  EXPECT_EQ(StatusFrom("127.0.0.2", port, Get("/metrics", testing::alice::kGoodAuth)),
+            200);  // now cached
   // Five failures are free; the sixth locks 127.0.0.1 out.
   for (int i = 0; i < 6; ++i) {
-    EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kWrong)), 401);
+    EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", testing::alice::kWrongAuth)), 401);
   }
   std::string answer;
   const auto refused = Clock::now();
-  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kWrong), &answer), 429);
+  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", testing::alice::kWrongAuth), &answer),
+            429);
   EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
   EXPECT_GE(Clock::now() - refused, 250ms) << "the refusal was not held back";
   // Locked out of checks only: credentials already proven pass, from there and elsewhere.
-  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kGood)), 200);
-  EXPECT_EQ(StatusFrom("127.0.0.2", port, Get("/metrics", kGood)), 200);
+  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", testing::alice::kGoodAuth)), 200);
+  EXPECT_EQ(StatusFrom("127.0.0.2", port, Get("/metrics", testing::alice::kGoodAuth)), 200);
   // After the lockout one more check is allowed; it fails and the lockout doubles.
   std::this_thread::sleep_for(1100ms);
-  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kWrong)), 401);
-  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kWrong)), 429);
+  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", testing::alice::kWrongAuth)), 401);
+  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", testing::alice::kWrongAuth)), 429);
   std::this_thread::sleep_for(1100ms);
-  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kWrong)), 429);  // 2 s now
+  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", testing::alice::kWrongAuth)),
+            429);  // 2 s now
 }
 
 // A cost-12 hash takes hundreds of milliseconds per check: long enough for concurrent wrong
@@ -114,7 +113,8 @@ TEST(HttpAuthTest, FewChecksRunAtOnceAndCachedClientsDoNotWait) {
   auto server = HttpServer::Start(std::move(o));
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = (*server)->port();
-  ASSERT_EQ(StatusFrom("127.0.0.9", port, Get("/metrics", kGood)), 200);  // cached from here on
+  ASSERT_EQ(StatusFrom("127.0.0.9", port, Get("/metrics", testing::alice::kGoodAuth)),
+            200);  // cached from here on
 
   std::atomic<int> unauthorized{0};
   std::atomic<int> busy{0};
@@ -123,15 +123,15 @@ TEST(HttpAuthTest, FewChecksRunAtOnceAndCachedClientsDoNotWait) {
   for (int i = 0; i < 6; ++i) {
     attackers.emplace_back([&, i] {
       std::string answer;
-      const int s =
-          StatusFrom("127.0.0." + std::to_string(10 + i), port, Get("/metrics", kWrong), &answer);
+      const int s = StatusFrom("127.0.0." + std::to_string(10 + i), port,
+                               Get("/metrics", testing::alice::kWrongAuth), &answer);
       unauthorized += s == 401 ? 1 : 0;
       busy += s == 429 && answer.find("password checks busy") != std::string::npos ? 1 : 0;
     });
   }
   std::this_thread::sleep_for(50ms);
   const auto t0 = Clock::now();
-  EXPECT_EQ(StatusFrom("127.0.0.9", port, Get("/metrics", kGood)), 200);
+  EXPECT_EQ(StatusFrom("127.0.0.9", port, Get("/metrics", testing::alice::kGoodAuth)), 200);
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   for (std::thread& t : attackers) t.join();
   EXPECT_EQ(unauthorized + busy, 6);
@@ -189,7 +189,8 @@ TEST(LoginLimiterTest, RemembersABoundedNumberOfAddresses) {
 TEST(WebConfigReloaderTest, NeverTurnsAuthOffAndWarnsUntilFixed) {
   TempDir dir;
   const fs::path file = dir.path() / "web.yml";
-  const std::string alice = std::string("basic_auth_users:\n  alice: ") + kHash + "\n";
+  const std::string alice =
+      std::string("basic_auth_users:\n  alice: ") + testing::alice::kHash + "\n";
   testing::WriteFile(file, alice);
   CapturedLog log("reloader-closed");
   absl::StatusOr<WebConfig> initial = LoadWebConfig(file);
@@ -230,7 +231,7 @@ TEST(WebConfigReloaderTest, NeverTurnsAuthOffAndWarnsUntilFixed) {
     std::this_thread::sleep_for(10ms);  // a new mtime for the next version
   }
   // Fixed: two users, applied, and the warnings stop.
-  testing::WriteFile(file, alice + "  bob: " + kHash + "\n");
+  testing::WriteFile(file, alice + "  bob: " + testing::alice::kHash + "\n");
   EXPECT_EQ(users(), 2);
   const int warnings = log.Count("not applied");
   EXPECT_EQ(users(), 2);
@@ -262,7 +263,8 @@ TEST(WebConfigReloaderTest, PlainHttpAuthIsWarnedOnceAtStartAndOnceWhenUsersAppe
   EXPECT_EQ(r.Current(Clock::now()), nullptr);
   EXPECT_EQ(log.Count(kWarning), 0);
   std::this_thread::sleep_for(10ms);  // a new mtime
-  testing::WriteFile(file, std::string("basic_auth_users:\n  alice: ") + kHash + "\n");
+  testing::WriteFile(file,
+                     std::string("basic_auth_users:\n  alice: ") + testing::alice::kHash + "\n");
   ASSERT_NE(r.Current(Clock::now()), nullptr);
   EXPECT_EQ(log.Count(kWarning), 1);
   EXPECT_NE(r.Current(Clock::now()), nullptr);
@@ -274,7 +276,8 @@ TEST(WebConfigReloaderTest, PlainHttpAuthIsWarnedOnceAtStartAndOnceWhenUsersAppe
 TEST(WebConfigReloaderTest, TruncatedFileKeepsMetricsClosedOnTheServer) {
   TempDir dir;
   const fs::path file = dir.path() / "web.yml";
-  testing::WriteFile(file, std::string("basic_auth_users:\n  alice: ") + kHash + "\n");
+  testing::WriteFile(file,
+                     std::string("basic_auth_users:\n  alice: ") + testing::alice::kHash + "\n");
   CapturedLog log("reloader-server");
   HttpServer::Options o = WithUsers();
   o.logger_name = "reloader-server";
@@ -290,7 +293,7 @@ TEST(WebConfigReloaderTest, TruncatedFileKeepsMetricsClosedOnTheServer) {
         return log.Contains("the file is empty");
       },
       20s));
-  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", kGood)), 200);
+  EXPECT_EQ(StatusFrom("127.0.0.1", port, Get("/metrics", testing::alice::kGoodAuth)), 200);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "http/web_config.h"
+#include "tests/support/basic_auth_user.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
@@ -21,13 +22,6 @@ using namespace std::chrono_literals;
 using testing::HttpGet;
 using testing::HttpRaw;
 using testing::TempDir;
-
-// bcrypt (cost 4) of "secret", made with crypt_gensalt("$2y$", 4) + crypt().
-constexpr char kHash[] = "$2y$04$0MZNcw7rSjThVvRjPTEvsO5As0foLqF9P7R9wYReVIyGqQLtCzICq";
-constexpr char kPassword[] = "secret";
-// "alice:secret" and "alice:wrong" in base64.
-constexpr char kGoodAuth[] = "Authorization: Basic YWxpY2U6c2VjcmV0\r\n";
-constexpr char kBadAuth[] = "Authorization: Basic YWxpY2U6d3Jvbmc=\r\n";
 
 HttpServer::Options Basic() {
   HttpServer::Options o;
@@ -114,7 +108,7 @@ TEST(HttpServerTest, BadListenAddressIsAnError) {
 TEST(HttpServerTest, BasicAuthRejectsWrongPasswordWith401) {
   HttpServer::Options o = Basic();
   WebConfig config;
-  config.basic_auth_users["alice"] = kHash;
+  config.basic_auth_users["alice"] = testing::alice::kHash;
   o.web_config = config;
   auto server = HttpServer::Start(std::move(o));
   ASSERT_TRUE(server.ok()) << server.status();
@@ -122,15 +116,15 @@ TEST(HttpServerTest, BasicAuthRejectsWrongPasswordWith401) {
   const testing::HttpResult none = HttpGet(port, "/hello");
   EXPECT_EQ(none.status, 401);
   EXPECT_NE(none.headers.find("WWW-Authenticate: Basic"), std::string::npos);
-  EXPECT_EQ(HttpGet(port, "/hello", kBadAuth).status, 401);
+  EXPECT_EQ(HttpGet(port, "/hello", testing::alice::kWrongAuth).status, 401);
   EXPECT_EQ(HttpGet(port, "/hello", "Authorization: Basic !!!\r\n").status, 401);
   EXPECT_EQ(HttpGet(port, "/hello", "Authorization: Basic Ym9iOnNlY3JldA==\r\n").status, 401);
-  EXPECT_EQ(HttpGet(port, "/hello", kGoodAuth).status, 200);
-  EXPECT_EQ(HttpGet(port, "/nope", kGoodAuth).status, 404);
+  EXPECT_EQ(HttpGet(port, "/hello", testing::alice::kGoodAuth).status, 200);
+  EXPECT_EQ(HttpGet(port, "/nope", testing::alice::kGoodAuth).status, 404);
 }
 
 TEST(BasicAuthenticatorTest, CachesSuccessOnlyForTheSamePasswordAndHash) {
-  BasicAuthenticator auth(std::map<std::string, std::string>{{"alice", kHash}});
+  BasicAuthenticator auth(std::map<std::string, std::string>{{"alice", testing::alice::kHash}});
   EXPECT_TRUE(auth.Check("Basic YWxpY2U6c2VjcmV0"));
   EXPECT_EQ(auth.bcrypt_calls(), 1u);
   EXPECT_TRUE(auth.Check("basic YWxpY2U6c2VjcmV0"));  // cached
@@ -140,8 +134,8 @@ TEST(BasicAuthenticatorTest, CachesSuccessOnlyForTheSamePasswordAndHash) {
   EXPECT_EQ(auth.bcrypt_calls(), 3u);
   EXPECT_FALSE(auth.Check("Basic Ym9iOnNlY3JldA=="));  // unknown user still pays one bcrypt
   EXPECT_EQ(auth.bcrypt_calls(), 4u);
-  EXPECT_TRUE(VerifyBcrypt(kPassword, kHash));
-  EXPECT_FALSE(VerifyBcrypt("secreT", kHash));
+  EXPECT_TRUE(VerifyBcrypt(testing::alice::kPassword, testing::alice::kHash));
+  EXPECT_FALSE(VerifyBcrypt("secreT", testing::alice::kHash));
 }
 
 TEST(WebConfigTest, ErrorsNameFieldAndLine) {
@@ -150,12 +144,12 @@ TEST(WebConfigTest, ErrorsNameFieldAndLine) {
   absl::StatusOr<WebConfig> ok = parse(
       "tls_server_config:\n  cert_file: a.crt\n  key_file: /k/a.key\n  min_version: TLS13\n"
       "basic_auth_users:\n  alice: " +
-      std::string(kHash) + "\n");
+      std::string(testing::alice::kHash) + "\n");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->tls->cert_file, (dir.path() / "a.crt").string());
   EXPECT_EQ(ok->tls->key_file, "/k/a.key");
   EXPECT_EQ(ok->tls->min_version, TlsServerConfig::MinVersion::kTls13);
-  EXPECT_EQ(ok->basic_auth_users.at("alice"), kHash);
+  EXPECT_EQ(ok->basic_auth_users.at("alice"), testing::alice::kHash);
   EXPECT_TRUE(parse("").ok());
 
   auto message = [&](const std::string& yaml) {
@@ -189,7 +183,7 @@ class TlsTest : public ::testing::Test {
     testing::WriteFile(dir_.path() / "web.yml",
                        "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\n"
                        "basic_auth_users:\n  alice: " +
-                           std::string(kHash) + "\n");
+                           std::string(testing::alice::kHash) + "\n");
   }
 
   // Runs curl and returns its stdout ("%{http_code}") or "exit N" when curl failed.
@@ -221,7 +215,7 @@ TEST_F(TlsTest, ServesHttpsAndRefusesPlainHttpAndOldTls) {
   EXPECT_EQ(Curl({"--cacert", ca, "-u", "alice:wrong", url}), "401");
   EXPECT_EQ(Curl({"--cacert", ca, url}), "401");
   // Plain HTTP to the TLS listener gets no HTTP answer.
-  const testing::HttpResult plain = HttpGet((*server)->port(), "/hello", kGoodAuth);
+  const testing::HttpResult plain = HttpGet((*server)->port(), "/hello", testing::alice::kGoodAuth);
   EXPECT_EQ(plain.status, -1);
   // TLS 1.1 is refused by the server (min_version defaults to TLS12): curl is let to speak it
   // (OpenSSL's client refuses it by default), so the failure is the server's alert.

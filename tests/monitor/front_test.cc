@@ -21,6 +21,7 @@
 
 #include "http/http_server.h"
 #include "http/local_client.h"
+#include "tests/support/basic_auth_user.h"
 #include "tests/support/http_client.h"
 #include "tests/support/temp_dir.h"
 
@@ -32,9 +33,6 @@ using Clock = std::chrono::steady_clock;
 using neuron::testing::HttpGet;
 using neuron::testing::TempDir;
 
-// bcrypt (cost 4) of "secret"; "alice:secret" in base64.
-constexpr char kHash[] = "$2y$04$0MZNcw7rSjThVvRjPTEvsO5As0foLqF9P7R9wYReVIyGqQLtCzICq";
-constexpr char kGood[] = "Authorization: Basic YWxpY2U6c2VjcmV0\r\n";
 constexpr char kType[] = "text/plain; version=0.0.4; charset=utf-8";
 
 // An exposition-like body of ~300 KB (a trn2.48xlarge scrape is of that order), every line
@@ -133,11 +131,11 @@ TEST(FrontTest, BasicAuthAppliesAtTheFront) {
   TempDir dir("front");
   Collector collector(dir, "up 1\n");
   WebConfig config;
-  config.basic_auth_users["alice"] = kHash;
+  config.basic_auth_users["alice"] = testing::alice::kHash;
   auto front = StartFront(To(collector.address), config);
   ASSERT_NE(front, nullptr);
   EXPECT_EQ(HttpGet(front->port(), "/metrics").status, 401);
-  const testing::HttpResult ok = HttpGet(front->port(), "/metrics", kGood);
+  const testing::HttpResult ok = HttpGet(front->port(), "/metrics", testing::alice::kGoodAuth);
   EXPECT_EQ(ok.status, 200);
   EXPECT_EQ(ok.body, "up 1\n");
   EXPECT_EQ(HttpGet(front->port(), "/healthz").status, 200) << "probes need no credentials";
