@@ -4,8 +4,8 @@
 // error counted, scrape 200), scrapes sharing one sample and one rendering, the snapshot history
 // staying bounded, /readyz before and after the first sample, our text serializer against
 // prometheus-cpp's, counters that never go down, live sources that cannot be read (their series
-// absent, neuron_exporter_source_up 0), and pod labels from a real PodResources gRPC server on a
-// Unix socket, kept when the kubelet dies.
+// absent, neuron_exporter_source_up 0). The fixture is exporter_fixture.h; pod attribution is
+// tested in exporter_pods_test.cc.
 #include "monitor/exporter.h"
 
 #include <grpcpp/grpcpp.h>
@@ -26,6 +26,7 @@
 #include "http/http_server.h"
 #include "monitor/json_stream.h"
 #include "podresources/v1/api.grpc.pb.h"
+#include "tests/monitor/exporter_fixture.h"
 #include "tests/support/fake_datastores.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
@@ -42,8 +43,6 @@ using neuron::testing::FakeDatastores;
 using neuron::testing::ReadFile;
 using neuron::testing::TempDir;
 using neuron::testing::WriteFile;
-
-constexpr int kPid = 4242;
 
 // Lines whose values depend on time, on this process or on the build (its revision and
 // compiler), dropped before comparing with goldens.
@@ -73,103 +72,6 @@ void ExpectGolden(const std::string& name, const std::string& actual) {
   EXPECT_EQ(actual, ReadFile(golden))
       << "differs from " << golden << " (NEURON_UPDATE_GOLDENS=1 rewrites it)";
 }
-
-// The value of the one sample `series` (name{labels} exactly as rendered), or nullopt.
-std::optional<double> Value(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
-}
-
-bool HasMetric(const std::string& text, const std::string& prefix) {
-  return text.find("\n" + prefix) != std::string::npos;
-}
-
-class ExporterTest : public ::testing::Test {
- protected:
-  void SetUp() override { root_ = dir_.path() / "root"; }
-
-  // A trn1.2xlarge with one runtime on device 0 using both cores, ECC errors, a valid power
-  // reading, a folded-in past process (sysfs totals) and a NEURON_HW_ERR record.
-  void BuildNode(std::string_view instance = "trn1.2xlarge") {
-    // A fixed instance id: goldens must not depend on the temporary path.
-    tree_ = testing::MakeSimTree(root_, instance, {.instance_id = "i-aabbccdd123456789"});
-    ASSERT_NE(tree_, nullptr);
-    spec_ = tree_->config().spec;
-    writer_ = &datastores_->Add(0, kPid);
-    // What libnrt reads of the runtime's records.
-    RuntimeRecords& records = datastores_->SetRecords(0, kPid);
-    records.process.tag = "train";
-    records.process.long_tag = "llama-train";
-    records.process.runtime_version = {2, 28, 0};
-    records.models.push_back(RuntimeModel{.model_id = 7, .name = "llama2-7b", .nc_index = 0});
-    for (int core = 0; core < 2; ++core) {
-      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kTimeInUse, 3'000'000 + core).ok());
-      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kInferCompleted, 100 + core).ok());
-      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kInferTimedOut, 2).ok());
-      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kErrNumerical, 1).ok());
-      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kMacCount, 1'000'000).ok());
-      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kMemUsageTensorsDevice, 1 << 20).ok());
-      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kModelLoadCount, 1).ok());
-      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kLatencyTotal, 250'000).ok());
-      ASSERT_TRUE(writer_->SetCoreCounter(core, nds::kLatencyDevice, 200'000).ok());
-    }
-    ASSERT_TRUE(writer_->SetDeviceCounter(nds::kMemUsageTensorsHost, 4096).ok());
-    ASSERT_TRUE(tree_->AddHardwareErrors(0, "mem_ecc_uncorrected", 3).ok());
-    ASSERT_TRUE(tree_->WritePower(0, "POWER_STATUS_VALID", 1700000000, 1000, 4000, 2550).ok());
-    ASSERT_TRUE(
-        tree_->ApplyCounter(tree_->StatusDir(0, 1, "hw_error"), sim::CounterOp::kInc, 5).ok());
-    ASSERT_TRUE(tree_
-                    ->ApplyCounter(tree_->OtherInfoDir(0, 0, "nc_time_in_use"),
-                                   sim::CounterOp::kInc, 2'000'000)
-                    .ok());
-    ASSERT_TRUE(
-        tree_->ApplyCounter(tree_->DeviceMemDir(0, 0, "tensors"), sim::CounterOp::kInc, 1 << 20)
-            .ok());
-  }
-
-  // The node's source options, the datastores read from datastores_.
-  NodeSourceOptions Options(bool pods = false, std::chrono::milliseconds share = 0ms) const {
-    NodeSourceOptions so;
-    so.root = root_;
-    so.kubelet_dir = dir_.path() / "kubelet";
-    so.share_window = share;
-    so.pod_resources = pods;
-    so.pod_refresh = 100ms;
-    so.sampler_threads = 1;
-    so.datastore = [d = datastores_](std::vector<int>) { return d->Reader(); };
-    so.records = [d = datastores_] { return d->Records(); };
-    // No driver behind this tree: PCI addresses as the simulated driver would answer them.
-    if (spec_ != nullptr) so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
-    return so;
-  }
-
-  void Start(bool compat, bool pods = false, std::chrono::milliseconds share = 0ms) {
-    StartWith(Options(pods, share), compat);
-  }
-  void StartWith(const NodeSourceOptions& so, bool compat) {
-    source_ = std::make_unique<NodeSource>(so);
-    ASSERT_TRUE(source_->Init().ok());
-    source_->Start();
-    ExporterOptions eo;
-    eo.compat = compat;
-    eo.region = "us-east-2";
-    eo.availability_zone = "us-east-2b";
-    exporter_ = std::make_unique<Exporter>(*source_, eo);
-  }
-
-  TempDir dir_;
-  fs::path root_;
-  std::unique_ptr<sim::SimTree> tree_;
-  const InstanceSpec* spec_ = nullptr;
-  std::shared_ptr<FakeDatastores> datastores_ = FakeDatastores::Make();
-  sim::DatastoreWriter* writer_ = nullptr;  // device 0's runtime, in datastores_
-  std::unique_ptr<NodeSource> source_;
-  std::unique_ptr<Exporter> exporter_;
-};
 
 TEST_F(ExporterTest, GoldenNativeAndCompat) {
   BuildNode();
@@ -423,10 +325,6 @@ constexpr std::string_view kSysfsFamilies[] = {
     "hardware_ecc_events_total",
 };
 
-bool HasFamily(const std::string& text, std::string_view name) {
-  return text.find("# TYPE " + std::string(name) + " ") != std::string::npos;
-}
-
 const std::string kDatastoreUp = "neuron_exporter_source_up{source=\"datastore\"}";
 
 // Latency from the public counters (docs/metrics.md#executions-errors-latency): the rise of
@@ -594,113 +492,5 @@ TEST_F(ExporterTest, SysfsSourceIsDownWhenDeviceStateCannotBeRead) {
 
 // A kubelet's PodResources service with one answer: one container holding `devices` (resource
 // name, IDs).
-class FakeLister final : public v1::PodResourcesLister::Service {
- public:
-  using Devices = std::vector<std::pair<std::string, std::vector<std::string>>>;
-  explicit FakeLister(Devices devices = {{"aws.amazon.com/neuroncore", {"1"}}})
-      : devices_(std::move(devices)) {}
-
-  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
-                    v1::ListPodResourcesResponse* out) override {
-    v1::PodResources* pod = out->add_pod_resources();
-    pod->set_name("llama-0");
-    pod->set_namespace_("training");
-    v1::ContainerResources* c = pod->add_containers();
-    c->set_name("main");
-    for (const auto& [resource, ids] : devices_) {
-      v1::ContainerDevices* d = c->add_devices();
-      d->set_resource_name(resource);
-      for (const std::string& id : ids) d->add_device_ids(id);
-    }
-    return grpc::Status::OK;
-  }
-
-  // Serves on DIR/kubelet/pod-resources/kubelet.sock, where Options(pods=true) looks.
-  std::unique_ptr<grpc::Server> Serve(const fs::path& dir) {
-    const fs::path sock_dir = dir / "kubelet/pod-resources";
-    fs::create_directories(sock_dir);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + (sock_dir / "kubelet.sock").string(),
-                             grpc::InsecureServerCredentials());
-    builder.RegisterService(this);
-    return builder.BuildAndStart();
-  }
-
- private:
-  Devices devices_;
-};
-
-TEST_F(ExporterTest, PodLabelsFromPodResources) {
-  BuildNode();
-  FakeLister lister;
-  std::unique_ptr<grpc::Server> server = lister.Serve(dir_.path());
-  ASSERT_NE(server, nullptr);
-  Start(false, /*pods=*/true);
-  const std::string series =
-      "neuroncore_allocation_info{neuron_device=\"0\",neuroncore=\"1\",resource=\"aws.amazon.com/"
-      "neuroncore\",namespace=\"training\",pod=\"llama-0\",container=\"main\"}";
-  EXPECT_TRUE(neuron::testing::WaitUntil(
-      [&] { return Value(exporter_->RenderMetrics(), series) == 1; }, 10s));
-  const std::string text = exporter_->RenderMetrics();
-  EXPECT_TRUE(HasMetric(text, "neuron_device_allocation_info{neuron_device=\"0\""));
-  EXPECT_FALSE(HasMetric(text, "neuroncore_allocation_info{neuron_device=\"0\",neuroncore=\"0\""));
-  EXPECT_EQ(Value(text, "neuron_exporter_pod_resources_errors_total"), 0);
-  const std::string pods_up = "neuron_exporter_source_up{source=\"podresources\"}";
-  EXPECT_TRUE(neuron::testing::WaitUntil(
-      [&] { return Value(exporter_->RenderMetrics(), pods_up) == 1; }, 10s));
-  // The kubelet going away keeps the scrape fast and the last answer (a kubelet restart must
-  // not break every pod join), and the source says it is down.
-  server->Shutdown();
-  const auto t0 = std::chrono::steady_clock::now();
-  std::string later = exporter_->RenderMetrics();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
-  EXPECT_EQ(Value(later, series), 1);
-  EXPECT_TRUE(neuron::testing::WaitUntil(
-      [&] { return Value(later = exporter_->RenderMetrics(), pods_up) == 0; }, 10s));
-  EXPECT_EQ(Value(later, series), 1);
-}
-
-// docs/metrics.md#pod-attribution: the kubelet's IDs are outside input. Only an index below the
-// driver's limits that names a device of this node gets a series, whatever the answer holds: no
-// overflow, no device that was unplugged (3) or that no driver could make (a planted neuronN
-// with N = INT_MAX, which is not a device either).
-TEST_F(ExporterTest, HostilePodResourcesIdsGetNoSeries) {
-  BuildNode("inf2.24xlarge");  // devices 0-5, two cores each
-  ASSERT_TRUE(tree_->RemoveDevice(3).ok());
-  WriteFile(root_ / "sys/class/neuron_device/neuron2147483647/reset", "1\n");
-  const std::vector<std::string> hostile = {
-      "3",  "6",   "64", "2147483647", "4294967296",           "-1",
-      "01", "1e3", " 1", "",           "99999999999999999999", "0x1"};
-  std::vector<std::string> cores = hostile;
-  for (const char* id : {"7", "128", "4294967297"}) cores.emplace_back(id);  // 7: device 3's
-  cores.emplace_back("3");                                                   // device 1, core 1
-  std::vector<std::string> devices = hostile;
-  devices.emplace_back("0");
-  FakeLister lister({{"aws.amazon.com/neuron", devices}, {"aws.amazon.com/neuroncore", cores}});
-  std::unique_ptr<grpc::Server> server = lister.Serve(dir_.path());
-  ASSERT_NE(server, nullptr);
-  Start(false, /*pods=*/true);
-  const std::string core3 =
-      "neuroncore_allocation_info{neuron_device=\"1\",neuroncore=\"3\",resource=\"aws.amazon.com/"
-      "neuroncore\",namespace=\"training\",pod=\"llama-0\",container=\"main\"}";
-  std::string text;
-  EXPECT_TRUE(neuron::testing::WaitUntil(
-      [&] { return Value(text = exporter_->RenderMetrics(), core3) == 1; }, 10s))
-      << text;
-  std::set<std::string> devices_seen;
-  std::set<std::string> cores_seen;
-  const std::regex series(
-      R"re(^(neuron_device|neuroncore)_allocation_info\{neuron_device="(\d+)"(,neuroncore="(\d+)")?.*)re");
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (!std::regex_match(line, m, series)) continue;
-    if (m[1] == "neuron_device") devices_seen.insert(m[2]);
-    if (m[1] == "neuroncore") cores_seen.insert(m[2].str() + "/" + m[4].str());
-  }
-  EXPECT_EQ(devices_seen, (std::set<std::string>{"0", "1"}));
-  EXPECT_EQ(cores_seen, (std::set<std::string>{"0/0", "0/1", "1/3"}));
-}
-
 }  // namespace
 }  // namespace neuron::monitor
