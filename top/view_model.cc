@@ -394,8 +394,9 @@ AppView BuildProcess(const ViewInputs& in, int pid, int cpd) {
   const std::vector<const DatastoreRecord*> records = RecordsOf(after, pid);
   AppView app;
   app.pid = pid;
-  app.label = RuntimeTag(
-      records.empty() ? nullptr : after.runtime_records.Find(records.front()->key()), pid);
+  // The tag is the workload's own text: shown with visible escapes, whatever its source did.
+  app.label = TerminalSafe(RuntimeTag(
+      records.empty() ? nullptr : after.runtime_records.Find(records.front()->key()), pid));
   ProcessTotals t;
   for (const DeviceSample& d : after.devices) {
     const DatastoreRecord* now = FindRecord(&after, d.index, pid);
