@@ -102,17 +102,19 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Path under which to serve the metrics (default /metrics)");
   app.add_flag("--web.disable-exporter-metrics", f.disable_exporter_metrics,
                "Leave out the exporter process's own metrics (process_*)");
+  // The unprivileged process that faces the network in the DaemonSet (the collector is privileged).
+  static constexpr char kFrontGroup[] = "Front: serve the network, forward to a collector";
   app.add_option("--front.upstream", f.front.upstream,
                  "Front mode: read nothing of the node; forward each authorized scrape to the "
                  "collector at this address (unix:PATH)")
-      ->group("Front (docs/architecture.md#privilege-split)");
+      ->group(kFrontGroup);
   app.add_option("--front.plugin-upstream", f.front.plugin_upstream,
                  "Front mode: serve the device plugin's /metrics at /plugin/metrics from here")
-      ->group("Front (docs/architecture.md#privilege-split)");
+      ->group(kFrontGroup);
   app.add_option("--front.timeout-ms", f.front_timeout_ms,
                  "Front mode: give up on an upstream after this long (answer 503)")
       ->check(CLI::Range(1, 600000))
-      ->group("Front (docs/architecture.md#privilege-split)");
+      ->group(kFrontGroup);
   app.add_option("--probe", f.probe,
                  "GET PATH from the exporter running at --web.listen-address (unix:PATH for the "
                  "collector) and exit 0 on 200: the DaemonSet's exec probes");

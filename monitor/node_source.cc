@@ -109,8 +109,8 @@ void NodeSource::Start() {
   }
   // Kernel-log counts are "since start": records already in the log are history.
   absl::StatusOr<std::unique_ptr<KmsgReader>> kmsg = KmsgReader::Open(root_.Kmsg());
-  if (kmsg.ok()) kmsg_ = *std::move(kmsg);
   SetKmsgState(kmsg.status());
+  if (kmsg.ok()) kmsg_ = *std::move(kmsg);
   thread_ = std::thread([this] { Loop(); });
   if (stage_.load() == 2) stage_ = 3;
 }
