@@ -22,7 +22,7 @@ int Canvas::Put(int y, int x, std::string_view utf8, Style style, const Rect& cl
   int col = x;
   for (const char32_t c : text) {
     if (y >= y0 && y < y1 && col >= x0 && col < x1) {
-      cells_[static_cast<size_t>(y * width_ + col)] = Cell{c, style};
+      cells_[Index(y, col)] = Cell{c, style};
     }
     ++col;
   }
@@ -36,7 +36,7 @@ int Canvas::Put(int y, int x, std::string_view utf8, Style style) {
 void Canvas::Fill(const Rect& r, Style style, char32_t ch) {
   for (int y = std::max(0, r.y); y < std::min(height_, r.y + r.h); ++y) {
     for (int x = std::max(0, r.x); x < std::min(width_, r.x + r.w); ++x) {
-      cells_[static_cast<size_t>(y * width_ + x)] = Cell{ch, style};
+      cells_[Index(y, x)] = Cell{ch, style};
     }
   }
 }
@@ -44,7 +44,7 @@ void Canvas::Fill(const Rect& r, Style style, char32_t ch) {
 void Canvas::Restyle(const Rect& r, Style style) {
   for (int y = std::max(0, r.y); y < std::min(height_, r.y + r.h); ++y) {
     for (int x = std::max(0, r.x); x < std::min(width_, r.x + r.w); ++x) {
-      cells_[static_cast<size_t>(y * width_ + x)].style = style;
+      cells_[Index(y, x)].style = style;
     }
   }
 }

@@ -43,7 +43,7 @@ class Canvas {
 
   int width() const { return width_; }
   int height() const { return height_; }
-  const Cell& at(int y, int x) const { return cells_[static_cast<size_t>(y * width_ + x)]; }
+  const Cell& at(int y, int x) const { return cells_[Index(y, x)]; }
 
   // Writes UTF-8 text from (y, x), one column per code point, clipped to the canvas and to
   // `clip`. Returns the column after the last one written (or that would have been).
@@ -60,6 +60,11 @@ class Canvas {
   std::string Text() const;
 
  private:
+  // The cell of (y, x) in row-major order; callers keep both within the canvas.
+  size_t Index(int y, int x) const {
+    return (static_cast<size_t>(y) * static_cast<size_t>(width_)) + static_cast<size_t>(x);
+  }
+
   int width_;
   int height_;
   std::vector<Cell> cells_;

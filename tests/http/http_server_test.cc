@@ -86,6 +86,7 @@ TEST(HttpServerTest, HandlersRunConcurrently) {
   auto server = HttpServer::Start(std::move(o));
   ASSERT_TRUE(server.ok()) << server.status();
   std::vector<std::thread> clients;
+  clients.reserve(4);
   std::atomic<int> ok{0};
   for (int i = 0; i < 4; ++i) {
     clients.emplace_back([&] { ok += HttpGet((*server)->port(), "/slow").status == 200; });

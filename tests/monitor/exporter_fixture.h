@@ -100,7 +100,7 @@ class ExporterTest : public ::testing::Test {
     so.pod_resources = pods;
     so.pod_refresh = std::chrono::milliseconds(100);
     so.sampler_threads = 1;
-    so.datastore = [d = datastores_](std::vector<int>) { return d->Reader(); };
+    so.datastore = [d = datastores_](const std::vector<int>&) { return d->Reader(); };
     so.records = [d = datastores_] { return d->Records(); };
     // No driver behind this tree: PCI addresses as the simulated driver would answer them.
     if (spec_ != nullptr) so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;

@@ -39,9 +39,7 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-using neuron::testing::FakeDatastores;
 using neuron::testing::ReadFile;
-using neuron::testing::TempDir;
 using neuron::testing::WriteFile;
 
 // Lines whose values depend on time, on this process or on the build (its revision and
@@ -343,8 +341,8 @@ TEST_F(ExporterTest, LatencyIsTheMeanOverTheWindowFromTheCounters) {
   EXPECT_FALSE(Value(text, total)) << "nothing completed since the exporter started";
   // Core 0: 4 executions of 2.5 ms (2 ms on the device); core 1: 1 of 5 ms (4 ms).
   ASSERT_TRUE(writer_->AddCoreCounter(0, nds::kInferCompleted, 4).ok());
-  ASSERT_TRUE(writer_->AddCoreCounter(0, nds::kLatencyTotal, 4 * 2500).ok());
-  ASSERT_TRUE(writer_->AddCoreCounter(0, nds::kLatencyDevice, 4 * 2000).ok());
+  ASSERT_TRUE(writer_->AddCoreCounter(0, nds::kLatencyTotal, uint64_t{4} * 2500).ok());
+  ASSERT_TRUE(writer_->AddCoreCounter(0, nds::kLatencyDevice, uint64_t{4} * 2000).ok());
   ASSERT_TRUE(writer_->AddCoreCounter(1, nds::kInferCompleted, 1).ok());
   ASSERT_TRUE(writer_->AddCoreCounter(1, nds::kLatencyTotal, 5000).ok());
   ASSERT_TRUE(writer_->AddCoreCounter(1, nds::kLatencyDevice, 4000).ok());

@@ -26,7 +26,7 @@ class CollectorTest : public ::testing::Test {
  protected:
   void Start(std::string_view instance, CollectorOptions options = {}) {
     tree_ = MakeTree(tmp_.path(), instance);
-    Init(options);
+    Init(std::move(options));
   }
   void Init(CollectorOptions options = {}) {
     options.root = tmp_.path();

@@ -28,9 +28,9 @@ GetEnvFn Env(const std::string& xdg, const std::string& home, const std::string&
   return [=](const char* name) -> std::optional<std::string> {
     const std::string_view n(name);
     const std::string v = n == "XDG_STATE_HOME" ? xdg
-                           : n == "HOME"         ? home
-                           : n == "TMPDIR"       ? tmpdir
-                                                 : "";
+                          : n == "HOME"         ? home
+                          : n == "TMPDIR"       ? tmpdir
+                                                : "";
     if (v.empty()) return std::nullopt;
     return v;
   };
