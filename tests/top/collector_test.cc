@@ -19,7 +19,14 @@
 namespace neuron::top {
 namespace {
 
-using namespace ::neuron::top::testing;
+namespace fs = std::filesystem;
+using ::neuron::testing::ReadFile;
+using ::neuron::testing::Spawn;
+using ::neuron::testing::Stop;
+using ::neuron::testing::WaitUntil;
+using ::neuron::top::testing::AddFakeProcess;
+using ::neuron::top::testing::MakeTree;
+using ::neuron::top::testing::WriteProcStat;
 using ::testing::HasSubstr;
 
 class CollectorTest : public ::testing::Test {
