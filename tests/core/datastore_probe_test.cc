@@ -9,13 +9,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "core/sample/datastore.h"
+#include "tests/support/driver_log.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/suite_node.h"
 
@@ -29,16 +30,10 @@ using ::neuron::testing::WaitUntil;
 
 // npid_attach (or npid_detach) records of `pid` in ROOT/dev/kmsg.
 int DriverLines(const fs::path& kmsg, pid_t pid, const std::string& what = "npid_attach") {
-  std::istringstream in(ReadFile(kmsg));
-  const std::string needle = "pid=" + std::to_string(pid) + ",";
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("neuron:" + what + ": ") != std::string::npos &&
-        line.find(needle) != std::string::npos) {
-      ++n;
-    }
-  }
-  return n;
+  const std::vector<testing::KmsgRecord> lines = testing::DriverLinesOf(kmsg, pid);
+  return static_cast<int>(std::count_if(lines.begin(), lines.end(), [&](const auto& r) {
+    return r.text.find("neuron:" + what + ": ") != std::string::npos;
+  }));
 }
 
 bool HasRecordOf(DatastoreReader& reader, pid_t pid) {

@@ -22,14 +22,13 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/base/unique_fd.h"
 #include "core/driver/driver_abi.h"
+#include "tests/support/driver_log.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/suite_node.h"
 
@@ -38,7 +37,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using ::neuron::testing::DriverLinesOf;
+using ::neuron::testing::KmsgRecord;
 using ::neuron::testing::ReadFile;
+using ::neuron::testing::ReadKmsg;
 using ::testing::HasSubstr;
 
 // The struct version the old entry points take (_STAT_VER, gone from glibc's headers).
@@ -56,39 +58,6 @@ Fn* OldEntry(const char* name) {
   void* sym = ::dlsym(RTLD_DEFAULT, name);
   EXPECT_NE(sym, nullptr) << name;
   return reinterpret_cast<Fn*>(sym);
-}
-
-// One record of ROOT/dev/kmsg ("<prio>,<seq>,<usec>,-;<text>").
-struct KmsgRecord {
-  int priority = -1;
-  uint64_t usec = 0;
-  std::string text;
-};
-
-std::vector<KmsgRecord> Kmsg(const fs::path& file) {
-  static const std::regex kLine("([0-9]+),[0-9]+,([0-9]+),-;(.*)");
-  std::vector<KmsgRecord> out;
-  std::istringstream in(ReadFile(file));
-  std::string line;
-  std::smatch m;
-  while (std::getline(in, line)) {
-    if (std::regex_match(line, m, kLine)) {
-      out.push_back({std::stoi(m[1]), std::stoull(m[2]), m[3]});
-    }
-  }
-  return out;
-}
-
-// The records whose text mentions `pid=<pid>,` of npid_attach / npid_detach.
-std::vector<KmsgRecord> PidLines(const fs::path& file, pid_t pid) {
-  std::vector<KmsgRecord> out;
-  const std::string needle = "pid=" + std::to_string(pid) + ",";
-  for (KmsgRecord& r : Kmsg(file)) {
-    if (r.text.find("npid_") != std::string::npos && r.text.find(needle) != std::string::npos) {
-      out.push_back(std::move(r));
-    }
-  }
-  return out;
 }
 
 // A child that opens `node` read-only and waits to be killed: its PID, and what its open
@@ -294,19 +263,19 @@ TEST_F(DeviceNodeTest, AttachAndDetachReachTheKernelLogAsTheDriverPrintsThem) {
     const UniqueFd free_access(::open(Node(d).c_str(), O_WRONLY | O_CLOEXEC));
     ASSERT_TRUE(free_access.valid());
   }
-  EXPECT_TRUE(PidLines(KmsgFile(), me).empty());
+  EXPECT_TRUE(DriverLinesOf(KmsgFile(), me).empty());
   UniqueFd first(::open(Node(d).c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd second(::open(Node(d).c_str(), O_RDWR | O_CLOEXEC));
   ASSERT_TRUE(first.valid() && second.valid());
-  std::vector<KmsgRecord> lines = PidLines(KmsgFile(), me);
+  std::vector<KmsgRecord> lines = DriverLinesOf(KmsgFile(), me);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].priority, 6);
   EXPECT_EQ(lines[0].text,
             "neuron:npid_attach: neuron:npid_attach: pid=" + std::to_string(me) + ", slot=0");
   first.Reset();
-  EXPECT_EQ(PidLines(KmsgFile(), me).size(), 1u);  // still attached through `second`
+  EXPECT_EQ(DriverLinesOf(KmsgFile(), me).size(), 1u);  // still attached through `second`
   second.Reset();
-  lines = PidLines(KmsgFile(), me);
+  lines = DriverLinesOf(KmsgFile(), me);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[1].priority, 6);
   EXPECT_EQ(lines[1].text,
@@ -327,12 +296,12 @@ TEST_F(DeviceNodeTest, SlotsAndTheRefusalAreLogged) {
       EXPECT_EQ(child.fd, -EBUSY) << "the 17th";
     }
   }
-  const std::vector<KmsgRecord> second = PidLines(KmsgFile(), children[1]);
+  const std::vector<KmsgRecord> second = DriverLinesOf(KmsgFile(), children[1]);
   ASSERT_EQ(second.size(), 1u);
   EXPECT_THAT(second[0].text, HasSubstr(", slot=1"));
   const std::string refused = "neuron:ncdev_open: nd" + std::to_string(d) + ": pid " +
                               std::to_string(children.back()) + " failed to open";
-  const std::vector<KmsgRecord> all = Kmsg(KmsgFile());
+  const std::vector<KmsgRecord> all = ReadKmsg(KmsgFile());
   const auto it =
       std::find_if(all.begin(), all.end(), [&](const KmsgRecord& r) { return r.text == refused; });
   ASSERT_NE(it, all.end());

@@ -17,12 +17,11 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
-#include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "core/sample/datastore.h"
+#include "tests/support/driver_log.h"
 #include "tests/support/http_client.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/suite_node.h"
@@ -45,19 +44,12 @@ struct PidLines {
 };
 
 PidLines LinesOf(const fs::path& kmsg, pid_t pid) {
-  static const std::regex kRecord("[0-9]+,[0-9]+,([0-9]+),-;(.*)");
-  const std::string needle = "pid=" + std::to_string(pid) + ",";
   PidLines out;
-  std::istringstream in(ReadFile(kmsg));
-  std::smatch m;
-  for (std::string line; std::getline(in, line);) {
-    if (!std::regex_match(line, m, kRecord)) continue;
-    const std::string text = m[2];
-    if (text.find("npid_") == std::string::npos || text.find(needle) == std::string::npos) continue;
+  for (const neuron::testing::KmsgRecord& r : neuron::testing::DriverLinesOf(kmsg, pid)) {
     ++out.count;
-    if (!out.first_attach && text.find("npid_attach") != std::string::npos) {
+    if (!out.first_attach && r.text.find("npid_attach") != std::string::npos) {
       // steady_clock is CLOCK_MONOTONIC, the clock the kmsg records carry (usec).
-      out.first_attach = Clock::time_point(std::chrono::microseconds(std::stoull(m[1])));
+      out.first_attach = Clock::time_point(std::chrono::microseconds(r.usec));
     }
   }
   return out;
