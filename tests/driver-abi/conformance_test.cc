@@ -29,7 +29,7 @@
 #include "tests/support/process.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/sim_testing.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/suite_node.h"
 
 namespace neuron {
 namespace {
@@ -47,16 +47,14 @@ constexpr size_t kSlot = NEURON_ABI_DS_SIZE;
 class DriverAbiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new neuron::testing::TempDir("abi");
-    node_ = new neuron::testing::SimNode({.sim_bin = NEURON_SIM_BIN,
-                                          .root = dir_->path() / "root",
-                                          .logs = dir_->path(),
-                                          .on_stop = neuron::testing::ExpectCleanExit});
-    ASSERT_TRUE(node_->Up("trn1.32xlarge", {"--reset-ms", "1500"})) << node_->Log();
+    suite_ = new neuron::testing::SuiteNode("abi", "trn1.32xlarge", NEURON_SIM_BIN,
+                                            {"--reset-ms", "1500"});
+    node_ = &suite_->node();
+    ASSERT_TRUE(node_->ready()) << node_->Log();
   }
   static void TearDownTestSuite() {
-    delete node_;
-    delete dir_;
+    delete suite_;
+    node_ = nullptr;
   }
 
   static fs::path Node(int d) { return node_->paths().DevNeuron(d); }
@@ -112,11 +110,11 @@ class DriverAbiTest : public ::testing::Test {
     return ::stat(p.c_str(), &st) == 0 ? st.st_ino : 0;
   }
 
-  static neuron::testing::TempDir* dir_;
-  static neuron::testing::SimNode* node_;
+  static neuron::testing::SuiteNode* suite_;
+  static neuron::testing::SimNode* node_;  // suite_'s
 };
 
-neuron::testing::TempDir* DriverAbiTest::dir_ = nullptr;
+neuron::testing::SuiteNode* DriverAbiTest::suite_ = nullptr;
 neuron::testing::SimNode* DriverAbiTest::node_ = nullptr;
 
 // A forked process that runs `body`, says whether it succeeded, runs `then` (which may wait for
@@ -426,7 +424,7 @@ TEST_F(DriverAbiTest, RelativeOpensAndSymlinksReachTheDevice) {
   const UniqueFd fd(::openat(dir.get(), "neuron14", O_RDONLY));
   ASSERT_GE(fd.get(), 0);
   EXPECT_TRUE(Apps(fd.get()).has_value());
-  const fs::path link = dir_->path() / "my-neuron";
+  const fs::path link = suite_->dir().path() / "my-neuron";
   fs::create_symlink(Node(14), link);
   const UniqueFd via_link(::open(link.c_str(), O_RDONLY));
   EXPECT_TRUE(Apps(via_link.get()).has_value());

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tests/support/sim_node.h"
 #include "tests/support/sim_testing.h"
@@ -16,15 +17,16 @@ namespace neuron::testing {
 class SuiteNode {
  public:
   // `neuron-sim up --instance <instance>` (sim_bin) over a new temporary directory named after
-  // `prefix`: ROOT is its root/, the processes' logs go beside it. node().ready() says whether it
-  // came up, node().Log() why not.
-  SuiteNode(const std::string& prefix, const std::string& instance, std::string sim_bin)
+  // `prefix`, with `up_args` after the instance: ROOT is its root/, the processes' logs go beside
+  // it. node().ready() says whether it came up, node().Log() why not.
+  SuiteNode(const std::string& prefix, const std::string& instance, std::string sim_bin,
+            const std::vector<std::string>& up_args = {})
       : dir_(prefix),
         node_({.sim_bin = std::move(sim_bin),
                .root = dir_.path() / "root",
                .logs = dir_.path(),
                .on_stop = ExpectCleanExit}) {
-    node_.Up(instance);
+    node_.Up(instance, up_args);
   }
 
   TempDir& dir() { return dir_; }
