@@ -322,7 +322,8 @@ TEST_F(DriverAbiTest, TheOwnersLastCloseFoldsAndZeroesItsSlot) {
     const UniqueFd fd = Open(8, O_RDONLY);
     neuron_abi_ds_info info{};
     ASSERT_EQ(Acquire(fd.get(), runtime->pid(), &info), 0);
-    void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), (off_t)info.mmap_offset);
+    void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(),
+                     static_cast<off_t>(info.mmap_offset));
     ASSERT_NE(m, MAP_FAILED);
     const pid_t pid = runtime->pid();
     (void)!::write(go_write.get(), "x", 1);
@@ -359,7 +360,8 @@ TEST_F(DriverAbiTest, ForkedChildrenAreNotAttachedAndDoNotInheritMappings) {
   const UniqueFd fd = Open(10, O_RDWR);
   neuron_abi_ds_info info{};
   ASSERT_EQ(Acquire(fd.get(), 0, &info), 0);
-  void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), (off_t)info.mmap_offset);
+  void* m =
+      ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), static_cast<off_t>(info.mmap_offset));
   ASSERT_NE(m, MAP_FAILED);
   Child child([m] { return ::madvise(m, kSlot, MADV_NORMAL) != 0 && errno == ENOMEM; });
   EXPECT_TRUE(child.ok()) << "the child has the parent's datastore mapping";
@@ -438,7 +440,8 @@ TEST_F(DriverAbiTest, SysfsResetIsIgnoredWhileTheDeviceIsOpenOrMapped) {
   UniqueFd fd = Open(d, O_RDWR);
   neuron_abi_ds_info info{};
   ASSERT_EQ(Acquire(fd.get(), 0, &info), 0);
-  void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), (off_t)info.mmap_offset);
+  void* m =
+      ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), static_cast<off_t>(info.mmap_offset));
   WriteReset(d);
   fd.Reset();  // the mapping alone still holds the device
   WriteReset(d);
