@@ -21,6 +21,9 @@ build_packages=(
   libssl-dev libcrypt-dev
 )
 dev_packages=(
+  # ccache: compiler output reused across clones, worktrees and CI runs (docs/build.md#ccache); the
+  # image's build stage compiles once and goes without
+  ccache
   # clang-14 and libclang-rt-14-dev: the fuzz preset's libFuzzer
   clang-14 libclang-rt-14-dev
   # scripts/check.sh (make check, .ci/run): /usr/bin/clang-format and /usr/bin/clang-tidy (14)
