@@ -41,6 +41,7 @@ using testing::WaitExit;
 
 const fs::path kDeploy = fs::path(NEURON_SOURCE_DIR) / "deploy";
 constexpr std::string_view kNfdOverlay = "overlays/nfd-label";
+constexpr std::string_view kDraOverlay = "overlays/dra";
 constexpr std::string_view kPresentLabel = "neuron.amazonaws.com/present";
 
 struct ToolRun {
@@ -197,8 +198,8 @@ void ExpectPrivilegedContainer(const YAML::Node& c, const std::string& listen_fl
   }
 }
 
-// The front: the only container with a port, and nothing privileged about it.
-void ExpectFront(const YAML::Node& c, const std::string& collector, const std::string& plugin) {
+// A container that reads the network (the front, dra-api): nothing privileged about it.
+void ExpectUnprivileged(const YAML::Node& c) {
   ExpectBounded(c);
   const YAML::Node sc = c["securityContext"];
   EXPECT_FALSE(sc["privileged"].as<bool>(true)) << "privileged: false, said";
@@ -207,13 +208,18 @@ void ExpectFront(const YAML::Node& c, const std::string& collector, const std::s
   EXPECT_GT(sc["runAsUser"].as<int>(0), 0);
   EXPECT_GT(sc["runAsGroup"].as<int>(0), 0);
   EXPECT_EQ(sc["seccompProfile"]["type"].as<std::string>(""), "RuntimeDefault");
+  EXPECT_EQ(Arg(c, "--root"), "") << "it reads nothing of the node";
+}
+
+// The front: the only container with a port, and nothing privileged about it.
+void ExpectFront(const YAML::Node& c, const std::string& collector, const std::string& plugin) {
+  ExpectUnprivileged(c);
   ASSERT_EQ(c["ports"].size(), 1u);
   EXPECT_EQ(c["ports"][0]["name"].as<std::string>(), "metrics");
   EXPECT_EQ(c["ports"][0]["containerPort"].as<int>(), 9478);
   EXPECT_EQ(Arg(c, "--web.listen-address"), ":9478");
   EXPECT_EQ(Arg(c, "--front.upstream"), collector);
   EXPECT_EQ(Arg(c, "--front.plugin-upstream"), plugin);
-  EXPECT_EQ(Arg(c, "--root"), "") << "the front reads nothing of the node";
   EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"].as<std::string>(""), "/healthz");
   EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(""), "/readyz");
 }
@@ -235,9 +241,18 @@ TEST(DeployTest, EveryPrivilegeSaysWhy) {
   EXPECT_EQ(privileged, 2) << "the plugin and the collector, nothing else";
 }
 
-// A container's mounts: the host's /sys and /dev under /host, everything read-only but the
-// kubelet's device-plugins/, nothing of the simulator's private state.
-void ExpectContainerMounts(const YAML::Node& c, std::map<std::string, std::string> host_paths) {
+// Where the plugin writes: its sockets in the kubelet's device-plugins/, and in DRA mode its
+// registration socket, its DRA socket and checkpoint, and the CDI specs of prepared claims.
+bool PluginWritable(const std::string& path, bool dra) {
+  if (path == "/var/lib/kubelet/device-plugins") return true;
+  return dra && (path == "/var/lib/kubelet/plugins_registry" ||
+                 path == "/var/lib/kubelet/plugins/neuron.aws.com" || path == "/var/run/cdi");
+}
+
+// A container's mounts: the host's /sys and /dev under /host, everything read-only but where the
+// plugin writes, nothing of the simulator's private state.
+void ExpectContainerMounts(const YAML::Node& c, std::map<std::string, std::string> host_paths,
+                           bool dra) {
   std::map<std::string, std::pair<std::string, bool>> mounts;  // path -> (host path, ro)
   for (const YAML::Node& m : c["volumeMounts"]) {
     mounts[m["mountPath"].as<std::string>()] = {host_paths[m["name"].as<std::string>()],
@@ -255,7 +270,7 @@ void ExpectContainerMounts(const YAML::Node& c, std::map<std::string, std::strin
   for (const auto& [path, mount] : mounts) {
     EXPECT_FALSE(simulator_state(path)) << path;
     EXPECT_FALSE(simulator_state(mount.first)) << path << " <- " << mount.first;
-    if (path != "/var/lib/kubelet/device-plugins" && path != "/run/neuron-node-agent") {
+    if (!PluginWritable(path, dra) && path != "/run/neuron-node-agent") {
       EXPECT_TRUE(mount.second) << path << " is writable";
     }
   }
@@ -295,7 +310,8 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   for (const YAML::Node& o : objects) {
     const std::string kind = o["kind"].as<std::string>();
     if (kind == "Namespace") continue;
-    if (kind == "NodeFeatureRule") {  // cluster-scoped
+    if (kind == "NodeFeatureRule" || kind == "DeviceClass" || kind == "ClusterRole" ||
+        kind == "ClusterRoleBinding") {  // cluster-scoped
       EXPECT_FALSE(o["metadata"]["namespace"]) << "a namespace on the cluster-scoped rule";
       continue;
     }
@@ -313,14 +329,15 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
         v["hostPath"] ? v["hostPath"]["path"].as<std::string>("") : "";
     EXPECT_EQ(host_paths[v["name"].as<std::string>()].find("/run/neuron"), std::string::npos);
   }
-  ASSERT_EQ(pod["containers"].size(), 3u);
+  const bool dra = GetParam() == kDraOverlay;
+  ASSERT_EQ(pod["containers"].size(), dra ? 4u : 3u);
   for (const auto& [name, listen_flag] :
        {std::pair{"device-plugin", "--listen"}, std::pair{"exporter", "--web.listen-address"}}) {
     SCOPED_TRACE(name);
     const YAML::Node c = Container(ds, name);
     ASSERT_TRUE(c);
     ExpectPrivilegedContainer(c, listen_flag);
-    ExpectContainerMounts(c, host_paths);
+    ExpectContainerMounts(c, host_paths, dra);
   }
   const YAML::Node front = Container(ds, "exporter-front");
   ASSERT_TRUE(front);
@@ -350,14 +367,14 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
     EXPECT_TRUE(m["readOnly"].as<bool>(false)) << "/host/proc is writable";
   }
   EXPECT_TRUE(host_proc) << "the exporter does not mount the host's /proc at /host/proc";
-  // Only the plugin writes, and only into the kubelet's device-plugins/ directory.
-  bool plugin_dir_writable = false;
+  // Only the plugin writes to the host, and only where PluginWritable says.
+  size_t plugin_dirs_writable = 0;
   for (const YAML::Node& m : Container(ds, "device-plugin")["volumeMounts"]) {
-    if (m["mountPath"].as<std::string>() == "/var/lib/kubelet/device-plugins") {
-      plugin_dir_writable = !m["readOnly"].as<bool>(false);
+    if (PluginWritable(m["mountPath"].as<std::string>(), dra)) {
+      plugin_dirs_writable += !m["readOnly"].as<bool>(false);
     }
   }
-  EXPECT_TRUE(plugin_dir_writable);
+  EXPECT_EQ(plugin_dirs_writable, dra ? 4u : 1u);
   // Pod Security Admission lets privileged pods into the namespace.
   const YAML::Node ns = Find(objects, "Namespace");
   ASSERT_TRUE(ns) << "no Namespace in " << GetParam();
@@ -371,7 +388,8 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
 
 INSTANTIATE_TEST_SUITE_P(Deploy, OverlayTest,
                          ::testing::Values("base", "overlays/prometheus-operator",
-                                           "overlays/prometheus", std::string(kNfdOverlay)),
+                                           "overlays/prometheus", std::string(kNfdOverlay),
+                                           std::string(kDraOverlay)),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = std::isalnum(ch) ? ch : '_';
@@ -436,6 +454,104 @@ TEST(DeployTest, PrometheusNamespaceIsReplacedByTheDocumentedPatch) {
 
 // The rule labels a node for a Neuron chip of the catalog (vendor 1d0f and one of its device ids)
 // and for nothing else of Amazon's: ENA, EFA and NVMe share the vendor.
+// DRA mode: the plugin serves the kubelet's DRA API, and dra-api, unprivileged, is the only
+// container with a service-account token, mounted into it alone.
+TEST(DeployTest, DraOverlayGivesTheApiTokenToDraApiAlone) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  const std::vector<YAML::Node> objects = Render(std::string(kDraOverlay));
+  const YAML::Node ds = Find(objects, "DaemonSet");
+  ASSERT_TRUE(ds);
+  const YAML::Node pod = ds["spec"]["template"]["spec"];
+  EXPECT_EQ(Arg(Container(ds, "device-plugin"), "--api"), "dra");
+  const YAML::Node api = Container(ds, "dra-api");
+  ASSERT_TRUE(api);
+  ExpectUnprivileged(api);
+  EXPECT_FALSE(api["ports"]) << "dra-api listens on a Unix socket only";
+  EXPECT_EQ(Arg(api, "--plugin"), Arg(Container(ds, "device-plugin"), "--listen"));
+  EXPECT_EQ(Arg(api, "--listen").rfind("unix:/run/neuron-node-agent/", 0), 0u);
+  for (const std::string name : {"device-plugin", "dra-api"}) {
+    bool node_name = false;
+    ASSERT_TRUE(Container(ds, name)["env"]) << name;
+    for (const YAML::Node& e : Container(ds, name)["env"]) {
+      node_name |= e["name"].as<std::string>() == "NODE_NAME" &&
+                   e["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>("") == "spec.nodeName";
+    }
+    EXPECT_TRUE(node_name) << name << " is not told its node's name";
+  }
+  // The token's volume, and who mounts it.
+  std::set<std::string> token_volumes;
+  for (const YAML::Node& v : pod["volumes"]) {
+    if (!v["projected"]) continue;
+    for (const YAML::Node& source : v["projected"]["sources"]) {
+      if (source["serviceAccountToken"]) token_volumes.insert(v["name"].as<std::string>());
+    }
+  }
+  ASSERT_EQ(token_volumes.size(), 1u);
+  std::set<std::string> holders;  // containers that mount the token
+  for (const YAML::Node& c : pod["containers"]) {
+    if (!c["volumeMounts"]) continue;
+    for (const YAML::Node& m : c["volumeMounts"]) {
+      if (token_volumes.count(m["name"].as<std::string>()))
+        holders.insert(c["name"].as<std::string>());
+    }
+  }
+  EXPECT_EQ(holders, std::set<std::string>{"dra-api"});
+  EXPECT_EQ(pod["serviceAccountName"].as<std::string>(""), "neuron-dra-api");
+  const YAML::Node account = Find(objects, "ServiceAccount");
+  ASSERT_TRUE(account);
+  EXPECT_FALSE(account["automountServiceAccountToken"].as<bool>(true));
+}
+
+// The least the API server must allow dra-api, and nothing wider.
+TEST(DeployTest, DraRbacIsTheLeastTheDriverNeeds) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  const std::vector<YAML::Node> objects = Render(std::string(kDraOverlay));
+  const YAML::Node role = Find(objects, "ClusterRole");
+  ASSERT_TRUE(role);
+  std::map<std::string, std::set<std::string>> verbs;  // "group/resource" -> verbs
+  for (const YAML::Node& rule : role["rules"]) {
+    for (const YAML::Node& g : rule["apiGroups"]) {
+      for (const YAML::Node& r : rule["resources"]) {
+        for (const YAML::Node& v : rule["verbs"]) {
+          verbs[g.as<std::string>() + "/" + r.as<std::string>()].insert(v.as<std::string>());
+        }
+      }
+    }
+  }
+  const std::map<std::string, std::set<std::string>> expected = {
+      {"resource.k8s.io/resourceslices", {"get", "list", "watch", "create", "update", "delete"}},
+      {"resource.k8s.io/resourceclaims", {"get"}},
+      {"/nodes", {"get"}}};
+  EXPECT_EQ(verbs, expected);
+  const YAML::Node binding = Find(objects, "ClusterRoleBinding");
+  ASSERT_TRUE(binding);
+  EXPECT_EQ(binding["roleRef"]["name"].as<std::string>(),
+            role["metadata"]["name"].as<std::string>());
+  ASSERT_EQ(binding["subjects"].size(), 1u);
+  EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "neuron-dra-api");
+  EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(), "neuron-system");
+}
+
+// AWS's DeviceClass name and selection, so its claim templates work unchanged; ours for EFA.
+TEST(DeployTest, DraDeviceClassesSelectAwsResourceTypesAndEfa) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  std::map<std::string, std::string> expressions;
+  for (const YAML::Node& o : Render(std::string(kDraOverlay))) {
+    if (o["kind"].as<std::string>() != "DeviceClass") continue;
+    EXPECT_EQ(o["apiVersion"].as<std::string>(), "resource.k8s.io/v1");
+    ASSERT_EQ(o["spec"]["selectors"].size(), 1u);
+    expressions[o["metadata"]["name"].as<std::string>()] =
+        o["spec"]["selectors"][0]["cel"]["expression"].as<std::string>();
+  }
+  ASSERT_EQ(expressions.size(), 2u);
+  const std::string& neuron = expressions["neuron.aws.com"];
+  for (const std::string want : {"device.driver == \"neuron.aws.com\"", "\"neuron_device\"",
+                                 "\"neuron_node\"", "resourceType"}) {
+    EXPECT_NE(neuron.find(want), std::string::npos) << want << " not in " << neuron;
+  }
+  EXPECT_NE(expressions["efa.neuron.aws.com"].find("resourceType == \"efa\""), std::string::npos);
+}
+
 TEST(DeployTest, NfdRuleMatchesNeuronDevicesOnly) {
   ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
   const std::vector<YAML::Node> objects = Render(std::string(kNfdOverlay));
