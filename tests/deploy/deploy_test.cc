@@ -491,8 +491,9 @@ TEST(DeployTest, DraOverlayGivesTheApiTokenToDraApiAlone) {
   for (const YAML::Node& c : pod["containers"]) {
     if (!c["volumeMounts"]) continue;
     for (const YAML::Node& m : c["volumeMounts"]) {
-      if (token_volumes.count(m["name"].as<std::string>()))
+      if (token_volumes.count(m["name"].as<std::string>())) {
         holders.insert(c["name"].as<std::string>());
+      }
     }
   }
   EXPECT_EQ(holders, std::set<std::string>{"dra-api"});
