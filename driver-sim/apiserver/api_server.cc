@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kPrefix = "/apis/resource.k8s.io/v1/";
+constexpr std::string_view kPrefixes[] = {"/apis/resource.k8s.io/v1/", "/api/v1/"};
 constexpr int kDefaultWatchSeconds = 30;
 constexpr int kMaxWatchSeconds = 60;
 
@@ -52,7 +52,7 @@ std::string QueryValue(std::string_view query, std::string_view key) {
   return "";
 }
 
-// A request target below kPrefix, split: [namespaces/NS/]RESOURCE[/NAME[/status]].
+// A request target below one of kPrefixes, split: [namespaces/NS/]RESOURCE[/NAME[/status]].
 struct Target {
   const Kind* kind = nullptr;
   std::string ns;
@@ -61,9 +61,13 @@ struct Target {
 };
 
 std::optional<Target> ParseTarget(std::string_view path) {
-  if (!path.starts_with(kPrefix)) return std::nullopt;
+  std::string_view prefix;
+  for (std::string_view p : kPrefixes) {
+    if (path.starts_with(p)) prefix = p;
+  }
+  if (prefix.empty()) return std::nullopt;
   std::vector<std::string> parts;
-  for (std::string_view part : Split(path.substr(kPrefix.size()), '/')) parts.emplace_back(part);
+  for (std::string_view part : Split(path.substr(prefix.size()), '/')) parts.emplace_back(part);
   Target t;
   size_t i = 0;
   if (parts.size() >= 2 && parts[0] == "namespaces") {
@@ -71,7 +75,7 @@ std::optional<Target> ParseTarget(std::string_view path) {
     i = 2;
   }
   if (i >= parts.size()) return std::nullopt;
-  t.kind = FindKind(parts[i]);
+  t.kind = FindKind(prefix, parts[i]);
   if (t.kind == nullptr || (!t.ns.empty() && !t.kind->namespaced)) return std::nullopt;
   if (i + 1 < parts.size()) t.name = parts[i + 1];
   if (i + 2 < parts.size()) {
@@ -202,9 +206,9 @@ HttpResponse ApiServer::Handle(const HttpRequest& req) {
   if (!full && req.method != "GET" && req.method != "HEAD") {
     return ToHttp(
         StatusAnswer(403, "Forbidden",
-                     Cat(t->kind->resource, ".resource.k8s.io \"", t->name,
+                     Cat(t->kind->resource, " \"", t->name,
                          "\" is forbidden: ", "the token may not ", req.method, " resource \"",
-                         t->kind->resource, "\" in API group \"resource.k8s.io\"")));
+                         t->kind->resource, "\" in API group \"", t->kind->api_version, "\"")));
   }
   if (t->name.empty()) {
     const ApiAnswer a = Collection(store_, *t, req);

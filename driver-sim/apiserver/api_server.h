@@ -11,6 +11,7 @@
 //   POST   same                                                        create (201)
 //   GET, PUT, DELETE  .../{resource}/{name}                             get, update, delete
 //   PUT    .../resourceclaims/{name}/status                            status subresource
+//   the same for core v1 nodes (/api/v1/nodes): a slice names its Node as owner
 //
 // Authentication: `Authorization: Bearer T` with T one of `tokens` (anything else: 401);
 // `read_only_tokens` may only read (writes: 403), as RBAC would answer. Errors are metav1.Status

@@ -12,16 +12,21 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kGroupVersion[] = "resource.k8s.io/v1";
 constexpr size_t kHistory = 1000;  // watch events kept (the real server keeps a time window)
 
 // The field selectors the API server registers for these kinds (kube-apiserver's
 // pkg/registry/resource/resourceslice/strategy.go: spec.nodeName and spec.driver).
 const std::vector<Kind>& Kinds() {
   static const auto* kinds = new std::vector<Kind>{
-      {"resourceslices", "ResourceSlice", false, false, {"spec.nodeName", "spec.driver"}},
-      {"resourceclaims", "ResourceClaim", true, true, {}},
-      {"deviceclasses", "DeviceClass", false, false, {}},
+      {"resource.k8s.io/v1",
+       "resourceslices",
+       "ResourceSlice",
+       false,
+       false,
+       {"spec.nodeName", "spec.driver"}},
+      {"resource.k8s.io/v1", "resourceclaims", "ResourceClaim", true, true, {}},
+      {"resource.k8s.io/v1", "deviceclasses", "DeviceClass", false, false, {}},
+      {"v1", "nodes", "Node", false, true, {}},
   };
   return *kinds;
 }
@@ -36,7 +41,15 @@ std::string NewUid() {
                      0x8000 | ((b >> 48) & 0x3fff), b & 0xffffffffffffULL);
 }
 
-std::string QualifiedResource(const Kind& kind) { return Cat(kind.resource, ".resource.k8s.io"); }
+std::string Group(const Kind& kind) {
+  const size_t slash = kind.api_version.find('/');
+  return slash == std::string::npos ? "" : kind.api_version.substr(0, slash);
+}
+
+// "resourceslices.resource.k8s.io", or "nodes" in the core group, as the API's messages say it.
+std::string QualifiedResource(const Kind& kind) {
+  return Group(kind).empty() ? kind.resource : Cat(kind.resource, ".", Group(kind));
+}
 
 // The value of a dotted field path ("spec.nodeName") as a string; "" when absent.
 std::string FieldValue(const json& object, std::string_view path) {
@@ -87,7 +100,7 @@ bool Satisfied(const Requirement& r, const std::optional<std::string>& have) {
 }
 
 json ListOf(const Kind& kind, json items, uint64_t rv) {
-  return json{{"apiVersion", kGroupVersion},
+  return json{{"apiVersion", kind.api_version},
               {"kind", kind.kind + "List"},
               {"metadata", {{"resourceVersion", std::to_string(rv)}}},
               {"items", std::move(items)}};
@@ -96,29 +109,31 @@ json ListOf(const Kind& kind, json items, uint64_t rv) {
 ApiAnswer Invalid(const Kind& kind, const std::string& name,
                   const std::vector<FieldError>& errors) {
   json causes = json::array();
-  std::string message = Cat(kind.kind, ".resource.k8s.io \"", name, "\" is invalid: ");
+  std::string message =
+      Cat(kind.kind, Group(kind).empty() ? "" : ".", Group(kind), " \"", name, "\" is invalid: ");
   for (size_t i = 0; i < errors.size(); ++i) {
     causes.push_back(
         {{"reason", errors[i].reason}, {"message", errors[i].message}, {"field", errors[i].field}});
     message += Cat(i == 0 ? "" : ", ", errors[i].field, ": ", errors[i].message);
   }
-  return StatusAnswer(422, "Invalid", std::move(message),
-                      {{"name", name},
-                       {"group", "resource.k8s.io"},
-                       {"kind", kind.kind},
-                       {"causes", std::move(causes)}});
+  return StatusAnswer(
+      422, "Invalid", std::move(message),
+      {{"name", name}, {"group", Group(kind)}, {"kind", kind.kind}, {"causes", std::move(causes)}});
 }
 
 ApiAnswer NotFound(const Kind& kind, const std::string& name) {
   return StatusAnswer(404, "NotFound", Cat(QualifiedResource(kind), " \"", name, "\" not found"),
-                      {{"name", name}, {"group", "resource.k8s.io"}, {"kind", kind.resource}});
+                      {{"name", name}, {"group", Group(kind)}, {"kind", kind.resource}});
 }
 
 }  // namespace
 
-const Kind* FindKind(std::string_view resource) {
+const Kind* FindKind(std::string_view api_prefix, std::string_view resource) {
   for (const Kind& k : Kinds()) {
-    if (k.resource == resource) return &k;
+    const bool core = k.api_version.find('/') == std::string::npos;
+    const std::string prefix =
+        core ? Cat("/api/", k.api_version, "/") : Cat("/apis/", k.api_version, "/");
+    if (k.resource == resource && prefix == api_prefix) return &k;
   }
   return nullptr;
 }
@@ -189,7 +204,7 @@ void Store::Record(const Kind& kind, const std::string& ns, std::string type, co
 
 ApiAnswer Store::Create(const Kind& kind, const std::string& ns, json object) {
   if (!object.is_object()) return StatusAnswer(400, "BadRequest", "the body is not an object");
-  object["apiVersion"] = kGroupVersion;
+  object["apiVersion"] = kind.api_version;
   object["kind"] = kind.kind;
   const std::string name = object.value("/metadata/name"_json_pointer, std::string());
   if (std::vector<FieldError> errors = Validate(kind.kind, object); !errors.empty()) {
@@ -200,7 +215,7 @@ ApiAnswer Store::Create(const Kind& kind, const std::string& ns, json object) {
   if (objects_.contains(key)) {
     return StatusAnswer(409, "AlreadyExists",
                         Cat(QualifiedResource(kind), " \"", name, "\" already exists"),
-                        {{"name", name}, {"group", "resource.k8s.io"}, {"kind", kind.resource}});
+                        {{"name", name}, {"group", Group(kind)}, {"kind", kind.resource}});
   }
   json& meta = object["metadata"];
   if (kind.namespaced) meta["namespace"] = ns;
@@ -257,7 +272,7 @@ ApiAnswer Store::Update(const Kind& kind, const std::string& ns, const std::stri
         Cat("Operation cannot be fulfilled on ", QualifiedResource(kind), " \"", name,
             "\": the object has been modified; please "
             "apply your changes to the latest version and try again"),
-        {{"name", name}, {"group", "resource.k8s.io"}, {"kind", kind.resource}});
+        {{"name", name}, {"group", Group(kind)}, {"kind", kind.resource}});
   }
   json next = current;
   if (status) {

@@ -22,15 +22,18 @@
 namespace neuron::sim::apiserver {
 
 // A resource the stand-in serves: resource.k8s.io/v1 resourceslices (cluster-scoped),
-// resourceclaims (namespaced, with a status subresource) and deviceclasses (cluster-scoped).
+// resourceclaims (namespaced, with a status subresource) and deviceclasses (cluster-scoped), and
+// core v1 nodes (cluster-scoped; only their name and uid matter here: a slice's owner).
 struct Kind {
-  std::string resource;  // "resourceslices"
-  std::string kind;      // "ResourceSlice"
+  std::string api_version;  // "resource.k8s.io/v1", "v1"
+  std::string resource;     // "resourceslices"
+  std::string kind;         // "ResourceSlice"
   bool namespaced = false;
   bool status_subresource = false;
   std::vector<std::string> field_labels;  // selectable fields besides metadata.name/namespace
 };
-const Kind* FindKind(std::string_view resource);
+// The kind served at `api_prefix` ("/apis/resource.k8s.io/v1/" or "/api/v1/") as `resource`.
+const Kind* FindKind(std::string_view api_prefix, std::string_view resource);
 
 struct ApiAnswer {
   int code = 200;
