@@ -46,8 +46,9 @@ std::string UrlDecode(std::string_view s) {
 std::string QueryValue(std::string_view query, std::string_view key) {
   for (std::string_view kv : Split(query, '&')) {
     const size_t eq = kv.find('=');
-    if (kv.substr(0, eq) == key)
+    if (kv.substr(0, eq) == key) {
       return eq == std::string_view::npos ? "" : UrlDecode(kv.substr(eq + 1));
+    }
   }
   return "";
 }
@@ -200,9 +201,10 @@ HttpResponse ApiServer::Handle(const HttpRequest& req) {
     return ToHttp(StatusAnswer(401, "Unauthorized", "Unauthorized"));
   }
   const std::optional<Target> t = ParseTarget(req.path);
-  if (!t)
+  if (!t) {
     return ToHttp(
         StatusAnswer(404, "NotFound", "the server could not find the requested resource"));
+  }
   if (!full && req.method != "GET" && req.method != "HEAD") {
     return ToHttp(
         StatusAnswer(403, "Forbidden",

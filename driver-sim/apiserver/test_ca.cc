@@ -6,6 +6,7 @@
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -38,14 +39,14 @@ bool AddExtension(X509* cert, X509* issuer, int nid, const char* value) {
 }
 
 // A certificate for `cn` with `key`, signed by `issuer_key` (issuer null: self-signed).
-Cert NewCert(const char* cn, EVP_PKEY* key, X509* issuer, EVP_PKEY* issuer_key, long serial,
+Cert NewCert(const char* cn, EVP_PKEY* key, X509* issuer, EVP_PKEY* issuer_key, int64_t serial,
              bool ca) {
   Cert cert(X509_new());
   if (cert == nullptr) return nullptr;
   X509_set_version(cert.get(), 2);
   ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), serial);
   X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 24 * 3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert.get()), int64_t{24} * 3600);
   X509_set_pubkey(cert.get(), key);
   X509_NAME* name = X509_get_subject_name(cert.get());
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(cn),

@@ -211,7 +211,9 @@ void CheckSliceSpec(const json& spec, Errors& e) {
   int where = 0;
   for (const char* k : {"nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection"}) {
     const json* v = Member(spec, k);
-    where += (v != nullptr && *v != false && *v != "") ? 1 : 0;
+    const bool set =
+        v != nullptr && *v != false && !(v->is_string() && v->get<std::string>().empty());
+    where += set ? 1 : 0;
   }
   if (where != 1) {
     e.Invalid("spec", json(),

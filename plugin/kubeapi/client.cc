@@ -49,7 +49,7 @@ std::string FirstLine(std::string_view body) {
 
 }  // namespace
 
-absl::Status StatusFromHttp(long http_status, std::string_view body) {
+absl::Status StatusFromHttp(int64_t http_status, std::string_view body) {
   if (http_status >= 200 && http_status < 300) return absl::OkStatus();
   // The API answers errors with a metav1.Status object: kind "Status", message, reason, code.
   std::string message;
@@ -108,7 +108,7 @@ absl::StatusOr<std::string> Client::Token() const {
   absl::StatusOr<std::string> text = ReadAttribute(config_.token_file);
   if (!text.ok()) {
     return absl::UnavailableError(
-        fmt::format("service-account token: {}", std::string(text.status().message())));
+        fmt::format("service-account token: {}", std::string{text.status().message()}));
   }
   std::string_view t = *text;
   while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back())) != 0) t.remove_suffix(1);
@@ -171,10 +171,10 @@ absl::StatusOr<nlohmann::json> Client::Request(std::string_view method, std::str
   if (rc != CURLE_OK) {
     return absl::UnavailableError(fmt::format("{} {}: {}", method, url, curl_easy_strerror(rc)));
   }
-  long http_status = 0;
+  long http_status = 0;  // NOLINT(google-runtime-int): CURLINFO_RESPONSE_CODE writes a long
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &http_status);
   if (absl::Status s = StatusFromHttp(http_status, answer); !s.ok()) {
-    return absl::Status(s.code(), fmt::format("{} {}: {}", method, path, std::string(s.message())));
+    return absl::Status(s.code(), fmt::format("{} {}: {}", method, path, std::string{s.message()}));
   }
   nlohmann::json j = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {

@@ -19,6 +19,7 @@
 // Thread-safe: every request has its own libcurl handle; the token cache is guarded.
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -72,6 +73,6 @@ class Client {
 
 // The HTTP status and the API's Status `message` (or the body's first line) as an absl::Status,
 // mapped as the header above says. OK for 2xx.
-absl::Status StatusFromHttp(long http_status, std::string_view body);
+absl::Status StatusFromHttp(int64_t http_status, std::string_view body);
 
 }  // namespace neuron::kubeapi

@@ -101,7 +101,7 @@ int Serve(const neuron::kubeapi::ClientConfig& config, Flags& f) {
   };
   absl::StatusOr<std::unique_ptr<neuron::HttpServer>> server = neuron::HttpServer::Start(o);
   if (!server.ok()) {
-    spdlog::critical("cannot listen on {}: {}", f.listen, std::string(server.status().message()));
+    spdlog::critical("cannot listen on {}: {}", f.listen, std::string{server.status().message()});
     return 1;
   }
   f.publisher.poll = std::chrono::milliseconds(f.poll_ms);
@@ -118,9 +118,7 @@ int Serve(const neuron::kubeapi::ClientConfig& config, Flags& f) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   CLI::App app{
       "neuron-dra-api: publishes the node's ResourceSlice for the Neuron DRA driver and "
       "reads ResourceClaims for the plugin"};
@@ -139,8 +137,19 @@ int main(int argc, char** argv) {
   absl::StatusOr<neuron::kubeapi::ClientConfig> config =
       usage.ok() ? ClientConfigFrom(f) : absl::StatusOr<neuron::kubeapi::ClientConfig>(usage);
   if (!config.ok()) {
-    std::fprintf(stderr, "neuron-dra-api: %s\n", std::string(config.status().message()).c_str());
+    std::fprintf(stderr, "neuron-dra-api: %s\n", std::string{config.status().message()}.c_str());
     return kExitUsage;
   }
   return Serve(*config, f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "neuron-dra-api: %s\n", e.what());
+    return 1;
+  }
 }

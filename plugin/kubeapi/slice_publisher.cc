@@ -114,7 +114,7 @@ absl::Status SlicePublisher::Publish(const json& spec) {
     last = updated.status();
     if (!absl::IsAborted(last)) return last;  // 409: someone else wrote it; read again
     log_->info("slice {} changed under us ({}); reading it again", name_,
-               std::string(last.message()));
+               std::string{last.message()});
   }
   return last;
 }
@@ -161,15 +161,15 @@ void SlicePublisher::LogState(const absl::Status& api, const absl::Status& plugi
     if (plugin.ok()) {
       log_->info("the plugin's slice is readable again");
     } else {
-      log_->warn("cannot read the plugin's slice: {}", std::string(plugin.message()));
+      log_->warn("cannot read the plugin's slice: {}", std::string{plugin.message()});
     }
     plugin_ok_ = plugin.ok();
   }
   if (ApiDown(api) && api_failures_ == 1) {
     log_->warn("the API server cannot be reached: {}; retrying with back-off up to {} ms",
-               std::string(api.message()), options_.backoff_max.count());
+               std::string{api.message()}, options_.backoff_max.count());
   } else if (!api.ok() && !ApiDown(api)) {
-    log_->error("publishing ResourceSlice {}: {}", name_, std::string(api.message()));
+    log_->error("publishing ResourceSlice {}: {}", name_, std::string{api.message()});
   }
 }
 
