@@ -193,6 +193,16 @@ absl::Status ApiServer::SetReachable(bool reachable) {
 }
 
 HttpResponse ApiServer::Handle(const HttpRequest& req) {
+  // A body whose fields have unexpected types makes nlohmann-json throw: the real server answers
+  // a body it cannot decode with 400.
+  try {
+    return Serve(req);
+  } catch (const json::exception& e) {
+    return ToHttp(StatusAnswer(400, "BadRequest", Cat("the body cannot be decoded: ", e.what())));
+  }
+}
+
+HttpResponse ApiServer::Serve(const HttpRequest& req) {
   const std::optional<std::string_view> auth = req.Header("Authorization");
   std::string token;
   if (auth && auth->starts_with("Bearer ")) token = std::string(auth->substr(7));

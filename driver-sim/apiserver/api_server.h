@@ -66,6 +66,7 @@ class ApiServer {
  private:
   explicit ApiServer(Options options) : options_(std::move(options)) {}
   absl::Status Listen(const std::string& address);
+  HttpResponse Serve(const HttpRequest& request);  // Handle without its guard
 
   const Options options_;
   CaFiles ca_;

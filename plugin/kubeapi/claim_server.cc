@@ -87,7 +87,11 @@ HttpResponse ServeClaim(const Client& client, const HttpRequest& request) {
   }
   HttpResponse r;
   r.content_type = "application/json";
-  r.body = PruneClaim(*claim).dump();
+  try {
+    r.body = PruneClaim(*claim).dump();
+  } catch (const json::exception& e) {  // a field of an unexpected type
+    return Text(503, fmt::format("resourceclaim {}/{} is malformed: {}\n", ns, name, e.what()));
+  }
   return r;
 }
 

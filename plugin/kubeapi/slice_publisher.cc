@@ -136,6 +136,16 @@ absl::Status SlicePublisher::DeleteOthers() {
 }
 
 absl::Status SlicePublisher::SyncOnce() {
+  // nlohmann-json throws on a value of an unexpected type; nothing may leave this thread.
+  try {
+    return Sync();
+  } catch (const nlohmann::json::exception& e) {
+    plugin_failed_ = false;
+    return absl::DataLossError(fmt::format("unexpected JSON: {}", e.what()));
+  }
+}
+
+absl::Status SlicePublisher::Sync() {
   uint64_t generation = 0;
   absl::StatusOr<json> spec = ReadPlugin(&generation);
   plugin_failed_ = !spec.ok();
@@ -156,21 +166,34 @@ absl::Status SlicePublisher::SyncOnce() {
   return absl::OkStatus();
 }
 
-void SlicePublisher::LogState(const absl::Status& api, const absl::Status& plugin) {
-  if (plugin.ok() != plugin_ok_) {
-    if (plugin.ok()) {
-      log_->info("the plugin's slice is readable again");
-    } else {
-      log_->warn("cannot read the plugin's slice: {}", std::string{plugin.message()});
-    }
-    plugin_ok_ = plugin.ok();
+void SlicePublisher::Report(const absl::Status& s) {
+  State now = State::kOk;
+  if (!s.ok()) now = plugin_failed_ ? State::kPlugin : ApiDown(s) ? State::kApiDown : State::kApi;
+  const std::string message(s.message());
+  if (now == state_ && message == last_message_) return;
+  // Down is one state however its message varies (refused, timed out): logged once.
+  if (now == state_ && now == State::kApiDown) return;
+  switch (now) {
+    case State::kOk:
+      log_->info("{}; ResourceSlice {} is current",
+                 state_ == State::kApiDown  ? "the API server is reachable again"
+                 : state_ == State::kPlugin ? "the plugin's slice is readable again"
+                                            : "publishing works again",
+                 name_);
+      break;
+    case State::kPlugin:
+      log_->warn("cannot read the plugin's slice: {}", message);
+      break;
+    case State::kApiDown:
+      log_->warn("the API server cannot be reached: {}; retrying with back-off up to {} ms",
+                 message, options_.backoff_max.count());
+      break;
+    case State::kApi:
+      log_->error("publishing ResourceSlice {}: {}; retrying with back-off", name_, message);
+      break;
   }
-  if (ApiDown(api) && api_failures_ == 1) {
-    log_->warn("the API server cannot be reached: {}; retrying with back-off up to {} ms",
-               std::string{api.message()}, options_.backoff_max.count());
-  } else if (!api.ok() && !ApiDown(api)) {
-    log_->error("publishing ResourceSlice {}: {}", name_, std::string{api.message()});
-  }
+  state_ = now;
+  last_message_ = message;
 }
 
 void SlicePublisher::Run() {
@@ -178,12 +201,10 @@ void SlicePublisher::Run() {
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   for (;;) {
     const absl::Status s = SyncOnce();
-    const bool plugin_side = plugin_failed_;
-    const absl::Status api = plugin_side ? absl::OkStatus() : s;
-    const bool was_down = api_failures_ > 0;
-    api_failures_ = api.ok() ? 0 : api_failures_ + 1;
-    if (was_down && api.ok()) log_->info("the API server is reachable again");
-    LogState(api, plugin_side ? s : absl::OkStatus());
+    Report(s);
+    // The plugin is local and cheap to ask: its failures wait the poll period. The API server's
+    // (down, or refusing what we send) back off.
+    api_failures_ = s.ok() || plugin_failed_ ? 0 : api_failures_ + 1;
     const auto wait = api_failures_ == 0 ? options_.poll
                                          : Backoff(api_failures_, options_.backoff_initial,
                                                    options_.backoff_max, unit(rng));

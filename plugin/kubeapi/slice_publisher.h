@@ -78,8 +78,10 @@ class SlicePublisher {
   absl::StatusOr<nlohmann::json> ReadPlugin(uint64_t* generation) const;
   absl::Status Publish(const nlohmann::json& spec);
   absl::Status DeleteOthers();
+  absl::Status Sync();  // SyncOnce without its guard against JSON exceptions
   void Run();
-  void LogState(const absl::Status& api, const absl::Status& plugin);
+  // Logs a change of state (and an API error whose message changed), nothing else.
+  void Report(const absl::Status& s);
 
   const Client& client_;
   const PublisherOptions options_;
@@ -92,7 +94,9 @@ class SlicePublisher {
   std::string node_uid_;
   int api_failures_ = 0;
   bool plugin_failed_ = false;  // the last SyncOnce failed reading the plugin
-  bool plugin_ok_ = true;
+  enum class State { kOk, kPlugin, kApiDown, kApi };
+  State state_ = State::kOk;
+  std::string last_message_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -71,6 +71,11 @@ TEST_F(ClientTest, CreateGetUpdateDeleteWithTheApiStatuses) {
   EXPECT_TRUE(absl::IsInvalidArgument(invalid)) << invalid;
   EXPECT_NE(invalid.message().find("spec.devices[0].name"), absl::string_view::npos) << invalid;
 
+  // A field of the wrong type cannot be decoded: 400, as the real server answers it.
+  json number_name = Slice("s3", "neuron-0");
+  number_name["metadata"]["name"] = 3;
+  EXPECT_TRUE(absl::IsInvalidArgument(client.Post(kSlices, number_name).status()));
+
   ASSERT_TRUE(client.Delete(path).ok());
   EXPECT_TRUE(absl::IsNotFound(client.Delete(path).status()));
 }
