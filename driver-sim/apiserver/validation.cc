@@ -202,7 +202,8 @@ void CheckSliceSpec(const json& spec, Errors& e) {
   } else {
     bool ok = pool_name->is_string() && pool_name->get<std::string>().size() <= kMaxPoolName;
     if (ok) {
-      for (std::string_view part : Split(pool_name->get<std::string>(), '/')) {
+      const std::string whole = pool_name->get<std::string>();  // outlives Split's views
+      for (std::string_view part : Split(whole, '/')) {
         ok = ok && IsDnsSubdomain(part);
       }
     }

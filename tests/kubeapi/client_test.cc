@@ -74,7 +74,8 @@ TEST_F(ClientTest, CreateGetUpdateDeleteWithTheApiStatuses) {
   // A field of the wrong type cannot be decoded: 400, as the real server answers it.
   json number_name = Slice("s3", "neuron-0");
   number_name["metadata"]["name"] = 3;
-  EXPECT_TRUE(absl::IsInvalidArgument(client.Post(kSlices, number_name).status()));
+  const absl::Status undecodable = client.Post(kSlices, number_name).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(undecodable)) << undecodable;
 
   ASSERT_TRUE(client.Delete(path).ok());
   EXPECT_TRUE(absl::IsNotFound(client.Delete(path).status()));
