@@ -14,8 +14,9 @@ using nlohmann::json;
 
 constexpr size_t kHistory = 1000;  // watch events kept (the real server keeps a time window)
 
-// The field selectors the API server registers for these kinds (kube-apiserver's
-// pkg/registry/resource/resourceslice/strategy.go: spec.nodeName and spec.driver).
+// The field selectors the API server offers for slices: k8s.io/api resource/v1 types.go,
+// ResourceSliceSelectorNodeName ("spec.nodeName") and ResourceSliceSelectorDriver
+// ("spec.driver"); kubelet's own slice clean-up lists by both.
 const std::vector<Kind>& Kinds() {
   static const auto* kinds = new std::vector<Kind>{
       {"resource.k8s.io/v1",
