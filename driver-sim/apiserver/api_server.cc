@@ -94,6 +94,13 @@ ApiAnswer Collection(Store& store, const Target& t, const HttpRequest& req) {
   const std::string labels = QueryValue(req.query, "labelSelector");
   const std::string fields = QueryValue(req.query, "fieldSelector");
   if (req.method == "POST") {
+    if (t.kind->namespaced && t.ns.empty()) {
+      return StatusAnswer(405, "MethodNotAllowed",
+                          Cat("create ", t.kind->resource,
+                              " in a namespace: POST "
+                              "/apis/.../namespaces/NS/",
+                              t.kind->resource));
+    }
     json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded()) return StatusAnswer(400, "BadRequest", "the body is not JSON");
     return store.Create(*t.kind, t.ns, std::move(body));

@@ -332,6 +332,18 @@ ApiAnswer Store::Watch(const Kind& kind, const std::string& ns, uint64_t since,
            Matches(e.object, label_selector, field_selector);
   };
   absl::MutexLock lock(&mu_);
+  if (since == 0) {
+    // No resourceVersion (or "0"): the current state as synthetic ADDED events, as the real
+    // server starts such a watch (API concepts, "Semantics for watch").
+    json events = json::array();
+    for (const auto& [key, object] : objects_) {
+      if (std::get<0>(key) != kind.resource || (!ns.empty() && std::get<1>(key) != ns)) continue;
+      if (Matches(object, label_selector, field_selector)) {
+        events.push_back({{"type", "ADDED"}, {"object", object}});
+      }
+    }
+    return {200, std::move(events)};
+  }
   if (since < oldest_rv_) {
     return StatusAnswer(410, "Expired",
                         Cat("too old resource version: ", since, " (", oldest_rv_, ")"));

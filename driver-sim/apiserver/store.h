@@ -60,7 +60,8 @@ class Store {
 
   // Watch events ({"type": ADDED|MODIFIED|DELETED, "object": ...}) of `kind` in `ns` (all when
   // "") after resourceVersion `since`, matching the selectors; waits up to `wait` for the first.
-  // 410 Gone when `since` is older than the history kept.
+  // `since` 0 (none given): the current objects as ADDED events, at once. 410 Gone when `since`
+  // is older than the history kept.
   ApiAnswer Watch(const Kind& kind, const std::string& ns, uint64_t since,
                   std::string_view label_selector, std::string_view field_selector,
                   std::chrono::milliseconds wait) const;

@@ -132,8 +132,40 @@ absl::StatusOr<nlohmann::json> Client::Delete(std::string_view path) const {
   return Request("DELETE", path, nullptr);
 }
 
+absl::StatusOr<std::vector<nlohmann::json>> Client::Watch(std::string_view path) const {
+  absl::StatusOr<std::string> answer = Exchange("GET", path, nullptr);
+  if (!answer.ok()) return answer.status();
+  std::vector<nlohmann::json> events;
+  std::string_view rest = *answer;
+  while (!rest.empty()) {
+    const size_t eol = rest.find('\n');
+    const std::string_view line = rest.substr(0, eol);
+    rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
+    if (line.empty()) continue;
+    nlohmann::json event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!event.is_object() || !event.contains("type")) {
+      return absl::DataLossError(
+          fmt::format("GET {}: not a watch event: {}", path, FirstLine(line)));
+    }
+    events.push_back(std::move(event));
+  }
+  return events;
+}
+
 absl::StatusOr<nlohmann::json> Client::Request(std::string_view method, std::string_view path,
                                                const nlohmann::json* body) const {
+  absl::StatusOr<std::string> answer = Exchange(method, path, body);
+  if (!answer.ok()) return answer.status();
+  nlohmann::json j = nlohmann::json::parse(*answer, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::DataLossError(
+        fmt::format("{} {}: answer is not JSON: {}", method, path, FirstLine(*answer)));
+  }
+  return j;
+}
+
+absl::StatusOr<std::string> Client::Exchange(std::string_view method, std::string_view path,
+                                             const nlohmann::json* body) const {
   absl::StatusOr<std::string> token = Token();
   if (!token.ok()) return token.status();
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
@@ -176,12 +208,7 @@ absl::StatusOr<nlohmann::json> Client::Request(std::string_view method, std::str
   if (absl::Status s = StatusFromHttp(http_status, answer); !s.ok()) {
     return absl::Status(s.code(), fmt::format("{} {}: {}", method, path, std::string{s.message()}));
   }
-  nlohmann::json j = nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return absl::DataLossError(
-        fmt::format("{} {}: answer is not JSON: {}", method, path, FirstLine(answer)));
-  }
-  return j;
+  return answer;
 }
 
 }  // namespace neuron::kubeapi

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -55,12 +56,20 @@ class Client {
   absl::StatusOr<nlohmann::json> Post(std::string_view path, const nlohmann::json& body) const;
   absl::StatusOr<nlohmann::json> Put(std::string_view path, const nlohmann::json& body) const;
   absl::StatusOr<nlohmann::json> Delete(std::string_view path) const;
+  // A watch (`path` with ?watch=1&resourceVersion=N): the events the answer carried, one JSON
+  // object per line ({"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object"}), once the server
+  // ends the stream or the request's timeout passes (DeadlineExceeded then; ask for
+  // timeoutSeconds below it). Watch again from the last object's resourceVersion.
+  absl::StatusOr<std::vector<nlohmann::json>> Watch(std::string_view path) const;
 
   const ClientConfig& config() const { return config_; }
 
  private:
   absl::StatusOr<nlohmann::json> Request(std::string_view method, std::string_view path,
                                          const nlohmann::json* body) const;
+  // The answer's body when the status is 2xx.
+  absl::StatusOr<std::string> Exchange(std::string_view method, std::string_view path,
+                                       const nlohmann::json* body) const;
   // The token, re-read when the file changed (kubelet rotates projected tokens by swapping the
   // volume's ..data link, which changes the file's identity). Unavailable when unreadable.
   absl::StatusOr<std::string> Token() const;

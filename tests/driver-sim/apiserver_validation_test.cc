@@ -174,6 +174,10 @@ TEST(ApiStore, FieldSelectorsAndWatch) {
   ASSERT_EQ(events.body.size(), 2u) << events.body.dump();
   EXPECT_EQ(events.body[0]["type"], "ADDED");
   EXPECT_EQ(events.body[1]["type"], "DELETED");
+  // A watch from no resourceVersion starts with the objects there are.
+  const ApiAnswer now = store.Watch(Slices(), "", 0, "", "", std::chrono::milliseconds(0));
+  ASSERT_EQ(now.body.size(), 1u);
+  EXPECT_EQ(now.body[0]["object"]["metadata"]["name"], "node-1-neuron.aws.com");
 }
 
 }  // namespace

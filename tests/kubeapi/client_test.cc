@@ -121,6 +121,32 @@ TEST_F(ClientTest, TimeoutsAndAnUnreachableServer) {
   EXPECT_TRUE(client.Get(kSlices).ok());
 }
 
+TEST_F(ClientTest, WatchReturnsTheEventsSinceAResourceVersion) {
+  const Client client(Config());
+  absl::StatusOr<json> list = client.Get(kSlices);
+  ASSERT_TRUE(list.ok()) << list.status();
+  const std::string from = (*list)["metadata"]["resourceVersion"];
+  absl::StatusOr<json> made = client.Post(kSlices, Slice("s1", "neuron-0"));
+  ASSERT_TRUE(made.ok());
+  json update = Slice("s1", "neuron-1");
+  update["metadata"]["resourceVersion"] = (*made)["metadata"]["resourceVersion"];
+  ASSERT_TRUE(client.Put(std::string(kSlices) + "/s1", update).ok());
+  ASSERT_TRUE(client.Delete(std::string(kSlices) + "/s1").ok());
+  absl::StatusOr<std::vector<json>> events =
+      client.Watch(std::string(kSlices) + "?watch=1&timeoutSeconds=1&resourceVersion=" + from);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 3u);
+  EXPECT_EQ((*events)[0]["type"], "ADDED");
+  EXPECT_EQ((*events)[1]["type"], "MODIFIED");
+  EXPECT_EQ((*events)[1]["object"]["spec"]["devices"][0]["name"], "neuron-1");
+  EXPECT_EQ((*events)[2]["type"], "DELETED");
+  // Nothing after the last event: the watch ends empty at timeoutSeconds.
+  const std::string last = (*events)[2]["object"]["metadata"]["resourceVersion"];
+  events = client.Watch(std::string(kSlices) + "?watch=1&timeoutSeconds=1&resourceVersion=" + last);
+  ASSERT_TRUE(events.ok()) << events.status();
+  EXPECT_TRUE(events->empty());
+}
+
 TEST(StatusFromHttp, MapsTheApiStatusObject) {
   const absl::Status s = StatusFromHttp(
       409, R"({"kind":"Status","reason":"Conflict","message":"the object has been modified"})");
