@@ -147,6 +147,20 @@ TEST_F(ClientTest, WatchReturnsTheEventsSinceAResourceVersion) {
   EXPECT_TRUE(events->empty());
 }
 
+TEST(InClusterConfig, FromTheServiceEnvironment) {
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  EXPECT_TRUE(absl::IsFailedPrecondition(InClusterConfig().status()));
+  setenv("KUBERNETES_SERVICE_HOST", "fd00:10:96::1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  absl::StatusOr<ClientConfig> c = InClusterConfig();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->server, "https://[fd00:10:96::1]:443");
+  EXPECT_EQ(c->token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
+  EXPECT_EQ(c->ca_file, "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt");
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+}
+
 TEST(StatusFromHttp, MapsTheApiStatusObject) {
   const absl::Status s = StatusFromHttp(
       409, R"({"kind":"Status","reason":"Conflict","message":"the object has been modified"})");
