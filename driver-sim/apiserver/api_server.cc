@@ -159,7 +159,7 @@ ApiServer::~ApiServer() {
 }
 
 std::string ApiServer::url() const {
-  return Cat(options_.tls ? "https" : "http", "://127.0.0.1:", port_);
+  return Cat(options_.tls ? "https" : "http", "://127.0.0.1:", port_.load());
 }
 
 std::string ApiServer::ca_file() const { return ca_.ca_cert; }
@@ -196,7 +196,7 @@ absl::Status ApiServer::SetReachable(bool reachable) {
     }
     if (server_ != nullptr) return absl::OkStatus();
   }
-  return Listen(Cat("127.0.0.1:", port_));
+  return Listen(Cat("127.0.0.1:", port_.load()));
 }
 
 HttpResponse ApiServer::Handle(const HttpRequest& req) {

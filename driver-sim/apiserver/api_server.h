@@ -28,6 +28,7 @@
 //
 // Thread-safe.
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -43,7 +44,8 @@ namespace neuron::sim::apiserver {
 class ApiServer {
  public:
   struct Options {
-    std::string listen = "127.0.0.1:0";  // host:port (port 0: a free one)
+    // host:port (port 0: a free one). url() names 127.0.0.1, the address the certificate is for.
+    std::string listen = "127.0.0.1:0";
     bool tls = true;
     std::string cert_dir;  // where the CA and server certificate are written (tls only)
     std::set<std::string> tokens;
@@ -70,7 +72,7 @@ class ApiServer {
 
   const Options options_;
   CaFiles ca_;
-  int port_ = 0;
+  std::atomic<int> port_{0};  // set by Listen; the same port again after SetReachable(true)
   Store store_;
   std::mutex mu_;  // guards server_
   std::unique_ptr<HttpServer> server_;
