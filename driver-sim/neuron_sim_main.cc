@@ -7,6 +7,8 @@
 //   pod  admit, delete and list pods through the kubelet emulator (run ... -- CMD runs CMD in it)
 //   cluster  up|down|status: several simulated nodes, each with its kubelet (cluster/supervisor.h)
 //   job  run, delete and list multi-node training jobs on a simulated cluster (job/job.h)
+//   apiserver  the API stand-in for ResourceSlices and ResourceClaims (apiserver/api_server.h)
+//   schedule  allocate DRA claims on a node through the API server (scheduler/schedule.h)
 // Exit codes: 0 success, 1 failure, 2 usage (docs/architecture.md#readiness-and-lifecycle).
 
 #include <fmt/format.h>
@@ -24,6 +26,7 @@
 #include "core/base/version.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
+#include "driver-sim/apiserver/apiserver_command.h"
 #include "driver-sim/cluster/cluster_command.h"
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/daemon.h"
@@ -31,6 +34,7 @@
 #include "driver-sim/job/job_command.h"
 #include "driver-sim/kubelet/kubelet_control.h"
 #include "driver-sim/predict_command.h"
+#include "driver-sim/scheduler/schedule_command.h"
 #include "driver-sim/workloads/workload.h"
 
 namespace {
@@ -442,7 +446,9 @@ int Main(int argc, char** argv) {
                                       AddPod(app),
                                       neuron::sim::AddPredictCommand(app),
                                       neuron::sim::AddClusterCommand(app),
-                                      neuron::sim::AddJobCommand(app)};
+                                      neuron::sim::AddJobCommand(app),
+                                      neuron::sim::AddApiServerCommand(app),
+                                      neuron::sim::AddScheduleCommand(app)};
   OriginalArgs().assign(argv, argv + argc);
   // `ctl printk -- TEXT`, `pod run -- CMD` and `exec -- CMD`: the words after "--" are not for
   // CLI11.

@@ -409,7 +409,7 @@ void ConnectionLoop::Drive(Conn& c, Clock::time_point now) {
 // Acts on c.in when it holds a whole request (or a refusal): true when the state changed.
 bool ConnectionLoop::TryParse(Conn& c, Clock::time_point now) {
   const size_t max = std::max<size_t>(1024, limits_.max_request_bytes);
-  ParsedRequest p = ParseRequest(c.in, max);
+  ParsedRequest p = ParseRequest(c.in, max, limits_.write_methods);
   if (p.outcome == ParsedRequest::Outcome::kIncomplete) return false;
   // A body (unusual for GET) is read whole and dropped, so that the next request starts cleanly;
   // the parser bounds it by `max`. A refusal that closes the connection does not wait for it.
@@ -418,13 +418,19 @@ bool ConnectionLoop::TryParse(Conn& c, Clock::time_point now) {
   if ((p.outcome == ParsedRequest::Outcome::kParsed || p.keep_alive) && c.in.size() < whole) {
     return false;
   }
+  if (limits_.write_methods && p.outcome == ParsedRequest::Outcome::kParsed) {
+    p.request.body = c.in.substr(p.head_bytes, p.body_bytes);
+  }
   c.in.erase(0, std::min(whole, c.in.size()));
   c.last_active = now;
   if (p.outcome == ParsedRequest::Outcome::kRefused) {
     HttpResponse r;
     r.status = p.status;
     r.body = std::move(p.reason);
-    if (p.status == 405) r.headers.emplace_back("Allow", "GET, HEAD");
+    if (p.status == 405) {
+      r.headers.emplace_back(
+          "Allow", limits_.write_methods ? "GET, HEAD, POST, PUT, PATCH, DELETE" : "GET, HEAD");
+    }
     StartWrite(c, SerializeResponse(r, p.omit_body, keep_alive), keep_alive, now);
     return true;
   }

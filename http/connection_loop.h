@@ -63,6 +63,7 @@ struct LoopLimits {
   size_t max_connections = 512;
   size_t max_connections_per_address = 64;
   size_t max_request_bytes = 16 * 1024;
+  bool write_methods = false;  // HttpServer::Options::write_methods
 };
 
 // A request for the workers; `conn` names the connection to Complete.

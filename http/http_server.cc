@@ -3,9 +3,9 @@
 //
 // Why not civetweb: Debian's libcivetweb 1.15 loads OpenSSL with dlopen and looks up
 // SSL_get_peer_certificate, which OpenSSL 3 no longer exports; the NULL pointer it gets is called
-// on every TLS connection (segfault). Our needs are narrow (GET/HEAD, exact paths, small bodies),
-// so a few hundred lines of our own cost less than working around that. Why not Boost.Beast:
-// docs/architecture.md#http-server.
+// on every TLS connection (segfault). Our needs are narrow (GET/HEAD, exact paths, small bodies;
+// writes only in the simulator's API stand-in), so a few hundred lines of our own cost less than
+// working around that. Why not Boost.Beast: docs/architecture.md#http-server.
 
 #include "http/http_server.h"
 
@@ -238,6 +238,7 @@ absl::Status HttpServer::Impl::Start() {
   limits.max_connections = std::max<size_t>(1, options_.max_connections);
   limits.max_connections_per_address = std::max<size_t>(1, options_.max_connections_per_address);
   limits.max_request_bytes = options_.max_request_bytes;
+  limits.write_methods = options_.write_methods;
   loop_ = std::make_unique<ConnectionLoop>(std::move(listen_fd_), std::move(certificates), limits,
                                            log_, [this](LoopJob job) {
                                              std::lock_guard<std::mutex> lock(mu_);
@@ -351,9 +352,11 @@ std::optional<HttpServer::Impl::Answer> HttpServer::Impl::Handle(Job& job) {
 
 HttpResponse HttpServer::Impl::RunHandler(const HttpRequest& req) {
   const auto it = options_.handlers.find(req.path);
-  if (it == options_.handlers.end()) return Plain(404, "not found\n");
+  const HttpHandler* handler = it != options_.handlers.end() ? &it->second : nullptr;
+  if (handler == nullptr && options_.fallback) handler = &options_.fallback;
+  if (handler == nullptr) return Plain(404, "not found\n");
   try {
-    return it->second(req);
+    return (*handler)(req);
   } catch (const std::exception& e) {
     log_->error("handler for {} threw: {}", req.path, e.what());
     return Plain(500, "internal error\n");

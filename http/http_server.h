@@ -3,9 +3,10 @@
 // shared by the exporter and the device plugin. Our own small server; TLS through OpenSSL and basic
 // auth per the exporter-toolkit web config (http/web_config.h).
 //
-// Routing is by exact path. Unregistered paths get 404, methods other than GET and HEAD 405,
-// request heads larger than `max_request_bytes` 431, bodies beyond it 413, and malformed ones 400
-// (the parser is strict: http/request_parser.h). HEAD answers as GET without the body.
+// Routing is by exact path (or Options::fallback). Unregistered paths get 404, methods other than
+// GET and HEAD 405 (unless Options::write_methods), request heads larger than `max_request_bytes`
+// 431, bodies beyond it 413, and malformed ones 400 (the parser is strict:
+// http/request_parser.h). HEAD answers as GET without the body.
 //
 // Holding under abuse: one thread owns every connection and does all network I/O without
 // blocking, TLS handshakes included; workers only run handlers (http/connection_loop.h). Every
@@ -48,12 +49,13 @@
 namespace neuron {
 
 struct HttpRequest {
-  std::string method;  // "GET" or "HEAD" (others never reach a handler)
+  std::string method;  // "GET" or "HEAD" (others only with Options::write_methods)
   std::string path;    // "/metrics", URL-decoded, without the query
   std::string query;   // after '?', raw; "" when none
   std::vector<std::pair<std::string, std::string>> headers;
   std::string remote_address;  // "127.0.0.1"
   bool tls = false;
+  std::string body;  // only with Options::write_methods (otherwise bodies are discarded)
 
   // The first header of that name (case-insensitive), or nullopt.
   std::optional<std::string_view> Header(std::string_view name) const;
@@ -80,8 +82,15 @@ class HttpServer {
     // when it changes (http/web_config_reloader.h). Empty: `web_config` holds for good.
     std::string web_config_file;
     std::map<std::string, HttpHandler> handlers;  // path -> handler
-    size_t max_request_bytes = 16 * 1024;         // request line + headers (+ body)
-    int threads = 4;                              // handler threads
+    // Paths without an exact handler go here when set (404 otherwise): a handler that routes by
+    // prefix itself, such as the simulator's API stand-in (driver-sim/apiserver/).
+    HttpHandler fallback;
+    // Also accept POST, PUT, PATCH and DELETE and hand their bodies (within max_request_bytes) to
+    // the handler. Off everywhere but in the simulator's API stand-in: the agent's own endpoints
+    // are read-only (docs/OPERATIONS.md#privilege-model).
+    bool write_methods = false;
+    size_t max_request_bytes = 16 * 1024;  // request line + headers (+ body)
+    int threads = 4;                       // handler threads
     // Deadlines (http/connection_loop.h): the whole request (head and body) from its first byte,
     // a connection's first request from accept (from the end of its TLS handshake); the TLS
     // handshake from accept; a keep-alive connection without a request; an answer the client

@@ -303,7 +303,7 @@ std::optional<std::string> DecodeBase64(std::string_view in) {
 
 }  // namespace
 
-ParsedRequest ParseRequest(std::string_view buffer, size_t max_bytes) {
+ParsedRequest ParseRequest(std::string_view buffer, size_t max_bytes, bool write_methods) {
   ParsedRequest p;
   const size_t end = buffer.find("\r\n\r\n");
   const std::string_view head = buffer.substr(0, end == std::string_view::npos ? end : end + 4);
@@ -327,7 +327,9 @@ ParsedRequest ParseRequest(std::string_view buffer, size_t max_bytes) {
   if (length > max_bytes - end) return Refuse(std::move(p), 413, "request too large\n");
   p.body_bytes = static_cast<size_t>(length);
   p.keep_alive = KeepAlive(p.request, line.minor);
-  if (line.method != "GET" && line.method != "HEAD") {
+  const bool write = line.method == "POST" || line.method == "PUT" || line.method == "PATCH" ||
+                     line.method == "DELETE";
+  if (line.method != "GET" && line.method != "HEAD" && !(write_methods && write)) {
     const bool keep_alive = p.keep_alive;
     p = Refuse(std::move(p), 405, "method not allowed\n");
     p.keep_alive = keep_alive;

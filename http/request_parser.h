@@ -42,7 +42,7 @@ namespace neuron {
 struct ParsedRequest {
   enum class Outcome {
     kIncomplete,  // no blank line yet and still within the limit: read more
-    kParsed,      // `request` is complete; a GET or HEAD with a valid path
+    kParsed,      // `request` is complete; a GET or HEAD (or a write method) with a valid path
     kRefused,     // answer `status` with `reason` as the body
   };
   Outcome outcome = Outcome::kIncomplete;
@@ -61,7 +61,8 @@ struct ParsedRequest {
 // A bad byte (NUL, bare CR or LF) is refused as soon as it is in the buffer, before the head is
 // complete. Only a 405 keeps the connection (body_bytes tells the server what to discard first);
 // every other refusal closes it.
-ParsedRequest ParseRequest(std::string_view buffer, size_t max_bytes);
+// `write_methods` also accepts POST, PUT, PATCH and DELETE (HttpServer::Options::write_methods).
+ParsedRequest ParseRequest(std::string_view buffer, size_t max_bytes, bool write_methods = false);
 
 struct BasicCredentials {
   std::string user;

@@ -17,6 +17,8 @@ build_packages=(
   # libraries
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
   libspdlog-dev libudev-dev libncurses-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
+  # neuron-dra-api: the Kubernetes client (plugin/kubeapi/client.h)
+  libcurl4-openssl-dev
   # exporter: TLS and bcrypt for the web config
   libssl-dev libcrypt-dev
 )

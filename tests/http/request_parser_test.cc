@@ -126,6 +126,18 @@ TEST(RequestParserTest, ServesTheFormsRfc9112Requires) {
   EXPECT_EQ(p.request.Header("x-a"), "caf\xc3\xa9");
 }
 
+// Writes are the API stand-in's alone (HttpServer::Options::write_methods); everywhere else
+// they stay 405.
+TEST(RequestParserTest, WriteMethodsOnlyWhenAsked) {
+  const std::string put = "PUT /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+  EXPECT_EQ(ParseRequest(put, 1024).status, 405);
+  const ParsedRequest p = ParseRequest(put, 1024, /*write_methods=*/true);
+  ASSERT_EQ(p.outcome, Outcome::kParsed);
+  EXPECT_EQ(p.request.method, "PUT");
+  EXPECT_EQ(p.body_bytes, 2u);
+  EXPECT_EQ(ParseRequest("TRACE /x HTTP/1.1\r\nHost: x\r\n\r\n", 1024, true).status, 405);
+}
+
 TEST(RequestParserTest, StatusesComeInTheDocumentedOrder) {
   // A bad header line outranks a method we do not serve; a method outranks a bad target.
   EXPECT_EQ(ParseRequest("POST /a\"b HTTP/1.1\r\nHost : x\r\n\r\n", 1024).status, 400);

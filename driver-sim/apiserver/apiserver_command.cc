@@ -1,0 +1,139 @@
+#include "driver-sim/apiserver/apiserver_command.h"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/apiserver/validation.h"
+
+namespace neuron::sim {
+
+namespace {
+
+using apiserver::ApiServer;
+using nlohmann::json;
+
+struct Flags {
+  std::string dir;
+  std::string listen = "127.0.0.1:0";
+  bool plain = false;
+  std::string token_file;
+  std::string read_only_token_file;
+  std::vector<std::string> nodes;
+  std::vector<std::string> loads;
+};
+
+std::string ReadToken(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  std::getline(in, token);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())) != 0) {
+    token.pop_back();
+  }
+  return token;
+}
+
+// Creates `object` where its apiVersion and kind say; an error message or "".
+std::string Load(ApiServer& server, const json& object) {
+  const std::string api_version = object.value("apiVersion", "");
+  const std::string kind = object.value("kind", "");
+  std::string resource = kind;
+  for (char& c : resource) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  resource += resource.ends_with("s") ? "es" : "s";
+  const std::string prefix = api_version.find('/') == std::string::npos
+                                 ? apiserver::Cat("/api/", api_version, "/")
+                                 : apiserver::Cat("/apis/", api_version, "/");
+  const apiserver::Kind* k = apiserver::FindKind(prefix, resource);
+  if (k == nullptr) return apiserver::Cat("the stand-in does not serve ", api_version, " ", kind);
+  const std::string ns =
+      k->namespaced ? object.value("/metadata/namespace"_json_pointer, std::string("default")) : "";
+  const apiserver::ApiAnswer a = server.store().Create(*k, ns, object);
+  return a.code == 201 ? "" : a.body.value("message", "create failed");
+}
+
+int Run(const Flags& f) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ApiServer::Options o;
+  o.listen = f.listen;
+  o.tls = !f.plain;
+  o.cert_dir = std::filesystem::absolute(f.dir).string();
+  o.tokens = {ReadToken(f.token_file)};
+  if (!f.read_only_token_file.empty()) o.read_only_tokens = {ReadToken(f.read_only_token_file)};
+  if (o.tokens.begin()->empty()) {
+    std::cerr << "neuron-sim apiserver: --token-file " << f.token_file << " holds no token\n";
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<ApiServer>> server = ApiServer::Start(o);
+  if (!server.ok()) {
+    std::cerr << "neuron-sim apiserver: " << std::string{server.status().message()} << "\n";
+    return 1;
+  }
+  std::vector<json> objects;
+  for (const std::string& node : f.nodes) {
+    objects.push_back({{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node}}}});
+  }
+  for (const std::string& file : f.loads) {
+    std::ifstream in(file);
+    const json list = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!list.is_array()) {
+      std::cerr << "neuron-sim apiserver: --load " << file << ": not a JSON array\n";
+      return 2;
+    }
+    objects.insert(objects.end(), list.begin(), list.end());
+  }
+  for (const json& object : objects) {
+    if (std::string bad = Load(**server, object); !bad.empty()) {
+      std::cerr << "neuron-sim apiserver: " << bad << "\n";
+      return 1;
+    }
+  }
+  const json info = {{"url", (*server)->url()}, {"caFile", (*server)->ca_file()}};
+  std::ofstream(std::filesystem::path(f.dir) / "apiserver.json") << info.dump() << "\n";
+  std::cout << "neuron-sim apiserver: listening on " << (*server)->url() << std::endl;
+  for (;;) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+      const absl::Status s = (*server)->SetReachable(sig == SIGUSR2);
+      std::cout << "neuron-sim apiserver: " << (sig == SIGUSR2 ? "reachable" : "unreachable")
+                << (s.ok() ? "" : " failed: " + std::string{s.message()}) << std::endl;
+      continue;
+    }
+    return 0;
+  }
+}
+
+}  // namespace
+
+std::pair<CLI::App*, std::function<int()>> AddApiServerCommand(CLI::App& app) {
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "apiserver",
+      "run the API stand-in for resource.k8s.io/v1 ResourceSlices, ResourceClaims and "
+      "DeviceClasses until SIGTERM/SIGINT (SIGUSR1: unreachable, SIGUSR2: reachable again)");
+  cmd->add_option("--dir", f->dir, "where the CA, server certificate and apiserver.json go")
+      ->required();
+  cmd->add_option("--listen", f->listen, "host:port (port 0: a free one)");
+  cmd->add_flag("--plain", f->plain, "plain HTTP instead of HTTPS");
+  cmd->add_option("--token-file", f->token_file, "the bearer token that may read and write")
+      ->required();
+  cmd->add_option("--read-only-token-file", f->read_only_token_file,
+                  "a bearer token that may only read (its writes get 403)");
+  cmd->add_option("--node", f->nodes, "create a Node object of this name (repeatable)");
+  cmd->add_option("--load", f->loads, "create the objects of this JSON array (repeatable)");
+  return {cmd, [f]() { return Run(*f); }};
+}
+
+}  // namespace neuron::sim

@@ -1,0 +1,155 @@
+// neuron-dra-api: the DRA driver's unprivileged API container. Publishes the node's
+// ResourceSlice from the plugin's socket and answers the plugin's claim look-ups; the only
+// process of the agent with a service-account token (plugin/kubeapi/README.md).
+
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/base/log_setup.h"
+#include "core/base/version.h"
+#include "http/http_server.h"
+#include "plugin/kubeapi/claim_server.h"
+#include "plugin/kubeapi/client.h"
+#include "plugin/kubeapi/slice_publisher.h"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+
+struct Flags {
+  std::string api_server;
+  std::string token_file;
+  std::string ca_file;
+  int api_timeout_ms = 10000;
+  neuron::kubeapi::PublisherOptions publisher;
+  std::string listen = "unix:/run/neuron-node-agent/dra-api.sock";
+  int poll_ms = 2000;
+  int backoff_max_ms = 30000;
+  std::string log_level = "info";
+  std::string log_format = "text";
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  app.add_option("--api-server", f.api_server,
+                 "The API server's URL (default: in-cluster, from KUBERNETES_SERVICE_HOST and "
+                 "KUBERNETES_SERVICE_PORT)");
+  app.add_option("--token-file", f.token_file,
+                 "Bearer token file, re-read when it changes (default: the service account's)");
+  app.add_option("--ca-file", f.ca_file,
+                 "CA bundle the API server's certificate must chain to (default: the service "
+                 "account's ca.crt)");
+  app.add_option("--api-timeout-ms", f.api_timeout_ms, "Give up on one API request after this")
+      ->check(CLI::Range(100, 600000));
+  app.add_option("--node-name", f.publisher.node_name,
+                 "This node's name: the pool and the slice's nodeName")
+      ->envname("NODE_NAME");
+  app.add_option("--plugin", f.publisher.plugin_address,
+                 "The plugin's HTTP socket, where GET /dra/resourceslice is served");
+  app.add_option("--listen", f.listen, "Where to answer GET /claims/<ns>/<name> (unix:PATH)");
+  app.add_option("--poll", f.poll_ms, "Ask the plugin for its slice every this many ms")
+      ->check(CLI::Range(100, 3600000));
+  app.add_option("--backoff-max", f.backoff_max_ms,
+                 "Cap of the back-off while the API server is unreachable, in ms")
+      ->check(CLI::Range(100, 3600000));
+  app.add_option("--log.level,--log-level", f.log_level,
+                 "Log level: trace|debug|info|warn|error (default info)");
+  app.add_option("--log.format", f.log_format, "Log format: text|json (default text)")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.set_version_flag("--version", neuron::VersionLine("neuron-dra-api"),
+                       "Print the version, revision, build date and compiler, then exit");
+}
+
+absl::StatusOr<neuron::kubeapi::ClientConfig> ClientConfigFrom(const Flags& f) {
+  neuron::kubeapi::ClientConfig c;
+  if (f.api_server.empty()) {
+    absl::StatusOr<neuron::kubeapi::ClientConfig> in_cluster = neuron::kubeapi::InClusterConfig();
+    if (!in_cluster.ok()) return in_cluster.status();
+    c = *in_cluster;
+  } else {
+    c.server = f.api_server;
+  }
+  if (!f.token_file.empty()) c.token_file = f.token_file;
+  if (!f.ca_file.empty()) c.ca_file = f.ca_file;
+  c.timeout = std::chrono::milliseconds(f.api_timeout_ms);
+  return c;
+}
+
+int Serve(const neuron::kubeapi::ClientConfig& config, Flags& f) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const neuron::kubeapi::Client client(config);
+  neuron::HttpServer::Options o;
+  o.listen_address = f.listen;
+  o.threads = 2;
+  o.logger_name = "dra-api.http";
+  o.handlers["/healthz"] = [](const neuron::HttpRequest&) {
+    neuron::HttpResponse r;
+    r.body = "ok\n";
+    return r;
+  };
+  o.fallback = [&client](const neuron::HttpRequest& r) {
+    return neuron::kubeapi::ServeClaim(client, r);
+  };
+  absl::StatusOr<std::unique_ptr<neuron::HttpServer>> server = neuron::HttpServer::Start(o);
+  if (!server.ok()) {
+    spdlog::critical("cannot listen on {}: {}", f.listen, std::string{server.status().message()});
+    return 1;
+  }
+  f.publisher.poll = std::chrono::milliseconds(f.poll_ms);
+  f.publisher.backoff_max = std::chrono::milliseconds(f.backoff_max_ms);
+  neuron::kubeapi::SlicePublisher publisher(client, f.publisher);
+  publisher.Start();
+  spdlog::info("neuron-dra-api {}: node {}, API server {}, plugin {}, claims on {}",
+               neuron::AgentVersion(), f.publisher.node_name, config.server,
+               f.publisher.plugin_address, f.listen);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: stopping", sig);
+  publisher.Stop();
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "neuron-dra-api: publishes the node's ResourceSlice for the Neuron DRA driver and "
+      "reads ResourceClaims for the plugin"};
+  Flags f;
+  AddFlags(app, f);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("neuron-dra-api"));
+  absl::Status usage = neuron::ConfigureLogging(f.log_level, f.log_format);
+  if (usage.ok() && f.publisher.node_name.empty()) {
+    usage = absl::InvalidArgumentError("--node-name (or NODE_NAME) is required");
+  }
+  absl::StatusOr<neuron::kubeapi::ClientConfig> config =
+      usage.ok() ? ClientConfigFrom(f) : absl::StatusOr<neuron::kubeapi::ClientConfig>(usage);
+  if (!config.ok()) {
+    std::fprintf(stderr, "neuron-dra-api: %s\n", std::string{config.status().message()}.c_str());
+    return kExitUsage;
+  }
+  return Serve(*config, f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "neuron-dra-api: %s\n", e.what());
+    return 1;
+  }
+}
