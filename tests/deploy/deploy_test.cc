@@ -520,7 +520,7 @@ TEST(DeployTest, DraRbacIsTheLeastTheDriverNeeds) {
     }
   }
   const std::map<std::string, std::set<std::string>> expected = {
-      {"resource.k8s.io/resourceslices", {"get", "list", "watch", "create", "update", "delete"}},
+      {"resource.k8s.io/resourceslices", {"get", "list", "create", "update", "delete"}},
       {"resource.k8s.io/resourceclaims", {"get"}},
       {"/nodes", {"get"}}};
   EXPECT_EQ(verbs, expected);

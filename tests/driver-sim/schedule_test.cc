@@ -1,0 +1,166 @@
+// The scheduler's allocate-and-write-status (driver-sim/scheduler/schedule.h) through the real
+// client (plugin/kubeapi/client.h) against the API stand-in over HTTPS, with the DeviceClasses
+// the DRA overlay deploys (deploy/overlays/dra/deviceclasses.yaml): claims allocated one after
+// another never share a device, a concurrent writer's 409 is retried, and a claim the node
+// cannot hold says why.
+#include "driver-sim/scheduler/schedule.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "driver-sim/apiserver/api_server.h"
+#include "plugin/kubeapi/client.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::sim::scheduler {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kApi[] = "/apis/resource.k8s.io/v1";
+
+json ToJson(const YAML::Node& n) {
+  if (n.IsMap()) {
+    json o = json::object();
+    for (const auto& kv : n) o[kv.first.as<std::string>()] = ToJson(kv.second);
+    return o;
+  }
+  if (n.IsSequence()) {
+    json a = json::array();
+    for (const auto& item : n) a.push_back(ToJson(item));
+    return a;
+  }
+  return n.as<std::string>();  // DeviceClasses hold only strings
+}
+
+// A trn1.32xlarge-shaped slice of node-a: 16 devices in connected groups of 4.
+json Slice() {
+  json devices = json::array();
+  for (int i = 0; i < 16; ++i) {
+    devices.push_back(
+        {{"name", "neuron-" + std::to_string(i)},
+         {"attributes",
+          {{"resourceType", {{"string", "neuron_device"}}},
+           {"resource.aws.com/devicegroup4_id", {{"string", "g4-" + std::to_string(i / 4)}}}}}});
+  }
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceSlice"},
+          {"metadata", {{"name", "node-a-neuron.aws.com"}}},
+          {"spec",
+           {{"driver", "neuron.aws.com"},
+            {"nodeName", "node-a"},
+            {"pool", {{"name", "node-a"}, {"generation", 1}, {"resourceSliceCount", 1}}},
+            {"devices", devices}}}};
+}
+
+json Claim(const std::string& name, int count) {
+  json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                {"kind", "ResourceClaim"},
+                {"metadata", {{"name", name}, {"namespace", "default"}}}};
+  claim["spec"]["devices"]["requests"] = {{{"name", "neurons"},
+                                           {"exactly",
+                                            {{"deviceClassName", "neuron.aws.com"},
+                                             {"allocationMode", "ExactCount"},
+                                             {"count", count}}}}};
+  claim["spec"]["devices"]["constraints"] = {
+      {{"requests", {"neurons"}}, {"matchAttribute", "resource.aws.com/devicegroup4_id"}}};
+  return claim;
+}
+
+class ScheduleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    neuron::testing::WriteFile(dir_.path() / "token", "t\n");
+    apiserver::ApiServer::Options o;
+    o.cert_dir = dir_.str();
+    o.tokens = {"t"};
+    absl::StatusOr<std::unique_ptr<apiserver::ApiServer>> s = apiserver::ApiServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    client_ = std::make_unique<kubeapi::Client>(
+        kubeapi::ClientConfig{.server = server_->url(),
+                              .token_file = (dir_.path() / "token").string(),
+                              .ca_file = server_->ca_file()});
+    for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(NEURON_SOURCE_DIR) +
+                                                       "/deploy/overlays/dra/deviceclasses.yaml")) {
+      ASSERT_TRUE(client_->Post(std::string(kApi) + "/deviceclasses", ToJson(doc)).ok());
+    }
+    ASSERT_TRUE(client_->Post(std::string(kApi) + "/resourceslices", Slice()).ok());
+    api_.get = [this](const std::string& path) { return client_->Get(path); };
+    api_.put = [this](const std::string& path, const json& body) {
+      return client_->Put(path, body);
+    };
+  }
+
+  absl::StatusOr<json> Schedule(const std::string& name, int count) {
+    const absl::StatusOr<json> made =
+        client_->Post(std::string(kApi) + "/namespaces/default/resourceclaims", Claim(name, count));
+    if (!made.ok()) return made.status();
+    return ScheduleClaim(api_, "default", name, "node-a");
+  }
+
+  static std::set<std::string> Devices(const json& claim) {
+    std::set<std::string> out;
+    for (const json& r : claim["status"]["allocation"]["devices"]["results"])
+      out.insert(r["device"]);
+    return out;
+  }
+
+  neuron::testing::TempDir dir_;
+  std::unique_ptr<apiserver::ApiServer> server_;
+  std::unique_ptr<kubeapi::Client> client_;
+  Api api_;
+};
+
+TEST_F(ScheduleTest, ClaimsAllocatedInTurnNeverShareADevice) {
+  absl::StatusOr<json> first = Schedule("first", 4);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(Devices(*first),
+            (std::set<std::string>{"neuron-0", "neuron-1", "neuron-2", "neuron-3"}));
+  absl::StatusOr<json> stored =
+      client_->Get(std::string(kApi) + "/namespaces/default/resourceclaims/first");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(Devices(*stored), Devices(*first)) << "the allocation is in the API server";
+  absl::StatusOr<json> second = Schedule("second", 4);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(Devices(*second),
+            (std::set<std::string>{"neuron-4", "neuron-5", "neuron-6", "neuron-7"}));
+  absl::StatusOr<json> again = ScheduleClaim(api_, "default", "first", "node-a");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(Devices(*again), Devices(*first)) << "an allocated claim stays as it is";
+}
+
+// Another writer updates the claim between the scheduler's read and its write: the stand-in
+// answers 409, and the scheduler reads again and succeeds.
+TEST_F(ScheduleTest, AConflictingWriteIsRetried) {
+  int puts = 0;
+  const auto put = api_.put;
+  api_.put = [&](const std::string& path, const json& body) {
+    if (puts++ == 0) {
+      json other = *client_->Get(std::string(kApi) + "/namespaces/default/resourceclaims/racy");
+      other["metadata"]["labels"]["touched"] = "yes";
+      EXPECT_TRUE(
+          client_->Put(std::string(kApi) + "/namespaces/default/resourceclaims/racy", other).ok());
+    }
+    return put(path, body);
+  };
+  absl::StatusOr<json> claim = Schedule("racy", 4);
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  EXPECT_EQ(puts, 2) << "one 409, then success";
+  EXPECT_EQ(Devices(*claim).size(), 4u);
+  EXPECT_EQ((*claim)["metadata"]["labels"]["touched"], "yes") << "the other writer's edit is kept";
+}
+
+TEST_F(ScheduleTest, AClaimTheNodeCannotHoldSaysWhy) {
+  absl::StatusOr<json> claim = Schedule("too-big", 5);
+  EXPECT_EQ(claim.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(claim.status().message().find("constraints"), std::string::npos) << claim.status();
+}
+
+}  // namespace
+}  // namespace neuron::sim::scheduler
