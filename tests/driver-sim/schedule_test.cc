@@ -106,8 +106,9 @@ class ScheduleTest : public ::testing::Test {
 
   static std::set<std::string> Devices(const json& claim) {
     std::set<std::string> out;
-    for (const json& r : claim["status"]["allocation"]["devices"]["results"])
+    for (const json& r : claim["status"]["allocation"]["devices"]["results"]) {
       out.insert(r["device"]);
+    }
     return out;
   }
 
