@@ -31,6 +31,19 @@ uint32_t Fnv1a32(const std::string& s) {
   return h;
 }
 
+// The CDI edits a container got, in the CDI spec's own shape.
+void ReadCdiEdits(const json& edits, CdiEdits& out) {
+  for (const json& e : edits.value("env", json::array())) {
+    const std::string kv = e.get<std::string>();
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) out.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  for (const json& n : edits.value("deviceNodes", json::array())) {
+    out.devices.push_back({n.at("path").get<std::string>(), n.at("hostPath").get<std::string>(),
+                           n.at("permissions").get<std::string>()});
+  }
+}
+
 }  // namespace
 
 absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
@@ -39,7 +52,18 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
   for (const PodRecord& pod : pods) {
     json containers = json::array();
     for (const ContainerRecord& c : pod.containers) {
-      containers.push_back({{"Name", c.name}, {"Init", c.init}});
+      json cdi_env = json::array();
+      for (const auto& [k, v] : c.cdi.env) cdi_env.push_back(k + "=" + v);
+      json cdi_nodes = json::array();
+      for (const DeviceSpecOut& d : c.cdi.devices) {
+        cdi_nodes.push_back({{"path", d.container_path},
+                             {"hostPath", d.host_path},
+                             {"permissions", d.permissions}});
+      }
+      containers.push_back({{"Name", c.name},
+                            {"Init", c.init},
+                            {"CDIDeviceIDs", c.cdi_ids},
+                            {"CDIEdits", {{"env", cdi_env}, {"deviceNodes", cdi_nodes}}}});
       for (const auto& [resource, ids] : c.ids) {
         // DeviceIDs per NUMA node, -1 for devices without topology (DM pod_devices.go).
         json per_numa = json::object();
@@ -59,10 +83,16 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
                            {"AllocResp", absl::Base64Escape(resp)}});
       }
     }
+    json claims = json::array();
+    for (const ClaimRef& c : pod.claims) {
+      claims.push_back(
+          {{"Namespace", c.namespace_name}, {"Name", c.name}, {"UID", c.uid}, {"Driver", c.driver}});
+    }
     sim_pods.push_back({{"PodUID", pod.uid},
                         {"Namespace", pod.namespace_name},
                         {"Name", pod.name},
-                        {"Containers", containers}});
+                        {"Containers", containers},
+                        {"Claims", claims}});
   }
   // RegisteredDevices holds the healthy devices of every known resource, as writeCheckpoint does.
   json registered = json::object();
@@ -124,7 +154,15 @@ absl::Status KubeletEmulator::Impl::ReadCheckpointLocked() {
           ContainerRecord rec;
           rec.name = c.at("Name").get<std::string>();
           rec.init = c.at("Init").get<bool>();
+          rec.cdi_ids = c.value("CDIDeviceIDs", std::vector<std::string>());
+          ReadCdiEdits(c.value("CDIEdits", json::object()), rec.cdi);
           pod.containers.push_back(std::move(rec));
+        }
+        for (const json& c : p.value("Claims", json::array())) {
+          pod.claims.push_back(ClaimRef{c.at("Namespace").get<std::string>(),
+                                        c.at("Name").get<std::string>(),
+                                        c.at("UID").get<std::string>(),
+                                        c.at("Driver").get<std::string>()});
         }
         pods.push_back(std::move(pod));
       }
