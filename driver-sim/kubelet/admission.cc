@@ -234,7 +234,7 @@ absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
 }
 
 absl::Status KubeletEmulator::Impl::PrepareClaimsLocked(std::unique_lock<std::mutex>& lock,
-                                                         PodRecord& pod) {
+                                                        PodRecord& pod) {
   lock.unlock();
   absl::Status prepared = dra->Prepare(pod.uid, pod.claims);
   std::vector<std::string> ids;
@@ -262,8 +262,9 @@ absl::Status KubeletEmulator::Impl::PrepareClaimsLocked(std::unique_lock<std::mu
                                                      std::string{prepared.message()}));
   }
   if (!edits.ok()) {
-    return absl::FailedPreconditionError(fmt::format(
-        "CreateContainerError: failed to inject CDI devices: {}", std::string{edits.status().message()}));
+    return absl::FailedPreconditionError(
+        fmt::format("CreateContainerError: failed to inject CDI devices: {}",
+                    std::string{edits.status().message()}));
   }
   for (ContainerRecord& c : pod.containers) {
     if (c.init) continue;
@@ -278,8 +279,8 @@ absl::Status KubeletEmulator::Impl::CheckPodSpec(const PodSpec& spec) {
   std::set<std::string> claim_uids;
   for (const ClaimRef& c : spec.claims) {
     if (c.name.empty() || c.uid.empty() || c.driver.empty() || !claim_uids.insert(c.uid).second) {
-      return absl::InvalidArgumentError(fmt::format(
-          "pod {}: every claim needs a name, a unique UID and a driver", spec.name));
+      return absl::InvalidArgumentError(
+          fmt::format("pod {}: every claim needs a name, a unique UID and a driver", spec.name));
     }
   }
   std::set<std::string> names;
@@ -405,7 +406,8 @@ absl::Status KubeletEmulator::Impl::Delete(std::string_view namespace_name, std:
       for (PodRecord& p : pods) {
         if (p.uid == uid) p.pgid = 0;
       }
-      return absl::Status(s.code(), fmt::format("pod {}/{}: {}", namespace_name, name, std::string{s.message()}));
+      return absl::Status(
+          s.code(), fmt::format("pod {}/{}: {}", namespace_name, name, std::string{s.message()}));
     }
   }
   std::lock_guard lock(mu);

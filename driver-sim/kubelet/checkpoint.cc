@@ -85,8 +85,10 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
     }
     json claims = json::array();
     for (const ClaimRef& c : pod.claims) {
-      claims.push_back(
-          {{"Namespace", c.namespace_name}, {"Name", c.name}, {"UID", c.uid}, {"Driver", c.driver}});
+      claims.push_back({{"Namespace", c.namespace_name},
+                        {"Name", c.name},
+                        {"UID", c.uid},
+                        {"Driver", c.driver}});
     }
     sim_pods.push_back({{"PodUID", pod.uid},
                         {"Namespace", pod.namespace_name},
@@ -159,10 +161,9 @@ absl::Status KubeletEmulator::Impl::ReadCheckpointLocked() {
           pod.containers.push_back(std::move(rec));
         }
         for (const json& c : p.value("Claims", json::array())) {
-          pod.claims.push_back(ClaimRef{c.at("Namespace").get<std::string>(),
-                                        c.at("Name").get<std::string>(),
-                                        c.at("UID").get<std::string>(),
-                                        c.at("Driver").get<std::string>()});
+          pod.claims.push_back(
+              ClaimRef{c.at("Namespace").get<std::string>(), c.at("Name").get<std::string>(),
+                       c.at("UID").get<std::string>(), c.at("Driver").get<std::string>()});
         }
         pods.push_back(std::move(pod));
       }

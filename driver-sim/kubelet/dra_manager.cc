@@ -35,9 +35,9 @@ json ToJson(const ClaimInfo& c) {
                        {"DeviceName", d.device},
                        {"CDIDeviceIDs", d.cdi_ids}});
   }
-  return {{"ClaimUID", c.ref.uid},         {"ClaimName", c.ref.name},
-          {"Namespace", c.ref.namespace_name}, {"DriverName", c.ref.driver},
-          {"PodUIDs", c.pod_uids},         {"Devices", devices}};
+  return {
+      {"ClaimUID", c.ref.uid},      {"ClaimName", c.ref.name}, {"Namespace", c.ref.namespace_name},
+      {"DriverName", c.ref.driver}, {"PodUIDs", c.pod_uids},   {"Devices", devices}};
 }
 
 ClaimInfo FromJson(const json& j) {
@@ -65,8 +65,8 @@ class DraManager::Impl {
   Impl(Options o, std::shared_ptr<spdlog::logger> log)
       : options_(std::move(o)),
         log_(std::move(log)),
-        store_(options_.registry_dir, options_.poll, options_.rpc_deadline.value_or(kClientCallTimeout),
-               log_) {}
+        store_(options_.registry_dir, options_.poll,
+               options_.rpc_deadline.value_or(kClientCallTimeout), log_) {}
 
   absl::Status Start() {
     store_.Stop();
@@ -143,7 +143,8 @@ class DraManager::Impl {
 
  private:
   absl::Status PrepareBatch(const std::string& driver, const std::vector<ClaimRef>& claims) {
-    absl::StatusOr<std::map<std::string, PrepareResult>> answer = store_.NodePrepare(driver, claims);
+    absl::StatusOr<std::map<std::string, PrepareResult>> answer =
+        store_.NodePrepare(driver, claims);
     if (!answer.ok()) return answer.status();
     std::lock_guard lock(mu_);
     for (const auto& [uid, result] : *answer) {
@@ -154,8 +155,8 @@ class DraManager::Impl {
             fmt::format("NodePrepareResources returned result for unknown claim UID {}", uid));
       }
       if (!result.error.empty()) {
-        return absl::UnknownError(fmt::format("NodePrepareResources failed for ResourceClaim {}: {}",
-                                              ref->name, result.error));
+        return absl::UnknownError(fmt::format(
+            "NodePrepareResources failed for ResourceClaim {}: {}", ref->name, result.error));
       }
       ClaimInfo& info = claims_[uid];
       info.devices = result.devices;
@@ -170,7 +171,8 @@ class DraManager::Impl {
   }
 
   absl::Status UnprepareBatch(const std::string& driver, const std::vector<ClaimRef>& claims) {
-    absl::StatusOr<std::map<std::string, std::string>> answer = store_.NodeUnprepare(driver, claims);
+    absl::StatusOr<std::map<std::string, std::string>> answer =
+        store_.NodeUnprepare(driver, claims);
     if (!answer.ok()) return answer.status();
     std::lock_guard lock(mu_);
     for (const auto& [uid, error] : *answer) {
@@ -181,8 +183,8 @@ class DraManager::Impl {
             fmt::format("NodeUnprepareResources returned result for unknown claim UID {}", uid));
       }
       if (!error.empty()) {
-        return absl::UnknownError(
-            fmt::format("NodeUnprepareResources failed for ResourceClaim {}: {}", ref->name, error));
+        return absl::UnknownError(fmt::format(
+            "NodeUnprepareResources failed for ResourceClaim {}: {}", ref->name, error));
       }
       claims_.erase(uid);
     }
@@ -208,7 +210,8 @@ class DraManager::Impl {
     }
     for (const auto& [driver, claims] : batches) {
       if (absl::Status s = PrepareBatch(driver, claims); !s.ok()) {
-        log_->error("DRA: preparing {} claims of running pods again: {}", driver, std::string{s.message()});
+        log_->error("DRA: preparing {} claims of running pods again: {}", driver,
+                    std::string{s.message()});
       }
     }
   }

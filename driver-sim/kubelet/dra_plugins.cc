@@ -57,9 +57,9 @@ absl::StatusOr<std::string> ChooseService(const std::vector<std::string>& suppor
   for (const std::string& s : supported) {
     if (s == kV1 || s == kV1beta1) return s;
   }
-  return absl::InvalidArgumentError(fmt::format(
-      "none of services supported by the plugin ({}) are supported by the kubelet ({})",
-      Quoted(supported), Quoted({std::string(kV1), std::string(kV1beta1)})));
+  return absl::InvalidArgumentError(
+      fmt::format("none of services supported by the plugin ({}) are supported by the kubelet ({})",
+                  Quoted(supported), Quoted({std::string(kV1), std::string(kV1beta1)})));
 }
 
 // The same RPCs on v1 and v1beta1, whose messages differ only in their package.
@@ -108,9 +108,9 @@ struct DraApi {
 
 namespace dv1 = k8s::io::kubelet::pkg::apis::dra::v1;
 namespace dv1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
-using V1Api = DraApi<dv1::DRAPlugin, dv1::NodePrepareResourcesRequest,
-                     dv1::NodePrepareResourcesResponse, dv1::NodeUnprepareResourcesRequest,
-                     dv1::NodeUnprepareResourcesResponse>;
+using V1Api =
+    DraApi<dv1::DRAPlugin, dv1::NodePrepareResourcesRequest, dv1::NodePrepareResourcesResponse,
+           dv1::NodeUnprepareResourcesRequest, dv1::NodeUnprepareResourcesResponse>;
 using V1beta1Api =
     DraApi<dv1beta1::DRAPlugin, dv1beta1::NodePrepareResourcesRequest,
            dv1beta1::NodePrepareResourcesResponse, dv1beta1::NodeUnprepareResourcesRequest,
@@ -171,9 +171,9 @@ class DraPluginStore::Impl {
       std::lock_guard lock(mu_);
       auto it = plugins_.find(driver);
       if (it == plugins_.end() || it->second.empty()) {
-        return absl::UnavailableError(fmt::format(
-            "failed to get gRPC client for driver {}: DRA driver {} is not registered", driver,
-            driver));
+        return absl::UnavailableError(
+            fmt::format("failed to get gRPC client for driver {}: DRA driver {} is not registered",
+                        driver, driver));
       }
       plugin = it->second.back();
     }
@@ -210,7 +210,7 @@ class DraPluginStore::Impl {
       const std::string name = e.path().filename().string();
       std::error_code type_ec;
       if (name.starts_with(".") || !e.is_socket(type_ec)) continue;  // the watcher skips these
-      struct stat st{};
+      struct stat st {};
       if (stat(e.path().c_str(), &st) == 0) present[e.path().string()] = st.st_ino;
     }
     std::vector<std::string> todo;
@@ -257,9 +257,10 @@ class DraPluginStore::Impl {
     pluginregistration::PluginInfo info;
     const grpc::Status s = stub->GetInfo(&context, pluginregistration::InfoRequest(), &info);
     if (!s.ok()) {
-      return Failed(socket, "", fmt::format("RegisterPlugin error -- failed to get plugin info "
-                                            "using RPC GetInfo at socket {}, err: {}",
-                                            socket, RpcError(s)));
+      return Failed(socket, "",
+                    fmt::format("RegisterPlugin error -- failed to get plugin info "
+                                "using RPC GetInfo at socket {}, err: {}",
+                                socket, RpcError(s)));
     }
     const std::string endpoint = info.endpoint().empty() ? socket : info.endpoint();
     if (info.type() != "DRAPlugin") {

@@ -9,8 +9,8 @@
 
 #include <map>
 #include <ostream>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
