@@ -188,6 +188,7 @@ class PodResourcesCache::Impl {
       if (!channel) channel = Dial(options_.socket_path);
       absl::StatusOr<PodAssignments> answer =
           List(*channel, options_.socket_path, options_.timeout);
+      const absl::Status status = answer.status();  // `answer` may be moved from below
       std::shared_ptr<const PodAssignments> changed;
       if (!answer.ok()) {
         channel.reset();
@@ -196,13 +197,13 @@ class PodResourcesCache::Impl {
         first = false;
       }
       lock.lock();
-      if (answer.ok()) {
+      if (status.ok()) {
         ++refreshes_;
         if (changed) latest_ = changed;
       } else {
         ++failures_;
       }
-      last_status_ = answer.status();
+      last_status_ = status;
       if (changed && options_.on_change) {
         lock.unlock();
         options_.on_change(changed);

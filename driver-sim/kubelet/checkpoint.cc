@@ -53,7 +53,7 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
     json containers = json::array();
     for (const ContainerRecord& c : pod.containers) {
       json cdi_env = json::array();
-      for (const auto& [k, v] : c.cdi.env) cdi_env.push_back(k + "=" + v);
+      for (const auto& [k, v] : c.cdi.env) cdi_env.push_back(fmt::format("{}={}", k, v));
       json cdi_nodes = json::array();
       for (const DeviceSpecOut& d : c.cdi.devices) {
         cdi_nodes.push_back({{"path", d.container_path},

@@ -17,8 +17,9 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// One parsed spec file: its kind, its own edits and its devices' edits by name.
-struct Spec {
+// One parsed spec file: its kind, its own edits and its devices' edits by name. Only built inside
+// ReadSpecs' try block, so a throwing member constructor is caught there.
+struct Spec {  // NOLINT(bugprone-exception-escape)
   std::string kind;
   json edits;
   std::map<std::string, json> devices;

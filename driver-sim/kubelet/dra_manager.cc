@@ -147,7 +147,9 @@ class DraManager::Impl {
         store_.NodePrepare(driver, claims);
     if (!answer.ok()) return answer.status();
     std::lock_guard lock(mu_);
-    for (const auto& [uid, result] : *answer) {
+    for (const auto& entry : *answer) {
+      const std::string& uid = entry.first;
+      const PrepareResult& result = entry.second;
       auto ref = std::find_if(claims.begin(), claims.end(),
                               [&](const ClaimRef& c) { return c.uid == uid; });
       if (ref == claims.end()) {
@@ -175,7 +177,9 @@ class DraManager::Impl {
         store_.NodeUnprepare(driver, claims);
     if (!answer.ok()) return answer.status();
     std::lock_guard lock(mu_);
-    for (const auto& [uid, error] : *answer) {
+    for (const auto& entry : *answer) {
+      const std::string& uid = entry.first;
+      const std::string& error = entry.second;
       auto ref = std::find_if(claims.begin(), claims.end(),
                               [&](const ClaimRef& c) { return c.uid == uid; });
       if (ref == claims.end()) {

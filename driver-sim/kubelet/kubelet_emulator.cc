@@ -53,8 +53,9 @@ void CleanupPluginDirectory(const fs::path& dir, spdlog::logger& log) {
     fs::remove(entry.path(), rm_ec);
     if (rm_ec) log.error("Failed to remove file {}: {}", entry.path().string(), rm_ec.message());
   }
-  if (ec)
+  if (ec) {
     log.error("Failed to cleanup the device plugin directory {}: {}", dir.string(), ec.message());
+  }
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> ServeUnix(const fs::path& socket,
@@ -87,8 +88,9 @@ absl::Status KubeletEmulator::Impl::StartServing() {
   for (const fs::path& dir : {plugin_dir, podresources_socket.parent_path()}) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (ec)
+    if (ec) {
       return absl::InternalError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+    }
     chmod(dir.c_str(), 0750);
   }
   CleanupPluginDirectory(plugin_dir, *log);
@@ -171,8 +173,9 @@ void KubeletEmulator::Impl::ExpireLocked() {
     }
   }
   if (removed) {
-    if (absl::Status s = WriteCheckpointLocked(); !s.ok())
+    if (absl::Status s = WriteCheckpointLocked(); !s.ok()) {
       log->error("{}", std::string{s.message()});
+    }
   }
 }
 
