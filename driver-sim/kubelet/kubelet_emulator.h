@@ -156,7 +156,12 @@ class KubeletEmulator {
   // Allocate. Errors are the kubelet's: FailedPrecondition "Insufficient <resource>" / "no healthy
   // devices present..." and Unknown "UnexpectedAdmissionError: ..." carrying the plugin's message;
   // the container runtime's FailedPrecondition "CreateContainerError: ..." when a device node is
-  // missing under ROOT. A failed admission holds nothing.
+  // missing under ROOT. A pod with claims then has them prepared by their DRA drivers and the CDI
+  // specs of their devices applied (driver-sim/README.md#kubelet-dra): Unknown
+  // "FailedPrepareDynamicResources: ..." carrying the driver's per-claim error, Unavailable for
+  // a driver not registered, FailedPrecondition "CreateContainerError: failed to inject CDI
+  // devices: unresolvable CDI devices ..." for an ID without a spec. A failed admission holds
+  // nothing and releases its claims.
   absl::StatusOr<AdmittedPod> AdmitPod(const PodSpec& pod);
   // The container runtime's part: the process group that runs the pod's containers (`neuron-sim
   // pod run` starts its command in a group of its own and says which). Deleting the pod stops it.
