@@ -78,7 +78,7 @@ class DraService final : public Svc::Service {
               {{"deviceNodes", {{{"path", "/dev/neuron" + index}, {"permissions", "rw"}}}}}}});
       }
       nlohmann::json env = nlohmann::json::array();
-      for (const auto& [k, v] : st_.env) env.push_back(k + "=" + v);
+      for (const auto& [k, v] : st_.env) env.push_back(std::string(k).append("=").append(v));
       if (st_.write_cdi) {
         neuron::testing::WriteFile(st_.cdi_dir / (claim.uid() + ".json"),
                                    nlohmann::json{{"cdiVersion", "0.6.0"},

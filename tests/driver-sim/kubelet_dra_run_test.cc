@@ -49,10 +49,11 @@ class PodRunClaimTest : public KubeletEmulatorTest {
 };
 
 TEST_F(PodRunClaimTest, TheCommandSeesTheClaimsCdiEditsAndTheClaimIsReleasedAfter) {
+  const std::string script =
+      "echo cores=$NEURON_RT_VISIBLE_CORES map=$NEURON_SIM_DEVICE_MAP root=$NEURON_ROOT; "
+      "test -e $NEURON_ROOT/dev/neuron3 && echo node3; exit 3";
   EXPECT_EQ(Run({"pod", "run", "--kubelet-dir", dir_.str(), "--namespace", "training", "--name",
-                 "job", "--claim", "training/llama-neurons:uid-1", "--", "sh", "-c",
-                 "echo cores=$NEURON_RT_VISIBLE_CORES map=$NEURON_SIM_DEVICE_MAP "
-                 "root=$NEURON_ROOT; test -e $NEURON_ROOT/dev/neuron3 && echo node3; exit 3"},
+                 "job", "--claim", "training/llama-neurons:uid-1", "--", "sh", "-c", script},
                 "run"),
             3)
       << Log("run.err") << Log("kubelet.err");
