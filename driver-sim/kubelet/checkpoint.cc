@@ -31,19 +31,6 @@ uint32_t Fnv1a32(const std::string& s) {
   return h;
 }
 
-// The CDI edits a container got, in the CDI spec's own shape.
-void ReadCdiEdits(const json& edits, CdiEdits& out) {
-  for (const json& e : edits.value("env", json::array())) {
-    const std::string kv = e.get<std::string>();
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) out.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  for (const json& n : edits.value("deviceNodes", json::array())) {
-    out.devices.push_back({n.at("path").get<std::string>(), n.at("hostPath").get<std::string>(),
-                           n.at("permissions").get<std::string>()});
-  }
-}
-
 }  // namespace
 
 absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
@@ -52,18 +39,10 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
   for (const PodRecord& pod : pods) {
     json containers = json::array();
     for (const ContainerRecord& c : pod.containers) {
-      json cdi_env = json::array();
-      for (const auto& [k, v] : c.cdi.env) cdi_env.push_back(fmt::format("{}={}", k, v));
-      json cdi_nodes = json::array();
-      for (const DeviceSpecOut& d : c.cdi.devices) {
-        cdi_nodes.push_back({{"path", d.container_path},
-                             {"hostPath", d.host_path},
-                             {"permissions", d.permissions}});
-      }
       containers.push_back({{"Name", c.name},
                             {"Init", c.init},
                             {"CDIDeviceIDs", c.cdi_ids},
-                            {"CDIEdits", {{"env", cdi_env}, {"deviceNodes", cdi_nodes}}}});
+                            {"CDIEdits", CdiEditsJson(c.cdi)}});
       for (const auto& [resource, ids] : c.ids) {
         // DeviceIDs per NUMA node, -1 for devices without topology (DM pod_devices.go).
         json per_numa = json::object();
@@ -157,7 +136,7 @@ absl::Status KubeletEmulator::Impl::ReadCheckpointLocked() {
           rec.name = c.at("Name").get<std::string>();
           rec.init = c.at("Init").get<bool>();
           rec.cdi_ids = c.value("CDIDeviceIDs", std::vector<std::string>());
-          ReadCdiEdits(c.value("CDIEdits", json::object()), rec.cdi);
+          AppendCdiEdits(c.value("CDIEdits", json::object()), rec.cdi);
           pod.containers.push_back(std::move(rec));
         }
         for (const json& c : p.value("Claims", json::array())) {

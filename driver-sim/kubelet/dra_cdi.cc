@@ -55,7 +55,9 @@ std::vector<Spec> ReadSpecs(const fs::path& dir, spdlog::logger& log) {
   return specs;
 }
 
-void Apply(const json& edits, CdiEdits& out) {
+}  // namespace
+
+void AppendCdiEdits(const json& edits, CdiEdits& out) {
   for (const json& e : edits.value("env", json::array())) {
     const std::string kv = e.get<std::string>();
     const size_t eq = kv.find('=');
@@ -68,7 +70,16 @@ void Apply(const json& edits, CdiEdits& out) {
   }
 }
 
-}  // namespace
+json CdiEditsJson(const CdiEdits& edits) {
+  json env = json::array();
+  for (const auto& [k, v] : edits.env) env.push_back(fmt::format("{}={}", k, v));
+  json nodes = json::array();
+  for (const DeviceSpecOut& d : edits.devices) {
+    nodes.push_back(
+        {{"path", d.container_path}, {"hostPath", d.host_path}, {"permissions", d.permissions}});
+  }
+  return {{"env", env}, {"deviceNodes", nodes}};
+}
 
 absl::StatusOr<CdiEdits> ResolveCdiDevices(const fs::path& cdi_dir,
                                            const std::vector<std::string>& ids,
@@ -104,9 +115,9 @@ absl::StatusOr<CdiEdits> ResolveCdiDevices(const fs::path& cdi_dir,
   try {
     std::set<const Spec*> applied;
     for (const auto& [spec, device] : found) {
-      if (applied.insert(spec).second) Apply(spec->edits, out);
+      if (applied.insert(spec).second) AppendCdiEdits(spec->edits, out);
     }
-    for (const auto& [spec, device] : found) Apply(*device, out);
+    for (const auto& [spec, device] : found) AppendCdiEdits(*device, out);
   } catch (const json::exception& e) {
     return absl::FailedPreconditionError(fmt::format("CDI: bad containerEdits: {}", e.what()));
   }

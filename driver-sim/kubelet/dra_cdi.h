@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "driver-sim/kubelet/kubelet_emulator.h"
+#include "nlohmann/json.hpp"
 
 namespace neuron::sim {
 
@@ -25,6 +26,11 @@ struct CdiEdits {
   std::vector<DeviceSpecOut> devices;
   bool operator==(const CdiEdits&) const = default;
 };
+
+// Appends one CDI containerEdits object's env and deviceNodes to `out` (throws
+// nlohmann::json::exception on a malformed one); and the inverse, for the emulator's checkpoint.
+void AppendCdiEdits(const nlohmann::json& edits, CdiEdits& out);
+nlohmann::json CdiEditsJson(const CdiEdits& edits);
 
 // The edits of `ids`: for each spec involved its containerEdits once, then each device's own.
 // FailedPrecondition "unresolvable CDI devices ID, ..." naming every ID without a device.
