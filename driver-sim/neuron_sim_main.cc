@@ -305,6 +305,7 @@ Command AddKubelet(CLI::App& app) {
     int grace_period_ms = 300'000;
     bool no_preferred = false;
     uint64_t seed = 0;
+    std::string cdi_dir = "/var/run/cdi";
   };
   auto f = std::make_shared<Flags>();
   CLI::App* kubelet = app.add_subcommand(
@@ -313,6 +314,8 @@ Command AddKubelet(CLI::App& app) {
       "SIGTERM/SIGINT; `restart` and `status` talk to a running one");
   AddRootOption(kubelet, &f->root);
   AddKubeletDirOption(kubelet, &f->kubelet_dir);
+  kubelet->add_option("--cdi-dir", f->cdi_dir,
+                      "where the container runtime reads CDI specs for claims (/var/run/cdi)");
   // Knobs for tests and comparisons, outside the contract: hidden.
   kubelet->add_option("--dial-timeout-ms", f->dial_timeout_ms, "Register's dial-back timeout")
       ->group("");
@@ -348,6 +351,7 @@ Command AddKubelet(CLI::App& app) {
             options.grace_period = std::chrono::milliseconds(f->grace_period_ms);
             options.use_preferred_allocation = !f->no_preferred;
             options.seed = f->seed;
+            options.cdi_dir = f->cdi_dir;
             return neuron::sim::RunKubelet(options);
           }};
 }
@@ -359,6 +363,8 @@ Command AddPod(CLI::App& app) {
     std::string namespace_name = "default";
     std::string container = "main";
     std::vector<std::string> requests;
+    std::vector<std::string> claims;
+    std::string claim_driver = "neuron.aws.com";
     int grace_period = 30;
   };
   auto f = std::make_shared<Flags>();
@@ -384,10 +390,15 @@ Command AddPod(CLI::App& app) {
   }
   run->add_option("--request", f->requests, "RES=N, e.g. aws.amazon.com/neuroncore=2 (repeatable)");
   run->add_option("--container", f->container, "container name (main)");
+  run->add_option("--claim", f->claims,
+                  "NAMESPACE/NAME:UID of a ResourceClaim the pod uses, prepared by its DRA driver "
+                  "before CMD starts (repeatable)");
+  run->add_option("--claim-driver", f->claim_driver,
+                  "the DRA driver of the claims (neuron.aws.com)");
   // `-- CMD [ARGS...]` is taken out of argv by main() before parsing, as for ctl printk.
   run->footer(
       "usage: neuron-sim pod run --kubelet-dir DIR --name NAME [--request RES=N ...] "
-      "[-- CMD [ARGS...]]");
+      "[--claim NAMESPACE/NAME:UID ... [--claim-driver DRIVER]] [-- CMD [ARGS...]]");
   for (CLI::App* sub : {run, del, list}) sub->fallthrough();
 
   return {pod, [f, run, del]() -> int {
@@ -415,6 +426,12 @@ Command AddPod(CLI::App& app) {
                   return Usage("pod run", fmt::format("--request {}: expected RES=N", r));
                 }
                 args.requests[r.substr(0, eq)] += count;
+              }
+              for (const std::string& c : f->claims) {
+                absl::StatusOr<neuron::sim::ClaimRef> claim =
+                    neuron::sim::ParseClaimArg(c, f->claim_driver);
+                if (!claim.ok()) return Usage("pod run", std::string{claim.status().message()});
+                args.claims.push_back(*std::move(claim));
               }
               return neuron::sim::PodRunCommand(args, std::cout, std::cerr);
             }

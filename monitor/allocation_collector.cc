@@ -3,7 +3,7 @@
 // calls the kubelet: the cache refreshes on its own thread.
 #include <mutex>
 #include <set>
-#include <tuple>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "core/base/component_log.h"
@@ -47,38 +47,53 @@ class AllocationCollector final : public Collector {
                                   "A pod container holding the device or some of its cores.");
     FamilyBuilder efas =
         Gauge("neuron_efa_allocation_info", "The pod container holding the EFA interface.");
+    FamilyBuilder dra = Gauge("neuron_dra_device_allocation_info",
+                              "A DRA device of a ResourceClaim held by a pod container, named as "
+                              "its driver published it (kubelet PodResources DynamicResource).");
     const Inventory& inv = ctx.inventory();
     const int per_device = std::min(inv.LogicalCoresPerDevice(), kMaxCoresPerDevice);
     std::set<int> present;
     for (const NeuronDevice& d : inv.devices) present.insert(d.index);
-    std::set<std::tuple<int, std::string, std::string, std::string, std::string>> dev_seen;
+    // One device series per (device, labels): several cores of one device, or a DRA claim's
+    // core and device, name the same holder.
+    std::set<std::pair<int, Labels>> dev_seen;
+    // A DRA claim device says which claim and driver granted it; the `claim` label has the
+    // cardinality of `pod` (one generated claim per pod and request at most).
     auto pod_labels = [](const PodDeviceAssignment& a) {
-      return Labels{L("namespace", a.pod_namespace), L("pod", a.pod_name),
-                    L("container", a.container)};
+      Labels l{L("namespace", a.pod_namespace), L("pod", a.pod_name), L("container", a.container)};
+      if (a.claim) l.push_back(L("claim", a.claim->claim_name));
+      return l;
+    };
+    auto resource_label = [](const PodDeviceAssignment& a) {
+      return L("resource", a.claim ? a.claim->driver : a.resource);
     };
     auto add_device = [&](int device, const PodDeviceAssignment& a) {
-      if (!dev_seen.emplace(device, a.resource, a.pod_namespace, a.pod_name, a.container).second) {
-        return;
-      }
       Labels l = DeviceLabels(device);
-      l.push_back(L("resource", a.resource));
+      l.push_back(resource_label(a));
       for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+      if (!dev_seen.emplace(device, l).second) return;
       devices.Add(std::move(l), 1);
     };
     auto add_core = [&](int device, int global, const PodDeviceAssignment& a) {
       Labels l = CoreLabels(device, global);
-      l.push_back(L("resource", a.resource));
+      l.push_back(resource_label(a));
       for (auto& p : pod_labels(a)) l.push_back(std::move(p));
       cores.Add(std::move(l), 1);
     };
     for (const PodDeviceAssignment& a : ctx.view.pods->all()) {
+      if (a.claim) {
+        Labels l{L("driver", a.claim->driver), L("pool", a.claim->pool),
+                 L("device", a.claim->device)};
+        for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+        dra.Add(std::move(l), 1);
+      }
       absl::StatusOr<Resource> r = ParseResourceName(a.resource);
       if (!r.ok()) continue;  // another vendor's resource
       for (const std::string& id : a.ids) {
         if (*r == Resource::kEfa) {
-          efas.Add({L("efa_device", id), L("namespace", a.pod_namespace), L("pod", a.pod_name),
-                    L("container", a.container)},
-                   1);
+          Labels l{L("efa_device", id)};
+          for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+          efas.Add(std::move(l), 1);
           continue;
         }
         if (per_device <= 0) continue;
@@ -99,6 +114,7 @@ class AllocationCollector final : public Collector {
     cores.Finish(out);
     devices.Finish(out);
     efas.Finish(out);
+    dra.Finish(out);
     return absl::OkStatus();
   }
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/model/device_id.h"
 #include "podresources/v1/api.grpc.pb.h"
 
 namespace neuron {
@@ -52,6 +53,63 @@ absl::StatusOr<PodAssignments> List(grpc::Channel& channel, const std::string& s
   grpc::Status status = stub->List(&context, v1::ListPodResourcesRequest(), &response);
   if (!status.ok()) return FromGrpc(status, socket_path);
 
+  return AssignmentsFromList(response);
+}
+
+// The assignments of one DynamicResource: one per claim device.
+void AddClaimDevices(const v1::PodResources& pod, const v1::ContainerResources& container,
+                     const v1::DynamicResource& dynamic, std::vector<PodDeviceAssignment>& out) {
+  for (const v1::ClaimResource& r : dynamic.claim_resources()) {
+    DraClaimDevice claim{
+        .claim_namespace = dynamic.claim_namespace(),
+        .claim_name = dynamic.claim_name(),
+        .driver = r.driver_name(),
+        .pool = r.pool_name(),
+        .device = r.device_name(),
+        .cdi_devices = {},
+    };
+    for (const v1::CDIDevice& cdi : r.cdi_devices()) claim.cdi_devices.push_back(cdi.name());
+    const std::optional<PlacedDraDevice> placed = MapDraDevice(r.driver_name(), r.device_name());
+    out.push_back(PodDeviceAssignment{
+        .pod_namespace = pod.namespace_(),
+        .pod_name = pod.name(),
+        .container = container.name(),
+        .resource = placed ? placed->resource : r.driver_name(),
+        .ids = {placed ? placed->id : r.device_name()},
+        .claim = std::move(claim),
+    });
+  }
+}
+
+// The index after `prefix` in `name`, when it is a valid index ID (no sign, no leading zeros).
+std::optional<std::string> IndexAfter(std::string_view name, std::string_view prefix, int limit) {
+  if (!name.starts_with(prefix)) return std::nullopt;
+  const std::string_view rest = name.substr(prefix.size());
+  if (!ParseIndexId(rest, limit).ok()) return std::nullopt;
+  return std::string(rest);
+}
+
+}  // namespace
+
+std::optional<PlacedDraDevice> MapDraDevice(std::string_view driver, std::string_view device) {
+  if (driver != kDraDriverNeuron) return std::nullopt;
+  // Order matters: "neuroncore-" and "neurondevice" share the prefix "neuron".
+  if (auto core = IndexAfter(device, "neuroncore-", kMaxDevices * kMaxCoresPerDevice)) {
+    return PlacedDraDevice{std::string(kResourceNeuronCore), *core};
+  }
+  for (std::string_view prefix : {"neuron-", "neurondevice"}) {
+    if (auto index = IndexAfter(device, prefix, kMaxDevices)) {
+      return PlacedDraDevice{std::string(kResourceNeuron), *index};
+    }
+  }
+  constexpr std::string_view kEfa = "efa-";
+  if (device.starts_with(kEfa) && ValidateEfaId(device.substr(kEfa.size())).ok()) {
+    return PlacedDraDevice{std::string(kResourceEfa), std::string(device.substr(kEfa.size()))};
+  }
+  return std::nullopt;
+}
+
+PodAssignments AssignmentsFromList(const v1::ListPodResourcesResponse& response) {
   std::vector<PodDeviceAssignment> out;
   for (const v1::PodResources& pod : response.pod_resources()) {
     for (const v1::ContainerResources& container : pod.containers()) {
@@ -65,12 +123,13 @@ absl::StatusOr<PodAssignments> List(grpc::Channel& channel, const std::string& s
             .ids = {devices.device_ids().begin(), devices.device_ids().end()},
         });
       }
+      for (const v1::DynamicResource& dynamic : container.dynamic_resources()) {
+        AddClaimDevices(pod, container, dynamic, out);
+      }
     }
   }
   return PodAssignments(std::move(out));
 }
-
-}  // namespace
 
 absl::StatusOr<PodAssignments> ListPodResources(const std::string& socket_path,
                                                 std::chrono::milliseconds timeout) {
@@ -129,6 +188,7 @@ class PodResourcesCache::Impl {
       if (!channel) channel = Dial(options_.socket_path);
       absl::StatusOr<PodAssignments> answer =
           List(*channel, options_.socket_path, options_.timeout);
+      const absl::Status status = answer.status();  // `answer` may be moved from below
       std::shared_ptr<const PodAssignments> changed;
       if (!answer.ok()) {
         channel.reset();
@@ -137,13 +197,13 @@ class PodResourcesCache::Impl {
         first = false;
       }
       lock.lock();
-      if (answer.ok()) {
+      if (status.ok()) {
         ++refreshes_;
         if (changed) latest_ = changed;
       } else {
         ++failures_;
       }
-      last_status_ = answer.status();
+      last_status_ = status;
       if (changed && options_.on_change) {
         lock.unlock();
         options_.on_change(changed);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,17 +19,54 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+namespace v1 {
+class ListPodResourcesResponse;  // podresources/v1/api.pb.h
+}  // namespace v1
+
 namespace neuron {
 
-// One container's IDs of one resource.
+// The DRA side of an assignment: one device of a ResourceClaim, as PodResources' ClaimResource
+// names it (docs/kubelet-api.md#pod-resources).
+struct DraClaimDevice {
+  std::string claim_namespace;
+  std::string claim_name;
+  std::string driver;  // "neuron.aws.com"
+  std::string pool;    // our driver's and AWS's: the node name
+  std::string device;  // as the driver published it: "neuron-3", "neurondevice3", ...
+  std::vector<std::string> cdi_devices;
+  bool operator==(const DraClaimDevice&) const = default;
+};
+
+// One container's IDs of one resource. A device-plugin grant lists the plugin's IDs of an extended
+// resource. A DRA claim device gets one assignment of its own with `claim` set: when
+// MapDraDevice places its name, `resource` and `ids` are the device-plugin resource and ID that
+// name the same hardware (so Holder and every consumer of device indices treat both alike);
+// otherwise `resource` is the driver's name and `ids` the device name as reported.
 struct PodDeviceAssignment {
   std::string pod_namespace;
   std::string pod_name;
   std::string container;
   std::string resource;  // "aws.amazon.com/neuroncore"
   std::vector<std::string> ids;
+  std::optional<DraClaimDevice> claim{};
   bool operator==(const PodDeviceAssignment&) const = default;
 };
+
+// The Neuron DRA driver's name, ours and AWS's (docs/kubelet-api.md#dra).
+inline constexpr std::string_view kDraDriverNeuron = "neuron.aws.com";
+
+// A DRA device name of `driver` as the device-plugin resource and ID of the same hardware, where
+// the name encodes it: ours `neuron-<index>`, `neuroncore-<global core id>`, `efa-<name>`
+// (docs/metrics.md#dra-attribution), AWS's `neurondevice<index>` (SDK deploy/eks/dra.rst, Example 1).
+// nullopt for another driver, or a name that encodes no index (AWS's UltraServer `neuron_node`
+// devices): those are shown as reported. Indices are checked only for form here; whether the
+// node has the device is the consumer's check, as for device-plugin IDs.
+struct PlacedDraDevice {
+  std::string resource;
+  std::string id;
+  bool operator==(const PlacedDraDevice&) const = default;
+};
+std::optional<PlacedDraDevice> MapDraDevice(std::string_view driver, std::string_view device);
 
 // An immutable answer of List, indexed by (resource, id). Thread-safe (const).
 class PodAssignments {
@@ -46,9 +84,14 @@ class PodAssignments {
   absl::flat_hash_map<std::pair<std::string, std::string>, size_t> index_;
 };
 
+// The assignments of one List answer (what ListPodResources returns), for callers that hold the
+// message itself.
+PodAssignments AssignmentsFromList(const v1::ListPodResourcesResponse& response);
+
 // One List call on the PodResources socket (a path, e.g. KUBELET_DIR/pod-resources/kubelet.sock)
 // with a deadline. Unavailable when nothing listens there, DeadlineExceeded on a slow kubelet.
-// Containers with no devices are left out.
+// Containers with no devices are left out. DynamicResource entries become one assignment per
+// claim device (PodDeviceAssignment).
 absl::StatusOr<PodAssignments> ListPodResources(const std::string& socket_path,
                                                 std::chrono::milliseconds timeout);
 

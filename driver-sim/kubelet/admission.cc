@@ -190,6 +190,7 @@ absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
   pod.namespace_name = spec.namespace_name;
   pod.name = spec.name;
   pod.uid = NewUid(rng);
+  pod.claims = spec.claims;
   admitting.clear();
   auto fail = [&](absl::Status s) {
     // A failed admission holds nothing (the kubelet restores allocatedDevices from podDevices
@@ -213,8 +214,18 @@ absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
     if (!rec.ok()) return fail(rec.status());
     pod.containers.push_back(*std::move(rec));
   }
+  if (!pod.claims.empty()) {
+    if (absl::Status s = PrepareClaimsLocked(lock, pod); !s.ok()) return fail(s);
+  }
   const AdmittedPod admitted = ToAdmitted(pod);
-  if (absl::Status s = CheckDeviceNodes(admitted); !s.ok()) return fail(s);
+  if (absl::Status s = CheckDeviceNodes(admitted); !s.ok()) {
+    if (!pod.claims.empty()) {
+      lock.unlock();
+      (void)dra->Unprepare(pod.uid, pod.claims);
+      lock.lock();
+    }
+    return fail(s);
+  }
   pods.push_back(std::move(pod));
   admitting.clear();
   if (absl::Status s = WriteCheckpointLocked(); !s.ok()) log->error("{}", std::string{s.message()});
@@ -222,8 +233,56 @@ absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
   return admitted;
 }
 
+absl::Status KubeletEmulator::Impl::PrepareClaimsLocked(std::unique_lock<std::mutex>& lock,
+                                                        PodRecord& pod) {
+  lock.unlock();
+  absl::Status prepared = dra->Prepare(pod.uid, pod.claims);
+  std::vector<std::string> ids;
+  absl::StatusOr<CdiEdits> edits = CdiEdits();
+  if (prepared.ok()) {
+    for (const ClaimInfo& claim : dra->Claims(pod.claims)) {
+      for (const PreparedDevice& d : claim.devices) {
+        ids.insert(ids.end(), d.cdi_ids.begin(), d.cdi_ids.end());
+      }
+    }
+    edits = ResolveCdiDevices(options.cdi_dir, ids, *log);
+  }
+  if (!prepared.ok() || !edits.ok()) {
+    // The pod never starts; deleting it releases its claims (the kubelet's
+    // UnprepareDynamicResources for a terminated pod).
+    if (absl::Status s = dra->Unprepare(pod.uid, pod.claims); !s.ok()) {
+      log->error("pod {}/{}: {}", pod.namespace_name, pod.name, std::string{s.message()});
+    }
+  }
+  lock.lock();
+  if (!prepared.ok()) {
+    // The kubelet's event FailedPrepareDynamicResources.
+    return absl::Status(prepared.code(), fmt::format("FailedPrepareDynamicResources: Failed to "
+                                                     "prepare dynamic resources: {}",
+                                                     std::string{prepared.message()}));
+  }
+  if (!edits.ok()) {
+    return absl::FailedPreconditionError(
+        fmt::format("CreateContainerError: failed to inject CDI devices: {}",
+                    std::string{edits.status().message()}));
+  }
+  for (ContainerRecord& c : pod.containers) {
+    if (c.init) continue;
+    c.cdi_ids = ids;
+    c.cdi = *edits;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status KubeletEmulator::Impl::CheckPodSpec(const PodSpec& spec) {
   if (spec.name.empty()) return absl::InvalidArgumentError("pod name is empty");
+  std::set<std::string> claim_uids;
+  for (const ClaimRef& c : spec.claims) {
+    if (c.name.empty() || c.uid.empty() || c.driver.empty() || !claim_uids.insert(c.uid).second) {
+      return absl::InvalidArgumentError(
+          fmt::format("pod {}: every claim needs a name, a unique UID and a driver", spec.name));
+    }
+  }
   std::set<std::string> names;
   for (const ContainerSpec& c : spec.containers) {
     if (c.name.empty() || !names.insert(c.name).second) {
@@ -323,6 +382,7 @@ absl::Status KubeletEmulator::Impl::Delete(std::string_view namespace_name, std:
                                            std::chrono::milliseconds grace_period) {
   std::string uid;
   int pgid = 0;
+  std::vector<ClaimRef> claims;
   {
     std::lock_guard lock(mu);
     auto it = std::find_if(pods.begin(), pods.end(), [&](const PodRecord& p) {
@@ -333,9 +393,22 @@ absl::Status KubeletEmulator::Impl::Delete(std::string_view namespace_name, std:
     }
     uid = it->uid;
     pgid = it->pgid;
+    claims = it->claims;
   }
   if (pgid > 0) {
     if (absl::Status s = StopProcessGroup(pgid, grace_period, *log); !s.ok()) return s;
+  }
+  if (!claims.empty()) {
+    // After the containers stopped (the kubelet's syncTerminatedPod). On an error the pod stays,
+    // its processes gone, and a later delete tries again, as the kubelet retries.
+    if (absl::Status s = dra->Unprepare(uid, claims); !s.ok()) {
+      std::lock_guard lock(mu);
+      for (PodRecord& p : pods) {
+        if (p.uid == uid) p.pgid = 0;
+      }
+      return absl::Status(
+          s.code(), fmt::format("pod {}/{}: {}", namespace_name, name, std::string{s.message()}));
+    }
   }
   std::lock_guard lock(mu);
   std::erase_if(pods, [&](const PodRecord& p) { return p.uid == uid; });
@@ -417,6 +490,17 @@ AdmittedPod KubeletEmulator::Impl::ToAdmitted(const PodRecord& pod) const {
           c.cdi_devices.push_back(cdi.name());
         }
       }
+    }
+    // The runtime's CDI injection comes after the kubelet's container config: its env wins.
+    for (const std::string& id : rec.cdi_ids) {
+      if (std::find(c.cdi_devices.begin(), c.cdi_devices.end(), id) == c.cdi_devices.end()) {
+        c.cdi_devices.push_back(id);
+      }
+    }
+    for (const auto& [k, v] : rec.cdi.env) c.envs[k] = v;
+    for (const DeviceSpecOut& d : rec.cdi.devices) {
+      auto same = [&](const DeviceSpecOut& o) { return o.container_path == d.container_path; };
+      if (std::none_of(c.devices.begin(), c.devices.end(), same)) c.devices.push_back(d);
     }
     // docs/architecture.md#allocation: the runtime points the pod at ROOT
     c.envs["NEURON_ROOT"] = options.root;

@@ -39,7 +39,10 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
   for (const PodRecord& pod : pods) {
     json containers = json::array();
     for (const ContainerRecord& c : pod.containers) {
-      containers.push_back({{"Name", c.name}, {"Init", c.init}});
+      containers.push_back({{"Name", c.name},
+                            {"Init", c.init},
+                            {"CDIDeviceIDs", c.cdi_ids},
+                            {"CDIEdits", CdiEditsJson(c.cdi)}});
       for (const auto& [resource, ids] : c.ids) {
         // DeviceIDs per NUMA node, -1 for devices without topology (DM pod_devices.go).
         json per_numa = json::object();
@@ -59,10 +62,18 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
                            {"AllocResp", absl::Base64Escape(resp)}});
       }
     }
+    json claims = json::array();
+    for (const ClaimRef& c : pod.claims) {
+      claims.push_back({{"Namespace", c.namespace_name},
+                        {"Name", c.name},
+                        {"UID", c.uid},
+                        {"Driver", c.driver}});
+    }
     sim_pods.push_back({{"PodUID", pod.uid},
                         {"Namespace", pod.namespace_name},
                         {"Name", pod.name},
-                        {"Containers", containers}});
+                        {"Containers", containers},
+                        {"Claims", claims}});
   }
   // RegisteredDevices holds the healthy devices of every known resource, as writeCheckpoint does.
   json registered = json::object();
@@ -124,7 +135,14 @@ absl::Status KubeletEmulator::Impl::ReadCheckpointLocked() {
           ContainerRecord rec;
           rec.name = c.at("Name").get<std::string>();
           rec.init = c.at("Init").get<bool>();
+          rec.cdi_ids = c.value("CDIDeviceIDs", std::vector<std::string>());
+          AppendCdiEdits(c.value("CDIEdits", json::object()), rec.cdi);
           pod.containers.push_back(std::move(rec));
+        }
+        for (const json& c : p.value("Claims", json::array())) {
+          pod.claims.push_back(
+              ClaimRef{c.at("Namespace").get<std::string>(), c.at("Name").get<std::string>(),
+                       c.at("UID").get<std::string>(), c.at("Driver").get<std::string>()});
         }
         pods.push_back(std::move(pod));
       }

@@ -67,6 +67,13 @@ ctl::PodSpec SpecOf(const PodRunArgs& args) {
   ctl::ContainerSpec* c = spec.add_containers();
   c->set_name(args.container);
   for (const auto& [resource, count] : args.requests) (*c->mutable_requests())[resource] = count;
+  for (const ClaimRef& claim : args.claims) {
+    ctl::ClaimRef* r = spec.add_claims();
+    r->set_namespace_(claim.namespace_name);
+    r->set_name(claim.name);
+    r->set_uid(claim.uid);
+    r->set_driver(claim.driver);
+  }
   return spec;
 }
 
@@ -400,6 +407,19 @@ int RunInAdmittedPod(const PodRunArgs& args, std::ostream& err) {
     return kExitFailure;
   }
   return RunInPod(*Connect(args.kubelet_dir), args, pod->envs, child_mask, err);
+}
+
+absl::StatusOr<ClaimRef> ParseClaimArg(std::string_view arg, const std::string& driver) {
+  const size_t slash = arg.find('/');
+  const size_t colon = arg.rfind(':');
+  if (slash == std::string_view::npos || colon == std::string_view::npos || slash == 0 ||
+      colon < slash + 2 || colon + 1 == arg.size()) {
+    return absl::InvalidArgumentError(
+        fmt::format("--claim {}: expected NAMESPACE/NAME:UID", std::string(arg)));
+  }
+  return ClaimRef{std::string(arg.substr(0, slash)),
+                  std::string(arg.substr(slash + 1, colon - slash - 1)),
+                  std::string(arg.substr(colon + 1)), driver};
 }
 
 int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespace_name,

@@ -26,6 +26,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "driver-sim/kubelet/dra_cdi.h"
+#include "driver-sim/kubelet/dra_manager.h"
 #include "driver-sim/kubelet/kubelet_emulator.h"
 
 namespace neuron::sim {
@@ -89,6 +91,10 @@ struct ContainerRecord {
   bool init = false;
   std::map<std::string, std::vector<std::string>> ids;  // resource -> IDs, allocation order
   std::map<std::string, v1beta1::ContainerAllocateResponse> responses;  // resource -> answer
+  // The CDI device IDs of the pod's claims (app containers only) and their specs' edits, applied
+  // by the runtime when the container was created.
+  std::vector<std::string> cdi_ids;
+  CdiEdits cdi;
 };
 
 struct PodRecord {
@@ -99,6 +105,7 @@ struct PodRecord {
   // The process group running the containers, 0 when none was given (a pod admitted without a
   // command). Not checkpointed: the runtime's, not the device manager's; kept across Restart.
   int pgid = 0;
+  std::vector<ClaimRef> claims;  // the pod's resource claims (DraManager prepares them)
 };
 
 // SIGTERM to process group `pgid`, SIGKILL after `grace_period`, and returns once no process of
@@ -157,6 +164,10 @@ class KubeletEmulator::Impl {
       std::unique_lock<std::mutex>& lock, const ContainerSpec& c,
       std::map<std::string, std::set<std::string>>& reuse);
   absl::Status CheckDeviceNodes(const AdmittedPod& admitted) const;
+  // Steps of Admit for a pod with claims (mu held, released around the RPCs): NodePrepareResources
+  // through the DRA manager, then the runtime's CDI injection into every app container. On an
+  // error the pod's claims are released again (a pod that never starts is deleted).
+  absl::Status PrepareClaimsLocked(std::unique_lock<std::mutex>& lock, PodRecord& pod);
 
   // checkpoint.cc
   absl::Status WriteCheckpointLocked();
@@ -175,6 +186,7 @@ class KubeletEmulator::Impl {
   const std::filesystem::path podresources_socket;
   const std::filesystem::path control_socket;
   std::shared_ptr<spdlog::logger> log;
+  std::unique_ptr<DraManager> dra;  // plugins_registry/ and claims; its own lock
 
   mutable std::mutex mu;
   std::map<std::string, Endpoint> resources;  // guarded by mu

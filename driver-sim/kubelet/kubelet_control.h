@@ -10,6 +10,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,9 @@ struct PodRunArgs {
   std::string name;
   std::string container = "main";
   std::map<std::string, int> requests;
+  // ResourceClaims the pod uses (`--claim NAMESPACE/NAME:UID`, `--claim-driver`): prepared by
+  // their driver before CMD starts, their CDI devices applied to its environment and devices.
+  std::vector<ClaimRef> claims;
   std::vector<std::string> command;  // empty: admit and leave the pod running
   int grace_period_seconds = 30;     // for stopping the command (PodDeleteCommand)
 };
@@ -54,6 +58,8 @@ int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespac
                      const std::string& name, int grace_period_seconds, std::ostream& out,
                      std::ostream& err);
 int PodListCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
+// `--claim NAMESPACE/NAME:UID` of `pod run`: InvalidArgument naming the expected form.
+absl::StatusOr<ClaimRef> ParseClaimArg(std::string_view arg, const std::string& driver);
 
 // ---- The pieces of `pod run`, for commands that run pods of their own (`neuron-sim job`) ----
 

@@ -34,6 +34,14 @@ KubeletEmulator::Impl::Impl(Options o)
       podresources_socket(fs::path(options.kubelet_dir) / "pod-resources" / "kubelet.sock"),
       control_socket(fs::path(options.kubelet_dir) / "neuron-sim-kubelet.sock"),
       log(ComponentLogger("kubelet-sim")),
+      dra(std::make_unique<DraManager>(
+          DraManager::Options{
+              .registry_dir = fs::path(options.kubelet_dir) / "plugins_registry",
+              .state_file = fs::path(options.kubelet_dir) / "dra_manager_state",
+              .poll = options.plugin_poll,
+              .rpc_deadline = options.rpc_deadline,
+          },
+          log)),
       rng(Seed(options.seed)) {}
 
 void CleanupPluginDirectory(const fs::path& dir, spdlog::logger& log) {
@@ -45,8 +53,9 @@ void CleanupPluginDirectory(const fs::path& dir, spdlog::logger& log) {
     fs::remove(entry.path(), rm_ec);
     if (rm_ec) log.error("Failed to remove file {}: {}", entry.path().string(), rm_ec.message());
   }
-  if (ec)
+  if (ec) {
     log.error("Failed to cleanup the device plugin directory {}: {}", dir.string(), ec.message());
+  }
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> ServeUnix(const fs::path& socket,
@@ -79,11 +88,14 @@ absl::Status KubeletEmulator::Impl::StartServing() {
   for (const fs::path& dir : {plugin_dir, podresources_socket.parent_path()}) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (ec)
+    if (ec) {
       return absl::InternalError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+    }
     chmod(dir.c_str(), 0750);
   }
   CleanupPluginDirectory(plugin_dir, *log);
+  // DRA before PodResources: claims of running pods are prepared again before they are listed.
+  if (absl::Status s = dra->Start(); !s.ok()) return s;
   registration_service = MakeRegistrationService();
   absl::StatusOr<std::unique_ptr<grpc::Server>> reg =
       ServeUnix(registration_socket, registration_service.get());
@@ -115,6 +127,7 @@ void KubeletEmulator::Impl::StopServing() {
     }
   }
   for (const std::shared_ptr<PluginClient>& client : clients) client->Stop();
+  dra->Stop();
   if (podresources_server) {
     podresources_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     podresources_server->Wait();
@@ -160,8 +173,9 @@ void KubeletEmulator::Impl::ExpireLocked() {
     }
   }
   if (removed) {
-    if (absl::Status s = WriteCheckpointLocked(); !s.ok())
+    if (absl::Status s = WriteCheckpointLocked(); !s.ok()) {
       log->error("{}", std::string{s.message()});
+    }
   }
 }
 
@@ -297,6 +311,10 @@ uint64_t KubeletEmulator::register_calls() const {
 uint64_t KubeletEmulator::restarts() const {
   std::lock_guard lock(impl_->mu);
   return impl_->restarts;
+}
+
+std::map<std::string, std::vector<std::string>> KubeletEmulator::DraPlugins() const {
+  return impl_->dra->Plugins();
 }
 
 const KubeletEmulator::Options& KubeletEmulator::options() const { return impl_->options; }

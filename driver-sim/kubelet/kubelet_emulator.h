@@ -7,6 +7,8 @@
 // (kDeviceMapEnv).
 //
 // Files under KUBELET_DIR, as on a node:
+//   plugins_registry/                         watched for plugin registration sockets (DRA)
+//   dra_manager_state                         the DRA claims the kubelet prepared (checkpoint)
 //   device-plugins/kubelet.sock               Registration service
 //   device-plugins/kubelet_internal_checkpoint the allocations, rewritten after every change
 //   pod-resources/kubelet.sock                PodResources v1 (List, GetAllocatableResources, Get)
@@ -40,10 +42,25 @@ struct ContainerSpec {
   std::map<std::string, std::set<std::string>> pinned = {};
 };
 
+// A ResourceClaim the pod references, as the kubelet learns it from the API server (which the
+// emulator does not have: the caller names the claim and its driver). The kubelet prepares it on
+// the driver before the pod's containers start and unprepares it once no pod uses it
+// (dra_manager.h).
+struct ClaimRef {
+  std::string namespace_name;
+  std::string name;
+  std::string uid;
+  std::string driver = "neuron.aws.com";
+  bool operator==(const ClaimRef&) const = default;
+};
+
 struct PodSpec {
   std::string namespace_name = "default";
   std::string name;
   std::vector<ContainerSpec> containers;
+  // Every app container uses every claim (the pod's resources.claims in each container; init
+  // containers use none).
+  std::vector<ClaimRef> claims = {};
 };
 
 // Set by the container runtime in every container with a Neuron device spec: "C=H,..." pairs,
@@ -71,6 +88,8 @@ struct ContainerAllocation {
   // (kDeviceMapEnv).
   std::map<std::string, std::string> envs;
   std::vector<DeviceSpecOut> devices;  // host paths as the plugin gave them
+  // The device plugins' CDI names, then the CDI device IDs of the pod's prepared claims, whose
+  // specs (Options::cdi_dir) were applied to envs and devices.
   std::vector<std::string> cdi_devices;
   std::map<std::string, std::string> annotations;
 };
@@ -115,6 +134,10 @@ class KubeletEmulator {
     // Seeds the order in which the kubelet's own choice takes devices. The kubelet iterates Go
     // sets, whose order is random; 0 seeds from std::random_device.
     uint64_t seed = 0;
+    // Where the container runtime reads CDI spec files (*.json) for the claims' CDI device IDs.
+    std::string cdi_dir = "/var/run/cdi";
+    // How often the plugin watcher looks at plugins_registry/ (the kubelet uses fsnotify).
+    std::chrono::milliseconds plugin_poll{100};
   };
 
   // Creates the directories, deletes every socket in device-plugins/ (CleanupPluginDirectory),
@@ -133,7 +156,12 @@ class KubeletEmulator {
   // Allocate. Errors are the kubelet's: FailedPrecondition "Insufficient <resource>" / "no healthy
   // devices present..." and Unknown "UnexpectedAdmissionError: ..." carrying the plugin's message;
   // the container runtime's FailedPrecondition "CreateContainerError: ..." when a device node is
-  // missing under ROOT. A failed admission holds nothing.
+  // missing under ROOT. A pod with claims then has them prepared by their DRA drivers and the CDI
+  // specs of their devices applied (driver-sim/README.md#kubelet-dra): Unknown
+  // "FailedPrepareDynamicResources: ..." carrying the driver's per-claim error, Unavailable for
+  // a driver not registered, FailedPrecondition "CreateContainerError: failed to inject CDI
+  // devices: unresolvable CDI devices ..." for an ID without a spec. A failed admission holds
+  // nothing and releases its claims.
   absl::StatusOr<AdmittedPod> AdmitPod(const PodSpec& pod);
   // The container runtime's part: the process group that runs the pod's containers (`neuron-sim
   // pod run` starts its command in a group of its own and says which). Deleting the pod stops it.
@@ -153,6 +181,8 @@ class KubeletEmulator {
   uint64_t registrations() const;   // successful Register calls since Start
   uint64_t register_calls() const;  // every Register call, as the kubelet counts them
   uint64_t restarts() const;
+  // DRA plugins registered through plugins_registry/: driver name -> endpoint, newest last.
+  std::map<std::string, std::vector<std::string>> DraPlugins() const;
   const Options& options() const;
 
   class Impl;  // internal (emulator_impl.h); public only so the implementation files can name it

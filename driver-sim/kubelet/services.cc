@@ -76,12 +76,32 @@ class PodResourcesService final : public v1::PodResourcesLister::Service {
   void Fill(const PodRecord& pod, v1::PodResources* out) {
     out->set_name(pod.name);
     out->set_namespace_(pod.namespace_name);
+    const std::vector<ClaimInfo> claims = impl_->dra->Claims(pod.claims);
     for (const ContainerRecord& c : pod.containers) {
       if (c.init) continue;
       v1::ContainerResources* cr = out->add_containers();
       cr->set_name(c.name);
       for (const auto& [resource, ids] : c.ids) {
         AddDevices(resource, ids, impl_->resources, cr->mutable_devices());
+      }
+      AddClaims(claims, cr);
+    }
+  }
+
+  // The kubelet's DRA manager GetContainerClaimInfos: one DynamicResource per claim the container
+  // uses, one ClaimResource per device its driver prepared (from the claim cache, which a
+  // restarted kubelet restores from its checkpoint).
+  static void AddClaims(const std::vector<ClaimInfo>& claims, v1::ContainerResources* out) {
+    for (const ClaimInfo& claim : claims) {
+      v1::DynamicResource* dr = out->add_dynamic_resources();
+      dr->set_claim_name(claim.ref.name);
+      dr->set_claim_namespace(claim.ref.namespace_name);
+      for (const PreparedDevice& d : claim.devices) {
+        v1::ClaimResource* r = dr->add_claim_resources();
+        for (const std::string& id : d.cdi_ids) r->add_cdi_devices()->set_name(id);
+        r->set_driver_name(claim.ref.driver);
+        r->set_pool_name(d.pool);
+        r->set_device_name(d.device);
       }
     }
   }
@@ -131,6 +151,11 @@ class ControlService final : public neuronsim::kubelet::KubeletControl::Service 
       cs.init = c.init();
       for (const auto& [resource, count] : c.requests()) cs.requests[resource] = count;
       spec.containers.push_back(std::move(cs));
+    }
+    for (const neuronsim::kubelet::ClaimRef& c : request->claims()) {
+      spec.claims.push_back(ClaimRef{c.namespace_().empty() ? spec.namespace_name : c.namespace_(),
+                                     c.name(), c.uid(),
+                                     c.driver().empty() ? "neuron.aws.com" : c.driver()});
     }
     absl::StatusOr<neuron::sim::AdmittedPod> pod = emulator_->AdmitPod(spec);
     if (!pod.ok()) return ToGrpc(pod.status());

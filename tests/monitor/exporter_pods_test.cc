@@ -20,8 +20,8 @@ using neuron::testing::WriteFile;
 class FakeLister final : public v1::PodResourcesLister::Service {
  public:
   using Devices = std::vector<std::pair<std::string, std::vector<std::string>>>;
-  explicit FakeLister(Devices devices = {{"aws.amazon.com/neuroncore", {"1"}}})
-      : devices_(std::move(devices)) {}
+  explicit FakeLister(Devices devices = {{"aws.amazon.com/neuroncore", {"1"}}}, Devices claims = {})
+      : devices_(std::move(devices)), claims_(std::move(claims)) {}
 
   grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
                     v1::ListPodResourcesResponse* out) override {
@@ -34,6 +34,18 @@ class FakeLister final : public v1::PodResourcesLister::Service {
       v1::ContainerDevices* d = c->add_devices();
       d->set_resource_name(resource);
       for (const std::string& id : ids) d->add_device_ids(id);
+    }
+    // DynamicResource entries: claim name -> devices of the driver neuron.aws.com.
+    for (const auto& [claim, names] : claims_) {
+      v1::DynamicResource* dr = c->add_dynamic_resources();
+      dr->set_claim_name(claim);
+      dr->set_claim_namespace("training");
+      for (const std::string& name : names) {
+        v1::ClaimResource* r = dr->add_claim_resources();
+        r->set_driver_name("neuron.aws.com");
+        r->set_pool_name("node-1");
+        r->set_device_name(name);
+      }
     }
     return grpc::Status::OK;
   }
@@ -51,6 +63,7 @@ class FakeLister final : public v1::PodResourcesLister::Service {
 
  private:
   Devices devices_;
+  Devices claims_;
 };
 
 TEST_F(ExporterTest, PodLabelsFromPodResources) {
@@ -123,6 +136,65 @@ TEST_F(ExporterTest, HostilePodResourcesIdsGetNoSeries) {
   }
   EXPECT_EQ(devices_seen, (std::set<std::string>{"0", "1"}));
   EXPECT_EQ(cores_seen, (std::set<std::string>{"0/0", "0/1", "1/3"}));
+}
+
+// docs/metrics.md#dra-attribution: a DRA claim's devices join the same allocation series as a
+// device-plugin grant, with the driver as `resource` and the claim's name; every claim device,
+// placed or not, also gets neuron_dra_device_allocation_info under the name its driver gave it.
+TEST_F(ExporterTest, DraClaimsAttributeDevicesCoresAndUnplacedNames) {
+  BuildNode("inf2.24xlarge");  // devices 0-5, two cores each
+  FakeLister lister({}, {{"llama-0-neurons-x7k2p", {"neuron-2", "neurondevice4", "neuron-9"}},
+                         {"llama-0-core", {"neuroncore-3", "neuron_node-0"}}});
+  std::unique_ptr<grpc::Server> server = lister.Serve(dir_.path());
+  ASSERT_NE(server, nullptr);
+  Start(false, /*pods=*/true);
+  const std::string pod =
+      "namespace=\"training\",pod=\"llama-0\",container=\"main\",claim=\"llama-0-neurons-x7k2p\"";
+  const std::string device2 =
+      "neuron_device_allocation_info{neuron_device=\"2\",resource=\"neuron."
+      "aws.com\"," +
+      pod + "}";
+  std::string text;
+  EXPECT_TRUE(neuron::testing::WaitUntil(
+      [&] { return Value(text = exporter_->RenderMetrics(), device2) == 1; }, 10s))
+      << text;
+  EXPECT_EQ(Value(text,
+                  "neuroncore_allocation_info{neuron_device=\"2\",neuroncore=\"5\",resource="
+                  "\"neuron.aws.com\"," +
+                      pod + "}"),
+            1);
+  // AWS's name for device 4.
+  EXPECT_EQ(Value(text,
+                  "neuron_device_allocation_info{neuron_device=\"4\",resource=\"neuron.aws."
+                  "com\"," +
+                      pod + "}"),
+            1);
+  // A core claim: the core, and its device once.
+  const std::string core_pod =
+      "namespace=\"training\",pod=\"llama-0\",container=\"main\",claim=\"llama-0-core\"";
+  EXPECT_EQ(Value(text,
+                  "neuroncore_allocation_info{neuron_device=\"1\",neuroncore=\"3\",resource="
+                  "\"neuron.aws.com\"," +
+                      core_pod + "}"),
+            1);
+  EXPECT_FALSE(HasMetric(text, "neuroncore_allocation_info{neuron_device=\"1\",neuroncore=\"2\""));
+  // neuron-9 is not on this node and neuron_node-0 names no index: no indexed series, but both
+  // are reported as their driver named them.
+  EXPECT_FALSE(HasMetric(text, "neuron_device_allocation_info{neuron_device=\"9\""));
+  for (const auto& [claim, device] :
+       std::vector<std::pair<std::string, std::string>>{{"llama-0-neurons-x7k2p", "neuron-9"},
+                                                        {"llama-0-neurons-x7k2p", "neuron-2"},
+                                                        {"llama-0-core", "neuron_node-0"}}) {
+    EXPECT_EQ(Value(text,
+                    "neuron_dra_device_allocation_info{driver=\"neuron.aws.com\",pool=\"node-"
+                    "1\",device=\"" +
+                        device +
+                        "\",namespace=\"training\",pod=\"llama-0\","
+                        "container=\"main\",claim=\"" +
+                        claim + "\"}"),
+              1)
+        << device;
+  }
 }
 
 }  // namespace
