@@ -306,4 +306,37 @@ absl::StatusOr<json> BuildSliceSpec(const NodeView& view, const SliceOptions& op
       {"devices", std::move(devices)}};
 }
 
+SliceState::SliceState(SliceOptions options, uint64_t first_generation)
+    : options_(std::move(options)), generation_(first_generation) {}
+
+void SliceState::Update(const NodeView& view) {
+  absl::StatusOr<json> spec = BuildSliceSpec(view, options_, 0);
+  std::lock_guard<std::mutex> lock(mu_);
+  ready_ = true;
+  if (!spec.ok()) {
+    // Keep serving the last good slice: a slice the API refuses helps no one.
+    error_ = std::string(spec.status().message());
+    return;
+  }
+  error_.clear();
+  if (spec_ && *spec_ == *spec) return;
+  if (spec_) ++generation_;
+  spec_ = *std::move(spec);
+}
+
+SliceState::Document SliceState::Get() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ready_) return {503, "no hardware scan yet\n"};
+  if (!spec_) return {503, "no valid slice: " + error_ + "\n"};
+  json spec = *spec_;
+  spec["pool"]["generation"] = generation_;
+  const json doc = {{"generation", generation_}, {"nodeName", options_.node_name}, {"spec", spec}};
+  return {200, doc.dump() + "\n"};
+}
+
+uint64_t SliceState::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
 }  // namespace neuron::plugin::dra

@@ -8,6 +8,7 @@
 // Topology, and a taint per unhealthy device. Pure functions of their inputs; thread-safe.
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,5 +67,33 @@ std::vector<std::string> EfaBeside(const NodeView& view);
 // a device name or attribute that breaks the API's rules or limits (the slice would be refused).
 absl::StatusOr<nlohmann::json> BuildSliceSpec(const NodeView& view, const SliceOptions& options,
                                               uint64_t generation);
+
+// What GET /dra/resourceslice serves (docs/kubelet-api.md#dra-slice): 503 until the first
+// hardware scan, then 200 with {"generation": N, "nodeName": ..., "spec": <slice spec>}. N starts
+// at `first_generation` (the plugin passes the Unix time of its start, so it still rises across
+// a restart of the plugin) and increases by one whenever the spec changes, health taints
+// included; a view that changes nothing in the slice (a holding, a numa update) leaves it alone.
+// Thread-safe.
+class SliceState {
+ public:
+  SliceState(SliceOptions options, uint64_t first_generation);
+
+  void Update(const NodeView& view);
+
+  struct Document {
+    int status = 503;
+    std::string body;
+  };
+  Document Get() const;
+  uint64_t generation() const;
+
+ private:
+  const SliceOptions options_;
+  mutable std::mutex mu_;
+  uint64_t generation_;                 // guarded by mu_
+  bool ready_ = false;                  // guarded by mu_
+  std::optional<nlohmann::json> spec_;  // guarded by mu_; the last good spec
+  std::string error_;                   // guarded by mu_; why the last view made no slice
+};
 
 }  // namespace neuron::plugin::dra
