@@ -292,6 +292,13 @@ absl::StatusOr<json> BuildSliceSpec(const NodeView& view, const SliceOptions& op
     return absl::InvalidArgumentError(fmt::format("{} devices; a ResourceSlice holds at most {}",
                                                   devices.size(), kMaxDevicesPerSlice));
   }
+  const bool tainted = std::any_of(devices.begin(), devices.end(),
+                                   [](const json& d) { return d.contains("taints"); });
+  if (tainted && devices.size() > kMaxDevicesPerSliceWithTaints) {
+    return absl::InvalidArgumentError(
+        fmt::format("{} devices with a taint among them; such a ResourceSlice holds at most {}",
+                    devices.size(), kMaxDevicesPerSliceWithTaints));
+  }
   for (const json& d : devices) {
     const std::string name = d["name"].get<std::string>();
     if (absl::Status s = ValidateDnsLabel("device name", name); !s.ok()) return s;

@@ -28,6 +28,8 @@ inline constexpr std::string_view kTaintKey = "neuron.aws.com/unhealthy";
 // ResourceSliceMaxDevices, ResourceSliceMaxAttributesAndCapacitiesPerDevice,
 // DeviceMaxIDLength, DeviceAttributeMaxValueLength; device names are DNS-1123 labels).
 inline constexpr size_t kMaxDevicesPerSlice = 128;
+// ResourceSliceMaxDevicesWithTaintsOrConsumesCounters: a slice with any device taint holds fewer.
+inline constexpr size_t kMaxDevicesPerSliceWithTaints = 64;
 inline constexpr size_t kMaxAttributesPerDevice = 32;
 inline constexpr size_t kMaxAttributeIdLength = 32;
 inline constexpr size_t kMaxStringValueLength = 64;

@@ -193,10 +193,51 @@ TEST(DraSliceTest, AtMost128DevicesAnd32AttributesPerDevice) {
   const absl::StatusOr<json> spec = BuildSliceSpec(*ViewOf(hw), kOptions, 1);
   ASSERT_FALSE(spec.ok());
   EXPECT_NE(spec.status().message().find("at most 128"), std::string_view::npos);
+  // 64 devices at most once one has a taint.
+  Hardware tainted = CatalogHardware("trn2.48xlarge", 2);
+  while (tainted.efas.size() + tainted.devices.size() < 65) {
+    tainted.efas.push_back(testing::Efa("rdmapy" + std::to_string(tainted.efas.size())));
+  }
+  EXPECT_TRUE(BuildSliceSpec(*ViewOf(tainted), kOptions, 1).ok());
+  tainted.devices[0].healthy = false;
+  tainted.devices[0].reason = "absent";
+  const absl::StatusOr<json> refused = BuildSliceSpec(*ViewOf(tainted), kOptions, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("at most 64"), std::string_view::npos);
   for (const json& d : Spec(*ViewOf(CatalogHardware("trn2.48xlarge")))["devices"]) {
     const size_t n = d["attributes"].size() + (d.contains("capacity") ? d["capacity"].size() : 0);
     EXPECT_LE(n, kMaxAttributesPerDevice) << d["name"];
   }
+}
+
+TEST(DraSliceTest, TheDocumentsGenerationRisesOnEveryChangeOnly) {
+  SliceState state(kOptions, 1000);
+  EXPECT_EQ(state.Get().status, 503);  // before the first scan
+  Hardware hw = CatalogHardware("trn1.32xlarge");
+  state.Update(*ViewOf(hw));
+  SliceState::Document doc = state.Get();
+  ASSERT_EQ(doc.status, 200);
+  json j = json::parse(doc.body);
+  EXPECT_EQ(j["generation"], 1000);
+  EXPECT_EQ(j["spec"]["pool"]["generation"], 1000);
+  EXPECT_EQ(j["nodeName"], kOptions.node_name);
+  state.Update(*ViewOf(hw));  // nothing changed
+  EXPECT_EQ(state.generation(), 1000u);
+  hw.devices[2].healthy = false;
+  hw.devices[2].reason = "NEURON_HW_ERR record";
+  state.Update(*ViewOf(hw));  // a taint
+  EXPECT_EQ(state.generation(), 1001u);
+  hw.devices[2].healthy = true;
+  hw.devices[2].reason.clear();
+  state.Update(*ViewOf(hw));  // the taint cleared
+  j = json::parse(state.Get().body);
+  EXPECT_EQ(j["generation"], 1002);
+  EXPECT_FALSE((*Find(j["spec"], "neuron-2")).contains("taints"));
+  // A view that makes no valid slice keeps the last good one.
+  for (int i = 0; i < 200; ++i) hw.efas.push_back(testing::Efa("x" + std::to_string(i)));
+  state.Update(*ViewOf(hw));
+  EXPECT_EQ(state.Get().status, 200);
+  EXPECT_EQ(state.generation(), 1002u);
 }
 
 // tests/fixtures/plugin/dra_slice_trn1.json; NEURON_UPDATE_GOLDENS=1 rewrites it.
