@@ -80,7 +80,7 @@ absl::Status CheckAttributes(const std::string& device, const json& attributes, 
   return absl::OkStatus();
 }
 
-// Attributes both kinds of device share: node facts and the connected groups.
+// The node facts both kinds of device carry.
 void NodeAttributes(const NodeView& view, const SliceOptions& options, json* attributes) {
   json& a = *attributes;
   if (!view.instance_type.empty()) a["instanceType"] = {{"string", view.instance_type}};
