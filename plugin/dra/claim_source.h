@@ -30,7 +30,8 @@ struct AllocationResult {
   bool operator==(const AllocationResult&) const = default;
 };
 
-struct ClaimConfig {
+// nlohmann::json's members may throw in principle (allocation); so may std::string's.
+struct ClaimConfig {                  // NOLINT(bugprone-exception-escape)
   std::string source;                 // "FromClass" or "FromClaim"
   std::vector<std::string> requests;  // empty: every request of the claim
   std::string driver;                 // opaque.driver

@@ -229,8 +229,9 @@ absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& r
       absl::StatusOr<Resolved> d =
           Resolve(view, {.request = "", .driver = "", .pool = "", .device = p.device});
       if (!d.ok()) continue;  // gone from the node: it can be given to no one else either
-      for (const std::string& u : Units(*d, cpd))
+      for (const std::string& u : Units(*d, cpd)) {
         held[u] = fmt::format("claim {}/{} ({})", c.namespace_, c.name, p.device);
+      }
     }
   }
   for (const Resolved& d : devices) {
@@ -304,8 +305,9 @@ std::map<std::string, absl::Status> Driver::Unprepare(const std::vector<ClaimRef
       continue;
     }
     out[ref.uid] = RemoveCdiSpec(options_.cdi_dir, ref.uid);
-    if (after.erase(ref.uid) > 0)
+    if (after.erase(ref.uid) > 0) {
       log->info("unprepared claim {}/{} ({})", ref.namespace_, ref.name, ref.uid);
+    }
   }
   if (after != claims_) {
     if (absl::Status s = SaveCheckpoint(checkpoint_path_, after); !s.ok()) {

@@ -88,7 +88,7 @@ class DraService : public Api::DRAPlugin::Service {
     for (auto& [uid, result] : driver_->Prepare(Refs(req->claims()))) {
       auto& entry = (*resp->mutable_claims())[uid];
       if (!result.ok()) {
-        entry.set_error(std::string(result.status().message()));
+        entry.set_error(std::string{result.status().message()});
         continue;
       }
       for (const PreparedDevice& d : *result) {
@@ -107,7 +107,7 @@ class DraService : public Api::DRAPlugin::Service {
                                       typename Api::NodeUnprepareResourcesResponse* resp) override {
     for (auto& [uid, status] : driver_->Unprepare(Refs(req->claims()))) {
       auto& entry = (*resp->mutable_claims())[uid];
-      if (!status.ok()) entry.set_error(std::string(status.message()));
+      if (!status.ok()) entry.set_error(std::string{status.message()});
     }
     return grpc::Status::OK;
   }
@@ -252,7 +252,7 @@ class Server::Impl {
         health_v1alpha1(&hub, o.node_name),
         registration(dra_path) {}
 
-  absl::Status Serve(const std::string& path, std::vector<grpc::Service*> services,
+  absl::Status Serve(const std::string& path, const std::vector<grpc::Service*>& services,
                      std::unique_ptr<grpc::Server>* server, ino_t* inode) {
     if (path.size() > kMaxSocketPath) {
       return absl::InvalidArgumentError(fmt::format(

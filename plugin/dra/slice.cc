@@ -240,8 +240,9 @@ std::vector<std::string> EfaBeside(const NodeView& view) {
   std::map<std::string, std::vector<std::string>> efas;  // key -> EFA BDFs, ascending
   for (const auto& [name, e] : view.efas) {
     if (e.bdf.empty()) continue;
-    if (const std::optional<int> bus = BusOf(e.bdf))
+    if (const std::optional<int> bus = BusOf(e.bdf)) {
       efas[fmt::format("bus{}", *bus)].push_back(e.bdf);
+    }
     if (e.numa) efas[fmt::format("numa{}", *e.numa)].push_back(e.bdf);
   }
   std::map<std::string, std::vector<size_t>> devices;  // key -> positions in `out`
@@ -322,7 +323,7 @@ void SliceState::Update(const NodeView& view) {
   ready_ = true;
   if (!spec.ok()) {
     // Keep serving the last good slice: a slice the API refuses helps no one.
-    error_ = std::string(spec.status().message());
+    error_ = std::string{spec.status().message()};
     return;
   }
   error_.clear();

@@ -204,7 +204,8 @@ TEST(DraSliceTest, AtMost128DevicesAnd32AttributesPerDevice) {
   const absl::StatusOr<json> refused = BuildSliceSpec(*ViewOf(tainted), kOptions, 1);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("at most 64"), std::string_view::npos);
-  for (const json& d : Spec(*ViewOf(CatalogHardware("trn2.48xlarge")))["devices"]) {
+  const json trn2 = Spec(*ViewOf(CatalogHardware("trn2.48xlarge")));
+  for (const json& d : trn2["devices"]) {
     const size_t n = d["attributes"].size() + (d.contains("capacity") ? d["capacity"].size() : 0);
     EXPECT_LE(n, kMaxAttributesPerDevice) << d["name"];
   }
