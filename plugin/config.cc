@@ -9,6 +9,7 @@
 
 #include "core/base/path_component.h"
 #include "fmt/format.h"
+#include "plugin/dra/slice.h"
 
 namespace neuron::plugin {
 namespace {
@@ -101,9 +102,11 @@ absl::Status ApplyResources(const YAML::Node& node, std::string_view source, Con
       });
 }
 
+// --dra.taint-effect, checked here so that a typo is a usage error (exit 2), not a start failure.
 absl::StatusOr<std::string> TaintEffectText(std::string_view text) {
-  if (text == "NoSchedule" || text == "NoExecute") return std::string(text);
-  return absl::InvalidArgumentError(fmt::format("'{}' is not NoSchedule or NoExecute", text));
+  absl::StatusOr<dra::TaintEffect> effect = dra::ParseTaintEffect(text);
+  if (!effect.ok()) return effect.status();
+  return std::string(dra::TaintEffectName(*effect));
 }
 
 absl::Status ApplyDra(const YAML::Node& node, std::string_view source, Config* c) {

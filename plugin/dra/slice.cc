@@ -321,6 +321,8 @@ void SliceState::Update(const NodeView& view) {
   absl::StatusOr<json> spec = BuildSliceSpec(view, options_, 0);
   std::lock_guard<std::mutex> lock(mu_);
   ready_ = true;
+  if (view.generation < view_generation_) return;  // an older picture than the one shown
+  view_generation_ = view.generation;
   if (!spec.ok()) {
     // Keep serving the last good slice: a slice the API refuses helps no one.
     error_ = std::string{spec.status().message()};

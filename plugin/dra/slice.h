@@ -96,6 +96,7 @@ class SliceState {
   bool ready_ = false;                  // guarded by mu_
   std::optional<nlohmann::json> spec_;  // guarded by mu_; the last good spec
   std::string error_;                   // guarded by mu_; why the last view made no slice
+  uint64_t view_generation_ = 0;        // guarded by mu_; views from racing threads may be late
 };
 
 }  // namespace neuron::plugin::dra

@@ -79,11 +79,11 @@ class DraBinaryTest : public ::testing::Test {
                                            "efa-rdmap16s25"})},
           std::pair{"lnc2", Claim("lnc2", {"neuron-8"}, 2)},
           std::pair{"thief", Claim("thief", {"neuron-1"})}}) {
-      o.handlers["/claims/default/" + std::string(name)] = [this, body](const HttpRequest&) {
+      o.handlers["/claims/default/" + std::string(name)] = [this, text = body](const HttpRequest&) {
         ++asked_;
         HttpResponse r;
         r.content_type = "application/json";
-        r.body = body;
+        r.body = text;
         return r;
       };
     }
@@ -217,8 +217,9 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
     ::v1::NodeWatchResourcesResponse r;
     ASSERT_TRUE(reader->Read(&r));
     EXPECT_EQ(r.devices_size(), 24);
-    for (const auto& d : r.devices())
+    for (const auto& d : r.devices()) {
       EXPECT_EQ(d.health(), ::v1::HEALTHY) << d.device().device_name();
+    }
     const ::neuron::testing::RunResult inject =
         sim_->Ctl({"inject", "hbm-ue", "--device", "5"}, kCeiling);
     ASSERT_EQ(inject.code, 0) << inject.err;

@@ -241,6 +241,20 @@ TEST(DraSliceTest, TheDocumentsGenerationRisesOnEveryChangeOnly) {
   EXPECT_EQ(state.generation(), 1002u);
 }
 
+TEST(DraSliceTest, ALateOlderViewDoesNotUndoANewerOne) {
+  NodeState node(std::chrono::milliseconds(1000));
+  Hardware hw = CatalogHardware("inf2.xlarge");
+  node.SetHardware(hw);
+  const auto older = node.view();
+  hw.devices[0].healthy = false;
+  hw.devices[0].reason = "absent";
+  node.SetHardware(hw);
+  SliceState state(kOptions, 1);
+  state.Update(*node.view());
+  state.Update(*older);  // delivered late by a racing thread
+  EXPECT_TRUE((*Find(json::parse(state.Get().body)["spec"], "neuron-0")).contains("taints"));
+}
+
 // tests/fixtures/plugin/dra_slice_trn1.json; NEURON_UPDATE_GOLDENS=1 rewrites it.
 TEST(DraSliceTest, GoldenTrn1) {
   const std::string actual = Spec(*ViewOf(CatalogHardware("trn1.32xlarge"))).dump(1) + "\n";
