@@ -9,6 +9,7 @@
 
 #include "core/base/path_component.h"
 #include "fmt/format.h"
+#include "plugin/dra/slice.h"
 
 namespace neuron::plugin {
 namespace {
@@ -101,6 +102,25 @@ absl::Status ApplyResources(const YAML::Node& node, std::string_view source, Con
       });
 }
 
+// --dra.taint-effect, checked here so that a typo is a usage error (exit 2), not a start failure.
+absl::StatusOr<std::string> TaintEffectText(std::string_view text) {
+  absl::StatusOr<dra::TaintEffect> effect = dra::ParseTaintEffect(text);
+  if (!effect.ok()) return effect.status();
+  return std::string(dra::TaintEffectName(*effect));
+}
+
+absl::Status ApplyDra(const YAML::Node& node, std::string_view source, Config* c) {
+  return ForEachEntry(
+      node, source, "dra",
+      [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {
+        if (key == "claims") return Get(v, source, "dra.claims", AnyString, &c->dra_claims);
+        if (key == "taint_effect") {
+          return Get(v, source, "dra.taint_effect", TaintEffectText, &c->dra_taint_effect);
+        }
+        return Unknown(source, mark, "dra.", key, "claims, taint_effect");
+      });
+}
+
 absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, HealthPolicy* h) {
   return ForEachEntry(
       node, source, "health",
@@ -136,6 +156,14 @@ std::string_view ShortName(Resource r) {
       return "neurondevice";
   }
   return "unknown";
+}
+
+std::string_view ApiName(Api a) { return a == Api::kDra ? "dra" : "device-plugin"; }
+
+absl::StatusOr<Api> ParseApi(std::string_view text) {
+  if (text == "device-plugin") return Api::kDevicePlugin;
+  if (text == "dra") return Api::kDra;
+  return absl::InvalidArgumentError(fmt::format("'{}' is not device-plugin or dra", text));
 }
 
 std::string_view NonContiguousPolicyName(NonContiguousPolicy p) {
@@ -237,6 +265,10 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
       [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {
         if (key == "resources") return ApplyResources(v, source, &c);
         if (key == "health") return ApplyHealth(v, source, &c.health);
+        if (key == "dra") return ApplyDra(v, source, &c);
+        if (key == "api") return Get(v, source, key, ParseApi, &c.api);
+        if (key == "node_name") return Get(v, source, key, AnyString, &c.node_name);
+        if (key == "cdi_dir") return Get(v, source, key, AnyString, &c.cdi_dir);
         if (key == "noncontiguous") {
           return Get(v, source, key, ParseNonContiguousPolicy, &c.noncontiguous);
         }
@@ -262,7 +294,7 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view source, Con
             source, mark, "", key,
             "resources, health, noncontiguous, cdi, socket_suffix, listen, web_config_file, "
             "log_level, log_format, discovery, device_numbering, podresources_period, "
-            "allocation_grace");
+            "allocation_grace, api, node_name, cdi_dir, dra");
       });
   if (!status.ok()) return status;
   *config = std::move(c);
@@ -296,7 +328,11 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
         apply("NEURON_DP_NONCONTIGUOUS", ParseNonContiguousPolicy, &c.noncontiguous),
         apply("NEURON_DP_CDI", ParseBool, &c.cdi),
         apply("NEURON_DP_DISCOVERY", ParseDiscoveryMode, &c.discovery),
-        apply("NEURON_DP_DEVICE_NUMBERING", ParseDeviceNumbering, &c.device_numbering)}) {
+        apply("NEURON_DP_DEVICE_NUMBERING", ParseDeviceNumbering, &c.device_numbering),
+        apply("NEURON_DP_API", ParseApi, &c.api), apply("NODE_NAME", AnyString, &c.node_name),
+        apply("NEURON_DP_CDI_DIR", AnyString, &c.cdi_dir),
+        apply("NEURON_DP_DRA_CLAIMS", AnyString, &c.dra_claims),
+        apply("NEURON_DP_DRA_TAINT_EFFECT", TaintEffectText, &c.dra_taint_effect)}) {
     if (!s.ok()) return s;
   }
   *config = std::move(c);
@@ -334,10 +370,22 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, const GetEnvFn& getenv)
         apply("noncontiguous", flags.noncontiguous, ParseNonContiguousPolicy, &c.noncontiguous),
         apply("discovery", flags.discovery, ParseDiscoveryMode, &c.discovery),
         apply("device-numbering", flags.device_numbering, ParseDeviceNumbering,
-              &c.device_numbering)}) {
+              &c.device_numbering),
+        apply("api", flags.api, ParseApi, &c.api),
+        apply("node-name", flags.node_name, AnyString, &c.node_name),
+        apply("cdi-dir", flags.cdi_dir, AnyString, &c.cdi_dir),
+        apply("dra.claims", flags.dra_claims, AnyString, &c.dra_claims),
+        apply("dra.taint-effect", flags.dra_taint_effect, TaintEffectText, &c.dra_taint_effect)}) {
     if (!s.ok()) return s;
   }
   if (c.kubelet_dir.empty()) return absl::InvalidArgumentError("--kubelet-dir: empty");
+  if (c.api == Api::kDra && c.node_name.empty()) {
+    return absl::InvalidArgumentError(
+        "--api dra needs the node's name: --node-name, or NODE_NAME from the downward API");
+  }
+  if (c.api == Api::kDra && c.cdi_dir.empty()) {
+    return absl::InvalidArgumentError("--cdi-dir: empty");
+  }
   return c;
 }
 

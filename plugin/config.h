@@ -21,6 +21,9 @@
 namespace neuron::plugin {
 
 enum class NonContiguousPolicy { kWarn, kReject };
+// Which kubelet API the plugin serves (docs/kubelet-api.md#dra): the device-plugin API, or the
+// DRA kubelet plugin API. Never both: the kubelet would count every device twice.
+enum class Api { kDevicePlugin, kDra };
 using ::neuron::DiscoveryMode;  // core/discovery/make_discovery.h chooses the back end
 // How a pod sees its Neuron devices and cores (docs/architecture.md#device-numbering,
 // plugin/README.md#device-numbering): kHost keeps the host's indices, kContainer renumbers them
@@ -80,9 +83,20 @@ struct Config {
   // How long an Allocate holding stays in the mask without PodResources showing it.
   std::chrono::milliseconds allocation_grace{30000};
 
+  Api api = Api::kDevicePlugin;
+  // DRA mode (plugin/README.md#dra): the pool and node name of our ResourceSlice (the DaemonSet
+  // passes spec.nodeName as NODE_NAME), where CDI specs go, where neuron-dra-api answers for
+  // claims, and the effect of an unhealthy device's taint.
+  std::string node_name;
+  std::string cdi_dir = "/var/run/cdi";
+  std::string dra_claims = "unix:/run/neuron-node-agent/dra-api.sock";
+  std::string dra_taint_effect = "NoSchedule";  // or NoExecute
+
   bool enabled(Resource r) const;
 };
 
+std::string_view ApiName(Api a);
+absl::StatusOr<Api> ParseApi(std::string_view text);
 std::string_view NonContiguousPolicyName(NonContiguousPolicy p);
 absl::StatusOr<NonContiguousPolicy> ParseNonContiguousPolicy(std::string_view text);
 absl::StatusOr<DiscoveryMode> ParseDiscoveryMode(std::string_view text);
@@ -111,7 +125,8 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config);
 // Values given on the command line; unset ones leave the lower layers alone.
 struct Flags {
   std::optional<std::string> root, kubelet_dir, config_file, listen, web_config_file, log_level,
-      log_format, socket_suffix, resources, noncontiguous, discovery, device_numbering, lnc;
+      log_format, socket_suffix, resources, noncontiguous, discovery, device_numbering, lnc, api,
+      node_name, cdi_dir, dra_claims, dra_taint_effect;
   std::optional<bool> cdi;
 };
 

@@ -51,6 +51,18 @@ absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Co
     r.body = (ready ? "ready\n" : "not ready\n") + plugin.ReadyDetail();
     return r;
   };
+  // DRA mode: the ResourceSlice the unprivileged neuron-dra-api publishes
+  // (docs/kubelet-api.md#dra-slice).
+  if (config.api == neuron::plugin::Api::kDra) {
+    hopts.handlers["/dra/resourceslice"] = [&plugin](const HttpRequest&) {
+      const neuron::plugin::dra::SliceState::Document doc = plugin.DraSlice();
+      HttpResponse r;
+      r.status = doc.status;
+      if (doc.status == 200) r.content_type = "application/json";
+      r.body = doc.body;
+      return r;
+    };
+  }
   hopts.handlers["/metrics"] = [&plugin](const HttpRequest&) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -62,9 +74,9 @@ absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Co
 
 int Run(const neuron::plugin::Config& config) {
   spdlog::info(
-      "neuron-device-plugin {} starting: root {}, kubelet dir {}, lnc {}, noncontiguous {}, cdi "
-      "{}, device numbering {}",
-      neuron::AgentVersion(), config.root, config.kubelet_dir,
+      "neuron-device-plugin {} starting: api {}, root {}, kubelet dir {}, lnc {}, noncontiguous "
+      "{}, cdi {}, device numbering {}",
+      neuron::AgentVersion(), neuron::plugin::ApiName(config.api), config.root, config.kubelet_dir,
       config.lnc == 0 ? "auto" : std::to_string(config.lnc),
       neuron::plugin::NonContiguousPolicyName(config.noncontiguous), config.cdi,
       neuron::plugin::DeviceNumberingName(config.device_numbering));
@@ -153,6 +165,18 @@ int Main(int argc, char** argv) {
   app.add_option("--cdi", f.cdi, "Add CDI device names to Allocate answers");
   app.add_option("--device-numbering", f.device_numbering,
                  "host|container: the device and core indices pods see (default host)");
+  app.add_option("--api", f.api,
+                 "Kubelet API: device-plugin|dra (env NEURON_DP_API; default device-plugin)");
+  app.add_option("--node-name", f.node_name,
+                 "DRA: this node's name, the ResourceSlice pool (env NODE_NAME)");
+  app.add_option("--cdi-dir", f.cdi_dir,
+                 "DRA: where prepared claims' CDI specs go (env NEURON_DP_CDI_DIR; /var/run/cdi)");
+  app.add_option("--dra.claims", f.dra_claims,
+                 "DRA: neuron-dra-api's claim socket (env NEURON_DP_DRA_CLAIMS; default "
+                 "unix:/run/neuron-node-agent/dra-api.sock)");
+  app.add_option("--dra.taint-effect", f.dra_taint_effect,
+                 "DRA: NoSchedule|NoExecute for an unhealthy device's taint (env "
+                 "NEURON_DP_DRA_TAINT_EFFECT; default NoSchedule)");
   app.set_version_flag("--version", neuron::VersionLine("neuron-device-plugin"),
                        "Print the version, revision, build date and compiler, then exit");
   app.footer(
@@ -160,7 +184,9 @@ int Main(int argc, char** argv) {
       "  neuron-device-plugin --log.format=json\n"
       "  neuron-device-plugin --resources=neuron,neuroncore --listen=127.0.0.1:9410\n"
       "  neuron-device-plugin --config=/etc/neuron/device-plugin.yaml --log.level=debug\n"
-      "  neuron-device-plugin --listen=unix:/run/neuron-node-agent/plugin.sock --probe=/healthz");
+      "  neuron-device-plugin --listen=unix:/run/neuron-node-agent/plugin.sock --probe=/healthz\n"
+      "  neuron-device-plugin --api=dra --node-name=$NODE_NAME "
+      "--listen=unix:/run/neuron-node-agent/plugin.sock");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -39,6 +39,11 @@ struct HardwareDevice {
   bool healthy = false;
   std::string reason;  // why unhealthy ("absent", "state INVALID", "uncorrected ECC", ...)
   std::optional<int> numa;
+  // The DRA face's facts (plugin/dra/slice.h): "" when unknown; `unknown` when the device is
+  // present but its state cannot be read (the device plugin counts that as unhealthy, the DRA
+  // health service as UNKNOWN).
+  std::string bdf;
+  bool unknown = false;
   bool operator==(const HardwareDevice&) const = default;
 };
 
@@ -49,6 +54,7 @@ struct HardwareEfa {
   std::string reason;
   std::optional<int> numa;
   std::optional<int> uverbs;
+  std::string bdf;  // "" when unknown
   bool operator==(const HardwareEfa&) const = default;
 };
 
@@ -57,6 +63,8 @@ struct Hardware {
   std::vector<HardwareEfa> efas;        // known EFA interfaces, ascending name
   int cores_per_device = 0;             // logical cores per device at the LNC in force
   std::vector<std::vector<int>> links;  // NeuronLink neighbours per device index
+  std::string instance_type;            // "trn1.32xlarge"; "" when unknown
+  std::string driver_version;           // "2.29.0.0"; "" when unknown
   bool operator==(const Hardware&) const = default;
 };
 
@@ -87,6 +95,8 @@ struct NodeView {
   int cores_per_device = 0;
   std::map<std::string, HardwareEfa, std::less<>> efas;
   std::map<int, HardwareDevice> devices;
+  std::string instance_type;   // Hardware's, for the DRA slice
+  std::string driver_version;  // Hardware's, for the DRA slice
   // Which resource holds each device index / core id (for error messages and metrics).
   std::map<int, Resource> device_holder;
   std::map<int, Resource> core_holder;

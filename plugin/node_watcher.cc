@@ -52,6 +52,7 @@ const std::array<EvidenceFile, kEvidenceCount>& EvidenceFiles() {
 
 struct DeviceEvidence {
   bool present = false;
+  std::string bdf;
   std::optional<DeviceState> state;
   std::optional<int> numa;
   std::vector<int> links;
@@ -64,6 +65,7 @@ struct DeviceEvidence {
 
 struct EfaEvidence {
   bool present = false;
+  std::string bdf;
   std::string port_state;
   std::optional<int> numa;
   std::optional<int> uverbs;
@@ -223,10 +225,14 @@ class NodeWatcher::Impl {
           e.numa = spec->placement[d].numa_node;
         }
         if (e.links.empty()) e.links = ConnectedDevices(*spec, d);
+        if (e.bdf.empty() && d < static_cast<int>(spec->placement.size())) {
+          e.bdf = spec->placement[d].bdf;
+        }
       }
       for (const EfaPlacement& p : spec->efas) {
         EfaEvidence& f = efas_[p.name];
         if (!f.numa) f.numa = p.numa_node;
+        if (f.bdf.empty()) f.bdf = p.bdf;
       }
     }
     std::set<int> present;
@@ -239,6 +245,7 @@ class NodeWatcher::Impl {
       e.state = nd.state;
       e.groups = nd.sysfs_groups;
       if (nd.numa_node) e.numa = nd.numa_node;
+      if (!nd.bdf.empty()) e.bdf = nd.bdf;
       if (!nd.connected.empty() && spec == nullptr) e.links = nd.connected;
     }
     for (auto& [index, e] : devices_) {
@@ -252,12 +259,15 @@ class NodeWatcher::Impl {
       f.port_state = ei.port_state;
       if (ei.numa_node) f.numa = ei.numa_node;
       if (ei.uverbs) f.uverbs = ei.uverbs;
+      if (!ei.bdf.empty()) f.bdf = ei.bdf;
     }
     for (auto& [name, f] : efas_) {
       if (!efa_present.count(name)) f.present = false;
     }
     const int cpd = inv->LogicalCoresPerDevice();
     if (cpd > 0) cores_per_device_ = cpd;
+    if (!inv->instance_type.empty()) instance_type_ = inv->instance_type;
+    if (inv->driver.version) driver_version_ = *inv->driver.version;
     std::lock_guard<std::mutex> lock(mu_);
     if (!inv->instance_id.empty()) instance_id_ = inv->instance_id;
   }
@@ -297,6 +307,8 @@ class NodeWatcher::Impl {
     const HealthPolicy& p = options_.health;
     Hardware hw;
     hw.cores_per_device = cores_per_device_;
+    hw.instance_type = instance_type_;
+    hw.driver_version = driver_version_;
     int size = 0;
     for (const auto& [index, d] : devices_) size = std::max(size, index + 1);
     hw.links.resize(size);
@@ -305,6 +317,8 @@ class NodeWatcher::Impl {
       out.index = index;
       out.present = d.present;
       out.numa = d.numa;
+      out.bdf = d.bdf;
+      out.unknown = d.present && !d.state;
       hw.links[index] = d.links;
       if (p.absence && !d.present) {
         out.reason = "absent";
@@ -324,6 +338,7 @@ class NodeWatcher::Impl {
       out.present = f.present;
       out.numa = f.numa;
       out.uverbs = f.uverbs;
+      out.bdf = f.bdf;
       if (p.absence && !f.present) {
         out.reason = "absent";
       } else if (p.efa_port && f.present && f.port_state != "ACTIVE") {
@@ -347,6 +362,8 @@ class NodeWatcher::Impl {
   std::map<int, DeviceEvidence> devices_;
   std::map<std::string, EfaEvidence> efas_;
   int cores_per_device_ = 0;
+  std::string instance_type_;   // from the last scan that knew it
+  std::string driver_version_;  // likewise
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

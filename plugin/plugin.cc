@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -17,8 +18,12 @@
 #include "core/base/component_log.h"
 #include "core/base/path_component.h"
 #include "core/base/unique_fd.h"
+#include "core/base/version.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "fmt/format.h"
+#include "plugin/dra/claim_source.h"
+#include "plugin/dra/driver.h"
+#include "plugin/dra/server.h"
 #include "plugin/node_watcher.h"
 #include "plugin/resource_server.h"
 #include "proto/pod_resources.h"
@@ -74,6 +79,7 @@ class Plugin::Impl {
                                .discovery = config_.discovery,
                                .health = config_.health};
     watcher_ = std::make_unique<NodeWatcher>(wopts, &state_);
+    if (config_.api == Api::kDra) return StartDra();
     state_.AddListener([this](const std::shared_ptr<const NodeView>& view) { OnView(view); });
     if (absl::Status s = watcher_->Start(); !s.ok()) return s;
 
@@ -121,9 +127,17 @@ class Plugin::Impl {
 
   void Stop() {
     if (stopped_.exchange(true)) return;
+    {
+      std::lock_guard<std::mutex> lock(dra_mu_);  // so RunDra cannot miss the wake-up
+    }
+    dra_cv_.notify_all();
     if (thread_.joinable()) {
       Wake();
       thread_.join();
+    }
+    {
+      std::lock_guard<std::mutex> lock(servers_mu_);
+      dra_server_.reset();
     }
     for (auto& [r, slot] : slots_) DropServer(slot);
     pod_resources_.reset();
@@ -133,6 +147,10 @@ class Plugin::Impl {
   }
 
   bool Ready() const {
+    if (config_.api == Api::kDra) {
+      std::lock_guard<std::mutex> lock(servers_mu_);
+      return dra_server_ != nullptr && dra_server_->registered();
+    }
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [r, s] : status_) {
       if (s.active && !s.registered) return false;
@@ -141,6 +159,10 @@ class Plugin::Impl {
   }
 
   std::string ReadyDetail() const {
+    if (config_.api == Api::kDra) {
+      return fmt::format("{} (DRA) {} {}\n", dra::kDriverName, Ready() ? "registered" : "waiting",
+                         dra::RegistrationSocketPath(config_.kubelet_dir));
+    }
     std::lock_guard<std::mutex> lock(mu_);
     std::string out;
     for (Resource r : kAllResources) {
@@ -159,7 +181,81 @@ class Plugin::Impl {
   Metrics& metrics() { return metrics_; }
   NodeState& state() { return state_; }
 
+  dra::SliceState::Document DraSlice() const {
+    if (slice_ == nullptr) return {404, "not in DRA mode (--api dra)\n"};
+    return slice_->Get();
+  }
+
  private:
+  // DRA mode (docs/kubelet-api.md#dra): no device-plugin resources; the slice document, the
+  // prepare/unprepare driver and the kubelet-facing sockets, re-created when they vanish.
+  absl::Status StartDra() {
+    absl::StatusOr<dra::TaintEffect> effect = dra::ParseTaintEffect(config_.dra_taint_effect);
+    if (!effect.ok()) return effect.status();
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    slice_ = std::make_unique<dra::SliceState>(
+        dra::SliceOptions{.node_name = config_.node_name,
+                          .dra_driver_version = std::string(AgentVersion()),
+                          .taint_effect = *effect},
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count()));
+    state_.AddListener([this](const std::shared_ptr<const NodeView>& view) { OnDraView(view); });
+    if (absl::Status s = watcher_->Start(); !s.ok()) return s;
+    slice_->Update(*state_.view());  // the first scan is done: the slice is served from now on
+    claims_ = std::make_unique<dra::HttpClaimSource>(config_.dra_claims);
+    absl::StatusOr<std::unique_ptr<dra::Driver>> driver =
+        dra::Driver::Create({.node_name = config_.node_name,
+                             .cdi_dir = config_.cdi_dir,
+                             .checkpoint_dir = fs::path(config_.kubelet_dir) / "plugins" /
+                                               std::string(dra::kDriverName),
+                             .state = &state_,
+                             .claims = claims_.get()});
+    if (!driver.ok()) return driver.status();
+    driver_ = *std::move(driver);
+    if (absl::Status s = ServeDra(); !s.ok()) return s;
+    thread_ = std::thread([this] { RunDra(); });
+    return absl::OkStatus();
+  }
+
+  absl::Status ServeDra() {
+    {
+      std::lock_guard<std::mutex> lock(servers_mu_);
+      dra_server_.reset();  // first: the new one binds the same paths
+    }
+    absl::StatusOr<std::unique_ptr<dra::Server>> server =
+        dra::Server::Start({.kubelet_dir = config_.kubelet_dir,
+                            .node_name = config_.node_name,
+                            .driver = driver_.get(),
+                            .state = &state_});
+    if (!server.ok()) return server.status();
+    std::lock_guard<std::mutex> lock(servers_mu_);
+    dra_server_ = *std::move(server);
+    return absl::OkStatus();
+  }
+
+  void OnDraView(const std::shared_ptr<const NodeView>& view) {
+    if (slice_) slice_->Update(*view);
+    std::lock_guard<std::mutex> lock(servers_mu_);
+    if (dra_server_) dra_server_->OnView(view);
+  }
+
+  // The kubelet's plugin watcher registers what appears in plugins_registry; a socket deleted
+  // (a person, a clean-up of the directory) is served again so that it reappears.
+  void RunDra() {
+    std::unique_lock<std::mutex> lock(dra_mu_);
+    while (!stopped_) {
+      dra_cv_.wait_for(lock, kPeriodicCheck, [this] { return stopped_.load(); });
+      if (stopped_) break;
+      bool present = false;
+      {
+        std::lock_guard<std::mutex> servers_lock(servers_mu_);
+        present = dra_server_ != nullptr && dra_server_->SocketsPresent();
+      }
+      if (present) continue;
+      log_->info("a DRA socket is gone: serving again");
+      if (absl::Status s = ServeDra(); !s.ok()) log_->warn("{}", std::string{s.message()});
+    }
+  }
+
   struct Slot {
     Resource resource = Resource::kNeuron;
     std::string socket_path;
@@ -451,7 +547,15 @@ class Plugin::Impl {
   Clock::time_point last_check_;
   uint64_t seen_refreshes_ = 0;
 
-  std::mutex servers_mu_;  // guards Slot::server against OnView from other threads
+  // DRA mode.
+  std::unique_ptr<dra::SliceState> slice_;
+  std::unique_ptr<dra::ClaimSource> claims_;
+  std::unique_ptr<dra::Driver> driver_;
+  std::unique_ptr<dra::Server> dra_server_;  // guarded by servers_mu_
+  std::mutex dra_mu_;
+  std::condition_variable dra_cv_;
+
+  mutable std::mutex servers_mu_;  // guards Slot::server and dra_server_ against OnView
   mutable std::mutex mu_;
   std::map<Resource, PublicStatus> status_;                            // guarded by mu_
   std::vector<std::pair<Resource, Clock::time_point>> ended_streams_;  // guarded by mu_
@@ -465,5 +569,6 @@ bool Plugin::Ready() const { return impl_->Ready(); }
 std::string Plugin::ReadyDetail() const { return impl_->ReadyDetail(); }
 Metrics& Plugin::metrics() { return impl_->metrics(); }
 NodeState& Plugin::state() { return impl_->state(); }
+dra::SliceState::Document Plugin::DraSlice() const { return impl_->DraSlice(); }
 
 }  // namespace neuron::plugin

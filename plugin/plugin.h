@@ -8,6 +8,8 @@
 //     one we registered with) and the end of a ListAndWatch stream as safety nets; then the
 //     socket is re-created if it is gone and Register is called again.
 // A resource without devices is not served (the node idles cleanly) until devices appear.
+// With --api dra (Config::api) none of that runs: the plugin serves the DRA kubelet plugin API
+// instead (plugin/dra/server.h) and the ResourceSlice document (plugin/dra/slice.h).
 //
 // Thread-safety: Start/Stop belong to one owner; Ready, ReadyDetail, metrics and state may be
 // called from any thread (the HTTP handlers do).
@@ -17,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "plugin/config.h"
+#include "plugin/dra/slice.h"
 #include "plugin/metrics.h"
 #include "plugin/node_state.h"
 
@@ -42,6 +45,10 @@ class Plugin {
 
   Metrics& metrics();
   NodeState& state();
+
+  // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan, 404
+  // outside DRA mode.
+  dra::SliceState::Document DraSlice() const;
 
  private:
   class Impl;

@@ -1,0 +1,56 @@
+#include "plugin/dra/cdi.h"
+
+#include <system_error>
+
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+#include "plugin/dra/checkpoint.h"
+
+namespace neuron::plugin::dra {
+
+namespace fs = std::filesystem;
+
+std::string CdiId(std::string_view claim_uid, std::string_view device) {
+  return fmt::format("{}={}-{}", kCdiKind, claim_uid, device);
+}
+
+fs::path CdiSpecPath(const fs::path& dir, std::string_view claim_uid) {
+  // CDI's file naming convention: vendor-class_name (no '/').
+  return dir / fmt::format("aws.amazon.com-neuron_{}.json", claim_uid);
+}
+
+absl::StatusOr<std::vector<std::string>> WriteCdiSpec(const fs::path& dir,
+                                                      std::string_view claim_uid,
+                                                      const std::vector<CdiDevice>& devices) {
+  nlohmann::json list = nlohmann::json::array();
+  std::vector<std::string> ids;
+  for (const CdiDevice& d : devices) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const std::string& path : d.device_nodes) nodes.push_back({{"path", path}});
+    nlohmann::json edits = {{"deviceNodes", nodes}};
+    if (!d.env.empty()) edits["env"] = d.env;
+    list.push_back({{"name", fmt::format("{}-{}", claim_uid, d.name)}, {"containerEdits", edits}});
+    ids.push_back(CdiId(claim_uid, d.name));
+  }
+  const nlohmann::json spec = {{"cdiVersion", kCdiVersion}, {"kind", kCdiKind}, {"devices", list}};
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  // 0644: the container runtime reads it; it holds no secret.
+  if (absl::Status s = WriteFileAtomic(CdiSpecPath(dir, claim_uid), spec.dump(1) + "\n", 0644);
+      !s.ok()) {
+    return s;
+  }
+  return ids;
+}
+
+absl::Status RemoveCdiSpec(const fs::path& dir, std::string_view claim_uid) {
+  std::error_code ec;
+  fs::remove(CdiSpecPath(dir, claim_uid), ec);
+  if (ec) {
+    return absl::InternalError(
+        fmt::format("cannot remove {}: {}", CdiSpecPath(dir, claim_uid).string(), ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace neuron::plugin::dra

@@ -1,0 +1,327 @@
+#include "plugin/dra/driver.h"
+
+#include <algorithm>
+#include <set>
+#include <system_error>
+
+#include "core/base/component_log.h"
+#include "core/driver/sysfs_names.h"
+#include "core/model/catalog.h"
+#include "core/model/device_id.h"
+#include "core/model/visible_cores.h"
+#include "fmt/format.h"
+#include "plugin/dra/cdi.h"
+#include "plugin/dra/slice.h"
+
+namespace neuron::plugin::dra {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kCheckpointFile = "checkpoint.json";
+constexpr std::string_view kNeuronConfigKind = "NeuronConfig";
+
+// One device of our slice, resolved against the node.
+struct Resolved {
+  std::string name;
+  std::string request;
+  int device = -1;          // Neuron device index (for a core: its device)
+  std::optional<int> core;  // a NeuronCore device
+  std::string efa;          // an EFA interface name
+  std::optional<int> uverbs;
+};
+
+// Claim uids name files (CDI specs): Kubernetes uids are UUIDs; anything else is refused.
+absl::Status CheckUid(std::string_view uid) {
+  const bool ok =
+      !uid.empty() && uid.size() <= 64 && std::all_of(uid.begin(), uid.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-';
+      });
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(fmt::format("claim uid '{}' is not a Kubernetes uid", uid));
+}
+
+absl::StatusOr<Resolved> Resolve(const NodeView& view, const AllocationResult& r) {
+  Resolved out;
+  out.name = r.device;
+  out.request = r.request;
+  const std::string_view name = r.device;
+  auto missing = [&] {
+    return absl::NotFoundError(fmt::format("device {} is not on this node", r.device));
+  };
+  if (name.starts_with("neuroncore-")) {
+    absl::StatusOr<int> core = ParseIndexId(name.substr(11), kMaxDevices * kMaxCoresPerDevice);
+    if (!core.ok()) return missing();
+    out.core = *core;
+    out.device = *core / view.allocator->cores_per_device();
+  } else if (name.starts_with("neuron-")) {
+    absl::StatusOr<int> index = ParseIndexId(name.substr(7), kMaxDevices);
+    if (!index.ok()) return missing();
+    out.device = *index;
+  } else if (name.starts_with("efa-")) {
+    for (const auto& [ifname, e] : view.efas) {
+      if (EfaDeviceName(ifname) != name) continue;
+      if (!e.present || !e.uverbs) return missing();
+      out.efa = ifname;
+      out.uverbs = e.uverbs;
+      return out;
+    }
+    return missing();
+  } else {
+    return missing();
+  }
+  const auto it = view.devices.find(out.device);
+  if (it == view.devices.end() || !it->second.present) return missing();
+  return out;
+}
+
+// What a device holds: its cores (a whole device holds all of them) or its EFA.
+std::set<std::string> Units(const Resolved& d, int cores_per_device) {
+  std::set<std::string> out;
+  if (!d.efa.empty()) {
+    out.insert("efa:" + d.efa);
+  } else if (d.core) {
+    out.insert(fmt::format("core:{}", *d.core));
+  } else {
+    for (int k = 0; k < cores_per_device; ++k) {
+      out.insert(fmt::format("core:{}", d.device * cores_per_device + k));
+    }
+  }
+  return out;
+}
+
+// NeuronConfig.logicalNeuronCore of our opaque configs that apply to `requests`: accepted only
+// when it equals the node's LNC (one LNC per node: docs/architecture.md#lnc).
+absl::Status CheckConfig(const ResourceClaim& claim, const std::set<std::string>& requests,
+                         int node_lnc) {
+  for (const ClaimConfig& c : claim.config) {
+    if (c.driver != kDriverName) continue;
+    const bool applies =
+        c.requests.empty() || std::any_of(c.requests.begin(), c.requests.end(),
+                                          [&](const std::string& r) { return requests.count(r); });
+    if (!applies) continue;
+    const std::string kind = c.parameters.value("kind", "");
+    if (kind != kNeuronConfigKind) {
+      return absl::InvalidArgumentError(
+          fmt::format("claim {}/{}: opaque config kind '{}' is not supported (only {})",
+                      claim.namespace_, claim.name, kind, kNeuronConfigKind));
+    }
+    const auto lnc = c.parameters.find("logicalNeuronCore");
+    if (lnc == c.parameters.end()) continue;
+    if (!lnc->is_number_integer()) {
+      return absl::InvalidArgumentError(
+          fmt::format("claim {}/{}: NeuronConfig.logicalNeuronCore is not an integer",
+                      claim.namespace_, claim.name));
+    }
+    if (lnc->get<int64_t>() != node_lnc) {
+      return absl::FailedPreconditionError(fmt::format(
+          "claim {}/{}: NeuronConfig.logicalNeuronCore {} differs from this node's LNC {}; the LNC "
+          "is set per node (NEURON_LOGICAL_NC_CONFIG, --lnc), not per claim",
+          claim.namespace_, claim.name, lnc->get<int64_t>(),
+          node_lnc == 0 ? std::string("(unknown)") : std::to_string(node_lnc)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The CDI devices of a claim: device nodes per device, and NEURON_RT_VISIBLE_CORES for all the
+// claim's cores (one contiguous run, as the runtime requires) on each Neuron one.
+absl::StatusOr<std::vector<CdiDevice>> CdiDevices(const std::vector<Resolved>& devices,
+                                                  int cores_per_device) {
+  std::vector<int> cores;
+  for (const Resolved& d : devices) {
+    if (!d.efa.empty()) continue;
+    for (const std::string& u : Units(d, cores_per_device)) cores.push_back(std::stoi(u.substr(5)));
+  }
+  std::sort(cores.begin(), cores.end());
+  std::string env;
+  if (!cores.empty()) {
+    if (!Allocator::IsContiguous(cores)) {
+      return absl::FailedPreconditionError(fmt::format(
+          "the claim's NeuronCores {}..{} are not one contiguous run, which the Neuron runtime "
+          "needs: ask for connected devices (matchAttribute resource.aws.com/devicegroup4_id)",
+          cores.front(), cores.back()));
+    }
+    env = "NEURON_RT_VISIBLE_CORES=" +
+          FormatVisibleCores({cores.front(), static_cast<int>(cores.size())});
+  }
+  std::vector<CdiDevice> out;
+  for (const Resolved& d : devices) {
+    CdiDevice c{.name = d.name, .device_nodes = {}, .env = {}};
+    if (!d.efa.empty()) {
+      c.device_nodes.push_back(fmt::format("/dev/infiniband/uverbs{}", *d.uverbs));
+    } else {
+      c.device_nodes.push_back(RootPaths("/").DevNeuron(d.device).string());
+      c.env.push_back(env);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+int NodeLnc(const NodeView& view) {
+  const absl::StatusOr<const InstanceSpec*> spec = FindInstance(view.instance_type);
+  if (!spec.ok() || (*spec)->chip == nullptr || view.cores_per_device <= 0) return 0;
+  const int physical = (*spec)->chip->physical_cores;
+  return physical % view.cores_per_device == 0 ? physical / view.cores_per_device : 0;
+}
+
+Driver::Driver(DriverOptions options)
+    : options_(std::move(options)), checkpoint_path_(options_.checkpoint_dir / kCheckpointFile) {}
+
+absl::StatusOr<std::unique_ptr<Driver>> Driver::Create(DriverOptions options) {
+  std::error_code ec;
+  fs::create_directories(options.checkpoint_dir, ec);
+  if (ec) {
+    return absl::InternalError(
+        fmt::format("cannot make {}: {}", options.checkpoint_dir.string(), ec.message()));
+  }
+  std::unique_ptr<Driver> d(new Driver(std::move(options)));
+  const auto log = ComponentLogger("dra");
+  absl::StatusOr<PreparedClaims> loaded = LoadCheckpoint(d->checkpoint_path_);
+  std::lock_guard<std::mutex> lock(d->mu_);
+  if (loaded.ok()) {
+    d->claims_ = *std::move(loaded);
+    log->info("checkpoint {}: {} prepared claims kept", d->checkpoint_path_.string(),
+              d->claims_.size());
+  } else if (absl::IsDataLoss(loaded.status())) {
+    // Not trusted: its claims may be wrong. Kept aside for a person to read; the kubelet
+    // prepares its pods' claims again.
+    const fs::path aside = d->checkpoint_path_.string() + ".refused";
+    fs::rename(d->checkpoint_path_, aside, ec);
+    log->error("{}; refused, moved to {}: starting with no prepared claims",
+               std::string{loaded.status().message()}, aside.string());
+  }
+  return d;
+}
+
+absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref,
+                                                               const NodeView& view) {
+  if (absl::Status s = CheckUid(ref.uid); !s.ok()) return s;
+  absl::StatusOr<ResourceClaim> claim = options_.claims->Get(ref.namespace_, ref.name);
+  if (!claim.ok()) return claim.status();
+  if (claim->uid != ref.uid) {
+    return absl::FailedPreconditionError(
+        fmt::format("claim {}/{} has uid {}, not {}: it was replaced", ref.namespace_, ref.name,
+                    claim->uid, ref.uid));
+  }
+  if (!claim->allocated) {
+    return absl::FailedPreconditionError(
+        fmt::format("claim {}/{} is not allocated", ref.namespace_, ref.name));
+  }
+  std::vector<Resolved> devices;
+  std::set<std::string> requests;
+  for (const AllocationResult& r : claim->results) {
+    if (r.driver != kDriverName || r.pool != options_.node_name) continue;  // another's
+    absl::StatusOr<Resolved> d = Resolve(view, r);
+    if (!d.ok()) return d.status();
+    devices.push_back(*std::move(d));
+    requests.insert(r.request);
+  }
+  if (absl::Status s = CheckConfig(*claim, requests, NodeLnc(view)); !s.ok()) return s;
+  // Double booking: against every other prepared claim, and within this one.
+  const int cpd = view.allocator->cores_per_device();
+  std::map<std::string, std::string> held;  // unit -> holder
+  for (const auto& [uid, c] : claims_) {
+    for (const PreparedDevice& p : c.devices) {
+      absl::StatusOr<Resolved> d =
+          Resolve(view, {.request = "", .driver = "", .pool = "", .device = p.device});
+      if (!d.ok()) continue;  // gone from the node: it can be given to no one else either
+      for (const std::string& u : Units(*d, cpd)) {
+        held[u] = fmt::format("claim {}/{} ({})", c.namespace_, c.name, p.device);
+      }
+    }
+  }
+  for (const Resolved& d : devices) {
+    for (const std::string& u : Units(d, cpd)) {
+      const auto [it, fresh] = held.emplace(u, fmt::format("this claim ({})", d.name));
+      if (!fresh) {
+        return absl::AlreadyExistsError(
+            fmt::format("device {} is already held by {}", d.name, it->second));
+      }
+    }
+  }
+  absl::StatusOr<std::vector<CdiDevice>> cdi = CdiDevices(devices, cpd);
+  if (!cdi.ok()) return cdi.status();
+  absl::StatusOr<std::vector<std::string>> ids = WriteCdiSpec(options_.cdi_dir, ref.uid, *cdi);
+  if (!ids.ok()) return ids.status();
+  std::vector<PreparedDevice> out;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    out.push_back({.requests = {devices[i].request},
+                   .pool = options_.node_name,
+                   .device = devices[i].name,
+                   .cdi_ids = {(*ids)[i]}});
+  }
+  return out;
+}
+
+std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepare(
+    const std::vector<ClaimRef>& claims) {
+  const auto log = ComponentLogger("dra");
+  const std::shared_ptr<const NodeView> view = options_.state->view();
+  std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> fresh;
+  for (const ClaimRef& ref : claims) {
+    if (const auto it = claims_.find(ref.uid); it != claims_.end()) {
+      out.emplace(ref.uid, it->second.devices);  // already prepared: the same answer
+      continue;
+    }
+    absl::StatusOr<std::vector<PreparedDevice>> r = PrepareOne(ref, *view);
+    if (r.ok()) {
+      claims_[ref.uid] = PreparedClaim{ref.namespace_, ref.name, *r};
+      fresh.push_back(ref.uid);
+      log->info("prepared claim {}/{} ({}): {} devices", ref.namespace_, ref.name, ref.uid,
+                r->size());
+    } else {
+      log->warn("claim {}/{} ({}) not prepared: {}", ref.namespace_, ref.name, ref.uid,
+                std::string{r.status().message()});
+    }
+    out.emplace(ref.uid, std::move(r));
+  }
+  if (!fresh.empty()) {
+    if (absl::Status s = SaveCheckpoint(checkpoint_path_, claims_); !s.ok()) {
+      // Without a checkpoint a restart would forget these claims: refuse them now instead.
+      for (const std::string& uid : fresh) {
+        claims_.erase(uid);
+        (void)RemoveCdiSpec(options_.cdi_dir, uid);
+        out.at(uid) = s;
+      }
+    }
+  }
+  return out;
+}
+
+std::map<std::string, absl::Status> Driver::Unprepare(const std::vector<ClaimRef>& claims) {
+  const auto log = ComponentLogger("dra");
+  std::map<std::string, absl::Status> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  PreparedClaims after = claims_;
+  for (const ClaimRef& ref : claims) {
+    if (absl::Status s = CheckUid(ref.uid); !s.ok()) {
+      out[ref.uid] = s;
+      continue;
+    }
+    out[ref.uid] = RemoveCdiSpec(options_.cdi_dir, ref.uid);
+    if (after.erase(ref.uid) > 0) {
+      log->info("unprepared claim {}/{} ({})", ref.namespace_, ref.name, ref.uid);
+    }
+  }
+  if (after != claims_) {
+    if (absl::Status s = SaveCheckpoint(checkpoint_path_, after); !s.ok()) {
+      for (auto& [uid, r] : out) r = s;  // still held: the kubelet asks again
+      return out;
+    }
+    claims_ = std::move(after);
+  }
+  return out;
+}
+
+PreparedClaims Driver::prepared() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return claims_;
+}
+
+}  // namespace neuron::plugin::dra

@@ -1,0 +1,74 @@
+#pragma once
+// NodePrepareResources / NodeUnprepareResources (docs/kubelet-api.md#dra-prepare), free of gRPC:
+// for each claim, ask the ClaimSource for its allocation, keep the results whose driver is ours
+// and whose pool is this node, check that every device exists and is held by no other prepared
+// claim (a Neuron device holds all its cores; a NeuronCore claim conflicts with a claim of its
+// device; an EFA with another claim of it), honour NeuronConfig.logicalNeuronCore only when it
+// equals the node's LNC, write the claim's CDI spec, checkpoint, answer the CDI ids.
+//
+// Idempotent: a claim already prepared is answered from memory without asking the ClaimSource;
+// unpreparing an unknown claim succeeds. Prepared claims survive a restart through the
+// checkpoint (checkpoint.h); one that fails its checksum is refused (logged) and set aside.
+//
+// Thread-safety: every method may be called from any thread; one mutex serialises prepare and
+// unprepare (the kubelet sends one call at a time per driver anyway) and guards the claims.
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "plugin/dra/checkpoint.h"
+#include "plugin/dra/claim_source.h"
+#include "plugin/node_state.h"
+
+namespace neuron::plugin::dra {
+
+struct ClaimRef {
+  std::string namespace_;
+  std::string name;
+  std::string uid;
+};
+
+struct DriverOptions {
+  std::string node_name;                 // our pool
+  std::filesystem::path cdi_dir;         // --cdi-dir
+  std::filesystem::path checkpoint_dir;  // KUBELET_DIR/plugins/neuron.aws.com
+  NodeState* state = nullptr;            // the hardware picture (not owned)
+  ClaimSource* claims = nullptr;         // not owned
+};
+
+class Driver {
+ public:
+  // Loads the checkpoint when there is one. Fails only when the checkpoint directory cannot be
+  // made.
+  static absl::StatusOr<std::unique_ptr<Driver>> Create(DriverOptions options);
+
+  // Per claim uid: the prepared devices, or the error that refused the claim.
+  std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Prepare(
+      const std::vector<ClaimRef>& claims);
+  std::map<std::string, absl::Status> Unprepare(const std::vector<ClaimRef>& claims);
+
+  // Prepared claims by uid (tests, the log).
+  PreparedClaims prepared() const;
+
+ private:
+  explicit Driver(DriverOptions options);
+  absl::StatusOr<std::vector<PreparedDevice>> PrepareOne(const ClaimRef& ref, const NodeView& view)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const DriverOptions options_;
+  const std::filesystem::path checkpoint_path_;
+  mutable std::mutex mu_;
+  PreparedClaims claims_ ABSL_GUARDED_BY(mu_);
+};
+
+// The node's LNC from its view: physical cores per device (catalog, by instance type) over
+// logical ones; 0 when unknown.
+int NodeLnc(const NodeView& view);
+
+}  // namespace neuron::plugin::dra

@@ -1,0 +1,60 @@
+#pragma once
+// The DRA kubelet plugin's sockets (docs/kubelet-api.md#dra):
+//   KUBELET_DIR/plugins/neuron.aws.com/dra.sock       DRAPlugin v1 and v1beta1
+//                                                     (NodePrepareResources,
+//                                                     NodeUnprepareResources) and DRAResourceHealth
+//                                                     v1 and v1alpha1 (NodeWatchResources)
+//   KUBELET_DIR/plugins_registry/neuron.aws.com-reg.sock
+//                                                     Registration (GetInfo,
+//                                                     NotifyRegistrationStatus)
+// The kubelet's plugin watcher finds the registration socket by watching plugins_registry, calls
+// GetInfo, dials the endpoint it names and reports with NotifyRegistrationStatus. Both sockets are
+// 0600 (only the kubelet, as root, reaches them). The health streams send every device's health
+// at once and again on every change of the NodeView: HEALTHY, UNHEALTHY, or UNKNOWN when the
+// evidence cannot be read (never HEALTHY then).
+//
+// Thread-safety: Start/destructor by one owner; OnView and the accessors from any thread.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "plugin/dra/driver.h"
+#include "plugin/node_state.h"
+
+namespace neuron::plugin::dra {
+
+struct ServerOptions {
+  std::string kubelet_dir;
+  std::string node_name;
+  Driver* driver = nullptr;    // not owned
+  NodeState* state = nullptr;  // not owned
+};
+
+// The socket paths under a kubelet directory.
+std::string DraSocketPath(const std::string& kubelet_dir);
+std::string RegistrationSocketPath(const std::string& kubelet_dir);
+
+class Server {
+ public:
+  // Removes stale sockets of ours, then serves both. Fails when a socket path is too long or
+  // cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  ~Server();  // ends the health streams, stops serving, removes our sockets
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Health streams send the new picture.
+  void OnView(const std::shared_ptr<const NodeView>& view);
+  // Both sockets still exist and are ours (a kubelet clean-up or a person may delete them).
+  bool SocketsPresent() const;
+  // The kubelet's last NotifyRegistrationStatus said registered.
+  bool registered() const;
+
+ private:
+  class Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace neuron::plugin::dra

@@ -1,0 +1,102 @@
+#pragma once
+// The DRA face's ResourceSlice (resource.k8s.io/v1 ResourceSliceSpec) built from the plugin's
+// NodeView (plugin/node_state.h): one slice per node, pool = the node name, devices
+//   neuron-<index>     a Neuron device (host index)
+//   efa-<ifname>       an EFA interface (lower-case)
+// with AWS's attribute names (docs/kubelet-api.md#dra-slice, NEURON-TODAY.md "AWS's Neuron DRA
+// driver"), connected groups resource.aws.com/devicegroup{1,4,8,16}_id from core's NeuronLink
+// Topology, and a taint per unhealthy device. Pure functions of their inputs; thread-safe.
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/model/topology.h"
+#include "nlohmann/json.hpp"
+#include "plugin/node_state.h"
+
+namespace neuron::plugin::dra {
+
+inline constexpr std::string_view kDriverName = "neuron.aws.com";
+inline constexpr std::string_view kTaintKey = "neuron.aws.com/unhealthy";
+// The API's limits (kubernetes/kubernetes staging/src/k8s.io/api/resource/v1/types.go:
+// ResourceSliceMaxDevices, ResourceSliceMaxAttributesAndCapacitiesPerDevice,
+// DeviceMaxIDLength, DeviceAttributeMaxValueLength; device names are DNS-1123 labels).
+inline constexpr size_t kMaxDevicesPerSlice = 128;
+// ResourceSliceMaxDevicesWithTaintsOrConsumesCounters: a slice with any device taint holds fewer.
+inline constexpr size_t kMaxDevicesPerSliceWithTaints = 64;
+inline constexpr size_t kMaxAttributesPerDevice = 32;
+inline constexpr size_t kMaxAttributeIdLength = 32;
+inline constexpr size_t kMaxStringValueLength = 64;
+inline constexpr size_t kMaxDnsLabelLength = 63;
+
+enum class TaintEffect { kNoSchedule, kNoExecute };
+std::string_view TaintEffectName(TaintEffect e);
+absl::StatusOr<TaintEffect> ParseTaintEffect(std::string_view text);
+
+// What the slice needs beyond the NodeView.
+struct SliceOptions {
+  std::string node_name;           // pool name and nodeName
+  std::string dra_driver_version;  // draDriverVersion: our agent's version
+  TaintEffect taint_effect = TaintEffect::kNoSchedule;
+};
+
+// "neuron-3", "efa-rdmap16s25".
+std::string NeuronDeviceName(int index);
+std::string EfaDeviceName(std::string_view ifname);
+// RFC 1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends.
+absl::Status ValidateDnsLabel(std::string_view what, std::string_view name);
+// RFC 1123 subdomain (node names): up to 253 characters of dot-separated labels.
+absl::Status ValidateDnsSubdomain(std::string_view what, std::string_view name);
+
+// The group of `size` devices that `device` belongs to: the aligned index block
+// [g*size, (g+1)*size) when all of it is on the node (index < node_devices) and connected on
+// the NeuronLink graph; nullopt otherwise. The device plugin's rule (contiguous indices, a
+// connected set, docs/architecture.md#allocation) seen as fixed groups.
+std::optional<int> ConnectedGroup(const Topology& topology, int node_devices, int device, int size);
+
+// Which EFA interface sits beside each Neuron device (docs/kubelet-api.md#dra-slice): the EFAs
+// on the device's PCI bus, else on its NUMA node, dealt to those devices in index order so that
+// aligned groups get whole EFAs. Indexed like `devices` (ascending index); "" for none.
+std::vector<std::string> EfaBeside(const NodeView& view);
+
+// The slice spec for `generation` (pool.generation): {driver, pool, nodeName, devices}. Errors:
+// a device name or attribute that breaks the API's rules or limits (the slice would be refused).
+absl::StatusOr<nlohmann::json> BuildSliceSpec(const NodeView& view, const SliceOptions& options,
+                                              uint64_t generation);
+
+// What GET /dra/resourceslice serves (docs/kubelet-api.md#dra-slice): 503 until the first
+// hardware scan, then 200 with {"generation": N, "nodeName": ..., "spec": <slice spec>}. N starts
+// at `first_generation` (the plugin passes the Unix time of its start, so it still rises across
+// a restart of the plugin) and increases by one whenever the spec changes, health taints
+// included; a view that changes nothing in the slice (a holding, a numa update) leaves it alone.
+// Thread-safe.
+class SliceState {
+ public:
+  SliceState(SliceOptions options, uint64_t first_generation);
+
+  void Update(const NodeView& view);
+
+  struct Document {
+    int status = 503;
+    std::string body;
+  };
+  Document Get() const;
+  uint64_t generation() const;
+
+ private:
+  const SliceOptions options_;
+  mutable std::mutex mu_;
+  uint64_t generation_;                 // guarded by mu_
+  bool ready_ = false;                  // guarded by mu_
+  std::optional<nlohmann::json> spec_;  // guarded by mu_; the last good spec
+  std::string error_;                   // guarded by mu_; why the last view made no slice
+  uint64_t view_generation_ = 0;        // guarded by mu_; views from racing threads may be late
+};
+
+}  // namespace neuron::plugin::dra

@@ -1,0 +1,262 @@
+// The real neuron-device-plugin binary in DRA mode (--api dra) against a simulated trn1.32xlarge,
+// driven over its sockets as a kubelet would: plugin registration (GetInfo,
+// NotifyRegistrationStatus), GET /dra/resourceslice, NodePrepareResources v1 and v1beta1 with the
+// claims served by an in-test stand-in of neuron-dra-api on its Unix socket, LNC refusal, the
+// health stream and slice taint on a fault, a deleted registration socket served again, and a
+// plugin restart that keeps a prepared claim.
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "dra/v1/api.grpc.pb.h"
+#include "dra/v1beta1/api.grpc.pb.h"
+#include "drahealth/v1/api.grpc.pb.h"
+#include "http/http_server.h"
+#include "http/local_client.h"
+#include "nlohmann/json.hpp"
+#include "pluginregistration/v1/api.grpc.pb.h"
+#include "tests/support/process.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::plugin {
+namespace {
+
+namespace fs = std::filesystem;
+namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
+namespace drav1beta1 = ::k8s::io::kubelet::pkg::apis::dra::v1beta1;
+using ::neuron::testing::ReadFile;
+using ::neuron::testing::SimNode;
+using ::neuron::testing::Spawn;
+using ::neuron::testing::Stop;
+using ::neuron::testing::TempDir;
+using ::neuron::testing::WaitUntil;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr auto kCeiling = 10s;
+constexpr std::string_view kNode = "node-a";
+
+std::string Claim(const std::string& name, const std::vector<std::string>& devices,
+                  std::optional<int> lnc = std::nullopt) {
+  json results = json::array();
+  for (const std::string& d : devices) {
+    results.push_back(
+        {{"request", "neurons"}, {"driver", "neuron.aws.com"}, {"pool", kNode}, {"device", d}});
+  }
+  json alloc = {{"devices", {{"results", results}}}};
+  if (lnc) {
+    alloc["devices"]["config"] = json::array(
+        {{{"source", "FromClaim"},
+          {"requests", {"neurons"}},
+          {"opaque",
+           {{"driver", "neuron.aws.com"},
+            {"parameters", {{"kind", "NeuronConfig"}, {"logicalNeuronCore", *lnc}}}}}}});
+  }
+  return json{{"metadata", {{"namespace", "default"}, {"name", name}, {"uid", "uid-" + name}}},
+              {"status", {{"allocation", alloc}}}}
+      .dump();
+}
+
+class DraBinaryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sim_ = std::make_unique<SimNode>(
+        ::neuron::testing::SimNodeOptions{.sim_bin = NEURON_SIM_BIN,
+                                          .root = tmp_.path() / "root",
+                                          .logs = tmp_.path(),
+                                          .on_stop = ::neuron::testing::ExpectCleanExit});
+    ASSERT_TRUE(sim_->Up("trn1.32xlarge")) << sim_->Log();
+    // The neuron-dra-api stand-in: the contract of docs/kubelet-api.md#dra-claims.
+    HttpServer::Options o;
+    o.listen_address = claims_address();
+    o.threads = 1;
+    for (const auto& [name, body] :
+         {std::pair{"four", Claim("four", {"neuron-0", "neuron-1", "neuron-2", "neuron-3",
+                                           "efa-rdmap16s25"})},
+          std::pair{"lnc2", Claim("lnc2", {"neuron-8"}, 2)},
+          std::pair{"thief", Claim("thief", {"neuron-1"})}}) {
+      o.handlers["/claims/default/" + std::string(name)] = [this, text = body](const HttpRequest&) {
+        ++asked_;
+        HttpResponse r;
+        r.content_type = "application/json";
+        r.body = text;
+        return r;
+      };
+    }
+    absl::StatusOr<std::unique_ptr<HttpServer>> api = HttpServer::Start(o);
+    ASSERT_TRUE(api.ok()) << api.status();
+    api_ = *std::move(api);
+  }
+
+  std::string claims_address() const { return "unix:" + (tmp_.path() / "dra-api.sock").string(); }
+  fs::path kdir() const { return tmp_.path() / "k"; }
+  fs::path reg_sock() const { return kdir() / "plugins_registry/neuron.aws.com-reg.sock"; }
+  std::string listen() const { return "unix:" + (tmp_.path() / "plugin.sock").string(); }
+
+  void StartPlugin() {
+    pid_ = Spawn(
+        {NEURON_PLUGIN_BIN, "--api", "dra", "--node-name", std::string(kNode), "--root",
+         (tmp_.path() / "root").string(), "--kubelet-dir", kdir().string(), "--listen", listen(),
+         "--cdi-dir", (tmp_.path() / "cdi").string(), "--dra.claims", claims_address()},
+        tmp_.path() / "p.out", tmp_.path() / "p.err");
+    ASSERT_TRUE(WaitUntil([&] { return fs::exists(reg_sock()); }, kCeiling))
+        << ReadFile(tmp_.path() / "p.err");
+  }
+
+  // The kubelet's plugin watcher: GetInfo, then NotifyRegistrationStatus.
+  pluginregistration::PluginInfo Register() {
+    auto stub = pluginregistration::Registration::NewStub(
+        grpc::CreateChannel("unix:" + reg_sock().string(), grpc::InsecureChannelCredentials()));
+    pluginregistration::PluginInfo info;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub->GetInfo(&ctx, {}, &info).ok());
+    pluginregistration::RegistrationStatus status;
+    status.set_plugin_registered(true);
+    pluginregistration::RegistrationStatusResponse resp;
+    grpc::ClientContext ctx2;
+    EXPECT_TRUE(stub->NotifyRegistrationStatus(&ctx2, status, &resp).ok());
+    return info;
+  }
+
+  // A channel of its own: gRPC otherwise shares subchannels by address, and one connected to
+  // the plugin before its restart fails the first call with "Broken pipe".
+  std::shared_ptr<grpc::Channel> DraChannel(const std::string& endpoint) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel("unix:" + endpoint, grpc::InsecureChannelCredentials(), args);
+  }
+
+  json Slice() {
+    absl::StatusOr<LocalResponse> r = LocalGet(listen(), "/dra/resourceslice");
+    if (!r.ok() || r->status != 200) return json();
+    return json::parse(r->body);
+  }
+
+  TempDir tmp_{"drab"};
+  std::unique_ptr<SimNode> sim_;
+  std::unique_ptr<HttpServer> api_;
+  std::atomic<int> asked_{0};
+  pid_t pid_ = -1;
+};
+
+drav1::NodePrepareResourcesResponse PrepareV1(const std::shared_ptr<grpc::Channel>& ch,
+                                              const std::string& name) {
+  auto stub = drav1::DRAPlugin::NewStub(ch);
+  drav1::NodePrepareResourcesRequest req;
+  auto* c = req.add_claims();
+  c->set_namespace_("default");
+  c->set_name(name);
+  c->set_uid("uid-" + name);
+  drav1::NodePrepareResourcesResponse resp;
+  grpc::ClientContext ctx;
+  const grpc::Status s = stub->NodePrepareResources(&ctx, req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return resp;
+}
+
+TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
+  StartPlugin();
+  const pluginregistration::PluginInfo info = Register();
+  EXPECT_EQ(info.type(), "DRAPlugin");
+  EXPECT_EQ(info.name(), "neuron.aws.com");
+  EXPECT_EQ(info.endpoint(), (kdir() / "plugins/neuron.aws.com/dra.sock").string());
+  EXPECT_EQ(
+      std::vector<std::string>(info.supported_versions().begin(), info.supported_versions().end()),
+      (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin"}));
+  EXPECT_TRUE(WaitUntil([&] { return Probe(listen(), "/readyz").ok(); }, kCeiling));
+  // No device-plugin resources in DRA mode.
+  EXPECT_FALSE(fs::exists(kdir() / "device-plugins/kubelet.sock"));
+  EXPECT_TRUE(!fs::exists(kdir() / "device-plugins") || fs::is_empty(kdir() / "device-plugins"));
+
+  const json slice = Slice();
+  ASSERT_TRUE(slice.is_object());
+  EXPECT_EQ(slice["nodeName"], kNode);
+  EXPECT_EQ(slice["spec"]["driver"], "neuron.aws.com");
+  EXPECT_EQ(slice["spec"]["devices"].size(), 24u);  // 16 devices, 8 EFA
+  const uint64_t generation = slice["generation"].get<uint64_t>();
+
+  const auto channel = DraChannel(info.endpoint());
+  drav1::NodePrepareResourcesResponse four = PrepareV1(channel, "four");
+  const auto& entry = four.claims().at("uid-four");
+  ASSERT_EQ(entry.error(), "");
+  ASSERT_EQ(entry.devices_size(), 5);
+  EXPECT_EQ(entry.devices(0).cdi_device_ids(0), "aws.amazon.com/neuron=uid-four-neuron-0");
+  const std::string spec = ReadFile(tmp_.path() / "cdi/aws.amazon.com-neuron_uid-four.json");
+  EXPECT_NE(spec.find("/dev/neuron3"), std::string::npos) << spec;
+  EXPECT_NE(spec.find("NEURON_RT_VISIBLE_CORES=0-7"), std::string::npos) << spec;
+  EXPECT_NE(spec.find("/dev/infiniband/uverbs"), std::string::npos) << spec;
+  // v1beta1, the same claim: the same answer, without asking neuron-dra-api again.
+  const int asked = asked_;
+  {
+    auto stub = drav1beta1::DRAPlugin::NewStub(channel);
+    drav1beta1::NodePrepareResourcesRequest req;
+    auto* c = req.add_claims();
+    c->set_namespace_("default");
+    c->set_name("four");
+    c->set_uid("uid-four");
+    drav1beta1::NodePrepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->NodePrepareResources(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.claims().at("uid-four").devices_size(), 5);
+  }
+  EXPECT_EQ(asked_, asked);
+  // trn1 runs LNC 1: a claim for LNC 2 is refused, naming both.
+  const std::string lnc = PrepareV1(channel, "lnc2").claims().at("uid-lnc2").error();
+  EXPECT_NE(lnc.find("logicalNeuronCore 2 differs from this node's LNC 1"), std::string::npos)
+      << lnc;
+
+  // Health: the stream starts all HEALTHY; a fault on device 5 makes it UNHEALTHY and taints it.
+  {
+    auto stub = ::v1::DRAResourceHealth::NewStub(channel);
+    grpc::ClientContext ctx;
+    auto reader = stub->NodeWatchResources(&ctx, {});
+    ::v1::NodeWatchResourcesResponse r;
+    ASSERT_TRUE(reader->Read(&r));
+    EXPECT_EQ(r.devices_size(), 24);
+    for (const auto& d : r.devices()) {
+      EXPECT_EQ(d.health(), ::v1::HEALTHY) << d.device().device_name();
+    }
+    const ::neuron::testing::RunResult inject =
+        sim_->Ctl({"inject", "hbm-ue", "--device", "5"}, kCeiling);
+    ASSERT_EQ(inject.code, 0) << inject.err;
+    bool unhealthy = false;
+    while (!unhealthy && reader->Read(&r)) {
+      for (const auto& d : r.devices()) {
+        if (d.device().device_name() == "neuron-5") unhealthy = d.health() == ::v1::UNHEALTHY;
+      }
+    }
+    EXPECT_TRUE(unhealthy);
+    ctx.TryCancel();
+  }
+  json tainted;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        tainted = Slice();
+        for (const json& d : tainted["spec"]["devices"]) {
+          if (d["name"] == "neuron-5" && d.contains("taints")) return true;
+        }
+        return false;
+      },
+      kCeiling));
+  EXPECT_GT(tainted["generation"].get<uint64_t>(), generation);
+
+  // A deleted registration socket is served again.
+  fs::remove(reg_sock());
+  EXPECT_TRUE(WaitUntil([&] { return fs::exists(reg_sock()); }, kCeiling));
+
+  // A restart keeps the prepared claim: device 1 is still held.
+  EXPECT_EQ(Stop(pid_, kCeiling), 0) << ReadFile(tmp_.path() / "p.err");
+  EXPECT_FALSE(fs::exists(reg_sock()));
+  StartPlugin();
+  const std::string thief =
+      PrepareV1(DraChannel(info.endpoint()), "thief").claims().at("uid-thief").error();
+  EXPECT_NE(thief.find("already held by claim default/four"), std::string::npos) << thief;
+  EXPECT_EQ(Stop(pid_, kCeiling), 0) << ReadFile(tmp_.path() / "p.err");
+}
+
+}  // namespace
+}  // namespace neuron::plugin

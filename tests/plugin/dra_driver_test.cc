@@ -1,0 +1,273 @@
+// DRA prepare/unprepare (plugin/dra/driver.h) on a catalog node with a ClaimSource double:
+// CDI specs and answers, idempotence, double booking across device, core and EFA claims, LNC,
+// a plugin restart with prepared claims, a corrupt checkpoint; and the real HttpClaimSource
+// against an HTTP server on a Unix socket, as neuron-dra-api serves it.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "http/http_server.h"
+#include "plugin/dra/cdi.h"
+#include "plugin/dra/driver.h"
+#include "plugin/dra/slice.h"
+#include "tests/plugin/dra_testing.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::plugin::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using ::neuron::plugin::dra::testing::CatalogHardware;
+using ::neuron::testing::TempDir;
+using nlohmann::json;
+
+constexpr std::string_view kNode = "node-a";
+
+// Claims by "namespace/name", as neuron-dra-api would answer them; counts the questions.
+class FakeClaims : public ClaimSource {
+ public:
+  absl::StatusOr<ResourceClaim> Get(std::string_view ns, std::string_view name) override {
+    ++asked;
+    const auto it = claims.find(std::string(ns) + "/" + std::string(name));
+    if (it == claims.end()) return absl::NotFoundError("no such claim");
+    return it->second;
+  }
+  // A claim of `devices` (ours, this pool, request "r"), with an optional opaque config.
+  ClaimRef Add(const std::string& name, const std::vector<std::string>& devices,
+               std::optional<json> parameters = std::nullopt) {
+    ResourceClaim c;
+    c.namespace_ = "default";
+    c.name = name;
+    c.uid = "uid-" + name;
+    c.allocated = true;
+    for (const std::string& d : devices) {
+      c.results.push_back(
+          {.request = "r", .driver = "neuron.aws.com", .pool = std::string(kNode), .device = d});
+    }
+    if (parameters) {
+      c.config.push_back({.source = "FromClaim",
+                          .requests = {"r"},
+                          .driver = "neuron.aws.com",
+                          .parameters = *parameters});
+    }
+    claims[c.namespace_ + "/" + name] = c;
+    return {c.namespace_, c.name, c.uid};
+  }
+  std::map<std::string, ResourceClaim> claims;
+  int asked = 0;
+};
+
+class DraDriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override { state_.SetHardware(CatalogHardware("trn2.48xlarge", 2)); }
+
+  std::unique_ptr<Driver> NewDriver() {
+    absl::StatusOr<std::unique_ptr<Driver>> d =
+        Driver::Create({.node_name = std::string(kNode),
+                        .cdi_dir = tmp_.path() / "cdi",
+                        .checkpoint_dir = tmp_.path() / "ck",
+                        .state = &state_,
+                        .claims = &claims_});
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *std::move(d) : nullptr;
+  }
+
+  absl::StatusOr<std::vector<PreparedDevice>> PrepareOne(Driver& d, const ClaimRef& ref) {
+    auto out = d.Prepare({ref});
+    return out.at(ref.uid);
+  }
+
+  json CdiSpec(const std::string& uid) {
+    std::ifstream in(CdiSpecPath(tmp_.path() / "cdi", uid));
+    std::stringstream text;
+    text << in.rdbuf();
+    return json::parse(text.str());
+  }
+
+  TempDir tmp_;
+  NodeState state_{std::chrono::milliseconds(1000)};
+  FakeClaims claims_;
+};
+
+TEST_F(DraDriverTest, PrepareWritesTheCdiSpecAndIsIdempotent) {
+  auto driver = NewDriver();
+  const ClaimRef ref =
+      claims_.Add("four", {"neuron-4", "neuron-5", "neuron-6", "neuron-7", "efa-rdmap95s0"});
+  absl::StatusOr<std::vector<PreparedDevice>> r = PrepareOne(*driver, ref);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 5u);
+  EXPECT_EQ((*r)[0].cdi_ids, std::vector<std::string>{"aws.amazon.com/neuron=uid-four-neuron-4"});
+  EXPECT_EQ((*r)[0].requests, std::vector<std::string>{"r"});
+  EXPECT_EQ((*r)[0].pool, kNode);
+  const json spec = CdiSpec(ref.uid);
+  EXPECT_EQ(spec["kind"], "aws.amazon.com/neuron");
+  EXPECT_EQ(spec["devices"][0]["name"], "uid-four-neuron-4");
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"], "/dev/neuron4");
+  // trn2 at LNC=2: 4 logical cores per device, so devices 4..7 are cores 16..31.
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["env"][0], "NEURON_RT_VISIBLE_CORES=16-31");
+  EXPECT_EQ(spec["devices"][4]["containerEdits"]["deviceNodes"][0]["path"].get<std::string>().rfind(
+                "/dev/infiniband/uverbs", 0),
+            0u);
+  EXPECT_FALSE(spec["devices"][4]["containerEdits"].contains("env"));
+  EXPECT_EQ(claims_.asked, 1);
+  // Again: the same answer, and the ClaimSource is not asked.
+  absl::StatusOr<std::vector<PreparedDevice>> again = PrepareOne(*driver, ref);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *r);
+  EXPECT_EQ(claims_.asked, 1);
+  // Unprepare removes the spec; twice, and for a claim never seen, is fine.
+  EXPECT_TRUE(driver->Unprepare({ref}).at(ref.uid).ok());
+  EXPECT_FALSE(fs::exists(CdiSpecPath(tmp_.path() / "cdi", ref.uid)));
+  EXPECT_TRUE(driver->Unprepare({ref}).at(ref.uid).ok());
+  EXPECT_TRUE(driver->Unprepare({{"default", "never", "uid-never"}}).at("uid-never").ok());
+  EXPECT_TRUE(driver->prepared().empty());
+}
+
+TEST_F(DraDriverTest, NoDoubleBookingAcrossDeviceCoreAndEfaClaims) {
+  auto driver = NewDriver();
+  ASSERT_TRUE(PrepareOne(*driver, claims_.Add("dev", {"neuron-2"})).ok());
+  // Core 9 lives on device 2 (4 cores per device): refused, naming the holder.
+  const absl::StatusOr<std::vector<PreparedDevice>> core =
+      PrepareOne(*driver, claims_.Add("core", {"neuroncore-9"}));
+  ASSERT_FALSE(core.ok());
+  EXPECT_NE(core.status().message().find("default/dev"), std::string_view::npos) << core.status();
+  // A core of another device is free; then its device is not.
+  ASSERT_TRUE(PrepareOne(*driver, claims_.Add("core3", {"neuroncore-12"})).ok());
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("dev3", {"neuron-3"})).ok());
+  ASSERT_TRUE(PrepareOne(*driver, claims_.Add("efa", {"efa-rdmap95s0"})).ok());
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("efa2", {"efa-rdmap95s0"})).ok());
+  // The same device twice in one claim is refused too.
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("twice", {"neuron-9", "neuroncore-36"})).ok());
+  // Released, it can be had.
+  ASSERT_TRUE(driver->Unprepare({{"default", "dev", "uid-dev"}}).at("uid-dev").ok());
+  EXPECT_TRUE(PrepareOne(*driver, claims_.Add("core2", {"neuroncore-9"})).ok());
+}
+
+TEST_F(DraDriverTest, LncOnlyWhenItIsTheNodes) {
+  auto driver = NewDriver();
+  const absl::StatusOr<std::vector<PreparedDevice>> one =
+      PrepareOne(*driver, claims_.Add("lnc1", {"neuron-0"},
+                                      json{{"apiVersion", "neuron.aws.com/v1"},
+                                           {"kind", "NeuronConfig"},
+                                           {"logicalNeuronCore", 1}}));
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.status().message().find("logicalNeuronCore 1 differs from this node's LNC 2"),
+            std::string_view::npos)
+      << one.status();
+  EXPECT_TRUE(
+      PrepareOne(*driver, claims_.Add("lnc2", {"neuron-0"},
+                                      json{{"kind", "NeuronConfig"}, {"logicalNeuronCore", 2}}))
+          .ok());
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("odd", {"neuron-1"}, json{{"kind", "Other"}})).ok());
+}
+
+TEST_F(DraDriverTest, WhatIsNotOursOrNotThereOrReplaced) {
+  auto driver = NewDriver();
+  ClaimRef ref = claims_.Add("mixed", {"neuron-1"});
+  claims_.claims["default/mixed"].results.push_back(
+      {.request = "r", .driver = "gpu.example.com", .pool = std::string(kNode), .device = "gpu-0"});
+  claims_.claims["default/mixed"].results.push_back(
+      {.request = "r", .driver = "neuron.aws.com", .pool = "other-node", .device = "neuron-1"});
+  absl::StatusOr<std::vector<PreparedDevice>> r = PrepareOne(*driver, ref);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->size(), 1u);  // only ours, in our pool
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("ghost", {"neuron-16"})).ok());
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("bogus", {"neuron-01"})).ok());
+  ClaimRef replaced = claims_.Add("replaced", {"neuron-8"});
+  replaced.uid = "uid-older";
+  EXPECT_FALSE(PrepareOne(*driver, replaced).ok());
+  EXPECT_TRUE(absl::IsNotFound(PrepareOne(*driver, {"default", "absent", "uid-absent"}).status()));
+  claims_.Add("unallocated", {});
+  claims_.claims["default/unallocated"].allocated = false;
+  EXPECT_FALSE(PrepareOne(*driver, {"default", "unallocated", "uid-unallocated"}).ok());
+  EXPECT_FALSE(PrepareOne(*driver, {"default", "x", "../../etc"}).ok());  // uids name files
+}
+
+TEST_F(DraDriverTest, ARestartedPluginKeepsItsClaims) {
+  const ClaimRef ref = claims_.Add("kept", {"neuron-10", "neuron-11"});
+  ASSERT_TRUE(PrepareOne(*NewDriver(), ref).ok());
+  // A new driver (the plugin restarted) on the same checkpoint directory.
+  auto driver = NewDriver();
+  EXPECT_EQ(driver->prepared().size(), 1u);
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("thief", {"neuroncore-44"})).ok());
+  const int asked = claims_.asked;
+  EXPECT_TRUE(PrepareOne(*driver, ref).ok());
+  EXPECT_EQ(claims_.asked, asked);  // answered from the checkpoint
+}
+
+TEST_F(DraDriverTest, ACorruptCheckpointIsRefused) {
+  ASSERT_TRUE(PrepareOne(*NewDriver(), claims_.Add("kept", {"neuron-10"})).ok());
+  const fs::path ck = tmp_.path() / "ck" / "checkpoint.json";
+  std::stringstream text;
+  text << std::ifstream(ck).rdbuf();
+  std::string body = text.str();
+  body.replace(body.find("neuron-10"), 9, "neuron-12");  // a one-character edit
+  std::ofstream(ck) << body;
+  auto driver = NewDriver();
+  EXPECT_TRUE(driver->prepared().empty());
+  EXPECT_TRUE(fs::exists(ck.string() + ".refused"));
+  EXPECT_FALSE(fs::exists(ck));
+}
+
+TEST(DraClaimSourceTest, ParseIsStrict) {
+  const char* good = R"({"metadata":{"namespace":"ns","name":"c","uid":"u1"},
+    "status":{"allocation":{"devices":{"results":[{"request":"r","driver":"neuron.aws.com",
+    "pool":"p","device":"neuron-0"}],"config":[{"source":"FromClaim","requests":["r"],
+    "opaque":{"driver":"neuron.aws.com","parameters":{"kind":"NeuronConfig"}}}]}}}})";
+  absl::StatusOr<ResourceClaim> c = ParseClaim(good);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->allocated);
+  EXPECT_EQ(c->results.at(0).device, "neuron-0");
+  EXPECT_EQ(c->config.at(0).parameters["kind"], "NeuronConfig");
+  absl::StatusOr<ResourceClaim> pending =
+      ParseClaim(R"({"metadata":{"namespace":"ns","name":"c","uid":"u"}})");
+  ASSERT_TRUE(pending.ok());
+  EXPECT_FALSE(pending->allocated);
+  for (
+      const char* bad :
+      {"", "[]", "{", R"({"metadata":{"name":"c","uid":"u"}})",
+       R"({"metadata":{"namespace":"ns","name":"c","uid":7}})",
+       R"({"metadata":{"namespace":"ns","name":"c","uid":"u"},"status":{"allocation":{"devices":{"results":[{"request":"r"}]}}}})",
+       R"({"metadata":{"namespace":"ns","name":"c","uid":"u"},"status":{"allocation":{"devices":{"config":[{"opaque":{"driver":"d"}}]}}}})"}) {
+    EXPECT_FALSE(ParseClaim(bad).ok()) << bad;
+  }
+}
+
+TEST(DraClaimSourceTest, HttpClientOfTheApiSocket) {
+  TempDir tmp;
+  const std::string address = "unix:" + (tmp.path() / "dra-api.sock").string();
+  HttpServer::Options o;
+  o.listen_address = address;
+  o.threads = 1;
+  o.handlers["/claims/default/c1"] = [](const HttpRequest&) {
+    HttpResponse r;
+    r.content_type = "application/json";
+    r.body = R"({"metadata":{"namespace":"default","name":"c1","uid":"u1"}})";
+    return r;
+  };
+  o.handlers["/claims/default/down"] = [](const HttpRequest&) {
+    HttpResponse r;
+    r.status = 503;
+    r.body = "API server unreachable: connection refused\nmore";
+    return r;
+  };
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpClaimSource source(address);
+  absl::StatusOr<ResourceClaim> c = source.Get("default", "c1");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->uid, "u1");
+  EXPECT_TRUE(absl::IsNotFound(source.Get("default", "nope").status()));
+  const absl::Status down = source.Get("default", "down").status();
+  EXPECT_TRUE(absl::IsUnavailable(down));
+  EXPECT_NE(down.message().find("API server unreachable"), std::string_view::npos) << down;
+  EXPECT_EQ(down.message().find("more"), std::string_view::npos);  // one line
+  EXPECT_TRUE(absl::IsInvalidArgument(source.Get("../x", "c1").status()));
+  server->reset();
+  EXPECT_TRUE(absl::IsUnavailable(source.Get("default", "c1").status()));
+}
+
+}  // namespace
+}  // namespace neuron::plugin::dra

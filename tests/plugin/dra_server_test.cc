@@ -1,0 +1,83 @@
+// The DRA server's sockets without a simulated node (plugin/dra/server.h): the health stream's
+// three states (UNKNOWN for a device whose evidence cannot be read, never HEALTHY), a refused
+// registration, and the sockets removed at stop.
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "drahealth/v1alpha1/api.grpc.pb.h"
+#include "plugin/dra/server.h"
+#include "pluginregistration/v1/api.grpc.pb.h"
+#include "tests/plugin/dra_testing.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron::plugin::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using ::neuron::plugin::dra::testing::CatalogHardware;
+
+class NoClaims : public ClaimSource {
+ public:
+  absl::StatusOr<ResourceClaim> Get(std::string_view, std::string_view) override {
+    return absl::UnavailableError("no API here");
+  }
+};
+
+TEST(DraServerTest, HealthIsUnknownWhenEvidenceCannotBeRead) {
+  ::neuron::testing::TempDir tmp("dras");
+  NodeState state(std::chrono::milliseconds(1000));
+  Hardware hw = CatalogHardware("inf2.xlarge");
+  hw.devices[0].healthy = false;
+  hw.devices[0].unknown = true;
+  hw.devices[0].reason = "state unknown";
+  state.SetHardware(hw);
+  NoClaims claims;
+  auto driver = Driver::Create({.node_name = "n",
+                                .cdi_dir = tmp.path() / "cdi",
+                                .checkpoint_dir = tmp.path() / "ck",
+                                .state = &state,
+                                .claims = &claims});
+  ASSERT_TRUE(driver.ok());
+  const std::string kdir = (tmp.path() / "k").string();
+  auto server = Server::Start(
+      {.kubelet_dir = kdir, .node_name = "n", .driver = driver->get(), .state = &state});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel =
+      grpc::CreateChannel("unix:" + DraSocketPath(kdir), grpc::InsecureChannelCredentials());
+  auto stub = ::v1alpha1::DRAResourceHealth::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto reader = stub->NodeWatchResources(&ctx, {});
+  ::v1alpha1::NodeWatchResourcesResponse r;
+  ASSERT_TRUE(reader->Read(&r));
+  ASSERT_EQ(r.devices_size(), 1);
+  EXPECT_EQ(r.devices(0).device().pool_name(), "n");
+  EXPECT_EQ(r.devices(0).device().device_name(), "neuron-0");
+  EXPECT_EQ(r.devices(0).health(), ::v1alpha1::UNKNOWN);
+  // Readable again and healthy: the stream says so.
+  hw.devices[0].healthy = true;
+  hw.devices[0].unknown = false;
+  hw.devices[0].reason.clear();
+  state.SetHardware(hw);
+  (*server)->OnView(state.view());
+  ASSERT_TRUE(reader->Read(&r));
+  EXPECT_EQ(r.devices(0).health(), ::v1alpha1::HEALTHY);
+  ctx.TryCancel();
+
+  auto reg = pluginregistration::Registration::NewStub(grpc::CreateChannel(
+      "unix:" + RegistrationSocketPath(kdir), grpc::InsecureChannelCredentials()));
+  pluginregistration::RegistrationStatus refused;
+  refused.set_plugin_registered(false);
+  refused.set_error("version not supported");
+  pluginregistration::RegistrationStatusResponse resp;
+  grpc::ClientContext ctx2;
+  ASSERT_TRUE(reg->NotifyRegistrationStatus(&ctx2, refused, &resp).ok());
+  EXPECT_FALSE((*server)->registered());
+  EXPECT_TRUE((*server)->SocketsPresent());
+  server->reset();
+  EXPECT_FALSE(fs::exists(DraSocketPath(kdir)));
+  EXPECT_FALSE(fs::exists(RegistrationSocketPath(kdir)));
+}
+
+}  // namespace
+}  // namespace neuron::plugin::dra

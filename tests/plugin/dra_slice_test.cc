@@ -1,0 +1,276 @@
+// The DRA ResourceSlice built from the plugin's NodeView (plugin/dra/slice.h): connected groups
+// per instance type, EFA locality, taints from health, the API's name rules and limits, and a
+// golden slice of a trn1.32xlarge.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/model/catalog.h"
+#include "plugin/dra/slice.h"
+#include "tests/plugin/dra_testing.h"
+
+namespace neuron::plugin::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using ::neuron::plugin::dra::testing::CatalogHardware;
+using ::neuron::plugin::dra::testing::ViewOf;
+using nlohmann::json;
+
+const SliceOptions kOptions{.node_name = "ip-10-0-0-1.ec2.internal", .dra_driver_version = "0.9.0"};
+
+json Spec(const NodeView& view, const SliceOptions& options = kOptions) {
+  absl::StatusOr<json> spec = BuildSliceSpec(view, options, 7);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *spec : json::object();
+}
+
+const json* Find(const json& spec, const std::string& name) {
+  for (const json& d : spec["devices"]) {
+    if (d["name"] == name) return &d;
+  }
+  return nullptr;
+}
+
+std::string Type(const json& d) { return d["attributes"]["resourceType"]["string"]; }
+
+// Group id -> device names, for one devicegroupN_id attribute and one resourceType.
+std::map<int, std::set<std::string>> Groups(const json& spec, int size, const std::string& type) {
+  std::map<int, std::set<std::string>> out;
+  const std::string key = "resource.aws.com/devicegroup" + std::to_string(size) + "_id";
+  for (const json& d : spec["devices"]) {
+    if (Type(d) != type || !d["attributes"].contains(key)) continue;
+    out[d["attributes"][key]["int"].get<int>()].insert(d["name"].get<std::string>());
+  }
+  return out;
+}
+
+std::set<std::string> Names(std::initializer_list<int> indices) {
+  std::set<std::string> out;
+  for (int i : indices) out.insert(NeuronDeviceName(i));
+  return out;
+}
+
+TEST(DraSliceTest, Trn1ConnectedGroupsOf4And8And16) {
+  const auto view = ViewOf(CatalogHardware("trn1.32xlarge"));
+  const json spec = Spec(*view);
+  EXPECT_EQ(spec["driver"], "neuron.aws.com");
+  EXPECT_EQ(spec["pool"],
+            (json{{"name", kOptions.node_name}, {"generation", 7}, {"resourceSliceCount", 1}}));
+  EXPECT_EQ(spec["nodeName"], kOptions.node_name);
+  const auto g4 = Groups(spec, 4, "neuron_device");
+  ASSERT_EQ(g4.size(), 4u);
+  EXPECT_EQ(g4.at(0), Names({0, 1, 2, 3}));
+  EXPECT_EQ(g4.at(3), Names({12, 13, 14, 15}));
+  const auto g8 = Groups(spec, 8, "neuron_device");
+  ASSERT_EQ(g8.size(), 2u);
+  EXPECT_EQ(g8.at(1), Names({8, 9, 10, 11, 12, 13, 14, 15}));
+  ASSERT_EQ(Groups(spec, 16, "neuron_device").size(), 1u);
+  // Every group really is connected on the torus.
+  for (const auto& [id, names] : g4) {
+    std::vector<int> members;
+    for (const std::string& n : names) members.push_back(std::stoi(n.substr(7)));
+    EXPECT_TRUE(view->allocator->topology().IsConnected(members)) << id;
+  }
+  const json& d6 = *Find(spec, "neuron-6");
+  EXPECT_EQ(d6["attributes"]["topology_x"]["int"], 2);
+  EXPECT_EQ(d6["attributes"]["topology_y"]["int"], 1);
+  EXPECT_EQ(d6["attributes"]["topology4_id"]["int"], 1);
+  EXPECT_EQ(d6["attributes"]["topology8_id"]["int"], 0);
+  EXPECT_EQ(d6["attributes"]["deviceId"]["int"], 6);
+  EXPECT_EQ(d6["attributes"]["instanceType"]["string"], "trn1.32xlarge");
+  EXPECT_EQ(d6["attributes"]["coreCount"]["int"], 2);
+}
+
+TEST(DraSliceTest, Trn1EfasCarryTheGroupsOfTheDevicesBesideThem) {
+  const json spec = Spec(*ViewOf(CatalogHardware("trn1.32xlarge")));
+  // 8 EFAs, 2 per PCI root bus (docs/hardware.md#pcie-layout): each group of 4 gets 2, each
+  // group of 8 gets 4; so "4 connected devices and the EFAs beside them" is one matchAttribute.
+  const auto g4 = Groups(spec, 4, "efa");
+  ASSERT_EQ(g4.size(), 4u);
+  for (const auto& [id, names] : g4) EXPECT_EQ(names.size(), 2u) << id;
+  const auto g8 = Groups(spec, 8, "efa");
+  ASSERT_EQ(g8.size(), 2u);
+  for (const auto& [id, names] : g8) EXPECT_EQ(names.size(), 4u) << id;
+  // Devices 0 and 1 share bus 0x10 with rdmap16s25: their devicegroup1_id is its BDF.
+  const json& efa = *Find(spec, "efa-rdmap16s25");
+  EXPECT_EQ(efa["attributes"]["resource.aws.com/devicegroup1_id"]["string"], "0000:10:19.0");
+  for (const char* d : {"neuron-0", "neuron-1"}) {
+    EXPECT_EQ((*Find(spec, d))["attributes"]["resource.aws.com/devicegroup1_id"]["string"],
+              "0000:10:19.0")
+        << d;
+  }
+  EXPECT_EQ(efa["attributes"]["resource.aws.com/devicegroup4_id"]["int"], 0);
+}
+
+TEST(DraSliceTest, Trn2AtLnc2) {
+  const json spec = Spec(*ViewOf(CatalogHardware("trn2.48xlarge", 2)));
+  EXPECT_EQ(Groups(spec, 4, "neuron_device").size(), 4u);
+  EXPECT_EQ(Groups(spec, 8, "neuron_device").size(), 2u);
+  EXPECT_EQ(Groups(spec, 16, "neuron_device").size(), 1u);
+  EXPECT_EQ((*Find(spec, "neuron-0"))["attributes"]["coreCount"]["int"], 4);
+  // One EFA per chip (16): every group of 4 gets 4.
+  const auto g4 = Groups(spec, 4, "efa");
+  ASSERT_EQ(g4.size(), 4u);
+  for (const auto& [id, names] : g4) EXPECT_EQ(names.size(), 4u) << id;
+  const json lnc1 = Spec(*ViewOf(CatalogHardware("trn2.48xlarge", 1)));
+  EXPECT_EQ((*Find(lnc1, "neuron-0"))["attributes"]["coreCount"]["int"], 8);
+}
+
+TEST(DraSliceTest, Inf2RingHasGroupsOf4And8AndNoEfa) {
+  const json spec = Spec(*ViewOf(CatalogHardware("inf2.48xlarge")));
+  const auto g4 = Groups(spec, 4, "neuron_device");
+  ASSERT_EQ(g4.size(), 3u);
+  EXPECT_EQ(g4.at(2), Names({8, 9, 10, 11}));
+  EXPECT_EQ(Groups(spec, 8, "neuron_device").size(), 1u);  // 8..15 is not on a 12-device node
+  EXPECT_TRUE(Groups(spec, 16, "neuron_device").empty());
+  const json& d0 = *Find(spec, "neuron-0");
+  EXPECT_FALSE(d0["attributes"].contains("topology_x"));  // a ring has no x/y
+  // Without an EFA, devicegroup1_id is the device's own BDF.
+  EXPECT_EQ(d0["attributes"]["resource.aws.com/devicegroup1_id"]["string"], "0000:80:1e.0");
+  EXPECT_EQ(spec["devices"].size(), 12u);
+}
+
+TEST(DraSliceTest, HealthBecomesTaints) {
+  Hardware hw = CatalogHardware("trn1.32xlarge");
+  hw.devices[3].healthy = false;
+  hw.devices[3].reason = "uncorrected ECC errors";
+  hw.devices[4].healthy = false;  // state unreadable: unknown, not a fault
+  hw.devices[4].reason = "state unknown";
+  hw.devices[4].unknown = true;
+  hw.devices[5].present = false;
+  hw.devices[5].healthy = false;
+  hw.devices[5].reason = "absent";
+  for (HardwareEfa& e : hw.efas) {
+    if (e.name != "rdmap16s25") continue;
+    e.healthy = false;
+    e.reason = "port DOWN";
+  }
+  const auto view = ViewOf(hw);
+  const json spec = Spec(*view);
+  EXPECT_EQ((*Find(spec, "neuron-3"))["taints"], json::parse(R"([{"key": "neuron.aws.com/unhealthy",
+      "value": "uncorrected-ECC-errors", "effect": "NoSchedule"}])"));
+  EXPECT_FALSE(Find(spec, "neuron-4")->contains("taints"));
+  EXPECT_EQ(Find(spec, "neuron-5"), nullptr);  // a removed device is not offered
+  EXPECT_EQ((*Find(spec, "efa-rdmap16s25"))["taints"][0]["value"], "port-DOWN");
+  EXPECT_FALSE(Find(spec, "neuron-2")->contains("taints"));
+  SliceOptions noexec = kOptions;
+  noexec.taint_effect = TaintEffect::kNoExecute;
+  EXPECT_EQ((*Find(Spec(*view, noexec), "neuron-3"))["taints"][0]["effect"], "NoExecute");
+}
+
+TEST(DraSliceTest, NamesFollowTheApiRules) {
+  EXPECT_TRUE(ValidateDnsLabel("x", "neuron-15").ok());
+  EXPECT_TRUE(ValidateDnsLabel("x", "efa-rdmap16s25").ok());
+  EXPECT_EQ(EfaDeviceName("RDMAP16s25"), "efa-rdmap16s25");
+  for (const char* bad : {"", "-a", "a-", "A", "a_b", "a.b"}) {
+    EXPECT_FALSE(ValidateDnsLabel("x", bad).ok()) << bad;
+  }
+  EXPECT_FALSE(ValidateDnsLabel("x", std::string(64, 'a')).ok());
+  EXPECT_TRUE(ValidateDnsLabel("x", std::string(63, 'a')).ok());
+  EXPECT_TRUE(ValidateDnsSubdomain("node", "ip-10-0-0-1.ec2.internal").ok());
+  EXPECT_FALSE(ValidateDnsSubdomain("node", "ip..internal").ok());
+  SliceOptions bad = kOptions;
+  bad.node_name = "Node_1";
+  EXPECT_FALSE(BuildSliceSpec(*ViewOf(CatalogHardware("inf2.xlarge")), bad, 1).ok());
+  // An EFA whose name makes a bad device name refuses the slice rather than publish it.
+  Hardware hw = CatalogHardware("inf2.xlarge");
+  hw.efas.push_back(testing::Efa("efa_0"));
+  EXPECT_FALSE(BuildSliceSpec(*ViewOf(hw), kOptions, 1).ok());
+}
+
+TEST(DraSliceTest, AtMost128DevicesAnd32AttributesPerDevice) {
+  Hardware hw = CatalogHardware("trn2.48xlarge", 2);
+  for (int i = 0; hw.efas.size() + hw.devices.size() <= kMaxDevicesPerSlice; ++i) {
+    hw.efas.push_back(testing::Efa("rdmapx" + std::to_string(i)));
+  }
+  const absl::StatusOr<json> spec = BuildSliceSpec(*ViewOf(hw), kOptions, 1);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("at most 128"), std::string_view::npos);
+  // 64 devices at most once one has a taint.
+  Hardware tainted = CatalogHardware("trn2.48xlarge", 2);
+  while (tainted.efas.size() + tainted.devices.size() < 65) {
+    tainted.efas.push_back(testing::Efa("rdmapy" + std::to_string(tainted.efas.size())));
+  }
+  EXPECT_TRUE(BuildSliceSpec(*ViewOf(tainted), kOptions, 1).ok());
+  tainted.devices[0].healthy = false;
+  tainted.devices[0].reason = "absent";
+  const absl::StatusOr<json> refused = BuildSliceSpec(*ViewOf(tainted), kOptions, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("at most 64"), std::string_view::npos);
+  const json trn2 = Spec(*ViewOf(CatalogHardware("trn2.48xlarge")));
+  for (const json& d : trn2["devices"]) {
+    const size_t n = d["attributes"].size() + (d.contains("capacity") ? d["capacity"].size() : 0);
+    EXPECT_LE(n, kMaxAttributesPerDevice) << d["name"];
+  }
+}
+
+TEST(DraSliceTest, TheDocumentsGenerationRisesOnEveryChangeOnly) {
+  SliceState state(kOptions, 1000);
+  EXPECT_EQ(state.Get().status, 503);  // before the first scan
+  Hardware hw = CatalogHardware("trn1.32xlarge");
+  state.Update(*ViewOf(hw));
+  SliceState::Document doc = state.Get();
+  ASSERT_EQ(doc.status, 200);
+  json j = json::parse(doc.body);
+  EXPECT_EQ(j["generation"], 1000);
+  EXPECT_EQ(j["spec"]["pool"]["generation"], 1000);
+  EXPECT_EQ(j["nodeName"], kOptions.node_name);
+  state.Update(*ViewOf(hw));  // nothing changed
+  EXPECT_EQ(state.generation(), 1000u);
+  hw.devices[2].healthy = false;
+  hw.devices[2].reason = "NEURON_HW_ERR record";
+  state.Update(*ViewOf(hw));  // a taint
+  EXPECT_EQ(state.generation(), 1001u);
+  hw.devices[2].healthy = true;
+  hw.devices[2].reason.clear();
+  state.Update(*ViewOf(hw));  // the taint cleared
+  j = json::parse(state.Get().body);
+  EXPECT_EQ(j["generation"], 1002);
+  EXPECT_FALSE((*Find(j["spec"], "neuron-2")).contains("taints"));
+  // A view that makes no valid slice keeps the last good one.
+  for (int i = 0; i < 200; ++i) hw.efas.push_back(testing::Efa("x" + std::to_string(i)));
+  state.Update(*ViewOf(hw));
+  EXPECT_EQ(state.Get().status, 200);
+  EXPECT_EQ(state.generation(), 1002u);
+}
+
+TEST(DraSliceTest, ALateOlderViewDoesNotUndoANewerOne) {
+  NodeState node(std::chrono::milliseconds(1000));
+  Hardware hw = CatalogHardware("inf2.xlarge");
+  node.SetHardware(hw);
+  const auto older = node.view();
+  hw.devices[0].healthy = false;
+  hw.devices[0].reason = "absent";
+  node.SetHardware(hw);
+  SliceState state(kOptions, 1);
+  state.Update(*node.view());
+  state.Update(*older);  // delivered late by a racing thread
+  EXPECT_TRUE((*Find(json::parse(state.Get().body)["spec"], "neuron-0")).contains("taints"));
+}
+
+// tests/fixtures/plugin/dra_slice_trn1.json; NEURON_UPDATE_GOLDENS=1 rewrites it.
+TEST(DraSliceTest, GoldenTrn1) {
+  const std::string actual = Spec(*ViewOf(CatalogHardware("trn1.32xlarge"))).dump(1) + "\n";
+  const fs::path golden = fs::path(NEURON_SOURCE_DIR) / "tests/fixtures/plugin/dra_slice_trn1.json";
+  const char* update = std::getenv("NEURON_UPDATE_GOLDENS");
+  if (update != nullptr && std::string_view(update) == "1") {
+    fs::create_directories(golden.parent_path());
+    std::ofstream(golden) << actual;
+    return;
+  }
+  std::ifstream in(golden);
+  ASSERT_TRUE(in) << golden << " is missing; run with NEURON_UPDATE_GOLDENS=1";
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(actual, text.str()) << "differs from " << golden;
+}
+
+}  // namespace
+}  // namespace neuron::plugin::dra
