@@ -3,7 +3,7 @@ PRESET ?= dev
 JOBS   ?= $(shell nproc)
 BUILD  := build/$(PRESET)
 
-.PHONY: all deps configure build test test-fast test-asan test-tsan demo demo-cluster bench fuzz soak \
+.PHONY: all deps configure build test test-fast test-asan test-tsan demo demo-cluster demo-dra bench fuzz soak \
         reliability check format deploy-gen image clean
 
 all: build
@@ -46,6 +46,11 @@ demo: build
 # The same story on a simulated two-node cluster, with a real Prometheus over both nodes.
 demo-cluster: build
 	@scripts/demo-cluster.sh $(BUILD)
+
+# The same story with Dynamic Resource Allocation: slice, claim, prepare, train, attribute, taint on
+# a fault, release (docs/OPERATIONS.md#dra).
+demo-dra: build
+	@scripts/demo-dra.sh $(BUILD)
 
 # Only the benchmark programs and what they run, in a release build (bench/CMakeLists.txt).
 bench: deps

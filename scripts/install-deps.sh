@@ -3,7 +3,7 @@
 # Idempotent: it installs only what is missing, so `make` can call it on every run.
 # Used by the Makefile on a bare machine (as root), by .ci/run and by deploy/Dockerfile.
 #   scripts/install-deps.sh           everything below
-#   scripts/install-deps.sh --build   only what building the four binaries of the image needs
+#   scripts/install-deps.sh --build   only what building the five binaries of the image needs
 #                                     (deploy/Dockerfile's build stage): no clang, test tools,
 #                                     Prometheus or tmux
 #   scripts/install-deps.sh --image   what `make image` needs on a machine without a Docker
@@ -35,8 +35,9 @@ dev_packages=(
   util-linux procps
   # curl/openssl in the exporter's tests, node_exporter for the side-by-side benchmark
   curl openssl prometheus-node-exporter
-  # tests/docs/check_citations.py, and scripts/demo-cluster.sh's JSON and port helpers
-  python3
+  # tests/docs/check_citations.py, and scripts/demo-cluster.sh's JSON and port helpers;
+  # python3-yaml: scripts/demo-dra.sh loads the DRA overlay's DeviceClasses
+  python3 python3-yaml
 )
 case "${1:-}" in
   "") packages=("${build_packages[@]}" "${dev_packages[@]}") ;;

@@ -94,7 +94,7 @@ version_is() {  # version_is BINARY: its first --version line names this checkou
   echo "$line"
   [[ "$line" == "$1, version "*" (revision: $revision)" ]] && [ "$revision" != unknown ]
 }
-for b in neuron-device-plugin neuron-exporter neuron-ls neuron-top; do
+for b in neuron-device-plugin neuron-exporter neuron-ls neuron-top neuron-dra-api; do
   check "$b --version says revision $revision" version_is "$b"
 done
 

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# make demo-dra: the Llama-2-7B story of `make demo`, with Dynamic Resource Allocation
+# (docs/OPERATIONS.md#dra) on one simulated trn1.32xlarge:
+#   the simulated driver (neuron-sim up) -> the API stand-in (neuron-sim apiserver, with the DRA
+#   overlay's DeviceClasses) -> the kubelet emulator -> neuron-device-plugin --api=dra and
+#   neuron-dra-api: the node's ResourceSlice -> a claim for 4 connected devices and the 2 EFAs
+#   beside them, allocated by the scheduler's algorithm (neuron-sim schedule) -> the worker pod:
+#   prepared (its CDI spec), its process seeing its devices -> attributed in /metrics ->
+#   a fault taints a device in the slice, a reset clears it -> the pod ends, the claim is
+#   unprepared.
+# Without a terminal (or with DEMO_NONINTERACTIVE=1) it prints each step and ends; with one it
+# opens neuron-top while the pod trains. Ctrl-C stops everything it started.
+set -euo pipefail
+build=${1:-build/dev}
+sim="$build/driver-sim/neuron-sim"
+plugin="$build/plugin/neuron-device-plugin"
+dra_api="$build/plugin/kubeapi/neuron-dra-api"
+exporter="$build/monitor/neuron-exporter"
+for b in "$sim" "$plugin" "$dra_api" "$exporter" "$build/top/neuron-top"; do
+  [ -x "$b" ] || { echo "demo-dra: $b is missing; run make build" >&2; exit 1; }
+done
+interactive=1
+{ [ -t 0 ] && [ -t 1 ] && [ -z "${DEMO_NONINTERACTIVE:-}" ]; } || interactive=0
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/neuron-demo-dra.XXXXXX")
+root="$work/root" kubelet_dir="$work/kubelet" logs="$work/logs" cdi="$work/cdi"
+sockets="$work/sockets" api_dir="$work/api"
+mkdir -p "$root" "$kubelet_dir" "$logs" "$cdi" "$sockets" "$api_dir"
+pids=()
+cleanup() {
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do wait "${pids[i]}" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+fail() { echo "demo-dra: $1" >&2; [ -f "${2:-}" ] && tail -n 20 "$2" >&2; exit 1; }
+wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.2; done
+}
+on_node=("$sim" exec --root "$root" --)
+node=node-a
+# The API stand-in's address and CA, once it listens; every request carries the token.
+api() {  # api METHOD PATH [JSON]: the API server's answer on stdout; fails on an HTTP error
+  curl -fsS --cacert "$ca" -H "Authorization: Bearer demo-token" -X "$1" \
+    -H 'Content-Type: application/json' ${3:+--data "$3"} "$url$2"
+}
+json() { python3 -c "import json, sys; d = json.load(sys.stdin); $1"; }
+slices=/apis/resource.k8s.io/v1/resourceslices
+
+step "A simulated trn1.32xlarge (the driver) and the API stand-in with the overlay's DeviceClasses"
+"$sim" up --instance trn1.32xlarge --root "$root" --node-name "$node" 2>"$logs/sim.log" &
+pids+=($!)
+echo demo-token >"$work/token"
+python3 -c 'import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))' \
+  "$(dirname "$0")/../deploy/overlays/dra/deviceclasses.yaml" >"$work/classes.json"
+"$sim" apiserver --dir "$api_dir" --token-file "$work/token" --node "$node" \
+  --load "$work/classes.json" >"$logs/apiserver.log" 2>&1 &
+pids+=($!)
+wait_for 30 test -e "$root/run/neuron/sim.ready" || fail "the simulator did not start" "$logs/sim.log"
+wait_for 30 test -s "$api_dir/apiserver.json" || fail "no API stand-in" "$logs/apiserver.log"
+url=$(json 'print(d["url"])' <"$api_dir/apiserver.json")
+ca=$(json 'print(d["caFile"])' <"$api_dir/apiserver.json")
+echo "API server $url; DeviceClasses: $(api GET /apis/resource.k8s.io/v1/deviceclasses |
+  json 'print(" ".join(i["metadata"]["name"] for i in d["items"]))')"
+
+step "The kubelet emulator, neuron-device-plugin --api=dra and neuron-dra-api"
+"$sim" kubelet --root "$root" --kubelet-dir "$kubelet_dir" --cdi-dir "$cdi" >"$logs/kubelet.log" 2>&1 &
+pids+=($!)
+wait_for 30 test -S "$kubelet_dir/pod-resources/kubelet.sock" || fail "no kubelet emulator" "$logs/kubelet.log"
+"${on_node[@]}" "$plugin" --root "$root" --kubelet-dir "$kubelet_dir" --api dra --node-name "$node" \
+  --cdi-dir "$cdi" --listen "unix:$sockets/plugin.sock" --dra.claims "unix:$sockets/dra-api.sock" \
+  >"$logs/plugin.log" 2>&1 &
+pids+=($!)
+"$dra_api" --api-server "$url" --token-file "$work/token" --ca-file "$ca" --node-name "$node" \
+  --plugin "unix:$sockets/plugin.sock" --listen "unix:$sockets/dra-api.sock" --poll 500 \
+  >"$logs/dra-api.log" 2>&1 &
+pids+=($!)
+wait_for 60 sh -c "curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url$slices' | grep -q neuron-15" ||
+  fail "no ResourceSlice was published" "$logs/dra-api.log"
+grep -h "registered\|DRA" "$logs/kubelet.log" | tail -n 2 || true
+
+step "The node's ResourceSlice, as the scheduler sees it"
+api GET "$slices" | json '
+s = d["items"][0]; spec = s["spec"]
+print(f"{s[\"metadata\"][\"name\"]}: driver {spec[\"driver\"]}, pool {spec[\"pool\"][\"name\"]} generation {spec[\"pool\"][\"generation\"]}, {len(spec[\"devices\"])} devices")
+for dev in spec["devices"][:1] + [x for x in spec["devices"] if x["name"].startswith("efa-")][:1]:
+    print(" ", dev["name"], json.dumps(dev["attributes"], sort_keys=True))'
+
+step "A claim for 4 connected devices and the 2 EFA interfaces beside them"
+claim=llama-4-connected
+api POST /apis/resource.k8s.io/v1/namespaces/training/resourceclaims "$(cat <<JSON
+{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+ "metadata": {"name": "$claim", "namespace": "training"},
+ "spec": {"devices": {
+   "requests": [
+     {"name": "neurons", "exactly": {"deviceClassName": "neuron.aws.com", "allocationMode": "ExactCount", "count": 4}},
+     {"name": "efas", "exactly": {"deviceClassName": "efa.neuron.aws.com", "allocationMode": "ExactCount", "count": 2}}],
+   "constraints": [{"requests": ["neurons", "efas"], "matchAttribute": "resource.aws.com/devicegroup4_id"}]}}}
+JSON
+)" >/dev/null
+"$sim" schedule --api-server "$url" --token-file "$work/token" --ca-file "$ca" --node "$node" \
+  "training/$claim" || fail "the claim was not allocated"
+uid=$(api GET "/apis/resource.k8s.io/v1/namespaces/training/resourceclaims/$claim" | json 'print(d["metadata"]["uid"])')
+
+step "The worker pod with the claim: prepared by the plugin, its CDI spec applied by the runtime"
+# The command prints what the container sees, then trains (the claim's 8 cores: TP=8).
+"$sim" pod run --kubelet-dir "$kubelet_dir" --namespace training --name llama2-7b-worker-0 \
+  --claim "training/$claim:$uid" -- sh -c \
+  'echo "in the pod: NEURON_RT_VISIBLE_CORES=$NEURON_RT_VISIBLE_CORES devices=$NEURON_SIM_DEVICE_MAP"
+   exec "$0" run --workload llama2-7b --nodes 2' "$sim" >"$logs/pod.out" 2>"$logs/pod.log" &
+pod=$!
+pids+=($pod)
+wait_for 60 grep -q "in the pod" "$logs/pod.out" || fail "the pod did not start" "$logs/pod.log"
+grep "in the pod" "$logs/pod.out"
+spec=$(ls "$cdi"/*.json | head -n 1)
+echo "CDI spec $(basename "$spec"):"
+json 'print(json.dumps({"kind": d["kind"], "devices": [{"name": x["name"], "containerEdits": x["containerEdits"]} for x in d["devices"]][:2]}, indent=1))' <"$spec"
+"$sim" pod list --kubelet-dir "$kubelet_dir"
+
+step "The pod in the exporter's /metrics, attributed through PodResources' DynamicResource"
+"${on_node[@]}" "$exporter" --root "$root" --kubelet-dir "$kubelet_dir" --web.listen-address 127.0.0.1:0 \
+  >"$logs/exporter.log" 2>&1 &
+pids+=($!)
+wait_for 30 grep -q "listening on port" "$logs/exporter.log" || fail "no exporter" "$logs/exporter.log"
+metrics_port=$(sed -n 's/.*listening on port \([0-9]*\).*/\1/p' "$logs/exporter.log" | tail -n 1)
+scrape() { curl -fsS "http://127.0.0.1:$metrics_port/metrics"; }
+wait_for 30 sh -c "curl -fsS http://127.0.0.1:$metrics_port/metrics | grep -q 'neuron_dra_device_allocation_info{.*pod=\"llama2-7b-worker-0\"'" ||
+  fail "the pod is not attributed" "$logs/exporter.log"
+scrape | grep -E '^neuron_dra_device_allocation_info\{' | head -n 6
+
+if ((interactive)); then
+  step "neuron-top (q quits and stops the demo)"
+  sleep 1
+  "${on_node[@]}" "$build/top/neuron-top" --root "$root" --kubelet-dir "$kubelet_dir"
+  exit 0
+fi
+
+step "A fault on one of the pod's devices: the device is tainted in the slice, a reset clears it"
+first=$(api GET "/apis/resource.k8s.io/v1/namespaces/training/resourceclaims/$claim" |
+  json 'print(next(r["device"] for r in d["status"]["allocation"]["devices"]["results"] if r["device"].startswith("neuron-")))')
+index=${first#neuron-}
+taints() { api GET "$slices" | json "print([x.get('taints', []) for x in d['items'][0]['spec']['devices'] if x['name'] == '$first'][0])"; }
+"$sim" ctl --root "$root" inject hbm-ue --device "$index" >/dev/null
+wait_for 30 sh -c "curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url$slices' | grep -q 'neuron.aws.com/unhealthy'" ||
+  fail "no taint after the fault" "$logs/plugin.log"
+echo "$first taints after the fault: $(taints)"
+"$sim" ctl --root "$root" reset --device "$index" >/dev/null
+wait_for 60 sh -c "! curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url$slices' | grep -q 'neuron.aws.com/unhealthy'" ||
+  fail "the taint stayed after the reset" "$logs/plugin.log"
+echo "$first taints after the reset: $(taints)"
+
+step "The pod ends: the claim is unprepared and its CDI spec removed"
+kill "$pod" 2>/dev/null || true
+wait "$pod" 2>/dev/null || true
+wait_for 30 sh -c "! ls '$cdi'/*.json" || fail "the CDI spec stayed" "$logs/kubelet.log"
+echo "CDI specs left: $(ls "$cdi" | wc -l)"
+echo "demo-dra: done; stopping everything it started"
