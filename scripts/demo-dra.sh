@@ -80,13 +80,14 @@ pids+=($!)
   >"$logs/dra-api.log" 2>&1 &
 pids+=($!)
 wait_for 60 sh -c "curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url$slices' | grep -q neuron-15" ||
-  fail "no ResourceSlice was published" "$logs/dra-api.log"
+  { tail -n 5 "$logs/plugin.log" >&2; fail "no ResourceSlice was published" "$logs/dra-api.log"; }
 grep -h "registered\|DRA" "$logs/kubelet.log" | tail -n 2 || true
 
 step "The node's ResourceSlice, as the scheduler sees it"
 api GET "$slices" | json '
 s = d["items"][0]; spec = s["spec"]
-print(f"{s[\"metadata\"][\"name\"]}: driver {spec[\"driver\"]}, pool {spec[\"pool\"][\"name\"]} generation {spec[\"pool\"][\"generation\"]}, {len(spec[\"devices\"])} devices")
+print("%s: driver %s, pool %s generation %d, %d devices" % (s["metadata"]["name"], spec["driver"],
+      spec["pool"]["name"], spec["pool"]["generation"], len(spec["devices"])))
 for dev in spec["devices"][:1] + [x for x in spec["devices"] if x["name"].startswith("efa-")][:1]:
     print(" ", dev["name"], json.dumps(dev["attributes"], sort_keys=True))'
 
