@@ -26,21 +26,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/neuron-demo-dra.XXXXXX")
 root="$work/root" kubelet_dir="$work/kubelet" logs="$work/logs" cdi="$work/cdi"
 sockets="$work/sockets" api_dir="$work/api"
 mkdir -p "$root" "$kubelet_dir" "$logs" "$cdi" "$sockets" "$api_dir"
-pids=()
-cleanup() {
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do wait "${pids[i]}" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-fail() { echo "demo-dra: $1" >&2; [ -f "${2:-}" ] && tail -n 20 "$2" >&2; exit 1; }
-wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.2; done
-}
+demo=demo-dra
+source "$(dirname "$0")/demo-lib.sh"
 on_node=("$sim" exec --root "$root" --)
 node=node-a
 # The API stand-in's address and CA, once it listens; every request carries the token.

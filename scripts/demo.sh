@@ -22,22 +22,8 @@ interactive=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/neuron-demo.XXXXXX")
 root="$work/root" kubelet_dir="$work/kubelet" logs="$work/logs"
 mkdir -p "$root" "$kubelet_dir" "$logs"
-pids=()
-cleanup() {
-  # Reverse order: the pod first, the simulated driver last (it removes what it created).
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do wait "${pids[i]}" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-fail() { echo "demo: $1" >&2; [ -f "${2:-}" ] && tail -n 20 "$2" >&2; exit 1; }
-wait_for() {  # wait_for SECONDS COMMAND...: polls until COMMAND succeeds
-  local deadline=$((SECONDS + $1)); shift
-  until "$@" >/dev/null 2>&1; do ((SECONDS < deadline)) || return 1; sleep 0.2; done
-}
+demo=demo
+source "$(dirname "$0")/demo-lib.sh"
 # The agent reaches the devices through the driver's device node, as on a real node: here the
 # simulated driver's (neuron-sim exec), so every live number below comes through its ioctls.
 # An array, not a function: a background function is a subshell, and $! would be its pid rather

@@ -49,10 +49,10 @@ std::string Load(ApiServer& server, const json& object) {
   for (char& c : resource) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   resource += resource.ends_with("s") ? "es" : "s";
   const std::string prefix = api_version.find('/') == std::string::npos
-                                 ? apiserver::Cat("/api/", api_version, "/")
-                                 : apiserver::Cat("/apis/", api_version, "/");
+                                 ? Cat("/api/", api_version, "/")
+                                 : Cat("/apis/", api_version, "/");
   const apiserver::Kind* k = apiserver::FindKind(prefix, resource);
-  if (k == nullptr) return apiserver::Cat("the stand-in does not serve ", api_version, " ", kind);
+  if (k == nullptr) return Cat("the stand-in does not serve ", api_version, " ", kind);
   const std::string ns =
       k->namespaced ? object.value("/metadata/namespace"_json_pointer, std::string("default")) : "";
   const apiserver::ApiAnswer a = server.store().Create(*k, ns, object);

@@ -232,16 +232,6 @@ void CheckSliceSpec(const json& spec, Errors& e) {
 
 }  // namespace
 
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (size_t start = 0;;) {
-    const size_t end = s.find(sep, start);
-    out.push_back(s.substr(start, end == std::string_view::npos ? end : end - start));
-    if (end == std::string_view::npos) return out;
-    start = end + 1;
-  }
-}
-
 bool IsDnsLabel(std::string_view s) {
   if (s.empty() || s.size() > 63) return false;
   for (char c : s) {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fmt/format.h"
+#include "core/base/text.h"
 #include "nlohmann/json.hpp"
 
 namespace neuron::sim::apiserver {
@@ -26,15 +26,8 @@ struct FieldError {
   std::string message;
 };
 
-// Debian's Abseil has its own string_view, so absl::StrCat and absl::StrSplit do not take
-// std::string_view: these two stand in for them here.
-template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::string out;
-  (fmt::format_to(std::back_inserter(out), "{}", args), ...);
-  return out;
-}
-std::vector<std::string_view> Split(std::string_view s, char sep);
+using neuron::Cat;  // core/base/text.h
+using neuron::Split;
 
 // RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters.
 bool IsDnsLabel(std::string_view s);

@@ -7,23 +7,13 @@
 #include <utility>
 #include <vector>
 
-#include "driver-sim/scheduler/cat.h"
+#include "core/base/text.h"
 #include "driver-sim/scheduler/cel_node.h"
 #include "driver-sim/scheduler/cel_subset.h"
 
 namespace neuron::sim::scheduler {
 
 namespace {
-
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  for (size_t start = 0;;) {
-    const size_t end = s.find(sep, start);
-    out.push_back(s.substr(start, end - start));
-    if (end == std::string_view::npos) return out;
-    start = end + 1;
-  }
-}
 
 // A whole decimal number, digits only.
 bool ToInt(std::string_view s, int64_t* out) {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "driver-sim/scheduler/cat.h"
+#include "core/base/text.h"
 #include "driver-sim/scheduler/cel_node.h"
 
 namespace neuron::sim::scheduler {

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <utility>
 
-#include "driver-sim/scheduler/cat.h"
+#include "core/base/text.h"
 #include "driver-sim/scheduler/cel_subset.h"
 
 namespace neuron::sim::scheduler {

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "driver-sim/scheduler/cat.h"
+#include "core/base/text.h"
 #include "driver-sim/scheduler/claim_allocator.h"
 
 namespace neuron::sim::scheduler {

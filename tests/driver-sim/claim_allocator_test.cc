@@ -8,42 +8,14 @@
 #include <set>
 #include <string>
 
+#include "tests/driver-sim/dra_slice_fixture.h"
+
 namespace neuron::sim::scheduler {
 namespace {
 
 using nlohmann::json;
 
 constexpr char kDriver[] = "neuron.aws.com";
-
-// A trn1.32xlarge-shaped slice: 16 devices in connected groups of 4 (group of device i: i / 4),
-// and 8 EFA interfaces, two beside each group.
-json Trn1Slice(const std::string& node, int64_t generation = 1) {
-  json devices = json::array();
-  for (int i = 0; i < 16; ++i) {
-    devices.push_back(
-        {{"name", "neuron-" + std::to_string(i)},
-         {"attributes",
-          {{"resourceType", {{"string", "neuron_device"}}},
-           {"deviceId", {{"int", i}}},
-           {"neuronDriverVersion", {{"version", "2.24.7"}}},
-           {"resource.aws.com/devicegroup4_id", {{"string", "g4-" + std::to_string(i / 4)}}},
-           {"resource.aws.com/devicegroup16_id", {{"string", "g16-0"}}}}}});
-  }
-  for (int e = 0; e < 8; ++e) {
-    devices.push_back(
-        {{"name", "efa-rdmap" + std::to_string(e)},
-         {"attributes",
-          {{"resourceType", {{"string", "efa"}}},
-           {"resource.aws.com/devicegroup4_id", {{"string", "g4-" + std::to_string(e / 2)}}},
-           {"resource.aws.com/devicegroup16_id", {{"string", "g16-0"}}}}}});
-  }
-  return {{"metadata", {{"name", node + "-neuron.aws.com"}}},
-          {"spec",
-           {{"driver", kDriver},
-            {"nodeName", node},
-            {"pool", {{"name", node}, {"generation", generation}, {"resourceSliceCount", 1}}},
-            {"devices", devices}}}};
-}
 
 json DeviceClass(const std::string& name, const std::string& expression,
                  json config = json::array()) {

@@ -14,6 +14,7 @@
 
 #include "driver-sim/apiserver/api_server.h"
 #include "plugin/kubeapi/client.h"
+#include "tests/driver-sim/dra_slice_fixture.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -36,26 +37,6 @@ json ToJson(const YAML::Node& n) {
     return a;
   }
   return n.as<std::string>();  // DeviceClasses hold only strings
-}
-
-// A trn1.32xlarge-shaped slice of node-a: 16 devices in connected groups of 4.
-json Slice() {
-  json devices = json::array();
-  for (int i = 0; i < 16; ++i) {
-    devices.push_back(
-        {{"name", "neuron-" + std::to_string(i)},
-         {"attributes",
-          {{"resourceType", {{"string", "neuron_device"}}},
-           {"resource.aws.com/devicegroup4_id", {{"string", "g4-" + std::to_string(i / 4)}}}}}});
-  }
-  return {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "ResourceSlice"},
-          {"metadata", {{"name", "node-a-neuron.aws.com"}}},
-          {"spec",
-           {{"driver", "neuron.aws.com"},
-            {"nodeName", "node-a"},
-            {"pool", {{"name", "node-a"}, {"generation", 1}, {"resourceSliceCount", 1}}},
-            {"devices", devices}}}};
 }
 
 json Claim(const std::string& name, int count) {
@@ -90,7 +71,7 @@ class ScheduleTest : public ::testing::Test {
                                                        "/deploy/overlays/dra/deviceclasses.yaml")) {
       ASSERT_TRUE(client_->Post(std::string(kApi) + "/deviceclasses", ToJson(doc)).ok());
     }
-    ASSERT_TRUE(client_->Post(std::string(kApi) + "/resourceslices", Slice()).ok());
+    ASSERT_TRUE(client_->Post(std::string(kApi) + "/resourceslices", Trn1Slice("node-a")).ok());
     api_.get = [this](const std::string& path) { return client_->Get(path); };
     api_.put = [this](const std::string& path, const json& body) {
       return client_->Put(path, body);
