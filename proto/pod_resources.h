@@ -57,8 +57,8 @@ inline constexpr std::string_view kDraDriverNeuron = "neuron.aws.com";
 
 // A DRA device name of `driver` as the device-plugin resource and ID of the same hardware, where
 // the name encodes it: ours `neuron-<index>`, `neuroncore-<global core id>`, `efa-<name>`
-// (docs/metrics.md#dra-attribution), AWS's `neurondevice<index>` (SDK deploy/eks/dra.rst, Example 1).
-// nullopt for another driver, or a name that encodes no index (AWS's UltraServer `neuron_node`
+// (docs/metrics.md#dra-attribution), AWS's `neurondevice<index>` (SDK deploy/eks/dra.rst, Example
+// 1). nullopt for another driver, or a name that encodes no index (AWS's UltraServer `neuron_node`
 // devices): those are shown as reported. Indices are checked only for form here; whether the
 // node has the device is the consumer's check, as for device-plugin IDs.
 struct PlacedDraDevice {
