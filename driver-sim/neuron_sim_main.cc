@@ -356,18 +356,50 @@ Command AddKubelet(CLI::App& app) {
           }};
 }
 
+struct PodFlags {
+  std::string kubelet_dir = "/var/lib/kubelet";
+  std::string name;
+  std::string namespace_name = "default";
+  std::string container = "main";
+  std::vector<std::string> requests;
+  std::vector<std::string> claims;
+  std::string claim_driver = "neuron.aws.com";
+  int grace_period = 30;
+};
+
+// `pod run`: its flags checked and turned into PodRunArgs, then the command.
+int PodRun(const PodFlags& f) {
+  neuron::sim::PodRunArgs args;
+  args.kubelet_dir = f.kubelet_dir;
+  args.namespace_name = f.namespace_name;
+  args.name = f.name;
+  args.container = f.container;
+  args.grace_period_seconds = f.grace_period;
+  if (CtlHasTail()) args.command = CtlTail();
+  if (CtlHasTail() && args.command.empty()) return Usage("pod run", "nothing to run after --");
+  for (const std::string& r : f.requests) {
+    const size_t eq = r.rfind('=');
+    int count = -1;
+    if (eq != std::string::npos) {
+      const char* end = r.data() + r.size();
+      auto [ptr, ec] = std::from_chars(r.data() + eq + 1, end, count);
+      if (ec != std::errc() || ptr != end) count = -1;
+    }
+    if (eq == std::string::npos || eq == 0 || count < 0) {
+      return Usage("pod run", fmt::format("--request {}: expected RES=N", r));
+    }
+    args.requests[r.substr(0, eq)] += count;
+  }
+  for (const std::string& c : f.claims) {
+    absl::StatusOr<neuron::sim::ClaimRef> claim = neuron::sim::ParseClaimArg(c, f.claim_driver);
+    if (!claim.ok()) return Usage("pod run", std::string{claim.status().message()});
+    args.claims.push_back(*std::move(claim));
+  }
+  return neuron::sim::PodRunCommand(args, std::cout, std::cerr);
+}
+
 Command AddPod(CLI::App& app) {
-  struct Flags {
-    std::string kubelet_dir = "/var/lib/kubelet";
-    std::string name;
-    std::string namespace_name = "default";
-    std::string container = "main";
-    std::vector<std::string> requests;
-    std::vector<std::string> claims;
-    std::string claim_driver = "neuron.aws.com";
-    int grace_period = 30;
-  };
-  auto f = std::make_shared<Flags>();
+  auto f = std::make_shared<PodFlags>();
   CLI::App* pod = app.add_subcommand(
       "pod", "admit (run), delete and list pods through a running kubelet emulator");
   AddKubeletDirOption(pod, &f->kubelet_dir);
@@ -403,38 +435,7 @@ Command AddPod(CLI::App& app) {
 
   return {pod, [f, run, del]() -> int {
             if (f->grace_period < 0) return Usage("pod", "--grace-period must be >= 0");
-            if (run->parsed()) {
-              neuron::sim::PodRunArgs args;
-              args.kubelet_dir = f->kubelet_dir;
-              args.namespace_name = f->namespace_name;
-              args.name = f->name;
-              args.container = f->container;
-              args.grace_period_seconds = f->grace_period;
-              if (CtlHasTail()) args.command = CtlTail();
-              if (CtlHasTail() && args.command.empty()) {
-                return Usage("pod run", "nothing to run after --");
-              }
-              for (const std::string& r : f->requests) {
-                const size_t eq = r.rfind('=');
-                int count = -1;
-                if (eq != std::string::npos) {
-                  const char* end = r.data() + r.size();
-                  auto [ptr, ec] = std::from_chars(r.data() + eq + 1, end, count);
-                  if (ec != std::errc() || ptr != end) count = -1;
-                }
-                if (eq == std::string::npos || eq == 0 || count < 0) {
-                  return Usage("pod run", fmt::format("--request {}: expected RES=N", r));
-                }
-                args.requests[r.substr(0, eq)] += count;
-              }
-              for (const std::string& c : f->claims) {
-                absl::StatusOr<neuron::sim::ClaimRef> claim =
-                    neuron::sim::ParseClaimArg(c, f->claim_driver);
-                if (!claim.ok()) return Usage("pod run", std::string{claim.status().message()});
-                args.claims.push_back(*std::move(claim));
-              }
-              return neuron::sim::PodRunCommand(args, std::cout, std::cerr);
-            }
+            if (run->parsed()) return PodRun(*f);
             if (del->parsed()) {
               return neuron::sim::PodDeleteCommand(f->kubelet_dir, f->namespace_name, f->name,
                                                    f->grace_period, std::cout, std::cerr);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/model/catalog.h"
+#include "tests/deploy/deploy_testing.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -34,60 +35,26 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using deploy_testing::Arg;
+using deploy_testing::Args;
+using deploy_testing::Container;
+using deploy_testing::ExpectBounded;
+using deploy_testing::ExpectUnprivileged;
+using deploy_testing::Find;
+using deploy_testing::kDeploy;
+using deploy_testing::kDraOverlay;
+using deploy_testing::Missing;
+using deploy_testing::OnPath;
+using deploy_testing::Render;
+using deploy_testing::RunTool;
+using deploy_testing::ToolRun;
 using testing::ReadFile;
 using testing::Spawn;
 using testing::TempDir;
 using testing::WaitExit;
 
-const fs::path kDeploy = fs::path(NEURON_SOURCE_DIR) / "deploy";
 constexpr std::string_view kNfdOverlay = "overlays/nfd-label";
-constexpr std::string_view kDraOverlay = "overlays/dra";
 constexpr std::string_view kPresentLabel = "neuron.amazonaws.com/present";
-
-struct ToolRun {
-  int code = -1;
-  std::string out, err;
-};
-
-ToolRun RunTool(const std::vector<std::string>& argv) {
-  TempDir dir;
-  const pid_t pid = Spawn(argv, dir.path() / "out", dir.path() / "err");
-  ToolRun r;
-  r.code = WaitExit(pid, 120s).value_or(-1);
-  r.out = ReadFile(dir.path() / "out");
-  r.err = ReadFile(dir.path() / "err");
-  return r;
-}
-
-bool OnPath(const std::string& tool) {
-  return RunTool({"sh", "-c", "command -v " + tool}).code == 0;
-}
-
-std::vector<YAML::Node> Render(const std::string& overlay) {
-  ToolRun r = RunTool({"kubectl", "kustomize", (kDeploy / overlay).string()});
-  EXPECT_EQ(r.code, 0) << overlay << ": " << r.err;
-  return YAML::LoadAll(r.out);
-}
-
-YAML::Node Find(const std::vector<YAML::Node>& objects, const std::string& kind) {
-  for (const YAML::Node& o : objects) {
-    if (o["kind"].as<std::string>() == kind) return o;
-  }
-  return YAML::Node();
-}
-
-YAML::Node Container(const YAML::Node& daemonset, const std::string& name) {
-  for (const YAML::Node& c : daemonset["spec"]["template"]["spec"]["containers"]) {
-    if (c["name"].as<std::string>() == name) return c;
-  }
-  return YAML::Node();
-}
-
-// kubectl and promtool are test dependencies (scripts/install-deps.sh): missing, a test fails and
-// says so, rather than passing on nothing.
-std::string Missing(const std::string& tool) {
-  return tool + " is not installed: run scripts/install-deps.sh, which says how to get it";
-}
 
 class OverlayTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -142,33 +109,6 @@ void ExpectNodeSelection(const YAML::Node& pod, bool by_label) {
   EXPECT_TRUE(present_values.empty());
 }
 
-std::string Args(const YAML::Node& c) {
-  std::string joined;
-  for (const YAML::Node& a : c["args"]) joined += a.as<std::string>() + " ";
-  return joined;
-}
-
-// The value of `--flag=value` among the container's args, "" when absent.
-std::string Arg(const YAML::Node& c, const std::string& flag) {
-  for (const YAML::Node& a : c["args"]) {
-    const std::string arg = a.as<std::string>();
-    if (arg.rfind(flag + "=", 0) == 0) return arg.substr(flag.size() + 1);
-  }
-  return "";
-}
-
-void ExpectBounded(const YAML::Node& c) {
-  EXPECT_TRUE(c["resources"]["requests"]["memory"]);
-  EXPECT_TRUE(c["resources"]["limits"]["memory"]);
-  EXPECT_NE(Args(c).find("--log.format=json"), std::string::npos) << Args(c);
-  const YAML::Node sc = c["securityContext"];
-  EXPECT_TRUE(sc["readOnlyRootFilesystem"].as<bool>(false));
-  ASSERT_TRUE(sc["capabilities"]["drop"]);
-  EXPECT_EQ(sc["capabilities"]["drop"].as<std::vector<std::string>>(),
-            std::vector<std::string>{"ALL"});
-  EXPECT_FALSE(sc["capabilities"]["add"]) << "capabilities added";
-}
-
 // A privileged container (the plugin, the collector): device access and otherwise locked down;
 // no port: its HTTP on a Unix socket in the pod (`listen_flag`), probed by exec over it.
 void ExpectPrivilegedContainer(const YAML::Node& c, const std::string& listen_flag) {
@@ -196,19 +136,6 @@ void ExpectPrivilegedContainer(const YAML::Node& c, const std::string& listen_fl
     EXPECT_EQ(command[2], std::string("--probe=") + path);
     EXPECT_GE(c[probe]["timeoutSeconds"].as<int>(1), 2) << "the probe's own deadline is 1 s";
   }
-}
-
-// A container that reads the network (the front, dra-api): nothing privileged about it.
-void ExpectUnprivileged(const YAML::Node& c) {
-  ExpectBounded(c);
-  const YAML::Node sc = c["securityContext"];
-  EXPECT_FALSE(sc["privileged"].as<bool>(true)) << "privileged: false, said";
-  EXPECT_FALSE(sc["allowPrivilegeEscalation"].as<bool>(true)) << "allowPrivilegeEscalation: false";
-  EXPECT_TRUE(sc["runAsNonRoot"].as<bool>(false));
-  EXPECT_GT(sc["runAsUser"].as<int>(0), 0);
-  EXPECT_GT(sc["runAsGroup"].as<int>(0), 0);
-  EXPECT_EQ(sc["seccompProfile"]["type"].as<std::string>(""), "RuntimeDefault");
-  EXPECT_EQ(Arg(c, "--root"), "") << "it reads nothing of the node";
 }
 
 // The front: the only container with a port, and nothing privileged about it.
@@ -454,105 +381,6 @@ TEST(DeployTest, PrometheusNamespaceIsReplacedByTheDocumentedPatch) {
 
 // The rule labels a node for a Neuron chip of the catalog (vendor 1d0f and one of its device ids)
 // and for nothing else of Amazon's: ENA, EFA and NVMe share the vendor.
-// DRA mode: the plugin serves the kubelet's DRA API, and dra-api, unprivileged, is the only
-// container with a service-account token, mounted into it alone.
-TEST(DeployTest, DraOverlayGivesTheApiTokenToDraApiAlone) {
-  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
-  const std::vector<YAML::Node> objects = Render(std::string(kDraOverlay));
-  const YAML::Node ds = Find(objects, "DaemonSet");
-  ASSERT_TRUE(ds);
-  const YAML::Node pod = ds["spec"]["template"]["spec"];
-  EXPECT_EQ(Arg(Container(ds, "device-plugin"), "--api"), "dra");
-  const YAML::Node api = Container(ds, "dra-api");
-  ASSERT_TRUE(api);
-  ExpectUnprivileged(api);
-  EXPECT_FALSE(api["ports"]) << "dra-api listens on a Unix socket only";
-  EXPECT_EQ(Arg(api, "--plugin"), Arg(Container(ds, "device-plugin"), "--listen"));
-  EXPECT_EQ(Arg(api, "--listen").rfind("unix:/run/neuron-node-agent/", 0), 0u);
-  for (const std::string name : {"device-plugin", "dra-api"}) {
-    bool node_name = false;
-    ASSERT_TRUE(Container(ds, name)["env"]) << name;
-    for (const YAML::Node& e : Container(ds, name)["env"]) {
-      node_name |= e["name"].as<std::string>() == "NODE_NAME" &&
-                   e["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>("") == "spec.nodeName";
-    }
-    EXPECT_TRUE(node_name) << name << " is not told its node's name";
-  }
-  // The token's volume, and who mounts it.
-  std::set<std::string> token_volumes;
-  for (const YAML::Node& v : pod["volumes"]) {
-    if (!v["projected"]) continue;
-    for (const YAML::Node& source : v["projected"]["sources"]) {
-      if (source["serviceAccountToken"]) token_volumes.insert(v["name"].as<std::string>());
-    }
-  }
-  ASSERT_EQ(token_volumes.size(), 1u);
-  std::set<std::string> holders;  // containers that mount the token
-  for (const YAML::Node& c : pod["containers"]) {
-    if (!c["volumeMounts"]) continue;
-    for (const YAML::Node& m : c["volumeMounts"]) {
-      if (token_volumes.count(m["name"].as<std::string>())) {
-        holders.insert(c["name"].as<std::string>());
-      }
-    }
-  }
-  EXPECT_EQ(holders, std::set<std::string>{"dra-api"});
-  EXPECT_EQ(pod["serviceAccountName"].as<std::string>(""), "neuron-dra-api");
-  const YAML::Node account = Find(objects, "ServiceAccount");
-  ASSERT_TRUE(account);
-  EXPECT_FALSE(account["automountServiceAccountToken"].as<bool>(true));
-}
-
-// The least the API server must allow dra-api, and nothing wider.
-TEST(DeployTest, DraRbacIsTheLeastTheDriverNeeds) {
-  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
-  const std::vector<YAML::Node> objects = Render(std::string(kDraOverlay));
-  const YAML::Node role = Find(objects, "ClusterRole");
-  ASSERT_TRUE(role);
-  std::map<std::string, std::set<std::string>> verbs;  // "group/resource" -> verbs
-  for (const YAML::Node& rule : role["rules"]) {
-    for (const YAML::Node& g : rule["apiGroups"]) {
-      for (const YAML::Node& r : rule["resources"]) {
-        for (const YAML::Node& v : rule["verbs"]) {
-          verbs[g.as<std::string>() + "/" + r.as<std::string>()].insert(v.as<std::string>());
-        }
-      }
-    }
-  }
-  const std::map<std::string, std::set<std::string>> expected = {
-      {"resource.k8s.io/resourceslices", {"get", "list", "create", "update", "delete"}},
-      {"resource.k8s.io/resourceclaims", {"get"}},
-      {"/nodes", {"get"}}};
-  EXPECT_EQ(verbs, expected);
-  const YAML::Node binding = Find(objects, "ClusterRoleBinding");
-  ASSERT_TRUE(binding);
-  EXPECT_EQ(binding["roleRef"]["name"].as<std::string>(),
-            role["metadata"]["name"].as<std::string>());
-  ASSERT_EQ(binding["subjects"].size(), 1u);
-  EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "neuron-dra-api");
-  EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(), "neuron-system");
-}
-
-// AWS's DeviceClass name and selection, so its claim templates work unchanged; ours for EFA.
-TEST(DeployTest, DraDeviceClassesSelectAwsResourceTypesAndEfa) {
-  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
-  std::map<std::string, std::string> expressions;
-  for (const YAML::Node& o : Render(std::string(kDraOverlay))) {
-    if (o["kind"].as<std::string>() != "DeviceClass") continue;
-    EXPECT_EQ(o["apiVersion"].as<std::string>(), "resource.k8s.io/v1");
-    ASSERT_EQ(o["spec"]["selectors"].size(), 1u);
-    expressions[o["metadata"]["name"].as<std::string>()] =
-        o["spec"]["selectors"][0]["cel"]["expression"].as<std::string>();
-  }
-  ASSERT_EQ(expressions.size(), 2u);
-  const std::string& neuron = expressions["neuron.aws.com"];
-  for (const std::string want : {"device.driver == \"neuron.aws.com\"", "\"neuron_device\"",
-                                 "\"neuron_node\"", "resourceType"}) {
-    EXPECT_NE(neuron.find(want), std::string::npos) << want << " not in " << neuron;
-  }
-  EXPECT_NE(expressions["efa.neuron.aws.com"].find("resourceType == \"efa\""), std::string::npos);
-}
-
 TEST(DeployTest, NfdRuleMatchesNeuronDevicesOnly) {
   ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
   const std::vector<YAML::Node> objects = Render(std::string(kNfdOverlay));

@@ -1,0 +1,118 @@
+// deploy/overlays/dra (docs/OPERATIONS.md#dra): the plugin in DRA mode, dra-api unprivileged and
+// the only container with the service account's token, the least RBAC neuron-dra-api needs, and
+// AWS's DeviceClass selection beside ours for EFA. The overlay also passes every check of the
+// base (deploy_test.cc's OverlayTest).
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/deploy/deploy_testing.h"
+
+namespace neuron::deploy_testing {
+namespace {
+
+// DRA mode: the plugin serves the kubelet's DRA API, and dra-api, unprivileged, is the only
+// container with a service-account token, mounted into it alone.
+TEST(DeployTest, DraOverlayGivesTheApiTokenToDraApiAlone) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  const std::vector<YAML::Node> objects = Render(std::string(kDraOverlay));
+  const YAML::Node ds = Find(objects, "DaemonSet");
+  ASSERT_TRUE(ds);
+  const YAML::Node pod = ds["spec"]["template"]["spec"];
+  EXPECT_EQ(Arg(Container(ds, "device-plugin"), "--api"), "dra");
+  const YAML::Node api = Container(ds, "dra-api");
+  ASSERT_TRUE(api);
+  ExpectUnprivileged(api);
+  EXPECT_FALSE(api["ports"]) << "dra-api listens on a Unix socket only";
+  EXPECT_EQ(Arg(api, "--plugin"), Arg(Container(ds, "device-plugin"), "--listen"));
+  EXPECT_EQ(Arg(api, "--listen").rfind("unix:/run/neuron-node-agent/", 0), 0u);
+  for (const std::string name : {"device-plugin", "dra-api"}) {
+    bool node_name = false;
+    ASSERT_TRUE(Container(ds, name)["env"]) << name;
+    for (const YAML::Node& e : Container(ds, name)["env"]) {
+      node_name |= e["name"].as<std::string>() == "NODE_NAME" &&
+                   e["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>("") == "spec.nodeName";
+    }
+    EXPECT_TRUE(node_name) << name << " is not told its node's name";
+  }
+  // The token's volume, and who mounts it.
+  std::set<std::string> token_volumes;
+  for (const YAML::Node& v : pod["volumes"]) {
+    if (!v["projected"]) continue;
+    for (const YAML::Node& source : v["projected"]["sources"]) {
+      if (source["serviceAccountToken"]) token_volumes.insert(v["name"].as<std::string>());
+    }
+  }
+  ASSERT_EQ(token_volumes.size(), 1u);
+  std::set<std::string> holders;  // containers that mount the token
+  for (const YAML::Node& c : pod["containers"]) {
+    if (!c["volumeMounts"]) continue;
+    for (const YAML::Node& m : c["volumeMounts"]) {
+      if (token_volumes.count(m["name"].as<std::string>())) {
+        holders.insert(c["name"].as<std::string>());
+      }
+    }
+  }
+  EXPECT_EQ(holders, std::set<std::string>{"dra-api"});
+  EXPECT_EQ(pod["serviceAccountName"].as<std::string>(""), "neuron-dra-api");
+  const YAML::Node account = Find(objects, "ServiceAccount");
+  ASSERT_TRUE(account);
+  EXPECT_FALSE(account["automountServiceAccountToken"].as<bool>(true));
+}
+
+// The least the API server must allow dra-api, and nothing wider.
+TEST(DeployTest, DraRbacIsTheLeastTheDriverNeeds) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  const std::vector<YAML::Node> objects = Render(std::string(kDraOverlay));
+  const YAML::Node role = Find(objects, "ClusterRole");
+  ASSERT_TRUE(role);
+  std::map<std::string, std::set<std::string>> verbs;  // "group/resource" -> verbs
+  for (const YAML::Node& rule : role["rules"]) {
+    for (const YAML::Node& g : rule["apiGroups"]) {
+      for (const YAML::Node& r : rule["resources"]) {
+        for (const YAML::Node& v : rule["verbs"]) {
+          verbs[g.as<std::string>() + "/" + r.as<std::string>()].insert(v.as<std::string>());
+        }
+      }
+    }
+  }
+  const std::map<std::string, std::set<std::string>> expected = {
+      {"resource.k8s.io/resourceslices", {"get", "list", "create", "update", "delete"}},
+      {"resource.k8s.io/resourceclaims", {"get"}},
+      {"/nodes", {"get"}}};
+  EXPECT_EQ(verbs, expected);
+  const YAML::Node binding = Find(objects, "ClusterRoleBinding");
+  ASSERT_TRUE(binding);
+  EXPECT_EQ(binding["roleRef"]["name"].as<std::string>(),
+            role["metadata"]["name"].as<std::string>());
+  ASSERT_EQ(binding["subjects"].size(), 1u);
+  EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), "neuron-dra-api");
+  EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(), "neuron-system");
+}
+
+// AWS's DeviceClass name and selection, so its claim templates work unchanged; ours for EFA.
+TEST(DeployTest, DraDeviceClassesSelectAwsResourceTypesAndEfa) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  std::map<std::string, std::string> expressions;
+  for (const YAML::Node& o : Render(std::string(kDraOverlay))) {
+    if (o["kind"].as<std::string>() != "DeviceClass") continue;
+    EXPECT_EQ(o["apiVersion"].as<std::string>(), "resource.k8s.io/v1");
+    ASSERT_EQ(o["spec"]["selectors"].size(), 1u);
+    expressions[o["metadata"]["name"].as<std::string>()] =
+        o["spec"]["selectors"][0]["cel"]["expression"].as<std::string>();
+  }
+  ASSERT_EQ(expressions.size(), 2u);
+  const std::string& neuron = expressions["neuron.aws.com"];
+  for (const std::string want : {"device.driver == \"neuron.aws.com\"", "\"neuron_device\"",
+                                 "\"neuron_node\"", "resourceType"}) {
+    EXPECT_NE(neuron.find(want), std::string::npos) << want << " not in " << neuron;
+  }
+  EXPECT_NE(expressions["efa.neuron.aws.com"].find("resourceType == \"efa\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace neuron::deploy_testing
