@@ -48,10 +48,7 @@ using deploy_testing::OnPath;
 using deploy_testing::Render;
 using deploy_testing::RunTool;
 using deploy_testing::ToolRun;
-using testing::ReadFile;
-using testing::Spawn;
 using testing::TempDir;
-using testing::WaitExit;
 
 constexpr std::string_view kNfdOverlay = "overlays/nfd-label";
 constexpr std::string_view kPresentLabel = "neuron.amazonaws.com/present";
