@@ -87,7 +87,14 @@ TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
     spec = Spec({"neuron-1"});
     ++generation;
   }
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // It has tried and failed (said once, when the state changed) before the server comes back.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return ReadFile(d / "dra.err").find("the API server cannot be reached") !=
+               std::string::npos;
+      },
+      std::chrono::seconds(10)))
+      << ReadFile(d / "dra.err");
   ASSERT_EQ(kill(api, SIGUSR2), 0);  // and comes back
   EXPECT_TRUE(WaitUntil([&] { return devices() == std::vector<std::string>{"neuron-1"}; },
                         std::chrono::seconds(10)))
