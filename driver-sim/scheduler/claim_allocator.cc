@@ -243,8 +243,8 @@ class Search {
   int steps_ = 0;
 };
 
-absl::StatusOr<std::vector<Constraint>> ConstraintsOf(const json& devices,
-                                                      const std::string& driver) {
+// matchAttribute is a fully qualified name (domain/name), as the API requires of it.
+absl::StatusOr<std::vector<Constraint>> ConstraintsOf(const json& devices) {
   std::vector<Constraint> out;
   for (const json& c : devices.value("constraints", json::array())) {
     if (!c.contains("matchAttribute")) {
@@ -252,9 +252,11 @@ absl::StatusOr<std::vector<Constraint>> ConstraintsOf(const json& devices,
     }
     const std::string attr = c["matchAttribute"];
     const size_t slash = attr.find('/');
-    Constraint k{slash == std::string::npos ? driver : attr.substr(0, slash),
-                 slash == std::string::npos ? attr : attr.substr(slash + 1),
-                 {}};
+    if (slash == std::string::npos || slash == 0 || slash + 1 == attr.size()) {
+      return absl::InvalidArgumentError(
+          Cat("matchAttribute ", attr, ": not a fully qualified name (domain/name)"));
+    }
+    Constraint k{attr.substr(0, slash), attr.substr(slash + 1), {}};
     for (const json& r : c.value("requests", json::array())) {
       k.requests.insert(r.get<std::string>());
     }
@@ -299,9 +301,7 @@ absl::StatusOr<json> AllocateClaim(const json& claim, const AllocationInput& inp
     }
     requests.push_back(*std::move(req));
   }
-  const std::string driver =
-      requests.empty() || requests[0].candidates.empty() ? "" : requests[0].candidates[0]->driver;
-  absl::StatusOr<std::vector<Constraint>> constraints = ConstraintsOf(devices_spec, driver);
+  absl::StatusOr<std::vector<Constraint>> constraints = ConstraintsOf(devices_spec);
   if (!constraints.ok()) return constraints.status();
   Search search(requests, *constraints);
   if (!search.Run()) {

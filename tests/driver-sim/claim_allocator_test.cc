@@ -183,6 +183,12 @@ TEST(ClaimAllocatorTest, WhatItDoesNotOfferIsRefusedByName) {
   absl::Status s = AllocateClaim(Claim({r}), Node()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("'%' at column"), std::string::npos) << s;
+  s = AllocateClaim(Claim({Request("neurons", "neuron.aws.com", 4)},
+                          {{{"matchAttribute", "devicegroup4_id"}}}),
+                    Node())
+          .status();
+  EXPECT_EQ(s.message(),
+            "matchAttribute devicegroup4_id: not a fully qualified name (domain/name)");
   r = Request("neurons", "no-such-class", 1);
   EXPECT_EQ(AllocateClaim(Claim({r}), Node()).status().code(), absl::StatusCode::kNotFound);
   // A selector that fails on a device fails the allocation, as the reference's does.
