@@ -32,7 +32,7 @@ TEST(ModelValidation, PredictsThePublishedFiguresWithinTwentyPercent) {
   ASSERT_DOUBLE_EQ(kValidationBand, 0.20);
   int checked = 0;
   for (const ValidationRow& r : Rows()) {
-    if (r.calibration || KnownMisses().count(r.name) > 0) continue;
+    if (r.calibration() || KnownMisses().count(r.name) > 0) continue;
     ++checked;
     EXPECT_LE(std::abs(r.Error()), kValidationBand)
         << r.name << ": published " << r.published << " " << r.unit << ", predicted "
@@ -52,7 +52,7 @@ TEST(ModelValidation, OutsideTheBandOnlyWhereTheReadmeSaysSo) {
 TEST(ModelValidation, CalibrationRowsReproduceTheFigureTheyWereTakenFrom) {
   int calibrations = 0;
   for (const ValidationRow& r : Rows()) {
-    if (!r.calibration) continue;
+    if (!r.calibration()) continue;
     ++calibrations;
     EXPECT_NEAR(r.predicted, r.published, r.published * 0.01) << r.name;
   }
