@@ -20,11 +20,14 @@ constexpr double kMinIssueCycles = 64;
 // instructions, each paying the overhead, so small tiles and short sequences pay it more often.
 constexpr double kStaticOverheadCycles = 100;
 constexpr double kInstructionFreeElements = 512;
-// DMA: 16 queues per core at 27 GiB/s each; ~600 ns to start a DMA instruction (NC-v3's DGE
-// figure, used for NC-v2 too, docs/hardware.md#engine-model).
+// DMA: 16 engines per core, each sustaining 17 B/ns on trn1 and 23 B/ns on trn2 with large
+// payloads (the NKI DMA bandwidth guide's table; the theoretical 27.2 GB/s per engine is not
+// reached); every DMA pays ~1300 ns of descriptor setup and semaphore-to-start latency before
+// its data moves, the same guide's figure (docs/hardware.md#engine-model).
 constexpr double kDmaQueues = 16;
-constexpr double kDmaQueueBytesPerS = 27.0 * (1 << 30);
-constexpr double kDmaStartSeconds = 600e-9;
+constexpr double kDmaEngineBytesPerSTrn1 = 17e9;
+constexpr double kDmaEngineBytesPerSTrn2 = 23e9;
+constexpr double kDmaStartSeconds = 1300e-9;
 
 int64_t Ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
 
@@ -89,7 +92,9 @@ CoreEngines EnginesFor(Chip chip, int lnc, const CorePerf& perf) {
     e.scalar_hz = 1.4e9;
     e.gpsimd_hz = 1.4e9;
   }
-  e.dma_bytes_per_s = std::min(kDmaQueues * kDmaQueueBytesPerS * e.lnc, perf.mem_bw);
+  const double engine_bw =
+      chip == Chip::kTrainium2 ? kDmaEngineBytesPerSTrn2 : kDmaEngineBytesPerSTrn1;
+  e.dma_bytes_per_s = std::min(kDmaQueues * engine_bw * e.lnc, perf.mem_bw);
   e.vector_flops = perf.p_vector;
   e.scalar_flops = perf.p_scalar;
   return e;
