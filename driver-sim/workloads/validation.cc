@@ -52,16 +52,19 @@ void AddCalibrations(const nrt::NodeModel& node, std::vector<ValidationRow>& row
   const double gemm_s = 2.0 * 4096 * 8192 * 8192 / (GemmTflops(node, 4096, 8192, 8192, 1) * 1e12);
   rows.push_back({"NKI GEMM [4096,8192]x[8192,8192] BF16, 1 NC-v2", "ms", 6.97, gemm_s * 1e3,
                   "NKI matrix-multiplication tutorial, SDK 2.20", RowRole::kCalibration, ""});
-  rows.push_back({"all-reduce 1e9 B FP32, 2 ranks, 1 trn1.32xlarge", "ms", 18.9,
-                  NccomSeconds(node, nrt::CollKind::kAllReduce, 1e9, 2, 1) * 1e3, kNccom,
+  rows.push_back({"all-reduce 1073741824 B FP32, 2 ranks, 1 node", "us", 18930,
+                  NccomSeconds(node, nrt::CollKind::kAllReduce, 1073741824.0, 2, 1) * 1e6, kNccom,
                   RowRole::kCalibration, ""});
-  rows.push_back({"all-reduce 8 B, 64 ranks, 2 trn1.32xlarge (EFA)", "us", 520,
+  rows.push_back({"all-gather 1024 B FP32, 32 ranks, 1 node", "us", 151,
+                  NccomSeconds(node, nrt::CollKind::kAllGather, 1024, 32, 1) * 1e6, kNccom,
+                  RowRole::kCalibration, ""});
+  rows.push_back({"all-reduce 8 B FP32, 64 ranks, 2 nodes (EFA)", "us", 520,
                   NccomSeconds(node, nrt::CollKind::kAllReduce, 8, 32, 2) * 1e6, kNccom,
                   RowRole::kCalibration, ""});
 }
 
-// nccom-test's example tables, every size (the two sizes above are the calibrations). The
-// tables print bytes; their 1 GiB rows are 1073741824 B.
+// nccom-test's example tables, every size but the calibrations above. The tables print bytes:
+// their 1 GiB rows are 1073741824 B.
 void AddCollectives(const nrt::NodeModel& node, std::vector<ValidationRow>& rows) {
   struct Size {
     double bytes;
@@ -75,7 +78,7 @@ void AddCollectives(const nrt::NodeModel& node, std::vector<ValidationRow>& rows
                     NccomSeconds(node, nrt::CollKind::kAllReduce, s.bytes, 2, 1) * 1e6, kNccom,
                     RowRole::kCollective, ""});
   }
-  const Size gather[] = {{1024, 151}, {8192, 149}, {65536, 150}, {524288, 179}};
+  const Size gather[] = {{8192, 149}, {65536, 150}, {524288, 179}};
   for (const Size& s : gather) {
     rows.push_back({fmt::format("all-gather {:.0f} B FP32, 32 ranks, 1 node", s.bytes), "us", s.us,
                     NccomSeconds(node, nrt::CollKind::kAllGather, s.bytes, 32, 1) * 1e6, kNccom,
