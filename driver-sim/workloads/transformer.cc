@@ -291,8 +291,9 @@ std::string OptimizerPhase(const TrainSpec& s, int stage) {
   l.Lane("vector", lamb ? "lamb_update" : "adamw_update", 2 * (lamb ? 16 : 12) * shard, bytes);
   l.Lane("scalar", "optimizer_sqrt", shard, 0);
   if (w == 2) {
-    // The BF16 copy is written with stochastic rounding (the Neuron default for BF16): a random
-    // word per parameter from GpSimd, added below the BF16 mantissa before truncation.
+    // The BF16 copy is written with stochastic rounding, as AWS's BF16 training rows run
+    // ("BF16+SR"): a random word per parameter from GpSimd, added below the BF16 mantissa
+    // before truncation.
     l.Lane("gpsimd", "stochastic_rounding_random", shard, 0);
     l.Lane("vector", "stochastic_rounding_add", 2 * shard, 0);
   }
