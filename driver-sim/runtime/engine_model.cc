@@ -13,13 +13,21 @@ namespace {
 constexpr double kPartitions = 128;
 constexpr double kMovingMax = 512;
 constexpr double kMinIssueCycles = 64;
-// VectorE/ScalarE/GpSimd: ~100 cycles of static overhead for a dependent instruction.
+// VectorE/ScalarE/GpSimd: ~100 cycles of static overhead per instruction. An instruction covers
+// at most a tile of 128 partitions x 512 elements: the free size of one PSUM bank (2 KiB per
+// partition of FP32), which bounds every tile a matmul result is read from
+// (docs/hardware.md#engine-model). An op of e element-passes is ceil(e / (128 x 512)) such
+// instructions, each paying the overhead, so small tiles and short sequences pay it more often.
 constexpr double kStaticOverheadCycles = 100;
-// DMA: 16 queues per core at 27 GiB/s each; ~600 ns to start a DMA instruction (NC-v3's DGE
-// figure, used for NC-v2 too, docs/hardware.md#engine-model).
+constexpr double kInstructionFreeElements = 512;
+// DMA: 16 engines per core, each sustaining 17 B/ns on trn1 and 23 B/ns on trn2 with large
+// payloads (the NKI DMA bandwidth guide's table; the theoretical 27.2 GB/s per engine is not
+// reached); every DMA pays ~1300 ns of descriptor setup and semaphore-to-start latency before
+// its data moves, the same guide's figure (docs/hardware.md#engine-model).
 constexpr double kDmaQueues = 16;
-constexpr double kDmaQueueBytesPerS = 27.0 * (1 << 30);
-constexpr double kDmaStartSeconds = 600e-9;
+constexpr double kDmaEngineBytesPerSTrn1 = 17e9;
+constexpr double kDmaEngineBytesPerSTrn2 = 23e9;
+constexpr double kDmaStartSeconds = 1300e-9;
 
 int64_t Ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
 
@@ -58,6 +66,14 @@ double LaneSeconds(double elements, double lanes, double hz, int lnc) {
   return elements / (lanes * lnc) / hz;
 }
 
+// The static overhead of the instructions an op of `elements` element-passes issues: one per
+// 128 x 512 tile (per logical core: LNC=2 splits the tiles over two cores), at least one.
+double LaneOverheadSeconds(double elements, double hz, int lnc) {
+  const double instructions =
+      std::max(1.0, std::ceil(elements / (kPartitions * kInstructionFreeElements * lnc)));
+  return instructions * kStaticOverheadCycles / hz;
+}
+
 }  // namespace
 
 CoreEngines EnginesFor(Chip chip, int lnc, const CorePerf& perf) {
@@ -76,7 +92,9 @@ CoreEngines EnginesFor(Chip chip, int lnc, const CorePerf& perf) {
     e.scalar_hz = 1.4e9;
     e.gpsimd_hz = 1.4e9;
   }
-  e.dma_bytes_per_s = std::min(kDmaQueues * kDmaQueueBytesPerS * e.lnc, perf.mem_bw);
+  const double engine_bw =
+      chip == Chip::kTrainium2 ? kDmaEngineBytesPerSTrn2 : kDmaEngineBytesPerSTrn1;
+  e.dma_bytes_per_s = std::min(kDmaQueues * engine_bw * e.lnc, perf.mem_bw);
   e.vector_flops = perf.p_vector;
   e.scalar_flops = perf.p_scalar;
   return e;
@@ -107,16 +125,16 @@ OpCost CostOp(const Op& op, const CoreEngines& e) {
     case Engine::kVector:
       compute = op.elements > 0 ? LaneSeconds(op.elements, e.vector_lanes, e.vector_hz, e.lnc)
                                 : op.flops / e.vector_flops;
-      overhead = kStaticOverheadCycles / e.vector_hz;
+      overhead = LaneOverheadSeconds(op.elements, e.vector_hz, e.lnc);
       break;
     case Engine::kScalar:
       compute = op.elements > 0 ? LaneSeconds(op.elements, e.lanes, e.scalar_hz, e.lnc)
                                 : op.flops / e.scalar_flops;
-      overhead = kStaticOverheadCycles / e.scalar_hz;
+      overhead = LaneOverheadSeconds(op.elements, e.scalar_hz, e.lnc);
       break;
     case Engine::kGpSimd:
       compute = LaneSeconds(op.elements, e.lanes, e.gpsimd_hz, e.lnc);
-      overhead = kStaticOverheadCycles / e.gpsimd_hz;
+      overhead = LaneOverheadSeconds(op.elements, e.gpsimd_hz, e.lnc);
       break;
     case Engine::kDma:
     case Engine::kCollectives:

@@ -20,6 +20,7 @@ CollectivePath PathFor(const NodeModel& node) {
     p.intra_bytes_per_s = kIntraRingBytesPerS * node.LinkBytesPerS() / kTrn1LinkBytesPerS;
   }
   p.efa_bytes_per_s = node.EfaShareBytesPerS();
+  p.ranks_per_chip = std::max(node.cores_per_device(), 1);
   return p;
 }
 
@@ -40,7 +41,10 @@ CollectiveCost CostCollective(CollKind kind, double bytes, uint64_t local, uint6
   double intra = 0;
   if (n > 1) {
     c.ring_bytes = Fraction(kind, n) * bytes;
-    intra = Steps(kind, n) * kAlphaIntraNodeS + c.ring_bytes / path.intra_bytes_per_s;
+    // A ring steps in lockstep, so its slowest hop sets every step: chip to chip once the group
+    // spans more than one chip.
+    const double alpha = n > path.ranks_per_chip ? kAlphaChipToChipS : kAlphaIntraNodeS;
+    intra = Steps(kind, n) * alpha + c.ring_bytes / path.intra_bytes_per_s;
   }
   double efa = 0;
   if (m > 1) {

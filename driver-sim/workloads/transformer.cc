@@ -119,6 +119,14 @@ void LinearBackward(OpList& l, const char* name, double t, double in, double out
 
 using Groups = std::vector<std::vector<uint32_t>>;
 
+// The [s,s] probabilities of `products` heads transposed on TensorE (a matmul against the
+// identity, as NKI's fused attention does, docs/hardware.md#engine-model) so that the key
+// dimension lies on the partitions for the next matmul: each 128x128 block is one instruction of
+// 128 moving columns, i.e. the tiled cost of [s,128]x[128,s]. It stays in SBUF: no HBM bytes.
+void ProbsTranspose(OpList& l, const Dims& x, const char* name, double products) {
+  l.Matmul(name, x.s, 128, x.s, products, 0);
+}
+
 // Attention and MLP of one layer, forward. Fused attention keeps scores and probabilities in
 // SBUF: only Q, K, V and the output cross HBM.
 void LayerForward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp) {
@@ -138,6 +146,7 @@ void LayerForward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp
     l.Lane("gpsimd", "attn_dropout_mask", scores * x.s * x.s, 0);
     l.Lane("vector", "attn_dropout", 2 * scores * x.s * x.s, 0);
   }
+  ProbsTranspose(l, x, "attn_probs_transpose", scores);
   l.Matmul("attn_values", x.s, x.s, x.dh, scores, x.t * (x.kv + x.heads) * x.dh * x.w);
   l.Matmul("out_proj", x.t, x.heads * x.dh, x.d);
   if (s.tp > 1) l.Collective("allreduce", "tp_allreduce_attn", x.t * x.d * x.w, tp, 1);
@@ -173,9 +182,13 @@ void LayerBackward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& t
   const double qkv_io = x.t * (x.heads + x.kv) * x.dh * x.w;
   l.Matmul("attn_scores_recompute", x.s, x.dh, x.s, scores, qkv_io);
   l.Lane("scalar", "softmax_exp_recompute", scores * x.s * x.s, 0);
+  // dV = Pᵀ·dO and dK = dSᵀ·Q take the recomputed probabilities and the score gradient
+  // transposed.
+  ProbsTranspose(l, x, "attn_probs_transpose_recompute", scores);
   l.Matmul("attn_values_grad", x.s, x.s, x.dh, 2 * scores, qkv_io);
   l.Lane("vector", "softmax_grad", 2 * 3 * scores * x.s * x.s, 0);
   if (m.dropout) l.Lane("vector", "attn_dropout_grad", 2 * scores * x.s * x.s, 0);
+  ProbsTranspose(l, x, "attn_scores_grad_transpose", scores);
   l.Matmul("attn_scores_grad", x.s, x.s, x.dh, 2 * scores, 2 * qkv_io);
   if (m.rms_norm) {
     l.Lane("vector", "rotary_grad", 2 * 3 * x.t * (x.heads + x.kv) * x.dh,
@@ -277,6 +290,13 @@ std::string OptimizerPhase(const TrainSpec& s, int stage) {
   const double bytes = (8 + 8 + 8 + 4 + (w == 2 ? 2 : 0) + (lamb ? 8 : 0)) * shard;
   l.Lane("vector", lamb ? "lamb_update" : "adamw_update", 2 * (lamb ? 16 : 12) * shard, bytes);
   l.Lane("scalar", "optimizer_sqrt", shard, 0);
+  if (w == 2) {
+    // The BF16 copy is written with stochastic rounding, as AWS's BF16 training rows run
+    // ("BF16+SR"): a random word per parameter from GpSimd, added below the BF16 mantissa
+    // before truncation.
+    l.Lane("gpsimd", "stochastic_rounding_random", shard, 0);
+    l.Lane("vector", "stochastic_rounding_add", 2 * shard, 0);
+  }
   if (s.zero1 && reduce) {
     l.Collective("allgather", "zero1_param_allgather", w * p, dp, ModelledNodes(s));
   }
