@@ -85,7 +85,9 @@ absl::StatusOr<Prediction> Predict(const PredictRequest& r) {
                     r.global_batch, p.dp, s.micro_batch, per_step));
   }
   p.micro_steps = r.global_batch / per_step;
-  // The slowest stage sets the pace: every stage costs its own lists; the last holds the loss.
+  // The slowest stage sets the pace: every stage costs its own lists, point-to-point exchanges
+  // with its neighbours included (over NeuronLink or EFA as parallel.h places them); the first
+  // holds the embedding, the last the loss.
   ListTime micro, opt;
   for (int stage = 0; stage < s.pp; ++stage) {
     const StepOps ops = BuildStepOps(s, stage);
@@ -95,14 +97,7 @@ absl::StatusOr<Prediction> Predict(const PredictRequest& r) {
     if (!o.ok()) return o.status();
     if (m->total > micro.total) micro = *m;
     if (o->total > opt.total) opt = *o;
-    if (s.pp > 1) {
-      // Activations forward and their gradients back, to the neighbour stage over NeuronLink.
-      const double send =
-          2 * (nrt::kAlphaIntraNodeS + ops.pp_send_bytes / nrt::PathFor(*node).intra_bytes_per_s);
-      micro.coll_node = std::max(micro.coll_node, m->coll_node + send);
-    }
   }
-  if (s.pp > 1) micro.total = micro.compute + micro.memory + micro.coll_node + micro.coll_efa;
   const double k = p.micro_steps;
   Breakdown& b = p.breakdown;
   b.compute = k * micro.compute;
