@@ -314,7 +314,7 @@ absl::StatusOr<WorkloadOptions> PlaceProcess(const WorkloadOptions& options,
         (*p)->node_rank, (*p)->nodes, (*p)->source));
   }
   placed.node_rank = (*p)->node_rank;
-  placed.nodes = (*p)->nodes;
+  placed.shape.nodes = (*p)->nodes;
   *ranks_per_node = (*p)->ranks_per_node;
   return placed;
 }
@@ -414,7 +414,7 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
   }
   JobInfo info;
   info.node_rank = placed->node_rank;
-  info.nodes = placed->node_rank >= 0 ? placed->nodes : 1;
+  info.nodes = placed->node_rank >= 0 ? placed->shape.nodes.value_or(1) : 1;
   std::vector<CoreContext> cores = DescribeCores(&info);
   if (const absl::Status s = Configure(*workload, info, ranks_per_node); !s.ok()) {
     fmt::print(err, "neuron-sim run: {}\n", std::string{s.message()});

@@ -10,6 +10,7 @@
 #include "driver-sim/runtime/node_model.h"
 #include "driver-sim/runtime/program.h"
 #include "driver-sim/runtime/timing.h"
+#include "driver-sim/workloads/job_shape.h"
 
 namespace neuron::workloads {
 namespace {
@@ -78,13 +79,9 @@ absl::StatusOr<Prediction> Predict(const PredictRequest& r) {
   }
   Prediction p;
   p.dp = s.dp();
-  const int per_step = p.dp * s.micro_batch;
-  if (r.global_batch < per_step || r.global_batch % per_step != 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("--global-batch {} must be a multiple of DP {} x micro-batch {} = {}",
-                    r.global_batch, p.dp, s.micro_batch, per_step));
-  }
-  p.micro_steps = r.global_batch / per_step;
+  absl::StatusOr<int> micro_steps = MicroStepsOf(s, r.global_batch);
+  if (!micro_steps.ok()) return micro_steps.status();
+  p.micro_steps = *micro_steps;
   // The slowest stage sets the pace: every stage costs its own lists, point-to-point exchanges
   // with its neighbours included (over NeuronLink or EFA as parallel.h places them); the first
   // holds the embedding, the last the loss.

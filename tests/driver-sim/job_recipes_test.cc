@@ -179,7 +179,7 @@ TEST(PlacementTest, FlagEnvOrNone) {
   EXPECT_EQ((*mpi)->nodes, 4);
   EXPECT_EQ((*mpi)->source, "OMPI_COMM_WORLD_RANK");
   o.node_rank = 1;
-  o.nodes = 3;
+  o.shape.nodes = 3;
   absl::StatusOr<std::optional<NodePlacement>> flag =
       ResolvePlacement(o, Env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}}));
   ASSERT_TRUE(flag.ok() && flag->has_value());
@@ -197,8 +197,7 @@ TEST(PlacementTest, BadEnvironmentIsNamed) {
               HasSubstr("not a multiple"));
   EXPECT_THAT(message({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}}),
               HasSubstr("outside a job of 4 nodes"));
-  o.nodes = 3;
-  o.nodes_given = true;
+  o.shape.nodes = 3;
   EXPECT_THAT(message({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}}),
               HasSubstr("--nodes 3 disagrees"));
 }

@@ -86,14 +86,14 @@ TEST(Pipeline, ASingleProcessModelsTheNeighbourOnAnotherNode) {
   const nlohmann::json back = OpNamed(BuildStepOps(s, 4).micro_step, "pp_send_gradients");
   ASSERT_FALSE(back.is_null());
   EXPECT_EQ(back["nodes"], 2);
-  EXPECT_EQ(back["groups"][0], nlohmann::json({0}));
+  EXPECT_EQ(back["groups"][0], nlohmann::json::array({0}));
   // The ends have one neighbour each.
   EXPECT_TRUE(OpNamed(BuildStepOps(s, 0).micro_step, "pp_recv_activations").is_null());
   EXPECT_TRUE(OpNamed(BuildStepOps(s, 7).micro_step, "pp_send_activations").is_null());
   // Replicas are all on other nodes: each rank's DP group is itself, with 16 replicas modelled.
   const nlohmann::json dp = OpNamed(ops.optimizer, "dp_gradient_reduction");
   ASSERT_FALSE(dp.is_null());
-  EXPECT_EQ(dp["groups"][0], nlohmann::json({0}));
+  EXPECT_EQ(dp["groups"][0], nlohmann::json::array({0}));
   EXPECT_EQ(dp["nodes"], 16);
 }
 
