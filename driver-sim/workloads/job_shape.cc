@@ -17,9 +17,8 @@ void AddShapeFlags(CLI::App* cmd, JobShapeFlags* f, const std::string& nodes_hel
                   "sequences per optimizer step in the whole job: DP x micro-batch x micro-steps");
   cmd->add_option("--precision", f->precision, "bf16 (FP32 master weights) or fp32 (bf16)");
   cmd->add_option("--optimizer", f->optimizer, "adamw or lamb (adamw)");
-  CLI::Option* on =
-      cmd->add_flag("--zero1", f->zero1, "shard the optimizer over the data-parallel ranks");
-  cmd->add_flag("--no-zero1", f->no_zero1, "do not shard the optimizer")->excludes(on);
+  cmd->add_flag("--zero1", f->zero1, "shard the optimizer over the data-parallel ranks");
+  cmd->add_flag("--no-zero1", f->no_zero1, "do not shard the optimizer (run's decoders do)");
   cmd->add_option("--layers", f->layers, "shape: transformer layers");
   cmd->add_option("--hidden", f->hidden, "shape: hidden size");
   cmd->add_option("--heads", f->heads, "shape: attention heads");
@@ -61,6 +60,7 @@ absl::StatusOr<TrainSpec> SpecOf(const ModelShape& model, const JobShapeFlags& f
   s.tp = f.tp.value_or(d.tp);
   s.pp = f.pp.value_or(1);
   s.nodes = f.nodes.value_or(d.nodes);
+  if (f.zero1 && f.no_zero1) return absl::InvalidArgumentError("--zero1 or --no-zero1, not both");
   s.zero1 = f.zero1 || (d.zero1 && !f.no_zero1);
   const std::string precision = f.precision.value_or("bf16");
   if (precision != "bf16" && precision != "fp32") {

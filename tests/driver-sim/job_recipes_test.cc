@@ -87,6 +87,19 @@ TEST(RecipeTest, NemoIsFourMpiWorkersOneProcessPerNode) {
                                       "--micro-steps", "2", "--scale", "0.01"));
 }
 
+// The job shape's flags (job_shape.h) reach every pod's run as given; a --tp replaces the recipe's.
+TEST(RecipeTest, ShapeFlagsGoToEveryPodsRun) {
+  JobOptions o;
+  o.steps = 1;
+  o.shape_args = {"--tp", "4", "--pp", "2", "--precision", "fp32"};
+  absl::StatusOr<JobPlan> plan = PlanJob("llama2-7b-nemo", o, Nodes(4), 41003);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const PodPlan& p : plan->pods) {
+    EXPECT_THAT(p.run_args, ElementsAre("--workload", "llama2-7b", "--steps", "1", "--tp", "4",
+                                        "--pp", "2", "--precision", "fp32"));
+  }
+}
+
 TEST(RecipeTest, BertTakesNodesAndMapsMicroStepsToAccum) {
   JobOptions o;
   o.nodes = 2;
