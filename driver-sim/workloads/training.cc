@@ -70,7 +70,7 @@ class Training : public Workload {
                "{}: {} cores here, TP {} x DP {} ({} on this node, {} node{}){}, seq {}, "
                "micro-batch {}, {} {}{}; global batch {} ({} micro-steps per optimizer step); "
                "running {} micro-steps per optimizer step, scale {}; sequences per optimizer "
-               "step: {:g} here, {:g} in the job",
+               "step: {} here, {} in the job",
                spec_.model.name, info_.cores, spec_.tp, spec_.dp(), spec_.dp_local(), spec_.nodes,
                spec_.nodes == 1 ? "" : "s", pipeline, spec_.seq, spec_.micro_batch,
                spec_.precision == Precision::kBf16 ? "bf16" : "fp32",
