@@ -1,7 +1,7 @@
 // neuron-sim: the simulated Neuron node. Subcommands (docs/architecture.md#command-line-contracts):
 //   up   the node daemon (the simulated driver)
 //   ctl  talk to a running daemon: status and fault injection
-//   run  run a workload on the node through libnrt-sim (under the simulated driver)
+//   run  run a workload on the node through libnrt-sim (workloads/run_command.h)
 //   exec run any command under the simulated driver's device node (driver/exec.h)
 //   kubelet  the kubelet emulator (restart|status talk to a running one)
 //   pod  admit, delete and list pods through the kubelet emulator (run ... -- CMD runs CMD in it)
@@ -33,9 +33,9 @@
 #include "driver-sim/driver/exec.h"
 #include "driver-sim/job/job_command.h"
 #include "driver-sim/kubelet/kubelet_control.h"
-#include "driver-sim/predict_command.h"
 #include "driver-sim/scheduler/schedule_command.h"
-#include "driver-sim/workloads/workload.h"
+#include "driver-sim/workloads/predict_command.h"
+#include "driver-sim/workloads/run_command.h"
 
 namespace {
 
@@ -154,12 +154,6 @@ Command AddUp(CLI::App& app) {
           }};
 }
 
-// The command line as given, for `run` re-executing itself under the simulated driver.
-std::vector<std::string>& OriginalArgs() {
-  static std::vector<std::string> args;
-  return args;
-}
-
 // `ctl printk [--level N] -- TEXT...`: CLI11 would treat the words after "--" as unexpected
 // positionals, so main() takes them out before parsing and hands them over here.
 std::vector<std::string>& CtlTail() {
@@ -214,64 +208,6 @@ Command AddCtl(CLI::App& app) {
               std::cerr << fmt::format("neuron-sim ctl: {}\n{}", reply->message, reply->payload);
             }
             return neuron::sim::CtlExitCode(reply->outcome);
-          }};
-}
-
-Command AddRun(CLI::App& app) {
-  struct Flags {
-    std::string root = "/";
-    neuron::workloads::WorkloadOptions w;
-  };
-  auto f = std::make_shared<Flags>();
-  CLI::App* run = app.add_subcommand(
-      "run",
-      "run a workload on the simulated node through libnrt-sim, on every core the process is "
-      "given (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES); SIGTERM or SIGINT stops it cleanly");
-  AddRootOption(run, &f->root);
-  run->add_option("--workload", f->w.name,
-                  fmt::format("workload: {}", fmt::join(neuron::workloads::WorkloadNames(), ", ")))
-      ->required();
-  run->add_option("--steps", f->w.steps, "steps to run; 0 (default) runs until SIGTERM/SIGINT");
-  run->add_option("--micro-steps", f->w.micro_steps,
-                  "llama2-7b: accumulation micro-steps per optimizer step (32)");
-  run->add_option("--seq", f->w.seq, "sequence length (llama2-7b 4096, bert-large 128)");
-  run->add_option("--tp", f->w.tp, "llama2-7b: tensor-parallel group size (8)");
-  run->add_option("--nodes", f->w.nodes,
-                  "nodes in the data-parallel job: without a node rank one process, the other "
-                  "nodes modelled (llama2-7b; 2); with one, the job's node count");
-  run->add_option("--node-rank", f->w.node_rank,
-                  "this process is node R of a --nodes job whose every node runs `neuron-sim "
-                  "run` (needs NEURON_RT_ROOT_COMM_ID); default: the launcher's GROUP_RANK / "
-                  "NODE_RANK with WORLD_SIZE / LOCAL_WORLD_SIZE, or OMPI_COMM_WORLD_RANK / "
-                  "OMPI_COMM_WORLD_SIZE")
-      ->check(CLI::NonNegativeNumber);
-  run->add_option("--scale", f->w.scale,
-                  "multiply every op's work and the training workloads' memory (1.0)");
-  run->add_option("--batch", f->w.batch, "bert-large: micro-batch per core (16)");
-  run->add_option("--accum", f->w.accum, "bert-large: micro-steps per optimizer step (32)");
-  run->add_option("--kernels", f->w.kernels,
-                  "matmul, empty: executions per core per step (10, 1000)");
-  run->add_flag("--estimate", f->w.estimate,
-                "load the models, print the timing model's prediction for one step, and exit");
-  run->footer(neuron::workloads::WorkloadHelp());
-
-  return {run, [f, run]() -> int {
-            f->w.nodes_given = run->count("--nodes") > 0;
-            const std::filesystem::path root =
-                std::filesystem::absolute(f->root).lexically_normal();
-            // The runtime reaches its devices through the driver's device node, so a workload
-            // always runs under the simulated driver: re-executed under it when needed.
-            if (!neuron::sim::SimDriverLoaded()) {
-              // Itself again (/proc/self/exe), under the name it was given: that is the command
-              // neuron-ls and neuron-top show for the workload.
-              const absl::Status s = neuron::sim::ExecUnderSimDriver(
-                  neuron::RootPaths(root), OriginalArgs(), "/proc/self/exe");
-              std::cerr << fmt::format("neuron-sim run: {}\n", std::string{s.message()});
-              return kExitFailure;
-            }
-            // The runtime finds the node through NEURON_ROOT (driver-sim/README.md, libnrt-sim).
-            setenv("NEURON_ROOT", root.c_str(), 1);
-            return neuron::workloads::RunWorkload(f->w, stdout, stderr);
           }};
 }
 
@@ -458,7 +394,7 @@ int Main(int argc, char** argv) {
       "  neuron-sim exec --root /tmp/node -- neuron-ls --root /tmp/node --wide");
   const std::vector<Command> commands{AddUp(app),
                                       AddCtl(app),
-                                      AddRun(app),
+                                      neuron::sim::AddRunCommand(app),
                                       AddExec(app),
                                       AddKubelet(app),
                                       AddPod(app),
@@ -467,7 +403,6 @@ int Main(int argc, char** argv) {
                                       neuron::sim::AddJobCommand(app),
                                       neuron::sim::AddApiServerCommand(app),
                                       neuron::sim::AddScheduleCommand(app)};
-  OriginalArgs().assign(argv, argv + argc);
   // `ctl printk -- TEXT`, `pod run -- CMD` and `exec -- CMD`: the words after "--" are not for
   // CLI11.
   const std::string_view first = argc > 1 ? argv[1] : "";

@@ -9,6 +9,7 @@
 
 #include "driver-sim/job/job.h"
 #include "driver-sim/kubelet/kubelet_control.h"
+#include "driver-sim/workloads/job_shape.h"
 
 namespace neuron::sim {
 namespace {
@@ -20,8 +21,8 @@ struct JobFlags {
   int steps = 0;
   int micro_steps = 0;
   double scale = 0;
-  int seq = 0;
-  int nodes = 0;
+  // The job shape run and predict take (job_shape.h); --nodes is the recipe's node count.
+  workloads::JobShapeFlags shape;
   int timeout = 0;
   int grace_period = 30;
   // job attach
@@ -44,8 +45,13 @@ int RunCommand(const JobFlags& f, const CLI::App& run) {
   r.options.steps = f.steps;
   if (run.count("--micro-steps") > 0) r.options.micro_steps = f.micro_steps;
   if (run.count("--scale") > 0) r.options.scale = f.scale;
-  if (run.count("--seq") > 0) r.options.seq = f.seq;
-  if (run.count("--nodes") > 0) r.options.nodes = f.nodes;
+  r.options.seq = f.shape.seq;
+  r.options.nodes = f.shape.nodes;
+  // Every other shape flag goes to each pod's `neuron-sim run` as given.
+  workloads::JobShapeFlags rest = f.shape;
+  rest.seq.reset();
+  rest.nodes.reset();
+  r.options.shape_args = workloads::ShapeArgs(rest);
   r.timeout_seconds = f.timeout;
   r.grace_period_seconds = f.grace_period;
   return RunJob(r, std::cout, std::cerr);
@@ -59,10 +65,11 @@ void AddRun(CLI::App* run, JobFlags* f) {
   run->add_option("--steps", f->steps, "optimizer steps; 0 (default) until stopped")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--micro-steps", f->micro_steps,
-                  "accumulation micro-steps per optimizer step (the workload's own)");
-  run->add_option("--scale", f->scale, "multiply every op's work (1.0)");
-  run->add_option("--seq", f->seq, "sequence length (the workload's own)");
-  run->add_option("--nodes", f->nodes, "nodes, for recipes that take it (bert-large-torchx: 1)");
+                  "accumulation micro-steps run per optimizer step (the shape's); fewer is a "
+                  "shorter run");
+  run->add_option("--scale", f->scale, "multiply every op's work: time compression (1.0)");
+  workloads::AddShapeFlags(run, &f->shape,
+                           "nodes, for recipes that take it (bert-large-torchx: 1)");
   run->add_option("--timeout", f->timeout, "delete every pod after this many seconds (0: never)")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--grace-period", f->grace_period,

@@ -82,12 +82,15 @@ Shape ShapeOf(std::string_view recipe) {
 std::vector<std::string> RunArgs(const std::string& workload, const JobOptions& o) {
   std::vector<std::string> a{"--workload", workload, "--steps", std::to_string(o.steps)};
   const bool bert = workload == "bert-large";
-  if (!bert) a.insert(a.end(), {"--tp", "8"});
+  const bool tp_given =
+      std::find(o.shape_args.begin(), o.shape_args.end(), "--tp") != o.shape_args.end();
+  if (!bert && !tp_given) a.insert(a.end(), {"--tp", "8"});
   if (o.micro_steps) {
     a.insert(a.end(), {bert ? "--accum" : "--micro-steps", std::to_string(*o.micro_steps)});
   }
   if (o.scale) a.insert(a.end(), {"--scale", fmt::format("{}", *o.scale)});
   if (o.seq) a.insert(a.end(), {"--seq", std::to_string(*o.seq)});
+  a.insert(a.end(), o.shape_args.begin(), o.shape_args.end());
   return a;
 }
 

@@ -22,6 +22,8 @@ struct JobOptions {
   std::optional<double> scale;
   std::optional<int> seq;
   std::optional<int> nodes;  // only for recipes whose node count is a choice
+  // The job shape's other flags (job_shape.h's ShapeArgs), passed to every pod's run as given.
+  std::vector<std::string> shape_args;
 };
 
 // A node of the cluster the job may use, in the cluster's order.

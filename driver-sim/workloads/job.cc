@@ -243,11 +243,13 @@ std::string WorkloadHelp() {
               it for tests with --micro-steps, --seq or --scale
   llama2-13b, llama3.1-8b, gpt3-6.7b
               the same job for those models
-  bert-large  BERT-Large phase 1, data parallel on every core: micro-batch --batch (16), --seq
-              (128), gradient all-reduce and AdamW every --accum (32) micro-steps; a step is one
-              micro-step. Prints seq/s
-  Step times come from the runtime's engine and collective models; `neuron-sim predict`
-  costs the same op lists without running them.
+  bert-large  BERT-Large phase 1, data parallel on every core: --micro-batch (16), --seq
+              (128), gradient all-reduce and AdamW every --micro-steps (32) micro-steps; a step
+              is one micro-step. Prints seq/s
+  The training workloads take the job shape `neuron-sim predict` takes (--tp, --pp, --nodes,
+  --seq, --micro-batch, --global-batch, --precision, --optimizer, --zero1/--no-zero1, the model
+  shape flags); with --pp each core runs its stage. Step times come from the runtime's engine
+  and collective models; `neuron-sim predict` costs the same op lists without running them.
   empty       zero-work kernels, --kernels N per core per step (1000): the runtime's own cost
 --scale F multiplies the work of every op (compute, memory traffic, collective bytes) and the
 memory the training workloads hold. --steps 0 runs until SIGTERM or SIGINT; either signal
@@ -314,7 +316,7 @@ absl::StatusOr<WorkloadOptions> PlaceProcess(const WorkloadOptions& options,
         (*p)->node_rank, (*p)->nodes, (*p)->source));
   }
   placed.node_rank = (*p)->node_rank;
-  placed.nodes = (*p)->nodes;
+  placed.shape.nodes = (*p)->nodes;
   *ranks_per_node = (*p)->ranks_per_node;
   return placed;
 }
@@ -414,7 +416,7 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
   }
   JobInfo info;
   info.node_rank = placed->node_rank;
-  info.nodes = placed->node_rank >= 0 ? placed->nodes : 1;
+  info.nodes = placed->node_rank >= 0 ? placed->shape.nodes.value_or(1) : 1;
   std::vector<CoreContext> cores = DescribeCores(&info);
   if (const absl::Status s = Configure(*workload, info, ranks_per_node); !s.ok()) {
     fmt::print(err, "neuron-sim run: {}\n", std::string{s.message()});

@@ -77,16 +77,18 @@ absl::StatusOr<std::optional<NodePlacement>> ResolvePlacement(const WorkloadOpti
                                                               const EnvLookup& env) {
   std::optional<NodePlacement> p;
   if (options.node_rank >= 0) {
-    p = NodePlacement{options.node_rank, options.nodes, std::nullopt, "--node-rank"};
+    // Without --nodes, the decoders' two-node job.
+    p = NodePlacement{options.node_rank, options.shape.nodes.value_or(2), std::nullopt,
+                      "--node-rank"};
   } else {
     absl::StatusOr<std::optional<NodePlacement>> found = FromTorchrun(env);
     if (found.ok() && !*found) found = FromMpi(env);
     if (!found.ok()) return found.status();
     p = *found;
-    if (p && options.nodes_given && options.nodes != p->nodes) {
+    if (p && options.shape.nodes && *options.shape.nodes != p->nodes) {
       return absl::InvalidArgumentError(
-          fmt::format("--nodes {} disagrees with the launcher's {} nodes ({})", options.nodes,
-                      p->nodes, p->source));
+          fmt::format("--nodes {} disagrees with the launcher's {} nodes ({})",
+                      *options.shape.nodes, p->nodes, p->source));
     }
   }
   if (p && (p->nodes < 1 || p->node_rank >= p->nodes)) {

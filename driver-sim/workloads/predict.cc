@@ -10,6 +10,7 @@
 #include "driver-sim/runtime/node_model.h"
 #include "driver-sim/runtime/program.h"
 #include "driver-sim/runtime/timing.h"
+#include "driver-sim/workloads/job_shape.h"
 
 namespace neuron::workloads {
 namespace {
@@ -78,14 +79,12 @@ absl::StatusOr<Prediction> Predict(const PredictRequest& r) {
   }
   Prediction p;
   p.dp = s.dp();
-  const int per_step = p.dp * s.micro_batch;
-  if (r.global_batch < per_step || r.global_batch % per_step != 0) {
-    return absl::InvalidArgumentError(
-        fmt::format("--global-batch {} must be a multiple of DP {} x micro-batch {} = {}",
-                    r.global_batch, p.dp, s.micro_batch, per_step));
-  }
-  p.micro_steps = r.global_batch / per_step;
-  // The slowest stage sets the pace: every stage costs its own lists; the last holds the loss.
+  absl::StatusOr<int> micro_steps = MicroStepsOf(s, r.global_batch);
+  if (!micro_steps.ok()) return micro_steps.status();
+  p.micro_steps = *micro_steps;
+  // The slowest stage sets the pace: every stage costs its own lists, point-to-point exchanges
+  // with its neighbours included (over NeuronLink or EFA as parallel.h places them); the first
+  // holds the embedding, the last the loss.
   ListTime micro, opt;
   for (int stage = 0; stage < s.pp; ++stage) {
     const StepOps ops = BuildStepOps(s, stage);
@@ -95,14 +94,7 @@ absl::StatusOr<Prediction> Predict(const PredictRequest& r) {
     if (!o.ok()) return o.status();
     if (m->total > micro.total) micro = *m;
     if (o->total > opt.total) opt = *o;
-    if (s.pp > 1) {
-      // Activations forward and their gradients back, to the neighbour stage over NeuronLink.
-      const double send =
-          2 * (nrt::kAlphaIntraNodeS + ops.pp_send_bytes / nrt::PathFor(*node).intra_bytes_per_s);
-      micro.coll_node = std::max(micro.coll_node, m->coll_node + send);
-    }
   }
-  if (s.pp > 1) micro.total = micro.compute + micro.memory + micro.coll_node + micro.coll_efa;
   const double k = p.micro_steps;
   Breakdown& b = p.breakdown;
   b.compute = k * micro.compute;

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "driver-sim/workloads/parallel.h"
+
 namespace neuron::workloads {
 namespace {
 
@@ -117,8 +119,6 @@ void LinearBackward(OpList& l, const char* name, double t, double in, double out
   l.Matmul(name, in, t, out);
 }
 
-using Groups = std::vector<std::vector<uint32_t>>;
-
 // The [s,s] probabilities of `products` heads transposed on TensorE (a matmul against the
 // identity, as NKI's fused attention does, docs/hardware.md#engine-model) so that the key
 // dimension lies on the partitions for the next matmul: each 128x128 block is one instruction of
@@ -217,29 +217,6 @@ void HeadAndLoss(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp)
   if (m.tied_head && !m.causal) LinearBackward(l, "mlm_transform_grad", x.t, x.d, x.d);
 }
 
-// TP divides cores_per_node (Validate), so consecutive groups never straddle two nodes.
-Groups TpGroups(const TrainSpec& s) {
-  Groups g(static_cast<size_t>(s.world() / s.tp));
-  for (int r = 0; r < s.world(); ++r) {
-    g[static_cast<size_t>(r / s.tp)].push_back(static_cast<uint32_t>(r));
-  }
-  return g;
-}
-
-// Ranks with the same TP rank and stage: rank = (dp·PP + stage)·TP + tp_rank, on every node the
-// lists number.
-Groups DpGroups(const TrainSpec& s) {
-  const int width = s.tp * s.pp;
-  Groups g(static_cast<size_t>(width));
-  for (int r = 0; r < s.world(); ++r) {
-    g[static_cast<size_t>(r % width)].push_back(static_cast<uint32_t>(r));
-  }
-  return g;
-}
-
-// The modelled peers' node count for a data-parallel collective: none when they are real.
-int ModelledNodes(const TrainSpec& s) { return s.multi_process() ? 1 : s.nodes; }
-
 // Parameters one rank of `stage` holds.
 double StageParams(const TrainSpec& s, int stage) {
   const ModelShape& m = s.model;
@@ -250,6 +227,19 @@ double StageParams(const TrainSpec& s, int stage) {
   return p;
 }
 
+// One micro-batch's activations (forward) or their gradients (backward), [t, d] on every TP rank,
+// between `stage` and its neighbour `other` (none beyond the ends). A point-to-point transfer is
+// a one-step exchange, timed as the runtime times an all-gather of both ranks' buffers: α plus
+// the buffer over NeuronLink, or over EFA with the collective's fixed cost when the stages are on
+// two nodes (driver-sim/README.md#training-model).
+void PipelineExchange(OpList& l, const TrainSpec& s, const Dims& x, int stage, int other,
+                      const char* name) {
+  if (other < 0 || other >= s.pp) return;
+  int nodes = 1;
+  const Groups pairs = BoundaryGroups(s, stage, other, &nodes);
+  l.Collective("allgather", name, 2 * x.t * x.d * x.w, pairs, nodes);
+}
+
 std::string MicroStep(const TrainSpec& s, int stage) {
   const ModelShape& m = s.model;
   const Dims x = DimsOf(s);
@@ -257,9 +247,13 @@ std::string MicroStep(const TrainSpec& s, int stage) {
   OpList l(s.scale, s.precision == Precision::kBf16 ? "bfloat16" : "float32");
   const int layers = m.layers / s.pp;
   if (stage == 0) l.Dma("embedding_gather", 2 * x.t * x.d * x.w);
+  PipelineExchange(l, s, x, stage, stage - 1, "pp_recv_activations");
   for (int i = 0; i < layers; ++i) LayerForward(l, s, x, tp);
+  PipelineExchange(l, s, x, stage, stage + 1, "pp_send_activations");
   if (stage == s.pp - 1) HeadAndLoss(l, s, x, tp);
+  PipelineExchange(l, s, x, stage, stage + 1, "pp_recv_gradients");
   for (int i = 0; i < layers; ++i) LayerBackward(l, s, x, tp);
+  PipelineExchange(l, s, x, stage, stage - 1, "pp_send_gradients");
   if (stage == 0) l.Lane("vector", "embedding_grad", 2 * x.t * x.d, 3 * x.t * x.d * 4);
   // Gradients accumulate in FP32 across micro-steps: read the accumulator and the step's
   // gradient, write the accumulator.
@@ -281,7 +275,7 @@ std::string OptimizerPhase(const TrainSpec& s, int stage) {
   // FP32 gradients: all-reduced, or with ZeRO-1 reduce-scattered to the rank's optimizer shard.
   if (reduce) {
     l.Collective(s.zero1 ? "reducescatter" : "allreduce", "dp_gradient_reduction", 4 * p, dp,
-                 ModelledNodes(s));
+                 ModelledDpNodes(s));
   }
   // AdamW per parameter: FP32 master weight, m and v read and written, the gradient read, and
   // with BF16 the compute copy written; ~12 VectorE passes and a ScalarE square root. LAMB adds
@@ -298,7 +292,7 @@ std::string OptimizerPhase(const TrainSpec& s, int stage) {
     l.Lane("vector", "stochastic_rounding_add", 2 * shard, 0);
   }
   if (s.zero1 && reduce) {
-    l.Collective("allgather", "zero1_param_allgather", w * p, dp, ModelledNodes(s));
+    l.Collective("allgather", "zero1_param_allgather", w * p, dp, ModelledDpNodes(s));
   }
   const json memory = {{"misc", std::floor(12 * shard * s.scale)}};
   return l.Dump(memory);
@@ -351,9 +345,23 @@ absl::Status Validate(const TrainSpec& s) {
     return bad(fmt::format("node rank {} is outside a job of {} node{}", s.node_rank, s.nodes,
                            s.nodes == 1 ? "" : "s"));
   }
-  if (s.cores_per_node < 1 || s.cores_per_node % (s.tp * s.pp) != 0) {
-    return bad(fmt::format("TP {} x PP {} must divide the {} cores of a node", s.tp, s.pp,
+  // TP inside a node; a replica's stages share a node or fill whole nodes (parallel.h).
+  const int width = s.tp * s.pp;
+  if (s.cores_per_node < 1 || s.cores_per_node % s.tp != 0) {
+    return bad(fmt::format("--tp {} must divide the {} cores of a node (TP stays in a node)", s.tp,
                            s.cores_per_node));
+  }
+  if (s.cores_per_node % width != 0 && width % s.cores_per_node != 0) {
+    return bad(fmt::format(
+        "TP {} x PP {} = {} ranks per replica must divide the {} cores of a node or be a "
+        "multiple of them",
+        s.tp, s.pp, width, s.cores_per_node));
+  }
+  if (s.cores_per_node * s.nodes % width != 0) {
+    return bad(
+        fmt::format("TP {} x PP {} = {} ranks per replica must divide the job's {} ranks "
+                    "({} nodes of {} cores)",
+                    s.tp, s.pp, width, s.cores_per_node * s.nodes, s.nodes, s.cores_per_node));
   }
   return absl::OkStatus();
 }
@@ -362,8 +370,6 @@ StepOps BuildStepOps(const TrainSpec& s, int stage) {
   StepOps o;
   o.micro_step = MicroStep(s, stage);
   o.optimizer = OptimizerPhase(s, stage);
-  const Dims x = DimsOf(s);
-  o.pp_send_bytes = s.pp > 1 ? x.t * x.d * x.w * s.scale : 0;
   return o;
 }
 

@@ -64,6 +64,7 @@ struct TrainSpec {
   double scale = 1.0;  // multiplies every op's work (tests run small jobs)
 
   int dp() const { return cores_per_node * nodes / (tp * pp); }
+  // Whole replicas on one node; 0 when a replica's stages span nodes.
   int dp_local() const { return cores_per_node / (tp * pp); }
   bool multi_process() const { return node_rank >= 0; }
   // Ranks the op lists number: the node's own, or with node_rank the whole world's.
@@ -73,20 +74,20 @@ struct TrainSpec {
 };
 
 // InvalidArgument when the spec cannot run: TP must divide heads, kv-heads and the node's cores,
-// PP the layers, and so on; the message names the flag.
+// PP the layers, TP x PP the node's cores or be a multiple of them (stages across nodes,
+// parallel.h), and so on; the message names the flag.
 absl::Status Validate(const TrainSpec& s);
 
 // The two op lists of one rank (JSON, op-list version 1) for pipeline stage `stage`: one
-// micro-step (forward, backward, gradient accumulation) and the optimizer phase (gradient
-// reduction, optimizer update, ZeRO-1 parameter all-gather). Collective groups are numbered over
-// `world()` ranks (rank = node_rank · cores_per_node + core): TP groups are consecutive ranks
-// within a node, DP groups the ranks with the same TP rank and stage on every node numbered. With
-// node_rank < 0 the data-parallel collectives carry "nodes" for the modelled peers; with
-// node_rank >= 0 they carry none, the peers being real processes.
+// micro-step (the activations received from the previous stage, forward, sent to the next;
+// the gradients received back, backward, sent back; gradient accumulation) and the optimizer
+// phase (gradient reduction, optimizer update, ZeRO-1 parameter all-gather). Collective groups are
+// numbered as parallel.h says: over the whole world with node_rank >= 0 (the peers are real
+// processes), else over the ranks of the node that holds `stage`, the collectives carrying
+// "nodes" for the modelled peers (data-parallel replicas and pipeline neighbours elsewhere).
 struct StepOps {
   std::string micro_step;
   std::string optimizer;
-  double pp_send_bytes = 0;  // activation bytes a stage sends its neighbour per micro-batch
 };
 StepOps BuildStepOps(const TrainSpec& s, int stage);
 

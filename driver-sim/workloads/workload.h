@@ -26,26 +26,25 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "driver-sim/workloads/job_shape.h"
 
 namespace neuron::workloads {
 
 struct WorkloadOptions {
   std::string name;
   int steps = 0;  // 0: until SIGTERM/SIGINT
-  // llama2-7b
-  int micro_steps = 32;  // gradient-accumulation micro-steps per optimizer step
-  int seq = 0;           // sequence length; 0: the workload's own (llama2 4096, bert 128)
-  int tp = 8;            // tensor-parallel group size (llama2)
-  int nodes = 2;         // nodes of the data-parallel job; peers elsewhere are modelled (llama2)
-  bool nodes_given = false;  // --nodes was on the command line (it must agree with the launcher)
+  // Training: the job's shape (job_shape.h, the flags predict takes); unset fields take the
+  // workload's own (decoders TP 8, 2 nodes, micro-batch 1, ZeRO-1; bert-large TP 1, 1 node,
+  // micro-batch 16).
+  JobShapeFlags shape;
+  // Training: accumulation micro-steps run per optimizer step; unset: the shape's
+  // (--global-batch / (DP x micro-batch)), else 32. Fewer than the shape's is a shorter run.
+  std::optional<int> micro_steps;
   // This process's node in a job whose every node runs its own `neuron-sim run` (the peers are
   // real processes sharing NEURON_RT_ROOT_COMM_ID); -1: from the launcher's environment, and
   // without one, a single process with the other nodes modelled (ResolvePlacement).
   int node_rank = -1;
   double scale = 1.0;  // multiplies every op's work (compute, traffic, collective bytes)
-  // bert-large
-  int batch = 16;  // micro-batch per core
-  int accum = 32;  // micro-steps per optimizer step (gradient all-reduce)
   // matmul and empty: executions per core per step (0: the workload's own)
   int kernels = 0;
   // Load the models, print what the timing model predicts for one step (nrtsim's estimates,

@@ -87,6 +87,19 @@ TEST(RecipeTest, NemoIsFourMpiWorkersOneProcessPerNode) {
                                       "--micro-steps", "2", "--scale", "0.01"));
 }
 
+// The job shape's flags (job_shape.h) reach every pod's run as given; a --tp replaces the recipe's.
+TEST(RecipeTest, ShapeFlagsGoToEveryPodsRun) {
+  JobOptions o;
+  o.steps = 1;
+  o.shape_args = {"--tp", "4", "--pp", "2", "--precision", "fp32"};
+  absl::StatusOr<JobPlan> plan = PlanJob("llama2-7b-nemo", o, Nodes(4), 41003);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const PodPlan& p : plan->pods) {
+    EXPECT_THAT(p.run_args, ElementsAre("--workload", "llama2-7b", "--steps", "1", "--tp", "4",
+                                        "--pp", "2", "--precision", "fp32"));
+  }
+}
+
 TEST(RecipeTest, BertTakesNodesAndMapsMicroStepsToAccum) {
   JobOptions o;
   o.nodes = 2;
@@ -179,7 +192,7 @@ TEST(PlacementTest, FlagEnvOrNone) {
   EXPECT_EQ((*mpi)->nodes, 4);
   EXPECT_EQ((*mpi)->source, "OMPI_COMM_WORLD_RANK");
   o.node_rank = 1;
-  o.nodes = 3;
+  o.shape.nodes = 3;
   absl::StatusOr<std::optional<NodePlacement>> flag =
       ResolvePlacement(o, Env({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}}));
   ASSERT_TRUE(flag.ok() && flag->has_value());
@@ -197,8 +210,7 @@ TEST(PlacementTest, BadEnvironmentIsNamed) {
               HasSubstr("not a multiple"));
   EXPECT_THAT(message({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}}),
               HasSubstr("outside a job of 4 nodes"));
-  o.nodes = 3;
-  o.nodes_given = true;
+  o.shape.nodes = 3;
   EXPECT_THAT(message({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}}),
               HasSubstr("--nodes 3 disagrees"));
 }

@@ -242,6 +242,36 @@ TEST_F(WorkloadsTest, Llama2EstimateOfTheRuntimeAgreesWithPredictWithinTwoPercen
       << r.out << p.dump();
 }
 
+// The job shape predict takes, run with pipeline stages (driver-sim/README.md#training-model): the
+// estimate of a PP 4 job whose stages share the node agrees with predict, and stages that span two
+// nodes run their step with the exchange to the modelled node.
+TEST_F(WorkloadsTest, APipelineJobRunsItsStagesAndItsEstimateAgreesWithPredict) {
+  ASSERT_TRUE(node_->Up("trn1.32xlarge")) << node_->Log();
+  const Result est = Run({"--workload", "llama2-13b", "--tp", "8", "--pp", "4", "--nodes", "1",
+                          "--global-batch", "32", "--estimate"});
+  ASSERT_EQ(est.code, 0) << est.out << est.err;
+  EXPECT_THAT(est.out, HasSubstr("PP 4 (stages 0-3 here)"));
+  EXPECT_THAT(est.out, HasSubstr("global batch 32 (32 micro-steps per optimizer step)"));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(est.out, m, std::regex(" step ([0-9.]+) s"))) << est.out;
+  const nlohmann::json p = PredictJson(
+      {"--model", "llama2-13b", "--tp", "8", "--pp", "4", "--zero1", "--global-batch", "32"});
+  ASSERT_TRUE(p.contains("step_seconds")) << p.dump();
+  EXPECT_NEAR(std::stod(m[1]), p["step_seconds"].get<double>(),
+              p["step_seconds"].get<double>() * 0.02)
+      << est.out << p.dump();
+
+  // TP 4 x PP 4 = 16 ranks per replica on 8 cores: this node holds stages 0-1, the exchange
+  // between stages 1 and 2 leaves it for the modelled second node.
+  const Result span = Run({"--workload", "llama2-7b", "--tp", "4", "--pp", "4", "--nodes", "2",
+                           "--micro-steps", "2", "--steps", "1", "--scale", "0.02"},
+                          {"NEURON_RT_VISIBLE_CORES=0-7"});
+  ASSERT_EQ(span.code, 0) << span.out << span.err;
+  EXPECT_THAT(span.out, HasSubstr("TP 4 x DP 1 (0 on this node, 2 nodes), PP 4 (stages 0-1 here)"));
+  EXPECT_THAT(span.out, HasSubstr("running 2 micro-steps per optimizer step, scale 0.02"));
+  EXPECT_THAT(span.out, HasSubstr("done: 1 step"));
+}
+
 // One optimizer step of Llama-2-7B on 8 cores (TP 8, one micro-step) really executed: the busy time
 // the runtime accounts in simulated time (nc_time_in_use) is what predict says the step takes.
 TEST_F(WorkloadsTest, PredictAgreesWithASimulatedLlamaStepWithinTwoPercent) {

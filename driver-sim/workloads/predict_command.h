@@ -1,6 +1,7 @@
 #pragma once
 // `neuron-sim predict`: registers the subcommand's flags on the CLI and returns what runs it
-// (driver-sim/workloads/predict.h does the work). Not thread-safe (command-line set-up).
+// (predict.h does the work; job_shape.h the flags it shares with run and job run). Not thread-safe
+// (command-line set-up).
 
 #include <CLI/CLI.hpp>
 #include <functional>
