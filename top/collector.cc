@@ -98,10 +98,10 @@ absl::Status Collector::Init() {
                      .first_probe_wait = options_.first_probe_wait};
   if (datastore_ != nullptr) {  // injected (tests): with its records reader, or none
     auto reader = std::make_shared<std::unique_ptr<DatastoreReader>>(std::move(datastore_));
-    so.datastore = [reader](std::vector<int>) { return std::move(*reader); };
+    so.datastore = [reader](const std::vector<int>&) { return std::move(*reader); };
     so.records = [records = records_] { return records; };
   }
-  if (!node_.StartSampling(std::move(so))) {
+  if (!node_.StartSampling(so)) {
     Log().warn("no answer from the Neuron driver within {} ms; sampling anyway",
                options_.first_probe_wait.count());
   }

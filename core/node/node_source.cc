@@ -50,7 +50,7 @@ std::vector<std::string> NodeSource::notes() const {
   return notes_;
 }
 
-bool NodeSource::StartSampling(SamplingOptions options) {
+bool NodeSource::StartSampling(const SamplingOptions& options) {
   const std::shared_ptr<const Inventory> inv = inventory();
   std::vector<int> devices;
   for (const NeuronDevice& d : inv->devices) devices.push_back(d.index);

@@ -93,7 +93,7 @@ class NodeSource {
 
   // Creates the Sampler over the last scan's inventory (Rescan first). Returns whether the
   // datastore reader's first probe answered within first_probe_wait.
-  bool StartSampling(SamplingOptions options);
+  bool StartSampling(const SamplingOptions& options);
   // One sample; StartSampling first.
   std::shared_ptr<const Snapshot> Sample(SampleKind kind);
 

@@ -74,7 +74,7 @@ TEST_F(NodeSourceTest, TheSamplerReadsWhatTheLastRescanFound) {
       node.StartSampling(SamplingOptions{.threads = 1,
                                          .datastore =
                                              [&](std::vector<int> devices) {
-                                               handed = devices;
+                                               handed = std::move(devices);
                                                return stores->Reader();
                                              },
                                          .records = {},

@@ -45,6 +45,7 @@ v1beta1::AllocateRequest Request(const std::vector<std::vector<std::string>>& co
 
 std::vector<std::string> Many(int n) {
   std::vector<std::string> ids;
+  ids.reserve(n);
   for (int i = 0; i < n; ++i) ids.push_back(std::to_string(i));
   return ids;
 }

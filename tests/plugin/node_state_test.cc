@@ -31,14 +31,14 @@ std::string Seen(const NodeView& view, Resource r, const std::string& id) {
   return d->hw_healthy ? (d->masked ? "Masked" : "?") : "Unhealthy";
 }
 
-PodAssignments Shows(std::vector<std::pair<Resource, std::vector<std::string>>> holdings) {
+PodAssignments Shows(const std::vector<std::pair<Resource, std::vector<std::string>>>& holdings) {
   std::vector<PodDeviceAssignment> all;
-  for (auto& [r, ids] : holdings) {
+  for (const auto& [r, ids] : holdings) {
     PodDeviceAssignment a;
     a.pod_namespace = "default";
     a.pod_name = "p";
     a.resource = std::string(ResourceName(r));
-    a.ids = std::move(ids);
+    a.ids = ids;
     all.push_back(std::move(a));
   }
   return PodAssignments(std::move(all));
@@ -164,7 +164,8 @@ TEST(NodeStateTest, ListsFollowFaultsHoldingsAndReleases) {
 TEST(NodeStateTest, OnlyAChangePublishesAView) {
   NodeState state(kGrace);
   std::vector<uint64_t> heard;
-  state.AddListener([&](std::shared_ptr<const NodeView> v) { heard.push_back(v->generation); });
+  state.AddListener(
+      [&](const std::shared_ptr<const NodeView>& v) { heard.push_back(v->generation); });
   Hardware hw = CatalogHardware("trn1.32xlarge");
   state.SetHardware(hw);
   ASSERT_EQ(heard.size(), 1u);
