@@ -105,7 +105,8 @@ class Collector {
   NodeSource node_;
   std::unique_ptr<DatastoreReader> datastore_;  // until Init hands it to the NodeSource
   std::shared_ptr<RuntimeRecordsReader> records_;
-  std::shared_ptr<const Inventory> inventory_;  // the last scan; set by Init
+  // The last scan (empty before Init).
+  std::shared_ptr<const Inventory> inventory_ = std::make_shared<const Inventory>();
   std::vector<std::string> notes_;  // what the last scan could not read (view's status line)
   std::vector<std::string> logged_errors_;  // the last sample's errors, as logged
   std::shared_ptr<const Snapshot> prev_;
