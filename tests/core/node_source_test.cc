@@ -1,6 +1,7 @@
 // core/node/node_source.h on a simulated tree without a simulated driver (PCI addresses from a
 // table, datastores from tests/support/fake_datastores.h): rescans say when the inventory
-// changed, the Sampler follows them, and Events arrive in the mode discovery reads.
+// changed, the Sampler follows them, and Events arrive in the mode discovery reads; and
+// HwErrorCounts on a kernel log written here.
 
 #include "core/node/node_source.h"
 
@@ -8,11 +9,13 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "core/model/catalog.h"
+#include "core/node/hw_error_counts.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/fake_datastores.h"
 #include "tests/support/sim_discovery.h"
@@ -126,6 +129,42 @@ TEST_F(NodeSourceTest, WatchDeliversEventsUntilStopped) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(seen.size(), before) << "no event after StopWatching";
+}
+
+void Append(const std::filesystem::path& p, std::string_view data) {
+  std::ofstream(p, std::ios::app | std::ios::binary) << data;
+}
+
+TEST(HwErrorCountsTest, CountsRecordsNamingADeviceFromWhereCountingStarts) {
+  testing::TempDir dir;
+  const std::filesystem::path kmsg = dir.path() / "kmsg";
+  HwErrorCounts counts(kmsg);
+  HwErrorTally tally;
+  EXPECT_FALSE(counts.Read(&tally).ok()) << "not open yet";
+  EXPECT_FALSE(counts.Open(KmsgReader::StartAt::kEnd).ok()) << "no log yet";
+  EXPECT_FALSE(counts.is_open());
+
+  Append(kmsg, "3,1,1,-;NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR nd-id=1\n");
+  ASSERT_TRUE(counts.Open(KmsgReader::StartAt::kEnd).ok());
+  ASSERT_TRUE(counts.Read(&tally).ok());
+  EXPECT_TRUE(tally.empty()) << "records already in the log are history";
+
+  Append(kmsg,
+         "3,2,2,-;NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR nd-id=1\n"
+         "3,3,3,-;NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR nd-id=1\n"
+         "3,4,4,-;NEURON_HW_ERR=HBM_UNCORRECTABLE_ERROR nd-id=4\n"
+         "3,5,5,-;NEURON_HW_ERR=DMA_ERROR\n"  // no nd-id: no device to count it against
+         "6,6,6,-;an unrelated line\n");
+  ASSERT_TRUE(counts.Read(&tally).ok());
+  const HwErrorTally expected = {{1, {{"SRAM_UNCORRECTABLE_ERROR", 2}}},
+                                 {4, {{"HBM_UNCORRECTABLE_ERROR", 1}}}};
+  EXPECT_EQ(tally, expected);
+
+  HwErrorCounts late(kmsg);  // a log that appeared after counting started: all of it is new
+  ASSERT_TRUE(late.Open(KmsgReader::StartAt::kBeginning).ok());
+  HwErrorTally all;
+  ASSERT_TRUE(late.Read(&all).ok());
+  EXPECT_EQ(all[1]["SRAM_UNCORRECTABLE_ERROR"], 3u);
 }
 
 }  // namespace
