@@ -3,7 +3,6 @@
 // default policy and with one kind of evidence switched off (docs/architecture.md#health).
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include "core/base/component_log.h"
 #include "core/node/health_evidence.h"
 #include "plugin/node_watcher.h"
+#include "tests/support/temp_dir.h"
 
 namespace neuron::plugin {
 namespace {
@@ -23,14 +23,10 @@ namespace fs = std::filesystem;
 class HealthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::path(::testing::TempDir()) / ("health_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
     // Spelled here, not taken from core/driver: a misspelling shared by both sides still fails.
     fs::create_directories(Hardware0());
     SetSramUncorrected(0);
   }
-  void TearDown() override { fs::remove_all(root_); }
-
   fs::path Hardware0() const {
     return root_ / "sys/devices/virtual/neuron_device/neuron0/stats/hardware";
   }
@@ -38,7 +34,8 @@ class HealthTest : public ::testing::Test {
     std::ofstream(Hardware0() / "sram_ecc_uncorrected") << n << "\n";
   }
 
-  fs::path root_;
+  neuron::testing::TempDir dir_;
+  const fs::path root_ = dir_.path();
 };
 
 Event DeviceEvent(EventKind kind, std::optional<DeviceState> state = std::nullopt) {
