@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "core/base/component_log.h"
-#include "core/discovery/make_discovery.h"
 
 namespace neuron::monitor {
 namespace {
@@ -28,8 +27,16 @@ SourceState SysfsState(const Snapshot& snap) {
   return {true, true, ""};
 }
 
+// The directory scan, as the exporter has always read the node (libudev would find the same:
+// tests/core/discovery_agreement_test.cc).
 NodeSource::NodeSource(NodeSourceOptions options)
-    : options_(std::move(options)), root_(options_.root) {}
+    : options_(std::move(options)),
+      node_(neuron::NodeSourceOptions{.root = options_.root,
+                                      .discovery = DiscoveryMode::kDirectory,
+                                      .lnc = options_.lnc,
+                                      .bdf_resolver = options_.bdf_resolver,
+                                      .catalog_stands_in = false}),
+      kmsg_(RootPaths(options_.root).Kmsg()) {}
 
 NodeSource::~NodeSource() {
   {
@@ -42,43 +49,23 @@ NodeSource::~NodeSource() {
 }
 
 absl::Status NodeSource::Init() {
-  // The directory scan, as the exporter has always read the node (libudev would find the same:
-  // tests/core/discovery_agreement_test.cc).
-  absl::StatusOr<std::unique_ptr<Discovery>> discovery =
-      MakeDiscovery(root_, DiscoveryMode::kDirectory,
-                    DiscoveryOptions{.lnc = options_.lnc, .bdf_resolver = options_.bdf_resolver});
-  if (!discovery.ok()) return discovery.status();
-  discovery_ = *std::move(discovery);
-  absl::StatusOr<Inventory> inv = discovery_->Scan();
-  if (!inv.ok()) return inv.status();
-  for (const std::string& w : inv->warnings) Log()->warn("inventory: {}", w);
-  NoteLayout(*inv);
-  SamplerOptions so;
-  so.threads = options_.sampler_threads;
-  std::vector<int> devices;
-  for (const NeuronDevice& d : inv->devices) devices.push_back(d.index);
-  // An injected datastore reader never calls a records reader: without one of its own, a test
-  // has no records source at all.
-  if (options_.records) {
-    so.records = options_.records();
-  } else if (!options_.datastore) {
-    so.records = MakeLibnrtRecordsReader(LibnrtPath(options_.libnrt));
-  }
-  so.datastore = options_.datastore
-                     ? options_.datastore(std::move(devices))
-                     : MakeDriverDatastoreReader(
-                           root_, {.devices = std::move(devices), .records = so.records});
-  // Bounded: a device in reset holds the probe (core/sample/datastore.h); the state then stays
-  // unknown (no source_up series, no live series) until a later sample knows it.
-  so.datastore->AwaitFirstProbe(options_.first_probe_timeout);
-  sampler_ = std::make_unique<Sampler>(root_, *inv, std::move(so));
+  if (absl::Status s = node_.Init(); !s.ok()) return s;
+  absl::StatusOr<neuron::NodeSource::Scan> scan = node_.Rescan();
+  if (!scan.ok()) return scan.status();
+  for (const std::string& w : scan->inventory->warnings) Log()->warn("inventory: {}", w);
+  NoteLayout(*scan->inventory);
+  node_.StartSampling({.threads = options_.sampler_threads,
+                       .datastore = options_.datastore,
+                       .records = options_.records,
+                       .libnrt = options_.libnrt,
+                       .first_probe_wait = options_.first_probe_timeout});
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inventory_ = std::make_shared<const Inventory>(*std::move(inv));
+    inventory_ = scan->inventory;
   }
   stage_ = 1;
   std::lock_guard<std::mutex> lock(sample_mu_);
-  std::shared_ptr<const Snapshot> snap = sampler_->Sample(SampleKind::kFull);
+  std::shared_ptr<const Snapshot> snap = node_.Sample(SampleKind::kFull);
   last_full_ = snap->steady;
   history_.push_back(snap);
   AfterSample(*snap);
@@ -108,9 +95,7 @@ void NodeSource::Start() {
     pod_cache_ = std::make_unique<PodResourcesCache>(std::move(po));
   }
   // Kernel-log counts are "since start": records already in the log are history.
-  absl::StatusOr<std::unique_ptr<KmsgReader>> kmsg = KmsgReader::Open(root_.Kmsg());
-  SetKmsgState(kmsg.status());
-  if (kmsg.ok()) kmsg_ = *std::move(kmsg);
+  SetKmsgState(kmsg_.Open(KmsgReader::StartAt::kEnd));
   thread_ = std::thread([this] { Loop(); });
   if (stage_.load() == 2) stage_ = 3;
 }
@@ -130,23 +115,18 @@ void NodeSource::Loop() {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_rescan >= options_.rescan_interval) {
       last_rescan = now;
-      absl::StatusOr<Inventory> inv = discovery_->Scan();
-      if (inv.ok()) {
-        bool changed;
+      // A changed inventory reaches the Sampler inside Rescan, before the scrapes see it.
+      absl::StatusOr<neuron::NodeSource::Scan> scan = node_.Rescan();
+      if (!scan.ok()) {
+        Log()->warn("rescan: {}", scan.status().ToString());
+      } else if (scan->changed) {
+        const Inventory& inv = *scan->inventory;
         {
           std::lock_guard<std::mutex> lock(mu_);
-          changed = !(*inventory_ == *inv);
-          if (changed) inventory_ = std::make_shared<const Inventory>(*inv);
+          inventory_ = scan->inventory;
         }
-        if (changed) {
-          Log()->info("inventory changed: {} devices, {} EFA", inv->devices.size(),
-                      inv->efas.size());
-          NoteLayout(*inv);
-          std::lock_guard<std::mutex> lock(sample_mu_);
-          sampler_->SetInventory(*std::move(inv));
-        }
-      } else {
-        Log()->warn("rescan: {}", inv.status().ToString());
+        Log()->info("inventory changed: {} devices, {} EFA", inv.devices.size(), inv.efas.size());
+        NoteLayout(inv);
       }
     }
     stop_lock.lock();
@@ -217,22 +197,14 @@ void NodeSource::NoteSource(std::string_view name, const SourceState& state) {
 }
 
 void NodeSource::TailKmsg() {
-  if (kmsg_ == nullptr) {
+  if (!kmsg_.is_open()) {
     // The log may appear later (a simulator started after us): every record in it is new.
-    absl::StatusOr<std::unique_ptr<KmsgReader>> r =
-        KmsgReader::Open(root_.Kmsg(), KmsgReader::StartAt::kBeginning);
-    SetKmsgState(r.status());
-    if (!r.ok()) return;
-    kmsg_ = *std::move(r);
+    const absl::Status opened = kmsg_.Open(KmsgReader::StartAt::kBeginning);
+    SetKmsgState(opened);
+    if (!opened.ok()) return;
   }
-  std::map<int, std::map<std::string, uint64_t>> seen;
-  absl::Status s = kmsg_->ReadAvailable(
-      [&](const KmsgRecord& rec) {
-        std::optional<HwErrorRecord> hw = ParseHwError(rec.text);
-        if (hw && hw->nd_id) ++seen[*hw->nd_id][hw->type];
-      },
-      {});
-  SetKmsgState(s);
+  HwErrorTally seen;
+  SetKmsgState(kmsg_.Read(&seen));
   if (seen.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [dev, types] : seen) {
@@ -275,7 +247,7 @@ NodeView NodeSource::Get() {
     if (latest == nullptr || now - latest->steady >= options_.share_window) {
       const bool full = now - last_full_ >= options_.full_sweep_interval;
       std::shared_ptr<const Snapshot> snap =
-          sampler_->Sample(full ? SampleKind::kFull : SampleKind::kHot);
+          node_.Sample(full ? SampleKind::kFull : SampleKind::kHot);
       if (full) last_full_ = snap->steady;
       AfterSample(*snap);
       PushSnapshot(std::move(snap));

@@ -1,6 +1,8 @@
 #pragma once
 // What every scrape reads: the node's inventory, the latest Snapshot and the one the rates are
-// taken against, pod assignments and the kernel-log counts. Owns the Sampler.
+// taken against, pod assignments and the kernel-log counts. The node itself is read through
+// core's NodeSource (core/node/node_source.h: the directory scan, the Sampler) and HwErrorCounts;
+// what is the exporter's own is below: sharing, history, PodResources, the source states.
 //
 // Sharing (docs/architecture.md#sampling-cost): Get() samples at most once per `share_window`;
 // scrapes that arrive meanwhile (an HA Prometheus pair, a browser) get the same snapshot, and a
@@ -45,7 +47,8 @@
 
 #include "absl/status/status.h"
 #include "core/discovery/inventory.h"
-#include "core/events/kmsg.h"
+#include "core/node/hw_error_counts.h"
+#include "core/node/node_source.h"
 #include "core/sample/datastore.h"
 #include "core/sample/runtime_records.h"
 #include "core/sample/sampler.h"
@@ -151,12 +154,10 @@ class NodeSource {
   void NoteSource(std::string_view name, const SourceState& state);
 
   NodeSourceOptions options_;
-  RootPaths root_;
-  std::unique_ptr<Discovery> discovery_;
+  neuron::NodeSource node_;  // core's: discovery, inventory, the Sampler
   std::unique_ptr<PodResourcesCache> pod_cache_;
 
-  mutable std::mutex sample_mu_;  // guards the sampler and the history; held while sampling
-  std::unique_ptr<Sampler> sampler_;
+  mutable std::mutex sample_mu_;                         // guards the history; held while sampling
   std::deque<std::shared_ptr<const Snapshot>> history_;  // oldest first
   std::chrono::steady_clock::time_point last_full_;
 
@@ -182,7 +183,7 @@ class NodeSource {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   std::thread thread_;
-  std::unique_ptr<KmsgReader> kmsg_;
+  HwErrorCounts kmsg_;  // the background thread's (and Start's before it runs)
 };
 
 }  // namespace neuron::monitor

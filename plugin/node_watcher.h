@@ -1,20 +1,12 @@
 #pragma once
 // Hardware health per device and EFA interface (docs/architecture.md#health), fed to NodeState.
 //
-// Evidence, each counted only when the HealthPolicy says so:
-//   - absence: core Events device/EFA removed (and added back);
-//   - state: the device's `reset` state is not READY;
-//   - ECC: stats/hardware/*_uncorrected, or where the driver has them the uncorrected counts of
-//     stats/hardware/health_status/, rose above the baseline (the list is spelled out in
-//     node_watcher.cc; polled every poll_period on this thread, never on an RPC's path);
-//   - NEURON_HW_ERR= kernel records naming the device (nd-id);
-//   - EFA: port state not ACTIVE.
-// A device's baseline is set when it appears (start-up, replug) and when its state returns to
-// READY (a reset): the ECC baseline becomes the current counters and old HW_ERR records are
-// forgotten, so health recovers once the evidence is gone.
-//
-// The set of known devices only grows (an unplugged device stays listed, Unhealthy), and starts
-// from the instance catalog when the instance type is known, so capacity reflects the node.
+// The node is read through core's NodeSource (discovery by --discovery, events in the matching
+// mode, rescans when an event asks for one) and its evidence kept by core's HealthEvidence
+// (absence, state, ECC above the baseline, NEURON_HW_ERR records, EFA port state: the list and
+// the baseline rules are in core/node/health_evidence.h), polled every poll_period on this
+// thread, never on an RPC's path. What is the plugin's own: which evidence counts under the
+// HealthPolicy, and the reason each unhealthy device and interface gives (JudgeHealth).
 //
 // Thread-safety: one owner calls Start/Stop; the work runs on one thread of its own, which is
 // the only owner of the evidence (docs/style.md#one-owner).
@@ -23,10 +15,16 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "core/node/health_evidence.h"
 #include "plugin/config.h"
 #include "plugin/node_state.h"
 
 namespace neuron::plugin {
+
+// The hardware picture under `policy`: every known device and interface, with the reason it is
+// unhealthy ("absent", "state RESET", "uncorrected ECC errors", "NEURON_HW_ERR record",
+// "port DOWN"), first of these that the policy counts. Pure: no I/O.
+Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& policy);
 
 class NodeWatcher {
  public:

@@ -9,8 +9,6 @@
 #include <cstring>
 
 #include "core/base/component_log.h"
-#include "core/discovery/make_discovery.h"
-#include "core/discovery/presence.h"
 #include "core/sample/process_usage.h"
 #include "top/format.h"
 
@@ -64,49 +62,49 @@ Collector::Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods,
       root_(options_.root),
       pods_(std::move(pods)),
       proc_(root_),
+      node_(NodeSourceOptions{.root = options_.root,
+                              .discovery = DiscoveryMode::kDirectory,
+                              .lnc = options_.lnc,
+                              .bdf_resolver = {},
+                              .catalog_stands_in = true}),
       datastore_(std::move(datastore)),
       records_(std::move(records)),
       notify_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
 Collector::~Collector() { Stop(); }
 
-absl::StatusOr<Inventory> Collector::ScanInventory() {
-  absl::StatusOr<Inventory> inv = discovery_->Scan();
-  if (!inv.ok()) return inv.status();
-  std::vector<std::string> notes = FillUnreadableFromCatalog(root_, &*inv);
+absl::StatusOr<NodeSource::Scan> Collector::ScanInventory() {
+  absl::StatusOr<NodeSource::Scan> scan = node_.Rescan();
+  if (!scan.ok()) return scan.status();
+  std::vector<std::string> notes = node_.notes();
   if (notes != notes_) {
     for (const std::string& n : notes) Log().warn("{}", n);
     notes_ = std::move(notes);
   }
-  return inv;
+  return scan;
 }
 
 absl::Status Collector::Init() {
   // The directory scan, as neuron-top has always read the node (neuron-ls reads it the same way).
-  absl::StatusOr<std::unique_ptr<Discovery>> discovery =
-      MakeDiscovery(root_, DiscoveryMode::kDirectory, DiscoveryOptions{.lnc = options_.lnc});
-  if (!discovery.ok()) return discovery.status();
-  discovery_ = *std::move(discovery);
-  absl::StatusOr<Inventory> inv = ScanInventory();
-  if (!inv.ok()) return inv.status();
-  inventory_ = *std::move(inv);
-  for (const std::string& w : inventory_.warnings) Log().warn("{}", w);
-  if (datastore_ == nullptr) {
-    records_ = MakeLibnrtRecordsReader(LibnrtPath(options_.libnrt));
-    DriverDatastoreOptions o;
-    for (const NeuronDevice& d : inventory_.devices) o.devices.push_back(d.index);
-    o.records = records_;
-    datastore_ = MakeDriverDatastoreReader(root_, std::move(o));
+  if (absl::Status s = node_.Init(); !s.ok()) return s;
+  absl::StatusOr<NodeSource::Scan> scan = ScanInventory();
+  if (!scan.ok()) return scan.status();
+  inventory_ = scan->inventory;
+  for (const std::string& w : inventory_->warnings) Log().warn("{}", w);
+  SamplingOptions so{.threads = std::clamp(options_.sampler_threads, 1, 2),
+                     .datastore = {},
+                     .records = {},
+                     .libnrt = options_.libnrt,
+                     .first_probe_wait = options_.first_probe_wait};
+  if (datastore_ != nullptr) {  // injected (tests): with its records reader, or none
+    auto reader = std::make_shared<std::unique_ptr<DatastoreReader>>(std::move(datastore_));
+    so.datastore = [reader](const std::vector<int>&) { return std::move(*reader); };
+    so.records = [records = records_] { return records; };
   }
-  if (!datastore_->AwaitFirstProbe(options_.first_probe_wait)) {
+  if (!node_.StartSampling(so)) {
     Log().warn("no answer from the Neuron driver within {} ms; sampling anyway",
                options_.first_probe_wait.count());
   }
-  SamplerOptions so;
-  so.threads = std::clamp(options_.sampler_threads, 1, 2);
-  so.datastore = std::move(datastore_);
-  so.records = records_;
-  sampler_ = std::make_unique<Sampler>(root_, inventory_, std::move(so));
   last_rescan_ = std::chrono::steady_clock::now();
   Step();
   return absl::OkStatus();
@@ -145,7 +143,7 @@ void Collector::RefreshDetails(const Snapshot& snap) {
   std::erase_if(details_, [&pids](const auto& kv) {
     return !std::binary_search(pids.begin(), pids.end(), kv.first);
   });
-  const int cpd = inventory_.LogicalCoresPerDevice();
+  const int cpd = inventory_->LogicalCoresPerDevice();
   for (const int pid : pids) {
     auto [it, inserted] = details_.try_emplace(pid);
     ProcessDetails& d = it->second;
@@ -173,17 +171,16 @@ std::shared_ptr<const TopView> Collector::Step() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_rescan_ >= options_.rescan) {
     last_rescan_ = now;
-    absl::StatusOr<Inventory> inv = ScanInventory();
-    if (!inv.ok()) {
-      Log().warn("rescan: {}", std::string{inv.status().message()});
-    } else if (!(*inv == inventory_)) {
-      Log().info("inventory changed: {} devices", inv->devices.size());
-      inventory_ = *std::move(inv);
-      sampler_->SetInventory(inventory_);
+    absl::StatusOr<NodeSource::Scan> scan = ScanInventory();
+    if (!scan.ok()) {
+      Log().warn("rescan: {}", std::string{scan.status().message()});
+    } else if (scan->changed) {  // the Sampler has it already
+      Log().info("inventory changed: {} devices", scan->inventory->devices.size());
+      inventory_ = scan->inventory;
     }
   }
   const SampleKind kind = ChooseKind(now);
-  std::shared_ptr<const Snapshot> snap = sampler_->Sample(kind);
+  std::shared_ptr<const Snapshot> snap = node_.Sample(kind);
   if (kind == SampleKind::kFull) {
     ++full_samples_;
     last_full_ = now;
@@ -201,7 +198,7 @@ std::shared_ptr<const TopView> Collector::Step() {
   ProcSample proc = SampleProcesses(*snap);
   RefreshDetails(*snap);
   ViewInputs in;
-  in.inventory = &inventory_;
+  in.inventory = inventory_.get();
   in.before = prev_.get();
   in.after = snap.get();
   in.proc_before = prev_ != nullptr ? &prev_proc_ : nullptr;

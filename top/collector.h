@@ -1,8 +1,10 @@
 #pragma once
-// neuron-top's collection side (docs/tools-ux.md#requirements Q5, Q6): owns discovery, the Sampler,
-// process information and the pod locator; every --delay it takes a hot sample, turns the last two
-// snapshots into a TopView and publishes it. The drawing thread never waits on file I/O: it
-// takes Latest() (an immutable view) and polls notify_fd() to learn that a new one is there.
+// neuron-top's collection side (docs/tools-ux.md#requirements Q5, Q6): reads the node through
+// core's NodeSource (core/node/node_source.h: the directory scan with the catalog standing in for
+// root-only files, the Sampler) and owns process information and the pod locator; every --delay
+// it takes a hot sample, turns the last two snapshots into a TopView and publishes it. The drawing
+// thread never waits on file I/O: it takes Latest() (an immutable view) and polls notify_fd() to
+// learn that a new one is there.
 //
 // Cost control: the hot sample reads only what the screen needs (core state, ECC, memory totals
 // and the live datastores). The full sweep, which alone refreshes per-category memory, runs
@@ -25,6 +27,7 @@
 #include "absl/status/status.h"
 #include "core/base/unique_fd.h"
 #include "core/discovery/inventory.h"
+#include "core/node/node_source.h"
 #include "core/proc/pod_identity.h"
 #include "core/proc/procinfo.h"
 #include "core/sample/sampler.h"
@@ -67,7 +70,7 @@ class Collector {
 
   // Scans the inventory and takes the first (full) sample; the first view has no rates.
   absl::Status Init();
-  const Inventory& inventory() const { return inventory_; }
+  const Inventory& inventory() const { return *inventory_; }
   // One sample now, published and returned. Owner only, never while the thread runs.
   std::shared_ptr<const TopView> Step();
 
@@ -86,8 +89,8 @@ class Collector {
 
  private:
   void Loop();
-  // A discovery scan with the catalog standing in for root-only files (notes_ says which).
-  absl::StatusOr<Inventory> ScanInventory();
+  // A scan with the catalog standing in for root-only files (notes_ says which).
+  absl::StatusOr<NodeSource::Scan> ScanInventory();
   SampleKind ChooseKind(std::chrono::steady_clock::time_point now) const;
   ProcSample SampleProcesses(const Snapshot& snap) const;
   void RefreshDetails(const Snapshot& snap);
@@ -99,13 +102,13 @@ class Collector {
   RootPaths root_;
   std::unique_ptr<PodLocator> pods_;
   ProcReader proc_;
-  std::unique_ptr<Discovery> discovery_;
-  std::unique_ptr<DatastoreReader> datastore_;  // until Init hands it to the Sampler
+  NodeSource node_;
+  std::unique_ptr<DatastoreReader> datastore_;  // until Init hands it to the NodeSource
   std::shared_ptr<RuntimeRecordsReader> records_;
-  Inventory inventory_;
+  // The last scan (empty before Init).
+  std::shared_ptr<const Inventory> inventory_ = std::make_shared<const Inventory>();
   std::vector<std::string> notes_;  // what the last scan could not read (view's status line)
   std::vector<std::string> logged_errors_;  // the last sample's errors, as logged
-  std::unique_ptr<Sampler> sampler_;
   std::shared_ptr<const Snapshot> prev_;
   ProcSample prev_proc_;
   std::map<int, ProcessDetails> details_;
