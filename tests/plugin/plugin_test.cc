@@ -1,6 +1,6 @@
 // The plugin library against a simulated node (`neuron-sim up`) and an in-test kubelet, over
-// real gRPC on Unix sockets: registration, lists, Allocate contents, bad requests, the mask,
-// health faults and kubelet restarts.
+// real gRPC on Unix sockets: registration, lists, Allocate contents, the mask, what the library
+// shows of health (the reason, the evidence) and kubelet restarts.
 
 #include "plugin/plugin.h"
 
@@ -261,56 +261,8 @@ TEST_F(PluginTest, ContainerNumberingCountsFromZeroWhileHoldingsStayHostIds) {
   EXPECT_TRUE(spec.host_path().starts_with("/dev/infiniband/uverbs")) << spec.host_path();
 }
 
-TEST_F(PluginTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
-  Boot("trn1.32xlarge");
-  auto neuron = Stub(kNeuron);
-  ListWatcher cores(kubelet_->Socket(kCore));
-  auto expect_invalid = [&](const std::vector<std::vector<std::string>>& req,
-                            const std::vector<std::string>& named) {
-    v1beta1::AllocateResponse r;
-    const grpc::Status s = Allocate(neuron.get(), req, &r);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
-    for (const std::string& n : named) {
-      EXPECT_NE(s.error_message().find(n), std::string::npos) << n << " in " << s.error_message();
-    }
-  };
-  expect_invalid({{"0", "99", "x"}}, {"unknown", "\"99\"", "\"x\""});
-  expect_invalid({{"1", "1"}}, {"duplicate", "\"1\""});
-  expect_invalid({{}}, {"no device IDs"});
-  std::vector<std::string> many;
-  for (int i = 0; i < 17; ++i) many.push_back(std::to_string(i));
-  expect_invalid({many}, {"asks for 17 IDs, the node has 16"});
-  // A refused request changes nothing: device 0's cores were never masked.
-  ASSERT_TRUE(cores.WaitFor([](const auto& l) { return l.size() == 32; }));
-  EXPECT_EQ(cores.latest().at("0").health, "Healthy");
-  EXPECT_EQ(cores.latest().at("1").health, "Healthy");
-
-  Ctl({"unplug", "--device", "5"});
-  ASSERT_TRUE(cores.WaitHealth("10", "Unhealthy"));
-  expect_invalid({{"4", "5"}}, {"unhealthy", "\"5\""});
-
-  v1beta1::PreferredAllocationRequest req;
-  auto* c = req.add_container_requests();
-  for (const char* id : {"x", "-1", "007", "3", "4", "6", "7", "", "99999999999999"}) {
-    c->add_available_deviceids(id);
-  }
-  c->add_must_include_deviceids("zz");
-  c->add_must_include_deviceids("4");
-  c->set_allocation_size(2);
-  auto* big = req.add_container_requests();
-  big->add_available_deviceids("0");
-  big->set_allocation_size(40);
-  v1beta1::PreferredAllocationResponse resp;
-  grpc::ClientContext ctx;
-  const grpc::Status s = neuron->GetPreferredAllocation(&ctx, req, &resp);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  ASSERT_EQ(resp.container_responses_size(), 2);
-  const auto& ids = resp.container_responses(0).deviceids();
-  ASSERT_EQ(ids.size(), 2);
-  EXPECT_TRUE(std::find(ids.begin(), ids.end(), "4") != ids.end());
-  for (const std::string& id : ids) EXPECT_TRUE(id == "3" || id == "4" || id == "6" || id == "7");
-  EXPECT_EQ(resp.container_responses(1).deviceids_size(), 1) << "best effort: what exists";
-}
+// Bad Allocate and GetPreferredAllocation requests are AllocationTest's
+// (tests/e2e/plugin_allocation_test.cc), sent to the real binary's socket.
 
 TEST_F(PluginTest, MaskKeepsWholeDevicesAndCoresApartUntilPodResourcesReleases) {
   StartSim("trn1.32xlarge");
@@ -356,26 +308,13 @@ TEST_F(PluginTest, MaskKeepsWholeDevicesAndCoresApartUntilPodResourcesReleases) 
   EXPECT_TRUE(devices.WaitHealth("2", "Healthy"));
 }
 
-TEST_F(PluginTest, HardwareFaultsTurnDevicesUnhealthyAndRecover) {
+// Unplug, ECC, reset and EFA faults against the real binary are PluginHealthTest's
+// (tests/e2e/plugin_lifecycle_test.cc); here what only the library shows: the reason a failed
+// reset leaves, the device's INVALID state, and that every device is healthy again afterwards.
+TEST_F(PluginTest, AFailedResetLeavesTheInvalidStateAsTheReasonUntilAResetRecovers) {
   Boot("trn1.32xlarge");
   ListWatcher devices(kubelet_->Socket(kNeuron));
-  ListWatcher cores(kubelet_->Socket(kCore));
-  ListWatcher efas(kubelet_->Socket(kEfa));
   ASSERT_TRUE(devices.WaitFor([](const auto& l) { return CountHealth(l, "Healthy") == 16; }));
-
-  Ctl({"unplug", "--device", "2"});
-  EXPECT_TRUE(devices.WaitHealth("2", "Unhealthy"));
-  EXPECT_TRUE(cores.WaitHealth("5", "Unhealthy"));
-  EXPECT_EQ(devices.latest().size(), 16u) << "an unplugged device stays listed";
-  Ctl({"plug", "--device", "2"});
-  EXPECT_TRUE(devices.WaitHealth("2", "Healthy"));
-  EXPECT_TRUE(cores.WaitHealth("5", "Healthy"));
-
-  Ctl({"inject", "hbm-ue", "--device", "3"});
-  EXPECT_TRUE(devices.WaitHealth("3", "Unhealthy"));
-  Ctl({"reset", "--device", "3"});
-  EXPECT_TRUE(devices.WaitHealth("3", "Healthy"));
-
   Ctl({"reset", "--device", "4", "--fail"});
   EXPECT_TRUE(devices.WaitHealth("4", "Unhealthy"));
   ASSERT_TRUE(::neuron::testing::WaitUntil(
@@ -394,12 +333,6 @@ TEST_F(PluginTest, HardwareFaultsTurnDevicesUnhealthyAndRecover) {
   EXPECT_EQ(devices.latest().at("4").health, "Unhealthy") << "INVALID stays Unhealthy";
   Ctl({"reset", "--device", "4"});
   EXPECT_TRUE(devices.WaitHealth("4", "Healthy"));
-
-  const std::string efa = FirstEfa();
-  Ctl({"efa-down", "--efa", efa});
-  EXPECT_TRUE(efas.WaitHealth(efa, "Unhealthy"));
-  Ctl({"efa-up", "--efa", efa});
-  EXPECT_TRUE(efas.WaitHealth(efa, "Healthy"));
   EXPECT_EQ(CountHealth(devices.latest(), "Healthy"), 16u);
 }
 
