@@ -288,11 +288,17 @@ def self_test():
     return 1 if failures else 0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+def arg_parser(doc):
+    """--root (default: this checkout) and --self-test, which every docs check takes."""
+    ap = argparse.ArgumentParser(description=doc.split('\n')[0])
     ap.add_argument('--root', default=os.path.normpath(
         os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')))
     ap.add_argument('--self-test', action='store_true')
+    return ap
+
+
+def main():
+    ap = arg_parser(__doc__)
     ap.add_argument('--binary', action='append', default=[], metavar='NAME=PATH',
                     help='check the flags documents name for NAME against `PATH --help`')
     args = ap.parse_args()

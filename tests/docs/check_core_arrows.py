@@ -13,11 +13,12 @@ Fails, naming what differs, when
 
 Usage: check_core_arrows.py [--root DIR] | --self-test        Standard library only.
 """
-import argparse
 import os
 import re
 import sys
 import tempfile
+
+import check_citations
 
 ROOM_CALL = re.compile(r'^\s*neuron_core_room\((\w+)(.*?)\)', re.S | re.M)
 KEYWORDS = ('SOURCES', 'PUBLIC_DEPS', 'PRIVATE_DEPS')
@@ -163,11 +164,7 @@ def self_test():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--root', default=os.path.normpath(
-        os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')))
-    ap.add_argument('--self-test', action='store_true')
-    args = ap.parse_args()
+    args = check_citations.arg_parser(__doc__).parse_args()
     if args.self_test:
         return self_test()
     problems = check(args.root)
