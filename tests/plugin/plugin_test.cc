@@ -22,7 +22,10 @@
 namespace neuron::plugin {
 namespace {
 
-using namespace ::neuron::plugin::testing;
+using ::neuron::plugin::testing::Allocate;
+using ::neuron::plugin::testing::kCeiling;
+using ::neuron::plugin::testing::PluginStub;
+using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using ::neuron::sim::KubeletEmulator;
 using ::neuron::sim::ResourceState;
@@ -197,7 +200,8 @@ TEST_F(PluginTest, RegistersEveryResourceWithCountsAndNumaOnTrn1) {
   }
   EXPECT_EQ(Socket(kNeuron).filename(), "neuron-" + instance_id + ".sock");
   const std::map<std::string, size_t> want{{kNeuron, 16}, {kCore, 32}, {kEfa, 8}};
-  for (const auto& [resource, n] : want) {
+  for (const auto& [resource, count] : want) {
+    const size_t n = count;  // clang-tidy 14 (clang before 16) cannot capture a structured binding
     ASSERT_TRUE(WaitList(resource, [&](const auto& l) { return CountHealth(l, "Healthy") == n; }))
         << resource << " lists " << List(resource).size();
     for (const auto& [id, listed] : List(resource)) {
@@ -292,8 +296,9 @@ TEST_F(PluginTest, ContainerNumberingCountsFromZeroWhileHoldingsStayHostIds) {
 
   // The mask is keyed by host IDs: host devices 5-8 hold cores, host cores 18-21 are in
   // devices 9-10; container index 0 means nothing to it.
-  for (const char* id : {"5", "6", "7", "8"})
+  for (const char* id : {"5", "6", "7", "8"}) {
     EXPECT_TRUE(WaitHealth(kNeuron, id, "Unhealthy")) << id;
+  }
   for (const char* id : {"18", "19", "20", "21"}) {
     EXPECT_TRUE(WaitHealth(kCore, id, "Unhealthy")) << id;
   }
