@@ -28,6 +28,7 @@ sim::PodSpec Pod(const std::string& name, std::map<std::string, int> requests) {
 Topology CatalogTopology(const std::string& instance) {
   const InstanceSpec* spec = *FindInstance(instance);
   std::vector<std::vector<int>> neighbours;
+  neighbours.reserve(spec->devices);
   for (int d = 0; d < spec->devices; ++d) neighbours.push_back(ConnectedDevices(*spec, d));
   return Topology(neighbours);
 }
@@ -180,7 +181,7 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
                           grpc::InsecureChannelCredentials());
   auto stub = v1beta1::DevicePlugin::NewStub(channel);
 
-  auto allocate = [&](std::vector<std::string> ids) {
+  auto allocate = [&](const std::vector<std::string>& ids) {
     v1beta1::AllocateRequest request;
     for (const std::string& id : ids) request.add_container_requests()->add_devices_ids(id);
     if (ids.empty()) request.add_container_requests();
@@ -189,7 +190,7 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
     context.set_deadline(std::chrono::system_clock::now() + 10s);
     return stub->Allocate(&context, request, &response);
   };
-  auto allocate_one = [&](std::vector<std::string> ids) {
+  auto allocate_one = [&](const std::vector<std::string>& ids) {
     v1beta1::AllocateRequest request;
     auto* c = request.add_container_requests();
     for (const std::string& id : ids) c->add_devices_ids(id);
@@ -203,6 +204,7 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
     std::vector<std::string> named;  // what the message must say, each of them
   };
   std::vector<std::string> oversized;
+  oversized.reserve(1000);
   for (int i = 0; i < 1000; ++i) oversized.push_back(std::to_string(i % 16));
   std::vector<std::string> seventeen;
   for (int i = 0; i <= 16; ++i) seventeen.push_back(std::to_string(i));
