@@ -320,6 +320,7 @@ TEST_F(ExporterE2eTest, SixtyFourConcurrentScrapersFor30Seconds) {
   std::atomic<int> ok{0}, failed{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> scrapers;
+  scrapers.reserve(64);
   for (int i = 0; i < 64; ++i) {
     scrapers.emplace_back([&] {
       while (!stop.load()) {

@@ -25,7 +25,15 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using namespace ::neuron::top::testing;
+namespace fs = std::filesystem;
+using ::neuron::testing::ReadFile;
+using ::neuron::testing::RunCommand;
+using ::neuron::testing::RunResult;
+using ::neuron::testing::SimNode;
+using ::neuron::testing::Spawn;
+using ::neuron::testing::Stop;
+using ::neuron::testing::WaitExit;
+using ::neuron::testing::WaitUntil;
 
 // One node and one workload for the whole suite: starting them costs seconds.
 class LiveTest : public ::testing::Test {
