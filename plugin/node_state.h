@@ -130,8 +130,9 @@ class NodeState {
   absl::StatusOr<std::shared_ptr<const NodeView>> Commit(Resource resource,
                                                          const Validator& validate);
 
-  // Allocate holdings not yet confirmed by PodResources. Only tests/fuzz/allocate_fuzz.cc reads
-  // it: a refused Allocate records none, and a PodResources answer after the grace ends them all.
+  // Allocate holdings not yet confirmed by PodResources. Only tests read it
+  // (tests/fuzz/allocate_fuzz.cc, tests/plugin/plugin_test.cc): a refused Allocate records none,
+  // and a PodResources answer that shows them, or one after the grace, ends them.
   size_t pending_allocations() const;
 
  private:

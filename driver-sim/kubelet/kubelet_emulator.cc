@@ -208,6 +208,7 @@ ResourceState KubeletEmulator::Impl::StateLocked(const std::string& name,
   if (auto it = in_use.find(name); it != in_use.end()) s.in_use = it->second;
   s.updates = ep.updates;
   s.get_preferred_allocation = ep.options.get_preferred_allocation_available();
+  s.pre_start_required = ep.options.pre_start_required();
   return s;
 }
 

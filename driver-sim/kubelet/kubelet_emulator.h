@@ -114,6 +114,7 @@ struct ResourceState {
   std::map<std::string, std::vector<int64_t>> numa;  // id -> NUMA nodes of its TopologyInfo
   uint64_t updates = 0;                              // ListAndWatch messages received
   bool get_preferred_allocation = false;             // from GetDevicePluginOptions
+  bool pre_start_required = false;                   // from GetDevicePluginOptions
 };
 
 class KubeletEmulator {

@@ -12,7 +12,11 @@ Walks the repository's files and fails, naming file:line, when
       outside the repository), a bare "§N" that names no document, or a deviation label such as
       "(deviation D4)" that does not say where deviations are listed.
 
-Usage: check_citations.py [--root DIR]     check the tree at DIR (default: this checkout)
+and (c) with --binary NAME=PATH, when a Markdown file shows NAME with a long flag that `PATH --help`
+does not list: a command-line contract the binary no longer has (tests/docs/contracts.py).
+
+Usage: check_citations.py [--root DIR] [--binary NAME=PATH ...]
+                                           check the tree at DIR (default: this checkout)
        check_citations.py --self-test      check that the checks above catch what they should
 Standard library only.
 """
@@ -22,6 +26,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+import contracts
 
 SELF = 'tests/docs/check_citations.py'
 # Where the deviation labels (D1, D2, ...) are defined; they may be used bare there.
@@ -271,6 +277,8 @@ def self_test():
     for p in problems:
         if p.split(':')[0] + ':' + p.split(':')[1] not in expected:
             failures.append(f'reported but fine: {p}')
+    with tempfile.TemporaryDirectory() as tmp:
+        failures += contracts.self_test(tmp)
     if 'docs/c.md:3' in expected and not any('decision 9' in p for p in problems):
         failures.append('not reported: docs/c.md:3 (decision 9)')
     for f in failures:
@@ -280,18 +288,31 @@ def self_test():
     return 1 if failures else 0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+def arg_parser(doc):
+    """--root (default: this checkout) and --self-test, which every docs check takes."""
+    ap = argparse.ArgumentParser(description=doc.split('\n')[0])
     ap.add_argument('--root', default=os.path.normpath(
         os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')))
     ap.add_argument('--self-test', action='store_true')
+    return ap
+
+
+def main():
+    ap = arg_parser(__doc__)
+    ap.add_argument('--binary', action='append', default=[], metavar='NAME=PATH',
+                    help='check the flags documents name for NAME against `PATH --help`')
     args = ap.parse_args()
     if args.self_test:
         return self_test()
-    problems = Checker(args.root).run()
+    checker = Checker(args.root)
+    problems = checker.run()
+    binaries = dict(b.split('=', 1) for b in args.binary)
+    flags = contracts.check(checker.root, checker.files, binaries, checker.report)
     for p in problems:
         print(p)
     print(f'{len(problems)} citation problem(s)' if problems else 'citations: all resolve')
+    if binaries:
+        print(f'contracts: {flags} flag mentions of {len(binaries)} binaries checked against --help')
     return 1 if problems else 0
 
 

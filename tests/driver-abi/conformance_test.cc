@@ -43,6 +43,29 @@ using ::testing::Not;
 
 constexpr size_t kSlot = NEURON_ABI_DS_SIZE;
 
+// A monitor's read-only mapping of the slot ACQUIRE_DS named, unmapped when it goes (or at
+// Reset), so a failed assertion does not leave it behind.
+class SlotMapping {
+ public:
+  SlotMapping(int fd, const neuron_abi_ds_info& info)
+      : m_(::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd,
+                  static_cast<off_t>(info.mmap_offset))) {}
+  SlotMapping(const SlotMapping&) = delete;
+  SlotMapping& operator=(const SlotMapping&) = delete;
+  ~SlotMapping() { Reset(); }
+
+  bool ok() const { return m_ != MAP_FAILED; }
+  void* get() const { return m_; }
+  const uint8_t* bytes() const { return static_cast<const uint8_t*>(m_); }
+  void Reset() {
+    if (ok()) ::munmap(m_, kSlot);
+    m_ = MAP_FAILED;
+  }
+
+ private:
+  void* m_;
+};
+
 // One simulated trn1.32xlarge for the whole suite; each test uses its own devices.
 class DriverAbiTest : public ::testing::Test {
  protected:
@@ -282,12 +305,11 @@ TEST_F(DriverAbiTest, MmapTakesExactlyTheSlotAndMonitorsCannotWrite) {
   EXPECT_EQ(::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd.get(), off), MAP_FAILED);
   EXPECT_EQ(::mmap(nullptr, kSlot, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), off), MAP_FAILED);
   EXPECT_EQ(errno, EACCES);
-  void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), off);
-  ASSERT_NE(m, MAP_FAILED) << std::strerror(errno);
+  const SlotMapping m(fd.get(), info);
+  ASSERT_TRUE(m.ok()) << std::strerror(errno);
   uint64_t busy = 0;
-  std::memcpy(&busy, static_cast<uint8_t*>(m) + *nds::CoreCounterOffset(0, nds::kTimeInUse), 8);
+  std::memcpy(&busy, m.bytes() + *nds::CoreCounterOffset(0, nds::kTimeInUse), 8);
   EXPECT_EQ(busy, 4242u);
-  ::munmap(m, kSlot);
 }
 
 TEST_F(DriverAbiTest, ReleaseOfAForeignPidIsANoOp) {
@@ -322,18 +344,16 @@ TEST_F(DriverAbiTest, TheOwnersLastCloseFoldsAndZeroesItsSlot) {
     const UniqueFd fd = Open(8, O_RDONLY);
     neuron_abi_ds_info info{};
     ASSERT_EQ(Acquire(fd.get(), runtime->pid(), &info), 0);
-    void* m = ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(),
-                     static_cast<off_t>(info.mmap_offset));
-    ASSERT_NE(m, MAP_FAILED);
+    const SlotMapping m(fd.get(), info);
+    ASSERT_TRUE(m.ok());
     const pid_t pid = runtime->pid();
     (void)!::write(go_write.get(), "x", 1);
     if (how != 0) runtime->Kill(how);
     EXPECT_TRUE(WaitUntil([&] { return Acquire(fd.get(), pid, &info) == ENOENT; }, 10s));
     EXPECT_THAT(Pids(fd.get()), Not(Contains(pid)));
-    const auto* bytes = static_cast<const uint8_t*>(m);
+    const uint8_t* bytes = m.bytes();
     EXPECT_TRUE(std::all_of(bytes, bytes + kSlot, [](uint8_t b) { return b == 0; }));
     EXPECT_EQ(Counter(busy_file), before + 5000);
-    ::munmap(m, kSlot);
   }
 }
 
@@ -360,15 +380,14 @@ TEST_F(DriverAbiTest, ForkedChildrenAreNotAttachedAndDoNotInheritMappings) {
   const UniqueFd fd = Open(10, O_RDWR);
   neuron_abi_ds_info info{};
   ASSERT_EQ(Acquire(fd.get(), 0, &info), 0);
-  void* m =
-      ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), static_cast<off_t>(info.mmap_offset));
-  ASSERT_NE(m, MAP_FAILED);
-  Child child([m] { return ::madvise(m, kSlot, MADV_NORMAL) != 0 && errno == ENOMEM; });
+  const SlotMapping mapping(fd.get(), info);
+  ASSERT_TRUE(mapping.ok());
+  Child child(
+      [m = mapping.get()] { return ::madvise(m, kSlot, MADV_NORMAL) != 0 && errno == ENOMEM; });
   EXPECT_TRUE(child.ok()) << "the child has the parent's datastore mapping";
   EXPECT_THAT(Pids(fd.get()), Not(Contains(child.pid())));
   Child opener([] { return ::open(Node(10).c_str(), O_RDONLY) >= 0; });
   EXPECT_THAT(Pids(fd.get()), Contains(opener.pid()));
-  ::munmap(m, kSlot);
 }
 
 TEST_F(DriverAbiTest, CloseOnExecDetachesAtExec) {
@@ -440,12 +459,12 @@ TEST_F(DriverAbiTest, SysfsResetIsIgnoredWhileTheDeviceIsOpenOrMapped) {
   UniqueFd fd = Open(d, O_RDWR);
   neuron_abi_ds_info info{};
   ASSERT_EQ(Acquire(fd.get(), 0, &info), 0);
-  void* m =
-      ::mmap(nullptr, kSlot, PROT_READ, MAP_SHARED, fd.get(), static_cast<off_t>(info.mmap_offset));
+  SlotMapping m(fd.get(), info);
+  ASSERT_TRUE(m.ok());
   WriteReset(d);
   fd.Reset();  // the mapping alone still holds the device
   WriteReset(d);
-  ::munmap(m, kSlot);
+  m.Reset();
   EXPECT_TRUE(WaitUntil([&] { return ReadFile(Sys(d) / "reset") == "1\n"; }, 10s));
   WriteReset(d);
   EXPECT_TRUE(WaitUntil([&] { return ResetRequests(d) == before + 1; }, 10s));

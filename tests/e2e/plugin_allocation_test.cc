@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 
 #include "core/model/allocator.h"
@@ -27,6 +28,7 @@ sim::PodSpec Pod(const std::string& name, std::map<std::string, int> requests) {
 Topology CatalogTopology(const std::string& instance) {
   const InstanceSpec* spec = *FindInstance(instance);
   std::vector<std::vector<int>> neighbours;
+  neighbours.reserve(spec->devices);
   for (int d = 0; d < spec->devices; ++d) neighbours.push_back(ConnectedDevices(*spec, d));
   return Topology(neighbours);
 }
@@ -179,7 +181,7 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
                           grpc::InsecureChannelCredentials());
   auto stub = v1beta1::DevicePlugin::NewStub(channel);
 
-  auto allocate = [&](std::vector<std::string> ids) {
+  auto allocate = [&](const std::vector<std::string>& ids) {
     v1beta1::AllocateRequest request;
     for (const std::string& id : ids) request.add_container_requests()->add_devices_ids(id);
     if (ids.empty()) request.add_container_requests();
@@ -188,7 +190,7 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
     context.set_deadline(std::chrono::system_clock::now() + 10s);
     return stub->Allocate(&context, request, &response);
   };
-  auto allocate_one = [&](std::vector<std::string> ids) {
+  auto allocate_one = [&](const std::vector<std::string>& ids) {
     v1beta1::AllocateRequest request;
     auto* c = request.add_container_requests();
     for (const std::string& id : ids) c->add_devices_ids(id);
@@ -199,19 +201,31 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
   };
   struct Case {
     std::vector<std::string> ids;
-    std::string names;  // what the message must mention
+    std::vector<std::string> named;  // what the message must say, each of them
   };
   std::vector<std::string> oversized;
+  oversized.reserve(1000);
   for (int i = 0; i < 1000; ++i) oversized.push_back(std::to_string(i % 16));
   std::vector<std::string> seventeen;
   for (int i = 0; i <= 16; ++i) seventeen.push_back(std::to_string(i));
   for (const Case& c :
-       {Case{{"99"}, "99"}, Case{{"3", "3"}, "3"}, Case{{"abc", "1"}, "abc"}, Case{{"-1"}, "-1"},
-        Case{seventeen, "16"}, Case{oversized, ""}, Case{{}, ""}}) {
+       {Case{{"99"}, {"unknown IDs \"99\""}}, Case{{"0", "99", "x"}, {"unknown IDs \"99\", \"x\""}},
+        Case{{"3", "3"}, {"duplicate IDs \"3\""}}, Case{{"abc", "1"}, {"\"abc\""}},
+        Case{{"-1"}, {"\"-1\""}}, Case{seventeen, {"asks for 17 IDs, the node has 16"}},
+        Case{oversized, {"asks for 1000 IDs, the node has 16", "duplicate IDs"}},
+        Case{{}, {"no device IDs"}}}) {
     grpc::Status s = allocate_one(c.ids);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << "ids " << c.ids.size() << ": " << s.error_message();
-    EXPECT_NE(s.error_message().find(c.names), std::string::npos) << s.error_message();
+    for (const std::string& n : c.named) {
+      EXPECT_NE(s.error_message().find(n), std::string::npos) << n << " in " << s.error_message();
+    }
+  }
+  // A refused request changes nothing: no core of the devices it named is masked.
+  ASSERT_TRUE(node.WaitForResource(kCore, [](auto& r) { return r.devices.size() == 32; }));
+  const std::optional<sim::ResourceState> cores = node.kubelet().Resource(kCore);
+  for (const auto& [id, healthy] : cores->devices) {
+    EXPECT_TRUE(healthy) << "core " << id << " masked by a refused request";
   }
   EXPECT_TRUE(allocate({"0", "1"}).ok());  // two containers, one device each
 
@@ -220,12 +234,17 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
   ASSERT_TRUE(node.WaitForResource(kNeuron, [](auto& r) { return !r.devices.at("5"); }));
   grpc::Status unhealthy = allocate_one({"4", "5"});
   EXPECT_EQ(unhealthy.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(unhealthy.error_message().find("5"), std::string::npos);
+  EXPECT_NE(unhealthy.error_message().find("unhealthy IDs \"5\""), std::string::npos)
+      << unhealthy.error_message();
 
   // GetPreferredAllocation: garbage in, a best effort out, never an error.
   v1beta1::PreferredAllocationRequest request;
   auto* a = request.add_container_requests();
-  for (const char* id : {"99", "x", "2", "3", "2", "7", "8", "9"}) a->add_available_deviceids(id);
+  for (const char* id :
+       {"99", "x", "2", "3", "2", "7", "8", "9", "-1", "007", "", "99999999999999"}) {
+    a->add_available_deviceids(id);
+  }
+  a->add_must_include_deviceids("zz");  // not offered: a best effort leaves it out
   a->add_must_include_deviceids("7");
   a->set_allocation_size(3);
   auto* b = request.add_container_requests();  // nothing to choose from
@@ -233,12 +252,15 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
   auto* huge = request.add_container_requests();
   for (const std::string& id : seventeen) huge->add_available_deviceids(id);
   huge->set_allocation_size(1 << 30);
+  auto* more = request.add_container_requests();  // asks for more than is offered
+  more->add_available_deviceids("0");
+  more->set_allocation_size(40);
   v1beta1::PreferredAllocationResponse response;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 10s);
   grpc::Status s = stub->GetPreferredAllocation(&context, request, &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  ASSERT_EQ(response.container_responses_size(), 3);
+  ASSERT_EQ(response.container_responses_size(), 4);
   std::vector<std::string> first(response.container_responses(0).deviceids().begin(),
                                  response.container_responses(0).deviceids().end());
   EXPECT_EQ(first.size(), 3u);
@@ -246,6 +268,7 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
   for (const std::string& id : first) {
     EXPECT_TRUE(id == "7" || id == "8" || id == "9" || id == "2" || id == "3") << id;
   }
+  EXPECT_EQ(response.container_responses(3).deviceids_size(), 1) << "best effort: what exists";
 }
 
 // `neuron-sim pod run -- CMD` execs CMD with the plugin's environment: a real workload runs on

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -304,15 +304,6 @@ TEST_F(ExporterE2eTest, TlsAndBasicAuth) {
             std::string::npos);
 }
 
-long RssKiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-
 #if defined(__SANITIZE_ADDRESS__)
 // ASan keeps freed memory in quarantine (256 MiB by default): keep it small and the bound loose.
 constexpr bool kAsan = true;
@@ -325,10 +316,11 @@ TEST_F(ExporterE2eTest, SixtyFourConcurrentScrapersFor30Seconds) {
                              kAsan ? std::vector<std::string>{"ASAN_OPTIONS=quarantine_size_mb=16"}
                                    : std::vector<std::string>{});
   for (int i = 0; i < 5; ++i) ASSERT_EQ(HttpGet(e.port, "/metrics").status, 200);
-  const long rss_before = RssKiB(e.pid);
+  const int64_t rss_before = testing::ReadUsage(e.pid).rss_kib;  // 0 once it is gone
   std::atomic<int> ok{0}, failed{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> scrapers;
+  scrapers.reserve(64);
   for (int i = 0; i < 64; ++i) {
     scrapers.emplace_back([&] {
       while (!stop.load()) {
@@ -340,7 +332,9 @@ TEST_F(ExporterE2eTest, SixtyFourConcurrentScrapersFor30Seconds) {
   std::this_thread::sleep_for(30s);
   stop = true;
   for (auto& t : scrapers) t.join();
-  const long rss_after = RssKiB(e.pid);
+  const int64_t rss_after = testing::ReadUsage(e.pid).rss_kib;
+  EXPECT_GT(rss_before, 0);
+  EXPECT_GT(rss_after, 0) << "the exporter is gone";
   EXPECT_EQ(failed.load(), 0);
   EXPECT_GT(ok.load(), 64);
   // Bounded: fixed worker threads and buffers; generous ceilings for a loaded machine. Under

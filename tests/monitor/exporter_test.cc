@@ -28,6 +28,7 @@
 #include "podresources/v1/api.grpc.pb.h"
 #include "tests/monitor/exporter_fixture.h"
 #include "tests/support/fake_datastores.h"
+#include "tests/support/golden.h"
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_discovery.h"
@@ -39,7 +40,7 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-using neuron::testing::ReadFile;
+using neuron::testing::ExpectGolden;
 using neuron::testing::WriteFile;
 
 // Lines whose values depend on time, on this process or on the build (its revision and
@@ -58,19 +59,6 @@ std::string Stable(const std::string& text) {
   return out;
 }
 
-void ExpectGolden(const std::string& name, const std::string& actual) {
-  const fs::path golden = fs::path(NEURON_SOURCE_DIR) / "tests/fixtures/monitor" / name;
-  const char* update = std::getenv("NEURON_UPDATE_GOLDENS");
-  if (update != nullptr && std::string_view(update) == "1") {
-    fs::create_directories(golden.parent_path());
-    WriteFile(golden, actual);
-    return;
-  }
-  ASSERT_TRUE(fs::exists(golden)) << golden << " is missing; run with NEURON_UPDATE_GOLDENS=1";
-  EXPECT_EQ(actual, ReadFile(golden))
-      << "differs from " << golden << " (NEURON_UPDATE_GOLDENS=1 rewrites it)";
-}
-
 TEST_F(ExporterTest, GoldenNativeAndCompat) {
   BuildNode();
   Start(/*compat=*/false);
@@ -79,13 +67,13 @@ TEST_F(ExporterTest, GoldenNativeAndCompat) {
   EXPECT_TRUE(HasMetric(native, "neuroncore_busy_seconds_total{"));
   EXPECT_EQ(Value(native, "neuroncore_busy_seconds_total{neuron_device=\"0\",neuroncore=\"0\"}"),
             2.0 + 3.0);  // sysfs nc_time_in_use 2 s + the datastore's TIME_IN_USE 3 s
-  ExpectGolden("trn1.2xlarge.native.prom", Stable(native));
+  ExpectGolden("monitor/trn1.2xlarge.native.prom", Stable(native));
   source_.reset();
 
   Start(/*compat=*/true);
   exporter_->RenderMetrics();
   const std::string compat = exporter_->RenderMetrics();
-  ExpectGolden("trn1.2xlarge.compat.prom", Stable(compat));
+  ExpectGolden("monitor/trn1.2xlarge.compat.prom", Stable(compat));
   EXPECT_TRUE(HasMetric(compat, "instance_info{availability_zone=\"us-east-2b\""));
   EXPECT_TRUE(HasMetric(compat, "execution_status_total{"));
   EXPECT_TRUE(HasMetric(compat, "system_vcpu_count{"));

@@ -4,21 +4,17 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "core/model/catalog.h"
 #include "plugin/dra/slice.h"
 #include "tests/plugin/dra_testing.h"
+#include "tests/support/golden.h"
 
 namespace neuron::plugin::dra {
 namespace {
 
-namespace fs = std::filesystem;
 using ::neuron::plugin::dra::testing::CatalogHardware;
 using ::neuron::plugin::dra::testing::ViewOf;
 using nlohmann::json;
@@ -258,18 +254,7 @@ TEST(DraSliceTest, ALateOlderViewDoesNotUndoANewerOne) {
 // tests/fixtures/plugin/dra_slice_trn1.json; NEURON_UPDATE_GOLDENS=1 rewrites it.
 TEST(DraSliceTest, GoldenTrn1) {
   const std::string actual = Spec(*ViewOf(CatalogHardware("trn1.32xlarge"))).dump(1) + "\n";
-  const fs::path golden = fs::path(NEURON_SOURCE_DIR) / "tests/fixtures/plugin/dra_slice_trn1.json";
-  const char* update = std::getenv("NEURON_UPDATE_GOLDENS");
-  if (update != nullptr && std::string_view(update) == "1") {
-    fs::create_directories(golden.parent_path());
-    std::ofstream(golden) << actual;
-    return;
-  }
-  std::ifstream in(golden);
-  ASSERT_TRUE(in) << golden << " is missing; run with NEURON_UPDATE_GOLDENS=1";
-  std::stringstream text;
-  text << in.rdbuf();
-  EXPECT_EQ(actual, text.str()) << "differs from " << golden;
+  ::neuron::testing::ExpectGolden("plugin/dra_slice_trn1.json", actual);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@
 
 #include "core/base/unique_fd.h"
 #include "core/model/device_id.h"
-#include "tests/plugin/fake_kubelet.h"
+#include "driver-sim/kubelet/kubelet_emulator.h"
+#include "tests/plugin/plugin_client.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/sim_testing.h"
@@ -22,7 +23,6 @@ namespace neuron::plugin {
 namespace {
 
 using ::neuron::plugin::testing::Allocate;
-using ::neuron::plugin::testing::FakeKubelet;
 using ::neuron::plugin::testing::kCeiling;
 using ::neuron::plugin::testing::PluginStub;
 namespace fs = std::filesystem;
@@ -34,6 +34,28 @@ using ::neuron::testing::TempDir;
 using ::neuron::testing::WaitExit;
 using ::neuron::testing::WaitUntil;
 using ::neuron::testing::WriteFile;
+
+// The kubelet emulator on `kdir`, failing the test when it cannot start.
+std::unique_ptr<sim::KubeletEmulator> StartKubelet(const fs::path& kdir, const fs::path& root) {
+  absl::StatusOr<std::unique_ptr<sim::KubeletEmulator>> k = sim::KubeletEmulator::Start(
+      {.kubelet_dir = kdir.string(), .root = root.string(), .rpc_deadline = kCeiling});
+  EXPECT_TRUE(k.ok()) << k.status();
+  return k.ok() ? *std::move(k) : nullptr;
+}
+
+// The socket the kubelet knows `resource` by, once it is registered and listed.
+fs::path WaitSocket(const sim::KubeletEmulator& kubelet, const fs::path& kdir,
+                    std::string_view resource) {
+  std::string endpoint;
+  WaitUntil(
+      [&] {
+        const std::optional<sim::ResourceState> r = kubelet.Resource(resource);
+        if (r && r->connected) endpoint = r->endpoint;
+        return !endpoint.empty();
+      },
+      kCeiling);
+  return endpoint.empty() ? fs::path() : kdir / "device-plugins" / endpoint;
+}
 
 // GET on 127.0.0.1:port; returns "<status line>\r\n...body", "" on failure.
 std::string HttpGet(int port, const std::string& path) {
@@ -72,12 +94,13 @@ TEST(PluginBinaryTest, ServesEndpointsRegistersAndRemovesSocketsOnSigterm) {
                .logs = tmp.path(),
                .on_stop = ::neuron::testing::ExpectCleanExit});
   ASSERT_TRUE(sim.Up("trn1.32xlarge")) << sim.Log();
-  FakeKubelet kubelet(kdir);
-  // A stale socket of ours from an earlier run, and someone else's socket that must survive.
+  // A stale socket file of ours from an earlier run, and someone else's that must survive. Plain
+  // files, which the kubelet's own cleanup (of sockets, at its start) leaves to the plugin.
   const std::string iid = "i-0123456789abcdef0";
   WriteFile(kdir / "device-plugins" / ("neuron-" + iid + ".sock"), "");
   WriteFile(kdir / "device-plugins/nvidia-gpu.sock", "");
-  kubelet.Start();
+  const std::unique_ptr<sim::KubeletEmulator> kubelet = StartKubelet(kdir, root);
+  ASSERT_NE(kubelet, nullptr);
   const pid_t pid = Spawn({NEURON_PLUGIN_BIN, "--root", root.string(), "--kubelet-dir",
                            kdir.string(), "--listen", "127.0.0.1:0", "--socket-suffix", iid},
                           tmp.path() / "p.out", tmp.path() / "p.err");
@@ -85,9 +108,10 @@ TEST(PluginBinaryTest, ServesEndpointsRegistersAndRemovesSocketsOnSigterm) {
   ASSERT_TRUE(
       WaitUntil([&] { return (port = PortFrom(ReadFile(tmp.path() / "p.out"))) > 0; }, kCeiling))
       << ReadFile(tmp.path() / "p.err");
-  ASSERT_TRUE(kubelet.WaitRegistered(std::string(kResourceNeuron), 1));
-  ASSERT_TRUE(kubelet.WaitRegistered(std::string(kResourceEfa), 1));
-  EXPECT_EQ(kubelet.Socket(std::string(kResourceNeuron)).filename(), "neuron-" + iid + ".sock");
+  const fs::path neuron_socket = WaitSocket(*kubelet, kdir, kResourceNeuron);
+  ASSERT_FALSE(neuron_socket.empty()) << ReadFile(tmp.path() / "p.err");
+  ASSERT_FALSE(WaitSocket(*kubelet, kdir, kResourceEfa).empty());
+  EXPECT_EQ(neuron_socket.filename(), "neuron-" + iid + ".sock");
   EXPECT_TRUE(fs::exists(kdir / "device-plugins/nvidia-gpu.sock")) << "not ours: left alone";
 
   EXPECT_NE(HttpGet(port, "/healthz").find(" 200 "), std::string::npos);
@@ -95,7 +119,7 @@ TEST(PluginBinaryTest, ServesEndpointsRegistersAndRemovesSocketsOnSigterm) {
                         kCeiling))
       << HttpGet(port, "/readyz");
   {
-    auto stub = PluginStub(kubelet.Socket(std::string(kResourceNeuron)));
+    auto stub = PluginStub(neuron_socket);
     v1beta1::AllocateResponse r;
     ASSERT_TRUE(Allocate(stub.get(), {{"0"}}, &r).ok());
     ASSERT_FALSE(Allocate(stub.get(), {{"77"}}, &r).ok());
@@ -132,8 +156,8 @@ TEST(PluginBinaryTest, ServesOnAUnixSocketAndProbesIt) {
                .logs = tmp.path(),
                .on_stop = ::neuron::testing::ExpectCleanExit});
   ASSERT_TRUE(sim.Up("trn1.2xlarge")) << sim.Log();
-  FakeKubelet kubelet(kdir);
-  kubelet.Start();
+  const std::unique_ptr<sim::KubeletEmulator> kubelet = StartKubelet(kdir, root);
+  ASSERT_NE(kubelet, nullptr);
   const fs::path sock = tmp.path() / "plugin.sock";
   // The listen address through the environment, as the DaemonSet gives it to both the plugin
   // and its probes.

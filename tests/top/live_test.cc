@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/suite_node.h"
 #include "tests/support/temp_dir.h"
 #include "tests/top/top_test_util.h"
 
@@ -24,25 +25,29 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using namespace ::neuron::top::testing;
+namespace fs = std::filesystem;
+using ::neuron::testing::ReadFile;
+using ::neuron::testing::RunCommand;
+using ::neuron::testing::RunResult;
+using ::neuron::testing::SimNode;
+using ::neuron::testing::Spawn;
+using ::neuron::testing::Stop;
+using ::neuron::testing::WaitExit;
+using ::neuron::testing::WaitUntil;
 
 // One node and one workload for the whole suite: starting them costs seconds.
 class LiveTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new ::neuron::testing::TempDir("live");
-    node_ = new SimNode(
-        {.sim_bin = NEURON_SIM_BIN, .root = dir_->path() / "root", .logs = dir_->path()});
     // Driver 2.27, the last whose core_count is root-only (0444 from 2.28,
     // docs/driver-interface.md#driver-generations): NormalUserGetsTheCatalogsCoreCount needs it.
-    if (node_->Up("trn1.2xlarge", {"--driver-version", "2.27"})) {
-      runtime_ = node_->StartWorkload("0-1");
-    }
+    suite_ = new ::neuron::testing::SuiteNode("live", "trn1.2xlarge", NEURON_SIM_BIN,
+                                              {"--driver-version", "2.27"});
+    dir_ = &suite_->dir();
+    node_ = &suite_->node();
+    if (node_->ready()) runtime_ = node_->StartWorkload("0-1");
   }
-  static void TearDownTestSuite() {
-    delete node_;
-    delete dir_;
-  }
+  static void TearDownTestSuite() { delete suite_; }
   void SetUp() override {
     ASSERT_TRUE(node_->ready()) << node_->Log();
     ASSERT_GT(runtime_, 0) << "the workload did not complete a step";
@@ -82,13 +87,12 @@ class LiveTest : public ::testing::Test {
     return out;
   }
 
-  static ::neuron::testing::TempDir* dir_;
-  static SimNode* node_;
+  static inline ::neuron::testing::SuiteNode* suite_ = nullptr;
+  static inline ::neuron::testing::TempDir* dir_ = nullptr;
+  static inline SimNode* node_ = nullptr;
   static pid_t runtime_;
 };
 
-::neuron::testing::TempDir* LiveTest::dir_ = nullptr;
-SimNode* LiveTest::node_ = nullptr;
 pid_t LiveTest::runtime_ = -1;
 
 TEST_F(LiveTest, LsUnderTheDriverShowsTheRuntime) {

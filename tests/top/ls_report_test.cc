@@ -158,11 +158,11 @@ std::string Text(const Node& n, LsFormat format) {
 std::string Json(const Node& n) { return RenderLsJson(Report(n)); }
 
 void Goldens(const std::string& name, const Node& n) {
-  ExpectGolden(name + ".default.txt", Text(n, LsFormat::kDefault));
-  ExpectGolden(name + ".wide.txt", Text(n, LsFormat::kWide));
-  ExpectGolden(name + ".show-all-procs.txt", Text(n, LsFormat::kAllProcs));
-  ExpectGolden(name + ".json", Json(n));
-  ExpectGolden(name + ".topology.txt", Text(n, LsFormat::kTopology));
+  ExpectGolden("top/" + name + ".default.txt", Text(n, LsFormat::kDefault));
+  ExpectGolden("top/" + name + ".wide.txt", Text(n, LsFormat::kWide));
+  ExpectGolden("top/" + name + ".show-all-procs.txt", Text(n, LsFormat::kAllProcs));
+  ExpectGolden("top/" + name + ".json", Json(n));
+  ExpectGolden("top/" + name + ".topology.txt", Text(n, LsFormat::kTopology));
 }
 
 TEST(LsReportTest, Trn1Goldens) { Goldens("trn1.32xlarge", Trn1()); }
@@ -375,12 +375,12 @@ TEST(LsReportTest, RingChainAndUnlinkedDrawings) {
   const std::string chain_out = Text(chain, LsFormat::kTopology);
   EXPECT_THAT(chain_out, HasSubstr("Neuron Device Topology\n\n"
                                    "  [ 0 ]◄––►[ 1 ]◄––►[ 2 ]◄––►[ 3 ]◄––►[ 4 ]◄––►[ 5 ]\n"));
-  ExpectGolden("inf2.24xlarge.topology.txt", chain_out);
+  ExpectGolden("top/inf2.24xlarge.topology.txt", chain_out);
 
   const Node single = MakeNode("trn1.2xlarge");
   const std::string single_out = Text(single, LsFormat::kTopology);
   EXPECT_THAT(single_out, HasSubstr("[ 0 ]  (no NeuronLink)\n"));
-  ExpectGolden("trn1.2xlarge.topology.txt", single_out);
+  ExpectGolden("top/trn1.2xlarge.topology.txt", single_out);
 }
 
 // docs/architecture.md#lnc: the LNC given overrides the node's on trn2.

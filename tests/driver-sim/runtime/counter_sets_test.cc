@@ -156,7 +156,7 @@ TEST_P(CounterSetsTest, WorkloadMovesItsPhysicalSetsAndTheDriverFoldsEachIntoIts
   for (int p = 0; p < tree_->config().spec->chip->physical_cores; ++p) {
     SCOPED_TRACE(fmt::format("neuron_core{}", p));
     const uint64_t want_busy = c.physical.contains(p) ? busy : 0;
-    ASSERT_TRUE(WaitFor([&] { return Sysfs(p, "other_info/nc_time_in_use") == want_busy; }, 30s));
+    ASSERT_TRUE(WaitUntil([&] { return Sysfs(p, "other_info/nc_time_in_use") == want_busy; }, 30s));
     const uint64_t n = p == first ? kExecutions : 0;
     EXPECT_EQ(Sysfs(p, "status/success"), n);
     EXPECT_EQ(Sysfs(p, "other_info/inference_count"), n);
@@ -164,7 +164,7 @@ TEST_P(CounterSetsTest, WorkloadMovesItsPhysicalSetsAndTheDriverFoldsEachIntoIts
     EXPECT_EQ(Sysfs(p, "memory_usage/device_mem"), 0u);  // freed at exit
   }
   // The per-logical-core figures do not move across the fold.
-  ASSERT_TRUE(WaitFor([&] { return !Record(child).has_value(); }, 30s)) << "slot not released";
+  ASSERT_TRUE(WaitUntil([&] { return !Record(child).has_value(); }, 30s)) << "slot not released";
   const std::vector<LogicalCoreTotals> folded = Totals(*inv);
   ASSERT_EQ(folded.size(), live.size());
   for (size_t k = 0; k < folded.size(); ++k) {

@@ -167,7 +167,7 @@ TEST_F(ResetInFlightTest, ResetAbortsTheRunningExecution) {
   auto result = std::async(std::launch::async, [m] { return nrt_execute(m, nullptr, nullptr); });
   // In flight: past the device-state check and asleep until its ~5.7 s end. A reset before
   // this point would be refused up front with the same status and no busy time.
-  ASSERT_TRUE(WaitFor([&] { return clock->long_sleepers() == 1; }, 30s))
+  ASSERT_TRUE(WaitUntil([&] { return clock->long_sleepers() == 1; }, 30s))
       << "the execution never started";
   SetDeviceState(0, 0);  // RESET; the runtime's watch notices within its poll period
   EXPECT_EQ(result.get(), NRT_HW_ERROR);  // "in reset" (docs/runtime.md#status-codes)
@@ -212,7 +212,7 @@ TEST_F(FaultsWithDaemonTest, HbmUeWritesTheKmsgRecordAndClearsTheFault) {
     opts.instance_id = "i-0123456789abcdef0";
     return sim::RunNodeDaemon(opts);
   });
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(neuron::sim::SimReadyPath(paths)); }, 30s));
+  ASSERT_TRUE(WaitUntil([&] { return fs::exists(neuron::sim::SimReadyPath(paths)); }, 30s));
   ::setenv("NEURON_ROOT", short_root.str().c_str(), 1);
   ::setenv("NEURON_RT_VISIBLE_CORES", "1", 1);
   ASSERT_EQ(nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", ""), NRT_SUCCESS);
@@ -232,7 +232,7 @@ TEST_F(FaultsWithDaemonTest, HbmUeWritesTheKmsgRecordAndClearsTheFault) {
   // docs/runtime.md#hardware-errors: the record names the device and core, with a prefix so NPD's
   // pattern matches.
   std::string kmsg;
-  EXPECT_TRUE(WaitFor(
+  EXPECT_TRUE(WaitUntil(
       [&] {
         kmsg = ReadFileText(paths.Kmsg());
         return kmsg.find("NEURON_HW_ERR=") != std::string::npos;
@@ -244,7 +244,7 @@ TEST_F(FaultsWithDaemonTest, HbmUeWritesTheKmsgRecordAndClearsTheFault) {
   EXPECT_THAT(kmsg, HasSubstr(" action=TERMINATE_INSTANCE"));
   EXPECT_THAT(kmsg, HasSubstr("3,"));  // KERN_ERR record prefix "<prio>,<seq>,..."
   // The acted-on fault is cleared with ctl clear-fault.
-  EXPECT_TRUE(WaitFor(
+  EXPECT_TRUE(WaitUntil(
       [&] { return ReadFileText(sim::FaultsPath(paths)).find("hbm-ue") == std::string::npos; },
       10s));
 }

@@ -237,7 +237,7 @@ TEST_F(ReservationTest, SixteenProcessesPerDeviceAtMost) {
   nrt_close();
   Kill(sleepers.back());  // one leaves: the driver detaches it when its connection ends
   sleepers.pop_back();
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(WaitUntil(
       [&] { return UniqueFd(::open(root().DevNeuron(0).c_str(), O_RDONLY | O_CLOEXEC)).valid(); },
       10s));
   ::setenv("NEURON_RT_VISIBLE_CORES", "0", 1);

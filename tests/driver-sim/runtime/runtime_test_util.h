@@ -38,12 +38,15 @@
 #include "tests/support/driver_abi_client.h"
 #include "tests/support/sim_driver_thread.h"
 #include "tests/support/sim_testing.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::nrt::testing {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+// The one wait helper (tests/support/subprocess.h), for the runtime tests that name it unqualified.
+using ::neuron::testing::WaitUntil;
 
 inline std::string ReadFileText(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -175,15 +178,6 @@ inline int WaitChild(pid_t pid, std::chrono::milliseconds ceiling = 60s) {
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
   return -1000;
-}
-
-inline bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds ceiling) {
-  const auto deadline = std::chrono::steady_clock::now() + ceiling;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
 }
 
 // Captures what this process writes to stderr while alive.

@@ -14,16 +14,17 @@
 #include "core/discovery/inventory.h"
 #include "core/discovery/presence.h"
 #include "core/proc/pod_identity.h"
+#include "tests/support/fake_proc.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
-#include "tests/top/top_test_util.h"
 
 namespace neuron {
 namespace {
 
 namespace fs = std::filesystem;
-using ::neuron::top::testing::AddFakeProcess;
-using ::neuron::top::testing::MakeTree;
-using ::neuron::top::testing::WriteProcStat;
+using ::neuron::testing::AddFakeProcess;
+using ::neuron::testing::MakeSimTree;
+using ::neuron::testing::WriteProcStat;
 using ::testing::HasSubstr;
 
 TEST(ProcStatTest, SystemCpuTimes) {
@@ -266,7 +267,7 @@ TEST(PresenceTest, NamesEachMissingPiece) {
   EXPECT_EQ(CheckPresence(paths, Inventory{}).presence, DevicePresence::kNoDevices);
 
   std::filesystem::remove_all(root.path() / "sys");
-  auto tree = MakeTree(root.path(), "inf2.24xlarge");
+  auto tree = MakeSimTree(root.path(), "inf2.24xlarge");
   auto inv = MakeDirectoryDiscovery(paths, {})->Scan();
   ASSERT_TRUE(inv.ok());
   PresenceCheck ok = CheckPresence(paths, *inv);
@@ -290,7 +291,7 @@ TEST(PresenceTest, NamesEachMissingPiece) {
 TEST(PresenceTest, CatalogStandsInOnlyForUnreadableFiles) {
   ::neuron::testing::TempDir root("presence_catalog");
   const RootPaths paths(root.path());
-  auto tree = MakeTree(root.path(), "trn1.32xlarge");
+  auto tree = MakeSimTree(root.path(), "trn1.32xlarge");
   std::filesystem::remove(paths.NeuronClassDir() / "neuron1" / "core_count");
   absl::StatusOr<Inventory> inv = MakeDirectoryDiscovery(paths, {})->Scan();
   ASSERT_TRUE(inv.ok());
