@@ -10,8 +10,8 @@
 
 #include <cmath>
 
-#include "driver-sim/workloads/job.h"
 #include "driver-sim/workloads/transformer.h"
+#include "driver-sim/workloads/workload_runner.h"
 
 namespace neuron::workloads {
 namespace {
@@ -26,7 +26,7 @@ class Training : public Workload {
     spec_.model = std::move(model);
   }
 
-  absl::Status Configure(const JobInfo& info) override {
+  absl::Status Configure(const RunInfo& info) override {
     info_ = info;
     const std::string& name = spec_.model.name;
     spec_.seq = o_.seq > 0 ? o_.seq : (encoder_ ? 128 : 4096);
@@ -166,7 +166,7 @@ class Training : public Workload {
   WorkloadOptions o_;
   bool encoder_;
   TrainSpec spec_;
-  JobInfo info_;
+  RunInfo info_;
   StepOps ops_;
   int accum_ = 1;
 };
