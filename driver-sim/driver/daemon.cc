@@ -435,7 +435,7 @@ void NodeDaemon::Impl::ServeClient(size_t index, short revents) {
                    std::string(CtlUsage())};
         } else {
           // status is polled by demos and scripts; it changes nothing, so it stays out of the log.
-          if (req->command != CtlCommand::kStatus) log_->info("ctl: {}", FormatCtlRequest(*req));
+          if (FindCtlVerb(req->command)->logged) log_->info("ctl: {}", FormatCtlRequest(*req));
           reply = Handle(*req);
           if (reply.outcome != CtlOutcome::kOk) log_->info("ctl: error: {}", reply.message);
         }

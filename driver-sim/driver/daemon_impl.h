@@ -83,7 +83,13 @@ class NodeDaemon::Impl final : private DriverHost {
   void ProcessDue(Clock::time_point now);
   void ArmTimer();
 
-  // Commands (daemon_commands.cc).
+  // ctl verbs (daemon_commands.cc): one row per verb, its grammar (CtlVerbs) beside its handler.
+  struct VerbRow {
+    CtlVerb verb;
+    CtlReply (*handle)(Impl& daemon, const CtlRequest& req);
+  };
+  static const std::vector<VerbRow>& VerbRows();
+  friend const std::vector<CtlVerb>& CtlVerbs();
   CtlReply Handle(const CtlRequest& req);
   absl::Status CheckDevice(int device, bool must_be_present) const;
   CtlReply Unplug(int d);
