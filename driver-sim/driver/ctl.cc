@@ -23,7 +23,7 @@ namespace {
 
 bool Takes(CtlArg a) { return a != CtlArg::kNo; }
 
-absl::Status Usage(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+absl::Status Usage(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 absl::StatusOr<uint64_t> ParseNumber(std::string_view option, std::string_view text, uint64_t max) {
   uint64_t v = 0;
@@ -429,7 +429,7 @@ class CtlExchange {
   }
 
  private:
-  absl::Status WaitFor(short events) const {
+  absl::Status WaitFor(int16_t events) const {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline_ - std::chrono::steady_clock::now());
     if (left.count() <= 0) {

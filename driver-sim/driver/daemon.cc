@@ -409,7 +409,7 @@ void NodeDaemon::Impl::AcceptClients() {
   }
 }
 
-void NodeDaemon::Impl::ServeClient(size_t index, short revents) {
+void NodeDaemon::Impl::ServeClient(size_t index, int16_t revents) {
   CtlConnection& c = *clients_[index];
   bool done = false;
   if (c.replying()) {

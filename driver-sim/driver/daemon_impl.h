@@ -79,7 +79,7 @@ class NodeDaemon::Impl final : private DriverHost {
 
   // The loop (daemon.cc).
   void AcceptClients();
-  void ServeClient(size_t index, short revents);
+  void ServeClient(size_t index, int16_t revents);
   void ProcessDue(Clock::time_point now);
   void ArmTimer();
 

@@ -84,8 +84,9 @@ int PodRun(const PodFlags& f, const CommandTail& tail) {
   args.container = f.container;
   args.grace_period_seconds = f.grace_period;
   if (tail.present()) args.command = tail.words();
-  if (tail.present() && args.command.empty())
+  if (tail.present() && args.command.empty()) {
     return UsageError("pod run", "nothing to run after --");
+  }
   for (const std::string& r : f.requests) {
     const size_t eq = r.rfind('=');
     int count = -1;
@@ -138,9 +139,12 @@ Command AddKubeletCommand(CLI::App& app) {
   restart->fallthrough();
   status->fallthrough();
   return {kubelet, [f, restart, status]() -> int {
-            if (restart->parsed())
+            if (restart->parsed()) {
               return KubeletRestartCommand(f->kubelet_dir, std::cout, std::cerr);
-            if (status->parsed()) return KubeletStatusCommand(f->kubelet_dir, std::cout, std::cerr);
+            }
+            if (status->parsed()) {
+              return KubeletStatusCommand(f->kubelet_dir, std::cout, std::cerr);
+            }
             return RunKubeletEmulator(*f);
           }};
 }

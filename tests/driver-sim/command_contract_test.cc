@@ -121,8 +121,9 @@ TEST_F(CommandContractTest, TheHelpListsExactlyTheVerbsTheContractsImplement) {
   const std::vector<Contract> contracts = NeuronSimContracts();
   ASSERT_GE(contracts.size(), 10u) << "the contracts did not parse";
   std::set<std::string> documented, planned;
-  for (const Contract& c : contracts)
+  for (const Contract& c : contracts) {
     (c.implemented ? documented : planned).insert(Word(c.text, 1));
+  }
   const std::vector<std::string> listed = HelpSubcommands(Help({}));
   const std::set<std::string> served(listed.begin(), listed.end());
   for (const std::string& verb : served) {
