@@ -1,6 +1,6 @@
-// neuron-sim: the simulated Neuron node. Only the list of verbs: each room registers its own
-// (driver-sim/command.h; docs/architecture.md#command-line-contracts, which ctl_contract_test holds
-// to `neuron-sim --help`):
+// neuron-sim: the simulated Neuron node. The list of verbs: each room registers its own
+// (driver-sim/command.h; docs/architecture.md#command-line-contracts, which command_contract_test
+// holds to `neuron-sim --help`); `run` is still registered here until it moves to workloads/:
 //   up, ctl, exec   the node daemon (the simulated driver), talking to it, a command under its
 //                   device node (driver/)
 //   run             a workload on the node through libnrt-sim (workloads/)

@@ -50,7 +50,7 @@ struct CtlVerb {
 
 // Every verb, in CtlUsage()'s order. The table is in daemon_commands.cc, each row beside the
 // daemon's handler, so a new verb is one row there (docs/architecture.md#command-line-contracts
-// and driver-sim/README.md#ctl-protocol describe it; ctl_contract_test holds the first to it).
+// and driver-sim/README.md#ctl-protocol describe it; command_contract_test holds the first to it).
 const std::vector<CtlVerb>& CtlVerbs();
 // The verb named `name`, or nullptr.
 const CtlVerb* FindCtlVerb(std::string_view name);
