@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -108,9 +109,9 @@ int RunLatency(const RootPaths& paths, int cycles) {
     std::fprintf(stderr, "Events::Start: %s\n", s.ToString().c_str());
     return 1;
   }
-  auto ctl = [&](sim::CtlCommand command, int device) {
+  auto ctl = [&](std::string command, int device) {
     sim::CtlRequest request;
-    request.command = command;
+    request.command = std::move(command);
     request.device = device;
     absl::StatusOr<sim::CtlReply> reply =
         sim::SendCtlRequest(paths, request, std::chrono::seconds(10));
@@ -122,7 +123,7 @@ int RunLatency(const RootPaths& paths, int cycles) {
     const int device = i % 16;
     waiter.Expect(EventKind::kDeviceRemoved, device);
     const Clock::time_point t0 = Clock::now();
-    if (!ctl(sim::CtlCommand::kUnplug, device)) return 1;
+    if (!ctl("unplug", device)) return 1;
     if (std::optional<Clock::time_point> t = waiter.Wait()) {
       removed_ms.push_back(Ms(*t - t0));
     } else {
@@ -130,7 +131,7 @@ int RunLatency(const RootPaths& paths, int cycles) {
     }
     waiter.Expect(EventKind::kDeviceAdded, device);
     const Clock::time_point t1 = Clock::now();
-    if (!ctl(sim::CtlCommand::kPlug, device)) return 1;
+    if (!ctl("plug", device)) return 1;
     if (std::optional<Clock::time_point> t = waiter.Wait()) {
       added_ms.push_back(Ms(*t - t1));
     } else {

@@ -21,70 +21,9 @@
 namespace neuron::sim {
 namespace {
 
-constexpr std::array<std::pair<CtlCommand, std::string_view>, 10> kCommandNames{{
-    {CtlCommand::kStatus, "status"},
-    {CtlCommand::kUnplug, "unplug"},
-    {CtlCommand::kPlug, "plug"},
-    {CtlCommand::kInject, "inject"},
-    {CtlCommand::kReset, "reset"},
-    {CtlCommand::kLinkDown, "link-down"},
-    {CtlCommand::kEfaDown, "efa-down"},
-    {CtlCommand::kEfaUp, "efa-up"},
-    {CtlCommand::kClearFault, "clear-fault"},
-    {CtlCommand::kPrintk, "printk"},
-}};
+bool Takes(CtlArg a) { return a != CtlArg::kNo; }
 
-constexpr std::string_view kUsage =
-    "commands:\n"
-    "  status\n"
-    "  unplug --device N\n"
-    "  plug --device N\n"
-    "  inject hbm-ue|sram-ue|nan|dma-abort|hang --device N [--core C]\n"
-    "  reset --device N [--fail]\n"
-    "  link-down --device A --peer B\n"
-    "  efa-down --efa NAME\n"
-    "  efa-up --efa NAME\n"
-    "  clear-fault --id ID\n"
-    "  printk [--level N] -- TEXT...\n";
-
-// Which options a command takes; the parser rejects the rest.
-struct OptionSet {
-  bool device = false, core = false, peer = false, fail = false, efa = false, id = false,
-       level = false;
-};
-
-OptionSet OptionsOf(CtlCommand c) {
-  switch (c) {
-    case CtlCommand::kStatus:
-      return {};
-    case CtlCommand::kUnplug:
-    case CtlCommand::kPlug:
-      return {.device = true};
-    case CtlCommand::kInject:
-      return {.device = true, .core = true};
-    case CtlCommand::kReset:
-      return {.device = true, .fail = true};
-    case CtlCommand::kLinkDown:
-      return {.device = true, .peer = true};
-    case CtlCommand::kEfaDown:
-    case CtlCommand::kEfaUp:
-      return {.efa = true};
-    case CtlCommand::kClearFault:
-      return {.id = true};
-    case CtlCommand::kPrintk:
-      return {.level = true};
-  }
-  return {};
-}
-
-std::string_view CommandName(CtlCommand c) {
-  for (const auto& [cmd, name] : kCommandNames) {
-    if (cmd == c) return name;
-  }
-  return "?";
-}
-
-absl::Status Usage(std::string message) { return absl::InvalidArgumentError(std::move(message)); }
+absl::Status Usage(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 absl::StatusOr<uint64_t> ParseNumber(std::string_view option, std::string_view text, uint64_t max) {
   uint64_t v = 0;
@@ -119,11 +58,35 @@ absl::StatusOr<CtlRequest> ParseWords(const std::vector<std::string>& words,
 
 }  // namespace
 
-std::string_view CtlUsage() { return kUsage; }
+const CtlVerb* FindCtlVerb(std::string_view name) {
+  for (const CtlVerb& v : CtlVerbs()) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+std::string_view CtlUsage() {
+  static const std::string usage = [] {
+    std::string text = "commands:\n";
+    for (const CtlVerb& v : CtlVerbs()) text += fmt::format("  {}\n", v.usage);
+    return text;
+  }();
+  return usage;
+}
+
+namespace {
+
+// The verb `name` takes printk's text after "--".
+bool TakesText(std::string_view name) {
+  const CtlVerb* verb = FindCtlVerb(name);
+  return verb != nullptr && Takes(verb->args.text);
+}
+
+}  // namespace
 
 absl::StatusOr<CtlRequest> ParseCtlArgs(const std::vector<std::string>& words) {
   const auto sep = std::find(words.begin(), words.end(), "--");
-  if (sep == words.end() || words.empty() || words[0] != "printk") {
+  if (sep == words.end() || words.empty() || !TakesText(words[0])) {
     return ParseWords(words, std::nullopt);
   }
   return ParseWords(std::vector<std::string>(words.begin(), sep),
@@ -132,25 +95,21 @@ absl::StatusOr<CtlRequest> ParseCtlArgs(const std::vector<std::string>& words) {
 
 namespace {
 
-// The command word and, for inject, its fault kind, into `req`: the index of the first option.
+// The verb word and, for inject, its fault kind, into `req`: the index of the first option.
 absl::StatusOr<size_t> ParseCommand(const std::vector<std::string>& words, CtlRequest* req) {
   if (words.empty()) return Usage("missing command");
-  bool known = false;
-  for (const auto& [cmd, name] : kCommandNames) {
-    if (words[0] == name) {
-      req->command = cmd;
-      known = true;
-    }
-  }
-  if (!known) return Usage(fmt::format("unknown command '{}'", words[0]));
-  if (req->command != CtlCommand::kInject) return 1;
+  const CtlVerb* verb = FindCtlVerb(words[0]);
+  if (verb == nullptr) return Usage(fmt::format("unknown command '{}'", words[0]));
+  req->command = words[0];
+  if (!Takes(verb->args.fault)) return 1;
   if (words.size() < 2 || words[1].starts_with("-")) {
-    return Usage("inject needs a fault: hbm-ue, sram-ue, nan, dma-abort or hang");
+    return Usage(
+        fmt::format("{} needs a fault: hbm-ue, sram-ue, nan, dma-abort or hang", words[0]));
   }
   const std::optional<FaultKind> kind = ParseFaultKind(words[1]);
   if (!kind || *kind == FaultKind::kLinkDown) {
-    return Usage(fmt::format(
-        "unknown fault '{}'; inject takes hbm-ue, sram-ue, nan, dma-abort or hang", words[1]));
+    return Usage(fmt::format("unknown fault '{}'; {} takes hbm-ue, sram-ue, nan, dma-abort or hang",
+                             words[1], words[0]));
   }
   req->fault = kind;
   return 2;
@@ -172,8 +131,8 @@ absl::StatusOr<std::string> TakeValue(const std::vector<std::string>& words, siz
 // the command takes it.
 absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRequest* req) {
   constexpr uint64_t kMaxIndex = 1 << 20;
-  const std::string_view cmd_name = CommandName(req->command);
-  const OptionSet allowed = OptionsOf(req->command);
+  const std::string_view cmd_name = req->command;
+  const CtlArgs& allowed = FindCtlVerb(req->command)->args;
   const std::string& word = words[*i];
   if (!word.starts_with("--")) {
     return Usage(fmt::format("unexpected argument '{}' for {}", word, cmd_name));
@@ -199,11 +158,11 @@ absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRe
     *field = static_cast<T>(*n);
     return absl::OkStatus();
   };
-  if (name == "--device" && allowed.device) return take_number(&req->device, kMaxIndex);
-  if (name == "--core" && allowed.core) return take_number(&req->core, kMaxIndex);
-  if (name == "--peer" && allowed.peer) return take_number(&req->peer, kMaxIndex);
-  if (name == "--id" && allowed.id) return take_number(&req->fault_id, UINT64_MAX);
-  if (name == "--efa" && allowed.efa) {
+  if (name == "--device" && Takes(allowed.device)) return take_number(&req->device, kMaxIndex);
+  if (name == "--core" && Takes(allowed.core)) return take_number(&req->core, kMaxIndex);
+  if (name == "--peer" && Takes(allowed.peer)) return take_number(&req->peer, kMaxIndex);
+  if (name == "--id" && Takes(allowed.id)) return take_number(&req->fault_id, UINT64_MAX);
+  if (name == "--efa" && Takes(allowed.efa)) {
     if (absl::Status s = reject_repeat(!req->efa.empty()); !s.ok()) return s;
     absl::StatusOr<std::string> v = take_value();
     if (!v.ok()) return v.status();
@@ -211,7 +170,7 @@ absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRe
     req->efa = *v;
     return absl::OkStatus();
   }
-  if (name == "--level" && allowed.level) {
+  if (name == "--level" && Takes(allowed.level)) {
     absl::StatusOr<std::string> v = take_value();
     if (!v.ok()) return v.status();
     absl::StatusOr<uint64_t> n = ParseNumber(name, *v, 7);
@@ -219,7 +178,7 @@ absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRe
     req->level = static_cast<int>(*n);
     return absl::OkStatus();
   }
-  if (name == "--fail" && allowed.fail) {
+  if (name == "--fail" && Takes(allowed.fail)) {
     if (value) return Usage("--fail takes no value");
     if (absl::Status s = reject_repeat(req->fail); !s.ok()) return s;
     req->fail = true;
@@ -228,16 +187,27 @@ absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRe
   return Usage(fmt::format("{} does not take {}", cmd_name, name));
 }
 
-// The options the command requires, and printk's text.
+// The options the verb requires, and printk's text.
 absl::Status CheckComplete(std::optional<std::string> text, CtlRequest* req) {
-  const std::string_view cmd_name = CommandName(req->command);
-  const OptionSet allowed = OptionsOf(req->command);
-  if (allowed.device && !req->device) return Usage(fmt::format("{} needs --device N", cmd_name));
-  if (allowed.peer && !req->peer) return Usage("link-down needs --peer B");
-  if (allowed.efa && req->efa.empty()) return Usage(fmt::format("{} needs --efa NAME", cmd_name));
-  if (allowed.id && !req->fault_id) return Usage("clear-fault needs --id ID");
-  if (req->command == CtlCommand::kPrintk) {
-    if (!text) return Usage("printk needs -- before its text: printk [--level N] -- TEXT...");
+  const CtlVerb& verb = *FindCtlVerb(req->command);
+  const CtlArgs& args = verb.args;
+  const auto missing = [&](CtlArg a, bool given) { return a == CtlArg::kRequired && !given; };
+  if (missing(args.device, req->device.has_value())) {
+    return Usage(fmt::format("{} needs --device N", verb.name));
+  }
+  if (missing(args.peer, req->peer.has_value())) {
+    return Usage(fmt::format("{} needs --peer B", verb.name));
+  }
+  if (missing(args.efa, !req->efa.empty())) {
+    return Usage(fmt::format("{} needs --efa NAME", verb.name));
+  }
+  if (missing(args.id, req->fault_id.has_value())) {
+    return Usage(fmt::format("{} needs --id ID", verb.name));
+  }
+  if (Takes(args.text)) {
+    if (!text) {
+      return Usage(fmt::format("{} needs -- before its text: {}", verb.name, verb.usage));
+    }
     if (absl::Status s = CheckPrintkText(*text); !s.ok()) return s;
     req->text = std::move(*text);
   }
@@ -274,7 +244,7 @@ absl::Status OutcomeStatus(const absl::StatusOr<CtlReply>& reply, absl::StatusCo
 }  // namespace
 
 std::string FormatCtlRequest(const CtlRequest& req) {
-  std::string line(CommandName(req.command));
+  std::string line = req.command;
   if (req.fault) line += fmt::format(" {}", FaultKindName(*req.fault));
   if (req.device) line += fmt::format(" --device {}", *req.device);
   if (req.core) line += fmt::format(" --core {}", *req.core);
@@ -282,8 +252,7 @@ std::string FormatCtlRequest(const CtlRequest& req) {
   if (req.fail) line += " --fail";
   if (!req.efa.empty()) line += fmt::format(" --efa {}", req.efa);
   if (req.fault_id) line += fmt::format(" --id {}", *req.fault_id);
-  if (req.command == CtlCommand::kPrintk)
-    line += fmt::format(" --level {} -- {}", req.level, req.text);
+  if (TakesText(req.command)) line += fmt::format(" --level {} -- {}", req.level, req.text);
   return line;
 }
 
@@ -298,7 +267,7 @@ absl::StatusOr<CtlRequest> ParseCtlLine(std::string_view line) {
     words.emplace_back(line.substr(start, end - start));
     pos = end;
     // printk's text is the rest of the line after "-- ", verbatim (a CRLF client's '\r' aside).
-    if (words.size() > 1 && words.back() == "--" && words.front() == "printk") {
+    if (words.size() > 1 && words.back() == "--" && TakesText(words.front())) {
       words.pop_back();
       std::string_view text = end < line.size() ? line.substr(end + 1) : std::string_view();
       if (text.ends_with('\r')) text.remove_suffix(1);
@@ -315,7 +284,7 @@ absl::Status SendPrintk(const RootPaths& paths, int level, std::string_view text
   }
   if (absl::Status s = CheckPrintkText(text); !s.ok()) return s;
   CtlRequest req;
-  req.command = CtlCommand::kPrintk;
+  req.command = "printk";
   req.level = level;
   req.text = std::string(text);
   return OutcomeStatus(SendCtlRequest(paths, req, timeout), absl::StatusCode::kInternal);
@@ -460,7 +429,7 @@ class CtlExchange {
   }
 
  private:
-  absl::Status WaitFor(short events) const {
+  absl::Status WaitFor(int16_t events) const {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline_ - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
@@ -503,7 +472,7 @@ absl::StatusOr<CtlReply> SendCtlRequest(const RootPaths& paths, const CtlRequest
 absl::Status SendClearFault(const RootPaths& paths, uint64_t id,
                             std::chrono::milliseconds timeout) {
   CtlRequest req;
-  req.command = CtlCommand::kClearFault;
+  req.command = "clear-fault";
   req.fault_id = id;
   return OutcomeStatus(SendCtlRequest(paths, req, timeout), absl::StatusCode::kNotFound);
 }

@@ -9,6 +9,7 @@
 // Thread-safety: free functions are thread-safe; a CtlConnection belongs to one thread.
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -23,18 +24,36 @@
 
 namespace neuron::sim {
 
-enum class CtlCommand {
-  kStatus,
-  kUnplug,
-  kPlug,
-  kInject,
-  kReset,
-  kLinkDown,
-  kEfaDown,
-  kEfaUp,
-  kClearFault,
-  kPrintk,
+// What a ctl verb takes: a fault kind word after the verb (inject), options, and printk's text
+// after "--". kRequired ones are a usage error when missing; kNo ones when given.
+enum class CtlArg : uint8_t { kNo, kOptional, kRequired };
+struct CtlArgs {
+  CtlArg fault = CtlArg::kNo;
+  CtlArg device = CtlArg::kNo;  // --device N (A for link-down)
+  CtlArg core = CtlArg::kNo;    // --core C
+  CtlArg peer = CtlArg::kNo;    // --peer B
+  CtlArg fail = CtlArg::kNo;    // --fail
+  CtlArg efa = CtlArg::kNo;     // --efa NAME
+  CtlArg id = CtlArg::kNo;      // --id ID
+  CtlArg level = CtlArg::kNo;   // --level N
+  CtlArg text = CtlArg::kNo;    // -- TEXT...
 };
+
+// One `neuron-sim ctl` verb as the client and the daemon both parse it.
+struct CtlVerb {
+  std::string_view name;
+  CtlArgs args;
+  std::string_view usage;  // its line in CtlUsage(): "unplug --device N"
+  std::string_view help;   // what it does, for `neuron-sim ctl --help`
+  bool logged = true;      // the daemon logs it (status is polled by scripts and changes nothing)
+};
+
+// Every verb, in CtlUsage()'s order. The table is in daemon_commands.cc, each row beside the
+// daemon's handler, so a new verb is one row there (docs/architecture.md#command-line-contracts
+// and driver-sim/README.md#ctl-protocol describe it; command_contract_test holds the first to it).
+const std::vector<CtlVerb>& CtlVerbs();
+// The verb named `name`, or nullptr.
+const CtlVerb* FindCtlVerb(std::string_view name);
 
 // printk (the driver's NEURON_IOCTL_PRINTK, docs/driver-interface.md#hardware-errors): KERN_ERR
 // unless told, at most 511 bytes of text (the ioctl's 512-byte buffer with its NUL; longer is
@@ -43,7 +62,7 @@ inline constexpr int kPrintkDefaultLevel = 3;
 inline constexpr size_t kPrintkMaxText = 511;
 
 struct CtlRequest {
-  CtlCommand command = CtlCommand::kStatus;
+  std::string command = "status";    // a CtlVerb's name
   std::optional<FaultKind> fault;    // inject: never kLinkDown
   std::optional<int> device;         // unplug, plug, inject, reset, link-down
   std::optional<int> core;           // inject (optional)
@@ -57,7 +76,7 @@ struct CtlRequest {
   bool operator==(const CtlRequest&) const = default;
 };
 
-// The command grammar, one command per line, for usage messages and --help.
+// The verbs' grammar, "commands:" then one usage line per verb, for usage messages and --help.
 std::string_view CtlUsage();
 
 // Parses the words after `ctl` ({"inject", "hbm-ue", "--device", "3"}); options take their value

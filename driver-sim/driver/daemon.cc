@@ -241,8 +241,9 @@ absl::Status NodeDaemon::Impl::Start() {
   absl::StatusOr<UniqueFd> listen_fd = ListenCtlSocket(sim::CtlSocketPath(paths_));
   if (!listen_fd.ok()) return fail(listen_fd.status());
   listen_fd_ = *std::move(listen_fd);
-  if (absl::Status s = WriteFileAtomic(sim::SimReadyPath(paths_), "", 0644); !s.ok())
+  if (absl::Status s = WriteFileAtomic(sim::SimReadyPath(paths_), "", 0644); !s.ok()) {
     return fail(s);
+  }
   log_->info(
       "simulated {} ready at {} ({} devices, {} EFA, LNC {}); try: neuron-sim ctl --root "
       "{} status",
@@ -256,7 +257,7 @@ absl::Status NodeDaemon::Impl::Shutdown() {
   started_ = false;
   namespace fs = std::filesystem;
   absl::Status result;
-  auto note = [&result](absl::Status s) {
+  auto note = [&result](const absl::Status& s) {
     if (!s.ok() && result.ok()) result = s;
   };
   std::error_code ec;
@@ -310,7 +311,7 @@ absl::Status NodeDaemon::Impl::Run() {
     fds.push_back({inotify_fd_.get(), POLLIN, 0});
     fds.push_back({listen_fd_.get(), POLLIN, 0});
     for (const auto& c : clients_) {
-      fds.push_back({c->fd(), static_cast<short>(c->replying() ? POLLOUT : POLLIN), 0});
+      fds.push_back({c->fd(), static_cast<int16_t>(c->replying() ? POLLOUT : POLLIN), 0});
     }
     const size_t driver_at = fds.size();
     driver_->AppendPollFds(&fds);
@@ -409,7 +410,7 @@ void NodeDaemon::Impl::AcceptClients() {
   }
 }
 
-void NodeDaemon::Impl::ServeClient(size_t index, short revents) {
+void NodeDaemon::Impl::ServeClient(size_t index, int16_t revents) {
   CtlConnection& c = *clients_[index];
   bool done = false;
   if (c.replying()) {
@@ -435,7 +436,7 @@ void NodeDaemon::Impl::ServeClient(size_t index, short revents) {
                    std::string(CtlUsage())};
         } else {
           // status is polled by demos and scripts; it changes nothing, so it stays out of the log.
-          if (req->command != CtlCommand::kStatus) log_->info("ctl: {}", FormatCtlRequest(*req));
+          if (FindCtlVerb(req->command)->logged) log_->info("ctl: {}", FormatCtlRequest(*req));
           reply = Handle(*req);
           if (reply.outcome != CtlOutcome::kOk) log_->info("ctl: error: {}", reply.message);
         }

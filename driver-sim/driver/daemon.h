@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/model/catalog.h"
@@ -28,6 +29,8 @@
 #include "driver-sim/driver/ultraserver.h"
 
 namespace neuron::sim {
+
+struct CtlVerb;  // ctl.h
 
 struct DaemonOptions {
   std::filesystem::path root;
@@ -66,6 +69,8 @@ class NodeDaemon {
 
  private:
   class Impl;
+  // ctl.h's table of verbs is the daemon's, each row beside its handler (daemon_commands.cc).
+  friend const std::vector<CtlVerb>& CtlVerbs();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -90,35 +90,76 @@ absl::Status NodeDaemon::Impl::CheckDevice(int device, bool must_be_present) con
 }
 
 // ---------------------------------------------------------------------------------------------
-// ctl commands
+// ctl verbs: the one table (ctl.h's CtlVerbs). A row's handler runs in the daemon's loop with the
+// request its grammar admitted, so the options it requires are there.
+
+const std::vector<NodeDaemon::Impl::VerbRow>& NodeDaemon::Impl::VerbRows() {
+  using enum CtlArg;
+  using R = const CtlRequest&;
+  static const std::vector<VerbRow> rows{
+      {{"status",
+        {},
+        "status",
+        "the node, its devices, processes, EFAs and pending faults",
+        /*logged=*/false},
+       [](Impl& d, R) { return Ok(d.Status()); }},
+      {{"unplug",
+        {.device = kRequired},
+        "unplug --device N",
+        "surprise-remove device N (its files vanish, pciehp kmsg lines)"},
+       [](Impl& d, R r) { return d.Unplug(*r.device); }},
+      {{"plug", {.device = kRequired}, "plug --device N", "plug device N back in, post-probe"},
+       [](Impl& d, R r) { return d.Plug(*r.device); }},
+      {{"inject",
+        {.fault = kRequired, .device = kRequired, .core = kOptional},
+        "inject hbm-ue|sram-ue|nan|dma-abort|hang --device N [--core C]",
+        "a fault pending for the runtime (ECC errors also count in sysfs)"},
+       [](Impl& d, R r) { return d.Inject(r); }},
+      {{"reset",
+        {.device = kRequired, .fail = kOptional},
+        "reset --device N [--fail]",
+        "reset device N (to INVALID with --fail)"},
+       [](Impl& d, R r) { return d.Reset(*r.device, r.fail); }},
+      {{"link-down",
+        {.device = kRequired, .peer = kRequired},
+        "link-down --device A --peer B",
+        "the NeuronLink between neighbours A and B fails its collectives"},
+       [](Impl& d, R r) { return d.LinkDown(*r.device, *r.peer); }},
+      {{"efa-down", {.efa = kRequired}, "efa-down --efa NAME", "take an EFA interface away"},
+       [](Impl& d, R r) { return d.Efa(r.efa, /*up=*/false); }},
+      {{"efa-up", {.efa = kRequired}, "efa-up --efa NAME", "bring an EFA interface back"},
+       [](Impl& d, R r) { return d.Efa(r.efa, /*up=*/true); }},
+      {{"clear-fault", {.id = kRequired}, "clear-fault --id ID", "drop pending fault ID"},
+       [](Impl& d, R r) { return d.ClearFault(*r.fault_id); }},
+      {{"printk",
+        {.level = kOptional, .text = kRequired},
+        "printk [--level N] -- TEXT...",
+        "append TEXT to dev/kmsg, as the driver's NEURON_IOCTL_PRINTK does"},
+       // The caller's text verbatim; the kmsg writer escapes what the kernel would.
+       [](Impl& d, R r) {
+         if (absl::Status s = d.tree_->AppendKmsg(r.level, r.text); !s.ok()) return Error(s);
+         return Ok("");
+       }},
+  };
+  return rows;
+}
+
+const std::vector<CtlVerb>& CtlVerbs() {
+  static const std::vector<CtlVerb> verbs = [] {
+    std::vector<CtlVerb> v;
+    for (const NodeDaemon::Impl::VerbRow& row : NodeDaemon::Impl::VerbRows()) {
+      v.push_back(row.verb);
+    }
+    return v;
+  }();
+  return verbs;
+}
 
 CtlReply NodeDaemon::Impl::Handle(const CtlRequest& req) {
-  switch (req.command) {
-    case CtlCommand::kStatus:
-      return Ok(Status());
-    case CtlCommand::kUnplug:
-      return Unplug(*req.device);
-    case CtlCommand::kPlug:
-      return Plug(*req.device);
-    case CtlCommand::kInject:
-      return Inject(req);
-    case CtlCommand::kReset:
-      return Reset(*req.device, req.fail);
-    case CtlCommand::kLinkDown:
-      return LinkDown(*req.device, *req.peer);
-    case CtlCommand::kEfaDown:
-      return Efa(req.efa, /*up=*/false);
-    case CtlCommand::kEfaUp:
-      return Efa(req.efa, /*up=*/true);
-    case CtlCommand::kClearFault:
-      return ClearFault(*req.fault_id);
-    case CtlCommand::kPrintk:
-      // NEURON_IOCTL_PRINTK: the caller's text verbatim; the kmsg writer escapes what the
-      // kernel would.
-      if (absl::Status s = tree_->AppendKmsg(req.level, req.text); !s.ok()) return Error(s);
-      return Ok("");
+  for (const VerbRow& row : VerbRows()) {
+    if (row.verb.name == req.command) return row.handle(*this, req);
   }
-  return Error("unhandled command");
+  return Error(fmt::format("unhandled command '{}'", req.command));
 }
 
 CtlReply NodeDaemon::Impl::Unplug(int d) {

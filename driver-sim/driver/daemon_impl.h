@@ -79,11 +79,17 @@ class NodeDaemon::Impl final : private DriverHost {
 
   // The loop (daemon.cc).
   void AcceptClients();
-  void ServeClient(size_t index, short revents);
+  void ServeClient(size_t index, int16_t revents);
   void ProcessDue(Clock::time_point now);
   void ArmTimer();
 
-  // Commands (daemon_commands.cc).
+  // ctl verbs (daemon_commands.cc): one row per verb, its grammar (CtlVerbs) beside its handler.
+  struct VerbRow {
+    CtlVerb verb;
+    CtlReply (*handle)(Impl& daemon, const CtlRequest& req);
+  };
+  static const std::vector<VerbRow>& VerbRows();
+  friend const std::vector<CtlVerb>& CtlVerbs();
   CtlReply Handle(const CtlRequest& req);
   absl::Status CheckDevice(int device, bool must_be_present) const;
   CtlReply Unplug(int d);

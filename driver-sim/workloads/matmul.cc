@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "driver-sim/workloads/job.h"
+#include "driver-sim/workloads/workload_runner.h"
 
 namespace neuron::workloads {
 namespace {
@@ -22,7 +22,7 @@ class Matmul : public Workload {
  public:
   explicit Matmul(const WorkloadOptions& o) : kernels_(o.kernels > 0 ? o.kernels : 10) {}
 
-  absl::Status Configure(const JobInfo& info) override {
+  absl::Status Configure(const RunInfo& info) override {
     cores_ = info.cores;
     return absl::OkStatus();
   }
@@ -77,7 +77,7 @@ class Empty : public Workload {
  public:
   explicit Empty(const WorkloadOptions& o) : kernels_(o.kernels > 0 ? o.kernels : 1000) {}
 
-  absl::Status Configure(const JobInfo& info) override {
+  absl::Status Configure(const RunInfo& info) override {
     cores_ = info.cores;
     return absl::OkStatus();
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/driver/sysfs_names.h"
+#include "driver-sim/command.h"
 #include "driver-sim/driver/exec.h"
 #include "driver-sim/workloads/job_shape.h"
 #include "driver-sim/workloads/workload.h"
@@ -63,8 +64,7 @@ std::pair<CLI::App*, std::function<int()>> AddRunCommand(CLI::App& app) {
       "run",
       "run a workload on the simulated node through libnrt-sim, on every core the process is "
       "given (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES); SIGTERM or SIGINT stops it cleanly");
-  run->add_option("--root", f->root, "root of the simulated node's filesystem")
-      ->envname("NEURON_ROOT");
+  AddRootOption(run, &f->root);
   run->add_option("--workload", f->w.name,
                   fmt::format("workload: {}", fmt::join(workloads::WorkloadNames(), ", ")))
       ->required();

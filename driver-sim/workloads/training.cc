@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "driver-sim/workloads/job.h"
 #include "driver-sim/workloads/job_shape.h"
 #include "driver-sim/workloads/parallel.h"
 #include "driver-sim/workloads/transformer.h"
+#include "driver-sim/workloads/workload_runner.h"
 
 namespace neuron::workloads {
 namespace {
@@ -31,7 +31,7 @@ class Training : public Workload {
  public:
   Training(const WorkloadOptions& o, bool encoder) : o_(o), encoder_(encoder) {}
 
-  absl::Status Configure(const JobInfo& info) override {
+  absl::Status Configure(const RunInfo& info) override {
     info_ = info;
     if (absl::Status s = Shape(info); !s.ok()) return s;
     const std::string& name = spec_.model.name;
@@ -186,7 +186,7 @@ class Training : public Workload {
   }
 
   // The job's shape from the flags (job_shape.h) with the workload's defaults.
-  absl::Status Shape(const JobInfo& info) {
+  absl::Status Shape(const RunInfo& info) {
     const ShapeDefaults d =
         encoder_ ? ShapeDefaults{1, 1, 16, false} : ShapeDefaults{8, 2, 1, true};
     absl::StatusOr<ModelShape> model = ModelOf(o_.name, o_.shape);
@@ -220,7 +220,7 @@ class Training : public Workload {
   WorkloadOptions o_;
   bool encoder_;
   TrainSpec spec_;
-  JobInfo info_;
+  RunInfo info_;
   std::vector<StepOps> ops_;   // by stage; filled for the stages this node holds
   int accum_ = 1;              // micro-steps run per optimizer step
   int shape_micro_steps_ = 1;  // the shape's: global batch / (DP x micro-batch)

@@ -219,7 +219,7 @@ TEST_F(FaultsWithDaemonTest, HbmUeWritesTheKmsgRecordAndClearsTheFault) {
   nrt_model_t* m = Load(Neff(Ops(R"({"op": "vector", "flops": 1e6})")), 0);
   ASSERT_NE(m, nullptr);
   sim::CtlRequest inject;
-  inject.command = sim::CtlCommand::kInject;
+  inject.command = "inject";
   inject.fault = sim::FaultKind::kHbmUe;
   inject.device = 0;
   inject.core = 1;

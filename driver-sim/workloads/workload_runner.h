@@ -1,8 +1,10 @@
 #pragma once
 // Internal to the workloads: the pieces every workload shares. A Workload describes its models
-// and steps; Job runs it: one thread per visible logical core, all cores step together (a barrier
-// after every step, where the progress line is printed and the decision to stop is taken once
-// for all, so no core enters a collective its peers will never join).
+// and steps; RunWorkload (workload.h) runs it: one thread per visible logical core, all cores
+// step together (a barrier after every step, where the progress line is printed and the decision
+// to stop is taken once for all, so no core enters a collective its peers will never join).
+// Named for the runner, not "job": a job is driver-sim/job/'s multi-node runner, which starts
+// one such run per node.
 //
 // Thread-safety: a Workload's Setup/Step/Teardown run on the core's own thread and may touch
 // only that core's CoreContext; Report and Plan run on one thread while every core waits.
@@ -24,7 +26,7 @@
 namespace neuron::workloads {
 
 // What every workload learns about the process's cores before it starts.
-struct JobInfo {
+struct RunInfo {
   uint32_t cores = 0;    // visible logical cores (the world of in-process collectives)
   uint32_t lnc = 1;      // physical cores per logical core
   std::string instance;  // instance family and size as the runtime reports them
@@ -38,7 +40,7 @@ struct JobInfo {
 // One logical core's thread state.
 struct CoreContext {
   uint32_t vnc = 0;   // logical core in the process
-  uint32_t rank = 0;  // collective world rank: vnc, or node_rank · cores + vnc (JobInfo)
+  uint32_t rank = 0;  // collective world rank: vnc, or node_rank · cores + vnc (RunInfo)
   nrtsim_core_info_t info{};
   std::vector<nrt_model_t*> models;
   std::vector<nrt_tensor_t*> tensors;
@@ -57,7 +59,7 @@ class Workload {
  public:
   virtual ~Workload() = default;
   // Checks the options against the cores; InvalidArgument is a usage error (exit 2).
-  virtual absl::Status Configure(const JobInfo& info) = 0;
+  virtual absl::Status Configure(const RunInfo& info) = 0;
   // One line saying what will run (printed before the first step).
   virtual std::string Banner() const = 0;
   // Loads models and allocates tensors for one core. Runs on the core's thread.

@@ -1,7 +1,7 @@
 // The workload runner: nrt_init, one thread per visible core stepping together, progress lines,
-// signals, nrt_close (workload.h, job.h).
+// signals, nrt_close (workload.h, workload_runner.h).
 
-#include "driver-sim/workloads/job.h"
+#include "driver-sim/workloads/workload_runner.h"
 
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -323,7 +323,7 @@ absl::StatusOr<WorkloadOptions> PlaceProcess(const WorkloadOptions& options,
 
 // The workload's own checks, then the launcher's: torchrun's ranks per node are this process's
 // cores, one rank each.
-absl::Status Configure(Workload& workload, const JobInfo& info, std::optional<int> ranks_per_node) {
+absl::Status Configure(Workload& workload, const RunInfo& info, std::optional<int> ranks_per_node) {
   if (absl::Status s = workload.Configure(info); !s.ok()) return s;
   if (ranks_per_node && *ranks_per_node != static_cast<int>(info.cores)) {
     return absl::InvalidArgumentError(fmt::format(
@@ -335,7 +335,7 @@ absl::Status Configure(Workload& workload, const JobInfo& info, std::optional<in
 }
 
 // After nrt_init: the job's shape, and one context per visible core.
-std::vector<CoreContext> DescribeCores(JobInfo* info) {
+std::vector<CoreContext> DescribeCores(RunInfo* info) {
   nrt_get_visible_vnc_count(&info->cores);
   nrt_instance_info_t instance{};
   if (nrt_get_instance_info(&instance, sizeof(instance)) == NRT_SUCCESS) {
@@ -414,7 +414,7 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
     fmt::print(err, "neuron-sim run: nrt_init failed: {}\n", StatusText(s));
     return 1;
   }
-  JobInfo info;
+  RunInfo info;
   info.node_rank = placed->node_rank;
   info.nodes = placed->node_rank >= 0 ? placed->shape.nodes.value_or(1) : 1;
   std::vector<CoreContext> cores = DescribeCores(&info);
