@@ -14,6 +14,7 @@
 #include "core/base/file_io.h"
 #include "core/discovery/inventory.h"
 #include "core/discovery/make_discovery.h"
+#include "core/driver/health_evidence.h"
 #include "core/events/events.h"
 #include "core/model/catalog.h"
 #include "fmt/format.h"
@@ -23,32 +24,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The files whose rise is health evidence (docs/architecture.md#health), named one by one so that
-// a name added to a table of core/driver never becomes evidence unreviewed: the uncorrected ECC
-// counters of every generation, and where the tree has them the driver's health_status/ counts
-// of uncorrected errors (docs/driver-interface.md#driver-generations). Not evidence:
-// hw_error_event (it counts register changes, a repair's too) and the corrected-ECC counters,
-// whose meaning no driver source defines (docs/metrics.md#health-metrics).
-struct EvidenceFile {
-  std::string_view dir;
-  std::string_view name;
-  std::optional<NodeGroup> group;  // needed in the device's tree; none: every generation
-};
-constexpr size_t kEvidenceCount = 6;
-const std::array<EvidenceFile, kEvidenceCount>& EvidenceFiles() {
-  static const std::array<EvidenceFile, kEvidenceCount> kFiles{{
-      {sysfs::kHardwareDir, kHardwareCounters[name_index::kSramEccUncorrected], std::nullopt},
-      {sysfs::kHardwareDir, kHardwareCounters[name_index::kMemEccUncorrected], std::nullopt},
-      {sysfs::kHardwareDir, kHardwareCounters[name_index::kMemEccRepairable], std::nullopt},
-      {sysfs::kHealthStatusDir, kHealthStatusFiles[name_index::kHealthHbmUe],
-       NodeGroup::kHealthStatus},
-      {sysfs::kHealthStatusDir, kHealthStatusFiles[name_index::kHealthRepairableHbmUe],
-       NodeGroup::kHealthStatus},
-      {sysfs::kHealthStatusDir, kHealthStatusFiles[name_index::kHealthSramUe],
-       NodeGroup::kHealthStatus},
-  }};
-  return kFiles;
-}
+// The files whose rise is health evidence, named one by one in core/driver/health_evidence.h
+// (docs/architecture.md#health).
+using EvidenceFile = HealthEvidenceFile;
+constexpr size_t kEvidenceCount = kHealthEvidence.size();
+const std::array<EvidenceFile, kEvidenceCount>& EvidenceFiles() { return kHealthEvidence; }
 
 struct DeviceEvidence {
   bool present = false;
