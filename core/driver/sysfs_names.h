@@ -15,18 +15,6 @@
 
 namespace neuron {
 
-// TEMPORARY: the positions plugin/node_watcher.cc still names; it moves to
-// core/driver/health_evidence.h in the next commit, which removes these.
-namespace name_index {
-inline constexpr size_t kSramEccUncorrected = Index(HardwareCounter::sram_ecc_uncorrected);
-inline constexpr size_t kMemEccUncorrected = Index(HardwareCounter::mem_ecc_uncorrected);
-inline constexpr size_t kMemEccRepairable = Index(HardwareCounter::mem_ecc_repairable_uncorrected);
-inline constexpr size_t kHealthHbmUe = Index(HealthStatusCounter::hbm_ecc_err_count);
-inline constexpr size_t kHealthRepairableHbmUe =
-    Index(HealthStatusCounter::repairable_hbm_ecc_err_count);
-inline constexpr size_t kHealthSramUe = Index(HealthStatusCounter::sram_ecc_err_count);
-}  // namespace name_index
-
 // Device state as the `reset` file prints it (docs/driver-interface.md#reset-and-state).
 enum class DeviceState { kReset = 0, kReady = 1, kInvalid = 2 };
 std::string_view DeviceStateName(DeviceState s);
