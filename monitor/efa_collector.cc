@@ -40,6 +40,7 @@ class EfaCollector final : public Collector {
     FamilyBuilder speed = Gauge("neuron_efa_port_speed_bytes",
                                 "Port speed from ports/<port>/rate, in bytes per second.");
     std::vector<FamilyBuilder> counters;
+    counters.reserve(kCounters.size());
     for (const EfaCounter& c : kCounters) {
       counters.push_back(Counter(std::string(c.metric), std::string(c.help)));
     }
