@@ -297,11 +297,13 @@ void IdentityMetrics(const Inventory& inv, const Labels& inst, Families& out) {
 void EccMetrics(const Snapshot& snap, const Labels& inst, Families& out) {
   FamilyBuilder ecc = Counter("hardware_ecc_events_total", "Hardware ecc events total");
   for (const DeviceSample& d : snap.devices) {
-    for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
-      const std::string_view n = kHardwareCounters[i];
-      if (!d.ecc[i] || (n != "mem_ecc_uncorrected" && n != "sram_ecc_uncorrected")) continue;
-      ecc.Add(With(inst, {L("event_type", std::string(n)), L("neuron_device_index", Str(d.index))}),
-              static_cast<double>(*d.ecc[i]));
+    // neuron-monitor's two event types (its label values happen to be the files' names).
+    for (const auto& [v, type] :
+         {std::pair{d.hardware.sram_ecc_uncorrected, "sram_ecc_uncorrected"},
+          {d.hardware.mem_ecc_uncorrected, "mem_ecc_uncorrected"}}) {
+      if (!v) continue;
+      ecc.Add(With(inst, {L("event_type", type), L("neuron_device_index", Str(d.index))}),
+              static_cast<double>(*v));
     }
   }
   ecc.Finish(out);

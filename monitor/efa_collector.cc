@@ -6,32 +6,27 @@
 namespace neuron::monitor {
 namespace {
 
+// The port counters exported, each by its typed handle (a misspelt one does not compile).
 struct EfaCounter {
-  std::string_view file;  // ports/1/hw_counters/<file>
+  EfaPortCounter counter;  // ports/1/hw_counters/<name>
   std::string_view metric;
   std::string_view help;
 };
 
+using P = EfaPortCounter;
 constexpr std::array<EfaCounter, 8> kCounters{{
-    {"tx_bytes", "neuron_efa_tx_bytes_total", "Bytes sent: ports/<port>/hw_counters/tx_bytes."},
-    {"rx_bytes", "neuron_efa_rx_bytes_total", "Bytes received: hw_counters/rx_bytes."},
-    {"tx_pkts", "neuron_efa_tx_packets_total", "Packets sent: hw_counters/tx_pkts."},
-    {"rx_pkts", "neuron_efa_rx_packets_total", "Packets received: hw_counters/rx_pkts."},
-    {"rx_drops", "neuron_efa_rx_drops_total", "Received packets dropped: hw_counters/rx_drops."},
-    {"rdma_read_bytes", "neuron_efa_rdma_read_bytes_total",
+    {P::tx_bytes, "neuron_efa_tx_bytes_total", "Bytes sent: ports/<port>/hw_counters/tx_bytes."},
+    {P::rx_bytes, "neuron_efa_rx_bytes_total", "Bytes received: hw_counters/rx_bytes."},
+    {P::tx_pkts, "neuron_efa_tx_packets_total", "Packets sent: hw_counters/tx_pkts."},
+    {P::rx_pkts, "neuron_efa_rx_packets_total", "Packets received: hw_counters/rx_pkts."},
+    {P::rx_drops, "neuron_efa_rx_drops_total", "Received packets dropped: hw_counters/rx_drops."},
+    {P::rdma_read_bytes, "neuron_efa_rdma_read_bytes_total",
      "RDMA read bytes: hw_counters/rdma_read_bytes."},
-    {"rdma_read_resp_bytes", "neuron_efa_rdma_read_response_bytes_total",
+    {P::rdma_read_resp_bytes, "neuron_efa_rdma_read_response_bytes_total",
      "RDMA read response bytes: hw_counters/rdma_read_resp_bytes."},
-    {"rdma_read_wr_err", "neuron_efa_rdma_read_errors_total",
+    {P::rdma_read_wr_err, "neuron_efa_rdma_read_errors_total",
      "RDMA read work request errors: hw_counters/rdma_read_wr_err."},
 }};
-
-int PortCounterIndex(std::string_view name) {
-  for (size_t i = 0; i < kEfaPortCounters.size(); ++i) {
-    if (kEfaPortCounters[i] == name) return static_cast<int>(i);
-  }
-  return -1;
-}
 
 class EfaCollector final : public Collector {
  public:
@@ -45,6 +40,7 @@ class EfaCollector final : public Collector {
     FamilyBuilder speed = Gauge("neuron_efa_port_speed_bytes",
                                 "Port speed from ports/<port>/rate, in bytes per second.");
     std::vector<FamilyBuilder> counters;
+    counters.reserve(kCounters.size());
     for (const EfaCounter& c : kCounters) {
       counters.push_back(Counter(std::string(c.metric), std::string(c.help)));
     }
@@ -58,10 +54,11 @@ class EfaCollector final : public Collector {
       if (e.port_state) state.Add(port, *e.port_state);
       if (e.rate_gbps) speed.Add(port, *e.rate_gbps * 1e9 / 8);
       for (size_t i = 0; i < kCounters.size(); ++i) {
-        const int idx = PortCounterIndex(kCounters[i].file);
-        if (idx < 0 || !e.port_counters[idx]) continue;
-        counters[i].Add(port, ctx.Mono(-1, e.name + "/" + std::string(kCounters[i].file),
-                                       static_cast<double>(*e.port_counters[idx])));
+        const EfaPortCounter c = kCounters[i].counter;
+        const std::optional<uint64_t>& v = e.port_counters.*Member<EfaPortCounters>(c);
+        if (!v) continue;
+        counters[i].Add(port,
+                        ctx.Mono(-1, e.name + "/" + std::string(Name(c)), static_cast<double>(*v)));
       }
     }
     info.Finish(out);

@@ -51,27 +51,26 @@ struct GroupFamilies {
       "as read; no driver source defines them (docs/metrics.md#health-metrics).");
 
   void Add(const ScrapeContext& ctx, const DeviceSample& d) {
-    const auto& hs = d.health_status;
-    for (const auto& [idx, label] :
-         {std::pair{kHbmEccErrCount, "hbm"}, {kSramEccErrCount, "sram"}}) {
-      if (!hs[idx]) continue;
+    const HealthStatusCounters& hs = d.health_status;
+    for (const auto& [v, label] :
+         {std::pair{hs.hbm_ecc_err_count, "hbm"}, {hs.sram_ecc_err_count, "sram"}}) {
+      if (!v) continue;
       Labels l = DeviceLabels(d.index);
       l.push_back(L("memory", label));
-      ue.Add(std::move(l), static_cast<double>(*hs[idx]));
+      ue.Add(std::move(l), static_cast<double>(*v));
     }
-    if (hs[kRepairableHbmEccErrCount]) {
-      repairable.Add(DeviceLabels(d.index), static_cast<double>(*hs[kRepairableHbmEccErrCount]));
+    if (hs.repairable_hbm_ecc_err_count) {
+      repairable.Add(DeviceLabels(d.index), static_cast<double>(*hs.repairable_hbm_ecc_err_count));
     }
-    if (hs[kHwErrorEvent]) {
-      events.Add(DeviceLabels(d.index), ctx.Mono(d.index, "hwevent", *hs[kHwErrorEvent]));
+    if (hs.hw_error_event) {
+      events.Add(DeviceLabels(d.index), ctx.Mono(d.index, "hwevent", *hs.hw_error_event));
     }
-    for (const auto& [idx, label] : {std::pair{name_index::kSramEccCorrected, "sram"},
-                                     {name_index::kMemEccCorrected, "hbm"}}) {
-      if (!d.ecc_corrected[idx]) continue;
+    for (const auto& [v, label] : {std::pair{d.ecc_corrected.sram_ecc_corrected, "sram"},
+                                   {d.ecc_corrected.mem_ecc_corrected, "hbm"}}) {
+      if (!v) continue;
       Labels l = DeviceLabels(d.index);
       l.push_back(L("memory", label));
-      corrected.Add(std::move(l),
-                    ctx.Mono(d.index, std::string("ecc_corr/") + label, *d.ecc_corrected[idx]));
+      corrected.Add(std::move(l), ctx.Mono(d.index, std::string("ecc_corr/") + label, *v));
     }
   }
   void Finish(Families& out) {
@@ -105,21 +104,21 @@ class HealthCollector final : public Collector {
                 "started.");
     const Snapshot& snap = ctx.snap();
     const int per_device = ctx.inventory().LogicalCoresPerDevice();
-    constexpr size_t mem = name_index::kMemEccUncorrected;
-    constexpr size_t sram = name_index::kSramEccUncorrected;
-    constexpr size_t rep = name_index::kMemEccRepairable;
     const bool kmsg_read = ctx.view.kmsg.known && ctx.view.kmsg.up;
     GroupFamilies groups;
     for (const DeviceSample& d : snap.devices) {
       groups.Add(ctx, d);
-      for (const auto& [idx, label] : {std::pair{mem, "hbm"}, std::pair{sram, "sram"}}) {
-        if (!d.ecc[idx]) continue;
+      const HardwareCounters& hw = d.hardware;
+      for (const auto& [v, label] :
+           {std::pair{hw.mem_ecc_uncorrected, "hbm"}, {hw.sram_ecc_uncorrected, "sram"}}) {
+        if (!v) continue;
         Labels l = DeviceLabels(d.index);
         l.push_back(L("memory", label));
-        ue.Add(std::move(l), ctx.Mono(d.index, std::string("ecc/") + label, *d.ecc[idx]));
+        ue.Add(std::move(l), ctx.Mono(d.index, std::string("ecc/") + label, *v));
       }
-      if (d.ecc[rep]) {
-        repairable.Add(DeviceLabels(d.index), ctx.Mono(d.index, "ecc/rep", *d.ecc[rep]));
+      if (hw.mem_ecc_repairable_uncorrected) {
+        repairable.Add(DeviceLabels(d.index),
+                       ctx.Mono(d.index, "ecc/rep", *hw.mem_ecc_repairable_uncorrected));
       }
       for (const LogicalCoreTotals& lc : LogicalCores(snap, d)) {
         if (!lc.reset_requests) continue;
@@ -127,10 +126,10 @@ class HealthCollector final : public Collector {
         resets.Add(CoreLabels(d.index, global),
                    ctx.Mono(d.index, "reset/" + Str(global), *lc.reset_requests));
       }
-      if (!d.cores.empty() && d.cores[0].other_info[kResetFailCount].total) {
+      if (!d.cores.empty() && d.cores[0].other_info.reset_fail_count.total) {
         reset_fail.Add(
             DeviceLabels(d.index),
-            ctx.Mono(d.index, "resetfail", *d.cores[0].other_info[kResetFailCount].total));
+            ctx.Mono(d.index, "resetfail", *d.cores[0].other_info.reset_fail_count.total));
       }
       if (kmsg_read) AddHwErrors(ctx, d.index, hw_log);
     }

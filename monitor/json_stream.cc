@@ -194,16 +194,14 @@ json HardwareCounters(const Snapshot& snap, double period) {
   for (const DeviceSample& d : snap.devices) {
     // The corrected-ECC files exist only on drivers that have them (none with public source);
     // 0 elsewhere, since consumers inc() these values (docs/metrics.md#json-stream).
+    // neuron-monitor's keys, which happen to be the files' names; the uncorrected ones only when
+    // read.
     json e = {{"neuron_device_index", d.index},
-              {"mem_ecc_corrected", d.ecc_corrected[name_index::kMemEccCorrected].value_or(0)},
-              {"sram_ecc_corrected", d.ecc_corrected[name_index::kSramEccCorrected].value_or(0)}};
-    for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
-      if (kHardwareCounters[i] == "mem_ecc_uncorrected" && d.ecc[i]) {
-        e["mem_ecc_uncorrected"] = *d.ecc[i];
-      }
-      if (kHardwareCounters[i] == "sram_ecc_uncorrected" && d.ecc[i]) {
-        e["sram_ecc_uncorrected"] = *d.ecc[i];
-      }
+              {"mem_ecc_corrected", d.ecc_corrected.mem_ecc_corrected.value_or(0)},
+              {"sram_ecc_corrected", d.ecc_corrected.sram_ecc_corrected.value_or(0)}};
+    if (d.hardware.mem_ecc_uncorrected) e["mem_ecc_uncorrected"] = *d.hardware.mem_ecc_uncorrected;
+    if (d.hardware.sram_ecc_uncorrected) {
+      e["sram_ecc_uncorrected"] = *d.hardware.sram_ecc_uncorrected;
     }
     devices.push_back(e);
   }

@@ -210,7 +210,8 @@ DeviceRow AllGridRow(const ViewInputs& in, const DeviceSample& d, AllTotals* t) 
   row.index = d.index;
   row.state = d.state;
   Acc ecc;
-  for (const auto& e : d.ecc) ecc.Add(e);
+  ForEachCounter(d.hardware, kHardwareCounters,
+                 [&](std::string_view, const std::optional<uint64_t>& e) { ecc.Add(e); });
   row.ecc_errors = ecc.value;
   const std::vector<LogicalCoreTotals> now = LogicalCores(after, d);
   const DeviceSample* prev_dev = before != nullptr ? before->FindDevice(d.index) : nullptr;

@@ -8,32 +8,11 @@
 namespace neuron {
 namespace {
 
-// The files whose rise is health evidence (docs/architecture.md#health), named one by one so that
-// a name added to a table of core/driver never becomes evidence unreviewed: the uncorrected ECC
-// counters of every generation, and where the tree has them the driver's health_status/ counts
-// of uncorrected errors (docs/driver-interface.md#driver-generations). Not evidence:
-// hw_error_event (it counts register changes, a repair's too) and the corrected-ECC counters,
-// whose meaning no driver source defines (docs/metrics.md#health-metrics).
-struct EvidenceFile {
-  std::string_view dir;
-  std::string_view name;
-  std::optional<NodeGroup> group;  // needed in the device's tree; none: every generation
-};
+// The files whose rise is health evidence, named one by one in core/driver/health_counters.h
+// (docs/architecture.md#health).
+using EvidenceFile = HealthEvidenceFile;
 constexpr size_t kEvidenceCount = kEccEvidenceCount;
-const std::array<EvidenceFile, kEvidenceCount>& EvidenceFiles() {
-  static const std::array<EvidenceFile, kEvidenceCount> kFiles{{
-      {sysfs::kHardwareDir, kHardwareCounters[name_index::kSramEccUncorrected], std::nullopt},
-      {sysfs::kHardwareDir, kHardwareCounters[name_index::kMemEccUncorrected], std::nullopt},
-      {sysfs::kHardwareDir, kHardwareCounters[name_index::kMemEccRepairable], std::nullopt},
-      {sysfs::kHealthStatusDir, kHealthStatusFiles[name_index::kHealthHbmUe],
-       NodeGroup::kHealthStatus},
-      {sysfs::kHealthStatusDir, kHealthStatusFiles[name_index::kHealthRepairableHbmUe],
-       NodeGroup::kHealthStatus},
-      {sysfs::kHealthStatusDir, kHealthStatusFiles[name_index::kHealthSramUe],
-       NodeGroup::kHealthStatus},
-  }};
-  return kFiles;
-}
+const std::array<EvidenceFile, kEvidenceCount>& EvidenceFiles() { return kHealthEvidence; }
 
 }  // namespace
 

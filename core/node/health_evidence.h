@@ -31,13 +31,14 @@
 #include <vector>
 
 #include "core/discovery/inventory.h"
+#include "core/driver/health_counters.h"
 #include "core/events/events.h"
 #include "spdlog/spdlog.h"
 
 namespace neuron {
 
-// How many files PollEcc reads per device at most (the list is in health_evidence.cc).
-inline constexpr size_t kEccEvidenceCount = 6;
+// How many files PollEcc reads per device at most (core/driver/health_counters.h lists them).
+inline constexpr size_t kEccEvidenceCount = kHealthEvidence.size();
 
 struct DeviceEvidence {
   bool present = false;

@@ -48,7 +48,7 @@ int LogicalCount(const Snapshot& s, const DeviceSample& d) {
 std::optional<uint64_t> BusyMicros(const Snapshot& s, const DeviceSample& d, int k) {
   const PhysicalRange r = PhysicalCoresOf(k, s.lnc);
   const std::optional<uint64_t> sysfs =
-      SumGroup(d, r, [](const CoreSample& c) { return c.other_info[kNcTimeInUse].total; });
+      SumGroup(d, r, [](const CoreSample& c) { return c.other_info.nc_time_in_use.total; });
   if (!sysfs) return std::nullopt;
   return (*sysfs + SumDatastores(s, d.index, r, nds::kTimeInUse)) / static_cast<uint64_t>(r.count);
 }
@@ -83,15 +83,16 @@ std::vector<LogicalCoreTotals> LogicalCores(const Snapshot& snap, const DeviceSa
     LogicalCoreTotals t;
     t.logical_index = k;
     t.busy_us = BusyMicros(snap, device, k);
-    auto other = [&](int which) {
+    auto other = [&](CounterPair OtherInfoCounters::*which) {
       return SumGroup(device, r,
-                      [which](const CoreSample& c) { return c.other_info[which].total; });
+                      [which](const CoreSample& c) { return (c.other_info.*which).total; });
     };
     auto live = [&](int index) { return SumDatastores(snap, device.index, r, index); };
-    t.flops = Add(other(kFlopCount), 2 * live(nds::kMacCount));
-    t.inferences = Add(other(kInferenceCount), live(nds::kInferenceCount));
-    t.model_loads = Add(other(kModelLoadCount), live(nds::kModelLoadCount));
-    t.reset_requests = other(kResetReqCount);
+    using O = OtherInfoCounters;
+    t.flops = Add(other(&O::flop_count), 2 * live(nds::kMacCount));
+    t.inferences = Add(other(&O::inference_count), live(nds::kInferenceCount));
+    t.model_loads = Add(other(&O::model_load_count), live(nds::kModelLoadCount));
+    t.reset_requests = other(&O::reset_req_count);
     for (size_t i = 0; i < kStatusCounters.size(); ++i) {
       const std::optional<uint64_t> sysfs =
           SumGroup(device, r, [i](const CoreSample& c) { return c.status[i].total; });

@@ -79,23 +79,45 @@ struct PowerDieReading {
   bool operator==(const PowerDieReading&) const = default;
 };
 
-// Index into DeviceSample::health_status, in kHealthStatusFiles order.
-enum HealthStatus : int {
-  kHbmEccErrCount = name_index::kHealthHbmUe,
-  kRepairableHbmEccErrCount = name_index::kHealthRepairableHbmUe,
-  kSramEccErrCount = name_index::kHealthSramUe,
-  kHwErrorEvent = name_index::kHealthEvents,
-};
+// ---- The counter lists of core/driver/counters.h as structs of typed fields, one field per
+// file, named as the file. Members() lists the fields' member pointers in list order (the order
+// of the list's names and handles), for code that reads or writes every field of a list.
+#define NEURON_COUNTER_FIELD(file, ...) Value file;
+#define NEURON_COUNTER_MEMBER(file, ...) &Self::file,
+#define NEURON_COUNTER_STRUCT(Name, ValueType, LIST)  \
+  struct Name {                                       \
+    using Value = ValueType;                          \
+    LIST(NEURON_COUNTER_FIELD)                        \
+    static constexpr auto Members() {                 \
+      using Self = Name;                              \
+      return std::array{LIST(NEURON_COUNTER_MEMBER)}; \
+    }                                                 \
+    bool operator==(const Name&) const = default;     \
+  }
 
-// Index into CoreSample::other_info, in kOtherInfo order.
-enum OtherInfo : int {
-  kModelLoadCount = 0,
-  kResetReqCount = 1,
-  kResetFailCount = 2,
-  kInferenceCount = 3,
-  kFlopCount = 4,
-  kNcTimeInUse = 5,
-};
+NEURON_COUNTER_STRUCT(HardwareCounters, std::optional<uint64_t>, NEURON_HARDWARE_COUNTERS);
+NEURON_COUNTER_STRUCT(HealthStatusCounters, std::optional<uint64_t>, NEURON_HEALTH_STATUS_COUNTERS);
+NEURON_COUNTER_STRUCT(EccCorrectedCounters, std::optional<uint64_t>, NEURON_ECC_CORRECTED_COUNTERS);
+NEURON_COUNTER_STRUCT(OtherInfoCounters, CounterPair, NEURON_OTHER_INFO_COUNTERS);
+NEURON_COUNTER_STRUCT(EfaPortCounters, std::optional<uint64_t>, NEURON_EFA_PORT_COUNTERS);
+NEURON_COUNTER_STRUCT(EfaDeviceCounters, std::optional<uint64_t>, NEURON_EFA_DEVICE_COUNTERS);
+
+#undef NEURON_COUNTER_STRUCT
+#undef NEURON_COUNTER_MEMBER
+#undef NEURON_COUNTER_FIELD
+
+// The field of `counters` that `handle` names (for code that holds a handle, not a field).
+template <typename Counters, typename Handle>
+constexpr auto Member(Handle handle) {
+  return Counters::Members()[Index(handle)];
+}
+
+// Calls f(name, value) for every field of `counters`, in list order; `names` is the list's names.
+template <typename Counters, size_t N, typename F>
+void ForEachCounter(const Counters& counters, const std::array<std::string_view, N>& names, F&& f) {
+  static_assert(Counters::Members().size() == N);
+  for (size_t i = 0; i < N; ++i) f(names[i], counters.*Counters::Members()[i]);
+}
 
 // neuron_core<i>/ of one physical core.
 struct CoreSample {
@@ -103,25 +125,25 @@ struct CoreSample {
   std::array<CounterPair, kStatusCounters.size()> status;  // kStatusCounters order
   MemCounter device_mem;                                   // [hot] total
   std::array<MemCounter, kDeviceMemCategories.size()> device_mem_by_category;
-  MemCounter host_mem;                                    // [hot] total
-  std::array<CounterPair, kOtherInfo.size()> other_info;  // OtherInfo order
+  MemCounter host_mem;  // [hot] total
+  OtherInfoCounters other_info;
   std::optional<std::vector<PeCounterRow>> pe_counters;
 };
 
 struct DeviceSample {
   int index = -1;
-  std::optional<DeviceState> state;                                   // [hot] reset
-  std::array<std::optional<uint64_t>, kHardwareCounters.size()> ecc;  // [hot] stats/hardware
+  std::optional<DeviceState> state;  // [hot] reset
+  HardwareCounters hardware;         // stats/hardware/ ([hot]: the rows of Sweep::kHot)
   std::optional<PowerReading> power;
   std::optional<std::string> serial_number;  // absent when the firmware read fails ("\n")
   std::array<MemCounter, kHostMemCategories.size()> host_mem;  // [hot] totals
   std::vector<CoreSample> cores;  // physical cores 0..core_count-1 from the inventory
   // Files of the optional node groups (core/driver/driver_generations.h), read where the
   // device's tree holds them (NeuronDevice::sysfs_groups), absent elsewhere:
-  // stats/hardware/health_status/ (HealthStatus order), stats/hardware/{sram,mem}_ecc_corrected
-  // (kEccCorrected order) and stats/power/utilization_raw, one entry per die.
-  std::array<std::optional<uint64_t>, kHealthStatusFiles.size()> health_status;
-  std::array<std::optional<uint64_t>, kEccCorrected.size()> ecc_corrected;
+  // stats/hardware/health_status/, stats/hardware/{sram,mem}_ecc_corrected and
+  // stats/power/utilization_raw, one entry per die.
+  HealthStatusCounters health_status;
+  EccCorrectedCounters ecc_corrected;
   std::optional<std::vector<PowerDieReading>> power_raw;
 
   // The snapshot generation whose sweep read the fields not marked [hot] (this snapshot's own
@@ -141,8 +163,8 @@ struct EfaSample {
   std::optional<std::string> phys_state_name;
   std::optional<std::string> rate;  // "100 Gb/sec (4X EDR)"
   std::optional<double> rate_gbps;  // 100
-  std::array<std::optional<uint64_t>, kEfaPortCounters.size()> port_counters;
-  std::array<std::optional<uint64_t>, kEfaDeviceCounters.size()> device_counters;
+  EfaPortCounters port_counters;
+  EfaDeviceCounters device_counters;
   uint64_t full_generation = 0;  // all EFA fields come from full sweeps
 };
 

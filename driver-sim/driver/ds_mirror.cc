@@ -190,14 +190,17 @@ void DatastoreMirror::Fold(Entry& e) {
     };
     // Counter set p into neuron_core<p>, for every physical core, whatever the LNC: the driver's
     // nsysfsmetric_nds_aggregate (driver-sim/README.md#the-daemon-and-the-datastores).
+    using O = OtherInfoCounter;
     for (int p = 0; p < sets_per_device_; ++p) {
       for (const StatusCounterName& s : kStatusCounters) {
         inc(tree_->StatusDir(e.device, p, s.sysfs), e.Core(p, s.nds_index));
       }
-      inc(tree_->OtherInfoDir(e.device, p, "model_load_count"), e.Core(p, nds::kModelLoadCount));
-      inc(tree_->OtherInfoDir(e.device, p, "inference_count"), e.Core(p, nds::kInferenceCount));
-      inc(tree_->OtherInfoDir(e.device, p, "flop_count"), 2 * e.Core(p, nds::kMacCount));
-      inc(tree_->OtherInfoDir(e.device, p, "nc_time_in_use"), e.Core(p, nds::kTimeInUse));
+      inc(tree_->OtherInfoDir(e.device, p, Name(O::model_load_count)),
+          e.Core(p, nds::kModelLoadCount));
+      inc(tree_->OtherInfoDir(e.device, p, Name(O::inference_count)),
+          e.Core(p, nds::kInferenceCount));
+      inc(tree_->OtherInfoDir(e.device, p, Name(O::flop_count)), 2 * e.Core(p, nds::kMacCount));
+      inc(tree_->OtherInfoDir(e.device, p, Name(O::nc_time_in_use)), e.Core(p, nds::kTimeInUse));
     }
   }
   Sync(e, /*release=*/true);  // frees its memory

@@ -135,7 +135,7 @@ absl::Status WriteNeuronCore(const fs::path& core, const ChipSpec& chip, int c) 
   }
   for (size_t i = 0; i < kOtherInfo.size(); ++i) {
     // The probe reset requests every core once (docs/driver-interface.md#post-load-values).
-    const uint64_t v = i == name_index::kResetReqCount ? 1 : 0;
+    const uint64_t v = i == Index(OtherInfoCounter::reset_req_count) ? 1 : 0;
     SIM_RETURN_IF_ERROR(
         WriteTriple(core / sysfs::kOtherInfoDir / kOtherInfo[i], v, v, std::nullopt, kFresh));
   }
@@ -180,7 +180,7 @@ absl::Status SimTree::WriteNeuronDevice(int d) {
   SIM_RETURN_IF_ERROR(put(sysfs::kInstanceType, fmt::format("{}\n", chip.instance_type)));
   SIM_RETURN_IF_ERROR(put(sysfs::kDeviceName, fmt::format("{}\n", chip.device_name)));
   for (size_t i = 0; i < kHostMemCategories.size(); ++i) {
-    const uint64_t v = i == name_index::kHostDriverMemory ? kProbeHostDriverMemory : 0;
+    const uint64_t v = i == Index(HostMemCategory::driver_memory) ? kProbeHostDriverMemory : 0;
     SIM_RETURN_IF_ERROR(
         WriteTriple(dir / sysfs::kHostMemDir / kHostMemCategories[i], v, v, v, kFresh));
   }
@@ -467,7 +467,7 @@ absl::Status SimTree::AddHardwareErrors(int device, std::string_view counter, ui
   // "%u" of the firmware count; SRAM shows only its low 16 bits
   // (docs/driver-interface.md#device-files).
   const uint64_t mask =
-      counter == kHardwareCounters[name_index::kSramEccUncorrected] ? 0xffff : 0xffffffff;
+      counter == Name(HardwareCounter::sram_ecc_uncorrected) ? 0xffff : 0xffffffff;
   SIM_RETURN_IF_ERROR(
       WriteFileAtomic(file, U64Line((ReadCounterOrZero(file) + n) & mask), kMetric));
   return RaiseHealthStatus(root_.NeuronDevice(device), *config_.spec->chip, config_.driver, counter,

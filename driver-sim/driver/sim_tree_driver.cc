@@ -138,25 +138,26 @@ absl::Status RaiseHealthStatus(const fs::path& device_dir, const ChipSpec& chip,
   // for a failed repair), repairable = four 12-bit fields, SRAM = the low 16 bits. How the fields
   // behave when full is unknown: the model stops at their sum.
   struct Derived {
-    size_t from;  // in kHardwareCounters
-    size_t file;  // in kHealthStatusFiles
+    HardwareCounter from;
+    HealthStatusCounter file;
     uint64_t limit;
     bool wraps;
   };
+  using H = HealthStatusCounter;
   constexpr std::array<Derived, 3> kDerived{{
-      {name_index::kMemEccUncorrected, name_index::kHealthHbmUe, uint64_t{4} * 0xf, false},
-      {name_index::kMemEccRepairable, name_index::kHealthRepairableHbmUe, uint64_t{4} * 0xfff,
-       false},
-      {name_index::kSramEccUncorrected, name_index::kHealthSramUe, 0xffff, true},
+      {HardwareCounter::mem_ecc_uncorrected, H::hbm_ecc_err_count, uint64_t{4} * 0xf, false},
+      {HardwareCounter::mem_ecc_repairable_uncorrected, H::repairable_hbm_ecc_err_count,
+       uint64_t{4} * 0xfff, false},
+      {HardwareCounter::sram_ecc_uncorrected, H::sram_ecc_err_count, 0xffff, true},
   }};
   const fs::path dir = device_dir / HardwareDir(driver) / sysfs::part::kHealthStatus;
   for (const Derived& d : kDerived) {
-    if (kHardwareCounters[d.from] != counter) continue;
-    const fs::path file = dir / kHealthStatusFiles[d.file];
+    if (Name(d.from) != counter) continue;
+    const fs::path file = dir / Name(d.file);
     const uint64_t sum = ReadOrZero(file) + n;
     const uint64_t v = d.wraps ? sum & d.limit : std::min(sum, d.limit);
     SIM_RETURN_IF_ERROR(WriteFileAtomic(file, fmt::format("{}\n", v), kReadOnly));
-    const fs::path event = dir / kHealthStatusFiles[name_index::kHealthEvents];
+    const fs::path event = dir / Name(H::hw_error_event);
     return WriteFileAtomic(event, fmt::format("{}\n", ReadOrZero(event) + 1), kReadOnly);
   }
   return absl::OkStatus();

@@ -135,10 +135,10 @@ TEST_F(DriverDetectionTest, Trn2HasHealthStatusAndTheSamplerReadsItAndTheRawPowe
   const auto snap = FullSample(root(), inv);
   ASSERT_EQ(snap->devices.size(), 1u);
   const DeviceSample& d = snap->devices[0];
-  EXPECT_THAT(d.health_status[kHbmEccErrCount], Optional(2u));
-  EXPECT_THAT(d.health_status[kSramEccErrCount], Optional(0u));
-  EXPECT_THAT(d.health_status[kHwErrorEvent], Optional(3u));
-  EXPECT_FALSE(d.ecc_corrected[0].has_value());  // not in this generation's tree
+  EXPECT_THAT(d.health_status.hbm_ecc_err_count, Optional(2u));
+  EXPECT_THAT(d.health_status.sram_ecc_err_count, Optional(0u));
+  EXPECT_THAT(d.health_status.hw_error_event, Optional(3u));
+  EXPECT_FALSE(d.ecc_corrected.sram_ecc_corrected.has_value());  // not in this generation's tree
   using State = PowerDieReading::State;
   EXPECT_THAT(d.power_raw, Optional(ElementsAre(PowerDieReading{0, State::kGood, 1234, 77},
                                                 PowerDieReading{1, State::kBogus, 20000, 78})));
@@ -166,7 +166,10 @@ TEST_F(DriverDetectionTest, UnknownVersionIsCheckedAgainstTheNewestAndMissingFil
 
   // Never read as 0: the sample leaves them absent and says nothing else is wrong.
   const auto snap = FullSample(root(), inv);
-  for (const auto& e : snap->devices[0].ecc) EXPECT_FALSE(e.has_value());
+  ForEachCounter(snap->devices[0].hardware, kHardwareCounters,
+                 [](std::string_view name, const std::optional<uint64_t>& v) {
+                   EXPECT_FALSE(v.has_value()) << name;
+                 });
   EXPECT_TRUE(snap->devices[0].power_raw.has_value());
   EXPECT_TRUE(snap->devices[0].cores[0].device_mem.total.has_value());
 }

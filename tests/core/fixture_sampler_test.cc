@@ -26,7 +26,7 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::Optional;
 
-constexpr size_t kSuccess = 0;  // kStatusCounters: the first, "success"
+constexpr size_t kSuccess = Index(StatusCounter::success);
 
 using testing::NoDatastores;  // these tests are about sysfs
 
@@ -71,7 +71,9 @@ TEST_F(FixtureSamplerTest, Trn1TwoXlargeDeviceFilesAreAllRead) {
   const DeviceSample& d = snap->devices[0];
   EXPECT_EQ(d.state, DeviceState::kReady);
   EXPECT_EQ(d.serial_number, "3c5a1e9b7d2f4a60");
-  for (const std::optional<uint64_t>& ecc : d.ecc) EXPECT_THAT(ecc, Optional(0u));
+  ForEachCounter(
+      d.hardware, kHardwareCounters,
+      [](std::string_view, const std::optional<uint64_t>& v) { EXPECT_THAT(v, Optional(0u)); });
   ASSERT_TRUE(d.power.has_value());
   EXPECT_EQ(d.power->status, PowerStatus::kValid);
   EXPECT_EQ(d.power->epoch_s, 1735689600);
@@ -79,7 +81,7 @@ TEST_F(FixtureSamplerTest, Trn1TwoXlargeDeviceFilesAreAllRead) {
   EXPECT_THAT(d.power->max_percent, DoubleEq(56.78));
   EXPECT_THAT(d.power->avg_percent, DoubleEq(34.56));
   for (size_t c = 0; c < d.host_mem.size(); ++c) {
-    ExpectMem(d.host_mem[c], c == name_index::kHostDriverMemory ? 4456448 : 0);
+    ExpectMem(d.host_mem[c], c == Index(HostMemCategory::driver_memory) ? 4456448 : 0);
   }
   ASSERT_EQ(d.cores.size(), 2u);
   for (size_t c = 0; c < d.cores.size(); ++c) {
@@ -91,12 +93,12 @@ TEST_F(FixtureSamplerTest, Trn1TwoXlargeDeviceFilesAreAllRead) {
     ExpectMem(core.device_mem, 0);
     for (const MemCounter& m : core.device_mem_by_category) ExpectMem(m, 0);
     ExpectMem(core.host_mem, c == 0 ? 4456448 : 0);
-    ExpectPair(core.other_info[kModelLoadCount], c == 0 ? 1 : 0);
-    ExpectPair(core.other_info[kResetReqCount], 1);  // the probe's reset
-    ExpectPair(core.other_info[kResetFailCount], 0);
-    ExpectPair(core.other_info[kInferenceCount], c == 0 ? 1500 : 0);
-    ExpectPair(core.other_info[kFlopCount], c == 0 ? 480000000000000 : 0);
-    ExpectPair(core.other_info[kNcTimeInUse], c == 0 ? 45000000 : 0);
+    ExpectPair(core.other_info.model_load_count, c == 0 ? 1 : 0);
+    ExpectPair(core.other_info.reset_req_count, 1);  // the probe's reset
+    ExpectPair(core.other_info.reset_fail_count, 0);
+    ExpectPair(core.other_info.inference_count, c == 0 ? 1500 : 0);
+    ExpectPair(core.other_info.flop_count, c == 0 ? 480000000000000 : 0);
+    ExpectPair(core.other_info.nc_time_in_use, c == 0 ? 45000000 : 0);
     ASSERT_TRUE(core.pe_counters.has_value());
     ASSERT_EQ(core.pe_counters->size(), 4u);
     EXPECT_EQ((*core.pe_counters)[0], (PeCounterRow{0, 81234567, 1234567, 918765432}));
@@ -117,7 +119,7 @@ TEST_F(FixtureSamplerTest, Trn2DeviceAfterLoadAndItsEfa) {
   ASSERT_EQ(d.cores.size(), 8u);
   for (const CoreSample& core : d.cores) {
     for (const CounterPair& p : core.status) ExpectPair(p, 0);
-    ExpectPair(core.other_info[kResetReqCount], 1);
+    ExpectPair(core.other_info.reset_req_count, 1);
     EXPECT_TRUE(core.pe_counters.has_value());
   }
   ExpectMem(d.cores[0].host_mem, 4194304);
@@ -132,11 +134,14 @@ TEST_F(FixtureSamplerTest, Trn2DeviceAfterLoadAndItsEfa) {
   EXPECT_EQ(e.phys_state_name, "LinkUp");
   EXPECT_EQ(e.rate, "200 Gb/sec (4X HDR)");
   EXPECT_THAT(e.rate_gbps, Optional(DoubleEq(200)));
-  for (const std::optional<uint64_t>& v : e.port_counters) EXPECT_TRUE(v.has_value());
-  for (const std::optional<uint64_t>& v : e.device_counters) EXPECT_TRUE(v.has_value());
-  EXPECT_THAT(e.port_counters[0], Optional(1048576u));  // tx_bytes
-  EXPECT_THAT(e.port_counters[2], Optional(2097152u));  // rx_bytes
-  EXPECT_THAT(e.device_counters[0], Optional(37u));     // submitted_cmds
+  auto present = [](std::string_view name, const std::optional<uint64_t>& v) {
+    EXPECT_TRUE(v.has_value()) << name;
+  };
+  ForEachCounter(e.port_counters, kEfaPortCounters, present);
+  ForEachCounter(e.device_counters, kEfaDeviceCounters, present);
+  EXPECT_THAT(e.port_counters.tx_bytes, Optional(1048576u));
+  EXPECT_THAT(e.port_counters.rx_bytes, Optional(2097152u));
+  EXPECT_THAT(e.device_counters.submitted_cmds, Optional(37u));
 }
 
 // A hot sample reads the device state; a change of state re-reads the exit counters.

@@ -29,12 +29,15 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// Indices into the name tables of sysfs_names.h, spelled out so tests read like the docs.
-constexpr int kSuccess = 0;            // status "success"
-constexpr int kMemEccUncorrected = 1;  // stats/hardware/mem_ecc_uncorrected
-constexpr int kDriverMemory = 4;       // host category "driver_memory"
-constexpr int kTxBytes = 0;            // EFA port counter "tx_bytes"
-constexpr int kRxBytes = 2;
+// Positions in the snapshot's set-like arrays, by their typed handles (core/driver/counters.h).
+constexpr size_t kSuccess = Index(StatusCounter::success);
+constexpr size_t kDriverMemory = Index(HostMemCategory::driver_memory);
+
+// Every field of a counter struct equals `v`.
+template <typename Counters>
+void ExpectAll(const Counters& counters, std::optional<uint64_t> v) {
+  for (auto member : Counters::Members()) EXPECT_EQ(counters.*member, v);
+}
 
 Inventory MakeInventory(const InstanceSpec& spec, int lnc) {
   Inventory inv;
@@ -105,7 +108,7 @@ TEST_F(SamplerTest, PostProbeValues) {
   for (const DeviceSample& d : s->devices) {
     SCOPED_TRACE(d.index);
     EXPECT_EQ(d.state, DeviceState::kReady);
-    for (const auto& ecc : d.ecc) EXPECT_EQ(ecc, 0u);
+    ExpectAll(d.hardware, 0u);
     ASSERT_TRUE(d.power.has_value());
     EXPECT_EQ(d.power->status, PowerStatus::kNoData);
     EXPECT_EQ(d.power->epoch_s, 0);
@@ -114,15 +117,15 @@ TEST_F(SamplerTest, PostProbeValues) {
     EXPECT_EQ(d.serial_number->size(), 16u);  // "%016llx"
     EXPECT_EQ(d.host_mem[kDriverMemory].total, 4194304u);
     EXPECT_EQ(d.host_mem[kDriverMemory].peak, 4194304u);
-    EXPECT_EQ(d.host_mem[0].total, 0u);
+    EXPECT_EQ(d.host_mem[Index(HostMemCategory::dma_buffers)].total, 0u);
     ASSERT_EQ(d.cores.size(), 2u);
     for (const CoreSample& c : d.cores) {
-      EXPECT_EQ(c.other_info[kResetReqCount].total, 1u);
-      EXPECT_EQ(c.other_info[kResetReqCount].present, 1u);
-      EXPECT_EQ(c.other_info[kNcTimeInUse].total, 0u);
+      EXPECT_EQ(c.other_info.reset_req_count.total, 1u);
+      EXPECT_EQ(c.other_info.reset_req_count.present, 1u);
+      EXPECT_EQ(c.other_info.nc_time_in_use.total, 0u);
       EXPECT_EQ(c.status[kSuccess].total, 0u);
       EXPECT_EQ(c.device_mem.total, 0u);
-      EXPECT_EQ(c.device_mem_by_category[0].peak, 0u);
+      EXPECT_EQ(c.device_mem_by_category[Index(DeviceMemCategory::model_code)].peak, 0u);
       ASSERT_TRUE(c.pe_counters.has_value());
       ASSERT_EQ(c.pe_counters->size(), 4u);
       EXPECT_EQ((*c.pe_counters)[3].row_group, 3);
@@ -138,8 +141,8 @@ TEST_F(SamplerTest, PostProbeValues) {
     EXPECT_EQ(e.phys_state_name, "LinkUp");
     EXPECT_EQ(e.rate, "100 Gb/sec (4X EDR)");
     EXPECT_EQ(e.rate_gbps, 100.0);
-    for (const auto& v : e.port_counters) EXPECT_EQ(v, 0u);
-    for (const auto& v : e.device_counters) EXPECT_EQ(v, 0u);
+    ExpectAll(e.port_counters, 0u);
+    ExpectAll(e.device_counters, 0u);
   }
   EXPECT_THAT(s->processes, IsEmpty());
 }
@@ -168,10 +171,10 @@ TEST_F(SamplerTest, HotSampleSeesEccStateAndMemoryTotalsAndCarriesTheRest) {
   auto hot = sampler_->Sample(SampleKind::kHot);
   EXPECT_EQ(hot->kind, SampleKind::kHot);
   EXPECT_THAT(hot->errors, IsEmpty());
-  EXPECT_EQ(hot->FindDevice(3)->ecc[kMemEccUncorrected], 2u);
+  EXPECT_EQ(hot->FindDevice(3)->hardware.mem_ecc_uncorrected, 2u);
   EXPECT_EQ(hot->FindDevice(4)->state, DeviceState::kInvalid);
   EXPECT_EQ(hot->FindDevice(5)->cores[1].device_mem.total, 65536u);
-  EXPECT_EQ(hot->FindDevice(5)->host_mem[1].total, 4096u);  // "tensors"
+  EXPECT_EQ(hot->FindDevice(5)->host_mem[Index(HostMemCategory::tensors)].total, 4096u);
   // Not hot: peak and power wait for the full sweep, and say which sweep read them.
   EXPECT_EQ(hot->FindDevice(5)->cores[1].device_mem.peak, 0u);
   EXPECT_EQ(hot->FindDevice(0)->power->status, PowerStatus::kNoData);
@@ -251,14 +254,14 @@ TEST_F(SamplerTest, ResetCountersFollowAStateChange) {
           .ok());
   auto s = sampler_->Sample(SampleKind::kHot);
   EXPECT_EQ(s->devices[0].state, DeviceState::kReset);
-  EXPECT_EQ(s->devices[0].cores[0].other_info[kResetReqCount].total, 2u);
+  EXPECT_EQ(s->devices[0].cores[0].other_info.reset_req_count.total, 2u);
 }
 
 TEST_F(SamplerTest, UnpluggedDeviceIsAbsentAndReturnsReadAfresh) {
   Start("inf2.24xlarge");
   sampler_->Sample(SampleKind::kFull);
   ASSERT_TRUE(tree_->AddHardwareErrors(5, "sram_ecc_uncorrected", 9).ok());
-  EXPECT_EQ(sampler_->Sample(SampleKind::kHot)->FindDevice(5)->ecc[0], 9u);
+  EXPECT_EQ(sampler_->Sample(SampleKind::kHot)->FindDevice(5)->hardware.sram_ecc_uncorrected, 9u);
   ASSERT_TRUE(tree_->RemoveDevice(5).ok());
   for (SampleKind kind : {SampleKind::kHot, SampleKind::kFull}) {
     auto s = sampler_->Sample(kind);
@@ -270,7 +273,7 @@ TEST_F(SamplerTest, UnpluggedDeviceIsAbsentAndReturnsReadAfresh) {
   ASSERT_TRUE(tree_->AddDevice(5).ok());
   auto s = sampler_->Sample(SampleKind::kHot);
   ASSERT_NE(s->FindDevice(5), nullptr);
-  EXPECT_EQ(s->FindDevice(5)->ecc[0], 0u);
+  EXPECT_EQ(s->FindDevice(5)->hardware.sram_ecc_uncorrected, 0u);
   EXPECT_EQ(s->FindDevice(5)->full_generation, s->generation);
   EXPECT_TRUE(s->FindDevice(5)->power.has_value());
   EXPECT_THAT(s->errors, IsEmpty());
@@ -279,12 +282,12 @@ TEST_F(SamplerTest, UnpluggedDeviceIsAbsentAndReturnsReadAfresh) {
 TEST_F(SamplerTest, ReplugBetweenTwoSamplesIsReadThroughTheNewDirectory) {
   Start("trn1.2xlarge");
   ASSERT_TRUE(tree_->AddHardwareErrors(0, "mem_ecc_uncorrected", 4).ok());
-  EXPECT_EQ(sampler_->Sample(SampleKind::kFull)->devices[0].ecc[kMemEccUncorrected], 4u);
+  EXPECT_EQ(sampler_->Sample(SampleKind::kFull)->devices[0].hardware.mem_ecc_uncorrected, 4u);
   ASSERT_TRUE(tree_->RemoveDevice(0).ok());
   ASSERT_TRUE(tree_->AddDevice(0).ok());
   auto s = sampler_->Sample(SampleKind::kHot);
   ASSERT_EQ(s->devices.size(), 1u);
-  EXPECT_EQ(s->devices[0].ecc[kMemEccUncorrected], 0u);
+  EXPECT_EQ(s->devices[0].hardware.mem_ecc_uncorrected, 0u);
 }
 
 TEST_F(SamplerTest, EfaCountersAndEfaDown) {
@@ -293,8 +296,8 @@ TEST_F(SamplerTest, EfaCountersAndEfaDown) {
   ASSERT_TRUE(tree_->AddEfaCounter(name, "tx_bytes", 123456).ok());
   auto s = sampler_->Sample(SampleKind::kFull);
   ASSERT_NE(s->FindEfa(name), nullptr);
-  EXPECT_EQ(s->FindEfa(name)->port_counters[kTxBytes], 123456u);
-  EXPECT_EQ(s->FindEfa(name)->port_counters[kRxBytes], 0u);
+  EXPECT_EQ(s->FindEfa(name)->port_counters.tx_bytes, 123456u);
+  EXPECT_EQ(s->FindEfa(name)->port_counters.rx_bytes, 0u);
   ASSERT_TRUE(tree_->RemoveEfa(name).ok());
   s = sampler_->Sample(SampleKind::kFull);
   EXPECT_EQ(s->FindEfa(name), nullptr);
@@ -303,14 +306,14 @@ TEST_F(SamplerTest, EfaCountersAndEfaDown) {
   ASSERT_TRUE(tree_->AddEfa(name).ok());
   s = sampler_->Sample(SampleKind::kFull);
   ASSERT_NE(s->FindEfa(name), nullptr);
-  EXPECT_EQ(s->FindEfa(name)->port_counters[kTxBytes], 0u);
+  EXPECT_EQ(s->FindEfa(name)->port_counters.tx_bytes, 0u);
 
   // A counter file an older kernel lacks: absent, not 0, and no error.
   const std::string other(spec_->efas[0].name);
   fs::remove(RootPaths(root_).InfinibandClassDir() / other / "ports/1/hw_counters/rdma_write_wrs");
   s = sampler_->Sample(SampleKind::kFull);
-  EXPECT_FALSE(s->FindEfa(other)->port_counters[13].has_value());  // rdma_write_wrs
-  EXPECT_EQ(s->FindEfa(other)->port_counters[0], 0u);
+  EXPECT_FALSE(s->FindEfa(other)->port_counters.rdma_write_wrs.has_value());
+  EXPECT_EQ(s->FindEfa(other)->port_counters.tx_bytes, 0u);
   EXPECT_THAT(s->errors, IsEmpty());
 }
 
@@ -333,16 +336,16 @@ TEST_F(SamplerTest, BadFilesAreAbsentWithErrorsNamingThemAndNothingElseIsLost) {
   ASSERT_EQ(s->devices.size(), 1u);
   const DeviceSample& dev = s->devices[0];
   EXPECT_FALSE(dev.state.has_value());
-  EXPECT_FALSE(dev.ecc[kMemEccUncorrected].has_value());
-  EXPECT_EQ(dev.ecc[0], 0u);
+  EXPECT_FALSE(dev.hardware.mem_ecc_uncorrected.has_value());
+  EXPECT_EQ(dev.hardware.sram_ecc_uncorrected, 0u);
   EXPECT_FALSE(dev.power.has_value());
   EXPECT_FALSE(dev.serial_number.has_value());
   EXPECT_FALSE(dev.cores[0].status[kSuccess].total.has_value());
   EXPECT_EQ(dev.cores[0].status[kSuccess].present, 0u);
   EXPECT_FALSE(dev.cores[0].status[2].total.has_value());  // timeout: missing
   EXPECT_FALSE(dev.cores[0].device_mem.total.has_value());
-  EXPECT_FALSE(dev.cores[0].other_info[kFlopCount].present.has_value());
-  EXPECT_EQ(dev.cores[0].other_info[kFlopCount].total, 0u);
+  EXPECT_FALSE(dev.cores[0].other_info.flop_count.present.has_value());
+  EXPECT_EQ(dev.cores[0].other_info.flop_count.total, 0u);
   EXPECT_FALSE(dev.cores[0].pe_counters.has_value());
   EXPECT_EQ(dev.cores[0].host_mem.total, 4194304u);
   for (const CounterPair& p : dev.cores[1].status) EXPECT_FALSE(p.total.has_value());
@@ -389,7 +392,7 @@ TEST_F(SamplerTest, OutOfDescriptorsFallsBackToFullPathsAndLosesNothing) {
   ASSERT_EQ(s->devices.size(), 1u);
   for (const CoreSample& c : s->devices[0].cores) {
     for (const CounterPair& p : c.status) EXPECT_EQ(p.total, 0u);
-    EXPECT_EQ(c.other_info[kResetReqCount].total, 1u);
+    EXPECT_EQ(c.other_info.reset_req_count.total, 1u);
   }
   for (const std::string& e : s->errors) {
     EXPECT_THAT(e, ::testing::Not(HasSubstr("/sys/"))) << "no sysfs file may be lost";
@@ -555,7 +558,7 @@ TEST_F(SamplerTest, OneAndTwoThreadsReadTheSame) {
     const DeviceSample& x = single->devices[i];
     const DeviceSample& y = both->devices[i];
     EXPECT_EQ(x.index, y.index);
-    EXPECT_EQ(x.ecc, y.ecc);
+    EXPECT_EQ(x.hardware, y.hardware);
     EXPECT_EQ(x.host_mem, y.host_mem);
     for (size_t c = 0; c < x.cores.size(); ++c) {
       EXPECT_EQ(x.cores[c].status, y.cores[c].status);

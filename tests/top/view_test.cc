@@ -66,7 +66,7 @@ Snapshot MakeSnapshot(std::chrono::steady_clock::time_point t, uint64_t busy0, u
   DeviceSample d;
   d.index = 0;
   d.state = DeviceState::kReady;
-  d.ecc = {0, 0, 0};
+  d.hardware = {0, 0, 0};
   for (size_t i = 0; i < d.host_mem.size(); ++i) d.host_mem[i].total = 0;
   d.host_mem[HostCategory("dma_buffers")].total = 10;
   d.host_mem[HostCategory("tensors")].total = 20;
@@ -77,9 +77,9 @@ Snapshot MakeSnapshot(std::chrono::steady_clock::time_point t, uint64_t busy0, u
     CoreSample c;
     c.physical_index = p;
     for (auto& st : c.status) st.total = 0;
-    for (auto& o : c.other_info) o.total = 0;
-    c.other_info[kNcTimeInUse].total = p == 0 ? busy0 : 0;
-    c.other_info[kFlopCount].total = p == 0 ? flops0 : 0;
+    for (auto member : OtherInfoCounters::Members()) (c.other_info.*member).total = 0;
+    c.other_info.nc_time_in_use.total = p == 0 ? busy0 : 0;
+    c.other_info.flop_count.total = p == 0 ? flops0 : 0;
     c.device_mem.total = 1550;  // 1500 in the five categories + 50 driver memory
     c.host_mem.total = p == 0 ? 4194304 : 0;
     for (auto& m : c.device_mem_by_category) m.total = 0;

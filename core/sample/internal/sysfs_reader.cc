@@ -128,6 +128,18 @@ void ReadPair(DirHandle& dir, const std::array<std::string, 2>& names, ReadConte
   p->present = ReadCounter(dir, names[1], ctx);
 }
 
+// The fields of `out` whose row in the list is of `sweep`; `names` and `sweeps` are the list's,
+// in the order of Counters::Members().
+template <typename Counters, size_t N>
+void ReadCounters(DirHandle& dir, const std::array<std::string, N>& names,
+                  const std::array<Sweep, N>& sweeps, Sweep sweep, ReadContext& ctx,
+                  Counters* out) {
+  static_assert(Counters::Members().size() == N);
+  for (size_t i = 0; i < N; ++i) {
+    if (sweeps[i] == sweep) out->*Counters::Members()[i] = ReadCounter(dir, names[i], ctx);
+  }
+}
+
 // "xrow_grp,mm_active,wl_active,idle\n" then "%d,%llu,%llu,%llu\n" per row group. The driver
 // formats into 256 bytes, so a last row cut short without its newline is dropped, not an error.
 std::optional<std::vector<PeCounterRow>> ParsePe(std::string_view text) {
@@ -210,9 +222,8 @@ bool DeviceReader::ReadHot(DeviceSample* d, ReadContext& ctx) {
   } else if (dev_.gone()) {
     return false;
   }
-  for (size_t i = 0; i < kHardwareCounters.size(); ++i) {
-    d->ecc[i] = ReadCounter(stats_, n.hardware[i], ctx);
-  }
+  ReadCounters(stats_, n.hardware, kHardwareSweeps, Sweep::kHot, ctx, &d->hardware);
+  ReadGroups(d, Sweep::kHot, ctx);
   for (size_t c = 0; c < kHostMemCategories.size(); ++c) {
     d->host_mem[c].total = ReadCounter(stats_, n.host_mem_cat[c][0], ctx);
   }
@@ -254,7 +265,8 @@ bool DeviceReader::ReadFull(DeviceSample* d, ReadContext& ctx) {
     d->host_mem[c].present = ReadCounter(stats_, n.host_mem_cat[c][1], ctx);
     d->host_mem[c].peak = ReadCounter(stats_, n.host_mem_cat[c][2], ctx);
   }
-  ReadGroups(d, ctx);
+  ReadCounters(stats_, n.hardware, kHardwareSweeps, Sweep::kFull, ctx, &d->hardware);
+  ReadGroups(d, Sweep::kFull, ctx);
   for (size_t c = 0; c < cores_.size(); ++c) {
     CoreDirs& dirs = cores_[c];
     CoreSample& core = d->cores[c];
@@ -269,7 +281,8 @@ bool DeviceReader::ReadFull(DeviceSample* d, ReadContext& ctx) {
       ReadMem(dirs.memory, n.device_mem_cat[k], ctx, &core.device_mem_by_category[k]);
     }
     for (size_t i = 0; i < kOtherInfo.size(); ++i) {
-      ReadPair(dirs.other_info, n.other_info[i], ctx, &core.other_info[i]);
+      ReadPair(dirs.other_info, n.other_info[i], ctx,
+               &(core.other_info.*OtherInfoCounters::Members()[i]));
     }
     core.pe_counters.reset();
     if (ReadText(dirs.tensor_engine, kPe, ctx, &t)) {
@@ -285,21 +298,21 @@ bool DeviceReader::ReadFull(DeviceSample* d, ReadContext& ctx) {
   return true;
 }
 
-// Only the groups the device's tree holds: a generation without them costs no failed open.
-void DeviceReader::ReadGroups(DeviceSample* d, ReadContext& ctx) {
+// Only the groups the device's tree holds: a generation without them costs no failed open, and
+// their fields stay absent.
+void DeviceReader::ReadGroups(DeviceSample* d, Sweep sweep, ReadContext& ctx) {
   const Names& n = N();
-  d->health_status = {};
   if (groups_.Has(NodeGroup::kHealthStatus)) {
-    for (size_t i = 0; i < kHealthStatusFiles.size(); ++i) {
-      d->health_status[i] = ReadCounter(stats_, n.health_status[i], ctx);
-    }
+    ReadCounters(stats_, n.health_status, kHealthStatusSweeps, sweep, ctx, &d->health_status);
+  } else {
+    d->health_status = {};
   }
-  d->ecc_corrected = {};
   if (groups_.Has(NodeGroup::kEccCorrected)) {
-    for (size_t i = 0; i < kEccCorrected.size(); ++i) {
-      d->ecc_corrected[i] = ReadCounter(stats_, n.ecc_corrected[i], ctx);
-    }
+    ReadCounters(stats_, n.ecc_corrected, kEccCorrectedSweeps, sweep, ctx, &d->ecc_corrected);
+  } else {
+    d->ecc_corrected = {};
   }
+  if (sweep != Sweep::kFull) return;
   d->power_raw.reset();
   Text t;
   if (groups_.Has(NodeGroup::kUtilizationRaw) && ReadText(stats_, n.power_raw, ctx, &t)) {
@@ -319,7 +332,8 @@ void DeviceReader::ReadExitCounters(DeviceSample* d, ReadContext& ctx) {
       d->cores[c].status[i].total = ReadCounter(cores_[c].status, n.status[i][0], ctx);
     }
     for (size_t i = 0; i < kOtherInfo.size(); ++i) {
-      d->cores[c].other_info[i].total = ReadCounter(cores_[c].other_info, n.other_info[i][0], ctx);
+      (d->cores[c].other_info.*OtherInfoCounters::Members()[i]).total =
+          ReadCounter(cores_[c].other_info, n.other_info[i][0], ctx);
     }
   }
 }
@@ -370,12 +384,8 @@ bool EfaReader::Read(EfaSample* e, ReadContext& ctx) {
                                   counter_files::Shown(t.view())));
     }
   }
-  for (size_t i = 0; i < kEfaPortCounters.size(); ++i) {
-    e->port_counters[i] = ReadCounter(port_, n.efa_port[i], ctx);
-  }
-  for (size_t i = 0; i < kEfaDeviceCounters.size(); ++i) {
-    e->device_counters[i] = ReadCounter(ibdev_, n.efa_device[i], ctx);
-  }
+  ReadCounters(port_, n.efa_port, kEfaPortSweeps, Sweep::kFull, ctx, &e->port_counters);
+  ReadCounters(ibdev_, n.efa_device, kEfaDeviceSweeps, Sweep::kFull, ctx, &e->device_counters);
   return true;
 }
 

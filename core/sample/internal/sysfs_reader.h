@@ -38,8 +38,8 @@ class DeviceReader {
 
   // Each returns false when the device's directory is gone (unplugged); the sample is then
   // meaningless. `d` must have this device's shape (Empty() or a copy of an earlier sample).
-  // The hot set: state, ECC, host memory category totals, per-core device_mem and host_mem
-  // totals.
+  // The hot set: state, the counters of the lists' Sweep::kHot rows (core/driver/counters.h),
+  // host memory category totals, per-core device_mem and host_mem totals.
   bool ReadHot(DeviceSample* d, ReadContext& ctx);
   // Every file, those of the device's optional node groups included.
   bool ReadFull(DeviceSample* d, ReadContext& ctx);
@@ -56,7 +56,8 @@ class DeviceReader {
     counter_files::DirHandle tensor_engine;  // neuron_core<i>/stats/tensor_engine
   };
 
-  void ReadGroups(DeviceSample* d, ReadContext& ctx);
+  // The files of the device's optional node groups whose rows are of `sweep`.
+  void ReadGroups(DeviceSample* d, Sweep sweep, ReadContext& ctx);
 
   int index_;
   NodeGroups groups_;
