@@ -23,8 +23,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench/stats.h"

@@ -57,17 +57,13 @@ int Main(int argc, char** argv) {
   // The words after "--" of ctl, exec and pod run (command.h); the verbs keep a reference.
   neuron::sim::CommandTail tail;
   // In `neuron-sim --help`'s order.
-  const std::vector<Command> commands{neuron::sim::AddUpCommand(app),
-                                      neuron::sim::AddCtlCommand(app, tail),
-                                      neuron::sim::AddRunCommand(app),
-                                      neuron::sim::AddExecCommand(app, tail),
-                                      neuron::sim::AddKubeletCommand(app),
-                                      neuron::sim::AddPodCommand(app, tail),
-                                      neuron::sim::AddPredictCommand(app),
-                                      neuron::sim::AddClusterCommand(app),
-                                      neuron::sim::AddJobCommand(app),
-                                      neuron::sim::AddApiServerCommand(app),
-                                      neuron::sim::AddScheduleCommand(app)};
+  const std::vector<Command> commands{
+      neuron::sim::AddUpCommand(app),      neuron::sim::AddCtlCommand(app, tail),
+      neuron::sim::AddRunCommand(app),     neuron::sim::AddExecCommand(app, tail),
+      neuron::sim::AddKubeletCommand(app), neuron::sim::AddPodCommand(app, tail),
+      neuron::sim::AddPredictCommand(app), neuron::sim::AddClusterCommand(app),
+      neuron::sim::AddJobCommand(app),     neuron::sim::AddApiServerCommand(app),
+      neuron::sim::AddScheduleCommand(app)};
   argc = tail.Split(argc, argv);
   try {
     app.parse(argc, argv);

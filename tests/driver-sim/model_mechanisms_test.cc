@@ -56,7 +56,7 @@ TEST(ModelMechanisms, DmaOverlapsItsOpButOpsDoNotOverlapEachOther) {
   const nrt::OpCost both = nrt::CostOp(op, e);
   EXPECT_EQ(both.dma_ns, 3676);
   EXPECT_EQ(both.ns, compute_only.ns + 1300);  // only the ~1.3 us DMA start shows
-  op.bytes = 1e8;                             // now the DMA is the longer term
+  op.bytes = 1e8;                              // now the DMA is the longer term
   const nrt::OpCost memory = nrt::CostOp(op, e);
   EXPECT_EQ(memory.bound, nrt::Bound::kMemory);
   EXPECT_EQ(memory.ns, memory.dma_ns + memory.fixed_ns);
