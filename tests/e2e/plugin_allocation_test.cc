@@ -173,6 +173,43 @@ TEST(AllocationTest, WholeDevicePodsAndCorePodsNeverShareACore) {
 }
 
 // Bad requests straight to the plugin's socket, as a broken or racing kubelet could send them.
+// GetPreferredAllocation: garbage in, a best effort out, never an error.
+void ExpectPreferencesAreABestEffort(v1beta1::DevicePlugin::Stub& stub) {
+  std::vector<std::string> seventeen;
+  for (int i = 0; i <= 16; ++i) seventeen.push_back(std::to_string(i));
+  v1beta1::PreferredAllocationRequest request;
+  auto* a = request.add_container_requests();
+  for (const char* id :
+       {"99", "x", "2", "3", "2", "7", "8", "9", "-1", "007", "", "99999999999999"}) {
+    a->add_available_deviceids(id);
+  }
+  a->add_must_include_deviceids("zz");  // not offered: a best effort leaves it out
+  a->add_must_include_deviceids("7");
+  a->set_allocation_size(3);
+  auto* b = request.add_container_requests();  // nothing to choose from
+  b->set_allocation_size(4);
+  auto* huge = request.add_container_requests();
+  for (const std::string& id : seventeen) huge->add_available_deviceids(id);
+  huge->set_allocation_size(1 << 30);
+  auto* more = request.add_container_requests();  // asks for more than is offered
+  more->add_available_deviceids("0");
+  more->set_allocation_size(40);
+  v1beta1::PreferredAllocationResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 10s);
+  grpc::Status s = stub.GetPreferredAllocation(&context, request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(response.container_responses_size(), 4);
+  std::vector<std::string> first(response.container_responses(0).deviceids().begin(),
+                                 response.container_responses(0).deviceids().end());
+  EXPECT_EQ(first.size(), 3u);
+  EXPECT_NE(std::find(first.begin(), first.end(), "7"), first.end());
+  for (const std::string& id : first) {
+    EXPECT_TRUE(id == "7" || id == "8" || id == "9" || id == "2" || id == "3") << id;
+  }
+  EXPECT_EQ(response.container_responses(3).deviceids_size(), 1) << "best effort: what exists";
+}
+
 TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
   AgentNode node({});
   const std::string endpoint = node.kubelet().Resource(kNeuron)->endpoint;
@@ -237,38 +274,7 @@ TEST(AllocationTest, BadRequestsGetClearErrorsAndPreferencesNeverFail) {
   EXPECT_NE(unhealthy.error_message().find("unhealthy IDs \"5\""), std::string::npos)
       << unhealthy.error_message();
 
-  // GetPreferredAllocation: garbage in, a best effort out, never an error.
-  v1beta1::PreferredAllocationRequest request;
-  auto* a = request.add_container_requests();
-  for (const char* id :
-       {"99", "x", "2", "3", "2", "7", "8", "9", "-1", "007", "", "99999999999999"}) {
-    a->add_available_deviceids(id);
-  }
-  a->add_must_include_deviceids("zz");  // not offered: a best effort leaves it out
-  a->add_must_include_deviceids("7");
-  a->set_allocation_size(3);
-  auto* b = request.add_container_requests();  // nothing to choose from
-  b->set_allocation_size(4);
-  auto* huge = request.add_container_requests();
-  for (const std::string& id : seventeen) huge->add_available_deviceids(id);
-  huge->set_allocation_size(1 << 30);
-  auto* more = request.add_container_requests();  // asks for more than is offered
-  more->add_available_deviceids("0");
-  more->set_allocation_size(40);
-  v1beta1::PreferredAllocationResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 10s);
-  grpc::Status s = stub->GetPreferredAllocation(&context, request, &response);
-  ASSERT_TRUE(s.ok()) << s.error_message();
-  ASSERT_EQ(response.container_responses_size(), 4);
-  std::vector<std::string> first(response.container_responses(0).deviceids().begin(),
-                                 response.container_responses(0).deviceids().end());
-  EXPECT_EQ(first.size(), 3u);
-  EXPECT_NE(std::find(first.begin(), first.end(), "7"), first.end());
-  for (const std::string& id : first) {
-    EXPECT_TRUE(id == "7" || id == "8" || id == "9" || id == "2" || id == "3") << id;
-  }
-  EXPECT_EQ(response.container_responses(3).deviceids_size(), 1) << "best effort: what exists";
+  ExpectPreferencesAreABestEffort(*stub);
 }
 
 // `neuron-sim pod run -- CMD` execs CMD with the plugin's environment: a real workload runs on

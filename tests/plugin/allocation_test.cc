@@ -148,8 +148,8 @@ struct Grant {
   std::vector<std::string> cdi;              // CDI device names: whole devices
 };
 
-TEST(AllocateTest, EachRequestGetsItsDevicesCoresAndCdiNames) {
-  const std::vector<Grant> cases = {
+std::vector<Grant> GrantCases() {
+  return {
       {"two whole devices",
        Resource::kNeuron,
        {"1", "0"},
@@ -205,6 +205,10 @@ TEST(AllocateTest, EachRequestGetsItsDevicesCoresAndCdiNames) {
        "1-2",
        {"aws.amazon.com/neuron=1", "aws.amazon.com/neuron=2"}},
   };
+}
+
+TEST(AllocateTest, EachRequestGetsItsDevicesCoresAndCdiNames) {
+  const std::vector<Grant> cases = GrantCases();
   const std::shared_ptr<const NodeView> view = TestView();
   for (const Grant& c : cases) {
     absl::StatusOr<std::vector<ContainerPlan>> plans =

@@ -74,78 +74,88 @@ std::string ReasonOf(const Hardware& hw, bool efa) {
   return hw.devices.empty() ? "no device" : hw.devices[0].reason;
 }
 
-TEST_F(HealthTest, EvidenceComesAndGoesAsThePolicySays) {
+// Device 0's life: each step, the reason under the default policy and with one kind off.
+// `set_sram` writes device 0's uncorrected SRAM ECC counter.
+std::vector<Step> DeviceSteps(const std::function<void(int)>& set_sram) {
   const auto ready = DeviceState::kReady;
-  const std::vector<Step> device_steps = {
+  return {
       {"appears READY; the first poll takes the baseline",
-       [&](HealthEvidence& h) {
+       [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceAdded, ready));
          h.PollEcc();
        },
        "", &HealthPolicy::ecc, ""},
       {"an uncorrected SRAM error",
-       [&](HealthEvidence& h) {
-         SetSramUncorrected(1);
+       [=](HealthEvidence& h) {
+         set_sram(1);
          h.PollEcc();
        },
        "uncorrected ECC errors", &HealthPolicy::ecc, ""},
       {"a NEURON_HW_ERR record as well: ECC is named first",
-       [&](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); },
+       [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); },
        "uncorrected ECC errors", &HealthPolicy::ecc, "NEURON_HW_ERR record"},
       {"in reset",
-       [&](HealthEvidence& h) {
+       [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceStateChanged, DeviceState::kReset));
        },
        "state RESET", &HealthPolicy::state, "uncorrected ECC errors"},
       {"READY again: a new baseline forgets the old evidence",
-       [&](HealthEvidence& h) {
+       [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceStateChanged, ready));
          h.PollEcc();
        },
        "", &HealthPolicy::hw_errors, ""},
       {"a NEURON_HW_ERR record alone",
-       [&](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); },
+       [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); },
        "NEURON_HW_ERR record", &HealthPolicy::hw_errors, ""},
       {"unplugged: absent, and listed still",
-       [&](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kDeviceRemoved)); }, "absent",
+       [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kDeviceRemoved)); }, "absent",
        &HealthPolicy::absence, "NEURON_HW_ERR record"},
       {"replugged: a new baseline",
-       [&](HealthEvidence& h) {
+       [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceAdded, ready));
          h.PollEcc();
        },
        "", &HealthPolicy::absence, ""},
       {"a counter that restarted lower is the new baseline, not evidence",
-       [&](HealthEvidence& h) {
-         SetSramUncorrected(0);
+       [=](HealthEvidence& h) {
+         set_sram(0);
          h.PollEcc();
        },
        "", &HealthPolicy::ecc, ""},
       {"and rising from there is evidence",
-       [&](HealthEvidence& h) {
-         SetSramUncorrected(1);
+       [=](HealthEvidence& h) {
+         set_sram(1);
          h.PollEcc();
        },
        "uncorrected ECC errors", &HealthPolicy::ecc, ""},
       {"a state that cannot be read",
-       [&](HealthEvidence& h) {
+       [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceStateChanged, std::nullopt));
        },
        "state unknown", &HealthPolicy::state, "uncorrected ECC errors"},
   };
-  const std::vector<Step> efa_steps = {
+}
+
+std::vector<Step> EfaSteps() {
+  return {
       {"EFA appears ACTIVE",
-       [&](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaAdded, "ACTIVE")); }, "",
+       [](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaAdded, "ACTIVE")); }, "",
        &HealthPolicy::efa_port, ""},
       {"EFA port DOWN",
-       [&](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaPortStateChanged, "DOWN")); },
+       [](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaPortStateChanged, "DOWN")); },
        "port DOWN", &HealthPolicy::efa_port, ""},
       {"EFA port state unreadable",
-       [&](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaPortStateChanged, "")); },
+       [](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaPortStateChanged, "")); },
        "port unknown", &HealthPolicy::efa_port, ""},
-      {"EFA removed", [&](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaRemoved)); },
+      {"EFA removed", [](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaRemoved)); },
        "absent", &HealthPolicy::absence, ""},
   };
+}
+
+TEST_F(HealthTest, EvidenceComesAndGoesAsThePolicySays) {
+  const std::vector<Step> device_steps = DeviceSteps([this](int n) { SetSramUncorrected(n); });
+  const std::vector<Step> efa_steps = EfaSteps();
   HealthEvidence evidence(RootPaths(root_), ComponentLogger("test.health"));
   for (const auto* steps : {&device_steps, &efa_steps}) {
     const bool efa = steps == &efa_steps;

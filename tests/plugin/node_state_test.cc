@@ -63,9 +63,9 @@ struct Step {
   size_t pending;  // Allocates not yet confirmed by PodResources
 };
 
-TEST(NodeStateTest, ListsFollowFaultsHoldingsAndReleases) {
-  const Clock::time_point t0 = Clock::now();
-  const std::vector<Step> steps = {
+// Faults and Allocates, PodResources not yet heard from.
+std::vector<Step> AllocateSteps() {
+  return {
       {"the catalog's hardware, all healthy",
        [](NodeState&, Hardware&) {},
        {{Resource::kNeuron, "0", "Healthy"},
@@ -109,6 +109,12 @@ TEST(NodeStateTest, ListsFollowFaultsHoldingsAndReleases) {
        },
        {{Resource::kNeuronCore, "6", "Healthy"}},
        2},
+  };
+}
+
+// PodResources speaks for the holdings, the grace runs out, the device recovers.
+std::vector<Step> PodResourcesSteps(Clock::time_point t0) {
+  return {
       {"PodResources shows both holdings: they stay, now on its word",
        [t0](NodeState& s, Hardware&) {
          s.SetPodAssignments(Shows({{Resource::kNeuron, {"0"}}, {Resource::kNeuronCore, {"4"}}}),
@@ -147,6 +153,18 @@ TEST(NodeStateTest, ListsFollowFaultsHoldingsAndReleases) {
        {{Resource::kNeuron, "5", "Healthy"}, {Resource::kNeuronCore, "11", "Healthy"}},
        0},
   };
+}
+
+// The node's life in steps: what each does and what the lists say after it.
+std::vector<Step> LifeSteps() {
+  const Clock::time_point t0 = Clock::now();
+  std::vector<Step> steps = AllocateSteps();
+  for (Step& s : PodResourcesSteps(t0)) steps.push_back(std::move(s));
+  return steps;
+}
+
+TEST(NodeStateTest, ListsFollowFaultsHoldingsAndReleases) {
+  const std::vector<Step> steps = LifeSteps();
   NodeState state(kGrace);
   Hardware hw = CatalogHardware("trn1.32xlarge");
   state.SetHardware(hw);

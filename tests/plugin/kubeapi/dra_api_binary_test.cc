@@ -30,17 +30,23 @@ json Spec(const std::vector<std::string>& devices) {
           {"devices", std::move(list)}};
 }
 
-TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
-  neuron::testing::TempDir dir;
-  const auto& d = dir.path();
+// `neuron-sim apiserver` in `d` with token "t" and one unallocated claim, ml/c1; ready when
+// d/apiserver.json exists.
+pid_t StartStandIn(const std::filesystem::path& d) {
   neuron::testing::WriteFile(d / "token", "t\n");
   neuron::testing::WriteFile(d / "objects.json",
                              R"([{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
            "metadata":{"name":"c1","namespace":"ml"},"spec":{}}])");
-  const pid_t api = neuron::testing::StartProcess(
+  return neuron::testing::StartProcess(
       {NEURON_SIM_BIN, "apiserver", "--dir", d.string(), "--token-file", (d / "token").string(),
        "--node", "node-1", "--load", (d / "objects.json").string()},
       d / "api.out", d / "api.err");
+}
+
+TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
+  neuron::testing::TempDir dir;
+  const auto& d = dir.path();
+  const pid_t api = StartStandIn(d);
   ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(d / "apiserver.json"); },
                         std::chrono::seconds(20)))
       << ReadFile(d / "api.err");
