@@ -25,8 +25,6 @@
 #include "tests/driver-sim/sim_tree_test_util.h"
 #include "tests/support/temp_dir.h"
 
-extern char** environ;
-
 namespace neuron::sim {
 namespace {
 
@@ -305,11 +303,13 @@ HelperRun RunUdevHelper(const fs::path& root, const std::vector<std::string>& ar
   // The helper is plain C and unsanitized; these only matter if a sanitizer is injected anyway.
   env_strings.push_back("ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0");
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::vector<std::string> argv_strings = {NEURON_UDEV_HELPER};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(argv_strings.size() + 1);
   for (std::string& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
