@@ -158,6 +158,115 @@ class Kubelet final : public v1beta1::Registration::Service {
   std::map<std::string, std::string> endpoints_;
 };
 
+const std::vector<std::string>& Resources() {
+  static const std::vector<std::string> kResources{
+      "aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "vpc.amazonaws.com/efa"};
+  return kResources;
+}
+
+bool AllRegistered(Kubelet& kubelet, int n) {
+  return std::all_of(Resources().begin(), Resources().end(),
+                     [&](const std::string& r) { return kubelet.count(r) >= n; });
+}
+
+// 1. Allocate and GetPreferredAllocation over the socket. False if a call fails.
+bool BenchAllocate(Kubelet& kubelet, int calls) {
+  auto core = v1beta1::DevicePlugin::NewStub(
+      grpc::CreateChannel("unix:" + kubelet.Socket("aws.amazon.com/neuroncore").string(),
+                          grpc::InsecureChannelCredentials()));
+  std::vector<double> alloc, gpa;
+  for (int i = 0; i < calls; ++i) {
+    v1beta1::AllocateRequest req;
+    auto* c = req.add_container_requests();
+    const int first = (i % 16) * 4;  // one device's four logical cores
+    for (int k = 0; k < 4; ++k) c->add_devices_ids(std::to_string(first + k));
+    v1beta1::AllocateResponse resp;
+    grpc::ClientContext ctx;
+    const Clock::time_point t = Clock::now();
+    if (!core->Allocate(&ctx, req, &resp).ok()) return false;
+    alloc.push_back(Ms(Clock::now() - t));
+
+    v1beta1::PreferredAllocationRequest preq;
+    auto* pc = preq.add_container_requests();
+    for (int k = 0; k < 64; ++k) pc->add_available_deviceids(std::to_string(k));
+    pc->set_allocation_size(1 + i % 16);
+    v1beta1::PreferredAllocationResponse presp;
+    grpc::ClientContext pctx;
+    const Clock::time_point t2 = Clock::now();
+    if (!core->GetPreferredAllocation(&pctx, preq, &presp).ok()) return false;
+    gpa.push_back(Ms(Clock::now() - t2));
+  }
+  std::printf("  Allocate (neuroncore, 4 cores)        p50 %.3f ms  p99 %.3f ms  (%d calls)\n",
+              Percentile(alloc, 0.5), Percentile(alloc, 0.99), calls);
+  std::printf("  GetPreferredAllocation (64 cores, 1-16) p50 %.3f ms  p99 %.3f ms\n",
+              Percentile(gpa, 0.5), Percentile(gpa, 0.99));
+  return true;
+}
+
+// 2. kubelet.sock re-created -> every resource registered again.
+void BenchReregistration(Kubelet& kubelet, int rounds) {
+  std::vector<double> rereg;
+  for (int i = 0; i < rounds; ++i) {
+    const int want = kubelet.count(Resources()[0]) + 1;
+    kubelet.Restart();
+    const Clock::time_point t = Clock::now();
+    WaitFor([&] { return AllRegistered(kubelet, want); }, 10s);
+    rereg.push_back(Ms(Clock::now() - t));
+  }
+  std::printf(
+      "  kubelet restart -> all 3 re-registered p50 %.1f ms  p99 %.1f ms  max %.1f ms (%d)\n",
+      Percentile(rereg, 0.5), Percentile(rereg, 0.99), Percentile(rereg, 1.0), rounds);
+}
+
+// 3. unplug -> ListAndWatch shows it Unhealthy. Watched on neuroncore (the device's first
+// core): the whole-device list is masked by the Allocates above, which no PodResources
+// releases here.
+void BenchUnplug(Kubelet& kubelet, const fs::path& root, const fs::path& tmp, int rounds) {
+  auto neuron = v1beta1::DevicePlugin::NewStub(
+      grpc::CreateChannel("unix:" + kubelet.Socket("aws.amazon.com/neuroncore").string(),
+                          grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  auto reader = neuron->ListAndWatch(&ctx, v1beta1::Empty());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::string> health;
+  std::map<std::string, Clock::time_point> changed;
+  std::thread t([&] {
+    v1beta1::ListAndWatchResponse msg;
+    while (reader->Read(&msg)) {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& d : msg.devices()) {
+        if (health[d.id()] != d.health()) changed[d.id()] = Clock::now();
+        health[d.id()] = d.health();
+      }
+      cv.notify_all();
+    }
+  });
+  std::vector<double> lat;
+  for (int i = 0; i < rounds; ++i) {
+    const std::string dev = std::to_string(i % 16);
+    const std::string core = std::to_string((i % 16) * 4);
+    const Clock::time_point start = Clock::now();
+    Wait(Spawn({NEURON_SIM_BIN, "ctl", "--root", root.string(), "unplug", "--device", dev},
+               (tmp / "ctl.log").string()));
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, 10s, [&] { return health[core] == "Unhealthy"; });
+      lat.push_back(Ms(changed[core] - start));
+    }
+    Wait(Spawn({NEURON_SIM_BIN, "ctl", "--root", root.string(), "plug", "--device", dev},
+               (tmp / "ctl.log").string()));
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, 10s, [&] { return health[core] == "Healthy"; });
+  }
+  ctx.TryCancel();
+  t.join();
+  std::printf(
+      "  ctl unplug -> ListAndWatch Unhealthy  p50 %.1f ms  p99 %.1f ms (%d; includes "
+      "spawning ctl)\n",
+      Percentile(lat, 0.5), Percentile(lat, 0.99), rounds);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -185,124 +294,27 @@ int main(int argc, char** argv) {
       Spawn({NEURON_SIM_BIN, "exec", "--root", root.string(), "--", NEURON_PLUGIN_BIN, "--root",
              root.string(), "--kubelet-dir", kdir.string(), "--listen", "127.0.0.1:0"},
             (tmp / "plugin.log").string());
-  const std::vector<std::string> resources{"aws.amazon.com/neuron", "aws.amazon.com/neuroncore",
-                                           "vpc.amazonaws.com/efa"};
-  auto all_registered = [&](int n) {
-    return std::all_of(resources.begin(), resources.end(),
-                       [&](const std::string& r) { return kubelet.count(r) >= n; });
-  };
-  if (!WaitFor([&] { return all_registered(1); }, 30s)) {
+  if (!WaitFor([&] { return AllRegistered(kubelet, 1); }, 30s)) {
     std::fprintf(stderr, "plugin never registered:\n%s\n", Read(tmp / "plugin.log.err").c_str());
     return 1;
   }
   std::printf(
       "plugin_bench: neuron-device-plugin (real binary) on a simulated trn2.48xlarge, LNC 2\n");
 
-  // 1. Allocate and GetPreferredAllocation over the socket.
-  {
-    auto core = v1beta1::DevicePlugin::NewStub(
-        grpc::CreateChannel("unix:" + kubelet.Socket("aws.amazon.com/neuroncore").string(),
-                            grpc::InsecureChannelCredentials()));
-    std::vector<double> alloc, gpa;
-    for (int i = 0; i < calls; ++i) {
-      v1beta1::AllocateRequest req;
-      auto* c = req.add_container_requests();
-      const int first = (i % 16) * 4;  // one device's four logical cores
-      for (int k = 0; k < 4; ++k) c->add_devices_ids(std::to_string(first + k));
-      v1beta1::AllocateResponse resp;
-      grpc::ClientContext ctx;
-      const Clock::time_point t = Clock::now();
-      if (!core->Allocate(&ctx, req, &resp).ok()) return 1;
-      alloc.push_back(Ms(Clock::now() - t));
-
-      v1beta1::PreferredAllocationRequest preq;
-      auto* pc = preq.add_container_requests();
-      for (int k = 0; k < 64; ++k) pc->add_available_deviceids(std::to_string(k));
-      pc->set_allocation_size(1 + i % 16);
-      v1beta1::PreferredAllocationResponse presp;
-      grpc::ClientContext pctx;
-      const Clock::time_point t2 = Clock::now();
-      if (!core->GetPreferredAllocation(&pctx, preq, &presp).ok()) return 1;
-      gpa.push_back(Ms(Clock::now() - t2));
-    }
-    std::printf("  Allocate (neuroncore, 4 cores)        p50 %.3f ms  p99 %.3f ms  (%d calls)\n",
-                Percentile(alloc, 0.5), Percentile(alloc, 0.99), calls);
-    std::printf("  GetPreferredAllocation (64 cores, 1-16) p50 %.3f ms  p99 %.3f ms\n",
-                Percentile(gpa, 0.5), Percentile(gpa, 0.99));
-  }
+  if (!BenchAllocate(kubelet, calls)) return 1;
 
   int64_t rss0 = 0, anon0 = 0, file0 = 0;
   size_t fds0 = 0, threads0 = 0;
   ProcFigures(plugin, &rss0, &fds0, &threads0);
   RssSplit(plugin, &anon0, &file0);
 
-  // 2. kubelet.sock re-created -> every resource registered again.
-  {
-    std::vector<double> rereg;
-    for (int i = 0; i < rounds; ++i) {
-      const int want = kubelet.count(resources[0]) + 1;
-      kubelet.Restart();
-      const Clock::time_point t = Clock::now();
-      WaitFor([&] { return all_registered(want); }, 10s);
-      rereg.push_back(Ms(Clock::now() - t));
-    }
-    std::printf(
-        "  kubelet restart -> all 3 re-registered p50 %.1f ms  p99 %.1f ms  max %.1f ms (%d)\n",
-        Percentile(rereg, 0.5), Percentile(rereg, 0.99), Percentile(rereg, 1.0), rounds);
-  }
+  BenchReregistration(kubelet, rounds);
   std::this_thread::sleep_for(1s);
   int64_t rss1 = 0;
   size_t fds1 = 0, threads1 = 0;
   ProcFigures(plugin, &rss1, &fds1, &threads1);
 
-  // 3. unplug -> ListAndWatch shows it Unhealthy. Watched on neuroncore (the device's first
-  // core): the whole-device list is masked by the Allocates above, which no PodResources
-  // releases here.
-  {
-    auto neuron = v1beta1::DevicePlugin::NewStub(
-        grpc::CreateChannel("unix:" + kubelet.Socket("aws.amazon.com/neuroncore").string(),
-                            grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    auto reader = neuron->ListAndWatch(&ctx, v1beta1::Empty());
-    std::mutex mu;
-    std::condition_variable cv;
-    std::map<std::string, std::string> health;
-    std::map<std::string, Clock::time_point> changed;
-    std::thread t([&] {
-      v1beta1::ListAndWatchResponse msg;
-      while (reader->Read(&msg)) {
-        std::lock_guard<std::mutex> lock(mu);
-        for (const auto& d : msg.devices()) {
-          if (health[d.id()] != d.health()) changed[d.id()] = Clock::now();
-          health[d.id()] = d.health();
-        }
-        cv.notify_all();
-      }
-    });
-    std::vector<double> lat;
-    for (int i = 0; i < rounds; ++i) {
-      const std::string dev = std::to_string(i % 16);
-      const std::string core = std::to_string((i % 16) * 4);
-      const Clock::time_point start = Clock::now();
-      Wait(Spawn({NEURON_SIM_BIN, "ctl", "--root", root.string(), "unplug", "--device", dev},
-                 (tmp / "ctl.log").string()));
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait_for(lock, 10s, [&] { return health[core] == "Unhealthy"; });
-        lat.push_back(Ms(changed[core] - start));
-      }
-      Wait(Spawn({NEURON_SIM_BIN, "ctl", "--root", root.string(), "plug", "--device", dev},
-                 (tmp / "ctl.log").string()));
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait_for(lock, 10s, [&] { return health[core] == "Healthy"; });
-    }
-    ctx.TryCancel();
-    t.join();
-    std::printf(
-        "  ctl unplug -> ListAndWatch Unhealthy  p50 %.1f ms  p99 %.1f ms (%d; includes "
-        "spawning ctl)\n",
-        Percentile(lat, 0.5), Percentile(lat, 0.99), rounds);
-  }
+  BenchUnplug(kubelet, root, tmp, rounds);
   std::printf(
       "  plugin RSS %.1f MiB (after %d restarts: %.1f MiB); fds %zu -> %zu; threads %zu "
       "-> %zu\n",

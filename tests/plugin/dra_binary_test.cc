@@ -1,8 +1,9 @@
-// The real neuron-device-plugin binary in DRA mode (--api dra) against a simulated trn1.32xlarge,
-// driven over its sockets as a kubelet would: plugin registration (GetInfo,
-// NotifyRegistrationStatus), GET /dra/resourceslice, NodePrepareResources v1 and v1beta1 with the
-// claims served by an in-test stand-in of neuron-dra-api on its Unix socket, LNC refusal, the
-// health stream and slice taint on a fault, a deleted registration socket served again, and a
+// The real neuron-device-plugin binary in DRA mode (--api dra) against a
+// simulated trn1.32xlarge, driven over its sockets as a kubelet would: plugin
+// registration (GetInfo, NotifyRegistrationStatus), GET /dra/resourceslice,
+// NodePrepareResources v1 and v1beta1 with the claims served by an in-test
+// stand-in of neuron-dra-api on its Unix socket, LNC refusal, the health stream
+// and slice taint on a fault, a deleted registration socket served again, and a
 // plugin restart that keeps a prepared claim.
 
 #include <grpcpp/grpcpp.h>
@@ -70,7 +71,8 @@ class DraBinaryTest : public ::testing::Test {
                                           .logs = tmp_.path(),
                                           .on_stop = ::neuron::testing::ExpectCleanExit});
     ASSERT_TRUE(sim_->Up("trn1.32xlarge")) << sim_->Log();
-    // The neuron-dra-api stand-in: the contract of docs/kubelet-api.md#dra-claims.
+    // The neuron-dra-api stand-in: the contract of
+    // docs/kubelet-api.md#dra-claims.
     HttpServer::Options o;
     o.listen_address = claims_address();
     o.threads = 1;
@@ -122,8 +124,9 @@ class DraBinaryTest : public ::testing::Test {
     return info;
   }
 
-  // A channel of its own: gRPC otherwise shares subchannels by address, and one connected to
-  // the plugin before its restart fails the first call with "Broken pipe".
+  // A channel of its own: gRPC otherwise shares subchannels by address, and one
+  // connected to the plugin before its restart fails the first call with
+  // "Broken pipe".
   std::shared_ptr<grpc::Channel> DraChannel(const std::string& endpoint) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -132,7 +135,9 @@ class DraBinaryTest : public ::testing::Test {
 
   json Slice() {
     absl::StatusOr<LocalResponse> r = LocalGet(listen(), "/dra/resourceslice");
-    if (!r.ok() || r->status != 200) return json();
+    if (!r.ok() || r->status != 200) {
+      return json();
+    }
     return json::parse(r->body);
   }
 
@@ -158,15 +163,70 @@ drav1::NodePrepareResourcesResponse PrepareV1(const std::shared_ptr<grpc::Channe
   return resp;
 }
 
-TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
-  StartPlugin();
-  const pluginregistration::PluginInfo info = Register();
+// What the plugin watcher learns from GetInfo: a DRA plugin serving both DRA
+// API versions.
+void ExpectDraPluginInfo(const pluginregistration::PluginInfo& info, const fs::path& kdir) {
   EXPECT_EQ(info.type(), "DRAPlugin");
   EXPECT_EQ(info.name(), "neuron.aws.com");
-  EXPECT_EQ(info.endpoint(), (kdir() / "plugins/neuron.aws.com/dra.sock").string());
+  EXPECT_EQ(info.endpoint(), (kdir / "plugins/neuron.aws.com/dra.sock").string());
   EXPECT_EQ(
       std::vector<std::string>(info.supported_versions().begin(), info.supported_versions().end()),
       (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin"}));
+}
+
+// v1beta1 NodePrepareResources of the claim "four"; void so that it may ASSERT.
+void ExpectV1beta1PreparesFour(const std::shared_ptr<grpc::Channel>& ch) {
+  auto stub = drav1beta1::DRAPlugin::NewStub(ch);
+  drav1beta1::NodePrepareResourcesRequest req;
+  auto* c = req.add_claims();
+  c->set_namespace_("default");
+  c->set_name("four");
+  c->set_uid("uid-four");
+  drav1beta1::NodePrepareResourcesResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub->NodePrepareResources(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.claims().at("uid-four").devices_size(), 5);
+}
+
+// The health stream starts all HEALTHY; a fault on device 5 makes it UNHEALTHY.
+void ExpectFaultStreamsUnhealthy(const std::shared_ptr<grpc::Channel>& ch, SimNode& sim) {
+  auto stub = ::v1::DRAResourceHealth::NewStub(ch);
+  grpc::ClientContext ctx;
+  auto reader = stub->NodeWatchResources(&ctx, {});
+  ::v1::NodeWatchResourcesResponse r;
+  ASSERT_TRUE(reader->Read(&r));
+  EXPECT_EQ(r.devices_size(), 24);
+  for (const auto& d : r.devices()) {
+    EXPECT_EQ(d.health(), ::v1::HEALTHY) << d.device().device_name();
+  }
+  const ::neuron::testing::RunResult inject =
+      sim.Ctl({"inject", "hbm-ue", "--device", "5"}, kCeiling);
+  ASSERT_EQ(inject.code, 0) << inject.err;
+  bool unhealthy = false;
+  while (!unhealthy && reader->Read(&r)) {
+    for (const auto& d : r.devices()) {
+      if (d.device().device_name() == "neuron-5") {
+        unhealthy = d.health() == ::v1::UNHEALTHY;
+      }
+    }
+  }
+  EXPECT_TRUE(unhealthy);
+  ctx.TryCancel();
+}
+
+bool TaintsNeuron5(const json& slice) {
+  for (const json& d : slice["spec"]["devices"]) {
+    if (d["name"] == "neuron-5" && d.contains("taints")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
+  StartPlugin();
+  const pluginregistration::PluginInfo info = Register();
+  ExpectDraPluginInfo(info, kdir());
   EXPECT_TRUE(WaitUntil([&] { return Probe(listen(), "/readyz").ok(); }, kCeiling));
   // No device-plugin resources in DRA mode.
   EXPECT_FALSE(fs::exists(kdir() / "device-plugins/kubelet.sock"));
@@ -189,57 +249,24 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
   EXPECT_NE(spec.find("/dev/neuron3"), std::string::npos) << spec;
   EXPECT_NE(spec.find("NEURON_RT_VISIBLE_CORES=0-7"), std::string::npos) << spec;
   EXPECT_NE(spec.find("/dev/infiniband/uverbs"), std::string::npos) << spec;
-  // v1beta1, the same claim: the same answer, without asking neuron-dra-api again.
+  // v1beta1, the same claim: the same answer, without asking neuron-dra-api
+  // again.
   const int asked = asked_;
-  {
-    auto stub = drav1beta1::DRAPlugin::NewStub(channel);
-    drav1beta1::NodePrepareResourcesRequest req;
-    auto* c = req.add_claims();
-    c->set_namespace_("default");
-    c->set_name("four");
-    c->set_uid("uid-four");
-    drav1beta1::NodePrepareResourcesResponse resp;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(stub->NodePrepareResources(&ctx, req, &resp).ok());
-    EXPECT_EQ(resp.claims().at("uid-four").devices_size(), 5);
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectV1beta1PreparesFour(channel));
   EXPECT_EQ(asked_, asked);
   // trn1 runs LNC 1: a claim for LNC 2 is refused, naming both.
   const std::string lnc = PrepareV1(channel, "lnc2").claims().at("uid-lnc2").error();
   EXPECT_NE(lnc.find("logicalNeuronCore 2 differs from this node's LNC 1"), std::string::npos)
       << lnc;
 
-  // Health: the stream starts all HEALTHY; a fault on device 5 makes it UNHEALTHY and taints it.
-  {
-    auto stub = ::v1::DRAResourceHealth::NewStub(channel);
-    grpc::ClientContext ctx;
-    auto reader = stub->NodeWatchResources(&ctx, {});
-    ::v1::NodeWatchResourcesResponse r;
-    ASSERT_TRUE(reader->Read(&r));
-    EXPECT_EQ(r.devices_size(), 24);
-    for (const auto& d : r.devices()) {
-      EXPECT_EQ(d.health(), ::v1::HEALTHY) << d.device().device_name();
-    }
-    const ::neuron::testing::RunResult inject =
-        sim_->Ctl({"inject", "hbm-ue", "--device", "5"}, kCeiling);
-    ASSERT_EQ(inject.code, 0) << inject.err;
-    bool unhealthy = false;
-    while (!unhealthy && reader->Read(&r)) {
-      for (const auto& d : r.devices()) {
-        if (d.device().device_name() == "neuron-5") unhealthy = d.health() == ::v1::UNHEALTHY;
-      }
-    }
-    EXPECT_TRUE(unhealthy);
-    ctx.TryCancel();
-  }
+  // Health: a fault on device 5 makes it UNHEALTHY on the stream and taints it
+  // in the slice.
+  ASSERT_NO_FATAL_FAILURE(ExpectFaultStreamsUnhealthy(channel, *sim_));
   json tainted;
   ASSERT_TRUE(WaitUntil(
       [&] {
         tainted = Slice();
-        for (const json& d : tainted["spec"]["devices"]) {
-          if (d["name"] == "neuron-5" && d.contains("taints")) return true;
-        }
-        return false;
+        return TaintsNeuron5(tainted);
       },
       kCeiling));
   EXPECT_GT(tainted["generation"].get<uint64_t>(), generation);
