@@ -3,28 +3,64 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <span>
+#include <string_view>
 
 namespace neuron::workloads {
 
+namespace {
+
+// The whole-number shape flags, each written once: registered by AddShapeFlags and given back to
+// each pod's `run` by ShapeArgs. A null help is --nodes, whose meaning is the verb's.
+struct IntFlag {
+  const char* names;  // CLI11's: the first is the one ShapeArgs writes
+  std::optional<int> JobShapeFlags::*field;
+  const char* help;
+};
+constexpr IntFlag kParallelFlags[] = {
+    {"--tp", &JobShapeFlags::tp, "tensor-parallel degree, inside a node"},
+    {"--pp", &JobShapeFlags::pp,
+     "pipeline-parallel degree, 1F1B; a replica's stages may span nodes (1)"},
+    {"--nodes", &JobShapeFlags::nodes, nullptr},
+    {"--seq", &JobShapeFlags::seq, "sequence length (decoders 4096, encoders 128)"},
+    {"--micro-batch,--batch", &JobShapeFlags::micro_batch, "sequences per micro-batch per replica"},
+    {"--global-batch", &JobShapeFlags::global_batch,
+     "sequences per optimizer step in the whole job: DP x micro-batch x micro-steps"},
+};
+constexpr IntFlag kModelFlags[] = {
+    {"--layers", &JobShapeFlags::layers, "shape: transformer layers"},
+    {"--hidden", &JobShapeFlags::hidden, "shape: hidden size"},
+    {"--heads", &JobShapeFlags::heads, "shape: attention heads"},
+    {"--kv-heads", &JobShapeFlags::kv_heads, "shape: key/value heads (= heads)"},
+    {"--ffn", &JobShapeFlags::ffn, "shape: FFN width"},
+    {"--vocab", &JobShapeFlags::vocab, "shape: vocabulary"},
+};
+
+void AddIntFlags(CLI::App* cmd, JobShapeFlags* f, std::span<const IntFlag> flags,
+                 const std::string& nodes_help) {
+  for (const IntFlag& flag : flags) {
+    cmd->add_option(flag.names, f->*flag.field, flag.help ? flag.help : nodes_help);
+  }
+}
+
+void AppendIntArgs(const JobShapeFlags& f, std::span<const IntFlag> flags,
+                   std::vector<std::string>* a) {
+  for (const IntFlag& flag : flags) {
+    const std::optional<int>& v = f.*flag.field;
+    const std::string_view names = flag.names;
+    if (v) a->insert(a->end(), {std::string(names.substr(0, names.find(','))), std::to_string(*v)});
+  }
+}
+
+}  // namespace
+
 void AddShapeFlags(CLI::App* cmd, JobShapeFlags* f, const std::string& nodes_help) {
-  cmd->add_option("--tp", f->tp, "tensor-parallel degree, inside a node");
-  cmd->add_option("--pp", f->pp,
-                  "pipeline-parallel degree, 1F1B; a replica's stages may span nodes (1)");
-  cmd->add_option("--nodes", f->nodes, nodes_help);
-  cmd->add_option("--seq", f->seq, "sequence length (decoders 4096, encoders 128)");
-  cmd->add_option("--micro-batch,--batch", f->micro_batch, "sequences per micro-batch per replica");
-  cmd->add_option("--global-batch", f->global_batch,
-                  "sequences per optimizer step in the whole job: DP x micro-batch x micro-steps");
+  AddIntFlags(cmd, f, kParallelFlags, nodes_help);
   cmd->add_option("--precision", f->precision, "bf16 (FP32 master weights) or fp32 (bf16)");
   cmd->add_option("--optimizer", f->optimizer, "adamw or lamb (adamw)");
   cmd->add_flag("--zero1", f->zero1, "shard the optimizer over the data-parallel ranks");
   cmd->add_flag("--no-zero1", f->no_zero1, "do not shard the optimizer (run's decoders do)");
-  cmd->add_option("--layers", f->layers, "shape: transformer layers");
-  cmd->add_option("--hidden", f->hidden, "shape: hidden size");
-  cmd->add_option("--heads", f->heads, "shape: attention heads");
-  cmd->add_option("--kv-heads", f->kv_heads, "shape: key/value heads (= heads)");
-  cmd->add_option("--ffn", f->ffn, "shape: FFN width");
-  cmd->add_option("--vocab", f->vocab, "shape: vocabulary");
+  AddIntFlags(cmd, f, kModelFlags, nodes_help);
 }
 
 absl::StatusOr<ModelShape> ModelOf(std::string_view name, const JobShapeFlags& f) {
@@ -87,21 +123,8 @@ absl::StatusOr<int> MicroStepsOf(const TrainSpec& s, int global_batch) {
 
 std::vector<std::string> ShapeArgs(const JobShapeFlags& f) {
   std::vector<std::string> a;
-  auto add = [&](const char* flag, const std::optional<int>& v) {
-    if (v) a.insert(a.end(), {flag, std::to_string(*v)});
-  };
-  add("--tp", f.tp);
-  add("--pp", f.pp);
-  add("--nodes", f.nodes);
-  add("--seq", f.seq);
-  add("--micro-batch", f.micro_batch);
-  add("--global-batch", f.global_batch);
-  add("--layers", f.layers);
-  add("--hidden", f.hidden);
-  add("--heads", f.heads);
-  add("--kv-heads", f.kv_heads);
-  add("--ffn", f.ffn);
-  add("--vocab", f.vocab);
+  AppendIntArgs(f, kParallelFlags, &a);
+  AppendIntArgs(f, kModelFlags, &a);
   if (f.precision) a.insert(a.end(), {"--precision", *f.precision});
   if (f.optimizer) a.insert(a.end(), {"--optimizer", *f.optimizer});
   if (f.zero1) a.emplace_back("--zero1");
