@@ -117,7 +117,10 @@ absl::Status ApplyDra(const YAML::Node& node, std::string_view source, Config* c
         if (key == "taint_effect") {
           return Get(v, source, "dra.taint_effect", TaintEffectText, &c->dra_taint_effect);
         }
-        return Unknown(source, mark, "dra.", key, "claims, taint_effect");
+        if (key == "partitionable") {
+          return Get(v, source, "dra.partitionable", ParseBool, &c->dra_partitionable);
+        }
+        return Unknown(source, mark, "dra.", key, "claims, taint_effect, partitionable");
       });
 }
 
@@ -332,7 +335,8 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
         apply("NEURON_DP_API", ParseApi, &c.api), apply("NODE_NAME", AnyString, &c.node_name),
         apply("NEURON_DP_CDI_DIR", AnyString, &c.cdi_dir),
         apply("NEURON_DP_DRA_CLAIMS", AnyString, &c.dra_claims),
-        apply("NEURON_DP_DRA_TAINT_EFFECT", TaintEffectText, &c.dra_taint_effect)}) {
+        apply("NEURON_DP_DRA_TAINT_EFFECT", TaintEffectText, &c.dra_taint_effect),
+        apply("NEURON_DP_DRA_PARTITIONABLE", ParseBool, &c.dra_partitionable)}) {
     if (!s.ok()) return s;
   }
   *config = std::move(c);
@@ -358,6 +362,7 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, const GetEnvFn& getenv)
   if (flags.log_level) c.log_level = *flags.log_level;
   if (flags.log_format) c.log_format = *flags.log_format;
   if (flags.cdi) c.cdi = *flags.cdi;
+  if (flags.dra_partitionable) c.dra_partitionable = *flags.dra_partitionable;
   // An unset flag leaves the lower layers alone.
   auto apply = [](std::string_view flag, const std::optional<std::string>& value, auto parse,
                   auto* out) -> absl::Status {

@@ -86,11 +86,13 @@ struct Config {
   Api api = Api::kDevicePlugin;
   // DRA mode (plugin/README.md#dra): the pool and node name of our ResourceSlice (the DaemonSet
   // passes spec.nodeName as NODE_NAME), where CDI specs go, where neuron-dra-api answers for
-  // claims, and the effect of an unhealthy device's taint.
+  // claims, the effect of an unhealthy device's taint, and whether the pool offers NeuronCores
+  // (and the UltraServer node) beside whole devices through shared counters.
   std::string node_name;
   std::string cdi_dir = "/var/run/cdi";
   std::string dra_claims = "unix:/run/neuron-node-agent/dra-api.sock";
   std::string dra_taint_effect = "NoSchedule";  // or NoExecute
+  bool dra_partitionable = false;
 
   bool enabled(Resource r) const;
 };
@@ -127,7 +129,7 @@ struct Flags {
   std::optional<std::string> root, kubelet_dir, config_file, listen, web_config_file, log_level,
       log_format, socket_suffix, resources, noncontiguous, discovery, device_numbering, lnc, api,
       node_name, cdi_dir, dra_claims, dra_taint_effect;
-  std::optional<bool> cdi;
+  std::optional<bool> cdi, dra_partitionable;
 };
 
 // Defaults, then the config file (--config, else NEURON_DP_CONFIG), then the environment, then

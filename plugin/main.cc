@@ -75,11 +75,11 @@ absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Co
 int Run(const neuron::plugin::Config& config) {
   spdlog::info(
       "neuron-device-plugin {} starting: api {}, root {}, kubelet dir {}, lnc {}, noncontiguous "
-      "{}, cdi {}, device numbering {}",
+      "{}, cdi {}, device numbering {}, dra partitionable {}",
       neuron::AgentVersion(), neuron::plugin::ApiName(config.api), config.root, config.kubelet_dir,
       config.lnc == 0 ? "auto" : std::to_string(config.lnc),
       neuron::plugin::NonContiguousPolicyName(config.noncontiguous), config.cdi,
-      neuron::plugin::DeviceNumberingName(config.device_numbering));
+      neuron::plugin::DeviceNumberingName(config.device_numbering), config.dra_partitionable);
 
   // Signals are taken by sigwait below; every thread started from here inherits the mask.
   sigset_t signals;
@@ -177,6 +177,10 @@ int Main(int argc, char** argv) {
   app.add_option("--dra.taint-effect", f.dra_taint_effect,
                  "DRA: NoSchedule|NoExecute for an unhealthy device's taint (env "
                  "NEURON_DP_DRA_TAINT_EFFECT; default NoSchedule)");
+  app.add_option("--dra.partitionable", f.dra_partitionable,
+                 "DRA: also offer NeuronCores (and an UltraServer's neuron-node) through shared "
+                 "counters; needs the API server's DRAPartitionableDevices (env "
+                 "NEURON_DP_DRA_PARTITIONABLE; default false)");
   app.set_version_flag("--version", neuron::VersionLine("neuron-device-plugin"),
                        "Print the version, revision, build date and compiler, then exit");
   app.footer(

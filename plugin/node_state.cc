@@ -16,7 +16,7 @@ std::optional<int> ParseIndex(std::string_view id) {
 bool SameContent(const NodeView& a, const NodeView& b) {
   if (a.cores_per_device != b.cores_per_device || a.efas != b.efas || a.devices != b.devices ||
       a.allocator != b.allocator || a.instance_type != b.instance_type ||
-      a.driver_version != b.driver_version) {
+      a.driver_version != b.driver_version || a.ultraserver != b.ultraserver) {
     return false;
   }
   for (const auto& [r, view] : a.resources) {
@@ -185,6 +185,7 @@ std::shared_ptr<const NodeView> NodeState::RebuildLocked() {
   view->cores_per_device = hardware_.cores_per_device;
   view->instance_type = hardware_.instance_type;
   view->driver_version = hardware_.driver_version;
+  view->ultraserver = hardware_.ultraserver;
   for (const HardwareEfa& e : hardware_.efas) view->efas[e.name] = e;
   for (const HardwareDevice& d : hardware_.devices) view->devices[d.index] = d;
 

@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "core/discovery/inventory.h"
 #include "core/model/allocator.h"
 #include "core/model/device_id.h"
 #include "core/model/topology.h"
@@ -65,6 +66,8 @@ struct Hardware {
   std::vector<std::vector<int>> links;  // NeuronLink neighbours per device index
   std::string instance_type;            // "trn1.32xlarge"; "" when unknown
   std::string driver_version;           // "2.29.0.0"; "" when unknown
+  // The node's place in a Trn2 UltraServer (core/discovery/ultraserver.h); absent when unknown.
+  std::optional<UltraServerInfo> ultraserver;
   bool operator==(const Hardware&) const = default;
 };
 
@@ -95,8 +98,9 @@ struct NodeView {
   int cores_per_device = 0;
   std::map<std::string, HardwareEfa, std::less<>> efas;
   std::map<int, HardwareDevice> devices;
-  std::string instance_type;   // Hardware's, for the DRA slice
-  std::string driver_version;  // Hardware's, for the DRA slice
+  std::string instance_type;                   // Hardware's, for the DRA slice
+  std::string driver_version;                  // Hardware's, for the DRA slice
+  std::optional<UltraServerInfo> ultraserver;  // Hardware's, for the DRA slice and prepare
   // Which resource holds each device index / core id (for error messages and metrics).
   std::map<int, Resource> device_holder;
   std::map<int, Resource> core_holder;

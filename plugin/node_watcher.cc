@@ -149,6 +149,7 @@ class NodeWatcher::Impl {
     const Inventory& inv = *scan->inventory;
     for (const std::string& w : inv.warnings) log_->warn("{}", w);
     evidence_.ApplyScan(inv);
+    ultraserver_ = inv.ultraserver;
     std::lock_guard<std::mutex> lock(mu_);
     if (!inv.instance_id.empty()) instance_id_ = inv.instance_id;
   }
@@ -157,7 +158,11 @@ class NodeWatcher::Impl {
     if (options_.health.ecc) evidence_.PollEcc();
   }
 
-  void Publish() { state_->SetHardware(JudgeHealth(evidence_, options_.health)); }
+  void Publish() {
+    Hardware hw = JudgeHealth(evidence_, options_.health);
+    hw.ultraserver = ultraserver_;
+    state_->SetHardware(std::move(hw));
+  }
 
   const Options options_;
   NodeState* const state_;
@@ -166,6 +171,8 @@ class NodeWatcher::Impl {
   std::thread thread_;
 
   HealthEvidence evidence_;  // owned by the watcher thread (and Start before it runs)
+  // The last scan's UltraServer place (the DRA face's neuron-node); owned like evidence_.
+  std::optional<UltraServerInfo> ultraserver_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -196,7 +196,8 @@ class Plugin::Impl {
     slice_ = std::make_unique<dra::SliceState>(
         dra::SliceOptions{.node_name = config_.node_name,
                           .dra_driver_version = std::string(AgentVersion()),
-                          .taint_effect = *effect},
+                          .taint_effect = *effect,
+                          .partitionable = config_.dra_partitionable},
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count()));
     state_.AddListener([this](const std::shared_ptr<const NodeView>& view) { OnDraView(view); });
     if (absl::Status s = watcher_->Start(); !s.ok()) return s;

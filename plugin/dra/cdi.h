@@ -4,6 +4,8 @@
 // per allocated device named <claim-uid>-<device-name>, whose container edits are
 //   Neuron device: deviceNodes /dev/neuronN, env NEURON_RT_VISIBLE_CORES (the claim's cores);
 //   NeuronCore:    the device node of its device, the same env;
+//   neuron-node:   every device node of the node, the same env (all cores) and, with an
+//                  UltraServerConfig, NEURON_RT_ULTRASERVER_{MODE,SERVER_ID,NODE_ID};
 //   EFA:           deviceNodes /dev/infiniband/uverbsN.
 // The container runtime applies them; the kubelet passes on the ids we answer. Written
 // atomically (checkpoint.h's WriteFileAtomic): a runtime never reads half a spec.

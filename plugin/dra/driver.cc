@@ -12,6 +12,7 @@
 #include "fmt/format.h"
 #include "plugin/dra/cdi.h"
 #include "plugin/dra/slice.h"
+#include "plugin/dra/ultraserver_config.h"
 
 namespace neuron::plugin::dra {
 namespace {
@@ -27,6 +28,7 @@ struct Resolved {
   std::string request;
   int device = -1;          // Neuron device index (for a core: its device)
   std::optional<int> core;  // a NeuronCore device
+  bool node = false;        // neuron-node: every device and core of the node
   std::string efa;          // an EFA interface name
   std::optional<int> uverbs;
 };
@@ -49,6 +51,12 @@ absl::StatusOr<Resolved> Resolve(const NodeView& view, const AllocationResult& r
   auto missing = [&] {
     return absl::NotFoundError(fmt::format("device {} is not on this node", r.device));
   };
+  if (name == kNodeDeviceName) {
+    // Offered on an UltraServer node only (slice.h); elsewhere it is not on this node.
+    if (!IsUltraServerNode(view)) return missing();
+    out.node = true;
+    return out;
+  }
   if (name.starts_with("neuroncore-")) {
     absl::StatusOr<int> core = ParseIndexId(name.substr(11), kMaxDevices * kMaxCoresPerDevice);
     if (!core.ok()) return missing();
@@ -75,63 +83,107 @@ absl::StatusOr<Resolved> Resolve(const NodeView& view, const AllocationResult& r
   return out;
 }
 
-// What a device holds: its cores (a whole device holds all of them) or its EFA.
-std::set<std::string> Units(const Resolved& d, int cores_per_device) {
+// What a device holds: its cores (a whole device holds all of them, neuron-node every present
+// device's) or its EFA.
+std::set<std::string> Units(const Resolved& d, const NodeView& view) {
+  const int cpd = view.allocator->cores_per_device();
   std::set<std::string> out;
+  auto device_cores = [&](int device) {
+    for (int k = 0; k < cpd; ++k) out.insert(fmt::format("core:{}", device * cpd + k));
+  };
   if (!d.efa.empty()) {
     out.insert("efa:" + d.efa);
   } else if (d.core) {
     out.insert(fmt::format("core:{}", *d.core));
-  } else {
-    for (int k = 0; k < cores_per_device; ++k) {
-      out.insert(fmt::format("core:{}", d.device * cores_per_device + k));
+  } else if (d.node) {
+    for (const auto& [index, hw] : view.devices) {
+      if (hw.present) device_cores(index);
     }
+  } else {
+    device_cores(d.device);
   }
   return out;
 }
 
-// NeuronConfig.logicalNeuronCore of our opaque configs that apply to `requests`: accepted only
-// when it equals the node's LNC (one LNC per node: docs/architecture.md#lnc).
-absl::Status CheckConfig(const ResourceClaim& claim, const std::set<std::string>& requests,
-                         int node_lnc) {
-  for (const ClaimConfig& c : claim.config) {
-    if (c.driver != kDriverName) continue;
-    const bool applies =
-        c.requests.empty() || std::any_of(c.requests.begin(), c.requests.end(),
-                                          [&](const std::string& r) { return requests.count(r); });
-    if (!applies) continue;
-    const std::string kind = c.parameters.value("kind", "");
-    if (kind != kNeuronConfigKind) {
-      return absl::InvalidArgumentError(
-          fmt::format("claim {}/{}: opaque config kind '{}' is not supported (only {})",
-                      claim.namespace_, claim.name, kind, kNeuronConfigKind));
-    }
-    const auto lnc = c.parameters.find("logicalNeuronCore");
-    if (lnc == c.parameters.end()) continue;
-    if (!lnc->is_number_integer()) {
-      return absl::InvalidArgumentError(
-          fmt::format("claim {}/{}: NeuronConfig.logicalNeuronCore is not an integer",
-                      claim.namespace_, claim.name));
-    }
-    if (lnc->get<int64_t>() != node_lnc) {
-      return absl::FailedPreconditionError(fmt::format(
-          "claim {}/{}: NeuronConfig.logicalNeuronCore {} differs from this node's LNC {}; the LNC "
-          "is set per node (NEURON_LOGICAL_NC_CONFIG, --lnc), not per claim",
-          claim.namespace_, claim.name, lnc->get<int64_t>(),
-          node_lnc == 0 ? std::string("(unknown)") : std::to_string(node_lnc)));
-    }
+// The devices of the node neuron-node stands for: every present one.
+std::vector<int> NodeDevices(const NodeView& view) {
+  std::vector<int> out;
+  for (const auto& [index, hw] : view.devices) {
+    if (hw.present) out.push_back(index);
   }
-  return absl::OkStatus();
+  return out;
 }
 
-// The CDI devices of a claim: device nodes per device, and NEURON_RT_VISIBLE_CORES for all the
-// claim's cores (one contiguous run, as the runtime requires) on each Neuron one.
+// NeuronConfig.logicalNeuronCore: accepted only when it equals the node's LNC (one LNC per node:
+// docs/architecture.md#lnc).
+absl::Status CheckLnc(const std::string& who, const nlohmann::json& parameters, int node_lnc) {
+  const auto lnc = parameters.find("logicalNeuronCore");
+  if (lnc == parameters.end()) return absl::OkStatus();
+  if (!lnc->is_number_integer()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: NeuronConfig.logicalNeuronCore is not an integer", who));
+  }
+  if (lnc->get<int64_t>() == node_lnc) return absl::OkStatus();
+  return absl::FailedPreconditionError(fmt::format(
+      "{}: NeuronConfig.logicalNeuronCore {} differs from this node's LNC {}; the LNC is set per "
+      "node (NEURON_LOGICAL_NC_CONFIG, --lnc), not per claim",
+      who, lnc->get<int64_t>(),
+      node_lnc == 0 ? std::string("(unknown)") : std::to_string(node_lnc)));
+}
+
+// Our opaque configs that apply to the claim's devices (docs/kubelet-api.md#dra-prepare):
+// NeuronConfig on any device, UltraServerConfig on a neuron-node only. Returns the UltraServer
+// environment for neuron-node (empty without an UltraServerConfig); a later config overrides an
+// earlier one, as the API orders them (the class's, then the claim's).
+absl::StatusOr<std::vector<std::string>> CheckConfig(const ResourceClaim& claim,
+                                                     const std::vector<Resolved>& devices,
+                                                     const NodeView& view) {
+  const std::string who = fmt::format("claim {}/{}", claim.namespace_, claim.name);
+  std::vector<std::string> env;
+  for (const ClaimConfig& c : claim.config) {
+    if (c.driver != kDriverName) continue;
+    std::vector<const Resolved*> applies;
+    for (const Resolved& d : devices) {
+      if (c.requests.empty() || std::count(c.requests.begin(), c.requests.end(), d.request)) {
+        applies.push_back(&d);
+      }
+    }
+    if (applies.empty()) continue;
+    const std::string kind = c.parameters.value("kind", "");
+    if (kind == kNeuronConfigKind) {
+      if (absl::Status s = CheckLnc(who, c.parameters, NodeLnc(view)); !s.ok()) return s;
+    } else if (kind == kUltraServerConfigKind) {
+      if (std::none_of(applies.begin(), applies.end(), [](const Resolved* d) { return d->node; })) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: UltraServerConfig applies only to a {} device (resourceType neuron_node), and "
+            "none of its requests got one",
+            who, kNodeDeviceName));
+      }
+      absl::StatusOr<std::vector<std::string>> us = UltraServerEnv(view.ultraserver, c.parameters);
+      if (!us.ok()) {
+        return absl::Status(us.status().code(),
+                            fmt::format("{}: {}", who, std::string{us.status().message()}));
+      }
+      env = *std::move(us);
+    } else {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: opaque config kind '{}' is not supported (only {} and {})", who, kind,
+                      kNeuronConfigKind, kUltraServerConfigKind));
+    }
+  }
+  return env;
+}
+
+// The CDI devices of a claim: device nodes per device (neuron-node: all of them), and
+// NEURON_RT_VISIBLE_CORES for all the claim's cores (one contiguous run, as the runtime requires)
+// on each Neuron one; `ultraserver` env on neuron-node.
 absl::StatusOr<std::vector<CdiDevice>> CdiDevices(const std::vector<Resolved>& devices,
-                                                  int cores_per_device) {
+                                                  const NodeView& view,
+                                                  const std::vector<std::string>& ultraserver) {
   std::vector<int> cores;
   for (const Resolved& d : devices) {
     if (!d.efa.empty()) continue;
-    for (const std::string& u : Units(d, cores_per_device)) cores.push_back(std::stoi(u.substr(5)));
+    for (const std::string& u : Units(d, view)) cores.push_back(std::stoi(u.substr(5)));
   }
   std::sort(cores.begin(), cores.end());
   std::string env;
@@ -151,12 +203,41 @@ absl::StatusOr<std::vector<CdiDevice>> CdiDevices(const std::vector<Resolved>& d
     if (!d.efa.empty()) {
       c.device_nodes.push_back(fmt::format("/dev/infiniband/uverbs{}", *d.uverbs));
     } else {
-      c.device_nodes.push_back(RootPaths("/").DevNeuron(d.device).string());
+      for (int index : d.node ? NodeDevices(view) : std::vector<int>{d.device}) {
+        c.device_nodes.push_back(RootPaths("/").DevNeuron(index).string());
+      }
       c.env.push_back(env);
+      if (d.node) c.env.insert(c.env.end(), ultraserver.begin(), ultraserver.end());
     }
     out.push_back(std::move(c));
   }
   return out;
+}
+
+// Double booking: no unit of `devices` is held by another prepared claim, or twice in this one.
+absl::Status CheckFree(const PreparedClaims& claims, const std::vector<Resolved>& devices,
+                       const NodeView& view) {
+  std::map<std::string, std::string> held;  // unit -> holder
+  for (const auto& [uid, c] : claims) {
+    for (const PreparedDevice& p : c.devices) {
+      absl::StatusOr<Resolved> d =
+          Resolve(view, {.request = "", .driver = "", .pool = "", .device = p.device});
+      if (!d.ok()) continue;  // gone from the node: it can be given to no one else either
+      for (const std::string& u : Units(*d, view)) {
+        held[u] = fmt::format("claim {}/{} ({})", c.namespace_, c.name, p.device);
+      }
+    }
+  }
+  for (const Resolved& d : devices) {
+    for (const std::string& u : Units(d, view)) {
+      const auto [it, fresh] = held.emplace(u, fmt::format("this claim ({})", d.name));
+      if (!fresh) {
+        return absl::AlreadyExistsError(
+            fmt::format("device {} is already held by {}", d.name, it->second));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -212,38 +293,16 @@ absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& r
         fmt::format("claim {}/{} is not allocated", ref.namespace_, ref.name));
   }
   std::vector<Resolved> devices;
-  std::set<std::string> requests;
   for (const AllocationResult& r : claim->results) {
     if (r.driver != kDriverName || r.pool != options_.node_name) continue;  // another's
     absl::StatusOr<Resolved> d = Resolve(view, r);
     if (!d.ok()) return d.status();
     devices.push_back(*std::move(d));
-    requests.insert(r.request);
   }
-  if (absl::Status s = CheckConfig(*claim, requests, NodeLnc(view)); !s.ok()) return s;
-  // Double booking: against every other prepared claim, and within this one.
-  const int cpd = view.allocator->cores_per_device();
-  std::map<std::string, std::string> held;  // unit -> holder
-  for (const auto& [uid, c] : claims_) {
-    for (const PreparedDevice& p : c.devices) {
-      absl::StatusOr<Resolved> d =
-          Resolve(view, {.request = "", .driver = "", .pool = "", .device = p.device});
-      if (!d.ok()) continue;  // gone from the node: it can be given to no one else either
-      for (const std::string& u : Units(*d, cpd)) {
-        held[u] = fmt::format("claim {}/{} ({})", c.namespace_, c.name, p.device);
-      }
-    }
-  }
-  for (const Resolved& d : devices) {
-    for (const std::string& u : Units(d, cpd)) {
-      const auto [it, fresh] = held.emplace(u, fmt::format("this claim ({})", d.name));
-      if (!fresh) {
-        return absl::AlreadyExistsError(
-            fmt::format("device {} is already held by {}", d.name, it->second));
-      }
-    }
-  }
-  absl::StatusOr<std::vector<CdiDevice>> cdi = CdiDevices(devices, cpd);
+  absl::StatusOr<std::vector<std::string>> ultraserver = CheckConfig(*claim, devices, view);
+  if (!ultraserver.ok()) return ultraserver.status();
+  if (absl::Status s = CheckFree(claims_, devices, view); !s.ok()) return s;
+  absl::StatusOr<std::vector<CdiDevice>> cdi = CdiDevices(devices, view, *ultraserver);
   if (!cdi.ok()) return cdi.status();
   absl::StatusOr<std::vector<std::string>> ids = WriteCdiSpec(options_.cdi_dir, ref.uid, *cdi);
   if (!ids.ok()) return ids.status();

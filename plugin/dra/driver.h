@@ -2,9 +2,11 @@
 // NodePrepareResources / NodeUnprepareResources (docs/kubelet-api.md#dra-prepare), free of gRPC:
 // for each claim, ask the ClaimSource for its allocation, keep the results whose driver is ours
 // and whose pool is this node, check that every device exists and is held by no other prepared
-// claim (a Neuron device holds all its cores; a NeuronCore claim conflicts with a claim of its
-// device; an EFA with another claim of it), honour NeuronConfig.logicalNeuronCore only when it
-// equals the node's LNC, write the claim's CDI spec, checkpoint, answer the CDI ids.
+// claim (a Neuron device holds all its cores; neuron-node every device and core of the node; a
+// NeuronCore claim conflicts with a claim of its device or of neuron-node; an EFA with another
+// claim of it), honour NeuronConfig.logicalNeuronCore only when it equals the node's LNC and
+// UltraServerConfig only on neuron-node (ultraserver_config.h), write the claim's CDI spec,
+// checkpoint, answer the CDI ids.
 //
 // Idempotent: a claim already prepared is answered from memory without asking the ClaimSource;
 // unpreparing an unknown claim succeeds. Prepared claims survive a restart through the

@@ -57,29 +57,6 @@ json Taints(bool unhealthy, bool unknown, std::string_view reason, TaintEffect e
   return taints;
 }
 
-absl::Status CheckAttributes(const std::string& device, const json& attributes, size_t capacities) {
-  if (attributes.size() + capacities > kMaxAttributesPerDevice) {
-    return absl::InvalidArgumentError(
-        fmt::format("device {}: {} attributes and capacities, the API allows {}", device,
-                    attributes.size() + capacities, kMaxAttributesPerDevice));
-  }
-  for (const auto& [name, value] : attributes.items()) {
-    const size_t slash = name.rfind('/');
-    const std::string id = slash == std::string::npos ? name : name.substr(slash + 1);
-    if (id.empty() || id.size() > kMaxAttributeIdLength) {
-      return absl::InvalidArgumentError(
-          fmt::format("device {}: attribute name '{}' breaks the API's rules", device, name));
-    }
-    if (value.contains("string") &&
-        value["string"].get<std::string>().size() > kMaxStringValueLength) {
-      return absl::InvalidArgumentError(
-          fmt::format("device {}: attribute {} is longer than {} characters", device, name,
-                      kMaxStringValueLength));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // The node facts both kinds of device carry.
 void NodeAttributes(const NodeView& view, const SliceOptions& options, json* attributes) {
   json& a = *attributes;
@@ -108,15 +85,12 @@ std::map<int, int> GroupsOf(const NodeView& view, int device) {
   return out;
 }
 
-json NeuronDevice(const NodeView& view, const SliceOptions& options, const HardwareDevice& d,
-                  const std::string& efa_bdf) {
-  json a = json::object();
-  a["deviceId"] = {{"int", d.index}};
-  a["resourceType"] = {{"string", "neuron_device"}};
-  NodeAttributes(view, options, &a);
-  if (view.cores_per_device > 0) a["coreCount"] = {{"int", view.cores_per_device}};
+// The placement facts a Neuron device and its NeuronCores share: NUMA node, torus position,
+// connected groups, and the EFA beside the device.
+void PlacementAttributes(const NodeView& view, const HardwareDevice& d, const std::string& efa_bdf,
+                         json* attributes) {
+  json& a = *attributes;
   if (d.numa) a["numaNode"] = {{"int", *d.numa}};
-  if (!d.bdf.empty()) a["pciBusId"] = {{"string", d.bdf}};
   const Topology& topology = view.allocator->topology();
   // The 4x4 torus (docs/hardware.md#neuronlink-topology): device d at row d/4, column d%4.
   if (topology.size() == 16 && topology.Neighbours(d.index).size() == 4) {
@@ -131,14 +105,85 @@ json NeuronDevice(const NodeView& view, const SliceOptions& options, const Hardw
   // BDF, so that a one-device claim matching on it still finds every device.
   const std::string& group1 = efa_bdf.empty() ? d.bdf : efa_bdf;
   if (!group1.empty()) a[fmt::format("{}devicegroup1_id", kGroupDomain)] = {{"string", group1}};
+}
+
+// consumesCounters: `cores` of each listed device's counter, from the pool's one counter set.
+json Consumes(const std::vector<int>& devices, int cores) {
+  json counters = json::object();
+  for (int index : devices) {
+    counters[NeuronDeviceName(index)] = {{"value", std::to_string(cores)}};
+  }
+  return json::array({json{{"counterSet", kCounterSetName}, {"counters", std::move(counters)}}});
+}
+
+json DeviceTaints(const HardwareDevice& d, const SliceOptions& options) {
+  return Taints(!d.healthy, d.unknown, d.reason, options.taint_effect);
+}
+
+json NeuronDevice(const NodeView& view, const SliceOptions& options, const HardwareDevice& d,
+                  const std::string& efa_bdf) {
+  json a = json::object();
+  a["deviceId"] = {{"int", d.index}};
+  a["resourceType"] = {{"string", "neuron_device"}};
+  NodeAttributes(view, options, &a);
+  if (view.cores_per_device > 0) a["coreCount"] = {{"int", view.cores_per_device}};
+  if (!d.bdf.empty()) a["pciBusId"] = {{"string", d.bdf}};
+  PlacementAttributes(view, d, efa_bdf, &a);
   json out = {{"name", NeuronDeviceName(d.index)}, {"attributes", a}};
   // HBM per device from the catalog (docs/hardware.md), when the instance type is known.
   const absl::StatusOr<const InstanceSpec*> spec = FindInstance(view.instance_type);
   if (spec.ok() && (*spec)->chip != nullptr) {
     out["capacity"] = {{"memory", {{"value", std::to_string((*spec)->chip->hbm_bytes)}}}};
   }
-  json taints = Taints(!d.healthy, d.unknown, d.reason, options.taint_effect);
+  // A whole device takes all its cores: no core of it can go to another claim, and back.
+  if (options.partitionable) out["consumesCounters"] = Consumes({d.index}, view.cores_per_device);
+  json taints = DeviceTaints(d, options);
   if (!taints.empty()) out["taints"] = std::move(taints);
+  return out;
+}
+
+// NeuronCore `core` (node-wide logical id) of device `d`: its device's placement, one of its
+// device's counter, its device's taint.
+json CoreDevice(const NodeView& view, const SliceOptions& options, const HardwareDevice& d,
+                const std::string& efa_bdf, int core) {
+  json a = json::object();
+  a["resourceType"] = {{"string", "neuron_core"}};
+  a["deviceId"] = {{"int", d.index}};
+  a["coreId"] = {{"int", core}};
+  NodeAttributes(view, options, &a);
+  PlacementAttributes(view, d, efa_bdf, &a);
+  json out = {{"name", CoreDeviceName(core)},
+              {"attributes", std::move(a)},
+              {"consumesCounters", Consumes({d.index}, 1)}};
+  json taints = DeviceTaints(d, options);
+  if (!taints.empty()) out["taints"] = std::move(taints);
+  return out;
+}
+
+// The whole UltraServer node (AWS's resourceType neuron_node, aws-neuron-sdk deploy/eks/dra.rst
+// "Example 3"): every present device's counter in full. No group attributes, so a devicegroup
+// matchAttribute never picks it. Tainted while any device is unhealthy or absent: the node is
+// not whole.
+json NodeDevice(const NodeView& view, const SliceOptions& options) {
+  std::vector<int> present;
+  const HardwareDevice* faulty = nullptr;
+  for (const auto& [index, d] : view.devices) {
+    if (d.present) present.push_back(index);
+    if (faulty == nullptr && !d.healthy && !d.unknown) faulty = &d;
+  }
+  json a = json::object();
+  a["resourceType"] = {{"string", "neuron_node"}};
+  NodeAttributes(view, options, &a);
+  a["deviceCount"] = {{"int", present.size()}};
+  a["coreCount"] = {{"int", static_cast<int>(present.size()) * view.cores_per_device}};
+  json out = {{"name", kNodeDeviceName},
+              {"attributes", std::move(a)},
+              {"consumesCounters", Consumes(present, view.cores_per_device)}};
+  if (faulty != nullptr) {
+    out["taints"] =
+        Taints(true, false, fmt::format("{} {}", NeuronDeviceName(faulty->index), faulty->reason),
+               options.taint_effect);
+  }
   return out;
 }
 
@@ -193,35 +238,6 @@ std::string EfaDeviceName(std::string_view ifname) {
   return out;
 }
 
-absl::Status ValidateDnsLabel(std::string_view what, std::string_view name) {
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  const bool ok =
-      !name.empty() && name.size() <= kMaxDnsLabelLength && alnum(name.front()) &&
-      alnum(name.back()) &&
-      std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '-'; });
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(fmt::format(
-      "{} '{}' is not a DNS label (1-63 of a-z, 0-9 and '-', alphanumeric at both ends)", what,
-      name));
-}
-
-absl::Status ValidateDnsSubdomain(std::string_view what, std::string_view name) {
-  if (name.empty() || name.size() > 253) {
-    return absl::InvalidArgumentError(fmt::format("{} '{}' is not 1-253 characters", what, name));
-  }
-  size_t start = 0;
-  while (start <= name.size()) {
-    size_t dot = name.find('.', start);
-    if (dot == std::string_view::npos) dot = name.size();
-    if (absl::Status s = ValidateDnsLabel(what, name.substr(start, dot - start)); !s.ok()) {
-      return absl::InvalidArgumentError(
-          fmt::format("{} '{}' is not a DNS subdomain (dot-separated DNS labels)", what, name));
-    }
-    start = dot + 1;
-  }
-  return absl::OkStatus();
-}
-
 std::optional<int> ConnectedGroup(const Topology& topology, int node_devices, int device,
                                   int size) {
   if (size < 1 || device < 0 || device >= node_devices) return std::nullopt;
@@ -268,20 +284,71 @@ std::vector<std::string> EfaBeside(const NodeView& view) {
   return out;
 }
 
-absl::StatusOr<json> BuildSliceSpec(const NodeView& view, const SliceOptions& options,
-                                    uint64_t generation) {
+namespace {
+
+json SliceSpec(const SliceOptions& options, uint64_t generation, const char* key, json content) {
+  return json{{"driver", kDriverName},
+              {"pool", {{"name", options.node_name}, {"generation", generation}}},
+              {"nodeName", options.node_name},
+              {key, std::move(content)}};
+}
+
+// The counter slice and the NeuronCore slices of a partitionable pool.
+void AddPartitions(const NodeView& view, const SliceOptions& options,
+                   const std::map<int, std::string>& efa_of, uint64_t generation,
+                   std::vector<json>* slices) {
+  json counters = json::object();
+  json cores = json::array();
+  for (const auto& [index, d] : view.devices) {
+    if (!d.present) continue;
+    counters[NeuronDeviceName(index)] = {{"value", std::to_string(view.cores_per_device)}};
+    for (int k = 0; k < view.cores_per_device; ++k) {
+      cores.push_back(
+          CoreDevice(view, options, d, efa_of.at(index), index * view.cores_per_device + k));
+    }
+  }
+  if (counters.empty()) return;  // no device: nothing to share
+  slices->push_back(
+      SliceSpec(options, generation, "sharedCounters",
+                json::array({json{{"name", kCounterSetName}, {"counters", std::move(counters)}}})));
+  // Every core consumes counters: at most 64 in a slice (types.go
+  // ResourceSliceMaxDevicesWithTaintsOrConsumesCounters).
+  for (size_t first = 0; first < cores.size(); first += kMaxDevicesPerSliceWithTaints) {
+    const size_t end = std::min(cores.size(), first + kMaxDevicesPerSliceWithTaints);
+    slices->push_back(SliceSpec(options, generation, "devices",
+                                json(cores.begin() + static_cast<std::ptrdiff_t>(first),
+                                     cores.begin() + static_cast<std::ptrdiff_t>(end))));
+  }
+}
+
+}  // namespace
+
+std::string CoreDeviceName(int core) { return fmt::format("neuroncore-{}", core); }
+
+bool IsUltraServerNode(const NodeView& view) {
+  return view.ultraserver && !view.ultraserver->supported_modes.empty();
+}
+
+absl::StatusOr<std::vector<json>> BuildPool(const NodeView& view, const SliceOptions& options,
+                                            uint64_t generation) {
   if (absl::Status s = ValidateDnsSubdomain("the node (pool) name", options.node_name); !s.ok()) {
     return s;
+  }
+  if (options.partitionable && view.cores_per_device <= 0 && !view.devices.empty()) {
+    return absl::FailedPreconditionError(
+        "the logical NeuronCores per device are unknown: no counters or NeuronCore devices can be "
+        "offered (--dra.partitionable)");
   }
   json devices = json::array();
   const std::vector<std::string> beside = EfaBeside(view);
   std::map<std::string, std::vector<int>> served;  // EFA BDF -> devices beside it
+  std::map<int, std::string> efa_of;               // device index -> the EFA BDF beside it
   size_t pos = 0;
   for (const auto& [index, d] : view.devices) {
-    if (!beside[pos].empty()) served[beside[pos]].push_back(index);
-    ++pos;
+    efa_of[index] = beside[pos++];
+    if (!efa_of[index].empty()) served[efa_of[index]].push_back(index);
     // A removed device is not offered: the slice never claims what the node lacks.
-    if (d.present) devices.push_back(NeuronDevice(view, options, d, beside[pos - 1]));
+    if (d.present) devices.push_back(NeuronDevice(view, options, d, efa_of[index]));
   }
   for (const auto& [name, e] : view.efas) {
     if (!e.present) continue;
@@ -289,58 +356,46 @@ absl::StatusOr<json> BuildSliceSpec(const NodeView& view, const SliceOptions& op
     devices.push_back(
         EfaDevice(view, options, e, it == served.end() ? std::vector<int>{} : it->second));
   }
-  if (devices.size() > kMaxDevicesPerSlice) {
-    return absl::InvalidArgumentError(fmt::format("{} devices; a ResourceSlice holds at most {}",
-                                                  devices.size(), kMaxDevicesPerSlice));
+  // Without counters the scheduler could give the node and one of its devices to two claims.
+  if (options.partitionable && IsUltraServerNode(view) && !view.devices.empty()) {
+    devices.push_back(NodeDevice(view, options));
   }
-  const bool tainted = std::any_of(devices.begin(), devices.end(),
-                                   [](const json& d) { return d.contains("taints"); });
-  if (tainted && devices.size() > kMaxDevicesPerSliceWithTaints) {
-    return absl::InvalidArgumentError(
-        fmt::format("{} devices with a taint among them; such a ResourceSlice holds at most {}",
-                    devices.size(), kMaxDevicesPerSliceWithTaints));
-  }
-  for (const json& d : devices) {
-    const std::string name = d["name"].get<std::string>();
-    if (absl::Status s = ValidateDnsLabel("device name", name); !s.ok()) return s;
-    const size_t capacities = d.contains("capacity") ? d["capacity"].size() : 0;
-    if (absl::Status s = CheckAttributes(name, d["attributes"], capacities); !s.ok()) return s;
-  }
-  return json{
-      {"driver", kDriverName},
-      {"pool",
-       {{"name", options.node_name}, {"generation", generation}, {"resourceSliceCount", 1}}},
-      {"nodeName", options.node_name},
-      {"devices", std::move(devices)}};
+  std::vector<json> slices;
+  slices.push_back(SliceSpec(options, generation, "devices", std::move(devices)));
+  if (options.partitionable) AddPartitions(view, options, efa_of, generation, &slices);
+  for (json& s : slices) s["pool"]["resourceSliceCount"] = slices.size();
+  if (absl::Status s = CheckPool(slices); !s.ok()) return s;
+  return slices;
 }
 
 SliceState::SliceState(SliceOptions options, uint64_t first_generation)
     : options_(std::move(options)), generation_(first_generation) {}
 
 void SliceState::Update(const NodeView& view) {
-  absl::StatusOr<json> spec = BuildSliceSpec(view, options_, 0);
+  absl::StatusOr<std::vector<json>> slices = BuildPool(view, options_, 0);
   std::lock_guard<std::mutex> lock(mu_);
   ready_ = true;
   if (view.generation < view_generation_) return;  // an older picture than the one shown
   view_generation_ = view.generation;
-  if (!spec.ok()) {
-    // Keep serving the last good slice: a slice the API refuses helps no one.
-    error_ = std::string{spec.status().message()};
+  if (!slices.ok()) {
+    // Keep serving the last good pool: a slice the API refuses helps no one.
+    error_ = std::string{slices.status().message()};
     return;
   }
   error_.clear();
-  if (spec_ && *spec_ == *spec) return;
-  if (spec_) ++generation_;
-  spec_ = *std::move(spec);
+  if (slices_ && *slices_ == *slices) return;
+  if (slices_) ++generation_;
+  slices_ = *std::move(slices);
 }
 
 SliceState::Document SliceState::Get() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!ready_) return {503, "no hardware scan yet\n"};
-  if (!spec_) return {503, "no valid slice: " + error_ + "\n"};
-  json spec = *spec_;
-  spec["pool"]["generation"] = generation_;
-  const json doc = {{"generation", generation_}, {"nodeName", options_.node_name}, {"spec", spec}};
+  if (!slices_) return {503, "no valid slice: " + error_ + "\n"};
+  json slices = *slices_;
+  for (json& s : slices) s["pool"]["generation"] = generation_;
+  const json doc = {
+      {"generation", generation_}, {"nodeName", options_.node_name}, {"slices", std::move(slices)}};
   return {200, doc.dump() + "\n"};
 }
 

@@ -1,11 +1,17 @@
 #pragma once
-// The DRA face's ResourceSlice (resource.k8s.io/v1 ResourceSliceSpec) built from the plugin's
-// NodeView (plugin/node_state.h): one slice per node, pool = the node name, devices
+// The DRA face's ResourceSlices (resource.k8s.io/v1 ResourceSliceSpec) built from the plugin's
+// NodeView (plugin/node_state.h): one pool per node, named after it, whose first slice holds
 //   neuron-<index>     a Neuron device (host index)
 //   efa-<ifname>       an EFA interface (lower-case)
 // with AWS's attribute names (docs/kubelet-api.md#dra-slice, NEURON-TODAY.md "AWS's Neuron DRA
 // driver"), connected groups resource.aws.com/devicegroup{1,4,8,16}_id from core's NeuronLink
-// Topology, and a taint per unhealthy device. Pure functions of their inputs; thread-safe.
+// Topology, and a taint per unhealthy device. With `partitionable` (--dra.partitionable) the pool
+// also holds a slice of shared counters (one per device: its logical cores), the NeuronCores
+//   neuroncore-<c>     logical core c (NEURON_RT_VISIBLE_CORES numbering), in slices of 64,
+// and on an UltraServer node `neuron-node` (the whole node) in the first slice; every Neuron
+// device, core and neuron-node consumes its cores from the counters, so the scheduler never gives
+// a core and its device (or the node and any device) to two claims (docs/kubelet-api.md#dra-pool).
+// Pure functions of their inputs; thread-safe.
 
 #include <cstdint>
 #include <mutex>
@@ -34,6 +40,17 @@ inline constexpr size_t kMaxAttributesPerDevice = 32;
 inline constexpr size_t kMaxAttributeIdLength = 32;
 inline constexpr size_t kMaxStringValueLength = 64;
 inline constexpr size_t kMaxDnsLabelLength = 63;
+// Counters (types.go: ResourceSliceMaxCounterSets, ResourceSliceMaxCountersPerCounterSet,
+// ResourceSliceMaxDeviceCounterConsumptionsPerDevice,
+// ResourceSliceMaxCountersPerDeviceCounterConsumption). A slice holds devices or sharedCounters,
+// never both; a slice where a device consumes counters holds at most 64 devices, as with taints.
+inline constexpr size_t kMaxCounterSetsPerSlice = 8;
+inline constexpr size_t kMaxCountersPerSet = 32;
+inline constexpr size_t kMaxConsumptionsPerDevice = 2;
+inline constexpr size_t kMaxCountersPerConsumption = 32;
+
+inline constexpr std::string_view kCounterSetName = "neuron-devices";
+inline constexpr std::string_view kNodeDeviceName = "neuron-node";
 
 enum class TaintEffect { kNoSchedule, kNoExecute };
 std::string_view TaintEffectName(TaintEffect e);
@@ -44,11 +61,16 @@ struct SliceOptions {
   std::string node_name;           // pool name and nodeName
   std::string dra_driver_version;  // draDriverVersion: our agent's version
   TaintEffect taint_effect = TaintEffect::kNoSchedule;
+  bool partitionable = false;  // --dra.partitionable: counters, NeuronCores, neuron-node
 };
 
-// "neuron-3", "efa-rdmap16s25".
+// "neuron-3", "efa-rdmap16s25", "neuroncore-12".
 std::string NeuronDeviceName(int index);
 std::string EfaDeviceName(std::string_view ifname);
+std::string CoreDeviceName(int core);
+// The node is part of a Trn2 UltraServer: the driver lists UltraServer modes it supports
+// (core/discovery/ultraserver.h). Only there is `neuron-node` offered.
+bool IsUltraServerNode(const NodeView& view);
 // RFC 1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends.
 absl::Status ValidateDnsLabel(std::string_view what, std::string_view name);
 // RFC 1123 subdomain (node names): up to 253 characters of dot-separated labels.
@@ -65,17 +87,27 @@ std::optional<int> ConnectedGroup(const Topology& topology, int node_devices, in
 // aligned groups get whole EFAs. Indexed like `devices` (ascending index); "" for none.
 std::vector<std::string> EfaBeside(const NodeView& view);
 
-// The slice spec for `generation` (pool.generation): {driver, pool, nodeName, devices}. Errors:
-// a device name or attribute that breaks the API's rules or limits (the slice would be refused).
-absl::StatusOr<nlohmann::json> BuildSliceSpec(const NodeView& view, const SliceOptions& options,
-                                              uint64_t generation);
+// The pool's slice specs for `generation` (pool.generation), each {driver, pool, nodeName,
+// devices or sharedCounters}: [0] the Neuron devices and EFAs (and neuron-node); with
+// `partitionable`, [1] the counter slice and [2..] the NeuronCores, 64 per slice. Errors: a name,
+// attribute or count that breaks the API's rules or limits (CheckPool), naming it; the API would
+// refuse the slice.
+absl::StatusOr<std::vector<nlohmann::json>> BuildPool(const NodeView& view,
+                                                      const SliceOptions& options,
+                                                      uint64_t generation);
+
+// The API's rules for a pool's slices (slice_limits.cc, kubernetes/kubernetes
+// staging/src/k8s.io/api/resource/v1/types.go): device and counter names are DNS labels, a slice
+// holds devices or counters, the limits above, each consumption names a counter set of the pool
+// and counters of that set. The error names the slice, the device and the limit.
+absl::Status CheckPool(const std::vector<nlohmann::json>& slices);
 
 // What GET /dra/resourceslice serves (docs/kubelet-api.md#dra-slice): 503 until the first
-// hardware scan, then 200 with {"generation": N, "nodeName": ..., "spec": <slice spec>}. N starts
-// at `first_generation` (the plugin passes the Unix time of its start, so it still rises across
-// a restart of the plugin) and increases by one whenever the spec changes, health taints
-// included; a view that changes nothing in the slice (a holding, a numa update) leaves it alone.
-// Thread-safe.
+// hardware scan, then 200 with {"generation": N, "nodeName": ..., "slices": [<slice spec>...]}.
+// N starts at `first_generation` (the plugin passes the Unix time of its start, so it still rises
+// across a restart of the plugin) and increases by one whenever any slice of the pool changes,
+// health taints included; a view that changes nothing in the pool (a holding, a numa update)
+// leaves it alone. Thread-safe.
 class SliceState {
  public:
   SliceState(SliceOptions options, uint64_t first_generation);
@@ -92,11 +124,11 @@ class SliceState {
  private:
   const SliceOptions options_;
   mutable std::mutex mu_;
-  uint64_t generation_;                 // guarded by mu_
-  bool ready_ = false;                  // guarded by mu_
-  std::optional<nlohmann::json> spec_;  // guarded by mu_; the last good spec
-  std::string error_;                   // guarded by mu_; why the last view made no slice
-  uint64_t view_generation_ = 0;        // guarded by mu_; views from racing threads may be late
+  uint64_t generation_;                                // guarded by mu_
+  bool ready_ = false;                                 // guarded by mu_
+  std::optional<std::vector<nlohmann::json>> slices_;  // guarded by mu_; the last good pool
+  std::string error_;             // guarded by mu_; why the last view made no slice
+  uint64_t view_generation_ = 0;  // guarded by mu_; views from racing threads may be late
 };
 
 }  // namespace neuron::plugin::dra

@@ -215,7 +215,7 @@ void ExpectFaultStreamsUnhealthy(const std::shared_ptr<grpc::Channel>& ch, SimNo
 }
 
 bool TaintsNeuron5(const json& slice) {
-  for (const json& d : slice["spec"]["devices"]) {
+  for (const json& d : slice["slices"][0]["devices"]) {
     if (d["name"] == "neuron-5" && d.contains("taints")) {
       return true;
     }
@@ -235,8 +235,9 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
   const json slice = Slice();
   ASSERT_TRUE(slice.is_object());
   EXPECT_EQ(slice["nodeName"], kNode);
-  EXPECT_EQ(slice["spec"]["driver"], "neuron.aws.com");
-  EXPECT_EQ(slice["spec"]["devices"].size(), 24u);  // 16 devices, 8 EFA
+  ASSERT_EQ(slice["slices"].size(), 1u);  // without --dra.partitionable: one slice
+  EXPECT_EQ(slice["slices"][0]["driver"], "neuron.aws.com");
+  EXPECT_EQ(slice["slices"][0]["devices"].size(), 24u);  // 16 devices, 8 EFA
   const uint64_t generation = slice["generation"].get<uint64_t>();
 
   const auto channel = DraChannel(info.endpoint());

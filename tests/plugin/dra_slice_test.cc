@@ -21,10 +21,13 @@ using nlohmann::json;
 
 const SliceOptions kOptions{.node_name = "ip-10-0-0-1.ec2.internal", .dra_driver_version = "0.9.0"};
 
+// The pool's first slice (the only one without --dra.partitionable).
 json Spec(const NodeView& view, const SliceOptions& options = kOptions) {
-  absl::StatusOr<json> spec = BuildSliceSpec(view, options, 7);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return spec.ok() ? *spec : json::object();
+  absl::StatusOr<std::vector<json>> pool = BuildPool(view, options, 7);
+  EXPECT_TRUE(pool.ok()) << pool.status();
+  if (!pool.ok()) return json::object();
+  EXPECT_EQ(pool->size(), 1u);
+  return pool->front();
 }
 
 const json* Find(const json& spec, const std::string& name) {
@@ -174,11 +177,11 @@ TEST(DraSliceTest, NamesFollowTheApiRules) {
   EXPECT_FALSE(ValidateDnsSubdomain("node", "ip..internal").ok());
   SliceOptions bad = kOptions;
   bad.node_name = "Node_1";
-  EXPECT_FALSE(BuildSliceSpec(*ViewOf(CatalogHardware("inf2.xlarge")), bad, 1).ok());
+  EXPECT_FALSE(BuildPool(*ViewOf(CatalogHardware("inf2.xlarge")), bad, 1).ok());
   // An EFA whose name makes a bad device name refuses the slice rather than publish it.
   Hardware hw = CatalogHardware("inf2.xlarge");
   hw.efas.push_back(testing::Efa("efa_0"));
-  EXPECT_FALSE(BuildSliceSpec(*ViewOf(hw), kOptions, 1).ok());
+  EXPECT_FALSE(BuildPool(*ViewOf(hw), kOptions, 1).ok());
 }
 
 TEST(DraSliceTest, AtMost128DevicesAnd32AttributesPerDevice) {
@@ -186,7 +189,7 @@ TEST(DraSliceTest, AtMost128DevicesAnd32AttributesPerDevice) {
   for (int i = 0; hw.efas.size() + hw.devices.size() <= kMaxDevicesPerSlice; ++i) {
     hw.efas.push_back(testing::Efa("rdmapx" + std::to_string(i)));
   }
-  const absl::StatusOr<json> spec = BuildSliceSpec(*ViewOf(hw), kOptions, 1);
+  const absl::StatusOr<std::vector<json>> spec = BuildPool(*ViewOf(hw), kOptions, 1);
   ASSERT_FALSE(spec.ok());
   EXPECT_NE(spec.status().message().find("at most 128"), std::string_view::npos);
   // 64 devices at most once one has a taint.
@@ -194,10 +197,10 @@ TEST(DraSliceTest, AtMost128DevicesAnd32AttributesPerDevice) {
   while (tainted.efas.size() + tainted.devices.size() < 65) {
     tainted.efas.push_back(testing::Efa("rdmapy" + std::to_string(tainted.efas.size())));
   }
-  EXPECT_TRUE(BuildSliceSpec(*ViewOf(tainted), kOptions, 1).ok());
+  EXPECT_TRUE(BuildPool(*ViewOf(tainted), kOptions, 1).ok());
   tainted.devices[0].healthy = false;
   tainted.devices[0].reason = "absent";
-  const absl::StatusOr<json> refused = BuildSliceSpec(*ViewOf(tainted), kOptions, 1);
+  const absl::StatusOr<std::vector<json>> refused = BuildPool(*ViewOf(tainted), kOptions, 1);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("at most 64"), std::string_view::npos);
   const json trn2 = Spec(*ViewOf(CatalogHardware("trn2.48xlarge")));
@@ -216,7 +219,8 @@ TEST(DraSliceTest, TheDocumentsGenerationRisesOnEveryChangeOnly) {
   ASSERT_EQ(doc.status, 200);
   json j = json::parse(doc.body);
   EXPECT_EQ(j["generation"], 1000);
-  EXPECT_EQ(j["spec"]["pool"]["generation"], 1000);
+  ASSERT_EQ(j["slices"].size(), 1u);
+  EXPECT_EQ(j["slices"][0]["pool"]["generation"], 1000);
   EXPECT_EQ(j["nodeName"], kOptions.node_name);
   state.Update(*ViewOf(hw));  // nothing changed
   EXPECT_EQ(state.generation(), 1000u);
@@ -229,7 +233,7 @@ TEST(DraSliceTest, TheDocumentsGenerationRisesOnEveryChangeOnly) {
   state.Update(*ViewOf(hw));  // the taint cleared
   j = json::parse(state.Get().body);
   EXPECT_EQ(j["generation"], 1002);
-  EXPECT_FALSE((*Find(j["spec"], "neuron-2")).contains("taints"));
+  EXPECT_FALSE((*Find(j["slices"][0], "neuron-2")).contains("taints"));
   // A view that makes no valid slice keeps the last good one.
   for (int i = 0; i < 200; ++i) hw.efas.push_back(testing::Efa("x" + std::to_string(i)));
   state.Update(*ViewOf(hw));
@@ -248,7 +252,7 @@ TEST(DraSliceTest, ALateOlderViewDoesNotUndoANewerOne) {
   SliceState state(kOptions, 1);
   state.Update(*node.view());
   state.Update(*older);  // delivered late by a racing thread
-  EXPECT_TRUE((*Find(json::parse(state.Get().body)["spec"], "neuron-0")).contains("taints"));
+  EXPECT_TRUE((*Find(json::parse(state.Get().body)["slices"][0], "neuron-0")).contains("taints"));
 }
 
 // tests/fixtures/plugin/dra_slice_trn1.json; NEURON_UPDATE_GOLDENS=1 rewrites it.
