@@ -12,6 +12,7 @@
 #include "plugin/dra/cdi.h"
 #include "plugin/dra/driver.h"
 #include "plugin/dra/slice.h"
+#include "tests/plugin/dra_driver_testing.h"
 #include "tests/plugin/dra_testing.h"
 #include "tests/support/temp_dir.h"
 
@@ -23,72 +24,11 @@ using ::neuron::plugin::dra::testing::CatalogHardware;
 using ::neuron::testing::TempDir;
 using nlohmann::json;
 
-constexpr std::string_view kNode = "node-a";
+using ::neuron::plugin::dra::testing::kNode;
 
-// Claims by "namespace/name", as neuron-dra-api would answer them; counts the questions.
-class FakeClaims : public ClaimSource {
- public:
-  absl::StatusOr<ResourceClaim> Get(std::string_view ns, std::string_view name) override {
-    ++asked;
-    const auto it = claims.find(std::string(ns) + "/" + std::string(name));
-    if (it == claims.end()) return absl::NotFoundError("no such claim");
-    return it->second;
-  }
-  // A claim of `devices` (ours, this pool, request "r"), with an optional opaque config.
-  ClaimRef Add(const std::string& name, const std::vector<std::string>& devices,
-               std::optional<json> parameters = std::nullopt) {
-    ResourceClaim c;
-    c.namespace_ = "default";
-    c.name = name;
-    c.uid = "uid-" + name;
-    c.allocated = true;
-    for (const std::string& d : devices) {
-      c.results.push_back(
-          {.request = "r", .driver = "neuron.aws.com", .pool = std::string(kNode), .device = d});
-    }
-    if (parameters) {
-      c.config.push_back({.source = "FromClaim",
-                          .requests = {"r"},
-                          .driver = "neuron.aws.com",
-                          .parameters = *parameters});
-    }
-    claims[c.namespace_ + "/" + name] = c;
-    return {c.namespace_, c.name, c.uid};
-  }
-  std::map<std::string, ResourceClaim> claims;
-  int asked = 0;
-};
-
-class DraDriverTest : public ::testing::Test {
+class DraDriverTest : public testing::DriverTest {
  protected:
   void SetUp() override { state_.SetHardware(CatalogHardware("trn2.48xlarge", 2)); }
-
-  std::unique_ptr<Driver> NewDriver() {
-    absl::StatusOr<std::unique_ptr<Driver>> d =
-        Driver::Create({.node_name = std::string(kNode),
-                        .cdi_dir = tmp_.path() / "cdi",
-                        .checkpoint_dir = tmp_.path() / "ck",
-                        .state = &state_,
-                        .claims = &claims_});
-    EXPECT_TRUE(d.ok()) << d.status();
-    return d.ok() ? *std::move(d) : nullptr;
-  }
-
-  absl::StatusOr<std::vector<PreparedDevice>> PrepareOne(Driver& d, const ClaimRef& ref) {
-    auto out = d.Prepare({ref});
-    return out.at(ref.uid);
-  }
-
-  json CdiSpec(const std::string& uid) {
-    std::ifstream in(CdiSpecPath(tmp_.path() / "cdi", uid));
-    std::stringstream text;
-    text << in.rdbuf();
-    return json::parse(text.str());
-  }
-
-  TempDir tmp_;
-  NodeState state_{std::chrono::milliseconds(1000)};
-  FakeClaims claims_;
 };
 
 TEST_F(DraDriverTest, PrepareWritesTheCdiSpecAndIsIdempotent) {
@@ -143,6 +83,41 @@ TEST_F(DraDriverTest, NoDoubleBookingAcrossDeviceCoreAndEfaClaims) {
   // Released, it can be had.
   ASSERT_TRUE(driver->Unprepare({{"default", "dev", "uid-dev"}}).at("uid-dev").ok());
   EXPECT_TRUE(PrepareOne(*driver, claims_.Add("core2", {"neuroncore-9"})).ok());
+}
+
+TEST_F(DraDriverTest, NeuronCoresGetTheirDevicesNodeAndOneListOfCores) {
+  auto driver = NewDriver();
+  // trn2 at LNC 2: cores 4..7 are device 1's.
+  const ClaimRef four = claims_.Add(
+      "cores", {"neuroncore-4", "neuroncore-5", "neuroncore-6", "neuroncore-7", "efa-rdmap95s0"});
+  absl::StatusOr<std::vector<PreparedDevice>> r = PrepareOne(*driver, four);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 5u);
+  const json spec = CdiSpec(four.uid);
+  for (int i = 0; i < 4; ++i) {
+    const json& edits = spec["devices"][i]["containerEdits"];
+    EXPECT_EQ(spec["devices"][i]["name"], "uid-cores-neuroncore-" + std::to_string(4 + i));
+    EXPECT_EQ(edits["deviceNodes"], json::parse(R"([{"path": "/dev/neuron1"}])")) << i;
+    EXPECT_EQ(edits["env"], json::parse(R"(["NEURON_RT_VISIBLE_CORES=4-7"])")) << i;
+  }
+  EXPECT_FALSE(spec["devices"][4]["containerEdits"].contains("env"));  // the EFA
+  const ClaimRef one = claims_.Add("one", {"neuroncore-9"});
+  ASSERT_TRUE(PrepareOne(*driver, one).ok());
+  EXPECT_EQ(CdiSpec(one.uid)["devices"][0]["containerEdits"],
+            json::parse(R"({"deviceNodes": [{"path": "/dev/neuron2"}],
+                            "env": ["NEURON_RT_VISIBLE_CORES=9"]})"));
+  // Cores the runtime cannot take as one run are refused, naming why.
+  const absl::StatusOr<std::vector<PreparedDevice>> gap =
+      PrepareOne(*driver, claims_.Add("gap", {"neuroncore-20", "neuroncore-22"}));
+  ASSERT_FALSE(gap.ok());
+  EXPECT_NE(gap.status().message().find("not one contiguous run"), std::string_view::npos);
+  // neuron-node is offered on an UltraServer node only: this trn2.48xlarge has none.
+  const absl::StatusOr<std::vector<PreparedDevice>> node =
+      PrepareOne(*driver, claims_.Add("node", {"neuron-node"}));
+  ASSERT_FALSE(node.ok());
+  EXPECT_NE(node.status().message().find("device neuron-node is not on this node"),
+            std::string_view::npos)
+      << node.status();
 }
 
 TEST_F(DraDriverTest, LncOnlyWhenItIsTheNodes) {
