@@ -5,7 +5,7 @@
 // where ultraserverMode is the number of nodes the workload spans. Prepare turns it into the
 // Neuron runtime's UltraServer environment, as AWS's init script does
 // (aws-neuron-sdk src/k8/k8s-ultraserver-init-script.sh, validate_node_config;
-// deploy/eks/ultraserver.rst):
+// deploy/eks/ultraserver.rst "How it works"):
 //   NEURON_RT_ULTRASERVER_MODE       enum neuron_ultraserver_mode: X4=1, X2H=2, X2V=3, X1=4;
 //                                    4 nodes need X4 among the node's modes, 2 nodes take X2V
 //                                    when supported else X2H, 1 node is X1

@@ -4,7 +4,9 @@
 // NodePrepareResources v1 and v1beta1 with the claims served by an in-test
 // stand-in of neuron-dra-api on its Unix socket, LNC refusal, the health stream
 // and slice taint on a fault, a deleted registration socket served again, and a
-// plugin restart that keeps a prepared claim.
+// plugin restart that keeps a prepared claim; and with --dra.partitionable on a
+// simulated trn2u.48xlarge, the pool with neuron-node and its prepare with an
+// UltraServerConfig whose values come from the simulated driver's election.
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -41,21 +43,20 @@ using namespace std::chrono_literals;
 constexpr auto kCeiling = 10s;
 constexpr std::string_view kNode = "node-a";
 
+// A claim of `devices` (request "neurons"), with an opaque config's parameters.
 std::string Claim(const std::string& name, const std::vector<std::string>& devices,
-                  std::optional<int> lnc = std::nullopt) {
+                  std::optional<json> parameters = std::nullopt) {
   json results = json::array();
   for (const std::string& d : devices) {
     results.push_back(
         {{"request", "neurons"}, {"driver", "neuron.aws.com"}, {"pool", kNode}, {"device", d}});
   }
   json alloc = {{"devices", {{"results", results}}}};
-  if (lnc) {
-    alloc["devices"]["config"] = json::array(
-        {{{"source", "FromClaim"},
-          {"requests", {"neurons"}},
-          {"opaque",
-           {{"driver", "neuron.aws.com"},
-            {"parameters", {{"kind", "NeuronConfig"}, {"logicalNeuronCore", *lnc}}}}}}});
+  if (parameters) {
+    alloc["devices"]["config"] =
+        json::array({{{"source", "FromClaim"},
+                      {"requests", {"neurons"}},
+                      {"opaque", {{"driver", "neuron.aws.com"}, {"parameters", *parameters}}}}});
   }
   return json{{"metadata", {{"namespace", "default"}, {"name", name}, {"uid", "uid-" + name}}},
               {"status", {{"allocation", alloc}}}}
@@ -70,7 +71,7 @@ class DraBinaryTest : public ::testing::Test {
                                           .root = tmp_.path() / "root",
                                           .logs = tmp_.path(),
                                           .on_stop = ::neuron::testing::ExpectCleanExit});
-    ASSERT_TRUE(sim_->Up("trn1.32xlarge")) << sim_->Log();
+    ASSERT_TRUE(sim_->Up(instance_, sim_flags_)) << sim_->Log();
     // The neuron-dra-api stand-in: the contract of
     // docs/kubelet-api.md#dra-claims.
     HttpServer::Options o;
@@ -79,7 +80,12 @@ class DraBinaryTest : public ::testing::Test {
     for (const auto& [name, body] :
          {std::pair{"four", Claim("four", {"neuron-0", "neuron-1", "neuron-2", "neuron-3",
                                            "efa-rdmap16s25"})},
-          std::pair{"lnc2", Claim("lnc2", {"neuron-8"}, 2)},
+          std::pair{"lnc2", Claim("lnc2", {"neuron-8"},
+                                  json{{"kind", "NeuronConfig"}, {"logicalNeuronCore", 2}})},
+          std::pair{"node", Claim("node", {"neuron-node"},
+                                  json{{"apiVersion", "neuron.aws.com/v1"},
+                                       {"kind", "UltraServerConfig"},
+                                       {"ultraserverMode", 4}})},
           std::pair{"thief", Claim("thief", {"neuron-1"})}}) {
       o.handlers["/claims/default/" + std::string(name)] = [this, text = body](const HttpRequest&) {
         ++asked_;
@@ -100,11 +106,11 @@ class DraBinaryTest : public ::testing::Test {
   std::string listen() const { return "unix:" + (tmp_.path() / "plugin.sock").string(); }
 
   void StartPlugin() {
-    pid_ = Spawn(
-        {NEURON_PLUGIN_BIN, "--api", "dra", "--node-name", std::string(kNode), "--root",
-         (tmp_.path() / "root").string(), "--kubelet-dir", kdir().string(), "--listen", listen(),
-         "--cdi-dir", (tmp_.path() / "cdi").string(), "--dra.claims", claims_address()},
-        tmp_.path() / "p.out", tmp_.path() / "p.err");
+    pid_ = Spawn({NEURON_PLUGIN_BIN, "--api", "dra", "--node-name", std::string(kNode), "--root",
+                  (tmp_.path() / "root").string(), "--kubelet-dir", kdir().string(), "--listen",
+                  listen(), "--cdi-dir", (tmp_.path() / "cdi").string(), "--dra.claims",
+                  claims_address(), "--dra.partitionable", partitionable_ ? "true" : "false"},
+                 tmp_.path() / "p.out", tmp_.path() / "p.err");
     ASSERT_TRUE(WaitUntil([&] { return fs::exists(reg_sock()); }, kCeiling))
         << ReadFile(tmp_.path() / "p.err");
   }
@@ -141,6 +147,9 @@ class DraBinaryTest : public ::testing::Test {
     return json::parse(r->body);
   }
 
+  std::string instance_ = "trn1.32xlarge";
+  std::vector<std::string> sim_flags_;
+  bool partitionable_ = false;
   TempDir tmp_{"drab"};
   std::unique_ptr<SimNode> sim_;
   std::unique_ptr<HttpServer> api_;
@@ -283,6 +292,49 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
   const std::string thief =
       PrepareV1(DraChannel(info.endpoint()), "thief").claims().at("uid-thief").error();
   EXPECT_NE(thief.find("already held by claim default/four"), std::string::npos) << thief;
+  EXPECT_EQ(Stop(pid_, kCeiling), 0) << ReadFile(tmp_.path() / "p.err");
+}
+
+// A trn2u.48xlarge, node 3 of a 4-node UltraServer, with --dra.partitionable.
+class DraBinaryUltraServerTest : public DraBinaryTest {
+ protected:
+  void SetUp() override {
+    instance_ = "trn2u.48xlarge";
+    sim_flags_ = {"--ultraserver-node-id", "3", "--ultraserver-server-id", "00000000c0ffee42"};
+    partitionable_ = true;
+    DraBinaryTest::SetUp();
+  }
+};
+
+TEST_F(DraBinaryUltraServerTest, PublishesThePoolAndPreparesTheNode) {
+  StartPlugin();
+  const pluginregistration::PluginInfo info = Register();
+  json pool;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        pool = Slice();
+        return pool.is_object();
+      },
+      kCeiling));
+  // Devices, EFAs and neuron-node; the counters; the cores (64 at LNC 2, 128 at LNC 1).
+  ASSERT_GE(pool["slices"].size(), 3u);
+  const json& first = pool["slices"][0];
+  EXPECT_EQ(first["pool"]["resourceSliceCount"], pool["slices"].size());
+  EXPECT_EQ(first["devices"].back()["name"], "neuron-node");
+  EXPECT_EQ(pool["slices"][1]["sharedCounters"][0]["counters"].size(), 16u);
+  const drav1::NodePrepareResourcesResponse r = PrepareV1(DraChannel(info.endpoint()), "node");
+  ASSERT_EQ(r.claims().at("uid-node").error(), "");
+  const std::string spec = ReadFile(tmp_.path() / "cdi/aws.amazon.com-neuron_uid-node.json");
+  EXPECT_NE(spec.find("/dev/neuron15"), std::string::npos) << spec;
+  EXPECT_NE(spec.find("NEURON_RT_ULTRASERVER_MODE=1"), std::string::npos) << spec;
+  EXPECT_NE(spec.find("NEURON_RT_ULTRASERVER_SERVER_ID=00000000c0ffee42"), std::string::npos)
+      << spec;
+  EXPECT_NE(spec.find("NEURON_RT_ULTRASERVER_NODE_ID=3"), std::string::npos) << spec;
+  // The node holds every device: a claim of one of them is refused.
+  const std::string thief =
+      PrepareV1(DraChannel(info.endpoint()), "thief").claims().at("uid-thief").error();
+  EXPECT_NE(thief.find("already held by claim default/node (neuron-node)"), std::string::npos)
+      << thief;
   EXPECT_EQ(Stop(pid_, kCeiling), 0) << ReadFile(tmp_.path() / "p.err");
 }
 

@@ -24,6 +24,7 @@ TEST(DraConfigTest, DefaultsAreTheDevicePlugin) {
   EXPECT_EQ(c->cdi_dir, "/var/run/cdi");
   EXPECT_EQ(c->dra_claims, "unix:/run/neuron-node-agent/dra-api.sock");
   EXPECT_EQ(c->dra_taint_effect, "NoSchedule");
+  EXPECT_FALSE(c->dra_partitionable);
 }
 
 TEST(DraConfigTest, DraNeedsTheNodeNameFromFlagOrDownwardApi) {
@@ -69,6 +70,22 @@ TEST(DraConfigTest, FileEnvironmentAndFlagsOfTheDraSettings) {
   const absl::Status flag = ResolveConfig(f, Env({})).status();
   EXPECT_NE(flag.message().find("--dra.taint-effect"), std::string_view::npos) << flag;
   EXPECT_FALSE(ResolveConfig(Flags{}, Env({{"NEURON_DP_DRA_TAINT_EFFECT", "x"}})).ok());
+}
+
+TEST(DraConfigTest, PartitionableThroughEachLayer) {
+  Config c;
+  ASSERT_TRUE(ApplyConfigYaml("dra:\n  partitionable: true\n", "f.yaml", &c).ok());
+  EXPECT_TRUE(c.dra_partitionable);
+  const absl::Status bad = ApplyConfigYaml("dra:\n  partitionable: maybe\n", "f.yaml", &c);
+  EXPECT_NE(bad.message().find("f.yaml:2: dra.partitionable"), std::string_view::npos) << bad;
+  absl::StatusOr<Config> env =
+      ResolveConfig(Flags{}, Env({{"NEURON_DP_DRA_PARTITIONABLE", "true"}}));
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_TRUE(env->dra_partitionable);
+  Flags f;
+  f.dra_partitionable = false;  // the flag wins over the environment
+  EXPECT_FALSE(ResolveConfig(f, Env({{"NEURON_DP_DRA_PARTITIONABLE", "true"}}))->dra_partitionable);
+  EXPECT_FALSE(ResolveConfig(Flags{}, Env({{"NEURON_DP_DRA_PARTITIONABLE", "yes please"}})).ok());
 }
 
 }  // namespace
