@@ -11,10 +11,6 @@
 namespace neuron {
 namespace {
 
-constexpr int kModeX4 = 1;
-constexpr int kModeX2H = 2;
-constexpr int kModeX2V = 3;
-constexpr int kModeX1 = 4;
 constexpr std::string_view kBusy = "busy";
 constexpr size_t kServerIdDigits = 16;  // "%016llx"
 
@@ -28,7 +24,7 @@ absl::StatusOr<std::vector<int>> ParseModes(std::string_view text,
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     absl::StatusOr<int64_t> m = ParseI64(part, path);
     if (!m.ok()) return m.status();
-    if (*m < kModeX4 || *m > kModeX1) {
+    if (*m < kUltraServerModeX4 || *m > kUltraServerModeX1) {
       return absl::InvalidArgumentError(fmt::format(
           "{}: mode {} is not one of 1-4 (neuron_ultraserver_mode)", path.string(), *m));
     }
@@ -73,10 +69,10 @@ std::optional<UltraServerMembership> ReadMembership(const RootPaths& root, int s
   UltraServerMembership m;
   m.size = size;
   if (size == 4) {
-    m.mode = UltraServerModeName(kModeX4);
+    m.mode = UltraServerModeName(kUltraServerModeX4);
   } else {
-    const bool x2h = std::find(modes.begin(), modes.end(), kModeX2H) != modes.end();
-    m.mode = UltraServerModeName(x2h ? kModeX2H : kModeX2V);
+    const bool x2h = std::find(modes.begin(), modes.end(), kUltraServerModeX2H) != modes.end();
+    m.mode = UltraServerModeName(x2h ? kUltraServerModeX2H : kUltraServerModeX2V);
   }
   m.node_id = static_cast<int>(*node_id);
   m.server_id = *server_text;
@@ -87,13 +83,13 @@ std::optional<UltraServerMembership> ReadMembership(const RootPaths& root, int s
 
 std::string UltraServerModeName(int mode) {
   switch (mode) {
-    case kModeX4:
+    case kUltraServerModeX4:
       return "x4";
-    case kModeX2H:
+    case kUltraServerModeX2H:
       return "x2h";
-    case kModeX2V:
+    case kUltraServerModeX2V:
       return "x2v";
-    case kModeX1:
+    case kUltraServerModeX1:
       return "x1";
     default:
       return "";

@@ -18,6 +18,13 @@
 
 namespace neuron {
 
+// enum neuron_ultraserver_mode: the values ultraserver_mode lists and the Neuron runtime's
+// NEURON_RT_ULTRASERVER_MODE takes (aws-neuron-sdk src/k8/k8s-ultraserver-init-script.sh).
+inline constexpr int kUltraServerModeX4 = 1;
+inline constexpr int kUltraServerModeX2H = 2;
+inline constexpr int kUltraServerModeX2V = 3;
+inline constexpr int kUltraServerModeX1 = 4;
+
 // Absent when ultraserver_mode does not exist (no driver, or one without the attributes) or reads
 // "busy"; a value that cannot be read leaves its configuration out and adds a warning naming the
 // file. Busy is a warning too: the node's place is unknown until the election ends.

@@ -2,16 +2,12 @@
 
 #include <algorithm>
 
+#include "core/discovery/ultraserver.h"
 #include "fmt/format.h"
 
 namespace neuron::plugin::dra {
 namespace {
 
-// enum neuron_ultraserver_mode (the init script's NEURON_ULTRASERVER_MODE_*).
-constexpr int kX4 = 1;
-constexpr int kX2H = 2;
-constexpr int kX2V = 3;
-constexpr int kX1 = 4;
 // The init script's values when the node is in no multi-node configuration.
 constexpr std::string_view kNoServerId = "0000000000000000";
 constexpr int kNoNodeId = -1;
@@ -52,11 +48,11 @@ absl::StatusOr<std::vector<std::string>> UltraServerEnv(
   auto supports = [&](int mode) {
     return std::find(modes.begin(), modes.end(), mode) != modes.end();
   };
-  int mode = kX1;
+  int mode = kUltraServerModeX1;
   if (nodes == 4) {
-    mode = kX4;
+    mode = kUltraServerModeX4;
   } else if (nodes == 2) {
-    mode = supports(kX2V) ? kX2V : kX2H;
+    mode = supports(kUltraServerModeX2V) ? kUltraServerModeX2V : kUltraServerModeX2H;
   }
   if (!supports(mode)) {
     return absl::FailedPreconditionError(fmt::format(
