@@ -357,7 +357,9 @@ absl::StatusOr<std::vector<json>> BuildPool(const NodeView& view, const SliceOpt
         EfaDevice(view, options, e, it == served.end() ? std::vector<int>{} : it->second));
   }
   // Without counters the scheduler could give the node and one of its devices to two claims.
-  if (options.partitionable && IsUltraServerNode(view) && !view.devices.empty()) {
+  const bool any_present = std::any_of(view.devices.begin(), view.devices.end(),
+                                       [](const auto& kv) { return kv.second.present; });
+  if (options.partitionable && IsUltraServerNode(view) && any_present) {
     devices.push_back(NodeDevice(view, options));
   }
   std::vector<json> slices;

@@ -206,6 +206,11 @@ TEST(DraPoolTest, ADevicesTaintIsOnItsCoresAndTheNode) {
   EXPECT_EQ(gone.at("neuron-node")["taints"][0]["value"], "neuron-3-absent");
   EXPECT_EQ(Consumed(gone.at("neuron-node")).size(), 15u);
   EXPECT_EQ(gone.at("neuron-node")["attributes"]["deviceCount"]["int"], 15);
+  // No device left: nothing to share, no node to offer; only the EFAs.
+  for (HardwareDevice& d : hw.devices) d.present = false;
+  const std::vector<json> empty = Pool(hw);
+  ASSERT_EQ(empty.size(), 1u);
+  EXPECT_EQ(empty[0]["devices"].size(), 16u);
 }
 
 TEST(DraPoolTest, TheApisLimitsAreRefusedNamingThem) {
