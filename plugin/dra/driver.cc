@@ -52,8 +52,8 @@ absl::StatusOr<Resolved> Resolve(const NodeView& view, const AllocationResult& r
     return absl::NotFoundError(fmt::format("device {} is not on this node", r.device));
   };
   if (name == kNodeDeviceName) {
-    // Offered on an UltraServer node only (slice.h); elsewhere it is not on this node.
-    if (!IsUltraServerNode(view)) return missing();
+    // Whether the node may be had is PrepareOne's question: a claim that holds it keeps holding
+    // every device while the driver's UltraServer attributes are unreadable (an election).
     out.node = true;
     return out;
   }
@@ -297,6 +297,12 @@ absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& r
     if (r.driver != kDriverName || r.pool != options_.node_name) continue;  // another's
     absl::StatusOr<Resolved> d = Resolve(view, r);
     if (!d.ok()) return d.status();
+    if (d->node && !IsUltraServerNode(view)) {  // offered on an UltraServer node only (slice.h)
+      return absl::NotFoundError(fmt::format(
+          "device {} is not on this node (not an UltraServer node, or its UltraServer attributes "
+          "are unknown now)",
+          r.device));
+    }
     devices.push_back(*std::move(d));
   }
   absl::StatusOr<std::vector<std::string>> ultraserver = CheckConfig(*claim, devices, view);

@@ -164,6 +164,13 @@ TEST_F(DraUltraServerTest, TheNodeConflictsWithEveryDeviceAndCore) {
   }
   // EFAs are not the node's: they stay free.
   EXPECT_TRUE(PrepareOne(*driver, claims_.Add("efa", {"efa-rdmap95s0"})).ok());
+  // While the driver's attributes cannot be read (an election in progress) the node is not
+  // offered to a new claim, and the prepared one still holds every device.
+  Hardware busy = CatalogHardware("trn2u.48xlarge", 2);
+  state_.SetHardware(busy);
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("busy", {"neuron-node"})).ok());
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("busy-dev", {"neuron-0"})).ok());
+  ASSERT_NO_FATAL_FAILURE(Place({}));
   ASSERT_TRUE(driver->Unprepare({node}).at(node.uid).ok());
   // The other way round: a device, or one core, keeps the node from being prepared.
   const ClaimRef dev = claims_.Add("dev", {"neuron-3"});
