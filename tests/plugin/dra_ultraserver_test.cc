@@ -47,7 +47,7 @@ class DraUltraServerTest : public testing::DriverTest {
     absl::StatusOr<std::vector<PreparedDevice>> r = PrepareOne(driver, ref);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return json();
-    const json env = CdiSpec(ref.uid)["devices"][0]["containerEdits"]["env"];
+    json env = CdiSpec(ref.uid)["devices"][0]["containerEdits"]["env"];
     EXPECT_TRUE(driver.Unprepare({ref}).at(ref.uid).ok());
     return env;
   }
@@ -58,7 +58,7 @@ class DraUltraServerTest : public testing::DriverTest {
     const absl::StatusOr<std::vector<PreparedDevice>> r = PrepareOne(driver, ref);
     EXPECT_FALSE(r.ok()) << name;
     EXPECT_FALSE(std::filesystem::exists(CdiSpecPath(tmp_.path() / "cdi", ref.uid))) << name;
-    return r.ok() ? "" : std::string(r.status().message());
+    return r.ok() ? "" : std::string{r.status().message()};
   }
 
   int trees_ = 0;
