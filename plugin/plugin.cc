@@ -226,7 +226,8 @@ class Plugin::Impl {
         dra::Server::Start({.kubelet_dir = config_.kubelet_dir,
                             .node_name = config_.node_name,
                             .driver = driver_.get(),
-                            .state = &state_});
+                            .state = &state_,
+                            .partitionable = config_.dra_partitionable});
     if (!server.ok()) return server.status();
     std::lock_guard<std::mutex> lock(servers_mu_);
     dra_server_ = *std::move(server);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -155,7 +156,8 @@ class HealthHub {
 template <typename Api, bool kV1>
 class HealthService : public Api::DRAResourceHealth::Service {
  public:
-  HealthService(HealthHub* hub, std::string pool) : hub_(hub), pool_(std::move(pool)) {}
+  HealthService(HealthHub* hub, std::string pool, bool partitionable)
+      : hub_(hub), pool_(std::move(pool)), partitionable_(partitionable) {}
 
   grpc::Status NodeWatchResources(
       grpc::ServerContext* ctx, const typename Api::NodeWatchResourcesRequest*,
@@ -190,11 +192,34 @@ class HealthService : public Api::DRAResourceHealth::Service {
       add(NeuronDeviceName(index), d.healthy, d.unknown, d.reason);
     }
     for (const auto& [name, e] : view.efas) add(EfaDeviceName(name), e.healthy, false, e.reason);
+    if (partitionable_) AddPartitions(view, add);
     return out;
+  }
+
+  // The pool's NeuronCores (each with its device's health) and, on an UltraServer node,
+  // neuron-node (the node's devices' health taken together).
+  template <typename Add>
+  static void AddPartitions(const NodeView& view, const Add& add) {
+    const int cpd = view.cores_per_device;
+    for (const auto& [index, d] : view.devices) {
+      for (int k = 0; k < cpd; ++k) {
+        add(CoreDeviceName(index * cpd + k), d.healthy, d.unknown, d.reason);
+      }
+    }
+    if (!IsUltraServerNode(view)) return;
+    if (const HardwareDevice* faulty = FirstFaultyDevice(view)) {
+      add(std::string(kNodeDeviceName), false, false,
+          fmt::format("{}: {}", NeuronDeviceName(faulty->index), faulty->reason));
+      return;
+    }
+    const bool unknown = std::any_of(view.devices.begin(), view.devices.end(),
+                                     [](const auto& kv) { return kv.second.unknown; });
+    add(std::string(kNodeDeviceName), !unknown, unknown, "");
   }
 
   HealthHub* const hub_;
   const std::string pool_;
+  const bool partitionable_;
 };
 
 class RegistrationService : public ::pluginregistration::Registration::Service {
@@ -248,8 +273,8 @@ class Server::Impl {
         reg_path(RegistrationSocketPath(o.kubelet_dir)),
         v1(o.driver),
         v1beta1(o.driver),
-        health_v1(&hub, o.node_name),
-        health_v1alpha1(&hub, o.node_name),
+        health_v1(&hub, o.node_name, o.partitionable),
+        health_v1alpha1(&hub, o.node_name, o.partitionable),
         registration(dra_path) {}
 
   absl::Status Serve(const std::string& path, const std::vector<grpc::Service*>& services,

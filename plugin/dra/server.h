@@ -11,7 +11,8 @@
 // GetInfo, dials the endpoint it names and reports with NotifyRegistrationStatus. Both sockets are
 // 0600 (only the kubelet, as root, reaches them). The health streams send every device's health
 // at once and again on every change of the NodeView: HEALTHY, UNHEALTHY, or UNKNOWN when the
-// evidence cannot be read (never HEALTHY then).
+// evidence cannot be read (never HEALTHY then). A NeuronCore has its device's health; neuron-node
+// is UNHEALTHY while any device is unhealthy or absent, else UNKNOWN while any is unknown.
 //
 // Thread-safety: Start/destructor by one owner; OnView and the accessors from any thread.
 
@@ -29,6 +30,9 @@ struct ServerOptions {
   std::string node_name;
   Driver* driver = nullptr;    // not owned
   NodeState* state = nullptr;  // not owned
+  // --dra.partitionable: the health streams also report the NeuronCores and neuron-node the
+  // pool offers (slice.h).
+  bool partitionable = false;
 };
 
 // The socket paths under a kubelet directory.

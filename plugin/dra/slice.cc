@@ -166,11 +166,10 @@ json CoreDevice(const NodeView& view, const SliceOptions& options, const Hardwar
 // not whole.
 json NodeDevice(const NodeView& view, const SliceOptions& options) {
   std::vector<int> present;
-  const HardwareDevice* faulty = nullptr;
   for (const auto& [index, d] : view.devices) {
     if (d.present) present.push_back(index);
-    if (faulty == nullptr && !d.healthy && !d.unknown) faulty = &d;
   }
+  const HardwareDevice* faulty = FirstFaultyDevice(view);
   json a = json::object();
   a["resourceType"] = {{"string", "neuron_node"}};
   NodeAttributes(view, options, &a);
@@ -327,6 +326,13 @@ std::string CoreDeviceName(int core) { return fmt::format("neuroncore-{}", core)
 
 bool IsUltraServerNode(const NodeView& view) {
   return view.ultraserver && !view.ultraserver->supported_modes.empty();
+}
+
+const HardwareDevice* FirstFaultyDevice(const NodeView& view) {
+  for (const auto& [index, d] : view.devices) {
+    if (!d.healthy && !d.unknown) return &d;
+  }
+  return nullptr;
 }
 
 absl::StatusOr<std::vector<json>> BuildPool(const NodeView& view, const SliceOptions& options,

@@ -71,6 +71,9 @@ std::string CoreDeviceName(int core);
 // The node is part of a Trn2 UltraServer: the driver lists UltraServer modes it supports
 // (core/discovery/ultraserver.h). Only there is `neuron-node` offered.
 bool IsUltraServerNode(const NodeView& view);
+// The first device (by index) that keeps the node from being whole: unhealthy or absent (unknown
+// health is no fault); nullptr when none. neuron-node's taint and health name it.
+const HardwareDevice* FirstFaultyDevice(const NodeView& view);
 // RFC 1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends.
 absl::Status ValidateDnsLabel(std::string_view what, std::string_view name);
 // RFC 1123 subdomain (node names): up to 253 characters of dot-separated labels.

@@ -16,6 +16,7 @@
 #include "dra/v1/api.grpc.pb.h"
 #include "dra/v1beta1/api.grpc.pb.h"
 #include "drahealth/v1/api.grpc.pb.h"
+#include "fmt/format.h"
 #include "http/http_server.h"
 #include "http/local_client.h"
 #include "nlohmann/json.hpp"
@@ -295,6 +296,35 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
   EXPECT_EQ(Stop(pid_, kCeiling), 0) << ReadFile(tmp_.path() / "p.err");
 }
 
+// The v1 health stream: `core` (one of device 5's) and neuron-node HEALTHY, then UNHEALTHY after a
+// fault on device 5, the node's message naming it.
+void ExpectNodeAndCoresFollowDevice5(const std::shared_ptr<grpc::Channel>& ch, SimNode& sim,
+                                     const std::string& core) {
+  auto stub = ::v1::DRAResourceHealth::NewStub(ch);
+  grpc::ClientContext ctx;
+  auto reader = stub->NodeWatchResources(&ctx, {});
+  ::v1::NodeWatchResourcesResponse r;
+  auto find = [&](const std::string& name) -> const ::v1::DeviceHealth* {
+    for (const auto& d : r.devices()) {
+      if (d.device().device_name() == name) return &d;
+    }
+    return nullptr;
+  };
+  ASSERT_TRUE(reader->Read(&r));
+  ASSERT_NE(find(core), nullptr);
+  ASSERT_NE(find("neuron-node"), nullptr);
+  EXPECT_EQ(find(core)->health(), ::v1::HEALTHY);
+  EXPECT_EQ(find("neuron-node")->health(), ::v1::HEALTHY);
+  ASSERT_EQ(sim.Ctl({"inject", "hbm-ue", "--device", "5"}, kCeiling).code, 0);
+  while (reader->Read(&r) && find("neuron-node")->health() != ::v1::UNHEALTHY) {
+  }
+  EXPECT_EQ(find("neuron-node")->health(), ::v1::UNHEALTHY);
+  EXPECT_EQ(find("neuron-node")->message().rfind("neuron-5: ", 0), 0u)
+      << find("neuron-node")->message();
+  EXPECT_EQ(find(core)->health(), ::v1::UNHEALTHY);
+  ctx.TryCancel();
+}
+
 // A trn2u.48xlarge, node 3 of a 4-node UltraServer, with --dra.partitionable.
 class DraBinaryUltraServerTest : public DraBinaryTest {
  protected:
@@ -330,6 +360,12 @@ TEST_F(DraBinaryUltraServerTest, PublishesThePoolAndPreparesTheNode) {
   EXPECT_NE(spec.find("NEURON_RT_ULTRASERVER_SERVER_ID=00000000c0ffee42"), std::string::npos)
       << spec;
   EXPECT_NE(spec.find("NEURON_RT_ULTRASERVER_NODE_ID=3"), std::string::npos) << spec;
+  // Health: cores and the node are on the stream; a fault on device 5 makes its cores and the
+  // node UNHEALTHY, the node naming the device.
+  const int cores = std::stoi(
+      pool["slices"][1]["sharedCounters"][0]["counters"]["neuron-5"]["value"].get<std::string>());
+  ASSERT_NO_FATAL_FAILURE(ExpectNodeAndCoresFollowDevice5(DraChannel(info.endpoint()), *sim_,
+                                                          fmt::format("neuroncore-{}", 5 * cores)));
   // The node holds every device: a claim of one of them is refused.
   const std::string thief =
       PrepareV1(DraChannel(info.endpoint()), "thief").claims().at("uid-thief").error();
