@@ -17,7 +17,6 @@
 //
 // Thread-safe: a value type.
 
-#include <compare>
 #include <string>
 #include <string_view>
 
@@ -45,7 +44,8 @@ class Quantity {
     nano_ -= o.nano_;
     return *this;
   }
-  auto operator<=>(const Quantity&) const = default;
+  bool operator==(const Quantity& o) const { return nano_ == o.nano_; }
+  bool operator<(const Quantity& o) const { return nano_ < o.nano_; }
   bool negative() const { return nano_ < 0; }
 
   // Canonical decimal text: "2", "-1", "0.5" (no suffix).

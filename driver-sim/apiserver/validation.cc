@@ -203,7 +203,7 @@ void CheckNamedCounters(const std::string& field, const json& item, const char* 
                         Errors& e) {
   const json* name = Member(item, key);
   const std::string f = Cat(field, ".", key);
-  if (name == nullptr || *name == "") {
+  if (name == nullptr || (name->is_string() && name->get<std::string>().empty())) {
     e.Required(f);
   } else if (!name->is_string() || !IsDnsLabel(name->get<std::string>())) {
     e.Invalid(f, *name, kLabelMessage);

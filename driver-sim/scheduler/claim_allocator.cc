@@ -422,8 +422,9 @@ json ConfigOf(const json& devices, const std::vector<Request>& requests,
 std::string InvalidPools(const Node& node) {
   std::string out;
   for (const Pool& p : node.pools) {
-    if (!p.invalid.empty())
+    if (!p.invalid.empty()) {
       out += Cat("; pool ", p.driver, "/", p.name, " is invalid: ", p.invalid);
+    }
   }
   return out;
 }
