@@ -46,6 +46,16 @@ pid_t StartStandIn(const std::filesystem::path& d, const std::vector<std::string
   return neuron::testing::StartProcess(argv, d / "api.out", d / "api.err");
 }
 
+// neuron-dra-api with the DaemonSet's flags, against the stand-in `info` (its apiserver.json) and
+// the plugin's socket d/plugin.sock, polling every 100 ms with a back-off cap of 500 ms.
+pid_t StartDraApi(const std::filesystem::path& d, const json& info) {
+  return neuron::testing::StartProcess(
+      {NEURON_DRA_API_BIN, "--api-server", info["url"], "--token-file", (d / "token").string(),
+       "--ca-file", info["caFile"], "--plugin", "unix:" + (d / "plugin.sock").string(), "--listen",
+       "unix:" + (d / "dra-api.sock").string(), "--poll", "100", "--backoff-max", "500"},
+      d / "dra.out", d / "dra.err", {"NODE_NAME=node-1"});
+}
+
 TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
   neuron::testing::TempDir dir;
   const auto& d = dir.path();
@@ -69,11 +79,7 @@ TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
   };
   auto plugin = *HttpServer::Start(std::move(o));
 
-  const pid_t dra = neuron::testing::StartProcess(
-      {NEURON_DRA_API_BIN, "--api-server", info["url"], "--token-file", (d / "token").string(),
-       "--ca-file", info["caFile"], "--plugin", "unix:" + (d / "plugin.sock").string(), "--listen",
-       "unix:" + (d / "dra-api.sock").string(), "--poll", "100", "--backoff-max", "500"},
-      d / "dra.out", d / "dra.err", {"NODE_NAME=node-1"});
+  const pid_t dra = StartDraApi(d, info);
   const Client client(ClientConfig{info["url"], (d / "token").string(), info["caFile"]});
   const auto devices = [&] {
     std::vector<std::string> out;
@@ -154,11 +160,7 @@ TEST(DraApiBinary, WithTheGateOffTheCoresAreNotPublished) {
     return r;
   };
   auto plugin = *HttpServer::Start(std::move(o));
-  const pid_t dra = neuron::testing::StartProcess(
-      {NEURON_DRA_API_BIN, "--api-server", info["url"], "--token-file", (d / "token").string(),
-       "--ca-file", info["caFile"], "--plugin", "unix:" + (d / "plugin.sock").string(), "--listen",
-       "unix:" + (d / "dra-api.sock").string(), "--poll", "100"},
-      d / "dra.out", d / "dra.err", {"NODE_NAME=node-1"});
+  const pid_t dra = StartDraApi(d, info);
   const Client client(ClientConfig{info["url"], (d / "token").string(), info["caFile"]});
   const auto names = [&] {
     std::vector<std::string> out;
