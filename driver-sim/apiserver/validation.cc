@@ -240,10 +240,7 @@ void CheckDevice(const std::string& field, const json& d, Errors& e) {
   if (name == nullptr) {
     e.Required(field + ".name");
   } else if (!name->is_string() || !IsDnsLabel(name->get<std::string>())) {
-    e.Invalid(field + ".name", *name,
-              "a lowercase RFC 1123 label must consist of lower case "
-              "alphanumeric characters or '-', and must start and end "
-              "with an alphanumeric character");
+    e.Invalid(field + ".name", *name, kLabelMessage);
   }
   size_t count = 0;
   for (const char* map : {"attributes", "capacity"}) {

@@ -288,9 +288,9 @@ absl::StatusOr<std::set<std::string>> SlicePublisher::PublishPool(const std::vec
                                                                   bool probe) {
   // Each narrowing is one more round; three cover the counters and then the devices.
   for (int round = 0; round < 3; ++round) {
-    const bool had_counters = !counters_refused_ || probe;
+    const bool with_counters = !counters_refused_ || probe;
     const std::vector<PlannedSlice> plan =
-        PlanPool(options_.node_name, slices, !had_counters, refused_devices_);
+        PlanPool(options_.node_name, slices, !with_counters, refused_devices_);
     probe = false;
     absl::StatusOr<Written> w = WritePlan(plan);
     if (!w.ok()) return w.status();
