@@ -161,6 +161,15 @@ absl::StatusOr<std::vector<json>> SlicePublisher::ReadPlugin(uint64_t* generatio
                     options_.node_name));
   }
   *generation = j["generation"].get<uint64_t>();
+  // One pool generation for all, or a consumer could take slices of two pools for one.
+  for (size_t k = 0; k < j["slices"].size(); ++k) {
+    const json g = j["slices"][k].value("/pool/generation"_json_pointer, json());
+    if (!g.is_number_unsigned() || g.get<uint64_t>() != *generation) {
+      return absl::DataLossError(
+          fmt::format("the plugin's slices[{}] has pool generation {}, its document {}", k,
+                      g.dump(), *generation));
+    }
+  }
   return j["slices"].get<std::vector<json>>();
 }
 

@@ -23,7 +23,8 @@
 //   - while the API server cannot be reached: exponential back-off with jitter up to a cap,
 //     logged once when it goes and once when it comes back; each attempt reads the plugin
 //     again, so the newest content is what gets published.
-// The plugin's 503 (no hardware scan yet) publishes nothing and deletes nothing.
+// The plugin's 503 (no hardware scan yet) publishes nothing and deletes nothing; nor does a
+// document whose slices do not all carry its generation as pool.generation (DataLoss).
 //
 // Thread-safety: SyncOnce from one thread at a time (Run's, or a test's); Start/Stop from one
 // thread.

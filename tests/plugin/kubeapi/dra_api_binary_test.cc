@@ -100,7 +100,7 @@ TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
   {
     std::lock_guard<std::mutex> lock(mu);
     spec = Spec({"neuron-1"});
-    ++generation;
+    spec["pool"]["generation"] = ++generation;
   }
   // It has tried and failed (said once, when the state changed) before the server comes back.
   ASSERT_TRUE(WaitUntil(

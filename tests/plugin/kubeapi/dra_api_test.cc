@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -67,6 +68,10 @@ class FakePlugin {
     server_ = *HttpServer::Start(std::move(o));
   }
   void Set(json spec) { SetPool({std::move(spec)}); }
+  void Mangle(const std::function<void(json&)>& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    f(slices_);
+  }
   void SetPool(std::vector<json> slices) {
     std::lock_guard<std::mutex> lock(mu_);
     ++generation_;
@@ -249,6 +254,22 @@ std::vector<std::string> DeviceNames(const json& slice) {
   std::vector<std::string> out;
   for (const json& d : slice["spec"].value("devices", json::array())) out.push_back(d["name"]);
   return out;
+}
+
+// A pool whose slices disagree with the document's generation is not published: a consumer
+// could otherwise take slices of two pools for one.
+TEST_F(DraApiTest, SlicesOfAnotherGenerationAreRefused) {
+  SlicePublisher publisher(*client_, options_);
+  std::vector<json> pool = Partitionable(/*ultraserver=*/false, /*cores=*/false);
+  plugin_->SetPool(pool);
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  plugin_->SetPool(pool);  // generation 2
+  plugin_->Mangle([](json& slices) { slices[1]["pool"]["generation"] = 1; });
+  const absl::Status s = publisher.SyncOnce();
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_EQ(s.message(), "the plugin's slices[1] has pool generation 1, its document 2");
+  EXPECT_EQ(PoolSlices(*api_).at("node-1-neuron.aws.com")["spec"]["pool"]["generation"], 1)
+      << "what was published stays";
 }
 
 TEST(DraApiPlan, WithoutCountersOnlyWholeDevicesStayAndLoseTheirConsumption) {
