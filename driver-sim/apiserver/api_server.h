@@ -50,6 +50,7 @@ class ApiServer {
     std::string cert_dir;  // where the CA and server certificate are written (tls only)
     std::set<std::string> tokens;
     std::set<std::string> read_only_tokens;
+    FeatureGates feature_gates;  // DropDisabledFields (validation.h) on ResourceSlice writes
   };
 
   static absl::StatusOr<std::unique_ptr<ApiServer>> Start(Options options);
@@ -66,7 +67,8 @@ class ApiServer {
   HttpResponse Handle(const HttpRequest& request);
 
  private:
-  explicit ApiServer(Options options) : options_(std::move(options)) {}
+  explicit ApiServer(Options options)
+      : options_(std::move(options)), store_(options_.feature_gates) {}
   absl::Status Listen(const std::string& address);
   HttpResponse Serve(const HttpRequest& request);  // Handle without its guard
 

@@ -29,7 +29,28 @@ struct Flags {
   std::string read_only_token_file;
   std::vector<std::string> nodes;
   std::vector<std::string> loads;
+  std::string feature_gates;
 };
+
+// `--feature-gates` as kube-apiserver takes it: comma-separated Name=true|false. Only the gates
+// the stand-in models are known; any other is refused, as the real flag refuses an unknown one.
+std::string ParseFeatureGates(const std::string& flag, apiserver::FeatureGates& gates) {
+  for (std::string_view item : Split(flag, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string_view name = item.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : item.substr(eq + 1);
+    if (name != "DRAPartitionableDevices") {
+      return Cat("unrecognized feature gate: ", name,
+                 " (the stand-in models DRAPartitionableDevices)");
+    }
+    if (value != "true" && value != "false") {
+      return Cat("invalid value of ", name, "=", value, ", err: must be true or false");
+    }
+    gates.partitionable_devices = value == "true";
+  }
+  return "";
+}
 
 std::string ReadToken(const std::string& path) {
   std::ifstream in(path);
@@ -69,6 +90,10 @@ int Run(const Flags& f) {
   o.listen = f.listen;
   o.tls = !f.plain;
   o.cert_dir = std::filesystem::absolute(f.dir).string();
+  if (std::string bad = ParseFeatureGates(f.feature_gates, o.feature_gates); !bad.empty()) {
+    std::cerr << "neuron-sim apiserver: --feature-gates: " << bad << "\n";
+    return 2;
+  }
   o.tokens = {ReadToken(f.token_file)};
   if (!f.read_only_token_file.empty()) o.read_only_tokens = {ReadToken(f.read_only_token_file)};
   if (o.tokens.begin()->empty()) {
@@ -133,6 +158,10 @@ std::pair<CLI::App*, std::function<int()>> AddApiServerCommand(CLI::App& app) {
                   "a bearer token that may only read (its writes get 403)");
   cmd->add_option("--node", f->nodes, "create a Node object of this name (repeatable)");
   cmd->add_option("--load", f->loads, "create the objects of this JSON array (repeatable)");
+  cmd->add_option("--feature-gates", f->feature_gates,
+                  "DRAPartitionableDevices=true|false (default true, as from Kubernetes 1.36): "
+                  "false drops sharedCounters and consumesCounters from ResourceSlices written, "
+                  "as a server with the gate off does");
   return {cmd, [f]() { return Run(*f); }};
 }
 

@@ -208,10 +208,14 @@ ApiAnswer Store::Create(const Kind& kind, const std::string& ns, json object) {
   object["apiVersion"] = kind.api_version;
   object["kind"] = kind.kind;
   const std::string name = object.value("/metadata/name"_json_pointer, std::string());
+  if (std::string bad = CheckQuantities(kind.kind, object); !bad.empty()) {
+    return StatusAnswer(400, "BadRequest", bad);
+  }
+  absl::MutexLock lock(&mu_);
+  if (kind.kind == "ResourceSlice") DropDisabledFields(gates_, object, nullptr);
   if (std::vector<FieldError> errors = Validate(kind.kind, object); !errors.empty()) {
     return Invalid(kind, name, errors);
   }
-  absl::MutexLock lock(&mu_);
   const Key key{kind.resource, ns, name};
   if (objects_.contains(key)) {
     return StatusAnswer(409, "AlreadyExists",
@@ -256,6 +260,9 @@ ApiAnswer Store::List(const Kind& kind, const std::string& ns, std::string_view 
 ApiAnswer Store::Update(const Kind& kind, const std::string& ns, const std::string& name,
                         json object, bool status) {
   if (!object.is_object()) return StatusAnswer(400, "BadRequest", "the body is not an object");
+  if (std::string bad = CheckQuantities(kind.kind, object); !bad.empty()) {
+    return StatusAnswer(400, "BadRequest", bad);
+  }
   if (object.value("/metadata/name"_json_pointer, std::string()) != name) {
     return StatusAnswer(400, "BadRequest",
                         "the name of the object does not match the name on "
@@ -288,6 +295,7 @@ ApiAnswer Store::Update(const Kind& kind, const std::string& ns, const std::stri
       }
     }
   }
+  if (kind.kind == "ResourceSlice" && !status) DropDisabledFields(gates_, next, &current);
   if (std::vector<FieldError> errors = Validate(kind.kind, next); !errors.empty()) {
     return Invalid(kind, name, errors);
   }

@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "driver-sim/apiserver/validation.h"
 #include "nlohmann/json.hpp"
 
 namespace neuron::sim::apiserver {
@@ -47,6 +48,13 @@ ApiAnswer StatusAnswer(int code, std::string_view reason, std::string message,
 
 class Store {
  public:
+  explicit Store(FeatureGates gates = {}) : gates_(gates) {}
+  // As a restart of the server with other --feature-gates would.
+  void SetFeatureGates(FeatureGates gates) {
+    absl::MutexLock lock(&mu_);
+    gates_ = gates;
+  }
+
   // `ns` is "" for cluster-scoped kinds (and for a list across namespaces).
   ApiAnswer Create(const Kind& kind, const std::string& ns, nlohmann::json object);
   ApiAnswer Get(const Kind& kind, const std::string& ns, const std::string& name) const;
@@ -80,6 +88,7 @@ class Store {
               const nlohmann::json& object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
+  FeatureGates gates_ ABSL_GUARDED_BY(mu_);
   uint64_t rv_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<Key, nlohmann::json> objects_ ABSL_GUARDED_BY(mu_);
   std::deque<Event> history_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,9 @@
 #include "driver-sim/apiserver/validation.h"
 
 #include <cctype>
+#include <set>
+
+#include "driver-sim/apiserver/quantity.h"
 
 // Sources (the Kubernetes API reference for resource.k8s.io/v1, v1.34, "ResourceSlice",
 // "ResourceClaim", "DeviceClass"; API conventions for names):
@@ -15,6 +18,22 @@
 //   DeviceTaint: key a label key (qualified name), value at most 63 characters, effect
 //     NoSchedule or NoExecute.
 //   metadata.name: a DNS subdomain (ResourceSlice, ResourceClaim, DeviceClass).
+// Partitionable devices, from kubernetes/kubernetes staging/src/k8s.io/api/resource/v1/types.go
+// (ResourceSliceSpec.SharedCounters, CounterSet, Device.ConsumesCounters,
+// DeviceCounterConsumption, the ResourceSliceMax* constants) and pkg/apis/resource/validation/
+// validation.go (validateResourceSliceSpec, validateCounterSet, validateDevice,
+// validateDeviceCounterConsumption, validateSet, validateMap, validateResourcePool):
+//   only one of devices and sharedCounters ("spec": "only one of `sharedCounters` or `devices`
+//     is allowed"); at most 64 devices when any device has taints or consumes counters;
+//   sharedCounters: at most 8 sets (ResourceSliceMaxCounterSets), names unique DNS labels,
+//     counters required, at most 32 a set (ResourceSliceMaxCountersPerCounterSet), each name a
+//     DNS label; any quantity that parses is a valid value (validateDeviceCounter);
+//   consumesCounters: at most 2 per device (ResourceSliceMaxDeviceCounterConsumptionsPerDevice),
+//     one per counterSet, counterSet a DNS label, counters required, at most 32
+//     (ResourceSliceMaxCountersPerDeviceCounterConsumption), each name a DNS label;
+//   pool.resourceSliceCount > 0 and pool.generation >= 0.
+// A list over its limit is one TooMany error and its items are not checked (validateSet's
+// short-circuit "for DOS protection"); duplicates are FieldValueDuplicate at the second one.
 
 namespace neuron::sim::apiserver {
 
@@ -23,6 +42,11 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxDevices = 128;
+constexpr size_t kMaxDevicesWithTaintsOrCounters = 64;
+constexpr size_t kMaxCounterSets = 8;
+constexpr size_t kMaxCountersPerSet = 32;
+constexpr size_t kMaxConsumptionsPerDevice = 2;
+constexpr size_t kMaxCountersPerConsumption = 32;
 constexpr size_t kMaxAttributesAndCapacities = 32;
 constexpr size_t kMaxTaints = 4;
 constexpr size_t kMaxIdLength = 32;
@@ -77,6 +101,9 @@ class Errors {
   void Required(const std::string& field) { Add(field, "FieldValueRequired", "Required value"); }
   void TooMany(const std::string& field, size_t have, size_t max) {
     Add(field, "FieldValueTooMany", Cat("Too many: ", have, ": must have at most ", max, " items"));
+  }
+  void Duplicate(const std::string& field, const json& value) {
+    Add(field, "FieldValueDuplicate", Cat("Duplicate value: ", value.dump()));
   }
   std::vector<FieldError> Take() { return std::move(out_); }
 
@@ -154,15 +181,66 @@ void CheckTaints(const std::string& field, const json& taints, Errors& e) {
   }
 }
 
+constexpr char kLabelMessage[] =
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character";
+
+// A counters map (of a counter set or of a consumption): required, at most `max` entries (else
+// one TooMany), each name a DNS label.
+void CheckCounters(const std::string& field, const json* counters, size_t max, Errors& e) {
+  if (counters == nullptr || (counters->is_object() && counters->empty())) {
+    return e.Required(field);
+  }
+  if (!counters->is_object()) return e.Invalid(field, *counters, "must be a map");
+  if (counters->size() > max) return e.TooMany(field, counters->size(), max);
+  for (const auto& [name, value] : counters->items()) {
+    if (!IsDnsLabel(name)) e.Invalid(Cat(field, "[", name, "]"), name, kLabelMessage);
+  }
+}
+
+// A CounterSet ({name, counters}) or a DeviceCounterConsumption ({counterSet, counters}).
+void CheckNamedCounters(const std::string& field, const json& item, const char* key, size_t max,
+                        Errors& e) {
+  const json* name = Member(item, key);
+  const std::string f = Cat(field, ".", key);
+  if (name == nullptr || (name->is_string() && name->get<std::string>().empty())) {
+    e.Required(f);
+  } else if (!name->is_string() || !IsDnsLabel(name->get<std::string>())) {
+    e.Invalid(f, *name, kLabelMessage);
+  }
+  CheckCounters(field + ".counters", Member(item, "counters"), max, e);
+}
+
+// sharedCounters or consumesCounters: at most `max` items (else one TooMany, the items
+// unchecked), each checked, then `key` unique (validateSet).
+void CheckCounterList(const std::string& field, const json& list, size_t max, const char* key,
+                      size_t max_counters, Errors& e) {
+  if (!list.is_array()) return e.Invalid(field, list, "must be a list");
+  if (list.size() > max) return e.TooMany(field, list.size(), max);
+  for (size_t i = 0; i < list.size(); ++i) {
+    CheckNamedCounters(Cat(field, "[", i, "]"), list[i], key, max_counters, e);
+  }
+  std::set<json> seen;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json name = list[i].is_object() ? list[i].value(key, json()) : json();
+    if (!seen.insert(name).second) e.Duplicate(Cat(field, "[", i, "]"), name);
+  }
+}
+
+bool AnyDeviceHas(const json& devices, const char* list) {
+  for (const json& d : devices) {
+    const json* l = Member(d, list);
+    if (l != nullptr && l->is_array() && !l->empty()) return true;
+  }
+  return false;
+}
+
 void CheckDevice(const std::string& field, const json& d, Errors& e) {
   const json* name = Member(d, "name");
   if (name == nullptr) {
     e.Required(field + ".name");
   } else if (!name->is_string() || !IsDnsLabel(name->get<std::string>())) {
-    e.Invalid(field + ".name", *name,
-              "a lowercase RFC 1123 label must consist of lower case "
-              "alphanumeric characters or '-', and must start and end "
-              "with an alphanumeric character");
+    e.Invalid(field + ".name", *name, kLabelMessage);
   }
   size_t count = 0;
   for (const char* map : {"attributes", "capacity"}) {
@@ -187,16 +265,15 @@ void CheckDevice(const std::string& field, const json& d, Errors& e) {
     e.TooMany(field, count, kMaxAttributesAndCapacities);
   }
   if (const json* taints = Member(d, "taints")) CheckTaints(field + ".taints", *taints, e);
+  if (const json* uses = Member(d, "consumesCounters")) {
+    CheckCounterList(field + ".consumesCounters", *uses, kMaxConsumptionsPerDevice, "counterSet",
+                     kMaxCountersPerConsumption, e);
+  }
 }
 
-void CheckSliceSpec(const json& spec, Errors& e) {
-  const json* driver = Member(spec, "driver");
-  if (driver == nullptr) {
-    e.Required("spec.driver");
-  } else if (!driver->is_string() || !IsDnsSubdomain(driver->get<std::string>())) {
-    e.Invalid("spec.driver", *driver, "must be a DNS subdomain");
-  }
-  const json* pool_name = Member(spec, "pool") ? Member(spec["pool"], "name") : nullptr;
+void CheckPool(const json& spec, Errors& e) {
+  const json* pool = Member(spec, "pool");
+  const json* pool_name = pool != nullptr ? Member(*pool, "name") : nullptr;
   if (pool_name == nullptr) {
     e.Required("spec.pool.name");
   } else {
@@ -209,6 +286,25 @@ void CheckSliceSpec(const json& spec, Errors& e) {
     }
     if (!ok) e.Invalid("spec.pool.name", *pool_name, "must be DNS subdomains joined by '/'");
   }
+  if (pool == nullptr) return;
+  const json count = pool->value("resourceSliceCount", json(0));
+  if (!count.is_number_integer() || count.get<int64_t>() <= 0) {
+    e.Invalid("spec.pool.resourceSliceCount", count, "must be greater than zero");
+  }
+  const json generation = pool->value("generation", json(0));
+  if (!generation.is_number_integer() || generation.get<int64_t>() < 0) {
+    e.Invalid("spec.pool.generation", generation, "must be greater than or equal to zero");
+  }
+}
+
+void CheckSliceSpec(const json& spec, Errors& e) {
+  const json* driver = Member(spec, "driver");
+  if (driver == nullptr) {
+    e.Required("spec.driver");
+  } else if (!driver->is_string() || !IsDnsSubdomain(driver->get<std::string>())) {
+    e.Invalid("spec.driver", *driver, "must be a DNS subdomain");
+  }
+  CheckPool(spec, e);
   int where = 0;
   for (const char* k : {"nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection"}) {
     const json* v = Member(spec, k);
@@ -222,11 +318,28 @@ void CheckSliceSpec(const json& spec, Errors& e) {
               "`perDeviceNodeSelection` is required");
   }
   const json* devices = Member(spec, "devices");
-  if (devices == nullptr) return;
-  if (!devices->is_array()) return e.Invalid("spec.devices", *devices, "must be a list");
-  if (devices->size() > kMaxDevices) e.TooMany("spec.devices", devices->size(), kMaxDevices);
-  for (size_t i = 0; i < devices->size(); ++i) {
-    CheckDevice(Cat("spec.devices[", i, "]"), (*devices)[i], e);
+  const json* counters = Member(spec, "sharedCounters");
+  if (devices != nullptr && counters != nullptr) {
+    e.Invalid("spec", "", "only one of `sharedCounters` or `devices` is allowed");
+  }
+  if (devices != nullptr && !devices->is_array()) {
+    e.Invalid("spec.devices", *devices, "must be a list");
+  } else if (devices != nullptr) {
+    const size_t max =
+        AnyDeviceHas(*devices, "taints") || AnyDeviceHas(*devices, "consumesCounters")
+            ? kMaxDevicesWithTaintsOrCounters
+            : kMaxDevices;
+    if (devices->size() > max) {
+      e.TooMany("spec.devices", devices->size(), max);
+    } else {
+      for (size_t i = 0; i < devices->size(); ++i) {
+        CheckDevice(Cat("spec.devices[", i, "]"), (*devices)[i], e);
+      }
+    }
+  }
+  if (counters != nullptr) {
+    CheckCounterList("spec.sharedCounters", *counters, kMaxCounterSets, "name", kMaxCountersPerSet,
+                     e);
   }
 }
 
@@ -303,6 +416,91 @@ std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& ob
     }
   }
   return e.Take();
+}
+
+namespace {
+
+// The first quantity under `counters` (a map of {value}) that does not parse: its field, or "".
+std::string BadQuantity(const std::string& field, const json& counters) {
+  if (!counters.is_object()) return "";
+  for (const auto& [name, counter] : counters.items()) {
+    const json value = counter.is_object() ? counter.value("value", json()) : json();
+    if (!value.is_null() && !Quantity::FromJson(value).ok()) {
+      return Cat(field, "[", name, "].value");
+    }
+  }
+  return "";
+}
+
+std::string FirstBadQuantity(const json& spec) {
+  const json sets = spec.value("sharedCounters", json::array());
+  for (size_t i = 0; sets.is_array() && i < sets.size(); ++i) {
+    const std::string f = Cat("spec.sharedCounters[", i, "].counters");
+    if (std::string bad = BadQuantity(f, sets[i].value("counters", json())); !bad.empty()) {
+      return bad;
+    }
+  }
+  const json devices = spec.value("devices", json::array());
+  for (size_t i = 0; devices.is_array() && i < devices.size(); ++i) {
+    const json& d = devices[i];
+    if (!d.is_object()) continue;
+    const std::string f = Cat("spec.devices[", i, "]");
+    if (std::string bad = BadQuantity(f + ".capacity", d.value("capacity", json())); !bad.empty()) {
+      return bad;
+    }
+    const json uses = d.value("consumesCounters", json::array());
+    for (size_t j = 0; uses.is_array() && j < uses.size(); ++j) {
+      const std::string g = Cat(f, ".consumesCounters[", j, "].counters");
+      if (std::string bad = BadQuantity(g, uses[j].value("counters", json())); !bad.empty()) {
+        return bad;
+      }
+    }
+  }
+  return "";
+}
+
+bool UsesPartitionableDevices(const json* slice) {
+  if (slice == nullptr || !slice->contains("spec")) return false;
+  const json& spec = (*slice)["spec"];
+  const json* sets = Member(spec, "sharedCounters");
+  if ((sets != nullptr && sets->is_array() && !sets->empty()) ||
+      Member(spec, "perDeviceNodeSelection") != nullptr) {
+    return true;
+  }
+  for (const json& d : spec.value("devices", json::array())) {
+    for (const char* f : {"nodeName", "nodeSelector", "allNodes"}) {
+      if (Member(d, f) != nullptr) return true;
+    }
+  }
+  return AnyDeviceHas(spec.value("devices", json::array()), "consumesCounters");
+}
+
+}  // namespace
+
+std::string CheckQuantities(std::string_view kind, const json& object) {
+  if (kind != "ResourceSlice" || !object.contains("spec") || !object["spec"].is_object()) return "";
+  const std::string field = FirstBadQuantity(object["spec"]);
+  if (field.empty()) return "";
+  // The decoder's message (the stand-in adds the field, which the real one does not name).
+  return Cat(kind, " in version \"v1\" cannot be handled as a ", kind,
+             ": quantities must match the regular expression "
+             "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (",
+             field, ")");
+}
+
+void DropDisabledFields(const FeatureGates& gates, json& slice, const json* old) {
+  if (gates.partitionable_devices || UsesPartitionableDevices(old) || !slice.contains("spec") ||
+      !slice["spec"].is_object()) {
+    return;
+  }
+  json& spec = slice["spec"];
+  spec.erase("sharedCounters");
+  spec.erase("perDeviceNodeSelection");
+  if (!spec.contains("devices") || !spec["devices"].is_array()) return;
+  for (json& d : spec["devices"]) {
+    if (!d.is_object()) continue;
+    for (const char* f : {"consumesCounters", "nodeName", "nodeSelector", "allNodes"}) d.erase(f);
+  }
 }
 
 }  // namespace neuron::sim::apiserver

@@ -40,4 +40,24 @@ bool IsSemver(std::string_view s);
 // "ResourceClaim" or "DeviceClass".
 std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& object);
 
+// The decoder's part: a resource.Quantity that does not parse (a counter's or a capacity's
+// value) makes the whole body undecodable, and the API server answers 400 before validating.
+// "" when every quantity of a ResourceSlice parses, else the API's message with the field.
+std::string CheckQuantities(std::string_view kind, const nlohmann::json& object);
+
+// The feature gates of the stand-in (`neuron-sim apiserver --feature-gates`).
+struct FeatureGates {
+  // DRAPartitionableDevices (pkg/features: alpha, off by default, in 1.33-1.35; beta, on by
+  // default, from 1.36).
+  bool partitionable_devices = true;
+};
+
+// What the ResourceSlice registry strategy does to a slice before validating it, on create and
+// update (pkg/registry/resource/resourceslice/strategy.go, dropDisabledFields): with
+// DRAPartitionableDevices off, spec.sharedCounters, spec.perDeviceNodeSelection and each
+// device's consumesCounters, nodeName, nodeSelector and allNodes are cleared, silently, unless
+// `old` (the stored slice an update replaces; null on create) already uses one of them.
+void DropDisabledFields(const FeatureGates& gates, nlohmann::json& slice,
+                        const nlohmann::json* old);
+
 }  // namespace neuron::sim::apiserver

@@ -9,19 +9,45 @@
 #include <utility>
 
 #include "core/base/text.h"
+#include "driver-sim/apiserver/quantity.h"
 #include "driver-sim/scheduler/cel_subset.h"
 
 namespace neuron::sim::scheduler {
 
 namespace {
 
+using apiserver::Quantity;
 using nlohmann::json;
+
+using DeviceKey = std::tuple<std::string, std::string, std::string>;  // driver, pool, device
+using CounterKey = std::pair<std::string, std::string>;               // counter set, counter
+
+struct CounterUse {
+  CounterKey key;
+  Quantity value;
+};
+
+// A pool of the node, as the reference's pool gathering (pools_experimental.go, buildPool)
+// sees it: its counter sets, less what the devices of allocated claims consume
+// (allocator_experimental.go, checkAvailableCounters), or why it cannot be allocated from.
+struct Pool {
+  std::string driver, name;
+  std::map<CounterKey, Quantity> available;
+  std::string invalid;
+};
 
 struct Candidate {
   std::string driver, pool, name;
   DeviceView view;
   json taints;  // the device's taints, [] when none
+  size_t pool_index = 0;
+  std::vector<CounterUse> consumes;
   auto Key() const { return std::tie(driver, pool, name); }
+};
+
+struct Node {
+  std::vector<Pool> pools;
+  std::vector<Candidate> devices;
 };
 
 // Attribute values of a slice: exactly one of string, int, bool, version.
@@ -38,7 +64,8 @@ absl::StatusOr<AttributeValue> AttributeOf(const json& v) {
 absl::StatusOr<Candidate> CandidateOf(const std::string& driver, const std::string& pool,
                                       const json& device) {
   Candidate c{
-      driver, pool, device.value("name", ""), {driver, {}}, device.value("taints", json::array())};
+      driver, pool, device.value("name", ""), {driver, {}}, device.value("taints", json::array()),
+      0,      {}};
   const json attributes = device.value("attributes", json::object());  // items() needs an lvalue
   for (const auto& [key, value] : attributes.items()) {
     const size_t slash = key.find('/');
@@ -48,11 +75,84 @@ absl::StatusOr<Candidate> CandidateOf(const std::string& driver, const std::stri
     if (!v.ok()) return v.status();
     c.view.attributes[domain][name] = *std::move(v);
   }
+  for (const json& use : device.value("consumesCounters", json::array())) {
+    const json counters = use.value("counters", json::object());
+    for (const auto& [counter, value] : counters.items()) {
+      absl::StatusOr<Quantity> q = Quantity::FromJson(value.value("value", json()));
+      if (!q.ok()) return q.status();
+      c.consumes.push_back({{use.value("counterSet", ""), counter}, *q});
+    }
+  }
   return c;
 }
 
+// The pool's counter sets (from its slices with sharedCounters), or why the pool is invalid.
+absl::Status CounterSets(const std::vector<const json*>& slices, Pool& pool) {
+  std::set<std::string> names;
+  for (const json* slice : slices) {
+    for (const json& set : slice->at("spec").value("sharedCounters", json::array())) {
+      const std::string name = set.value("name", "");
+      if (!names.insert(name).second) {
+        pool.invalid = Cat("duplicate counter set name ", name);
+        return absl::OkStatus();
+      }
+      const json counters = set.value("counters", json::object());
+      for (const auto& [counter, value] : counters.items()) {
+        absl::StatusOr<Quantity> q = Quantity::FromJson(value.value("value", json()));
+        if (!q.ok()) return q.status();
+        pool.available[{name, counter}] = *q;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Every counter a device consumes must exist in the pool (validateDeviceCounterConsumption).
+std::string CheckConsumption(const Pool& pool, const Candidate& c) {
+  for (const CounterUse& use : c.consumes) {
+    if (pool.available.count(use.key)) continue;
+    const bool set_known =
+        std::any_of(pool.available.begin(), pool.available.end(),
+                    [&](const auto& kv) { return kv.first.first == use.key.first; });
+    return set_known ? Cat("counter ", use.key.second, " not found in counter set ", use.key.first)
+                     : Cat("counter set ", use.key.first, " not found");
+  }
+  return "";
+}
+
+// One complete pool's devices; `used` devices' consumption comes off its counters.
+absl::Status AddPool(const std::string& driver, const std::string& name,
+                     const std::vector<const json*>& slices, const std::set<DeviceKey>& used,
+                     Node& node) {
+  Pool pool{driver, name, {}, {}};
+  if (absl::Status s = CounterSets(slices, pool); !s.ok()) return s;
+  std::vector<Candidate> devices;
+  std::set<std::string> names;
+  for (const json* slice : slices) {
+    for (const json& device : slice->at("spec").value("devices", json::array())) {
+      absl::StatusOr<Candidate> c = CandidateOf(driver, name, device);
+      if (!c.ok()) return c.status();
+      if (pool.invalid.empty() && !names.insert(c->name).second) {
+        pool.invalid = Cat("duplicate device name ", c->name);
+      }
+      if (pool.invalid.empty()) pool.invalid = CheckConsumption(pool, *c);
+      c->pool_index = node.pools.size();
+      devices.push_back(*std::move(c));
+    }
+  }
+  if (pool.invalid.empty()) {
+    for (Candidate& c : devices) {
+      if (!used.count({c.driver, c.pool, c.name})) continue;
+      for (const CounterUse& use : c.consumes) pool.available[use.key] -= use.value;
+    }
+    for (Candidate& c : devices) node.devices.push_back(std::move(c));
+  }
+  node.pools.push_back(std::move(pool));
+  return absl::OkStatus();
+}
+
 // The node's devices: the newest generation of each complete pool, in slice and device order.
-absl::StatusOr<std::vector<Candidate>> NodeDevices(const AllocationInput& in) {
+absl::StatusOr<Node> NodeDevices(const AllocationInput& in, const std::set<DeviceKey>& used) {
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, std::vector<const json*>>> pools;
   for (const json& slice : in.slices) {
     const json& spec = slice.at("spec");
@@ -62,24 +162,20 @@ absl::StatusOr<std::vector<Candidate>> NodeDevices(const AllocationInput& in) {
     if (slices.empty() || g > generation) slices.clear(), generation = g;
     if (g == generation) slices.push_back(&slice);
   }
-  std::vector<Candidate> out;
+  Node node;
   for (const auto& [key, pool] : pools) {
     const size_t expected =
         pool.second.front()->at("spec").at("pool").value("resourceSliceCount", 1);
     if (pool.second.size() < expected) continue;  // incomplete: the reference skips it too
-    for (const json* slice : pool.second) {
-      for (const json& device : slice->at("spec").value("devices", json::array())) {
-        absl::StatusOr<Candidate> c = CandidateOf(key.first, key.second, device);
-        if (!c.ok()) return c.status();
-        out.push_back(*std::move(c));
-      }
+    if (absl::Status s = AddPool(key.first, key.second, pool.second, used, node); !s.ok()) {
+      return s;
     }
   }
-  return out;
+  return node;
 }
 
-std::set<std::tuple<std::string, std::string, std::string>> InUse(const AllocationInput& in) {
-  std::set<std::tuple<std::string, std::string, std::string>> used;
+std::set<DeviceKey> InUse(const AllocationInput& in) {
+  std::set<DeviceKey> used;
   for (const json& claim : in.allocated_claims) {
     const json results = claim.value("status", json::object())
                              .value("allocation", json::object())
@@ -92,6 +188,17 @@ std::set<std::tuple<std::string, std::string, std::string>> InUse(const Allocati
     }
   }
   return used;
+}
+
+// Can the device be allocated on its own, given what allocated claims consume?
+bool CountersSuffice(const Node& node, const Candidate& d) {
+  const Pool& pool = node.pools[d.pool_index];
+  for (const CounterUse& use : d.consumes) {
+    Quantity left = pool.available.at(use.key);
+    left -= use.value;
+    if (left.negative()) return false;
+  }
+  return true;
 }
 
 // A taint the request does not tolerate keeps the device out (NoSchedule and NoExecute alike).
@@ -131,10 +238,10 @@ const json* FindClass(const AllocationInput& in, const std::string& name) {
   return nullptr;
 }
 
-// One request's candidates, in node order: free, tolerated, and matching every selector of its
-// class and its own.
-absl::StatusOr<Request> RequestOf(const json& r, const AllocationInput& in,
-                                  const std::vector<Candidate>& devices, const auto& used) {
+// One request's candidates, in node order: free (not held, and the counters it consumes not
+// used up by allocated claims), tolerated, and matching every selector of its class and its own.
+absl::StatusOr<Request> RequestOf(const json& r, const AllocationInput& in, const Node& node,
+                                  const std::set<DeviceKey>& used) {
   for (const char* field : {"firstAvailable", "adminAccess"}) {
     if (r.contains(field) || r.value("exactly", json::object()).contains(field)) {
       return absl::InvalidArgumentError(Cat("request ", r.value("name", ""), ": ", field,
@@ -153,8 +260,8 @@ absl::StatusOr<Request> RequestOf(const json& r, const AllocationInput& in,
   absl::StatusOr<std::vector<CelExpression>> own = Selectors(x.value("selectors", json::array()));
   if (!own.ok()) return own.status();
   selectors->insert(selectors->end(), own->begin(), own->end());
-  for (const Candidate& d : devices) {
-    if (used.count({d.driver, d.pool, d.name})) continue;
+  for (const Candidate& d : node.devices) {
+    if (used.count({d.driver, d.pool, d.name}) || !CountersSuffice(node, d)) continue;
     bool ok = true;
     for (const json& taint : d.taints) {
       ok = ok && Tolerated(taint, x.value("tolerations", json::array()));
@@ -176,13 +283,16 @@ struct Constraint {
   std::set<std::string> requests;  // empty: all
 };
 
-// Depth-first over (request, slot); each constraint's value is fixed by its first device.
+// Depth-first over (request, slot); each constraint's value is fixed by its first device, and
+// each device that consumes counters takes them from its pool for as long as it is chosen.
 class Search {
  public:
-  Search(std::vector<Request> requests, std::vector<Constraint> constraints)
-      : requests_(std::move(requests)),
+  Search(const Node& node, std::vector<Request> requests, std::vector<Constraint> constraints)
+      : node_(node),
+        requests_(std::move(requests)),
         constraints_(std::move(constraints)),
-        pinned_(constraints_.size()) {}
+        pinned_(constraints_.size()),
+        consumed_(node.pools.size()) {}
 
   bool Run() { return Place(0, 0, 0); }
   const std::vector<std::pair<const Request*, const Candidate*>>& chosen() const { return chosen_; }
@@ -198,13 +308,18 @@ class Search {
     for (size_t k = from; k < req.candidates.size(); ++k) {
       if (++steps_ > kMaxSteps) return false;
       const Candidate* d = req.candidates[k];
-      if (taken_.count(d) || !Pin(req, *d)) continue;
+      if (taken_.count(d) || !Consume(*d)) continue;
+      if (!Pin(req, *d)) {
+        Release(*d);
+        continue;
+      }
       taken_.insert(d);
       chosen_.emplace_back(&req, d);
       if (Place(r, slot + 1, k + 1)) return true;
       chosen_.pop_back();
       taken_.erase(d);
       Unpin();
+      Release(*d);
       if (req.all) return false;  // All takes every candidate: no other choice exists
     }
     return false;
@@ -234,10 +349,31 @@ class Search {
     pins_.pop_back();
   }
 
+  // Adds d's consumption to its pool's, then checks every counter of the pool, as the
+  // reference's checkAvailableCounters does; false (and nothing added) when one is exceeded.
+  bool Consume(const Candidate& d) {
+    if (d.consumes.empty()) return true;
+    auto& consumed = consumed_[d.pool_index];
+    for (const CounterUse& use : d.consumes) consumed[use.key] += use.value;
+    for (const auto& [key, available] : node_.pools[d.pool_index].available) {
+      const auto it = consumed.find(key);
+      if (it != consumed.end() && available < it->second) {
+        Release(d);
+        return false;
+      }
+    }
+    return true;
+  }
+  void Release(const Candidate& d) {
+    for (const CounterUse& use : d.consumes) consumed_[d.pool_index][use.key] -= use.value;
+  }
+
+  const Node& node_;
   std::vector<Request> requests_;
   std::vector<Constraint> constraints_;
   std::vector<std::optional<AttributeValue>> pinned_;
   std::vector<std::vector<size_t>> pins_;
+  std::vector<std::map<CounterKey, Quantity>> consumed_;  // by this claim's picks, per pool
   std::set<const Candidate*> taken_;
   std::vector<std::pair<const Request*, const Candidate*>> chosen_;
   int steps_ = 0;
@@ -282,32 +418,45 @@ json ConfigOf(const json& devices, const std::vector<Request>& requests,
   return config;
 }
 
+// Why pools of the node cannot be allocated from, for a failure's text ("" when all can).
+std::string InvalidPools(const Node& node) {
+  std::string out;
+  for (const Pool& p : node.pools) {
+    if (!p.invalid.empty()) {
+      out += Cat("; pool ", p.driver, "/", p.name, " is invalid: ", p.invalid);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<json> AllocateClaim(const json& claim, const AllocationInput& input) try {
   const json devices_spec = claim.at("spec").value("devices", json::object());
-  absl::StatusOr<std::vector<Candidate>> devices = NodeDevices(input);
-  if (!devices.ok()) return devices.status();
-  const auto used = InUse(input);
+  const std::set<DeviceKey> used = InUse(input);
+  absl::StatusOr<Node> node = NodeDevices(input, used);
+  if (!node.ok()) return node.status();
   std::vector<Request> requests;
   for (const json& r : devices_spec.value("requests", json::array())) {
-    absl::StatusOr<Request> req = RequestOf(r, input, *devices, used);
+    absl::StatusOr<Request> req = RequestOf(r, input, *node, used);
     if (!req.ok()) return req.status();
     if (static_cast<int64_t>(req->candidates.size()) < req->count ||
         (req->all && req->count == 0)) {
       return absl::ResourceExhaustedError(Cat(
           "request ", req->name, ": ", req->candidates.size(), " matching free devices on node ",
-          input.node_name, ", ", req->all ? "at least 1" : std::to_string(req->count), " needed"));
+          input.node_name, ", ", req->all ? "at least 1" : std::to_string(req->count), " needed",
+          InvalidPools(*node)));
     }
     requests.push_back(*std::move(req));
   }
   absl::StatusOr<std::vector<Constraint>> constraints = ConstraintsOf(devices_spec);
   if (!constraints.ok()) return constraints.status();
-  Search search(requests, *constraints);
+  Search search(*node, requests, *constraints);
   if (!search.Run()) {
-    return absl::ResourceExhaustedError(Cat("no set of free devices on node ", input.node_name,
-                                            " satisfies the claim's constraints",
-                                            search.exhausted() ? " (search limit reached)" : ""));
+    return absl::ResourceExhaustedError(
+        Cat("no set of free devices on node ", input.node_name,
+            " satisfies the claim's constraints and the shared counters",
+            search.exhausted() ? " (search limit reached)" : "", InvalidPools(*node)));
   }
   json results = json::array();
   for (const auto& [req, d] : search.chosen()) {

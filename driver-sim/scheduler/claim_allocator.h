@@ -9,10 +9,17 @@
 //   - claim and class opaque config, carried into the allocation with its source;
 //   - pools: only a pool's newest generation counts, and a pool missing slices of it is skipped;
 //   - devices other claims hold, and devices with a NoSchedule or NoExecute taint the request
-//     does not tolerate, are not allocated.
-// Outside that (firstAvailable, adminAccess, consumable capacity, partitionable devices, a CEL
-// expression outside the subset) the claim is refused with InvalidArgument naming it, never
-// allocated as if the part were absent. Choosing among equal candidates follows slice order and
+//     does not tolerate, are not allocated;
+//   - partitionable devices (DRAPartitionableDevices, on by default since 1.36): a pool's
+//     sharedCounters, and each device's consumesCounters; a device is allocated only while, for
+//     every counter of its pool, the set's value minus what allocated claims' devices and this
+//     claim's picks so far consume stays >= 0 (allocator_experimental.go,
+//     checkAvailableCounters). A pool whose device names a counter set or counter the pool lacks,
+//     or with two counter sets of one name, is invalid: none of its devices is allocated, and the
+//     failure says why (pools_experimental.go, buildPool).
+// Outside that (firstAvailable, adminAccess, consumable capacity, a CEL expression outside the
+// subset) the claim is refused with InvalidArgument naming it, never allocated as if the part
+// were absent. Choosing among equal candidates follows slice order and
 // device order, then backtracks, as the reference does; it is not the reference's scoring.
 
 #include <string>

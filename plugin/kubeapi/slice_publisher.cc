@@ -5,6 +5,7 @@
 
 #include "core/base/component_log.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "http/local_client.h"
 
 namespace neuron::kubeapi {
@@ -20,10 +21,99 @@ bool ApiDown(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
 }
 
+bool NonEmpty(const json& spec, const char* key) {
+  const auto it = spec.find(key);
+  return it != spec.end() && it->is_array() && !it->empty();
+}
+
+bool IsWholeDevice(const json& device) {
+  return device.value("/attributes/resourceType/string"_json_pointer, std::string()) ==
+         "neuron_device";
+}
+
+// The counters a device consumes, as "set/counter".
+std::vector<std::string> CountersOf(const json& device) {
+  std::vector<std::string> out;
+  for (const json& use : device.value("consumesCounters", json::array())) {
+    const json counters = use.value("counters", json::object());  // items() needs an lvalue
+    for (const auto& [counter, value] : counters.items()) {
+      out.push_back(fmt::format("{}/{}", use.value("counterSet", ""), counter));
+    }
+  }
+  return out;
+}
+
+// `devices` less what the plan leaves out (PlanPool); `claimed` collects the counters of the
+// whole devices kept without their consumesCounters.
+json KeptDevices(const json& devices, bool without_counters, const std::set<std::string>& refused,
+                 std::set<std::string>& claimed) {
+  json kept = json::array();
+  for (json device : devices) {
+    if (refused.contains(device.value("name", ""))) continue;
+    if (without_counters && NonEmpty(device, "consumesCounters")) {
+      if (!IsWholeDevice(device)) continue;
+      const std::vector<std::string> counters = CountersOf(device);
+      if (std::any_of(counters.begin(), counters.end(),
+                      [&](const std::string& c) { return claimed.contains(c); })) {
+        continue;
+      }
+      claimed.insert(counters.begin(), counters.end());
+      device.erase("consumesCounters");
+    }
+    kept.push_back(std::move(device));
+  }
+  return kept;
+}
+
+// Device names of `spec` that were sent with consumesCounters and came back without.
+std::set<std::string> Stripped(const json& sent, const json& stored) {
+  std::set<std::string> with;
+  for (const json& d : stored.value("devices", json::array())) {
+    if (NonEmpty(d, "consumesCounters")) with.insert(d.value("name", ""));
+  }
+  std::set<std::string> out;
+  for (const json& d : sent.value("devices", json::array())) {
+    if (NonEmpty(d, "consumesCounters") && !with.contains(d.value("name", ""))) {
+      out.insert(d.value("name", ""));
+    }
+  }
+  return out;
+}
+
+size_t DeviceCount(const std::vector<PlannedSlice>& plan) {
+  size_t n = 0;
+  for (const PlannedSlice& p : plan) n += p.spec.value("devices", json::array()).size();
+  return n;
+}
+
 }  // namespace
 
-std::string SliceName(const std::string& node_name) {
-  return fmt::format("{}-{}", node_name, kDriverName);
+std::string SliceName(const std::string& node_name, size_t index) {
+  return index == 0 ? fmt::format("{}-{}", node_name, kDriverName)
+                    : fmt::format("{}-{}-{}", node_name, kDriverName, index);
+}
+
+std::vector<PlannedSlice> PlanPool(const std::string& node_name, const std::vector<json>& slices,
+                                   bool without_counters, const std::set<std::string>& refused) {
+  std::vector<PlannedSlice> counters;
+  std::vector<PlannedSlice> devices;
+  std::set<std::string> claimed;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    PlannedSlice p{SliceName(node_name, i), slices[i]};
+    if (NonEmpty(p.spec, "sharedCounters")) {
+      if (!without_counters) counters.push_back(std::move(p));
+      continue;
+    }
+    if (p.spec.contains("devices")) {
+      p.spec["devices"] = KeptDevices(p.spec["devices"], without_counters, refused, claimed);
+      if (i > 0 && p.spec["devices"].empty()) continue;
+    }
+    devices.push_back(std::move(p));
+  }
+  counters.insert(counters.end(), std::make_move_iterator(devices.begin()),
+                  std::make_move_iterator(devices.end()));
+  for (PlannedSlice& p : counters) p.spec["pool"]["resourceSliceCount"] = counters.size();
+  return counters;
 }
 
 std::chrono::milliseconds Backoff(int failures, std::chrono::milliseconds initial,
@@ -36,10 +126,7 @@ std::chrono::milliseconds Backoff(int failures, std::chrono::milliseconds initia
 }
 
 SlicePublisher::SlicePublisher(const Client& client, PublisherOptions options)
-    : client_(client),
-      options_(std::move(options)),
-      name_(SliceName(options_.node_name)),
-      log_(ComponentLogger("dra-api.slices")) {}
+    : client_(client), options_(std::move(options)), log_(ComponentLogger("dra-api.slices")) {}
 
 SlicePublisher::~SlicePublisher() { Stop(); }
 
@@ -48,7 +135,7 @@ std::optional<uint64_t> SlicePublisher::published_generation() const {
   return published_generation_;
 }
 
-absl::StatusOr<json> SlicePublisher::ReadPlugin(uint64_t* generation) const {
+absl::StatusOr<std::vector<json>> SlicePublisher::ReadPlugin(uint64_t* generation) const {
   LocalRequestOptions o;
   o.timeout = options_.plugin_timeout;
   absl::StatusOr<LocalResponse> r = LocalGet(options_.plugin_address, "/dra/resourceslice", o);
@@ -60,9 +147,13 @@ absl::StatusOr<json> SlicePublisher::ReadPlugin(uint64_t* generation) const {
     return absl::UnavailableError(fmt::format("the plugin answered {}", r->status));
   }
   const json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("spec") || !j["spec"].is_object() ||
-      !j.contains("generation") || !j["generation"].is_number_unsigned()) {
-    return absl::DataLossError("the plugin's /dra/resourceslice is not {generation, spec}");
+  const bool slices_ok = j.is_object() && j.contains("slices") && j["slices"].is_array() &&
+                         !j["slices"].empty() &&
+                         std::all_of(j["slices"].begin(), j["slices"].end(),
+                                     [](const json& s) { return s.is_object(); });
+  if (!slices_ok || !j.contains("generation") || !j["generation"].is_number_unsigned()) {
+    return absl::DataLossError(
+        "the plugin's /dra/resourceslice is not {generation, nodeName, slices: [spec, ...]}");
   }
   if (j.value("nodeName", "") != options_.node_name) {
     return absl::FailedPreconditionError(
@@ -70,10 +161,21 @@ absl::StatusOr<json> SlicePublisher::ReadPlugin(uint64_t* generation) const {
                     options_.node_name));
   }
   *generation = j["generation"].get<uint64_t>();
-  return j["spec"];
+  // One pool generation for all, or a consumer could take slices of two pools for one.
+  for (size_t k = 0; k < j["slices"].size(); ++k) {
+    const json g = j["slices"][k].value("/pool/generation"_json_pointer, json());
+    if (!g.is_number_unsigned() || g.get<uint64_t>() != *generation) {
+      return absl::DataLossError(
+          fmt::format("the plugin's slices[{}] has pool generation {}, its document {}", k,
+                      g.dump(), *generation));
+    }
+  }
+  return j["slices"].get<std::vector<json>>();
 }
 
-absl::Status SlicePublisher::Publish(const json& spec) {
+absl::StatusOr<json> SlicePublisher::Publish(const PlannedSlice& planned) {
+  const std::string& name = planned.name;
+  const json& spec = planned.spec;
   if (node_uid_.empty()) {
     absl::StatusOr<json> node = client_.Get(fmt::format("/api/v1/nodes/{}", options_.node_name));
     if (!node.ok()) return node.status();
@@ -83,20 +185,20 @@ absl::Status SlicePublisher::Publish(const json& spec) {
   json slice = {{"apiVersion", "resource.k8s.io/v1"},
                 {"kind", "ResourceSlice"},
                 {"metadata",
-                 {{"name", name_},
+                 {{"name", name},
                   {"ownerReferences", json::array({{{"apiVersion", "v1"},
                                                     {"kind", "Node"},
                                                     {"name", options_.node_name},
                                                     {"uid", node_uid_},
                                                     {"controller", true}}})}}},
                 {"spec", spec}};
-  const std::string path = fmt::format("{}/{}", kSlices, name_);
+  const std::string path = fmt::format("{}/{}", kSlices, name);
   absl::Status last;
   for (int attempt = 0; attempt < kConflictRetries; ++attempt) {
     absl::StatusOr<json> current = client_.Get(path);
     if (absl::IsNotFound(current.status())) {
       absl::StatusOr<json> made = client_.Post(kSlices, slice);
-      if (made.ok()) return absl::OkStatus();
+      if (made.ok()) return made->value("spec", json::object());
       last = made.status();
       if (absl::IsAlreadyExists(last)) continue;  // made meanwhile: read it and update
       return last;
@@ -105,32 +207,34 @@ absl::Status SlicePublisher::Publish(const json& spec) {
     if (current->value("spec", json()) == spec &&
         current->value("/metadata/ownerReferences"_json_pointer, json()) ==
             slice["metadata"]["ownerReferences"]) {
-      return absl::OkStatus();
+      return current->value("spec", json::object());
     }
     slice["metadata"]["resourceVersion"] =
         current->value("/metadata/resourceVersion"_json_pointer, std::string());
     absl::StatusOr<json> updated = client_.Put(path, slice);
-    if (updated.ok()) return absl::OkStatus();
+    if (updated.ok()) return updated->value("spec", json::object());
     last = updated.status();
     if (!absl::IsAborted(last)) return last;  // 409: someone else wrote it; read again
-    log_->info("slice {} changed under us ({}); reading it again", name_,
+    log_->info("slice {} changed under us ({}); reading it again", name,
                std::string{last.message()});
   }
   return last;
 }
 
-absl::Status SlicePublisher::DeleteOthers() {
+absl::Status SlicePublisher::DeleteOthers(const std::set<std::string>& keep,
+                                          const std::set<std::string>& probes) {
   absl::StatusOr<json> list =
       client_.Get(fmt::format("{}?fieldSelector=spec.nodeName%3D{}%2Cspec.driver%3D{}", kSlices,
                               options_.node_name, kDriverName));
   if (!list.ok()) return list.status();
   for (const json& item : list->value("items", json::array())) {
     const std::string name = item.value("/metadata/name"_json_pointer, std::string());
-    if (name.empty() || name == name_) continue;
+    if (name.empty() || keep.contains(name)) continue;
     absl::StatusOr<json> gone = client_.Delete(fmt::format("{}/{}", kSlices, name));
     if (!gone.ok() && !absl::IsNotFound(gone.status())) return gone.status();
-    log_->info("deleted ResourceSlice {}: not this driver's current slice for node {}", name,
-               options_.node_name);
+    if (probes.contains(name)) continue;  // the gate's probe: said once by Learn
+    log_->info("deleted ResourceSlice {}: not a slice of this driver's current pool for node {}",
+               name, options_.node_name);
   }
   return absl::OkStatus();
 }
@@ -145,21 +249,89 @@ absl::Status SlicePublisher::SyncOnce() {
   }
 }
 
+absl::StatusOr<SlicePublisher::Written> SlicePublisher::WritePlan(
+    const std::vector<PlannedSlice>& plan) {
+  Written w;
+  for (const PlannedSlice& p : plan) {
+    absl::StatusOr<json> stored = Publish(p);
+    if (!stored.ok()) return stored.status();
+    if (NonEmpty(p.spec, "sharedCounters")) {
+      if (!NonEmpty(*stored, "sharedCounters")) {
+        w.counters_dropped = true;
+        probes_.insert(p.name);
+        return w;  // no device slice is written against counters the server does not keep
+      }
+      w.counters_kept = true;
+    }
+    const std::set<std::string> stripped = Stripped(p.spec, *stored);
+    w.stripped.insert(stripped.begin(), stripped.end());
+  }
+  return w;
+}
+
+void SlicePublisher::Learn(const Written& w) {
+  if (w.counters_dropped && !counters_refused_) {
+    log_->error(
+        "the API server dropped sharedCounters from the ResourceSlices of node {}: its feature "
+        "gate DRAPartitionableDevices is off. NeuronCores and neuron-node are not published (a "
+        "core and its device could both be allocated); the Neuron devices are published without "
+        "consumesCounters. Checked again every {} s",
+        options_.node_name, options_.resync.count() / 1000);
+  } else if (w.counters_kept && counters_refused_) {
+    log_->info(
+        "the API server keeps sharedCounters now (DRAPartitionableDevices on): publishing "
+        "NeuronCores and neuron-node");
+  }
+  if (w.counters_dropped) counters_refused_ = true;
+  if (w.counters_kept) counters_refused_ = false;
+  if (!w.stripped.empty()) {
+    log_->error(
+        "the API server returned devices {} without their consumesCounters: not "
+        "publishing them (they could be allocated beside what shares their counters)",
+        fmt::join(w.stripped, ", "));
+    refused_devices_.insert(w.stripped.begin(), w.stripped.end());
+  }
+}
+
+absl::StatusOr<std::set<std::string>> SlicePublisher::PublishPool(const std::vector<json>& slices,
+                                                                  bool probe) {
+  // Each narrowing is one more round; three cover the counters and then the devices.
+  for (int round = 0; round < 3; ++round) {
+    const bool with_counters = !counters_refused_ || probe;
+    const std::vector<PlannedSlice> plan =
+        PlanPool(options_.node_name, slices, !with_counters, refused_devices_);
+    probe = false;
+    absl::StatusOr<Written> w = WritePlan(plan);
+    if (!w.ok()) return w.status();
+    Learn(*w);
+    if (w->counters_dropped || !w->stripped.empty()) continue;
+    std::set<std::string> names;
+    for (const PlannedSlice& p : plan) names.insert(p.name);
+    if (slices != last_slices_) {
+      log_->info("published {} ResourceSlice(s) of pool {} (plugin generation {}, {} devices)",
+                 plan.size(), options_.node_name,
+                 plan.front().spec.value("/pool/generation"_json_pointer, int64_t{0}),
+                 DeviceCount(plan));
+    }
+    return names;
+  }
+  return absl::InternalError("the API server kept changing what it stores of the pool");
+}
+
 absl::Status SlicePublisher::Sync() {
   uint64_t generation = 0;
-  absl::StatusOr<json> spec = ReadPlugin(&generation);
-  plugin_failed_ = !spec.ok();
-  if (!spec.ok()) return spec.status();
+  absl::StatusOr<std::vector<json>> slices = ReadPlugin(&generation);
+  plugin_failed_ = !slices.ok();
+  if (!slices.ok()) return slices.status();
   const auto now = std::chrono::steady_clock::now();
-  if (*spec == last_spec_ && now - last_verified_ < options_.resync) return absl::OkStatus();
-  if (absl::Status s = Publish(*spec); !s.ok()) return s;
-  // After the publish, so that the node is never without a slice while it has devices.
-  if (absl::Status s = DeleteOthers(); !s.ok()) return s;
-  if (*spec != last_spec_) {
-    log_->info("published ResourceSlice {} (plugin generation {}, {} devices)", name_, generation,
-               spec->value("devices", json::array()).size());
-  }
-  last_spec_ = *std::move(spec);
+  const bool due = now - last_verified_ >= options_.resync;
+  if (*slices == last_slices_ && !due) return absl::OkStatus();
+  probes_.clear();
+  absl::StatusOr<std::set<std::string>> names = PublishPool(*slices, counters_refused_ && due);
+  if (!names.ok()) return names.status();
+  // After the pool is written, so that the node is never without its slices.
+  if (absl::Status s = DeleteOthers(*names, probes_); !s.ok()) return s;
+  last_slices_ = *std::move(slices);
   last_verified_ = now;
   std::lock_guard<std::mutex> lock(mu_);
   published_generation_ = generation;
@@ -175,21 +347,22 @@ void SlicePublisher::Report(const absl::Status& s) {
   if (now == state_ && now == State::kApiDown) return;
   switch (now) {
     case State::kOk:
-      log_->info("{}; ResourceSlice {} is current",
+      log_->info("{}; the ResourceSlices of node {} are current",
                  state_ == State::kApiDown  ? "the API server is reachable again"
-                 : state_ == State::kPlugin ? "the plugin's slice is readable again"
+                 : state_ == State::kPlugin ? "the plugin's slices are readable again"
                                             : "publishing works again",
-                 name_);
+                 options_.node_name);
       break;
     case State::kPlugin:
-      log_->warn("cannot read the plugin's slice: {}", message);
+      log_->warn("cannot read the plugin's slices: {}", message);
       break;
     case State::kApiDown:
       log_->warn("the API server cannot be reached: {}; retrying with back-off up to {} ms",
                  message, options_.backoff_max.count());
       break;
     case State::kApi:
-      log_->error("publishing ResourceSlice {}: {}; retrying with back-off", name_, message);
+      log_->error("publishing the ResourceSlices of node {}: {}; retrying with back-off",
+                  options_.node_name, message);
       break;
   }
   state_ = now;

@@ -1,16 +1,30 @@
 #pragma once
-// Publishes the node's ResourceSlice for the DRA driver neuron.aws.com: reads the slice the
-// privileged plugin computes (`GET /dra/resourceslice` on its HTTP Unix socket, the contract in
-// docs/kubelet-api.md#resourceslices) and makes the API server hold exactly that:
-//   - one slice `<node>-neuron.aws.com`, owned by the Node (metadata.ownerReferences), so that
-//     it goes when the node object goes; created when missing, updated with its
-//     resourceVersion when the spec changed, a 409 retried after re-reading;
+// Publishes the node's ResourceSlices for the DRA driver neuron.aws.com: reads the pool the
+// privileged plugin computes (`GET /dra/resourceslice` on its HTTP Unix socket: {"generation",
+// "nodeName", "slices": [spec, ...]}, docs/kubelet-api.md#resourceslices) and makes the API
+// server hold exactly that pool:
+//   - slices[0] as `<node>-neuron.aws.com`, slices[k] as `<node>-neuron.aws.com-<k>`, each owned
+//     by the Node (metadata.ownerReferences), so that they go when the node object goes; the
+//     slices holding sharedCounters written first, then the devices; each created when missing,
+//     updated with its resourceVersion when its spec changed, a 409 retried after re-reading;
 //   - no other slice of driver neuron.aws.com for this node (listed by the field selectors
-//     spec.nodeName and spec.driver and deleted), so no slice ever claims a removed device;
+//     spec.nodeName and spec.driver and deleted, after the pool is written), so no slice ever
+//     claims a removed device;
+//   - where the API server drops the partitionable-device fields (feature gate
+//     DRAPartitionableDevices off: a server clears a disabled gate's fields on write, silently),
+//     a device that consumes counters would be offered as if it shared nothing, and a NeuronCore
+//     and its device could both be allocated. So what the server returns is checked: a counter
+//     slice that comes back without sharedCounters makes the pool published without its counter
+//     slices and without every device that consumes counters, except the whole Neuron devices
+//     (resourceType neuron_device), published without consumesCounters as with
+//     --dra.partitionable=false; logged once, as an error naming the gate; tried again at every
+//     resync (the gate may be turned on). A device that comes back without its consumesCounters
+//     (an API server of another mind mid-upgrade) is left out for the life of the process;
 //   - while the API server cannot be reached: exponential back-off with jitter up to a cap,
 //     logged once when it goes and once when it comes back; each attempt reads the plugin
 //     again, so the newest content is what gets published.
-// The plugin's 503 (no hardware scan yet) publishes nothing and deletes nothing.
+// The plugin's 503 (no hardware scan yet) publishes nothing and deletes nothing; nor does a
+// document whose slices do not all carry its generation as pool.generation (DataLoss).
 //
 // Thread-safety: SyncOnce from one thread at a time (Run's, or a test's); Start/Stop from one
 // thread.
@@ -20,8 +34,10 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
@@ -45,8 +61,24 @@ struct PublisherOptions {
   std::chrono::milliseconds resync{60000};         // re-check an unchanged slice this often
 };
 
-// The slice's name: `<node>-neuron.aws.com`.
-std::string SliceName(const std::string& node_name);
+// The name of slice `index` of the node's pool: `<node>-neuron.aws.com` for 0,
+// `<node>-neuron.aws.com-<index>` after it.
+std::string SliceName(const std::string& node_name, size_t index = 0);
+
+// One slice to write: its name and spec.
+struct PlannedSlice {
+  std::string name;
+  nlohmann::json spec;
+};
+
+// The slices to write for the plugin's `slices`, counter slices first. `without_counters`: no
+// counter slices, no device that consumes counters except whole Neuron devices (resourceType
+// neuron_device, each stripped of consumesCounters and kept only while no other kept device
+// consumes one of its counters). Devices named in `refused` are left out; a slice other than
+// slices[0] left without devices is dropped; pool.resourceSliceCount is the plan's size.
+std::vector<PlannedSlice> PlanPool(const std::string& node_name,
+                                   const std::vector<nlohmann::json>& slices, bool without_counters,
+                                   const std::set<std::string>& refused);
 
 // The wait before attempt `failures` (1 = after the first failure): initial * 2^(failures-1),
 // capped at `max`, then a uniformly random part of up to half of it taken off (jitter, so that
@@ -75,9 +107,26 @@ class SlicePublisher {
   std::optional<uint64_t> published_generation() const;
 
  private:
-  absl::StatusOr<nlohmann::json> ReadPlugin(uint64_t* generation) const;
-  absl::Status Publish(const nlohmann::json& spec);
-  absl::Status DeleteOthers();
+  // What the pool's writing found the API server to do with the partitionable-device fields.
+  struct Written {
+    bool counters_dropped = false;   // a counter slice came back without sharedCounters
+    std::set<std::string> stripped;  // devices that came back without consumesCounters
+    bool counters_kept = false;      // a counter slice came back with its sharedCounters
+  };
+
+  absl::StatusOr<std::vector<nlohmann::json>> ReadPlugin(uint64_t* generation) const;
+  // Writes one slice; the spec the API server holds afterwards.
+  absl::StatusOr<nlohmann::json> Publish(const PlannedSlice& slice);
+  // Writes the plan in order; stops after a counter slice whose counters were dropped.
+  absl::StatusOr<Written> WritePlan(const std::vector<PlannedSlice>& plan);
+  // Writes the pool, narrowing it while the API server drops fields; the names written.
+  absl::StatusOr<std::set<std::string>> PublishPool(const std::vector<nlohmann::json>& slices,
+                                                    bool probe);
+  // Logs what `w` changes in what the server accepts, and remembers it.
+  void Learn(const Written& w);
+  // Deletes the node's other slices of the driver; logs each, except the counter slices written
+  // this round only to see whether the server keeps sharedCounters (`probes`).
+  absl::Status DeleteOthers(const std::set<std::string>& keep, const std::set<std::string>& probes);
   absl::Status Sync();  // SyncOnce without its guard against JSON exceptions
   void Run();
   // Logs a change of state (and an API error whose message changed), nothing else.
@@ -85,11 +134,13 @@ class SlicePublisher {
 
   const Client& client_;
   const PublisherOptions options_;
-  const std::string name_;
   const std::shared_ptr<spdlog::logger> log_;
 
   // SyncOnce's own (one caller at a time).
-  nlohmann::json last_spec_;
+  std::vector<nlohmann::json> last_slices_;
+  bool counters_refused_ = false;          // the API server drops sharedCounters
+  std::set<std::string> probes_;           // this round's counter slices it emptied
+  std::set<std::string> refused_devices_;  // devices it returned without consumesCounters
   std::chrono::steady_clock::time_point last_verified_;
   std::string node_uid_;
   int api_failures_ = 0;

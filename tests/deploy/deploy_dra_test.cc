@@ -1,7 +1,7 @@
 // deploy/overlays/dra (docs/OPERATIONS.md#dra): the plugin in DRA mode, dra-api unprivileged and
 // the only container with the service account's token, the least RBAC neuron-dra-api needs, and
-// AWS's DeviceClass selection beside ours for EFA. The overlay also passes every check of the
-// base (deploy_test.cc's OverlayTest).
+// AWS's DeviceClass selection beside ours for EFA and NeuronCores. The overlay also passes every
+// check of the base (deploy_test.cc's OverlayTest).
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -105,13 +105,36 @@ TEST(DeployTest, DraDeviceClassesSelectAwsResourceTypesAndEfa) {
     expressions[o["metadata"]["name"].as<std::string>()] =
         o["spec"]["selectors"][0]["cel"]["expression"].as<std::string>();
   }
-  ASSERT_EQ(expressions.size(), 2u);
+  ASSERT_EQ(expressions.size(), 3u);
   const std::string& neuron = expressions["neuron.aws.com"];
   for (const std::string want : {"device.driver == \"neuron.aws.com\"", "\"neuron_device\"",
                                  "\"neuron_node\"", "resourceType"}) {
     EXPECT_NE(neuron.find(want), std::string::npos) << want << " not in " << neuron;
   }
+  EXPECT_EQ(neuron.find("neuron_core"), std::string::npos) << "AWS's class takes no cores";
   EXPECT_NE(expressions["efa.neuron.aws.com"].find("resourceType == \"efa\""), std::string::npos);
+  const std::string& cores = expressions["neuroncore.neuron.aws.com"];
+  EXPECT_NE(cores.find("device.driver == \"neuron.aws.com\""), std::string::npos) << cores;
+  EXPECT_NE(cores.find("resourceType == \"neuron_core\""), std::string::npos) << cores;
+}
+
+// NeuronCores are opt-in: the flag is there, commented, beside the feature gate it needs and
+// the gate's stage by Kubernetes version; the rendered DaemonSet does not pass it.
+TEST(DeployTest, DraPartitionableIsACommentedFlagNamingItsGate) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  const std::string patch = testing::ReadFile(kDeploy / kDraOverlay / "daemonset-dra.yaml");
+  const size_t flag = patch.find("# - --dra.partitionable=true");
+  ASSERT_NE(flag, std::string::npos) << patch;
+  const size_t why = patch.rfind("DRAPartitionableDevices", flag);
+  ASSERT_NE(why, std::string::npos) << "the why comes before the flag";
+  const std::string comment = patch.substr(why, flag - why);
+  for (const std::string want : {"1.33", "1.36", "alpha", "beta"}) {
+    EXPECT_NE(comment.find(want), std::string::npos) << want << " not in " << comment;
+  }
+  EXPECT_LT(patch.find("--dra.taint-effect"), flag) << "where the taint-effect one is";
+  const YAML::Node ds = Find(Render(std::string(kDraOverlay)), "DaemonSet");
+  ASSERT_TRUE(ds);
+  EXPECT_EQ(Args(Container(ds, "device-plugin")).find("partitionable"), std::string::npos);
 }
 
 }  // namespace

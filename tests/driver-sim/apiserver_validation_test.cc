@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "driver-sim/apiserver/quantity.h"
 #include "driver-sim/apiserver/store.h"
 #include "driver-sim/apiserver/validation.h"
 
@@ -134,7 +135,166 @@ TEST(ApiValidation, ExactlyOneNodeSelection) {
   EXPECT_EQ(Fields(s), std::vector<std::string>{"spec"});
 }
 
+// --- Partitionable devices (types.go, validation.go; validation.cc cites each rule) ---
+
+json Counters(int n, const std::string& value = "2") {
+  json c = json::object();
+  for (int i = 0; i < n; ++i) c["neuron-" + std::to_string(i)] = {{"value", value}};
+  return c;
+}
+
+json CounterSlice(json sets) {
+  json s = Slice(json::array());
+  s["spec"].erase("devices");
+  s["spec"]["sharedCounters"] = std::move(sets);
+  return s;
+}
+
+json Set(const std::string& name, json counters) {
+  return {{"name", name}, {"counters", std::move(counters)}};
+}
+
+json Consuming(const std::string& name, json uses) {
+  json d = Device(name);
+  d["consumesCounters"] = std::move(uses);
+  return d;
+}
+
+json Use(const std::string& set, json counters) {
+  return {{"counterSet", set}, {"counters", std::move(counters)}};
+}
+
+std::vector<std::string> Reasons(const json& object) {
+  std::vector<std::string> out;
+  for (const FieldError& e : Validate("ResourceSlice", object)) out.push_back(e.reason);
+  return out;
+}
+
+TEST(ApiValidation, ASliceHoldsDevicesOrSharedCountersNeverBoth) {
+  EXPECT_TRUE(Fields(CounterSlice({Set("neuron-devices", Counters(16))})).empty());
+  json both = CounterSlice({Set("neuron-devices", Counters(1))});
+  both["spec"]["devices"] = json::array();
+  const auto errors = Validate("ResourceSlice", both);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "spec");
+  EXPECT_NE(errors[0].message.find("only one of `sharedCounters` or `devices` is allowed"),
+            std::string::npos);
+}
+
+TEST(ApiValidation, AtMost8CounterSetsOf32CountersWithLabelNames) {
+  json sets = json::array();
+  for (int i = 0; i < 8; ++i) sets.push_back(Set("set-" + std::to_string(i), Counters(32)));
+  EXPECT_TRUE(Fields(CounterSlice(sets)).empty());
+  sets.push_back(Set("set-8", Counters(1)));
+  EXPECT_EQ(Fields(CounterSlice(sets)), std::vector<std::string>{"spec.sharedCounters"});
+  EXPECT_EQ(Reasons(CounterSlice(sets)), std::vector<std::string>{"FieldValueTooMany"});
+  EXPECT_EQ(Fields(CounterSlice({Set("s", Counters(33))})),
+            std::vector<std::string>{"spec.sharedCounters[0].counters"});
+  EXPECT_EQ(Fields(CounterSlice({Set("Set_0", Counters(1))})),
+            std::vector<std::string>{"spec.sharedCounters[0].name"});
+  EXPECT_EQ(Fields(CounterSlice({Set("s", {{"Neuron_0", {{"value", "1"}}}})})),
+            std::vector<std::string>{"spec.sharedCounters[0].counters[Neuron_0]"});
+  EXPECT_EQ(Fields(CounterSlice({Set("s", json::object())})),
+            std::vector<std::string>{"spec.sharedCounters[0].counters"});
+  const json twice = CounterSlice({Set("s", Counters(1)), Set("s", Counters(1))});
+  EXPECT_EQ(Fields(twice), std::vector<std::string>{"spec.sharedCounters[1]"});
+  EXPECT_EQ(Reasons(twice), std::vector<std::string>{"FieldValueDuplicate"});
+}
+
+TEST(ApiValidation, AtMost2ConsumptionsOf32CountersPerDevice) {
+  const json two = {Use("a", Counters(32)), Use("b", Counters(1))};
+  EXPECT_TRUE(Fields(Slice({Consuming("d", two)})).empty());
+  EXPECT_EQ(Fields(Slice({Consuming(
+                "d", {Use("a", Counters(1)), Use("b", Counters(1)), Use("c", Counters(1))})})),
+            std::vector<std::string>{"spec.devices[0].consumesCounters"});
+  EXPECT_EQ(Fields(Slice({Consuming("d", {Use("a", Counters(33))})})),
+            std::vector<std::string>{"spec.devices[0].consumesCounters[0].counters"});
+  EXPECT_EQ(Fields(Slice({Consuming("d", {Use("a", Counters(1)), Use("a", Counters(1))})})),
+            std::vector<std::string>{"spec.devices[0].consumesCounters[1]"});
+  EXPECT_EQ(Fields(Slice({Consuming("d", {Use("", Counters(1))})})),
+            std::vector<std::string>{"spec.devices[0].consumesCounters[0].counterSet"});
+  EXPECT_EQ(Reasons(Slice({Consuming("d", {Use("", Counters(1))})})),
+            std::vector<std::string>{"FieldValueRequired"});
+}
+
+TEST(ApiValidation, AtMost64DevicesWhenOneHasTaintsOrConsumesCounters) {
+  json devices = json::array();
+  for (int i = 0; i < 63; ++i) devices.push_back(Device("neuroncore-" + std::to_string(i)));
+  devices.push_back(Consuming("neuroncore-63", {Use("a", Counters(1))}));
+  EXPECT_TRUE(Fields(Slice(devices)).empty());
+  devices.push_back(Device("neuroncore-64"));
+  const auto errors = Validate("ResourceSlice", Slice(devices));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "spec.devices");
+  EXPECT_NE(errors[0].message.find("at most 64"), std::string::npos) << errors[0].message;
+}
+
+TEST(ApiValidation, PoolCountAndGeneration) {
+  json s = Slice(json::array());
+  s["spec"]["pool"]["resourceSliceCount"] = 0;
+  s["spec"]["pool"]["generation"] = -1;
+  EXPECT_EQ(Fields(s),
+            (std::vector<std::string>{"spec.pool.resourceSliceCount", "spec.pool.generation"}));
+}
+
+TEST(ApiQuantity, ParsesTheApisGrammar) {
+  const auto q = [](const char* s) { return Quantity::Parse(s).value(); };
+  EXPECT_EQ(q("2"), Quantity::FromInt(2));
+  EXPECT_EQ(q("+2"), Quantity::FromInt(2));
+  EXPECT_EQ(q("1Ki"), Quantity::FromInt(1024));
+  EXPECT_EQ(q("32Gi"), Quantity::FromInt(int64_t{32} << 30));
+  EXPECT_EQ(q("1.5k"), Quantity::FromInt(1500));
+  EXPECT_EQ(q("1e3"), Quantity::FromInt(1000));
+  EXPECT_EQ(q("1E"), Quantity::FromInt(1'000'000'000'000'000'000));
+  EXPECT_EQ(q("500m").ToString(), "0.5");
+  EXPECT_EQ(q("-1").ToString(), "-1");
+  EXPECT_EQ(q(".5").ToString(), "0.5");
+  EXPECT_EQ(q("1n").ToString(), "0.000000001");
+  EXPECT_LT(q("999m"), q("1"));
+  for (const char* bad : {"", "abc", "1.2.3", "1Ki2", "1e", "--1", "1 ", "0x10", "."}) {
+    EXPECT_FALSE(Quantity::Parse(bad).ok()) << bad;
+  }
+}
+
+// A quantity that does not parse makes the body undecodable: 400 before validation.
+TEST(ApiStore, AnUnparsableQuantityIsABadRequest) {
+  Store store;
+  const ApiAnswer a = store.Create(*FindKind("/apis/resource.k8s.io/v1/", "resourceslices"), "",
+                                   CounterSlice({Set("s", {{"neuron-0", {{"value", "two"}}}})}));
+  EXPECT_EQ(a.code, 400);
+  EXPECT_EQ(a.body["reason"], "BadRequest");
+  EXPECT_NE(
+      a.body["message"].get<std::string>().find("quantities must match the regular expression"),
+      std::string::npos);
+  EXPECT_NE(a.body["message"].get<std::string>().find("spec.sharedCounters[0].counters[neuron-0]"),
+            std::string::npos);
+}
+
 const Kind& Slices() { return *FindKind("/apis/resource.k8s.io/v1/", "resourceslices"); }
+
+// DRAPartitionableDevices off: the fields go on create and on an update of a slice that did not
+// use them; a stored slice that uses them keeps them (strategy.go, dropDisabledFields).
+TEST(ApiStore, TheGateOffDropsThePartitionableFields) {
+  Store store(FeatureGates{.partitionable_devices = false});
+  ApiAnswer made = store.Create(Slices(), "", CounterSlice({Set("s", Counters(2))}));
+  ASSERT_EQ(made.code, 201) << made.body.dump();
+  EXPECT_FALSE(made.body["spec"].contains("sharedCounters"));
+  json devices = Slice({Consuming("neuroncore-0", {Use("s", Counters(1))})});
+  devices["metadata"]["name"] = "node-1-neuron.aws.com-2";
+  made = store.Create(Slices(), "", devices);
+  ASSERT_EQ(made.code, 201) << made.body.dump();
+  EXPECT_FALSE(made.body["spec"]["devices"][0].contains("consumesCounters"));
+  // Written while on, updated while off: kept.
+  store.SetFeatureGates({});
+  json kept = CounterSlice({Set("s", Counters(2))});
+  kept["metadata"]["name"] = "kept";
+  ASSERT_EQ(store.Create(Slices(), "", kept).code, 201);
+  store.SetFeatureGates({.partitionable_devices = false});
+  kept["spec"]["sharedCounters"][0]["counters"] = Counters(3);
+  const ApiAnswer updated = store.Update(Slices(), "", "kept", kept, false);
+  ASSERT_EQ(updated.code, 200) << updated.body.dump();
+  EXPECT_EQ(updated.body["spec"]["sharedCounters"][0]["counters"].size(), 3u);
+}
 
 TEST(ApiStore, StaleResourceVersionIsAConflict) {
   Store store;

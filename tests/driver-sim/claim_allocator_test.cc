@@ -199,5 +199,130 @@ TEST(ClaimAllocatorTest, WhatItDoesNotOfferIsRefusedByName) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// --- Partitionable devices: shared counters (tests/driver-sim/dra_slice_fixture.h's pool) ---
+
+AllocationInput PartitionableNode(bool ultraserver = false) {
+  AllocationInput in = Node();
+  in.slices = Trn1PartitionablePool("node-a", ultraserver);
+  in.device_classes.push_back(DeviceClass("neuroncore.neuron.aws.com",
+                                          R"(device.driver == "neuron.aws.com" &&
+          device.attributes["neuron.aws.com"].resourceType == "neuron_core")"));
+  return in;
+}
+
+absl::StatusOr<json> Allocate(const AllocationInput& in, const std::string& cls, int count) {
+  return AllocateClaim(Claim({Request("r", cls, count)}), in);
+}
+
+constexpr char kCores[] = "neuroncore.neuron.aws.com";
+
+TEST(ClaimAllocatorCounters, TwoCoresOfOneDeviceAreFine) {
+  absl::StatusOr<json> a = Allocate(PartitionableNode(), kCores, 2);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Devices(*a), (std::set<std::string>{"neuroncore-0", "neuroncore-1"}));
+  EXPECT_TRUE(Allocate(PartitionableNode(), kCores, 32).ok()) << "every core of the node";
+}
+
+// A device held: its cores are not free, whichever claim asks.
+TEST(ClaimAllocatorCounters, ACoreIsNeverAllocatedBesideItsHeldDevice) {
+  AllocationInput in = PartitionableNode();
+  in.allocated_claims = {Holding({"neuron-0"})};
+  absl::StatusOr<json> a = Allocate(in, kCores, 2);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Devices(*a), (std::set<std::string>{"neuroncore-2", "neuroncore-3"}));
+  a = Allocate(in, kCores, 31);
+  EXPECT_EQ(a.status().message(), "request r: 30 matching free devices on node node-a, 31 needed");
+}
+
+// A core held: its device is not free (the other order).
+TEST(ClaimAllocatorCounters, ADeviceIsNeverAllocatedBesideItsHeldCore) {
+  AllocationInput in = PartitionableNode();
+  in.allocated_claims = {Holding({"neuroncore-1"})};
+  absl::StatusOr<json> a = Allocate(in, "neuron.aws.com", 1);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Devices(*a), std::set<std::string>{"neuron-1"});
+  a = Allocate(in, "neuron.aws.com", 16);
+  EXPECT_EQ(a.status().message(), "request r: 15 matching free devices on node node-a, 16 needed");
+  // The device's other core is still free: the counter holds 2, the held core takes 1.
+  a = Allocate(in, kCores, 31);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Devices(*a).count("neuroncore-0"), 1u);
+}
+
+// One claim asking for a device and cores: its own picks count against each other.
+TEST(ClaimAllocatorCounters, OneClaimsDeviceAndCoresDoNotOverlap) {
+  absl::StatusOr<json> a =
+      AllocateClaim(Claim({Request("device", "neuron.aws.com", 1), Request("cores", kCores, 2)}),
+                    PartitionableNode());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Devices(*a), (std::set<std::string>{"neuron-0", "neuroncore-2", "neuroncore-3"}));
+  a = AllocateClaim(Claim({Request("cores", kCores, 2), Request("device", "neuron.aws.com", 16)}),
+                    PartitionableNode());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted) << a.status();
+  EXPECT_NE(a.status().message().find("shared counters"), std::string::npos) << a.status();
+}
+
+// Two cores of device 0 taken first: four connected devices cannot be group 0, and the search
+// moves on to group 1 (backtracking across counters and a matchAttribute constraint).
+TEST(ClaimAllocatorCounters, BacktrackingCrossesCounters) {
+  absl::StatusOr<json> a =
+      AllocateClaim(Claim({Request("cores", kCores, 2), Request("neurons", "neuron.aws.com", 4)},
+                          Connected(4, {"neurons"})),
+                    PartitionableNode());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Devices(*a), (std::set<std::string>{"neuroncore-0", "neuroncore-1", "neuron-4",
+                                                "neuron-5", "neuron-6", "neuron-7"}));
+}
+
+// neuron-node (an UltraServer node) consumes every device's counter whole.
+TEST(ClaimAllocatorCounters, TheNodeDeviceExcludesEveryOtherDevice) {
+  AllocationInput in = PartitionableNode(/*ultraserver=*/true);
+  json node = Request("node", "neuron.aws.com", 1);
+  node["exactly"]["selectors"] = {
+      {{"cel",
+        {{"expression", R"(device.attributes["neuron.aws.com"].resourceType == "neuron_node")"}}}}};
+  absl::StatusOr<json> a = AllocateClaim(Claim({node}), in);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Devices(*a), std::set<std::string>{"neuron-node"});
+  for (const char* held : {"neuron-7", "neuroncore-31"}) {
+    in.allocated_claims = {Holding({held})};
+    EXPECT_EQ(AllocateClaim(Claim({node}), in).status().code(),
+              absl::StatusCode::kResourceExhausted)
+        << held;
+  }
+  in.allocated_claims = {Holding({"neuron-node"})};
+  EXPECT_EQ(Allocate(in, "neuron.aws.com", 1).status().message(),
+            "request r: 0 matching free devices on node node-a, 1 needed");
+  EXPECT_FALSE(Allocate(in, kCores, 1).ok());
+}
+
+// Where the API server dropped the counters (DRAPartitionableDevices off), neuron-dra-api
+// publishes the whole devices without consumesCounters and no cores: a core claim gets nothing.
+TEST(ClaimAllocatorCounters, WithTheGateOffThereAreNoCores) {
+  AllocationInput in = PartitionableNode();
+  in.slices = {Trn1Slice("node-a")};
+  EXPECT_EQ(Allocate(in, kCores, 1).status().message(),
+            "request r: 0 matching free devices on node node-a, 1 needed");
+  EXPECT_TRUE(Allocate(in, "neuron.aws.com", 16).ok());
+}
+
+// A device naming a counter set or counter the pool lacks makes the pool invalid, as the
+// reference's pool gathering does: nothing of it is allocated, and the failure says why.
+TEST(ClaimAllocatorCounters, AnUnknownCounterSetInvalidatesThePool) {
+  AllocationInput in = PartitionableNode();
+  in.slices[2]["spec"]["devices"][5]["consumesCounters"][0]["counterSet"] = "gone";
+  absl::StatusOr<json> a = Allocate(in, "neuron.aws.com", 1);
+  EXPECT_EQ(a.status().message(),
+            "request r: 0 matching free devices on node node-a, 1 needed; pool "
+            "neuron.aws.com/node-a is invalid: counter set gone not found");
+  in = PartitionableNode();
+  in.slices[0]["spec"]["devices"][0]["consumesCounters"][0]["counters"] = {
+      {"neuron-99", {{"value", "2"}}}};
+  a = Allocate(in, kCores, 1);
+  EXPECT_NE(a.status().message().find("counter neuron-99 not found in counter set neuron-devices"),
+            std::string::npos)
+      << a.status();
+}
+
 }  // namespace
 }  // namespace neuron::sim::scheduler

@@ -144,5 +144,33 @@ TEST_F(ScheduleTest, AClaimTheNodeCannotHoldSaysWhy) {
   EXPECT_NE(claim.status().message().find("constraints"), std::string::npos) << claim.status();
 }
 
+// A partitionable pool through the API server (three slices, the overlay's NeuronCore class):
+// claims allocated in turn never put a core and its device in two claims.
+TEST_F(ScheduleTest, CoresAndTheirDevicesAreNeverBothAllocated) {
+  for (const json& slice : Trn1PartitionablePool("node-b")) {
+    ASSERT_TRUE(client_->Post(std::string(kApi) + "/resourceslices", slice).ok());
+  }
+  const auto schedule = [&](const std::string& name, const char* cls, int count) {
+    json claim = Claim(name, count);
+    claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = cls;
+    claim["spec"]["devices"].erase("constraints");
+    const absl::StatusOr<json> made =
+        client_->Post(std::string(kApi) + "/namespaces/default/resourceclaims", claim);
+    return made.ok() ? ScheduleClaim(api_, "default", name, "node-b") : made;
+  };
+  absl::StatusOr<json> cores = schedule("cores", "neuroncore.neuron.aws.com", 2);
+  ASSERT_TRUE(cores.ok()) << cores.status();
+  EXPECT_EQ(Devices(*cores), (std::set<std::string>{"neuroncore-0", "neuroncore-1"}));
+  absl::StatusOr<json> all = schedule("all", "neuron.aws.com", 16);
+  EXPECT_EQ(all.status().message(),
+            "request neurons: 15 matching free devices on node node-b, 16 needed");
+  absl::StatusOr<json> one = schedule("one", "neuron.aws.com", 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(Devices(*one), std::set<std::string>{"neuron-1"});
+  absl::StatusOr<json> more = schedule("more", "neuroncore.neuron.aws.com", 29);
+  EXPECT_EQ(more.status().message(),
+            "request neurons: 28 matching free devices on node node-b, 29 needed");
+}
+
 }  // namespace
 }  // namespace neuron::sim::scheduler

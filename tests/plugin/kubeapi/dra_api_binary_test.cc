@@ -1,12 +1,14 @@
 // The binaries end to end: `neuron-sim apiserver` (the API stand-in as a process) and
 // `neuron-dra-api` with the flags the DaemonSet gives it, against a stand-in for the plugin's
 // socket. The slice appears, follows a change, survives the API server going away and coming
-// back (SIGUSR1/SIGUSR2), and a claim is answered on dra-api.sock.
+// back (SIGUSR1/SIGUSR2), and a claim is answered on dra-api.sock. With the stand-in's
+// DRAPartitionableDevices gate off, no NeuronCore is published.
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <mutex>
+#include <thread>
 
 #include "http/http_server.h"
 #include "http/local_client.h"
@@ -32,15 +34,26 @@ json Spec(const std::vector<std::string>& devices) {
 
 // `neuron-sim apiserver` in `d` with token "t" and one unallocated claim, ml/c1; ready when
 // d/apiserver.json exists.
-pid_t StartStandIn(const std::filesystem::path& d) {
+pid_t StartStandIn(const std::filesystem::path& d, const std::vector<std::string>& extra = {}) {
   neuron::testing::WriteFile(d / "token", "t\n");
   neuron::testing::WriteFile(d / "objects.json",
                              R"([{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
            "metadata":{"name":"c1","namespace":"ml"},"spec":{}}])");
+  std::vector<std::string> argv = {
+      NEURON_SIM_BIN,         "apiserver", "--dir",  d.string(), "--token-file",
+      (d / "token").string(), "--node",    "node-1", "--load",   (d / "objects.json").string()};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return neuron::testing::StartProcess(argv, d / "api.out", d / "api.err");
+}
+
+// neuron-dra-api with the DaemonSet's flags, against the stand-in `info` (its apiserver.json) and
+// the plugin's socket d/plugin.sock, polling every 100 ms with a back-off cap of 500 ms.
+pid_t StartDraApi(const std::filesystem::path& d, const json& info) {
   return neuron::testing::StartProcess(
-      {NEURON_SIM_BIN, "apiserver", "--dir", d.string(), "--token-file", (d / "token").string(),
-       "--node", "node-1", "--load", (d / "objects.json").string()},
-      d / "api.out", d / "api.err");
+      {NEURON_DRA_API_BIN, "--api-server", info["url"], "--token-file", (d / "token").string(),
+       "--ca-file", info["caFile"], "--plugin", "unix:" + (d / "plugin.sock").string(), "--listen",
+       "unix:" + (d / "dra-api.sock").string(), "--poll", "100", "--backoff-max", "500"},
+      d / "dra.out", d / "dra.err", {"NODE_NAME=node-1"});
 }
 
 TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
@@ -61,16 +74,12 @@ TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
     std::lock_guard<std::mutex> lock(mu);
     HttpResponse r;
     r.content_type = "application/json";
-    r.body = json{{"generation", generation}, {"nodeName", "node-1"}, {"spec", spec}}.dump();
+    r.body = json{{"generation", generation}, {"nodeName", "node-1"}, {"slices", {spec}}}.dump();
     return r;
   };
   auto plugin = *HttpServer::Start(std::move(o));
 
-  const pid_t dra = neuron::testing::StartProcess(
-      {NEURON_DRA_API_BIN, "--api-server", info["url"], "--token-file", (d / "token").string(),
-       "--ca-file", info["caFile"], "--plugin", "unix:" + (d / "plugin.sock").string(), "--listen",
-       "unix:" + (d / "dra-api.sock").string(), "--poll", "100", "--backoff-max", "500"},
-      d / "dra.out", d / "dra.err", {"NODE_NAME=node-1"});
+  const pid_t dra = StartDraApi(d, info);
   const Client client(ClientConfig{info["url"], (d / "token").string(), info["caFile"]});
   const auto devices = [&] {
     std::vector<std::string> out;
@@ -91,7 +100,7 @@ TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
   {
     std::lock_guard<std::mutex> lock(mu);
     spec = Spec({"neuron-1"});
-    ++generation;
+    spec["pool"]["generation"] = ++generation;
   }
   // It has tried and failed (said once, when the state changed) before the server comes back.
   ASSERT_TRUE(WaitUntil(
@@ -119,6 +128,69 @@ TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
 
   EXPECT_EQ(neuron::testing::Stop(dra, std::chrono::seconds(10)), 0);
   EXPECT_EQ(neuron::testing::Stop(api, std::chrono::seconds(10)), 0);
+}
+
+// The stand-in with --feature-gates DRAPartitionableDevices=false drops the counters, and
+// neuron-dra-api publishes the whole devices alone, saying so once.
+TEST(DraApiBinary, WithTheGateOffTheCoresAreNotPublished) {
+  neuron::testing::TempDir dir;
+  const auto& d = dir.path();
+  const pid_t api = StartStandIn(d, {"--feature-gates", "DRAPartitionableDevices=false"});
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(d / "apiserver.json"); },
+                        std::chrono::seconds(20)))
+      << ReadFile(d / "api.err");
+  const json info = json::parse(ReadFile(d / "apiserver.json"));
+  json devices = Spec({"neuron-0", "neuroncore-0"});
+  json counters = Spec({});
+  counters.erase("devices");
+  counters["sharedCounters"] = {
+      {{"name", "neuron-devices"}, {"counters", {{"neuron-0", {{"value", "2"}}}}}}};
+  devices["devices"][0]["attributes"]["resourceType"]["string"] = "neuron_device";
+  for (const auto& [i, value] : {std::pair{0, "2"}, std::pair{1, "1"}}) {
+    devices["devices"][i]["consumesCounters"] = {
+        {{"counterSet", "neuron-devices"}, {"counters", {{"neuron-0", {{"value", value}}}}}}};
+  }
+  const json pool = {devices, counters};
+  HttpServer::Options o;
+  o.listen_address = "unix:" + (d / "plugin.sock").string();
+  o.handlers["/dra/resourceslice"] = [&](const HttpRequest&) {
+    HttpResponse r;
+    r.content_type = "application/json";
+    r.body = json{{"generation", 1}, {"nodeName", "node-1"}, {"slices", pool}}.dump();
+    return r;
+  };
+  auto plugin = *HttpServer::Start(std::move(o));
+  const pid_t dra = StartDraApi(d, info);
+  const Client client(ClientConfig{info["url"], (d / "token").string(), info["caFile"]});
+  const auto names = [&] {
+    std::vector<std::string> out;
+    absl::StatusOr<json> list =
+        client.Get("/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dnode-1");
+    for (const json& s : list.ok() ? (*list)["items"] : json::array()) {
+      for (const json& dev : s["spec"].value("devices", json::array())) out.push_back(dev["name"]);
+    }
+    return out;
+  };
+  EXPECT_TRUE(WaitUntil([&] { return names() == std::vector<std::string>{"neuron-0"}; },
+                        std::chrono::seconds(20)))
+      << ReadFile(d / "dra.err");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // several polls
+  const std::string log = ReadFile(d / "dra.err");
+  size_t said = 0;
+  for (size_t at = log.find("DRAPartitionableDevices is off"); at != std::string::npos;
+       at = log.find("DRAPartitionableDevices is off", at + 1)) {
+    ++said;
+  }
+  EXPECT_EQ(said, 1u) << log;
+  EXPECT_EQ(neuron::testing::Stop(dra, std::chrono::seconds(10)), 0);
+  EXPECT_EQ(neuron::testing::Stop(api, std::chrono::seconds(10)), 0);
+
+  // An unknown gate is refused, as kube-apiserver refuses it.
+  std::filesystem::create_directories(d / "bad");
+  const pid_t bad = StartStandIn(d / "bad", {"--feature-gates", "DRAPartitionable=true"});
+  EXPECT_EQ(neuron::testing::WaitExit(bad, std::chrono::seconds(10)), 2);
+  EXPECT_NE(ReadFile(d / "bad" / "api.err").find("unrecognized feature gate: DRAPartitionable"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
-// neuron-dra-api's two jobs against the API stand-in: publishing the slice a stand-in for the
+// neuron-dra-api's two jobs against the API stand-in: publishing the pool a stand-in for the
 // plugin's socket serves (created, updated, a removed device gone, stale slices deleted, the API
-// server down and back), and answering claim look-ups on its own socket.
+// server down and back; several slices with shared counters, and an API server whose
+// DRAPartitionableDevices gate is off), and answering claim look-ups on its own socket.
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
 #include <mutex>
 
 #include "driver-sim/apiserver/api_server.h"
@@ -42,7 +45,8 @@ json Spec(const std::vector<std::string>& devices, bool taint = false) {
           {"devices", std::move(list)}};
 }
 
-// The plugin's HTTP socket, serving `GET /dra/resourceslice` as the contract says.
+// The plugin's HTTP socket, serving `GET /dra/resourceslice` as the contract says:
+// {"generation", "nodeName", "slices": [spec, ...]}; Set(spec) serves a pool of one slice.
 class FakePlugin {
  public:
   explicit FakePlugin(const std::string& socket) {
@@ -51,26 +55,36 @@ class FakePlugin {
     o.handlers["/dra/resourceslice"] = [this](const HttpRequest&) {
       std::lock_guard<std::mutex> lock(mu_);
       HttpResponse r;
-      if (spec_.is_null()) {
+      if (slices_.is_null()) {
         r.status = 503;
         r.body = "no hardware scan yet\n";
         return r;
       }
       r.content_type = "application/json";
-      r.body = json{{"generation", generation_}, {"nodeName", "node-1"}, {"spec", spec_}}.dump();
+      r.body =
+          json{{"generation", generation_}, {"nodeName", "node-1"}, {"slices", slices_}}.dump();
       return r;
     };
     server_ = *HttpServer::Start(std::move(o));
   }
-  void Set(json spec) {
+  void Set(json spec) { SetPool({std::move(spec)}); }
+  void Mangle(const std::function<void(json&)>& f) {
     std::lock_guard<std::mutex> lock(mu_);
-    spec_ = std::move(spec);
+    f(slices_);
+  }
+  void SetPool(std::vector<json> slices) {
+    std::lock_guard<std::mutex> lock(mu_);
     ++generation_;
+    for (json& s : slices) {
+      s["pool"]["generation"] = generation_;
+      s["pool"]["resourceSliceCount"] = slices.size();
+    }
+    slices_ = std::move(slices);
   }
 
  private:
   std::mutex mu_;
-  json spec_;
+  json slices_;
   uint64_t generation_ = 0;
   std::unique_ptr<HttpServer> server_;
 };
@@ -189,6 +203,168 @@ TEST_F(DraApiTest, TheNewestSliceArrivesWhenTheApiServerComesBack) {
   // Within the back-off cap (400 ms) and a request, not a fixed long retry period.
   EXPECT_LT(std::chrono::steady_clock::now() - back, std::chrono::milliseconds(2000));
   publisher.Stop();
+}
+
+// A partitionable pool as --dra.partitionable=true serves it (docs/kubelet-api.md#resourceslices):
+// slices[0] two Neuron devices consuming their counters whole, an EFA and (UltraServer)
+// neuron-node; slices[1] the counter set; slices[2] (with `cores`) four NeuronCores.
+std::vector<json> Partitionable(bool ultraserver, bool cores) {
+  auto consumes = [](json counters) {
+    return json::array({{{"counterSet", "neuron-devices"}, {"counters", std::move(counters)}}});
+  };
+  json first = Spec({"neuron-0", "neuron-1", "efa-0"});
+  first["devices"][2]["attributes"]["resourceType"]["string"] = "efa";
+  json both = json::object();
+  for (int i = 0; i < 2; ++i) {
+    const std::string c = "neuron-" + std::to_string(i);
+    first["devices"][i]["consumesCounters"] = consumes({{c, {{"value", "2"}}}});
+    both[c] = {{"value", "2"}};
+  }
+  if (ultraserver) {
+    first["devices"].push_back({{"name", "neuron-node"},
+                                {"attributes", {{"resourceType", {{"string", "neuron_node"}}}}},
+                                {"consumesCounters", consumes(both)}});
+  }
+  json counters = first;
+  counters.erase("devices");
+  counters["sharedCounters"] = {{{"name", "neuron-devices"}, {"counters", both}}};
+  std::vector<json> pool = {first, counters};
+  if (cores) {
+    json core_slice = Spec({"neuroncore-0", "neuroncore-1", "neuroncore-2", "neuroncore-3"});
+    for (int c = 0; c < 4; ++c) {
+      core_slice["devices"][c]["attributes"]["resourceType"]["string"] = "neuron_core";
+      core_slice["devices"][c]["consumesCounters"] =
+          consumes({{"neuron-" + std::to_string(c / 2), {{"value", "1"}}}});
+    }
+    pool.push_back(core_slice);
+  }
+  return pool;
+}
+
+// Every slice of node-1's pool the API server holds, by name.
+std::map<std::string, json> PoolSlices(ApiServer& api) {
+  std::map<std::string, json> out;
+  const auto list = api.store().List(K("/apis/resource.k8s.io/v1/", "resourceslices"), "", "",
+                                     "spec.nodeName=node-1");
+  for (const json& s : list.body["items"]) out[s["metadata"]["name"]] = s;
+  return out;
+}
+
+std::vector<std::string> DeviceNames(const json& slice) {
+  std::vector<std::string> out;
+  for (const json& d : slice["spec"].value("devices", json::array())) out.push_back(d["name"]);
+  return out;
+}
+
+// A pool whose slices disagree with the document's generation is not published: a consumer
+// could otherwise take slices of two pools for one.
+TEST_F(DraApiTest, SlicesOfAnotherGenerationAreRefused) {
+  SlicePublisher publisher(*client_, options_);
+  std::vector<json> pool = Partitionable(/*ultraserver=*/false, /*cores=*/false);
+  plugin_->SetPool(pool);
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  plugin_->SetPool(pool);  // generation 2
+  plugin_->Mangle([](json& slices) { slices[1]["pool"]["generation"] = 1; });
+  const absl::Status s = publisher.SyncOnce();
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_EQ(s.message(), "the plugin's slices[1] has pool generation 1, its document 2");
+  EXPECT_EQ(PoolSlices(*api_).at("node-1-neuron.aws.com")["spec"]["pool"]["generation"], 1)
+      << "what was published stays";
+}
+
+TEST(DraApiPlan, WithoutCountersOnlyWholeDevicesStayAndLoseTheirConsumption) {
+  std::vector<json> pool = Partitionable(/*ultraserver=*/true, /*cores=*/true);
+  std::vector<PlannedSlice> plan = PlanPool("node-1", pool, false, {});
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].name, "node-1-neuron.aws.com-1") << "the counter slice first";
+  EXPECT_EQ(plan[1].name, "node-1-neuron.aws.com");
+  EXPECT_EQ(plan[2].name, "node-1-neuron.aws.com-2");
+  plan = PlanPool("node-1", pool, true, {});
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].name, "node-1-neuron.aws.com");
+  EXPECT_EQ(plan[0].spec["pool"]["resourceSliceCount"], 1);
+  EXPECT_EQ(DeviceNames({{"spec", plan[0].spec}}),
+            (std::vector<std::string>{"neuron-0", "neuron-1", "efa-0"}));
+  for (const json& d : plan[0].spec["devices"]) EXPECT_FALSE(d.contains("consumesCounters"));
+  // A refused device is left out; a slice other than the first left empty goes.
+  plan = PlanPool("node-1", pool, false,
+                  {"neuron-1", "neuroncore-0", "neuroncore-1", "neuroncore-2", "neuroncore-3"});
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(DeviceNames({{"spec", plan[1].spec}}),
+            (std::vector<std::string>{"neuron-0", "efa-0", "neuron-node"}));
+}
+
+TEST_F(DraApiTest, PublishesEverySliceOfThePoolCountersFirst) {
+  SlicePublisher publisher(*client_, options_);
+  plugin_->SetPool(Partitionable(/*ultraserver=*/false, /*cores=*/true));
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  std::map<std::string, json> slices = PoolSlices(*api_);
+  ASSERT_EQ(slices.size(), 3u);
+  for (const auto& [name, s] : slices) {
+    EXPECT_EQ(s["spec"]["pool"]["generation"], 1) << name;
+    EXPECT_EQ(s["spec"]["pool"]["resourceSliceCount"], 3) << name;
+    EXPECT_EQ(s["metadata"]["ownerReferences"][0]["name"], "node-1") << name;
+  }
+  auto rv = [&](const std::string& name) {
+    return std::stoull(slices.at(name)["metadata"]["resourceVersion"].get<std::string>());
+  };
+  EXPECT_LT(rv("node-1-neuron.aws.com-1"), rv("node-1-neuron.aws.com")) << "counters first";
+  EXPECT_EQ(DeviceNames(slices.at("node-1-neuron.aws.com-2")).size(), 4u);
+  EXPECT_EQ(slices.at("node-1-neuron.aws.com-1")["spec"]["sharedCounters"][0]["name"],
+            "neuron-devices");
+  // Back to one slice (--dra.partitionable=false): the others are deleted.
+  plugin_->Set(Spec({"neuron-0", "neuron-1"}));
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  slices = PoolSlices(*api_);
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices.begin()->second["spec"]["pool"]["resourceSliceCount"], 1);
+}
+
+// DRAPartitionableDevices off: the server clears sharedCounters and consumesCounters. No core,
+// no neuron-node is published, the whole devices go without consumesCounters, until the gate
+// is on and a resync tries again.
+TEST_F(DraApiTest, WithTheGateOffNoCoreIsPublishedUntilItIsOn) {
+  api_->store().SetFeatureGates({.partitionable_devices = false});
+  options_.resync = std::chrono::milliseconds(0);
+  SlicePublisher publisher(*client_, options_);
+  plugin_->SetPool(Partitionable(/*ultraserver=*/true, /*cores=*/true));
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(publisher.SyncOnce().ok());
+    const std::map<std::string, json> slices = PoolSlices(*api_);
+    ASSERT_EQ(slices.size(), 1u) << round;
+    const json& only = slices.at("node-1-neuron.aws.com");
+    EXPECT_EQ(DeviceNames(only), (std::vector<std::string>{"neuron-0", "neuron-1", "efa-0"}));
+    EXPECT_EQ(only["spec"]["pool"]["resourceSliceCount"], 1);
+    for (const json& d : only["spec"]["devices"]) EXPECT_FALSE(d.contains("consumesCounters"));
+  }
+  api_->store().SetFeatureGates({.partitionable_devices = true});
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  const std::map<std::string, json> slices = PoolSlices(*api_);
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(DeviceNames(slices.at("node-1-neuron.aws.com")).back(), "neuron-node");
+  EXPECT_EQ(slices.at("node-1-neuron.aws.com")["spec"]["devices"][3]["consumesCounters"].size(),
+            1u);
+}
+
+// The gate turned off after the pool was published: the stored slices keep their fields (the
+// server keeps a field the old object uses), but new cores come back without consumesCounters
+// and are left out.
+TEST_F(DraApiTest, ADeviceReturnedWithoutItsCountersIsLeftOut) {
+  SlicePublisher publisher(*client_, options_);
+  plugin_->SetPool(Partitionable(/*ultraserver=*/false, /*cores=*/false));
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  ASSERT_EQ(PoolSlices(*api_).size(), 2u);
+  api_->store().SetFeatureGates({.partitionable_devices = false});
+  plugin_->SetPool(Partitionable(/*ultraserver=*/false, /*cores=*/true));
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  const std::map<std::string, json> slices = PoolSlices(*api_);
+  ASSERT_EQ(slices.size(), 2u) << "the cores' slice is gone";
+  for (const auto& [name, s] : slices) {
+    EXPECT_EQ(s["spec"]["pool"]["resourceSliceCount"], 2) << name;
+    EXPECT_EQ(s["spec"]["pool"]["generation"], 2) << name;
+  }
+  EXPECT_EQ(slices.at("node-1-neuron.aws.com")["spec"]["devices"][0]["consumesCounters"].size(),
+            1u);
 }
 
 TEST_F(DraApiTest, ClaimsAreServedPruned) {
