@@ -191,7 +191,8 @@ absl::StatusOr<std::vector<CdiDevice>> CdiDevices(const std::vector<Resolved>& d
     if (!Allocator::IsContiguous(cores)) {
       return absl::FailedPreconditionError(fmt::format(
           "the claim's NeuronCores {}..{} are not one contiguous run, which the Neuron runtime "
-          "needs: ask for connected devices (matchAttribute resource.aws.com/devicegroup4_id)",
+          "needs: ask for connected devices (matchAttribute resource.aws.com/devicegroup4_id) or "
+          "for k cores in one run (matchAttribute neuron.aws.com/coregroup<k>_id)",
           cores.front(), cores.back()));
     }
     env = "NEURON_RT_VISIBLE_CORES=" +

@@ -142,8 +142,26 @@ json NeuronDevice(const NodeView& view, const SliceOptions& options, const Hardw
   return out;
 }
 
-// NeuronCore `core` (node-wide logical id) of device `d`: its device's placement, one of its
-// device's counter, its device's taint.
+// The runtime takes only one contiguous run of cores in NEURON_RT_VISIBLE_CORES (aws-neuron-sdk
+// neuron-runtime/guides/nrt-developer-guide.rst, NEURON_RT_VISIBLE_CORES), and the scheduler
+// picks any cores that match. So each core carries coregroup<k>_id, its aligned run of k
+// consecutive cores [g*k, (g+1)*k): a claim for k cores with `matchAttribute:
+// neuron.aws.com/coregroup<k>_id` gets one run. A run inside a device always counts; one that
+// spans devices only where those devices form a connected group (the devicegroup rule).
+void CoreGroupAttributes(const NodeView& view, int device, int core, json* attributes) {
+  const int per_device = view.cores_per_device;
+  if (per_device <= 0) return;
+  const Topology& topology = view.allocator->topology();
+  for (int k : {2, 4, 8}) {
+    const bool inside = k <= per_device && per_device % k == 0;
+    const bool spans = k > per_device && k % per_device == 0 &&
+                       ConnectedGroup(topology, topology.size(), device, k / per_device);
+    if (inside || spans) (*attributes)[fmt::format("coregroup{}_id", k)] = {{"int", core / k}};
+  }
+}
+
+// NeuronCore `core` (node-wide logical id) of device `d`: its device's placement, its run of
+// cores, one of its device's counter, its device's taint.
 json CoreDevice(const NodeView& view, const SliceOptions& options, const HardwareDevice& d,
                 const std::string& efa_bdf, int core) {
   json a = json::object();
@@ -152,6 +170,7 @@ json CoreDevice(const NodeView& view, const SliceOptions& options, const Hardwar
   a["coreId"] = {{"int", core}};
   NodeAttributes(view, options, &a);
   PlacementAttributes(view, d, efa_bdf, &a);
+  CoreGroupAttributes(view, d.index, core, &a);
   json out = {{"name", CoreDeviceName(core)},
               {"attributes", std::move(a)},
               {"consumesCounters", Consumes({d.index}, 1)}};

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "plugin/dra/slice.h"
@@ -125,6 +126,33 @@ TEST(DraPoolTest, CoresCarryTheirDevicesPlacementAndGroups) {
                      .get<int>());
   }
   EXPECT_EQ(group, std::set<int>{1});
+}
+
+// The runtime takes one contiguous run of cores, so a claim for k cores matches on
+// coregroup<k>_id: the aligned run [g*k, (g+1)*k), inside a device or over a connected group.
+TEST(DraPoolTest, CoresCarryTheirAlignedRunOfCores) {
+  auto run_of = [](const std::map<std::string, json>& all, int core, int k) -> std::optional<int> {
+    const json& a = all.at(CoreDeviceName(core))["attributes"];
+    const std::string key = "coregroup" + std::to_string(k) + "_id";
+    if (!a.contains(key)) return std::nullopt;
+    return a[key]["int"].get<int>();
+  };
+  // trn2.48xlarge at LNC 2: 4 cores per device; runs of 2 and 4 inside a device, 8 over two
+  // neighbouring devices.
+  const std::map<std::string, json> trn2 = Devices(Pool(CatalogHardware("trn2.48xlarge", 2)));
+  for (int c = 0; c < 64; ++c) {
+    EXPECT_EQ(run_of(trn2, c, 2), c / 2) << c;
+    EXPECT_EQ(run_of(trn2, c, 4), c / 4) << c;
+    EXPECT_EQ(run_of(trn2, c, 8), c / 8) << c;
+  }
+  // trn1.32xlarge: 2 cores per device; a run of 8 is four devices, a connected group of 4.
+  const std::map<std::string, json> trn1 = Devices(Pool(CatalogHardware("trn1.32xlarge")));
+  EXPECT_EQ(run_of(trn1, 13, 2), 6);
+  EXPECT_EQ(run_of(trn1, 13, 4), 3);
+  EXPECT_EQ(run_of(trn1, 13, 8), 1);
+  // trn2 at LNC 1: 8 cores per device, so every run lies inside one device.
+  const std::map<std::string, json> lnc1 = Devices(Pool(CatalogHardware("trn2.48xlarge", 1)));
+  EXPECT_EQ(run_of(lnc1, 100, 8), 12);
 }
 
 TEST(DraPoolTest, Trn2uOffersTheWholeNode) {
