@@ -105,6 +105,17 @@ TEST_F(KubeletDraHealthTest, ThePluginStoppedTurnsItsDevicesUnknown) {
   EXPECT_TRUE(WaitUntil([&] { return HealthOf(*k) == "Healthy"; }, 5s));
 }
 
+// A kubelet restart ends the streams (their entries dropped); the plugins register again and are
+// watched again.
+TEST_F(KubeletDraHealthTest, AKubeletRestartWatchesThePluginAgain) {
+  AdvertiseHealth({std::string(kHealthV1)});
+  std::unique_ptr<KubeletEmulator> k = StartWithPod(DraOpts());
+  ASSERT_TRUE(WaitUntil([&] { return HealthOf(*k) == "Healthy"; }, 5s));
+  ASSERT_TRUE(k->Restart().ok());
+  EXPECT_TRUE(WaitUntil([&] { return plugin_.Watches("v1") == 2; }, 5s));
+  EXPECT_TRUE(WaitUntil([&] { return HealthOf(*k) == "Healthy"; }, 5s));
+}
+
 // healthinfo.go: a report older than the device's timeout reads as Unknown, lazily; v1's
 // health_check_timeout_seconds replaces the default.
 TEST_F(KubeletDraHealthTest, AReportOlderThanItsTimeoutReadsUnknown) {
@@ -145,9 +156,14 @@ TEST_F(KubeletDraHealthTest, AnEndedStreamIsOpenedAgainAfterTheRetryPeriod) {
   plugin_.Stop();
   plugin_.Serve();
   EXPECT_TRUE(WaitUntil([&] { return plugin_.Watches("v1") >= 2; }, 5s));
-  streams.Follow("neuron.aws.com", std::nullopt);  // no plugin: no stream, no entries
+  // The newest plugin serves no health: no fall-back to the old stream, and no entries.
+  streams.Follow("neuron.aws.com", HealthTarget{target.endpoint, ""});
   EXPECT_EQ(cache.Get("neuron.aws.com", "node-1", "neuron-3", DraHealthCache::Clock::now()).health,
             DeviceHealthStatus::kUnknown);
+  const int watched = plugin_.Watches("v1");
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(plugin_.Watches("v1"), watched);
+  streams.Follow("neuron.aws.com", std::nullopt);  // no plugin at all
 
   {
     std::lock_guard lock(plugin_.state.mu);

@@ -157,6 +157,12 @@ TEST_F(KubeletDraPluginHealthTest, TheClaimsDevicesHealthFollowsAFaultAResetAndT
   ASSERT_TRUE(WaitHealth("neuron-5", "Unknown")) << last_.dump();
   EXPECT_EQ(HealthOf(last_, "neuron-4"), "Unknown");
   EXPECT_FALSE(last_[0]["resources"][0].contains("message"));
+
+  const ::neuron::testing::RunResult none = ::neuron::testing::RunCommand(
+      tmp_.path(),
+      {NEURON_SIM_BIN, "pod", "status", "--kubelet-dir", kdir().string(), "--name", "no-such-pod"});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("no pod default/no-such-pod"), std::string::npos) << none.err;
 }
 
 }  // namespace
