@@ -68,19 +68,17 @@ class AllocationCollector final : public Collector {
     // One device series per (device, labels): several cores of one device, or a DRA claim's
     // core and device, name the same holder.
     std::set<std::pair<int, Labels>> dev_seen;
-    const auto& pod_labels = PodLabels;
-    const auto& resource_label = ResourceLabel;
     auto add_device = [&](int device, const PodDeviceAssignment& a) {
       Labels l = DeviceLabels(device);
-      l.push_back(resource_label(a));
-      for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+      l.push_back(ResourceLabel(a));
+      for (auto& p : PodLabels(a)) l.push_back(std::move(p));
       if (!dev_seen.emplace(device, l).second) return;
       devices.Add(std::move(l), 1);
     };
     auto add_core = [&](int device, int global, const PodDeviceAssignment& a) {
       Labels l = CoreLabels(device, global);
-      l.push_back(resource_label(a));
-      for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+      l.push_back(ResourceLabel(a));
+      for (auto& p : PodLabels(a)) l.push_back(std::move(p));
       cores.Add(std::move(l), 1);
     };
     auto add_whole_device = [&](int device, const PodDeviceAssignment& a) {
@@ -91,7 +89,7 @@ class AllocationCollector final : public Collector {
       if (a.claim) {
         Labels l{L("driver", a.claim->driver), L("pool", a.claim->pool),
                  L("device", a.claim->device)};
-        for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+        for (auto& p : PodLabels(a)) l.push_back(std::move(p));
         dra.Add(std::move(l), 1);
       }
       if (a.whole_node) {  // our UltraServer device `neuron-node`: every device of the node
@@ -105,7 +103,7 @@ class AllocationCollector final : public Collector {
       for (const std::string& id : a.ids) {
         if (*r == Resource::kEfa) {
           Labels l{L("efa_device", id)};
-          for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+          for (auto& p : PodLabels(a)) l.push_back(std::move(p));
           efas.Add(std::move(l), 1);
           continue;
         }

@@ -210,15 +210,11 @@ DraHealthStreams::~DraHealthStreams() { StopAll(); }
 
 void DraHealthStreams::Follow(const std::string& driver,
                               const std::optional<HealthTarget>& newest) {
-  std::unique_ptr<Stream> old;
   std::lock_guard lock(mu_);
   auto it = streams_.find(driver);
   if (it != streams_.end() && newest && it->second->target() == *newest) return;
-  if (it != streams_.end()) {
-    old = std::move(it->second);
-    streams_.erase(it);
-  }
-  old.reset();  // cancels, joins and clears the driver's entries before a new stream reports
+  // The old stream is cancelled, joined and its entries cleared before a new one reports.
+  if (it != streams_.end()) streams_.erase(it);
   if (newest && !newest->service.empty()) {
     streams_[driver] = std::make_unique<Stream>(driver, *newest, cache_, log_, retry_);
   }

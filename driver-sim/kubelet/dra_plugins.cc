@@ -8,7 +8,8 @@
 //     "empty list of supported gRPC services (aka supported versions)" / "none of services
 //     supported by the plugin (...) are supported by the kubelet (...)"), one endpoint per plugin
 //     instance ("endpoint %s already registered for DRA driver plugin %s"), GetPlugin picking the
-//     newest instance ("DRA driver %s is not registered"), defaultClientCallTimeout 45 s;
+//     newest instance ("DRA driver %s is not registered"), defaultClientCallTimeout 45 s; the
+//     health service each plugin advertises (pickHealthService, dra_health.h);
 //   pkg/kubelet/pluginmanager/reconciler: a failed registration is retried with exponential
 //     back-off (500 ms doubling to 2 min 2 s, pkg/util/goroutinemap/exponentialbackoff).
 #include "driver-sim/kubelet/dra_plugins.h"
