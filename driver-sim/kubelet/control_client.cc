@@ -61,6 +61,13 @@ absl::Status ToStatus(const std::string& kubelet_dir, const grpc::Status& s) {
   return {static_cast<absl::StatusCode>(s.error_code()), Describe(kubelet_dir, s)};
 }
 
+// ListPods with the commands' deadline.
+grpc::Status ListAll(const std::string& kubelet_dir, ctl::PodList* list) {
+  grpc::ClientContext context;
+  Deadline(context, std::chrono::seconds(10));
+  return Connect(kubelet_dir)->ListPods(&context, ctl::Empty(), list);
+}
+
 ctl::PodSpec SpecOf(const PodRunArgs& args) {
   ctl::PodSpec spec;
   spec.set_namespace_(args.namespace_name);
@@ -375,10 +382,8 @@ absl::StatusOr<PodAllocation> AdmitPod(const PodRunArgs& args) {
 }
 
 absl::StatusOr<PodAllocation> FindPod(const PodRunArgs& args) {
-  grpc::ClientContext context;
-  Deadline(context, std::chrono::seconds(10));
   ctl::PodList list;
-  grpc::Status s = Connect(args.kubelet_dir)->ListPods(&context, ctl::Empty(), &list);
+  grpc::Status s = ListAll(args.kubelet_dir, &list);
   if (!s.ok()) return ToStatus(args.kubelet_dir, s);
   for (const ctl::AdmittedPod& pod : list.pods()) {
     if (pod.namespace_() == args.namespace_name && pod.name() == args.name) {
@@ -440,10 +445,8 @@ int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespac
 }
 
 int PodListCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err) {
-  grpc::ClientContext context;
-  Deadline(context, std::chrono::seconds(10));
   ctl::PodList list;
-  grpc::Status s = Connect(kubelet_dir)->ListPods(&context, ctl::Empty(), &list);
+  grpc::Status s = ListAll(kubelet_dir, &list);
   if (!s.ok()) return Fail(err, "pod list", kubelet_dir, s);
   for (const ctl::AdmittedPod& pod : list.pods()) {
     for (const ctl::ContainerAllocation& c : pod.containers()) {
@@ -490,10 +493,8 @@ nlohmann::ordered_json PodStatusJson(const ctl::AdmittedPod& pod) {
 
 int PodStatusCommand(const std::string& kubelet_dir, const std::string& namespace_name,
                      const std::string& name, std::ostream& out, std::ostream& err) {
-  grpc::ClientContext context;
-  Deadline(context, std::chrono::seconds(10));
   ctl::PodList list;
-  grpc::Status s = Connect(kubelet_dir)->ListPods(&context, ctl::Empty(), &list);
+  grpc::Status s = ListAll(kubelet_dir, &list);
   if (!s.ok()) return Fail(err, "pod status", kubelet_dir, s);
   for (const ctl::AdmittedPod& pod : list.pods()) {
     if (pod.namespace_() == namespace_name && pod.name() == name) {

@@ -28,6 +28,7 @@
 #include "drahealth/v1alpha1/api.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "pluginregistration/v1/api.grpc.pb.h"
+#include "tests/driver-sim/kubelet_emulator_fixture.h"
 #include "tests/support/process.h"
 
 namespace neuron::sim::kubelet_test {
@@ -245,6 +246,42 @@ class FakeDraPlugin {
   RegistrationDouble registration_{state};
   std::unique_ptr<grpc::Server> dra_server_;
   std::unique_ptr<grpc::Server> reg_server_;
+};
+
+// The DRA tests' base: the emulator with the double registered, and pods using its claims.
+class KubeletDraTestBase : public KubeletEmulatorTest {
+ protected:
+  KubeletEmulator::Options DraOpts() {
+    KubeletEmulator::Options o = Opts();
+    o.cdi_dir = cdi_.str();
+    o.plugin_poll = std::chrono::milliseconds(20);
+    return o;
+  }
+  // Starts the emulator with the plugin served first, and waits for its registration.
+  std::unique_ptr<KubeletEmulator> StartRegistered() { return StartRegistered(DraOpts()); }
+  std::unique_ptr<KubeletEmulator> StartRegistered(KubeletEmulator::Options o) {
+    plugin_.Serve();
+    std::unique_ptr<KubeletEmulator> k = Start(std::move(o));
+    EXPECT_TRUE(WaitUntil([&] { return k->DraPlugins().contains("neuron.aws.com"); },
+                          std::chrono::seconds(10)));
+    return k;
+  }
+  static PodSpec ClaimPod(const std::string& name, std::vector<ClaimRef> claims) {
+    PodSpec pod;
+    pod.namespace_name = "training";
+    pod.name = name;
+    pod.containers.push_back(ContainerSpec{});
+    pod.claims = std::move(claims);
+    return pod;
+  }
+  std::vector<std::string> Unprepared() {
+    std::lock_guard lock(plugin_.state.mu);
+    return plugin_.state.unprepared;
+  }
+
+  TempDir cdi_{"cdi"};
+  FakeDraPlugin plugin_{dir_.path(), cdi_.path()};
+  const ClaimRef claim_{"training", "llama-0-neurons", "uid-1", "neuron.aws.com"};
 };
 
 template <typename Svc, typename Req, typename Resp, bool kV1>

@@ -10,27 +10,14 @@
 namespace neuron::sim::kubelet_test {
 namespace {
 
-class KubeletDraHealthTest : public KubeletEmulatorTest {
+class KubeletDraHealthTest : public KubeletDraTestBase {
  protected:
-  KubeletEmulator::Options DraOpts() {
-    KubeletEmulator::Options o = Opts();
-    o.cdi_dir = cdi_.str();
-    o.plugin_poll = 20ms;
-    return o;
-  }
   void AdvertiseHealth(std::vector<std::string> services) {
     for (const std::string& s : services) plugin_.state.info.add_supported_versions(s);
   }
   std::unique_ptr<KubeletEmulator> StartWithPod(KubeletEmulator::Options o) {
-    plugin_.Serve();
-    std::unique_ptr<KubeletEmulator> k = Start(o);
-    EXPECT_TRUE(WaitUntil([&] { return k->DraPlugins().contains("neuron.aws.com"); }, 10s));
-    PodSpec pod;
-    pod.namespace_name = "training";
-    pod.name = "llama-0";
-    pod.containers.push_back(ContainerSpec{});
-    pod.claims = {claim_};
-    absl::StatusOr<AdmittedPod> admitted = k->AdmitPod(pod);
+    std::unique_ptr<KubeletEmulator> k = StartRegistered(std::move(o));
+    absl::StatusOr<AdmittedPod> admitted = k->AdmitPod(ClaimPod("llama-0", {claim_}));
     EXPECT_TRUE(admitted.ok()) << admitted.status();
     return k;
   }
@@ -43,10 +30,6 @@ class KubeletDraHealthTest : public KubeletEmulatorTest {
     if (s.empty() || s[0].resources.size() <= device) return "<none>";
     return s[0].resources[device].health;
   }
-
-  TempDir cdi_{"cdi"};
-  FakeDraPlugin plugin_{dir_.path(), cdi_.path()};
-  const ClaimRef claim_{"training", "llama-0-neurons", "uid-1", "neuron.aws.com"};
 };
 
 TEST_F(KubeletDraHealthTest, AHealthyDeviceShowsInThePodsStatusUnderItsCdiId) {
