@@ -12,7 +12,7 @@ namespace {
 
 class KubeletDraHealthTest : public KubeletDraTestBase {
  protected:
-  void AdvertiseHealth(std::vector<std::string> services) {
+  void AdvertiseHealth(const std::vector<std::string>& services) {
     for (const std::string& s : services) plugin_.state.info.add_supported_versions(s);
   }
   std::unique_ptr<KubeletEmulator> StartWithPod(KubeletEmulator::Options o) {

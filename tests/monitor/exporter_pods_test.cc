@@ -185,15 +185,13 @@ TEST_F(ExporterTest, DraClaimsAttributeDevicesCoresAndUnplacedNames) {
        std::vector<std::pair<std::string, std::string>>{{"llama-0-neurons-x7k2p", "neuron-9"},
                                                         {"llama-0-neurons-x7k2p", "neuron-2"},
                                                         {"llama-0-core", "neuron_node-0"}}) {
-    EXPECT_EQ(Value(text,
-                    "neuron_dra_device_allocation_info{driver=\"neuron.aws.com\",pool=\"node-"
-                    "1\",device=\"" +
-                        device +
-                        "\",namespace=\"training\",pod=\"llama-0\","
-                        "container=\"main\",claim=\"" +
-                        claim + "\"}"),
-              1)
-        << device;
+    std::string series =
+        "neuron_dra_device_allocation_info{driver=\"neuron.aws.com\",pool=\"node-1\",device=\"";
+    series += device;
+    series += "\",namespace=\"training\",pod=\"llama-0\",container=\"main\",claim=\"";
+    series += claim;
+    series += "\"}";
+    EXPECT_EQ(Value(text, series), 1) << device;
   }
 }
 
