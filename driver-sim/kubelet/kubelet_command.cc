@@ -160,7 +160,8 @@ Command AddKubeletCommand(CLI::App& app) {
 Command AddPodCommand(CLI::App& app, CommandTail& tail) {
   auto f = std::make_shared<PodFlags>();
   CLI::App* pod = app.add_subcommand(
-      "pod", "admit (run), delete and list pods through a running kubelet emulator");
+      "pod",
+      "admit (run), delete, list pods and show their status through a running kubelet emulator");
   AddKubeletDirOption(pod, &f->kubelet_dir);
   pod->require_subcommand(1);
   CLI::App* run = pod->add_subcommand(
