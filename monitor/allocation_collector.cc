@@ -35,6 +35,17 @@ absl::StatusOr<PlacedId> PlaceId(Resource r, std::string_view id, const std::set
   return PlacedId{device, core ? std::optional<int>(*index) : std::nullopt};
 }
 
+// A DRA claim device says which claim and driver granted it; the `claim` label has the
+// cardinality of `pod` (one generated claim per pod and request at most).
+Labels PodLabels(const PodDeviceAssignment& a) {
+  Labels l{L("namespace", a.pod_namespace), L("pod", a.pod_name), L("container", a.container)};
+  if (a.claim) l.push_back(L("claim", a.claim->claim_name));
+  return l;
+}
+prometheus::ClientMetric::Label ResourceLabel(const PodDeviceAssignment& a) {
+  return L("resource", a.claim ? a.claim->driver : a.resource);
+}
+
 class AllocationCollector final : public Collector {
  public:
   std::string_view name() const override { return "allocation"; }
@@ -57,42 +68,42 @@ class AllocationCollector final : public Collector {
     // One device series per (device, labels): several cores of one device, or a DRA claim's
     // core and device, name the same holder.
     std::set<std::pair<int, Labels>> dev_seen;
-    // A DRA claim device says which claim and driver granted it; the `claim` label has the
-    // cardinality of `pod` (one generated claim per pod and request at most).
-    auto pod_labels = [](const PodDeviceAssignment& a) {
-      Labels l{L("namespace", a.pod_namespace), L("pod", a.pod_name), L("container", a.container)};
-      if (a.claim) l.push_back(L("claim", a.claim->claim_name));
-      return l;
-    };
-    auto resource_label = [](const PodDeviceAssignment& a) {
-      return L("resource", a.claim ? a.claim->driver : a.resource);
-    };
     auto add_device = [&](int device, const PodDeviceAssignment& a) {
       Labels l = DeviceLabels(device);
-      l.push_back(resource_label(a));
-      for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+      l.push_back(ResourceLabel(a));
+      for (auto& p : PodLabels(a)) l.push_back(std::move(p));
       if (!dev_seen.emplace(device, l).second) return;
       devices.Add(std::move(l), 1);
     };
     auto add_core = [&](int device, int global, const PodDeviceAssignment& a) {
       Labels l = CoreLabels(device, global);
-      l.push_back(resource_label(a));
-      for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+      l.push_back(ResourceLabel(a));
+      for (auto& p : PodLabels(a)) l.push_back(std::move(p));
       cores.Add(std::move(l), 1);
+    };
+    auto add_whole_device = [&](int device, const PodDeviceAssignment& a) {
+      for (int k = 0; k < per_device; ++k) add_core(device, GlobalCoreId(device, k, per_device), a);
+      add_device(device, a);
     };
     for (const PodDeviceAssignment& a : ctx.view.pods->all()) {
       if (a.claim) {
         Labels l{L("driver", a.claim->driver), L("pool", a.claim->pool),
                  L("device", a.claim->device)};
-        for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+        for (auto& p : PodLabels(a)) l.push_back(std::move(p));
         dra.Add(std::move(l), 1);
+      }
+      if (a.whole_node) {  // our UltraServer device `neuron-node`: every device of the node
+        for (int d : present) {
+          if (per_device > 0) add_whole_device(d, a);
+        }
+        continue;
       }
       absl::StatusOr<Resource> r = ParseResourceName(a.resource);
       if (!r.ok()) continue;  // another vendor's resource
       for (const std::string& id : a.ids) {
         if (*r == Resource::kEfa) {
           Labels l{L("efa_device", id)};
-          for (auto& p : pod_labels(a)) l.push_back(std::move(p));
+          for (auto& p : PodLabels(a)) l.push_back(std::move(p));
           efas.Add(std::move(l), 1);
           continue;
         }
@@ -104,10 +115,7 @@ class AllocationCollector final : public Collector {
           add_core(placed->device, *placed->core, a);
           add_device(placed->device, a);
         } else {
-          for (int k = 0; k < per_device; ++k) {
-            add_core(placed->device, GlobalCoreId(placed->device, k, per_device), a);
-          }
-          add_device(placed->device, a);
+          add_whole_device(placed->device, a);
         }
       }
     }

@@ -15,6 +15,7 @@ namespace neuron {
 PodAssignments::PodAssignments(std::vector<PodDeviceAssignment> assignments)
     : assignments_(std::move(assignments)) {
   for (size_t i = 0; i < assignments_.size(); ++i) {
+    if (assignments_[i].whole_node && !whole_node_) whole_node_ = i;
     for (const std::string& id : assignments_[i].ids) {
       index_.try_emplace(std::make_pair(assignments_[i].resource, id), i);
     }
@@ -24,7 +25,12 @@ PodAssignments::PodAssignments(std::vector<PodDeviceAssignment> assignments)
 const PodDeviceAssignment* PodAssignments::Holder(std::string_view resource,
                                                   std::string_view id) const {
   auto it = index_.find(std::make_pair(std::string(resource), std::string(id)));
-  return it == index_.end() ? nullptr : &assignments_[it->second];
+  if (it != index_.end()) return &assignments_[it->second];
+  if (whole_node_ && (resource == kResourceNeuron || resource == kResourceNeuronCore ||
+                      resource == kResourceNeuronDevice)) {
+    return &assignments_[*whole_node_];
+  }
+  return nullptr;
 }
 
 namespace {
@@ -70,14 +76,17 @@ void AddClaimDevices(const v1::PodResources& pod, const v1::ContainerResources& 
     };
     for (const v1::CDIDevice& cdi : r.cdi_devices()) claim.cdi_devices.push_back(cdi.name());
     const std::optional<PlacedDraDevice> placed = MapDraDevice(r.driver_name(), r.device_name());
-    out.push_back(PodDeviceAssignment{
+    PodDeviceAssignment a{
         .pod_namespace = pod.namespace_(),
         .pod_name = pod.name(),
         .container = container.name(),
         .resource = placed ? placed->resource : r.driver_name(),
         .ids = {placed ? placed->id : r.device_name()},
         .claim = std::move(claim),
-    });
+        .whole_node = placed && placed->whole_node,
+    };
+    if (a.whole_node) a.ids.clear();
+    out.push_back(std::move(a));
   }
 }
 
@@ -93,6 +102,8 @@ std::optional<std::string> IndexAfter(std::string_view name, std::string_view pr
 
 std::optional<PlacedDraDevice> MapDraDevice(std::string_view driver, std::string_view device) {
   if (driver != kDraDriverNeuron) return std::nullopt;
+  // Our UltraServer device: it consumes every device's counters (docs/kubelet-api.md#dra-slice).
+  if (device == "neuron-node") return PlacedDraDevice{std::string(kResourceNeuron), "", true};
   // Order matters: "neuroncore-" and "neurondevice" share the prefix "neuron".
   if (auto core = IndexAfter(device, "neuroncore-", kMaxDevices * kMaxCoresPerDevice)) {
     return PlacedDraDevice{std::string(kResourceNeuronCore), *core};

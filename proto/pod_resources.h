@@ -41,7 +41,10 @@ struct DraClaimDevice {
 // resource. A DRA claim device gets one assignment of its own with `claim` set: when
 // MapDraDevice places its name, `resource` and `ids` are the device-plugin resource and ID that
 // name the same hardware (so Holder and every consumer of device indices treat both alike);
-// otherwise `resource` is the driver's name and `ids` the device name as reported.
+// otherwise `resource` is the driver's name and `ids` the device name as reported. Our UltraServer
+// device `neuron-node` holds every Neuron device of the node, which PodResources does not list:
+// it gets `whole_node`, `resource` aws.amazon.com/neuron and no IDs, and Holder answers it for
+// every device and core.
 struct PodDeviceAssignment {
   std::string pod_namespace;
   std::string pod_name;
@@ -49,6 +52,7 @@ struct PodDeviceAssignment {
   std::string resource;  // "aws.amazon.com/neuroncore"
   std::vector<std::string> ids;
   std::optional<DraClaimDevice> claim{};
+  bool whole_node = false;
   bool operator==(const PodDeviceAssignment&) const = default;
 };
 
@@ -56,14 +60,16 @@ struct PodDeviceAssignment {
 inline constexpr std::string_view kDraDriverNeuron = "neuron.aws.com";
 
 // A DRA device name of `driver` as the device-plugin resource and ID of the same hardware, where
-// the name encodes it: ours `neuron-<index>`, `neuroncore-<global core id>`, `efa-<name>`
-// (docs/metrics.md#dra-attribution), AWS's `neurondevice<index>` (SDK deploy/eks/dra.rst, Example
-// 1). nullopt for another driver, or a name that encodes no index (AWS's UltraServer `neuron_node`
-// devices): those are shown as reported. Indices are checked only for form here; whether the
+// the name encodes it: ours `neuron-<index>`, `neuroncore-<global core id>`, `efa-<name>`, and
+// `neuron-node` (every device of the node: `whole_node`, no ID) (docs/metrics.md#dra-attribution),
+// AWS's `neurondevice<index>` (SDK deploy/eks/dra.rst, Example 1). nullopt for another driver, or
+// a name that encodes no index (AWS's UltraServer `neuron_node` devices, whose names are not
+// published): those are shown as reported. Indices are checked only for form here; whether the
 // node has the device is the consumer's check, as for device-plugin IDs.
 struct PlacedDraDevice {
   std::string resource;
   std::string id;
+  bool whole_node = false;
   bool operator==(const PlacedDraDevice&) const = default;
 };
 std::optional<PlacedDraDevice> MapDraDevice(std::string_view driver, std::string_view device);
@@ -76,12 +82,14 @@ class PodAssignments {
 
   const std::vector<PodDeviceAssignment>& all() const { return assignments_; }
   // The assignment holding `id` of `resource`, or nullptr. If the kubelet listed an ID twice
-  // (it should not), the first holder wins.
+  // (it should not), the first holder wins. A device or core no assignment lists is held by the
+  // first whole-node assignment, if any.
   const PodDeviceAssignment* Holder(std::string_view resource, std::string_view id) const;
 
  private:
   std::vector<PodDeviceAssignment> assignments_;
   absl::flat_hash_map<std::pair<std::string, std::string>, size_t> index_;
+  std::optional<size_t> whole_node_;
 };
 
 // The assignments of one List answer (what ListPodResources returns), for callers that hold the

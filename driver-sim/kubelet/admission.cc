@@ -502,6 +502,10 @@ AdmittedPod KubeletEmulator::Impl::ToAdmitted(const PodRecord& pod) const {
       auto same = [&](const DeviceSpecOut& o) { return o.container_path == d.container_path; };
       if (std::none_of(c.devices.begin(), c.devices.end(), same)) c.devices.push_back(d);
     }
+    // UpdateAllocatedResourcesStatus: app containers only (the kubelet walks ContainerStatuses).
+    if (!rec.init && !pod.claims.empty()) {
+      c.allocated_resources_status = dra->AllocatedResourcesStatus(pod.claims);
+    }
     // docs/architecture.md#allocation: the runtime points the pod at ROOT
     c.envs["NEURON_ROOT"] = options.root;
     if (std::string map = DeviceMap(c.devices); !map.empty()) {

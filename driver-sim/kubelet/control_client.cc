@@ -22,6 +22,7 @@
 #include "core/base/unique_fd.h"
 #include "driver-sim/kubelet/control.grpc.pb.h"
 #include "driver-sim/kubelet/kubelet_control.h"
+#include "nlohmann/json.hpp"
 
 namespace neuron::sim {
 
@@ -58,6 +59,13 @@ absl::Status ToStatus(const std::string& kubelet_dir, const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode share their numbering (both are gRPC's codes).
   return {static_cast<absl::StatusCode>(s.error_code()), Describe(kubelet_dir, s)};
+}
+
+// ListPods with the commands' deadline.
+grpc::Status ListAll(const std::string& kubelet_dir, ctl::PodList* list) {
+  grpc::ClientContext context;
+  Deadline(context, std::chrono::seconds(10));
+  return Connect(kubelet_dir)->ListPods(&context, ctl::Empty(), list);
 }
 
 ctl::PodSpec SpecOf(const PodRunArgs& args) {
@@ -374,10 +382,8 @@ absl::StatusOr<PodAllocation> AdmitPod(const PodRunArgs& args) {
 }
 
 absl::StatusOr<PodAllocation> FindPod(const PodRunArgs& args) {
-  grpc::ClientContext context;
-  Deadline(context, std::chrono::seconds(10));
   ctl::PodList list;
-  grpc::Status s = Connect(args.kubelet_dir)->ListPods(&context, ctl::Empty(), &list);
+  grpc::Status s = ListAll(args.kubelet_dir, &list);
   if (!s.ok()) return ToStatus(args.kubelet_dir, s);
   for (const ctl::AdmittedPod& pod : list.pods()) {
     if (pod.namespace_() == args.namespace_name && pod.name() == args.name) {
@@ -439,10 +445,8 @@ int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespac
 }
 
 int PodListCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err) {
-  grpc::ClientContext context;
-  Deadline(context, std::chrono::seconds(10));
   ctl::PodList list;
-  grpc::Status s = Connect(kubelet_dir)->ListPods(&context, ctl::Empty(), &list);
+  grpc::Status s = ListAll(kubelet_dir, &list);
   if (!s.ok()) return Fail(err, "pod list", kubelet_dir, s);
   for (const ctl::AdmittedPod& pod : list.pods()) {
     for (const ctl::ContainerAllocation& c : pod.containers()) {
@@ -455,6 +459,52 @@ int PodListCommand(const std::string& kubelet_dir, std::ostream& out, std::ostre
     }
   }
   return 0;
+}
+
+namespace {
+
+// The pod as the API server would show it, cut to what the emulator knows of its status: the
+// core/v1 field names (allocatedResourcesStatus and message omitted when empty, as Go's omitempty).
+nlohmann::ordered_json PodStatusJson(const ctl::AdmittedPod& pod) {
+  using nlohmann::ordered_json;
+  ordered_json containers = ordered_json::array();
+  for (const ctl::ContainerAllocation& c : pod.containers()) {
+    ordered_json status = {{"name", c.name()}};
+    ordered_json statuses = ordered_json::array();
+    for (const ctl::ResourceStatus& rs : c.allocated_resources_status()) {
+      ordered_json resources = ordered_json::array();
+      for (const ctl::ResourceHealth& h : rs.resources()) {
+        ordered_json r = {{"resourceID", h.resource_id()}, {"health", h.health()}};
+        if (!h.message().empty()) r["message"] = h.message();
+        resources.push_back(std::move(r));
+      }
+      statuses.push_back({{"name", rs.name()}, {"resources", std::move(resources)}});
+    }
+    if (!statuses.empty()) status["allocatedResourcesStatus"] = std::move(statuses);
+    containers.push_back(std::move(status));
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"namespace", pod.namespace_()}, {"name", pod.name()}, {"uid", pod.uid()}}},
+          {"status", {{"containerStatuses", std::move(containers)}}}};
+}
+
+}  // namespace
+
+int PodStatusCommand(const std::string& kubelet_dir, const std::string& namespace_name,
+                     const std::string& name, std::ostream& out, std::ostream& err) {
+  ctl::PodList list;
+  grpc::Status s = ListAll(kubelet_dir, &list);
+  if (!s.ok()) return Fail(err, "pod status", kubelet_dir, s);
+  for (const ctl::AdmittedPod& pod : list.pods()) {
+    if (pod.namespace_() == namespace_name && pod.name() == name) {
+      out << PodStatusJson(pod).dump(2) << '\n';
+      return 0;
+    }
+  }
+  err << fmt::format("neuron-sim pod status: no pod {}/{} on the kubelet at {}\n", namespace_name,
+                     name, kubelet_dir);
+  return kExitFailure;
 }
 
 }  // namespace neuron::sim

@@ -6,7 +6,9 @@
 // %s", "NodePrepareResources skipped %d ResourceClaims"), the same for unprepare; the kubelet's
 // event text "prepare dynamic resources: ..." (kuberuntime) in front. The checkpoint is ours (JSON
 // at KUBELET_DIR/dra_manager_state; the kubelet's is Go-specific) and, like the kubelet's, keeps
-// every field of ClaimInfo but `prepared`.
+// every field of ClaimInfo but `prepared`. The pods' allocatedResourcesStatus is
+// UpdateAllocatedResourcesStatus and buildResourceHealth of the same file; the health it reads is
+// dra_health.h's.
 #include "driver-sim/kubelet/dra_manager.h"
 
 #include <fmt/format.h>
@@ -16,6 +18,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "driver-sim/kubelet/dra_health.h"
 #include "driver-sim/kubelet/dra_plugins.h"
 #include "nlohmann/json.hpp"
 
@@ -65,11 +68,13 @@ class DraManager::Impl {
   Impl(Options o, std::shared_ptr<spdlog::logger> log)
       : options_(std::move(o)),
         log_(std::move(log)),
+        health_(options_.health_timeout),
+        streams_(&health_, log_),
         store_(options_.registry_dir, options_.poll,
                options_.rpc_deadline.value_or(kClientCallTimeout), log_) {}
 
   absl::Status Start() {
-    store_.Stop();
+    Stop();
     {
       std::lock_guard lock(mu_);
       if (absl::Status s = ReadLocked(); !s.ok()) {
@@ -77,12 +82,18 @@ class DraManager::Impl {
         claims_.clear();
       }
     }
-    store_.Start([this](const std::string& driver) { PrepareRunning(driver); });
+    store_.Start(
+        [this](const std::string& driver) { PrepareRunning(driver); },
+        [this](const std::string& driver) { streams_.Follow(driver, store_.Newest(driver)); });
     PrepareRunning("");
     return absl::OkStatus();
   }
 
-  void Stop() { store_.Stop(); }
+  // The watcher first: it is what starts streams.
+  void Stop() {
+    store_.Stop();
+    streams_.StopAll();
+  }
 
   absl::Status Prepare(const std::string& pod, const std::vector<ClaimRef>& refs) {
     std::map<std::string, std::vector<ClaimRef>> batches;  // driver -> claims to prepare
@@ -140,6 +151,28 @@ class DraManager::Impl {
   }
 
   std::map<std::string, std::vector<std::string>> Plugins() const { return store_.Plugins(); }
+
+  std::vector<ResourceStatus> AllocatedResourcesStatus(const std::vector<ClaimRef>& refs) const {
+    const auto now = DraHealthCache::Clock::now();
+    std::vector<ResourceStatus> out;
+    for (const ClaimInfo& info : Claims(refs)) {
+      ResourceStatus status{.name = "claim:" + info.ref.name, .resources = {}};
+      std::set<std::string> seen;  // devices may share a CDI device ID
+      for (const PreparedDevice& d : info.devices) {
+        const DeviceHealth h = health_.Get(info.ref.driver, d.pool, d.device, now);
+        ResourceHealth r{
+            .resource_id = d.cdi_ids.empty()
+                               ? fmt::format("{}/{}/{}", info.ref.driver, d.pool, d.device)
+                               : d.cdi_ids.front(),
+            .health = std::string(HealthName(h.health)),
+            .message = h.message,
+        };
+        if (seen.insert(r.resource_id).second) status.resources.push_back(std::move(r));
+      }
+      if (!status.resources.empty()) out.push_back(std::move(status));
+    }
+    return out;
+  }
 
  private:
   absl::Status PrepareBatch(const std::string& driver, const std::vector<ClaimRef>& claims) {
@@ -264,7 +297,9 @@ class DraManager::Impl {
   std::shared_ptr<spdlog::logger> log_;
   mutable std::mutex mu_;
   std::map<std::string, ClaimInfo> claims_;  // guarded by mu_; by claim UID
-  DraPluginStore store_;                     // last: its watcher calls back into us
+  DraHealthCache health_;
+  DraHealthStreams streams_;  // reports into health_
+  DraPluginStore store_;      // last: its watcher calls back into us
 };
 
 DraManager::DraManager(Options options, std::shared_ptr<spdlog::logger> log)
@@ -284,6 +319,10 @@ std::vector<ClaimInfo> DraManager::Claims(const std::vector<ClaimRef>& claims) c
 }
 std::map<std::string, std::vector<std::string>> DraManager::Plugins() const {
   return impl_->Plugins();
+}
+std::vector<ResourceStatus> DraManager::AllocatedResourcesStatus(
+    const std::vector<ClaimRef>& claims) const {
+  return impl_->AllocatedResourcesStatus(claims);
 }
 
 }  // namespace neuron::sim

@@ -6,6 +6,7 @@
 //     with back-off; we poll (Options::poll) and retry with the same back-off.
 //   - the DRA plugin manager (pkg/kubelet/cm/dra/plugin): plugins keyed by driver name, the gRPC
 //     service chosen from the plugin's supported_versions, the newest registration used;
+//   - the health streams and cache of KEP-4680 (dra_health.h), read into the pods' status;
 //   - the DRA manager (pkg/kubelet/cm/dra/manager.go): a claim cache keyed by claim UID with the
 //     pods using each claim, NodePrepareResources for claims not prepared yet, batched per
 //     driver, NodeUnprepareResources once no pod uses a claim; checkpointed to
@@ -56,6 +57,7 @@ class DraManager {
     std::filesystem::path state_file;    // KUBELET_DIR/dra_manager_state
     std::chrono::milliseconds poll{100};
     std::optional<std::chrono::milliseconds> rpc_deadline;  // default: the kubelet's 45 s
+    std::chrono::milliseconds health_timeout{30'000};       // DefaultHealthTimeout
   };
 
   DraManager(Options options, std::shared_ptr<spdlog::logger> log);
@@ -82,6 +84,10 @@ class DraManager {
 
   // The cache's entries for `claims` (by UID), in their order; absent ones are left out.
   std::vector<ClaimInfo> Claims(const std::vector<ClaimRef>& claims) const;
+  // UpdateAllocatedResourcesStatus for a container using `claims`: per claim with a prepared
+  // device, "claim:<name>" and each device's health from the health streams (dra_health.h), one
+  // entry per resource ID; a claim not in the cache or without devices is left out.
+  std::vector<ResourceStatus> AllocatedResourcesStatus(const std::vector<ClaimRef>& claims) const;
   // Registered plugins: driver -> endpoints, newest last.
   std::map<std::string, std::vector<std::string>> Plugins() const;
 

@@ -8,7 +8,8 @@
 //     "empty list of supported gRPC services (aka supported versions)" / "none of services
 //     supported by the plugin (...) are supported by the kubelet (...)"), one endpoint per plugin
 //     instance ("endpoint %s already registered for DRA driver plugin %s"), GetPlugin picking the
-//     newest instance ("DRA driver %s is not registered"), defaultClientCallTimeout 45 s;
+//     newest instance ("DRA driver %s is not registered"), defaultClientCallTimeout 45 s; the
+//     health service each plugin advertises (pickHealthService, dra_health.h);
 //   pkg/kubelet/pluginmanager/reconciler: a failed registration is retried with exponential
 //     back-off (500 ms doubling to 2 min 2 s, pkg/util/goroutinemap/exponentialbackoff).
 #include "driver-sim/kubelet/dra_plugins.h"
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "dra/v1/api.grpc.pb.h"
@@ -118,7 +120,8 @@ using V1beta1Api =
 
 struct Plugin {
   std::string endpoint;
-  std::string service;  // kV1 or kV1beta1
+  std::string service;         // kV1 or kV1beta1
+  std::string health_service;  // PickHealthService's: kHealthV1, kHealthV1alpha1 or ""
   std::shared_ptr<grpc::Channel> channel;
 };
 
@@ -140,8 +143,10 @@ class DraPluginStore::Impl {
        std::shared_ptr<spdlog::logger> log)
       : dir_(std::move(dir)), poll_(poll), deadline_(deadline), log_(std::move(log)) {}
 
-  void Start(std::function<void(const std::string&)> on_registered) {
+  void Start(std::function<void(const std::string&)> on_registered,
+             std::function<void(const std::string&)> on_changed) {
     Stop();
+    on_changed_ = std::move(on_changed);
     std::error_code ec;
     fs::create_directories(dir_, ec);
     Scan(nullptr);
@@ -182,6 +187,13 @@ class DraPluginStore::Impl {
     return call(plugin, context);
   }
 
+  std::optional<HealthTarget> Newest(const std::string& driver) const {
+    std::lock_guard lock(mu_);
+    auto it = plugins_.find(driver);
+    if (it == plugins_.end() || it->second.empty()) return std::nullopt;
+    return HealthTarget{it->second.back().endpoint, it->second.back().health_service};
+  }
+
   std::map<std::string, std::vector<std::string>> Plugins() const {
     std::lock_guard lock(mu_);
     std::map<std::string, std::vector<std::string>> out;
@@ -214,13 +226,17 @@ class DraPluginStore::Impl {
       if (stat(e.path().c_str(), &st) == 0) present[e.path().string()] = st.st_ino;
     }
     std::vector<std::string> todo;
+    std::set<std::string> gone;  // drivers that lost a plugin
     {
       std::lock_guard lock(mu_);
       const auto now = std::chrono::steady_clock::now();
       for (auto it = sockets_.begin(); it != sockets_.end();) {
         auto p = present.find(it->first);
         if (p == present.end() || p->second != it->second.inode) {
-          if (it->second.registered) DeregisterLocked(it->second.driver, it->second.endpoint);
+          if (it->second.registered) {
+            DeregisterLocked(it->second.driver, it->second.endpoint);
+            gone.insert(it->second.driver);
+          }
           it = sockets_.erase(it);
         } else {
           ++it;
@@ -233,10 +249,17 @@ class DraPluginStore::Impl {
         if (added || (!it->second.registered && now >= it->second.retry_at)) todo.push_back(path);
       }
     }
+    for (const std::string& driver : gone) Changed(driver);
     for (const std::string& path : todo) {
       std::optional<std::string> driver = Register(path);
-      if (driver && on_registered != nullptr && *on_registered) (*on_registered)(*driver);
+      if (!driver) continue;
+      Changed(*driver);
+      if (on_registered != nullptr && *on_registered) (*on_registered)(*driver);
     }
+  }
+
+  void Changed(const std::string& driver) {
+    if (on_changed_) on_changed_(driver);
   }
 
   void DeregisterLocked(const std::string& driver, const std::string& endpoint) {
@@ -273,6 +296,7 @@ class DraPluginStore::Impl {
     const std::vector<std::string> versions(info.supported_versions().begin(),
                                             info.supported_versions().end());
     absl::StatusOr<std::string> service = ChooseService(versions);
+    const std::string health = PickHealthService(versions);
     if (!service.ok()) {
       return Failed(socket, endpoint,
                     fmt::format("RegisterPlugin error -- plugin validation failed with err: "
@@ -281,7 +305,7 @@ class DraPluginStore::Impl {
                                 info.name(), endpoint, std::string{service.status().message()}),
                     stub.get());
     }
-    if (absl::Status added = Add(info.name(), endpoint, *service); !added.ok()) {
+    if (absl::Status added = Add(info.name(), endpoint, *service, health); !added.ok()) {
       return Failed(socket, endpoint,
                     fmt::format("RegisterPlugin error -- plugin registration failed with err: {}",
                                 std::string{added.message()}),
@@ -296,12 +320,13 @@ class DraPluginStore::Impl {
         it->second.endpoint = endpoint;
       }
     }
-    log_->info("DRA plugin {} registered at {} ({})", info.name(), endpoint, *service);
+    log_->info("DRA plugin {} registered at {} ({}; health: {})", info.name(), endpoint, *service,
+               health.empty() ? "none" : health);
     return info.name();
   }
 
   absl::Status Add(const std::string& driver, const std::string& endpoint,
-                   const std::string& service) {
+                   const std::string& service, const std::string& health) {
     std::lock_guard lock(mu_);
     std::vector<Plugin>& list = plugins_[driver];
     for (const Plugin& p : list) {
@@ -310,7 +335,7 @@ class DraPluginStore::Impl {
             "endpoint {} already registered for DRA driver plugin {}", endpoint, driver));
       }
     }
-    list.push_back({endpoint, service,
+    list.push_back({endpoint, service, health,
                     grpc::CreateChannel("unix:" + endpoint, grpc::InsecureChannelCredentials())});
     return absl::OkStatus();
   }
@@ -345,6 +370,8 @@ class DraPluginStore::Impl {
   const std::chrono::milliseconds poll_;
   const std::chrono::milliseconds deadline_;
   std::shared_ptr<spdlog::logger> log_;
+  // Set by Start before the watcher runs, read only by it (and Start's own walk).
+  std::function<void(const std::string&)> on_changed_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stop_ = false;                                   // guarded by mu_
@@ -358,8 +385,12 @@ DraPluginStore::DraPluginStore(fs::path registry_dir, std::chrono::milliseconds 
                                std::shared_ptr<spdlog::logger> log)
     : impl_(std::make_unique<Impl>(std::move(registry_dir), poll, rpc_deadline, std::move(log))) {}
 DraPluginStore::~DraPluginStore() { Stop(); }
-void DraPluginStore::Start(std::function<void(const std::string&)> on_registered) {
-  impl_->Start(std::move(on_registered));
+void DraPluginStore::Start(std::function<void(const std::string&)> on_registered,
+                           std::function<void(const std::string&)> on_changed) {
+  impl_->Start(std::move(on_registered), std::move(on_changed));
+}
+std::optional<HealthTarget> DraPluginStore::Newest(const std::string& driver) const {
+  return impl_->Newest(driver);
 }
 void DraPluginStore::Stop() { impl_->Stop(); }
 std::map<std::string, std::vector<std::string>> DraPluginStore::Plugins() const {

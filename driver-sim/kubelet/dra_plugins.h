@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "driver-sim/kubelet/dra_health.h"
 #include "driver-sim/kubelet/dra_manager.h"
 
 namespace neuron::sim {
@@ -34,8 +35,10 @@ class DraPluginStore {
   DraPluginStore& operator=(const DraPluginStore&) = delete;
 
   // Walks plugins_registry/ once (registering what is there), then watches it on a thread.
-  // `on_registered(driver)` runs on the watcher thread after each later successful registration.
-  void Start(std::function<void(const std::string&)> on_registered);
+  // `on_registered(driver)` runs on the watcher thread after each later successful registration;
+  // `on_changed(driver)` after every registration (the first walk's too) and deregistration.
+  void Start(std::function<void(const std::string&)> on_registered,
+             std::function<void(const std::string&)> on_changed = {});
   // Stops watching and forgets every plugin; idempotent.
   void Stop();
 
@@ -48,6 +51,8 @@ class DraPluginStore {
       const std::string& driver, const std::vector<ClaimRef>& claims);
 
   std::map<std::string, std::vector<std::string>> Plugins() const;
+  // The driver's newest plugin and the health service it advertised; nullopt when none.
+  std::optional<HealthTarget> Newest(const std::string& driver) const;
 
   class Impl;
 

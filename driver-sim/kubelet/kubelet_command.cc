@@ -30,6 +30,7 @@ struct KubeletFlags {
   bool no_preferred = false;
   uint64_t seed = 0;
   std::string cdi_dir = "/var/run/cdi";
+  int dra_health_timeout_ms = 30'000;
 };
 
 void AddKubeletOptions(CLI::App* kubelet, KubeletFlags* f) {
@@ -47,11 +48,17 @@ void AddKubeletOptions(CLI::App* kubelet, KubeletFlags* f) {
                  "never call GetPreferredAllocation (the kubelet's own choice)")
       ->group("");
   kubelet->add_option("--seed", f->seed, "seed of the kubelet's random choices")->group("");
+  kubelet
+      ->add_option("--dra-health-timeout-ms", f->dra_health_timeout_ms,
+                   "DefaultHealthTimeout: a DRA device's health without news turns Unknown")
+      ->group("");
 }
 
 int RunKubeletEmulator(const KubeletFlags& f) {
-  if (f.dial_timeout_ms <= 0 || f.grace_period_ms < 0) {
-    return UsageError("kubelet", "--dial-timeout-ms must be > 0, --grace-period-ms >= 0");
+  if (f.dial_timeout_ms <= 0 || f.grace_period_ms < 0 || f.dra_health_timeout_ms <= 0) {
+    return UsageError("kubelet",
+                      "--dial-timeout-ms and --dra-health-timeout-ms must be > 0, "
+                      "--grace-period-ms >= 0");
   }
   KubeletEmulator::Options options;
   options.kubelet_dir = std::filesystem::absolute(f.kubelet_dir).lexically_normal();
@@ -61,6 +68,7 @@ int RunKubeletEmulator(const KubeletFlags& f) {
   options.use_preferred_allocation = !f.no_preferred;
   options.seed = f.seed;
   options.cdi_dir = f.cdi_dir;
+  options.dra_health_timeout = std::chrono::milliseconds(f.dra_health_timeout_ms);
   return RunKubelet(options);
 }
 
@@ -152,7 +160,8 @@ Command AddKubeletCommand(CLI::App& app) {
 Command AddPodCommand(CLI::App& app, CommandTail& tail) {
   auto f = std::make_shared<PodFlags>();
   CLI::App* pod = app.add_subcommand(
-      "pod", "admit (run), delete and list pods through a running kubelet emulator");
+      "pod",
+      "admit (run), delete, list pods and show their status through a running kubelet emulator");
   AddKubeletDirOption(pod, &f->kubelet_dir);
   pod->require_subcommand(1);
   CLI::App* run = pod->add_subcommand(
@@ -165,21 +174,31 @@ Command AddPodCommand(CLI::App& app, CommandTail& tail) {
       "delete a pod: SIGTERM to its command's process group, SIGKILL after the grace period, "
       "then its devices are freed");
   CLI::App* list = pod->add_subcommand("list", "one line per pod, container and resource");
-  for (CLI::App* sub : {run, del}) {
+  CLI::App* status = pod->add_subcommand(
+      "status",
+      "the pod's status as JSON in the Kubernetes API's shape: per container the health of its "
+      "claims' devices (allocatedResourcesStatus)");
+  for (CLI::App* sub : {run, del, status}) {
     sub->add_option("--name", f->name, "pod name")->required();
     sub->add_option("--namespace", f->namespace_name, "pod namespace (default)");
+  }
+  for (CLI::App* sub : {run, del}) {
     sub->add_option("--grace-period", f->grace_period,
                     "seconds between SIGTERM and SIGKILL when the pod is stopped (30)");
   }
   AddPodRunOptions(run, f.get());
-  for (CLI::App* sub : {run, del, list}) sub->fallthrough();
+  for (CLI::App* sub : {run, del, list, status}) sub->fallthrough();
   tail.Accept("pod");
-  return {pod, [f, run, del, &tail]() -> int {
+  return {pod, [f, run, del, status, &tail]() -> int {
             if (f->grace_period < 0) return UsageError("pod", "--grace-period must be >= 0");
             if (run->parsed()) return PodRun(*f, tail);
             if (del->parsed()) {
               return PodDeleteCommand(f->kubelet_dir, f->namespace_name, f->name, f->grace_period,
                                       std::cout, std::cerr);
+            }
+            if (status->parsed()) {
+              return PodStatusCommand(f->kubelet_dir, f->namespace_name, f->name, std::cout,
+                                      std::cerr);
             }
             return PodListCommand(f->kubelet_dir, std::cout, std::cerr);
           }};

@@ -58,6 +58,11 @@ int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespac
                      const std::string& name, int grace_period_seconds, std::ostream& out,
                      std::ostream& err);
 int PodListCommand(const std::string& kubelet_dir, std::ostream& out, std::ostream& err);
+// Prints the pod's status as JSON in the Kubernetes API's shape ({"apiVersion": "v1", "kind":
+// "Pod", "metadata", "status": {"containerStatuses": [{"name", "allocatedResourcesStatus"}]}}),
+// built when asked, as the kubelet builds it on a pod sync; 1 when there is no such pod.
+int PodStatusCommand(const std::string& kubelet_dir, const std::string& namespace_name,
+                     const std::string& name, std::ostream& out, std::ostream& err);
 // `--claim NAMESPACE/NAME:UID` of `pod run`: InvalidArgument naming the expected form.
 absl::StatusOr<ClaimRef> ParseClaimArg(std::string_view arg, const std::string& driver);
 

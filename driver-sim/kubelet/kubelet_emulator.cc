@@ -40,6 +40,7 @@ KubeletEmulator::Impl::Impl(Options o)
               .state_file = fs::path(options.kubelet_dir) / "dra_manager_state",
               .poll = options.plugin_poll,
               .rpc_deadline = options.rpc_deadline,
+              .health_timeout = options.dra_health_timeout,
           },
           log)),
       rng(Seed(options.seed)) {}

@@ -80,6 +80,22 @@ struct DeviceSpecOut {
   bool operator==(const DeviceSpecOut&) const = default;
 };
 
+// One device of a container's claim in the pod's status (core/v1 ResourceHealth, KEP-4680).
+struct ResourceHealth {
+  std::string resource_id;  // the device's first CDI device ID, else "<driver>/<pool>/<device>"
+  std::string health;       // "Healthy", "Unhealthy" or "Unknown"
+  std::string message;      // the driver's, empty when it gave none
+  bool operator==(const ResourceHealth&) const = default;
+};
+
+// containerStatuses[].allocatedResourcesStatus[] (core/v1 ResourceStatus): "claim:<claim name>"
+// and the health of the claim's devices (driver-sim/README.md#kubelet-dra).
+struct ResourceStatus {
+  std::string name;
+  std::vector<ResourceHealth> resources;
+  bool operator==(const ResourceStatus&) const = default;
+};
+
 // What one container got: per resource the IDs, and the merged Allocate answers.
 struct ContainerAllocation {
   std::string container;
@@ -92,6 +108,9 @@ struct ContainerAllocation {
   // specs (Options::cdi_dir) were applied to envs and devices.
   std::vector<std::string> cdi_devices;
   std::map<std::string, std::string> annotations;
+  // The health of the devices of the pod's claims, as the kubelet puts it in the container's
+  // status when the pod's status is built (here: whenever the pod is read). Empty without claims.
+  std::vector<ResourceStatus> allocated_resources_status;
 };
 
 struct AdmittedPod {
@@ -139,6 +158,9 @@ class KubeletEmulator {
     std::string cdi_dir = "/var/run/cdi";
     // How often the plugin watcher looks at plugins_registry/ (the kubelet uses fsnotify).
     std::chrono::milliseconds plugin_poll{100};
+    // After this without a report, a DRA device whose plugin set no health_check_timeout_seconds
+    // reads as Unknown (the kubelet's DefaultHealthTimeout, pkg/kubelet/cm/dra/healthinfo.go).
+    std::chrono::milliseconds dra_health_timeout{30'000};
   };
 
   // Creates the directories, deletes every socket in device-plugins/ (CleanupPluginDirectory),

@@ -133,6 +133,16 @@ void ToProto(const AdmittedPod& pod, neuronsim::kubelet::AdmittedPod* out) {
     }
     for (const std::string& cdi : c.cdi_devices) pc->add_cdi_devices(cdi);
     for (const auto& [k, v] : c.annotations) (*pc->mutable_annotations())[k] = v;
+    for (const ResourceStatus& rs : c.allocated_resources_status) {
+      neuronsim::kubelet::ResourceStatus* ps = pc->add_allocated_resources_status();
+      ps->set_name(rs.name);
+      for (const ResourceHealth& h : rs.resources) {
+        neuronsim::kubelet::ResourceHealth* ph = ps->add_resources();
+        ph->set_resource_id(h.resource_id);
+        ph->set_health(h.health);
+        ph->set_message(h.message);
+      }
+    }
   }
 }
 

@@ -28,6 +28,10 @@ namespace drav1beta1 = ::k8s::io::kubelet::pkg::apis::dra::v1beta1;
 constexpr size_t kMaxSocketPath = 107;  // sun_path less its terminating NUL
 // How often a health stream looks whether the kubelet went away while nothing changed.
 constexpr std::chrono::milliseconds kStreamPoll{200};
+// The kubelet reads a device it has had no report of for 30 s as Unknown (DefaultHealthTimeout,
+// kubernetes/kubernetes pkg/kubelet/cm/dra/healthinfo.go), so an unchanged list is sent again
+// well before that.
+constexpr std::chrono::seconds kHealthResend{10};
 
 ino_t InodeOf(const std::string& path) {
   struct stat st {};
@@ -135,6 +139,10 @@ class HealthHub {
     }
     cv_.notify_all();
   }
+  std::shared_ptr<const NodeView> Latest() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return view_;
+  }
   // The view once its generation differs from `seen`, nullptr on a timeout or when stopping.
   std::shared_ptr<const NodeView> Wait(uint64_t seen, bool* stopping) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -163,13 +171,19 @@ class HealthService : public Api::DRAResourceHealth::Service {
       grpc::ServerContext* ctx, const typename Api::NodeWatchResourcesRequest*,
       grpc::ServerWriter<typename Api::NodeWatchResourcesResponse>* writer) override {
     uint64_t seen = 0;
+    auto written = std::chrono::steady_clock::now();
     while (!ctx->IsCancelled()) {
       bool stopping = false;
-      const std::shared_ptr<const NodeView> view = hub_->Wait(seen, &stopping);
+      std::shared_ptr<const NodeView> view = hub_->Wait(seen, &stopping);
       if (stopping) return grpc::Status::OK;
+      if (view == nullptr && seen != 0 &&
+          std::chrono::steady_clock::now() - written >= kHealthResend) {
+        view = hub_->Latest();
+      }
       if (view == nullptr) continue;
       if (!writer->Write(Response(*view))) return grpc::Status::OK;  // the kubelet went away
       seen = view->generation;
+      written = std::chrono::steady_clock::now();
     }
     return grpc::Status::OK;
   }
@@ -233,6 +247,10 @@ class RegistrationService : public ::pluginregistration::Registration::Service {
     info->set_endpoint(endpoint_);
     info->add_supported_versions("v1.DRAPlugin");
     info->add_supported_versions("v1beta1.DRAPlugin");
+    // The kubelet opens the health stream only on a service advertised here (pickHealthService,
+    // pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, Kubernetes 1.37; 1.36 after #141858).
+    info->add_supported_versions("v1.DRAResourceHealth");
+    info->add_supported_versions("v1alpha1.DRAResourceHealth");
     return grpc::Status::OK;
   }
 

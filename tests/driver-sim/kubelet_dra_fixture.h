@@ -9,10 +9,13 @@
 // the CDI directory (kind aws.amazon.com/neuron, device `<claim uid>-<device>`, env and device
 // nodes), or with the error the test set for that claim; NodeUnprepareResources removes the spec.
 // Both are idempotent, as a driver's must be. It records every call and registration status.
+// DRAResourceHealth v1 and v1alpha1 (NodeWatchResources) send the test's health list at once and
+// whenever the test changes it (SetHealth), or answer Unimplemented; each stream opened is counted.
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -21,8 +24,11 @@
 
 #include "dra/v1/api.grpc.pb.h"
 #include "dra/v1beta1/api.grpc.pb.h"
+#include "drahealth/v1/api.grpc.pb.h"
+#include "drahealth/v1alpha1/api.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "pluginregistration/v1/api.grpc.pb.h"
+#include "tests/driver-sim/kubelet_emulator_fixture.h"
 #include "tests/support/process.h"
 
 namespace neuron::sim::kubelet_test {
@@ -30,9 +36,22 @@ namespace neuron::sim::kubelet_test {
 namespace dra_v1 = k8s::io::kubelet::pkg::apis::dra::v1;
 namespace dra_v1beta1 = k8s::io::kubelet::pkg::apis::dra::v1beta1;
 
+// One device of the double's health list (pool "node-1").
+struct HealthEntry {
+  std::string device;
+  int health = 1;  // the wire enum: 0 UNKNOWN, 1 HEALTHY, 2 UNHEALTHY
+  std::string message;
+  int64_t timeout_seconds = 0;  // v1's health_check_timeout_seconds
+};
+
 // What the double knows and saw; guarded by `mu`.
 struct DraPluginState {
   std::mutex mu;
+  std::condition_variable health_changed;
+  std::vector<HealthEntry> health = {{"neuron-3", 1, "", 0}};  // the default claim's device
+  uint64_t health_generation = 1;
+  bool health_unimplemented = false;
+  std::map<std::string, int> watches;  // health service version -> streams opened
   pluginregistration::PluginInfo info;
   std::vector<pluginregistration::RegistrationStatus> statuses;
   std::map<std::string, int> prepares;        // service version -> NodePrepareResources calls
@@ -107,6 +126,18 @@ class DraService final : public Svc::Service {
   const std::string version_;
 };
 
+template <typename Svc, typename Req, typename Resp, bool kV1>
+class HealthDouble final : public Svc::Service {
+ public:
+  HealthDouble(DraPluginState& st, std::string version) : st_(st), version_(std::move(version)) {}
+  grpc::Status NodeWatchResources(grpc::ServerContext* ctx, const Req*,
+                                  grpc::ServerWriter<Resp>* writer) override;
+
+ private:
+  DraPluginState& st_;
+  const std::string version_;
+};
+
 class RegistrationDouble final : public pluginregistration::Registration::Service {
  public:
   explicit RegistrationDouble(DraPluginState& st) : st_(st) {}
@@ -152,6 +183,8 @@ class FakeDraPlugin {
     dra.AddListeningPort("unix:" + dra_socket_.string(), grpc::InsecureServerCredentials());
     dra.RegisterService(&v1_);
     dra.RegisterService(&v1beta1_);
+    dra.RegisterService(&health_v1_);
+    dra.RegisterService(&health_v1alpha1_);
     dra_server_ = dra.BuildAndStart();
     ASSERT_NE(dra_server_, nullptr);
     grpc::ServerBuilder reg;
@@ -177,6 +210,19 @@ class FakeDraPlugin {
     return state.statuses;
   }
   const std::filesystem::path& dra_socket() const { return dra_socket_; }
+  // Replaces the health list; every open stream sends it.
+  void SetHealth(std::vector<HealthEntry> health) {
+    {
+      std::lock_guard lock(state.mu);
+      state.health = std::move(health);
+      ++state.health_generation;
+    }
+    state.health_changed.notify_all();
+  }
+  int Watches(const std::string& version) {
+    std::lock_guard lock(state.mu);
+    return state.watches.contains(version) ? state.watches.at(version) : 0;
+  }
 
   DraPluginState state;
 
@@ -191,9 +237,85 @@ class FakeDraPlugin {
              dra_v1beta1::NodePrepareResourcesResponse, dra_v1beta1::NodeUnprepareResourcesRequest,
              dra_v1beta1::NodeUnprepareResourcesResponse>
       v1beta1_{state, "v1beta1"};
+  HealthDouble<::v1::DRAResourceHealth, ::v1::NodeWatchResourcesRequest,
+               ::v1::NodeWatchResourcesResponse, true>
+      health_v1_{state, "v1"};
+  HealthDouble<::v1alpha1::DRAResourceHealth, ::v1alpha1::NodeWatchResourcesRequest,
+               ::v1alpha1::NodeWatchResourcesResponse, false>
+      health_v1alpha1_{state, "v1alpha1"};
   RegistrationDouble registration_{state};
   std::unique_ptr<grpc::Server> dra_server_;
   std::unique_ptr<grpc::Server> reg_server_;
 };
+
+// The DRA tests' base: the emulator with the double registered, and pods using its claims.
+class KubeletDraTestBase : public KubeletEmulatorTest {
+ protected:
+  KubeletEmulator::Options DraOpts() {
+    KubeletEmulator::Options o = Opts();
+    o.cdi_dir = cdi_.str();
+    o.plugin_poll = std::chrono::milliseconds(20);
+    return o;
+  }
+  // Starts the emulator with the plugin served first, and waits for its registration.
+  std::unique_ptr<KubeletEmulator> StartRegistered() { return StartRegistered(DraOpts()); }
+  std::unique_ptr<KubeletEmulator> StartRegistered(KubeletEmulator::Options o) {
+    plugin_.Serve();
+    std::unique_ptr<KubeletEmulator> k = Start(std::move(o));
+    EXPECT_TRUE(WaitUntil([&] { return k->DraPlugins().contains("neuron.aws.com"); },
+                          std::chrono::seconds(10)));
+    return k;
+  }
+  static PodSpec ClaimPod(const std::string& name, std::vector<ClaimRef> claims) {
+    PodSpec pod;
+    pod.namespace_name = "training";
+    pod.name = name;
+    pod.containers.push_back(ContainerSpec{});
+    pod.claims = std::move(claims);
+    return pod;
+  }
+  std::vector<std::string> Unprepared() {
+    std::lock_guard lock(plugin_.state.mu);
+    return plugin_.state.unprepared;
+  }
+
+  TempDir cdi_{"cdi"};
+  FakeDraPlugin plugin_{dir_.path(), cdi_.path()};
+  const ClaimRef claim_{"training", "llama-0-neurons", "uid-1", "neuron.aws.com"};
+};
+
+template <typename Svc, typename Req, typename Resp, bool kV1>
+grpc::Status HealthDouble<Svc, Req, Resp, kV1>::NodeWatchResources(
+    grpc::ServerContext* ctx, const Req*, grpc::ServerWriter<Resp>* writer) {
+  std::unique_lock lock(st_.mu);
+  ++st_.watches[version_];
+  if (st_.health_unimplemented) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no device health in this driver");
+  }
+  uint64_t sent = 0;
+  while (!ctx->IsCancelled()) {
+    if (sent != st_.health_generation) {
+      Resp r;
+      for (const HealthEntry& e : st_.health) {
+        auto* d = r.add_devices();
+        d->mutable_device()->set_pool_name("node-1");
+        d->mutable_device()->set_device_name(e.device);
+        d->set_health(static_cast<decltype(d->health())>(e.health));
+        d->set_last_updated_time(1);
+        if constexpr (kV1) {
+          d->set_message(e.message);
+          d->set_health_check_timeout_seconds(e.timeout_seconds);
+        }
+      }
+      sent = st_.health_generation;
+      lock.unlock();
+      const bool ok = writer->Write(r);
+      lock.lock();
+      if (!ok) break;
+    }
+    st_.health_changed.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  return grpc::Status::OK;
+}
 
 }  // namespace neuron::sim::kubelet_test

@@ -10,38 +10,7 @@
 namespace neuron::sim::kubelet_test {
 namespace {
 
-class KubeletDraTest : public KubeletEmulatorTest {
- protected:
-  KubeletEmulator::Options DraOpts() {
-    KubeletEmulator::Options o = Opts();
-    o.cdi_dir = cdi_.str();
-    o.plugin_poll = 20ms;
-    return o;
-  }
-  // Starts the emulator with the plugin served first, and waits for its registration.
-  std::unique_ptr<KubeletEmulator> StartRegistered() {
-    plugin_.Serve();
-    std::unique_ptr<KubeletEmulator> k = Start(DraOpts());
-    EXPECT_TRUE(WaitUntil([&] { return k->DraPlugins().contains("neuron.aws.com"); }, 10s));
-    return k;
-  }
-  static PodSpec ClaimPod(const std::string& name, std::vector<ClaimRef> claims) {
-    PodSpec pod;
-    pod.namespace_name = "training";
-    pod.name = name;
-    pod.containers.push_back(ContainerSpec{});
-    pod.claims = std::move(claims);
-    return pod;
-  }
-  std::vector<std::string> Unprepared() {
-    std::lock_guard lock(plugin_.state.mu);
-    return plugin_.state.unprepared;
-  }
-
-  TempDir cdi_{"cdi"};
-  FakeDraPlugin plugin_{dir_.path(), cdi_.path()};
-  const ClaimRef claim_{"training", "llama-0-neurons", "uid-1", "neuron.aws.com"};
-};
+class KubeletDraTest : public KubeletDraTestBase {};
 
 TEST_F(KubeletDraTest, RegistersADraPluginOnV1AndNotifiesIt) {
   std::unique_ptr<KubeletEmulator> k = StartRegistered();

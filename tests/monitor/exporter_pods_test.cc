@@ -185,16 +185,47 @@ TEST_F(ExporterTest, DraClaimsAttributeDevicesCoresAndUnplacedNames) {
        std::vector<std::pair<std::string, std::string>>{{"llama-0-neurons-x7k2p", "neuron-9"},
                                                         {"llama-0-neurons-x7k2p", "neuron-2"},
                                                         {"llama-0-core", "neuron_node-0"}}) {
-    EXPECT_EQ(Value(text,
-                    "neuron_dra_device_allocation_info{driver=\"neuron.aws.com\",pool=\"node-"
-                    "1\",device=\"" +
-                        device +
-                        "\",namespace=\"training\",pod=\"llama-0\","
-                        "container=\"main\",claim=\"" +
-                        claim + "\"}"),
-              1)
-        << device;
+    std::string series =
+        "neuron_dra_device_allocation_info{driver=\"neuron.aws.com\",pool=\"node-1\",device=\"";
+    series += device;
+    series += "\",namespace=\"training\",pod=\"llama-0\",container=\"main\",claim=\"";
+    series += claim;
+    series += "\"}";
+    EXPECT_EQ(Value(text, series), 1) << device;
   }
+}
+
+// docs/metrics.md#dra-attribution: our UltraServer device `neuron-node` holds every device of the
+// node with all its cores; `neuroncore-<c>` is placed at the node's logical cores per device (4
+// on a trn2.48xlarge at LNC 2: core 5 is device 1's).
+TEST_F(ExporterTest, DraNeuronNodeHoldsEveryDeviceAndCoresFollowTheNodesLnc) {
+  BuildNode("trn2.48xlarge");
+  FakeLister lister({}, {{"ultra", {"neuron-node"}}, {"one-core", {"neuroncore-5"}}});
+  std::unique_ptr<grpc::Server> server = lister.Serve(dir_.path());
+  ASSERT_NE(server, nullptr);
+  Start(false, /*pods=*/true);
+  auto labels = [](const std::string& claim) {
+    return "resource=\"neuron.aws.com\",namespace=\"training\",pod=\"llama-0\",container="
+           "\"main\",claim=\"" +
+           claim + "\"}";
+  };
+  const std::string core5 =
+      "neuroncore_allocation_info{neuron_device=\"1\",neuroncore=\"5\"," + labels("one-core");
+  std::string text;
+  ASSERT_TRUE(neuron::testing::WaitUntil(
+      [&] { return Value(text = exporter_->RenderMetrics(), core5) == 1; }, 10s))
+      << text;
+  for (int d = 0; d < 16; ++d) {
+    EXPECT_EQ(Value(text, "neuron_device_allocation_info{neuron_device=\"" + std::to_string(d) +
+                              "\"," + labels("ultra")),
+              1)
+        << d;
+  }
+  EXPECT_EQ(Value(text, "neuroncore_allocation_info{neuron_device=\"15\",neuroncore=\"63\"," +
+                            labels("ultra")),
+            1)
+      << text;
+  EXPECT_FALSE(HasMetric(text, "neuron_device_allocation_info{neuron_device=\"16\""));
 }
 
 }  // namespace

@@ -181,7 +181,8 @@ void ExpectDraPluginInfo(const pluginregistration::PluginInfo& info, const fs::p
   EXPECT_EQ(info.endpoint(), (kdir / "plugins/neuron.aws.com/dra.sock").string());
   EXPECT_EQ(
       std::vector<std::string>(info.supported_versions().begin(), info.supported_versions().end()),
-      (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin"}));
+      (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth",
+                                "v1alpha1.DRAResourceHealth"}));
 }
 
 // v1beta1 NodePrepareResources of the claim "four"; void so that it may ASSERT.

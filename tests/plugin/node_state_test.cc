@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "podresources/v1/api.pb.h"
 #include "tests/plugin/dra_testing.h"
 
 namespace neuron::plugin {
@@ -177,6 +178,38 @@ TEST(NodeStateTest, ListsFollowFaultsHoldingsAndReleases) {
     }
     EXPECT_EQ(state.pending_allocations(), step.pending);
   }
+}
+
+// A node runs the device plugin or the DRA driver, never both (docs/kubelet-api.md#dra), so a DRA
+// claim in PodResources never meets a device-plugin grant on a real node. Where it does (the
+// emulator's pods with claims beside a device plugin), the DRA entries AssignmentsFromList places
+// count as holdings, like a grant of the same device or core: harmless, and pinned here so that
+// changing it is a decision. `neuron-node` (no IDs) holds nothing here.
+TEST(NodeStateTest, DraClaimDevicesCountAsHoldingsBecauseANodeRunsOneApi) {
+  NodeState state(kGrace);
+  state.SetHardware(CatalogHardware("trn1.32xlarge"));  // 2 cores per device
+  v1::ListPodResourcesResponse list;
+  v1::PodResources* pod = list.add_pod_resources();
+  pod->set_name("p");
+  pod->set_namespace_("default");
+  v1::ContainerResources* c = pod->add_containers();
+  c->set_name("main");
+  v1::DynamicResource* dyn = c->add_dynamic_resources();
+  dyn->set_claim_name("claim");
+  dyn->set_claim_namespace("default");
+  for (const char* device : {"neuron-3", "neuroncore-10", "neuron-node"}) {
+    v1::ClaimResource* r = dyn->add_claim_resources();
+    r->set_driver_name("neuron.aws.com");
+    r->set_pool_name("node-a");
+    r->set_device_name(device);
+  }
+  state.SetPodAssignments(AssignmentsFromList(list), Clock::now());
+  const std::shared_ptr<const NodeView> view = state.view();
+  EXPECT_EQ(Seen(*view, Resource::kNeuronCore, "6"), "Masked");  // device 3's cores
+  EXPECT_EQ(Seen(*view, Resource::kNeuronCore, "7"), "Masked");
+  EXPECT_EQ(Seen(*view, Resource::kNeuron, "5"), "Masked");  // core 10's device
+  EXPECT_EQ(Seen(*view, Resource::kNeuron, "4"), "Healthy");
+  EXPECT_EQ(Seen(*view, Resource::kNeuronCore, "0"), "Healthy");
 }
 
 TEST(NodeStateTest, OnlyAChangePublishesAView) {

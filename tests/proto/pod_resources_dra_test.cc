@@ -152,6 +152,50 @@ TEST(PodResourcesDraTest, MapDraDeviceTakesOnlyExactForms) {
     EXPECT_EQ(MapDraDevice(drv, bad), std::nullopt) << bad;
   }
   EXPECT_EQ(MapDraDevice("other.example.com", "neuron-1"), std::nullopt);
+  EXPECT_EQ(MapDraDevice(drv, "neuron-node"), (PlacedDraDevice{"aws.amazon.com/neuron", "", true}));
+  for (const char* bad : {"neuron-node0", "neuron_node", "neuron-node-0", "Neuron-node"}) {
+    EXPECT_EQ(MapDraDevice(drv, bad), std::nullopt) << bad;
+  }
+}
+
+// Our UltraServer device holds every device and core of the node: PodResources lists one device,
+// Holder answers it for any device or core no other assignment lists
+// (docs/metrics.md#dra-attribution).
+TEST(PodResourcesDraTest, NeuronNodeHoldsEveryDeviceAndCoreNotListedOtherwise) {
+  v1::ListPodResourcesResponse list;
+  auto add_pod = [&](const std::string& name, const std::string& device) {
+    v1::PodResources* pod = list.add_pod_resources();
+    pod->set_name(name);
+    pod->set_namespace_("training");
+    v1::ContainerResources* c = pod->add_containers();
+    c->set_name("main");
+    v1::DynamicResource* dyn = c->add_dynamic_resources();
+    dyn->set_claim_name(name + "-claim");
+    dyn->set_claim_namespace("training");
+    v1::ClaimResource* r = dyn->add_claim_resources();
+    r->set_driver_name(std::string(kDraDriverNeuron));
+    r->set_pool_name("node-a");
+    r->set_device_name(device);
+  };
+  add_pod("one", "neuron-2");
+  add_pod("ultra", "neuron-node");
+  const PodAssignments got = AssignmentsFromList(list);
+  ASSERT_EQ(got.all().size(), 2u);
+  EXPECT_TRUE(got.all()[1].whole_node);
+  EXPECT_TRUE(got.all()[1].ids.empty());
+  EXPECT_EQ(got.all()[1].claim->device, "neuron-node");
+  EXPECT_EQ(got.Holder("aws.amazon.com/neuron", "2")->pod_name, "one");
+  for (const auto& [resource, id] :
+       std::vector<std::pair<std::string, std::string>>{{"aws.amazon.com/neuron", "0"},
+                                                        {"aws.amazon.com/neuron", "15"},
+                                                        {"aws.amazon.com/neurondevice", "7"},
+                                                        {"aws.amazon.com/neuroncore", "63"}}) {
+    const PodDeviceAssignment* h = got.Holder(resource, id);
+    ASSERT_NE(h, nullptr) << resource << " " << id;
+    EXPECT_EQ(h->pod_name, "ultra");
+  }
+  EXPECT_EQ(got.Holder("vpc.amazonaws.com/efa", "rdmap16s27"), nullptr);
+  EXPECT_EQ(PodAssignments().Holder("aws.amazon.com/neuron", "0"), nullptr);
 }
 
 class FixedLister final : public v1::PodResourcesLister::Service {
