@@ -63,13 +63,19 @@ void NodeAttributes(const NodeView& view, const SliceOptions& options, json* att
   if (!view.instance_type.empty()) a["instanceType"] = {{"string", view.instance_type}};
   if (!view.driver_version.empty()) a["neuronDriverVersion"] = {{"string", view.driver_version}};
   if (!options.dra_driver_version.empty()) {
-    a["draDriverVersion"] = {{"string", options.dra_driver_version}};
+    // A version attribute, as AWS's (aws-neuron-sdk deploy/eks/dra.rst, "Common Attributes"):
+    // CEL compares it with semver(), not as text.
+    a["draDriverVersion"] = {{"version", options.dra_driver_version}};
   }
 }
 
+// AWS publishes devicegroup{4,8,16}_id as strings equal within a group (aws-neuron-sdk
+// deploy/eks/dra.rst, "EFA-Enabled Instance Attributes"); ours name the size and the group,
+// "g4-1", so a slice reads plainly. matchAttribute compares them whatever their text.
 void GroupAttributes(const std::map<int, int>& groups_by_size, json* attributes) {
   for (const auto& [size, group] : groups_by_size) {
-    (*attributes)[fmt::format("{}devicegroup{}_id", kGroupDomain, size)] = {{"int", group}};
+    (*attributes)[fmt::format("{}devicegroup{}_id", kGroupDomain, size)] = {
+        {"string", fmt::format("g{}-{}", size, group)}};
   }
 }
 

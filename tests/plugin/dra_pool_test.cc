@@ -120,12 +120,13 @@ TEST(DraPoolTest, CoresCarryTheirDevicesPlacementAndGroups) {
     EXPECT_EQ(core[key], device[key]) << key;
   }
   // "8 cores in one group of 4": the cores of devices 4..7 share devicegroup4_id 1.
-  std::set<int> group;
+  std::set<std::string> group;
   for (int c = 16; c < 32; ++c) {
-    group.insert(all.at(CoreDeviceName(c))["attributes"]["resource.aws.com/devicegroup4_id"]["int"]
-                     .get<int>());
+    group.insert(
+        all.at(CoreDeviceName(c))["attributes"]["resource.aws.com/devicegroup4_id"]["string"]
+            .get<std::string>());
   }
-  EXPECT_EQ(group, std::set<int>{1});
+  EXPECT_EQ(group, std::set<std::string>{"g4-1"});
 }
 
 // The runtime takes one contiguous run of cores, so a claim for k cores matches on
@@ -165,7 +166,7 @@ TEST(DraPoolTest, Trn2uOffersTheWholeNode) {
   EXPECT_EQ(node["attributes"], json::parse(R"({"resourceType": {"string": "neuron_node"},
                             "instanceType": {"string": "trn2u.48xlarge"},
                             "neuronDriverVersion": {"string": "2.29.0.0"},
-                            "draDriverVersion": {"string": "0.9.0"},
+                            "draDriverVersion": {"version": "0.9.0"},
                             "deviceCount": {"int": 16}, "coreCount": {"int": 64}})"));
   // One consumption of every device's counter in full (16 counters, within 32).
   ASSERT_EQ(node["consumesCounters"].size(), 1u);

@@ -45,7 +45,11 @@ std::map<int, std::set<std::string>> Groups(const json& spec, int size, const st
   const std::string key = "resource.aws.com/devicegroup" + std::to_string(size) + "_id";
   for (const json& d : spec["devices"]) {
     if (Type(d) != type || !d["attributes"].contains(key)) continue;
-    out[d["attributes"][key]["int"].get<int>()].insert(d["name"].get<std::string>());
+    // AWS's type: a string equal within the group; ours is "g<size>-<group>".
+    const std::string id = d["attributes"][key]["string"].get<std::string>();
+    const std::string prefix = "g" + std::to_string(size) + "-";
+    EXPECT_TRUE(id.starts_with(prefix)) << id;
+    out[std::stoi(id.substr(prefix.size()))].insert(d["name"].get<std::string>());
   }
   return out;
 }
@@ -105,7 +109,7 @@ TEST(DraSliceTest, Trn1EfasCarryTheGroupsOfTheDevicesBesideThem) {
               "0000:10:19.0")
         << d;
   }
-  EXPECT_EQ(efa["attributes"]["resource.aws.com/devicegroup4_id"]["int"], 0);
+  EXPECT_EQ(efa["attributes"]["resource.aws.com/devicegroup4_id"]["string"], "g4-0");
 }
 
 TEST(DraSliceTest, Trn2AtLnc2) {
