@@ -5,9 +5,11 @@
 #   overlay's DeviceClasses) -> the kubelet emulator -> neuron-device-plugin --api=dra and
 #   neuron-dra-api: the node's ResourceSlice -> a claim for 4 connected devices and the 2 EFAs
 #   beside them, allocated by the scheduler's algorithm (neuron-sim schedule) -> the worker pod:
-#   prepared (its CDI spec), its process seeing its devices -> attributed in /metrics ->
-#   a fault taints a device in the slice, a reset clears it -> the pod ends, the claim is
-#   unprepared.
+#   prepared (its CDI spec), its process seeing its devices -> attributed in /metrics -> an
+#   inference pod's claim for 2 NeuronCores in one run, never on the training claim's devices
+#   (--dra.partitionable: shared counters) -> a fault taints that pod's device and cores in the
+#   slice and turns them Unhealthy in its status, a reset clears both -> the pods end, the claims
+#   are unprepared.
 # Without a terminal (or with DEMO_NONINTERACTIVE=1) it prints each step and ends; with one it
 # opens neuron-top while the pod trains. Ctrl-C stops everything it started.
 set -euo pipefail
@@ -60,6 +62,7 @@ pids+=($!)
 wait_for 30 test -S "$kubelet_dir/pod-resources/kubelet.sock" || fail "no kubelet emulator" "$logs/kubelet.log"
 "${on_node[@]}" "$plugin" --root "$root" --kubelet-dir "$kubelet_dir" --api dra --node-name "$node" \
   --cdi-dir "$cdi" --listen "unix:$sockets/plugin.sock" --dra.claims "unix:$sockets/dra-api.sock" \
+  --dra.partitionable=true \
   >"$logs/plugin.log" 2>&1 &
 pids+=($!)
 "$dra_api" --api-server "$url" --token-file "$work/token" --ca-file "$ca" --node-name "$node" \
@@ -70,13 +73,21 @@ wait_for 60 sh -c "curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token
   { tail -n 5 "$logs/plugin.log" >&2; fail "no ResourceSlice was published" "$logs/dra-api.log"; }
 grep -h "registered\|DRA" "$logs/kubelet.log" | tail -n 2 || true
 
-step "The node's ResourceSlice, as the scheduler sees it"
+step "The node's ResourceSlices (one pool), as the scheduler sees them"
 api GET "$slices" | json '
-s = d["items"][0]; spec = s["spec"]
-print("%s: driver %s, pool %s generation %d, %d devices" % (s["metadata"]["name"], spec["driver"],
-      spec["pool"]["name"], spec["pool"]["generation"], len(spec["devices"])))
-for dev in spec["devices"][:1] + [x for x in spec["devices"] if x["name"].startswith("efa-")][:1]:
-    print(" ", dev["name"], json.dumps(dev["attributes"], sort_keys=True))'
+for s in sorted(d["items"], key=lambda s: s["metadata"]["name"]):
+    spec = s["spec"]
+    what = ("%d devices" % len(spec["devices"]) if "devices" in spec else
+            "counter set %s: %d counters" % (spec["sharedCounters"][0]["name"],
+                                             len(spec["sharedCounters"][0]["counters"])))
+    print("%s: driver %s, pool %s generation %d (%d slices), %s" % (s["metadata"]["name"],
+          spec["driver"], spec["pool"]["name"], spec["pool"]["generation"],
+          spec["pool"]["resourceSliceCount"], what))
+devices = [x for s in d["items"] for x in s["spec"].get("devices", [])]
+for prefix in ("neuron-", "neuroncore-", "efa-"):
+    dev = next(x for x in devices if x["name"].startswith(prefix))
+    print(" ", dev["name"], json.dumps(dev["attributes"], sort_keys=True),
+          "consumes", json.dumps(dev.get("consumesCounters", [])))'
 
 step "A claim for 4 connected devices and the 2 EFA interfaces beside them"
 claim=llama-4-connected
@@ -120,6 +131,28 @@ wait_for 30 sh -c "curl -fsS http://127.0.0.1:$metrics_port/metrics | grep -q 'n
   fail "the pod is not attributed" "$logs/exporter.log"
 scrape | grep -E '^neuron_dra_device_allocation_info\{' | head -n 6
 
+step "An inference pod asks for 2 NeuronCores in one run: never on the training claim's devices"
+cores_claim=inference-2-cores
+api POST /apis/resource.k8s.io/v1/namespaces/serving/resourceclaims "$(cat <<JSON
+{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+ "metadata": {"name": "$cores_claim", "namespace": "serving"},
+ "spec": {"devices": {
+   "requests": [{"name": "cores", "exactly": {"deviceClassName": "neuroncore.neuron.aws.com", "allocationMode": "ExactCount", "count": 2}}],
+   "constraints": [{"requests": ["cores"], "matchAttribute": "neuron.aws.com/coregroup2_id"}]}}}
+JSON
+)" >/dev/null
+"$sim" schedule --api-server "$url" --token-file "$work/token" --ca-file "$ca" --node "$node" \
+  "serving/$cores_claim" || fail "the NeuronCore claim was not allocated"
+cores_uid=$(api GET "/apis/resource.k8s.io/v1/namespaces/serving/resourceclaims/$cores_claim" | json 'print(d["metadata"]["uid"])')
+"$sim" pod run --kubelet-dir "$kubelet_dir" --namespace serving --name llama2-7b-serve-0 \
+  --claim "serving/$cores_claim:$cores_uid" -- sh -c \
+  'echo "in the inference pod: NEURON_RT_VISIBLE_CORES=$NEURON_RT_VISIBLE_CORES devices=$NEURON_SIM_DEVICE_MAP"; exec sleep 600' \
+  >"$logs/serve.out" 2>"$logs/serve.log" &
+serve=$!
+pids+=($serve)
+wait_for 60 grep -q "in the inference pod" "$logs/serve.out" || fail "the inference pod did not start" "$logs/serve.log"
+grep "in the inference pod" "$logs/serve.out"
+
 if ((interactive)); then
   step "neuron-top (q quits and stops the demo)"
   sleep 1
@@ -127,23 +160,44 @@ if ((interactive)); then
   exit 0
 fi
 
-step "A fault on one of the pod's devices: the device is tainted in the slice, a reset clears it"
-first=$(api GET "/apis/resource.k8s.io/v1/namespaces/training/resourceclaims/$claim" |
-  json 'print(next(r["device"] for r in d["status"]["allocation"]["devices"]["results"] if r["device"].startswith("neuron-")))')
-index=${first#neuron-}
-taints() { api GET "$slices" | json "print([x.get('taints', []) for x in d['items'][0]['spec']['devices'] if x['name'] == '$first'][0])"; }
+step "A fault on the inference pod's device: it and its cores are tainted, the pod's status says Unhealthy; a reset clears both"
+# The training claim's devices are not touched: their pod keeps training.
+core=$(api GET "/apis/resource.k8s.io/v1/namespaces/serving/resourceclaims/$cores_claim" |
+  json 'print(d["status"]["allocation"]["devices"]["results"][0]["device"])')
+index=$(api GET "$slices" | json "print([x['attributes']['deviceId']['int'] for s in d['items'] for x in s['spec'].get('devices', []) if x['name'] == '$core'][0])")
+first=neuron-$index
+taints() {  # taints DEVICE
+  api GET "$slices" | json "print([x.get('taints', []) for s in d['items'] for x in s['spec'].get('devices', []) if x['name'] == '$1'][0])"
+}
+serve_status() { "$sim" pod status --kubelet-dir "$kubelet_dir" --namespace serving --name llama2-7b-serve-0; }
+# The core's health in the pod's status, as the kubelet writes it from the plugin's health stream.
+health() {
+  serve_status | json "
+for c in d['status']['containerStatuses']:
+    for r in c.get('allocatedResourcesStatus', []):
+        for h in r['resources']:
+            if h['resourceID'].endswith('-$core'):
+                print(c['name'], r['name'], h['resourceID'].split('=')[0] + '=...-$core', h['health'], h.get('message', ''))"
+}
 "$sim" ctl --root "$root" inject hbm-ue --device "$index" >/dev/null
 wait_for 30 sh -c "curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url$slices' | grep -q 'neuron.aws.com/unhealthy'" ||
   fail "no taint after the fault" "$logs/plugin.log"
-echo "$first taints after the fault: $(taints)"
+echo "$first taints after the fault: $(taints "$first")"
+echo "$core taints after the fault: $(taints "$core")"
+wait_for 30 sh -c "'$sim' pod status --kubelet-dir '$kubelet_dir' --namespace serving --name llama2-7b-serve-0 | grep -q Unhealthy" ||
+  fail "the pod's status does not show the fault" "$logs/kubelet.log"
+echo "pod status after the fault: $(health)"
 "$sim" ctl --root "$root" reset --device "$index" >/dev/null
 wait_for 60 sh -c "! curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url$slices' | grep -q 'neuron.aws.com/unhealthy'" ||
   fail "the taint stayed after the reset" "$logs/plugin.log"
-echo "$first taints after the reset: $(taints)"
+echo "$first taints after the reset: $(taints "$first")"
+wait_for 30 sh -c "'$sim' pod status --kubelet-dir '$kubelet_dir' --namespace serving --name llama2-7b-serve-0 | grep -q Healthy" ||
+  fail "the pod's status did not clear" "$logs/kubelet.log"
+echo "pod status after the reset: $(health)"
 
-step "The pod ends: the claim is unprepared and its CDI spec removed"
-kill "$pod" 2>/dev/null || true
-wait "$pod" 2>/dev/null || true
+step "The pods end: the claims are unprepared and their CDI specs removed"
+kill "$pod" "$serve" 2>/dev/null || true
+wait "$pod" "$serve" 2>/dev/null || true
 wait_for 30 sh -c "! ls '$cdi'/*.json" || fail "the CDI spec stayed" "$logs/kubelet.log"
 echo "CDI specs left: $(ls "$cdi" | wc -l)"
 echo "demo-dra: done; stopping everything it started"

@@ -2,8 +2,10 @@
 // through the real binaries (the simulated driver, the API stand-in, the kubelet emulator,
 // neuron-device-plugin --api=dra, neuron-dra-api, neuron-sim schedule, neuron-exporter) and ends:
 // a published slice, a claim for 4 connected devices and 2 EFAs allocated on one connected group,
-// prepared into a CDI spec the pod's process sees, attributed in /metrics, a device tainted by a
-// fault and untainted by a reset, the claim unprepared when the pod ends.
+// prepared into a CDI spec the pod's process sees, attributed in /metrics, 2 NeuronCores in one
+// run for an inference pod on none of the training claim's devices (shared counters), that pod's
+// device and core tainted and Unhealthy in its status after a fault and clear after a reset, the
+// claims unprepared when the pods end.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -43,8 +45,22 @@ TEST(DemoDraTest, TheDraStoryRunsToItsEnd) {
           R"(training/llama-4-connected on node-a: neuron-(\d+) neuron-(\d+) neuron-(\d+) neuron-(\d+) efa-\S+ efa-\S+)")))
       << out;
   std::set<int> groups;
-  for (int i = 1; i <= 4; ++i) groups.insert(std::stoi(m[i]) / 4);
+  std::set<int> training;
+  for (int i = 1; i <= 4; ++i) {
+    groups.insert(std::stoi(m[i]) / 4);
+    training.insert(std::stoi(m[i]));
+  }
   EXPECT_EQ(groups.size(), 1u) << m[0];
+  // The inference pod's two cores: one aligned run, on a device the training claim does not hold
+  // (trn1.32xlarge: 2 cores per device).
+  std::smatch cores;
+  ASSERT_TRUE(std::regex_search(
+      out, cores, std::regex(R"(in the inference pod: NEURON_RT_VISIBLE_CORES=(\d+)-(\d+))")))
+      << out;
+  const int first_core = std::stoi(cores[1]);
+  EXPECT_EQ(std::stoi(cores[2]), first_core + 1) << cores[0];
+  EXPECT_EQ(first_core % 2, 0) << cores[0];
+  EXPECT_EQ(training.count(first_core / 2), 0u) << cores[0] << " vs " << m[0];
   EXPECT_NE(out.find("in the pod: NEURON_RT_VISIBLE_CORES="), std::string::npos) << out;
   EXPECT_NE(out.find("\"kind\": \"aws.amazon.com/neuron\""), std::string::npos) << out;
   EXPECT_TRUE(std::regex_search(
@@ -53,9 +69,19 @@ TEST(DemoDraTest, TheDraStoryRunsToItsEnd) {
           R"(neuron_dra_device_allocation_info\{driver="neuron.aws.com",pool="node-a",device="neuron-\d+",namespace="training",pod="llama2-7b-worker-0",container="main",claim="llama-4-connected"\} 1)")))
       << out;
   EXPECT_TRUE(std::regex_search(
-      out, std::regex(R"(taints after the fault: \[\{.*neuron.aws.com/unhealthy)")))
+      out, std::regex(R"(neuron-\d+ taints after the fault: \[\{.*neuron.aws.com/unhealthy)")))
+      << out;
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(R"(neuroncore-\d+ taints after the fault: \[\{.*neuron.aws.com/unhealthy)")))
       << out;
   EXPECT_NE(out.find("taints after the reset: []"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(
+      out,
+      std::regex(R"(pod status after the fault: main claim:inference-2-cores \S+ Unhealthy \S)")))
+      << out;
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(R"(pod status after the reset: main claim:inference-2-cores \S+ Healthy)")))
+      << out;
   EXPECT_NE(out.find("CDI specs left: 0"), std::string::npos) << out;
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     const std::string name = entry.path().filename().string();
