@@ -39,6 +39,16 @@ api() {  # api METHOD PATH [JSON]: the API server's answer on stdout; fails on a
 }
 json() { python3 -c "import json, sys; d = json.load(sys.stdin); $1"; }
 slices=/apis/resource.k8s.io/v1/resourceslices
+# claim NS NAME DEVICES-JSON: creates the ResourceClaim, has the scheduler's algorithm allocate it
+# on the node (printing the result), and sets claim_uid.
+claim() {
+  api POST "/apis/resource.k8s.io/v1/namespaces/$1/resourceclaims" \
+    "{\"apiVersion\": \"resource.k8s.io/v1\", \"kind\": \"ResourceClaim\",
+      \"metadata\": {\"name\": \"$2\", \"namespace\": \"$1\"}, \"spec\": {\"devices\": $3}}" >/dev/null
+  "$sim" schedule --api-server "$url" --token-file "$work/token" --ca-file "$ca" --node "$node" \
+    "$1/$2" || fail "the claim $1/$2 was not allocated"
+  claim_uid=$(api GET "/apis/resource.k8s.io/v1/namespaces/$1/resourceclaims/$2" | json 'print(d["metadata"]["uid"])')
+}
 
 step "A simulated trn1.32xlarge (the driver) and the API stand-in with the overlay's DeviceClasses"
 "$sim" up --instance trn1.32xlarge --root "$root" --node-name "$node" 2>"$logs/sim.log" &
@@ -91,19 +101,12 @@ for prefix in ("neuron-", "neuroncore-", "efa-"):
 
 step "A claim for 4 connected devices and the 2 EFA interfaces beside them"
 claim=llama-4-connected
-api POST /apis/resource.k8s.io/v1/namespaces/training/resourceclaims "$(cat <<JSON
-{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
- "metadata": {"name": "$claim", "namespace": "training"},
- "spec": {"devices": {
-   "requests": [
-     {"name": "neurons", "exactly": {"deviceClassName": "neuron.aws.com", "allocationMode": "ExactCount", "count": 4}},
-     {"name": "efas", "exactly": {"deviceClassName": "efa.neuron.aws.com", "allocationMode": "ExactCount", "count": 2}}],
-   "constraints": [{"requests": ["neurons", "efas"], "matchAttribute": "resource.aws.com/devicegroup4_id"}]}}}
-JSON
-)" >/dev/null
-"$sim" schedule --api-server "$url" --token-file "$work/token" --ca-file "$ca" --node "$node" \
-  "training/$claim" || fail "the claim was not allocated"
-uid=$(api GET "/apis/resource.k8s.io/v1/namespaces/training/resourceclaims/$claim" | json 'print(d["metadata"]["uid"])')
+claim training "$claim" '{
+  "requests": [
+    {"name": "neurons", "exactly": {"deviceClassName": "neuron.aws.com", "allocationMode": "ExactCount", "count": 4}},
+    {"name": "efas", "exactly": {"deviceClassName": "efa.neuron.aws.com", "allocationMode": "ExactCount", "count": 2}}],
+  "constraints": [{"requests": ["neurons", "efas"], "matchAttribute": "resource.aws.com/devicegroup4_id"}]}'
+uid=$claim_uid
 
 step "The worker pod with the claim: prepared by the plugin, its CDI spec applied by the runtime"
 # The command prints what the container sees, then trains (the claim's 8 cores: TP=8).
@@ -133,17 +136,10 @@ scrape | grep -E '^neuron_dra_device_allocation_info\{' | head -n 6
 
 step "An inference pod asks for 2 NeuronCores in one run: never on the training claim's devices"
 cores_claim=inference-2-cores
-api POST /apis/resource.k8s.io/v1/namespaces/serving/resourceclaims "$(cat <<JSON
-{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
- "metadata": {"name": "$cores_claim", "namespace": "serving"},
- "spec": {"devices": {
-   "requests": [{"name": "cores", "exactly": {"deviceClassName": "neuroncore.neuron.aws.com", "allocationMode": "ExactCount", "count": 2}}],
-   "constraints": [{"requests": ["cores"], "matchAttribute": "neuron.aws.com/coregroup2_id"}]}}}
-JSON
-)" >/dev/null
-"$sim" schedule --api-server "$url" --token-file "$work/token" --ca-file "$ca" --node "$node" \
-  "serving/$cores_claim" || fail "the NeuronCore claim was not allocated"
-cores_uid=$(api GET "/apis/resource.k8s.io/v1/namespaces/serving/resourceclaims/$cores_claim" | json 'print(d["metadata"]["uid"])')
+claim serving "$cores_claim" '{
+  "requests": [{"name": "cores", "exactly": {"deviceClassName": "neuroncore.neuron.aws.com", "allocationMode": "ExactCount", "count": 2}}],
+  "constraints": [{"requests": ["cores"], "matchAttribute": "neuron.aws.com/coregroup2_id"}]}'
+cores_uid=$claim_uid
 "$sim" pod run --kubelet-dir "$kubelet_dir" --namespace serving --name llama2-7b-serve-0 \
   --claim "serving/$cores_claim:$cores_uid" -- sh -c \
   'echo "in the inference pod: NEURON_RT_VISIBLE_CORES=$NEURON_RT_VISIBLE_CORES devices=$NEURON_SIM_DEVICE_MAP"; exec sleep 600' \

@@ -10,6 +10,7 @@
 #include "driver-sim/kubelet/kubelet_emulator.h"
 #include "http/http_server.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/dra_claims_stand_in.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/sim_testing.h"
@@ -29,18 +30,6 @@ using namespace std::chrono_literals;
 
 constexpr auto kCeiling = 15s;
 
-// The claim neuron-dra-api would answer for default/pair (docs/kubelet-api.md#dra-claims).
-std::string PairClaim() {
-  json results = json::array();
-  for (const char* d : {"neuron-4", "neuron-5"}) {
-    results.push_back(
-        {{"request", "neurons"}, {"driver", "neuron.aws.com"}, {"pool", "node-a"}, {"device", d}});
-  }
-  return json{{"metadata", {{"namespace", "default"}, {"name", "pair"}, {"uid", "uid-pair"}}},
-              {"status", {{"allocation", {{"devices", {{"results", results}}}}}}}}
-      .dump();
-}
-
 class KubeletDraPluginHealthTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -50,16 +39,10 @@ class KubeletDraPluginHealthTest : public ::testing::Test {
                                           .logs = tmp_.path(),
                                           .on_stop = ::neuron::testing::ExpectCleanExit});
     ASSERT_TRUE(sim_->Up("trn1.32xlarge")) << sim_->Log();
-    HttpServer::Options o;
-    o.listen_address = "unix:" + (tmp_.path() / "dra-api.sock").string();
-    o.threads = 1;
-    o.handlers["/claims/default/pair"] = [](const HttpRequest&) {
-      HttpResponse r;
-      r.content_type = "application/json";
-      r.body = PairClaim();
-      return r;
-    };
-    absl::StatusOr<std::unique_ptr<HttpServer>> api = HttpServer::Start(o);
+    // neuron-dra-api's answer for default/pair (docs/kubelet-api.md#dra-claims).
+    absl::StatusOr<std::unique_ptr<HttpServer>> api = ::neuron::testing::ServeDraClaims(
+        "unix:" + (tmp_.path() / "dra-api.sock").string(),
+        {{"pair", ::neuron::testing::DraClaimAnswer("pair", "node-a", {"neuron-4", "neuron-5"})}});
     ASSERT_TRUE(api.ok()) << api.status();
     api_ = *std::move(api);
     KubeletEmulator::Options k;

@@ -21,6 +21,7 @@
 #include "http/local_client.h"
 #include "nlohmann/json.hpp"
 #include "pluginregistration/v1/api.grpc.pb.h"
+#include "tests/support/dra_claims_stand_in.h"
 #include "tests/support/process.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/sim_testing.h"
@@ -44,24 +45,11 @@ using namespace std::chrono_literals;
 constexpr auto kCeiling = 10s;
 constexpr std::string_view kNode = "node-a";
 
-// A claim of `devices` (request "neurons"), with an opaque config's parameters.
+// A claim of `devices` (request "neurons") on this node, with an opaque config's parameters.
 std::string Claim(const std::string& name, const std::vector<std::string>& devices,
                   std::optional<json> parameters = std::nullopt) {
-  json results = json::array();
-  for (const std::string& d : devices) {
-    results.push_back(
-        {{"request", "neurons"}, {"driver", "neuron.aws.com"}, {"pool", kNode}, {"device", d}});
-  }
-  json alloc = {{"devices", {{"results", results}}}};
-  if (parameters) {
-    alloc["devices"]["config"] =
-        json::array({{{"source", "FromClaim"},
-                      {"requests", {"neurons"}},
-                      {"opaque", {{"driver", "neuron.aws.com"}, {"parameters", *parameters}}}}});
-  }
-  return json{{"metadata", {{"namespace", "default"}, {"name", name}, {"uid", "uid-" + name}}},
-              {"status", {{"allocation", alloc}}}}
-      .dump();
+  return ::neuron::testing::DraClaimAnswer(name, std::string(kNode), devices,
+                                           std::move(parameters));
 }
 
 class DraBinaryTest : public ::testing::Test {
@@ -75,28 +63,18 @@ class DraBinaryTest : public ::testing::Test {
     ASSERT_TRUE(sim_->Up(instance_, sim_flags_)) << sim_->Log();
     // The neuron-dra-api stand-in: the contract of
     // docs/kubelet-api.md#dra-claims.
-    HttpServer::Options o;
-    o.listen_address = claims_address();
-    o.threads = 1;
-    for (const auto& [name, body] :
-         {std::pair{"four", Claim("four", {"neuron-0", "neuron-1", "neuron-2", "neuron-3",
-                                           "efa-rdmap16s25"})},
-          std::pair{"lnc2", Claim("lnc2", {"neuron-8"},
-                                  json{{"kind", "NeuronConfig"}, {"logicalNeuronCore", 2}})},
-          std::pair{"node", Claim("node", {"neuron-node"},
-                                  json{{"apiVersion", "neuron.aws.com/v1"},
-                                       {"kind", "UltraServerConfig"},
-                                       {"ultraserverMode", 4}})},
-          std::pair{"thief", Claim("thief", {"neuron-1"})}}) {
-      o.handlers["/claims/default/" + std::string(name)] = [this, text = body](const HttpRequest&) {
-        ++asked_;
-        HttpResponse r;
-        r.content_type = "application/json";
-        r.body = text;
-        return r;
-      };
-    }
-    absl::StatusOr<std::unique_ptr<HttpServer>> api = HttpServer::Start(o);
+    absl::StatusOr<std::unique_ptr<HttpServer>> api = ::neuron::testing::ServeDraClaims(
+        claims_address(),
+        {{"four",
+          Claim("four", {"neuron-0", "neuron-1", "neuron-2", "neuron-3", "efa-rdmap16s25"})},
+         {"lnc2",
+          Claim("lnc2", {"neuron-8"}, json{{"kind", "NeuronConfig"}, {"logicalNeuronCore", 2}})},
+         {"node", Claim("node", {"neuron-node"},
+                        json{{"apiVersion", "neuron.aws.com/v1"},
+                             {"kind", "UltraServerConfig"},
+                             {"ultraserverMode", 4}})},
+         {"thief", Claim("thief", {"neuron-1"})}},
+        &asked_);
     ASSERT_TRUE(api.ok()) << api.status();
     api_ = *std::move(api);
   }
