@@ -128,6 +128,24 @@ int Probe(const neuron::plugin::Config& config, const std::string& path) {
   return 0;
 }
 
+// The flags of the DRA face (plugin/README.md#dra); they matter only with --api dra.
+void AddDraFlags(CLI::App& app, neuron::plugin::Flags& f) {
+  app.add_option("--node-name", f.node_name,
+                 "DRA: this node's name, the ResourceSlice pool (env NODE_NAME)");
+  app.add_option("--cdi-dir", f.cdi_dir,
+                 "DRA: where prepared claims' CDI specs go (env NEURON_DP_CDI_DIR; /var/run/cdi)");
+  app.add_option("--dra.claims", f.dra_claims,
+                 "DRA: neuron-dra-api's claim socket (env NEURON_DP_DRA_CLAIMS; default "
+                 "unix:/run/neuron-node-agent/dra-api.sock)");
+  app.add_option("--dra.taint-effect", f.dra_taint_effect,
+                 "DRA: NoSchedule|NoExecute for an unhealthy device's taint (env "
+                 "NEURON_DP_DRA_TAINT_EFFECT; default NoSchedule)");
+  app.add_option("--dra.partitionable", f.dra_partitionable,
+                 "DRA: also offer NeuronCores (and an UltraServer's neuron-node) through shared "
+                 "counters; needs the API server's DRAPartitionableDevices (env "
+                 "NEURON_DP_DRA_PARTITIONABLE; default false)");
+}
+
 int Main(int argc, char** argv) {
   // glibc gives every thread that allocates its own arena; gRPC's and the HTTP server's threads
   // would each keep one resident. Two are plenty for a process that answers from memory (RSS target
@@ -167,20 +185,7 @@ int Main(int argc, char** argv) {
                  "host|container: the device and core indices pods see (default host)");
   app.add_option("--api", f.api,
                  "Kubelet API: device-plugin|dra (env NEURON_DP_API; default device-plugin)");
-  app.add_option("--node-name", f.node_name,
-                 "DRA: this node's name, the ResourceSlice pool (env NODE_NAME)");
-  app.add_option("--cdi-dir", f.cdi_dir,
-                 "DRA: where prepared claims' CDI specs go (env NEURON_DP_CDI_DIR; /var/run/cdi)");
-  app.add_option("--dra.claims", f.dra_claims,
-                 "DRA: neuron-dra-api's claim socket (env NEURON_DP_DRA_CLAIMS; default "
-                 "unix:/run/neuron-node-agent/dra-api.sock)");
-  app.add_option("--dra.taint-effect", f.dra_taint_effect,
-                 "DRA: NoSchedule|NoExecute for an unhealthy device's taint (env "
-                 "NEURON_DP_DRA_TAINT_EFFECT; default NoSchedule)");
-  app.add_option("--dra.partitionable", f.dra_partitionable,
-                 "DRA: also offer NeuronCores (and an UltraServer's neuron-node) through shared "
-                 "counters; needs the API server's DRAPartitionableDevices (env "
-                 "NEURON_DP_DRA_PARTITIONABLE; default false)");
+  AddDraFlags(app, f);
   app.set_version_flag("--version", neuron::VersionLine("neuron-device-plugin"),
                        "Print the version, revision, build date and compiler, then exit");
   app.footer(
