@@ -96,20 +96,9 @@ std::set<std::string> Units(const Resolved& d, const NodeView& view) {
   } else if (d.core) {
     out.insert(fmt::format("core:{}", *d.core));
   } else if (d.node) {
-    for (const auto& [index, hw] : view.devices) {
-      if (hw.present) device_cores(index);
-    }
+    for (int index : PresentDevices(view)) device_cores(index);
   } else {
     device_cores(d.device);
-  }
-  return out;
-}
-
-// The devices of the node neuron-node stands for: every present one.
-std::vector<int> NodeDevices(const NodeView& view) {
-  std::vector<int> out;
-  for (const auto& [index, hw] : view.devices) {
-    if (hw.present) out.push_back(index);
   }
   return out;
 }
@@ -204,7 +193,7 @@ absl::StatusOr<std::vector<CdiDevice>> CdiDevices(const std::vector<Resolved>& d
     if (!d.efa.empty()) {
       c.device_nodes.push_back(fmt::format("/dev/infiniband/uverbs{}", *d.uverbs));
     } else {
-      for (int index : d.node ? NodeDevices(view) : std::vector<int>{d.device}) {
+      for (int index : d.node ? PresentDevices(view) : std::vector<int>{d.device}) {
         c.device_nodes.push_back(RootPaths("/").DevNeuron(index).string());
       }
       c.env.push_back(env);

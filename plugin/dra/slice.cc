@@ -190,10 +190,7 @@ json CoreDevice(const NodeView& view, const SliceOptions& options, const Hardwar
 // matchAttribute never picks it. Tainted while any device is unhealthy or absent: the node is
 // not whole.
 json NodeDevice(const NodeView& view, const SliceOptions& options) {
-  std::vector<int> present;
-  for (const auto& [index, d] : view.devices) {
-    if (d.present) present.push_back(index);
-  }
+  const std::vector<int> present = PresentDevices(view);
   const HardwareDevice* faulty = FirstFaultyDevice(view);
   json a = json::object();
   a["resourceType"] = {{"string", "neuron_node"}};
@@ -353,6 +350,14 @@ bool IsUltraServerNode(const NodeView& view) {
   return view.ultraserver && !view.ultraserver->supported_modes.empty();
 }
 
+std::vector<int> PresentDevices(const NodeView& view) {
+  std::vector<int> out;
+  for (const auto& [index, d] : view.devices) {
+    if (d.present) out.push_back(index);
+  }
+  return out;
+}
+
 const HardwareDevice* FirstFaultyDevice(const NodeView& view) {
   for (const auto& [index, d] : view.devices) {
     if (!d.healthy && !d.unknown) return &d;
@@ -388,9 +393,7 @@ absl::StatusOr<std::vector<json>> BuildPool(const NodeView& view, const SliceOpt
         EfaDevice(view, options, e, it == served.end() ? std::vector<int>{} : it->second));
   }
   // Without counters the scheduler could give the node and one of its devices to two claims.
-  const bool any_present = std::any_of(view.devices.begin(), view.devices.end(),
-                                       [](const auto& kv) { return kv.second.present; });
-  if (options.partitionable && IsUltraServerNode(view) && any_present) {
+  if (options.partitionable && IsUltraServerNode(view) && !PresentDevices(view).empty()) {
     devices.push_back(NodeDevice(view, options));
   }
   std::vector<json> slices;

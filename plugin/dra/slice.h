@@ -74,6 +74,9 @@ bool IsUltraServerNode(const NodeView& view);
 // The first device (by index) that keeps the node from being whole: unhealthy or absent (unknown
 // health is no fault); nullptr when none. neuron-node's taint and health name it.
 const HardwareDevice* FirstFaultyDevice(const NodeView& view);
+// The indices of the node's present Neuron devices, ascending: what `neuron-node` stands for (its
+// counters, its device nodes, the cores it holds).
+std::vector<int> PresentDevices(const NodeView& view);
 // RFC 1123 label: 1-63 of [a-z0-9-], alphanumeric at both ends.
 absl::Status ValidateDnsLabel(std::string_view what, std::string_view name);
 // RFC 1123 subdomain (node names): up to 253 characters of dot-separated labels.

@@ -4,6 +4,7 @@
 
 #include "core/discovery/ultraserver.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 
 namespace neuron::plugin::dra {
 namespace {
@@ -19,9 +20,7 @@ std::vector<std::string> Env(int mode, std::string_view server_id, int node_id) 
 }
 
 std::string ModesText(const std::vector<int>& modes) {
-  std::string out;
-  for (int m : modes) out += (out.empty() ? "" : ",") + std::to_string(m);
-  return out.empty() ? "none" : out;
+  return modes.empty() ? "none" : fmt::format("{}", fmt::join(modes, ","));
 }
 
 }  // namespace
