@@ -70,4 +70,10 @@ class Canvas {
   std::vector<Cell> cells_;
 };
 
+// A section's title: the first row of `r`, filled in the title style.
+inline void SectionTitle(Canvas& c, const Rect& r, std::string_view text) {
+  c.Fill(Rect{r.y, r.x, 1, r.w}, Style::kTitle);
+  c.Put(r.y, r.x, text, Style::kTitle, r);
+}
+
 }  // namespace neuron::top

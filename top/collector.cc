@@ -15,7 +15,7 @@
 namespace neuron::top {
 namespace {
 
-spdlog::logger& Log() {
+spdlog::logger& CollectorLog() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("top.collector");
   return *log;
 }
@@ -78,7 +78,7 @@ absl::StatusOr<NodeSource::Scan> Collector::ScanInventory() {
   if (!scan.ok()) return scan.status();
   std::vector<std::string> notes = node_.notes();
   if (notes != notes_) {
-    for (const std::string& n : notes) Log().warn("{}", n);
+    for (const std::string& n : notes) CollectorLog().warn("{}", n);
     notes_ = std::move(notes);
   }
   return scan;
@@ -90,7 +90,7 @@ absl::Status Collector::Init() {
   absl::StatusOr<NodeSource::Scan> scan = ScanInventory();
   if (!scan.ok()) return scan.status();
   inventory_ = scan->inventory;
-  for (const std::string& w : inventory_->warnings) Log().warn("{}", w);
+  for (const std::string& w : inventory_->warnings) CollectorLog().warn("{}", w);
   SamplingOptions so{.threads = std::clamp(options_.sampler_threads, 1, 2),
                      .datastore = {},
                      .records = {},
@@ -102,8 +102,8 @@ absl::Status Collector::Init() {
     so.records = [records = records_] { return records; };
   }
   if (!node_.StartSampling(so)) {
-    Log().warn("no answer from the Neuron driver within {} ms; sampling anyway",
-               options_.first_probe_wait.count());
+    CollectorLog().warn("no answer from the Neuron driver within {} ms; sampling anyway",
+                        options_.first_probe_wait.count());
   }
   last_rescan_ = std::chrono::steady_clock::now();
   Step();
@@ -128,7 +128,7 @@ ProcSample Collector::SampleProcesses(const Snapshot& snap) const {
   if (sys.ok()) {
     p.system = *sys;
   } else {
-    Log().debug("{}", std::string{sys.status().message()});
+    CollectorLog().debug("{}", std::string{sys.status().message()});
   }
   for (const int pid : RuntimePids(snap)) {
     absl::StatusOr<ProcessStat> st = proc_.Stat(pid);
@@ -162,7 +162,7 @@ void Collector::RefreshDetails(const Snapshot& snap) {
       d.pod_known = true;
       if (d.pod) SanitizePod(&*d.pod);
     } else {
-      Log().debug("pod of pid {}: {}", pid, std::string{pod.status().message()});
+      CollectorLog().debug("pod of pid {}: {}", pid, std::string{pod.status().message()});
     }
   }
 }
@@ -173,9 +173,9 @@ std::shared_ptr<const TopView> Collector::Step() {
     last_rescan_ = now;
     absl::StatusOr<NodeSource::Scan> scan = ScanInventory();
     if (!scan.ok()) {
-      Log().warn("rescan: {}", std::string{scan.status().message()});
+      CollectorLog().warn("rescan: {}", std::string{scan.status().message()});
     } else if (scan->changed) {  // the Sampler has it already
-      Log().info("inventory changed: {} devices", scan->inventory->devices.size());
+      CollectorLog().info("inventory changed: {} devices", scan->inventory->devices.size());
       inventory_ = scan->inventory;
     }
   }
@@ -191,7 +191,7 @@ std::shared_ptr<const TopView> Collector::Step() {
   if (kind == SampleKind::kFull) memory_signature_at_full_ = memory_signature_;
   // The same unreadable file fails every sample (reset is root-only): log what changed.
   if (snap->errors != logged_errors_) {
-    for (const std::string& e : snap->errors) Log().warn("{}", e);
+    for (const std::string& e : snap->errors) CollectorLog().warn("{}", e);
     logged_errors_ = snap->errors;
   }
 
@@ -239,7 +239,7 @@ void Collector::Publish(std::shared_ptr<const TopView> view) {
   }
   const uint64_t one = 1;
   if (notify_fd_.valid() && ::write(notify_fd_.get(), &one, sizeof(one)) < 0 && errno != EAGAIN) {
-    Log().warn("notify: {}", std::strerror(errno));
+    CollectorLog().warn("notify: {}", std::strerror(errno));
   }
 }
 

@@ -18,7 +18,7 @@
 namespace neuron::top {
 namespace {
 
-spdlog::logger& Log() {
+spdlog::logger& UiLog() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("top.ui");
   return *log;
 }
@@ -144,7 +144,7 @@ int64_t RealtimeNanos() {
 
 int RunTui(Collector& collector, const TuiOptions& options) {
   if (initscr() == nullptr) {
-    Log().error("initscr failed");
+    UiLog().error("initscr failed");
     return 1;
   }
   cbreak();
@@ -166,7 +166,7 @@ int RunTui(Collector& collector, const TuiOptions& options) {
       Blit(Paint(view.get(), ui, layout, options.version), attrs);
       if (first_frame) {
         // bench/top_bench reads this line to measure start-up to first frame.
-        Log().info("first frame at realtime_ns={}", RealtimeNanos());
+        UiLog().info("first frame at realtime_ns={}", RealtimeNanos());
         first_frame = false;
       }
       dirty = false;
@@ -174,7 +174,7 @@ int RunTui(Collector& collector, const TuiOptions& options) {
     pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {collector.notify_fd(), POLLIN, 0}};
     const int n = ::poll(fds, 2, -1);
     if (n < 0 && errno != EINTR) {
-      Log().error("poll: {}", std::strerror(errno));
+      UiLog().error("poll: {}", std::strerror(errno));
       break;
     }
     if (n > 0 && (fds[1].revents & POLLIN) != 0) {

@@ -12,11 +12,6 @@
 namespace neuron::top {
 namespace {
 
-void Header(Canvas& c, const Rect& r, std::string_view text) {
-  c.Fill(Rect{r.y, r.x, 1, r.w}, Style::kTitle);
-  c.Put(r.y, r.x, text, Style::kTitle, r);
-}
-
 int Ticks(int width, double fraction) {
   return std::clamp(static_cast<int>(std::lround(std::clamp(fraction, 0.0, 1.0) * width)), 0,
                     width);
@@ -84,7 +79,7 @@ void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, c
     title += fmt::format("   ND{}-ND{} of {} (PgUp/PgDn)", app.grid[first].index,
                          app.grid[first + g.visible_devices - 1].index, devices);
   }
-  Header(c, r, title);
+  SectionTitle(c, r, title);
   if (r.h < 2) return;
   // Only when the runtimes' live data could be read: otherwise nobody knows whether a runtime
   // is there (the status line says why, the cells say N/A).
@@ -129,7 +124,7 @@ void PaintStatus(Canvas& c, const Rect& r, const TopView& v) {
 }
 
 void PaintVcpu(Canvas& c, const Rect& r, const TopView& v, const AppView& app) {
-  Header(c, r, "vCPU Utilization");
+  SectionTitle(c, r, "vCPU Utilization");
   struct Line {
     std::string_view label;
     const CpuUsage& usage;
@@ -157,7 +152,7 @@ void PaintVcpu(Canvas& c, const Rect& r, const TopView& v, const AppView& app) {
 }
 
 void PaintMemorySummary(Canvas& c, const Rect& r, const AppView& app) {
-  Header(c, r, "Memory Usage Summary");
+  SectionTitle(c, r, "Memory Usage Summary");
   struct Field {
     std::string_view name;
     std::optional<uint64_t> bytes;

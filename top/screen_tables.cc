@@ -12,17 +12,12 @@
 namespace neuron::top {
 namespace {
 
-void Header(Canvas& c, const Rect& r, std::string_view text) {
-  c.Fill(Rect{r.y, r.x, 1, r.w}, Style::kTitle);
-  c.Put(r.y, r.x, text, Style::kTitle, r);
-}
-
 // U+2581..U+2588: eighths of a cell, bottom up.
 constexpr std::u32string_view kBlocks = U"▁▂▃▄▅▆▇█";
 
 void Plot(Canvas& c, const Rect& r, std::string_view title,
           const std::vector<std::optional<double>>& series, Style style) {
-  Header(c, r, title);
+  SectionTitle(c, r, title);
   const int rows = r.h - 1;
   constexpr int kAxis = 5;  // "100% "
   const int cols = r.w - kAxis;
@@ -110,7 +105,7 @@ std::vector<const Col*> ColumnsFitting(int width) {
 }  // namespace
 
 void PaintTree(Canvas& c, const Rect& r, const AppView& app, const UiState& ui) {
-  Header(c, r, "Memory Usage Details");
+  SectionTitle(c, r, "Memory Usage Details");
   if (r.h < 2) return;
   const int col_host = r.x + r.w - 14;
   const int col_dev = col_host - 16;

@@ -101,7 +101,7 @@ std::string DriverLayoutProblem(const Inventory& inv) {
 namespace discovery_internal {
 namespace {
 
-spdlog::logger& Log() {
+spdlog::logger& DiscoveryLog() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("discovery");
   return *log;
 }
@@ -295,8 +295,8 @@ void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identi
   if (spec != nullptr) {
     absl::StatusOr<int> resolved = ResolveLnc(*spec, lnc);
     if (!resolved.ok()) {
-      Log().warn("{}; using the default LNC {}", std::string{resolved.status().message()},
-                 spec->default_lnc);
+      DiscoveryLog().warn("{}; using the default LNC {}", std::string{resolved.status().message()},
+                          spec->default_lnc);
       resolved = spec->default_lnc;
     }
     lnc = *resolved;

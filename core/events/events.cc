@@ -25,7 +25,7 @@ using events_internal::NodeWatch;
 using events_internal::Presence;
 using events_internal::Uevent;
 
-spdlog::logger& Log() {
+spdlog::logger& EventsLog() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("events");
   return *log;
 }
@@ -184,7 +184,7 @@ void Events::Impl::Run() {
     if (km >= 0) fds[nfds++] = {kmsg_->pollable_fd(), POLLIN, 0};
     const int rc = ::poll(fds, static_cast<nfds_t>(nfds), timeout_ms);
     if (rc < 0 && errno != EINTR) {
-      Log().error("poll: {}", std::strerror(errno));
+      EventsLog().error("poll: {}", std::strerror(errno));
       std::this_thread::sleep_for(options_.state_poll);
       continue;
     }
@@ -311,7 +311,7 @@ void Events::Impl::OpenKmsg(KmsgReader::StartAt start) {
   if (!r.ok()) {
     // Logged once at start; later attempts stay quiet until the log appears.
     if (start == KmsgReader::StartAt::kEnd) {
-      Log().warn("kernel log not watched yet: {}", std::string{r.status().message()});
+      EventsLog().warn("kernel log not watched yet: {}", std::string{r.status().message()});
     }
     return;
   }
@@ -332,12 +332,12 @@ void Events::Impl::ReadKmsg(std::vector<Event>* out) {
         out->push_back(std::move(e));
       },
       [&](std::string_view raw, const absl::Status& why) {
-        Log().warn("{}: skipping malformed record: {}", kmsg_->display(),
-                   std::string{why.message()});
+        EventsLog().warn("{}: skipping malformed record: {}", kmsg_->display(),
+                         std::string{why.message()});
         (void)raw;
       });
   if (!s.ok()) {
-    Log().error("{}; reopening the kernel log", std::string{s.message()});
+    EventsLog().error("{}; reopening the kernel log", std::string{s.message()});
     kmsg_.reset();
   }
 }

@@ -22,7 +22,7 @@ constexpr size_t kFileChunk = 256 * 1024;
 // Guard against a device that keeps failing with EINVAL/EPIPE without making progress.
 constexpr int kMaxSkipsPerCall = 1024;
 
-spdlog::logger& Log() {
+spdlog::logger& KmsgLog() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("kmsg");
   return *log;
 }
@@ -231,9 +231,9 @@ absl::Status KmsgReader::ReadStream(const RecordFn& on_record, const MalformedFn
     if ((err == EPIPE || err == EINVAL) && ++skips <= kMaxSkipsPerCall) {
       // EPIPE: the ring buffer overwrote records we had not read; the next read continues with
       // the oldest one left. EINVAL: a record did not fit; the kernel has moved past it.
-      Log().warn("{}: {}; skipping", display_,
-                 err == EPIPE ? "kernel log records were overwritten before we read them"
-                              : "a record was larger than the read buffer");
+      KmsgLog().warn("{}: {}; skipping", display_,
+                     err == EPIPE ? "kernel log records were overwritten before we read them"
+                                  : "a record was larger than the read buffer");
       continue;
     }
     return absl::UnavailableError(fmt::format("read {}: {}", display_, std::strerror(err)));

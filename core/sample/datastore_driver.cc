@@ -48,7 +48,7 @@
 namespace neuron {
 namespace {
 
-spdlog::logger& Log() {
+spdlog::logger& DatastoreLog() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("datastore");
   return *log;
 }
@@ -383,10 +383,10 @@ void DriverDatastoreReader::SayHowRuntimesAreNoticed(const HolderView& view) {
   if (logged_reason_ && *logged_reason_ == view.reason) return;
   logged_reason_ = view.reason;
   if (view.reason.empty()) {
-    Log().info("runtimes are noticed in {} by device number; idle devices are not opened",
-               proc_.proc_dir().string());
+    DatastoreLog().info("runtimes are noticed in {} by device number; idle devices are not opened",
+                        proc_.proc_dir().string());
   } else {
-    Log().warn(
+    DatastoreLog().warn(
         "cannot see which processes hold the Neuron devices: {}; devices whose holders are "
         "unknown are opened every {} ms to look for runtimes, which the driver logs "
         "(npid_attach, npid_detach)",
@@ -559,9 +559,10 @@ void DriverDatastoreReader::ProbeLoop() {
     lock.lock();
     if (next.up != state_.up || next.reason != state_.reason || !state_.known) {
       if (next.up) {
-        Log().info("live datastores readable through the driver ({} devices)", devices.size());
+        DatastoreLog().info("live datastores readable through the driver ({} devices)",
+                            devices.size());
       } else {
-        Log().warn("live datastores unavailable: {}", next.reason);
+        DatastoreLog().warn("live datastores unavailable: {}", next.reason);
       }
     }
     state_ = next;

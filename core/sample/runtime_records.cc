@@ -19,7 +19,7 @@
 namespace neuron {
 namespace {
 
-spdlog::logger& Log() {
+spdlog::logger& LibnrtLog() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("libnrt");
   return *log;
 }
@@ -97,9 +97,9 @@ class LibnrtRecordsReader final : public RuntimeRecordsReader {
   LibnrtRecordsReader(std::string path, absl::StatusOr<Api> api)
       : path_(std::move(path)), api_(std::move(api)) {
     if (api_.ok()) {
-      Log().info("runtime records through {}", path_);
+      LibnrtLog().info("runtime records through {}", path_);
     } else {
-      Log().warn("runtime records unavailable: {}", std::string{api_.status().message()});
+      LibnrtLog().warn("runtime records unavailable: {}", std::string{api_.status().message()});
     }
   }
 
@@ -139,7 +139,7 @@ void LibnrtRecordsReader::Close(Device& d) const {
 
 void LibnrtRecordsReader::NoteFailure(const std::string& what) {
   if (logged_.size() < 1000 && logged_.insert(what).second) {
-    Log().warn("runtime records unreadable: {}", what);
+    LibnrtLog().warn("runtime records unreadable: {}", what);
   }
 }
 

@@ -13,7 +13,7 @@
 namespace neuron {
 namespace {
 
-spdlog::logger& Log() {
+spdlog::logger& SamplerLog() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("sampler");
   return *log;
 }
@@ -299,8 +299,8 @@ std::shared_ptr<const Snapshot> Sampler::Sample(SampleKind kind) {
 
   snap->duration = std::chrono::steady_clock::now() - start;
   if (!snap->errors.empty()) {
-    Log().debug("sample {}: {} errors, first: {}", snap->generation, snap->errors.size(),
-                snap->errors.front());
+    SamplerLog().debug("sample {}: {} errors, first: {}", snap->generation, snap->errors.size(),
+                       snap->errors.front());
   }
   last_ = snap;
   return last_;

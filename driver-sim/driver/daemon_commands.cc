@@ -15,8 +15,6 @@ namespace neuron::sim {
 namespace {
 
 using daemon_internal::Clock;
-using daemon_internal::kKernErr;
-using daemon_internal::kKernInfo;
 using daemon_internal::kResetRequestAll;
 
 CtlReply Ok(std::string payload) { return {CtlOutcome::kOk, "", std::move(payload)}; }

@@ -20,8 +20,6 @@ namespace {
 
 using daemon_internal::Clock;
 using daemon_internal::EpochMs;
-using daemon_internal::kKernErr;
-using daemon_internal::kKernInfo;
 using daemon_internal::kResetRequestAll;
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "driver-sim/driver/ds_mirror.h"
 #include "driver-sim/driver/faults.h"
 #include "driver-sim/driver/node_info.h"
+#include "driver-sim/driver/printk_levels.h"
 #include "driver-sim/driver/sim_tree.h"
 
 namespace neuron::sim {
@@ -35,8 +36,6 @@ namespace daemon_internal {
 
 using Clock = std::chrono::steady_clock;
 
-inline constexpr int kKernErr = 3;
-inline constexpr int kKernInfo = 6;
 // Request id of probe and sysfs resets, NEURON_RESET_REQUEST_ALL
 // (docs/driver-interface.md#reset-and-state).
 inline constexpr uint32_t kResetRequestAll = 0xffffffffu;

@@ -29,7 +29,6 @@ constexpr auto kLockHoldersMaxAge = std::chrono::milliseconds(100);
 // The kmalloc'd answer is not zeroed by the driver: unused UUIDs and padding hold whatever
 // was there. A visible pattern keeps readers honest about it.
 constexpr uint8_t kUninitialised = 0xa5;
-using driver_server_internal::kKernErr;
 
 // The datastore chunk's DMA address as the driver reports it: opaque, OR'd with the PCIe host
 // base (1 << 44 on v2, 1 << 46 on v3).

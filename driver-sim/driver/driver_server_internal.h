@@ -13,6 +13,7 @@
 
 #include "core/base/unique_fd.h"
 #include "driver-sim/driver/driver_server.h"
+#include "driver-sim/driver/printk_levels.h"
 #include "driver-sim/driver/sim_driver_proto.h"
 
 namespace neuron::sim {
@@ -23,9 +24,6 @@ inline constexpr size_t kSlotSize = NEURON_ABI_DS_SIZE;
 // The flush that detaches a process sleeps this long before it releases the process's state
 // (docs/driver-interface.md#abi-open-semantics: msleep(10) in ncdev_flush).
 inline constexpr auto kFlushSleep = std::chrono::milliseconds(10);
-// printk levels of the driver's lines (pr_err, pr_info).
-inline constexpr int kKernErr = 3;
-inline constexpr int kKernInfo = 6;
 
 }  // namespace driver_server_internal
 

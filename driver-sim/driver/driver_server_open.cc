@@ -19,8 +19,6 @@
 namespace neuron::sim {
 
 using driver_server_internal::kFlushSleep;
-using driver_server_internal::kKernErr;
-using driver_server_internal::kKernInfo;
 using driver_server_internal::kSlots;
 
 int DriverServer::Open(Client& c, const nsim_request& rq, bool* wait) {

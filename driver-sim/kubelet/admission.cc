@@ -24,15 +24,11 @@
 
 #include "core/model/device_id.h"
 #include "driver-sim/kubelet/emulator_impl.h"
+#include "driver-sim/kubelet/rpc_error.h"
 
 namespace neuron::sim {
 
 namespace {
-
-std::string RpcError(const grpc::Status& s) {
-  return fmt::format("rpc error: code = {} desc = {}", static_cast<int>(s.error_code()),
-                     s.error_message());
-}
 
 // The kubelet's admission message for any error of the device manager's Allocate.
 absl::Status Unexpected(const std::string& cause) {

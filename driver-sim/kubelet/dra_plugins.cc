@@ -26,6 +26,7 @@
 
 #include "dra/v1/api.grpc.pb.h"
 #include "dra/v1beta1/api.grpc.pb.h"
+#include "driver-sim/kubelet/rpc_error.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 
 namespace neuron::sim {
@@ -39,11 +40,6 @@ constexpr std::string_view kV1beta1 = "v1beta1.DRAPlugin";
 constexpr std::chrono::milliseconds kFirstRetry{500};
 constexpr std::chrono::milliseconds kMaxRetry{122'000};
 constexpr std::chrono::seconds kDialTimeout{10};  // operation_generator's dial/GetInfo deadline
-
-std::string RpcError(const grpc::Status& s) {
-  return fmt::format("rpc error: code = {} desc = {}", static_cast<int>(s.error_code()),
-                     s.error_message());
-}
 
 std::string Quoted(const std::vector<std::string>& list) {
   std::string out = "[";

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "driver-sim/kubelet/emulator_impl.h"
+#include "driver-sim/kubelet/rpc_error.h"
 
 namespace neuron::sim {
 
@@ -115,11 +116,6 @@ class RegistrationService final : public v1beta1::Registration::Service {
 // A Go error returned from a gRPC handler reaches the client as code Unknown with its text.
 grpc::Status GoError(std::string message) {
   return grpc::Status(grpc::StatusCode::UNKNOWN, std::move(message));
-}
-
-std::string RpcError(const grpc::Status& s) {
-  return fmt::format("rpc error: code = {} desc = {}", static_cast<int>(s.error_code()),
-                     s.error_message());
 }
 
 }  // namespace

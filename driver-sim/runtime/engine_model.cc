@@ -29,8 +29,6 @@ constexpr double kDmaEngineBytesPerSTrn1 = 17e9;
 constexpr double kDmaEngineBytesPerSTrn2 = 23e9;
 constexpr double kDmaStartSeconds = 1300e-9;
 
-int64_t Ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
-
 bool IsFp32(int dtype) {
   return dtype == NRT_DTYPE_FLOAT32 || dtype == NRT_DTYPE_FP32R || dtype == NRT_DTYPE_INT32 ||
          dtype == NRT_DTYPE_UINT32 || dtype == NRT_DTYPE_INT64 || dtype == NRT_DTYPE_UINT64;
@@ -143,9 +141,9 @@ OpCost CostOp(const Op& op, const CoreEngines& e) {
   const double dma = op.bytes / e.dma_bytes_per_s;
   if (op.bytes > 0) overhead += kDmaStartSeconds;
   if (compute == 0 && dma == 0) overhead = 0;  // an empty op issues nothing
-  c.compute_ns = Ns(compute);
-  c.dma_ns = Ns(dma);
-  c.fixed_ns = Ns(overhead);
+  c.compute_ns = SecondsToNs(compute);
+  c.dma_ns = SecondsToNs(dma);
+  c.fixed_ns = SecondsToNs(overhead);
   c.ns = std::max(c.compute_ns, c.dma_ns) + c.fixed_ns;
   if (c.fixed_ns > std::max(c.compute_ns, c.dma_ns)) {
     c.bound = Bound::kLatency;

@@ -3,6 +3,7 @@
 // catalog (docs/hardware.md), giving logical core locations, per-core performance and HBM,
 // NeuronLink routes and the EFA nearest each device. Immutable after Load; thread-safe.
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -13,6 +14,11 @@
 #include "driver-sim/driver/node_info.h"
 
 namespace neuron::nrt {
+
+// The model's seconds as the nanoseconds execution times are kept in, rounded.
+inline int64_t SecondsToNs(double seconds) {
+  return static_cast<int64_t>(std::llround(seconds * 1e9));
+}
 
 // Peak rates of one logical core (docs/hardware.md#roofline; a logical core at LNC=2 is twice a
 // physical one), in FLOP/s and bytes/s.

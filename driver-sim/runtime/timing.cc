@@ -6,8 +6,6 @@
 namespace neuron::nrt {
 namespace {
 
-int64_t Ns(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1e9)); }
-
 // Ring steps and the fraction of the buffer one rank sends, for a ring of n.
 double Steps(CollKind kind, double n) { return (kind == CollKind::kAllReduce ? 2 : 1) * (n - 1); }
 double Fraction(CollKind kind, double n) { return Steps(kind, n) / n; }
@@ -53,8 +51,8 @@ CollectiveCost CostCollective(CollKind kind, double bytes, uint64_t local, uint6
     efa = kEfaCollectiveFixedS + Steps(kind, m) * kAlphaInterNodeS +
           c.efa_bytes / path.efa_bytes_per_s;
   }
-  c.intra_ns = Ns(intra);
-  c.efa_ns = Ns(efa);
+  c.intra_ns = SecondsToNs(intra);
+  c.efa_ns = SecondsToNs(efa);
   c.ns = c.intra_ns + c.efa_ns;
   return c;
 }

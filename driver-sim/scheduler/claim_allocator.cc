@@ -45,7 +45,7 @@ struct Candidate {
   auto Key() const { return std::tie(driver, pool, name); }
 };
 
-struct Node {
+struct NodeInventory {
   std::vector<Pool> pools;
   std::vector<Candidate> devices;
 };
@@ -123,7 +123,7 @@ std::string CheckConsumption(const Pool& pool, const Candidate& c) {
 // One complete pool's devices; `used` devices' consumption comes off its counters.
 absl::Status AddPool(const std::string& driver, const std::string& name,
                      const std::vector<const json*>& slices, const std::set<DeviceKey>& used,
-                     Node& node) {
+                     NodeInventory& node) {
   Pool pool{driver, name, {}, {}};
   if (absl::Status s = CounterSets(slices, pool); !s.ok()) return s;
   std::vector<Candidate> devices;
@@ -152,7 +152,8 @@ absl::Status AddPool(const std::string& driver, const std::string& name,
 }
 
 // The node's devices: the newest generation of each complete pool, in slice and device order.
-absl::StatusOr<Node> NodeDevices(const AllocationInput& in, const std::set<DeviceKey>& used) {
+absl::StatusOr<NodeInventory> NodeDevices(const AllocationInput& in,
+                                          const std::set<DeviceKey>& used) {
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, std::vector<const json*>>> pools;
   for (const json& slice : in.slices) {
     const json& spec = slice.at("spec");
@@ -162,7 +163,7 @@ absl::StatusOr<Node> NodeDevices(const AllocationInput& in, const std::set<Devic
     if (slices.empty() || g > generation) slices.clear(), generation = g;
     if (g == generation) slices.push_back(&slice);
   }
-  Node node;
+  NodeInventory node;
   for (const auto& [key, pool] : pools) {
     const size_t expected =
         pool.second.front()->at("spec").at("pool").value("resourceSliceCount", 1);
@@ -191,7 +192,7 @@ std::set<DeviceKey> InUse(const AllocationInput& in) {
 }
 
 // Can the device be allocated on its own, given what allocated claims consume?
-bool CountersSuffice(const Node& node, const Candidate& d) {
+bool CountersSuffice(const NodeInventory& node, const Candidate& d) {
   const Pool& pool = node.pools[d.pool_index];
   for (const CounterUse& use : d.consumes) {
     Quantity left = pool.available.at(use.key);
@@ -240,8 +241,8 @@ const json* FindClass(const AllocationInput& in, const std::string& name) {
 
 // One request's candidates, in node order: free (not held, and the counters it consumes not
 // used up by allocated claims), tolerated, and matching every selector of its class and its own.
-absl::StatusOr<Request> RequestOf(const json& r, const AllocationInput& in, const Node& node,
-                                  const std::set<DeviceKey>& used) {
+absl::StatusOr<Request> RequestOf(const json& r, const AllocationInput& in,
+                                  const NodeInventory& node, const std::set<DeviceKey>& used) {
   for (const char* field : {"firstAvailable", "adminAccess"}) {
     if (r.contains(field) || r.value("exactly", json::object()).contains(field)) {
       return absl::InvalidArgumentError(Cat("request ", r.value("name", ""), ": ", field,
@@ -287,7 +288,8 @@ struct Constraint {
 // each device that consumes counters takes them from its pool for as long as it is chosen.
 class Search {
  public:
-  Search(const Node& node, std::vector<Request> requests, std::vector<Constraint> constraints)
+  Search(const NodeInventory& node, std::vector<Request> requests,
+         std::vector<Constraint> constraints)
       : node_(node),
         requests_(std::move(requests)),
         constraints_(std::move(constraints)),
@@ -368,7 +370,7 @@ class Search {
     for (const CounterUse& use : d.consumes) consumed_[d.pool_index][use.key] -= use.value;
   }
 
-  const Node& node_;
+  const NodeInventory& node_;
   std::vector<Request> requests_;
   std::vector<Constraint> constraints_;
   std::vector<std::optional<AttributeValue>> pinned_;
@@ -419,7 +421,7 @@ json ConfigOf(const json& devices, const std::vector<Request>& requests,
 }
 
 // Why pools of the node cannot be allocated from, for a failure's text ("" when all can).
-std::string InvalidPools(const Node& node) {
+std::string InvalidPools(const NodeInventory& node) {
   std::string out;
   for (const Pool& p : node.pools) {
     if (!p.invalid.empty()) {
@@ -434,7 +436,7 @@ std::string InvalidPools(const Node& node) {
 absl::StatusOr<json> AllocateClaim(const json& claim, const AllocationInput& input) try {
   const json devices_spec = claim.at("spec").value("devices", json::object());
   const std::set<DeviceKey> used = InUse(input);
-  absl::StatusOr<Node> node = NodeDevices(input, used);
+  absl::StatusOr<NodeInventory> node = NodeDevices(input, used);
   if (!node.ok()) return node.status();
   std::vector<Request> requests;
   for (const json& r : devices_spec.value("requests", json::array())) {

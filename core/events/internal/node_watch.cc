@@ -19,7 +19,7 @@ namespace {
 using udev_util::UdevDevice;
 using udev_util::UdevEnumerate;
 
-spdlog::logger& Log() {
+spdlog::logger& NodeWatchLog() {
   static std::shared_ptr<spdlog::logger> log = ComponentLogger("events");
   return *log;
 }
@@ -97,7 +97,7 @@ absl::Status NodeWatch::Open() {
         fmt::format("inotify_init1: {}{}", std::strerror(err),
                     err == EMFILE ? "; consider increasing fs.inotify.max_user_instances" : "");
     if (mode_ == WatchMode::kDirectory) return absl::ResourceExhaustedError(msg);
-    Log().warn("{}; a file-based kernel log is then read on the poll timer only", msg);
+    NodeWatchLog().warn("{}; a file-based kernel log is then read on the poll timer only", msg);
   }
   if (mode_ == WatchMode::kDirectory) {
     for (const auto& dir :
@@ -145,8 +145,9 @@ void NodeWatch::ArmWatches() {
         break;
       }
       if (errno == ENOSPC) {
-        Log().error("inotify_add_watch {}: {}; consider increasing fs.inotify.max_user_watches",
-                    p.string(), std::strerror(errno));
+        NodeWatchLog().error(
+            "inotify_add_watch {}: {}; consider increasing fs.inotify.max_user_watches", p.string(),
+            std::strerror(errno));
         return;
       }
       if (p == top || p == p.parent_path()) break;
