@@ -3,7 +3,7 @@ PRESET ?= dev
 JOBS   ?= $(shell nproc)
 BUILD  := build/$(PRESET)
 
-.PHONY: all deps configure build test test-fast test-asan test-tsan demo demo-cluster demo-dra bench fuzz soak \
+.PHONY: all deps configure build binaries build-cost test test-fast test-asan test-tsan demo demo-cluster demo-dra bench fuzz soak \
         reliability check format deploy-gen image clean
 
 all: build
@@ -17,6 +17,10 @@ configure: deps
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
+
+# Only what the demos run (the CMake target `binaries`): no test, fuzz driver or benchmark.
+binaries: configure
+	cmake --build $(BUILD) -j $(JOBS) --target binaries
 
 # Cluster tests (label `cluster`, tests/CMakeLists.txt) run in the dev build only, not under the
 # sanitizers: several simulated nodes with their agents and a job cost minutes there
@@ -40,17 +44,22 @@ test-tsan: deps
 	ctest --preset tsan -j $(JOBS) --timeout 600 -L tsan
 
 # INSTANCE: any type of the catalog (default trn1.32xlarge), e.g. INSTANCE=trn2.48xlarge (LNC=2).
-demo: build
+demo: binaries
 	@scripts/demo.sh $(BUILD) $(INSTANCE)
 
 # The same story on a simulated two-node cluster, with a real Prometheus over both nodes.
-demo-cluster: build
+demo-cluster: binaries
 	@scripts/demo-cluster.sh $(BUILD)
 
 # The same story with Dynamic Resource Allocation: slice, claim, prepare, train, attribute, taint on
 # a fault, release (docs/OPERATIONS.md#dra).
-demo-dra: build
+demo-dra: binaries
 	@scripts/demo-dra.sh $(BUILD)
+
+# Where the build's time went: step time per room and the slowest units, from .ninja_log
+# (scripts/build-cost.py; docs/build.md#build-cost).
+build-cost:
+	@scripts/build-cost.py $(BUILD)
 
 # Only the benchmark programs and what they run, in a release build (bench/CMakeLists.txt).
 bench: deps
