@@ -8,7 +8,8 @@
 #           working tree it also takes uncommitted and untracked sources), using the compile
 #           commands of build/dev (configure and build the dev preset first: generated headers
 #           must exist). Headers are checked through the sources that include them (.clang-tidy's
-#           HeaderFilterRegex). Only sources with a compile command go to clang-tidy.
+#           HeaderFilterRegex). Only sources with a compile command go to clang-tidy; a source
+#           of a unity batch gets its batch's (scripts/unity-compile-db.py).
 # Any finding fails the check.
 #
 # Usage: scripts/check.sh [all|format|tidy] [BASE]
@@ -63,11 +64,18 @@ check_tidy() {
     echo "check: clang-tidy skipped: no commit $base to compare with (a --depth 1 clone has none)" >&2
     return 0
   fi
-  local db=$build/compile_commands.json
-  if [ ! -f "$db" ]; then
-    echo "check: $db is missing: configure and build the dev preset first (make build)" >&2
+  if [ ! -f "$build/compile_commands.json" ]; then
+    echo "check: $build/compile_commands.json is missing: configure and build the dev preset" \
+      "first (make build)" >&2
     return 1
   fi
+  local tmp
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
+  # One command per source: the dev preset compiles our libraries in unity batches, whose
+  # database entries name the batches (scripts/unity-compile-db.py).
+  scripts/unity-compile-db.py "$build" "$tmp/db"
+  local db=$tmp/db/compile_commands.json
   # C++ sources changed since $base (committed, uncommitted or untracked), those still present.
   local changed=() with_commands=() f
   mapfile -t changed < <({ git diff --name-only --diff-filter=d "$base" -- '*.cc'
@@ -84,14 +92,11 @@ check_tidy() {
     rc=1
   fi
   echo "check: clang-tidy on ${#with_commands[@]} of ${#changed[@]} C++ sources changed since" \
-       "$base (those with compile commands in $db)"
+       "$base (those with compile commands in $build)"
   [ ${#with_commands[@]} -eq 0 ] && return $rc
 
   # The repository's configuration and the function-size limit: --config-file replaces
   # .clang-tidy, so it is a copy of it with the option added; --checks adds the check itself.
-  local tmp
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"; trap - RETURN' RETURN
   if grep -q '^CheckOptions:' .clang-tidy; then
     sed '/^CheckOptions:/a\  - key: readability-function-size.LineThreshold\n    value: 80' \
       .clang-tidy >"$tmp/config"
@@ -106,7 +111,7 @@ check_tidy() {
       log="$1/$(printf "%s" "$2" | tr / _).log"
       clang-tidy -p "$3" --quiet --config-file="$1/config" \
         --checks=readability-function-size --warnings-as-errors="*" "$2" >"$log" 2>&1 ||
-        echo "$2" >>"$1/failed"' _ "$tmp" {} "$build"
+        echo "$2" >>"$1/failed"' _ "$tmp" {} "$tmp/db"
   cat "$tmp"/*.log | grep -v -E '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$' || true
   if [ -s "$tmp/failed" ]; then
     echo "check: clang-tidy findings in: $(sort "$tmp/failed" | tr '\n' ' ')" >&2
