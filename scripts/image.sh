@@ -2,7 +2,10 @@
 # The container image (deploy/Dockerfile), built with whichever engine works on this machine.
 #   scripts/image.sh build [REF]   build the image as REF (`make image`; default
 #                                  neuron-node-agent:<project version>), and its build stage as
-#                                  REF-build, then print the sizes below
+#                                  REF-build, then print the sizes below. With
+#                                  IMAGE_BINARIES=DIR (a release build directory, e.g.
+#                                  build/release), the image takes DIR's five binaries instead of
+#                                  compiling its own (the Dockerfile's `prebuilt` target)
 #   scripts/image.sh sizes [REF]   each stage's size, and its base's, as the engine stores them
 #   scripts/image.sh engine        the engine `build` would use
 #   scripts/image.sh revision      the revision `build` passes (core/base/version.cmake's)
@@ -83,12 +86,35 @@ build() {
   rev=$(revision)
   args+=(--build-arg "NEURON_BUILD_REVISION=$rev")
   log "$e: $ref at revision $rev (bases ready after $((SECONDS - start)) s)"
+  if [ -n "${IMAGE_BINARIES:-}" ]; then
+    build_prebuilt "$e" "$ref" "$IMAGE_BINARIES" "${args[@]}"
+    log "built $ref from $IMAGE_BINARIES in $((SECONDS - start)) s"
+    return
+  fi
   # build_cmd's words, unquoted: the command and its options.
   $(build_cmd "$e") -f deploy/Dockerfile "${args[@]}" -t "$ref" .
   # The build stage under its own name, for its size: every step is in the layer cache by now.
   $(build_cmd "$e") -q -f deploy/Dockerfile "${args[@]}" --target build -t "$ref-build" . >/dev/null
   log "built $ref in $((SECONDS - start)) s"
   sizes "$e" "$ref"
+}
+
+# The binaries the image ships, as the build stage installs them (deploy/Dockerfile).
+image_binaries=(plugin/neuron-device-plugin monitor/neuron-exporter top/neuron-ls top/neuron-top
+  plugin/kubeapi/neuron-dra-api)
+
+build_prebuilt() {  # build_prebuilt ENGINE REF DIR BUILD-ARGS...: the `prebuilt` target around DIR's
+  local e=$1 ref=$2 dir=$3 context b
+  shift 3
+  context=$(mktemp -d "${TMPDIR:-/tmp}/image-context.XXXXXX")
+  # shellcheck disable=SC2064  # the path is fixed now
+  trap "rm -rf '$context'" RETURN
+  mkdir "$context/bin"
+  for b in "${image_binaries[@]}"; do
+    [ -x "$dir/$b" ] || { log "$dir/$b is missing: build the target binaries in $dir first"; exit 1; }
+    install -m 0755 "$dir/$b" "$context/bin/"
+  done
+  $(build_cmd "$e") -f "$PWD/deploy/Dockerfile" "$@" --target prebuilt -t "$ref" "$context"
 }
 
 case "${1:-}" in
