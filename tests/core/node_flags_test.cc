@@ -8,32 +8,28 @@
 
 #include <map>
 
+#include "tests/support/fake_env.h"
+
 namespace neuron {
 namespace {
 
 using ::testing::HasSubstr;
 
-GetEnvFn Env(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using neuron::testing::EnvOf;
 
 TEST(NodeFlagsTest, DefaultsThenEnvironmentThenFlags) {
-  absl::StatusOr<NodeFlags> f = ResolveNodeFlags({}, Env({}));
+  absl::StatusOr<NodeFlags> f = ResolveNodeFlags({}, EnvOf({}));
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->root, "/");
   EXPECT_EQ(f->lnc, 0);
 
-  f = ResolveNodeFlags({}, Env({{"NEURON_ROOT", "/host"}, {"NEURON_LOGICAL_NC_CONFIG", "1"}}));
+  f = ResolveNodeFlags({}, EnvOf({{"NEURON_ROOT", "/host"}, {"NEURON_LOGICAL_NC_CONFIG", "1"}}));
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->root, "/host");
   EXPECT_EQ(f->lnc, 1);
 
   f = ResolveNodeFlags({.root = "/sim", .lnc = "2"},
-                       Env({{"NEURON_ROOT", "/host"}, {"NEURON_LOGICAL_NC_CONFIG", "1"}}));
+                       EnvOf({{"NEURON_ROOT", "/host"}, {"NEURON_LOGICAL_NC_CONFIG", "1"}}));
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->root, "/sim");
   EXPECT_EQ(f->lnc, 2);
@@ -42,7 +38,7 @@ TEST(NodeFlagsTest, DefaultsThenEnvironmentThenFlags) {
 // A manifest that sets a variable to "" leaves it unset.
 TEST(NodeFlagsTest, EmptyVariablesCountAsUnset) {
   absl::StatusOr<NodeFlags> f =
-      ResolveNodeFlags({}, Env({{"NEURON_ROOT", ""}, {"NEURON_LOGICAL_NC_CONFIG", ""}}));
+      ResolveNodeFlags({}, EnvOf({{"NEURON_ROOT", ""}, {"NEURON_LOGICAL_NC_CONFIG", ""}}));
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->root, "/");
   EXPECT_EQ(f->lnc, 0);
@@ -50,21 +46,21 @@ TEST(NodeFlagsTest, EmptyVariablesCountAsUnset) {
 
 TEST(NodeFlagsTest, BadValuesAreNamedWithTheirSource) {
   for (const char* bad : {"3", "0", "two", "1 ", "-1", "12"}) {
-    absl::StatusOr<NodeFlags> f = ResolveNodeFlags({.lnc = bad}, Env({}));
+    absl::StatusOr<NodeFlags> f = ResolveNodeFlags({.lnc = bad}, EnvOf({}));
     ASSERT_FALSE(f.ok()) << bad;
     EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(f.status().message(), "--lnc: '" + std::string(bad) + "' is not 1 or 2");
 
-    f = ResolveNodeFlags({}, Env({{"NEURON_LOGICAL_NC_CONFIG", bad}}));
+    f = ResolveNodeFlags({}, EnvOf({{"NEURON_LOGICAL_NC_CONFIG", bad}}));
     ASSERT_FALSE(f.ok()) << bad;
     EXPECT_EQ(f.status().message(),
               "NEURON_LOGICAL_NC_CONFIG: '" + std::string(bad) + "' is not 1 or 2");
   }
   // A bad variable is reported even when the flag overrides it: the runtime reads it too.
   EXPECT_THAT(
-      ResolveNodeFlags({.lnc = "1"}, Env({{"NEURON_LOGICAL_NC_CONFIG", "x"}})).status().message(),
+      ResolveNodeFlags({.lnc = "1"}, EnvOf({{"NEURON_LOGICAL_NC_CONFIG", "x"}})).status().message(),
       HasSubstr("NEURON_LOGICAL_NC_CONFIG: 'x'"));
-  EXPECT_EQ(ResolveNodeFlags({.root = ""}, Env({})).status().message(), "--root: empty");
+  EXPECT_EQ(ResolveNodeFlags({.root = ""}, EnvOf({})).status().message(), "--root: empty");
 }
 
 TEST(NodeFlagsTest, ParseLncAcceptsOneAndTwo) {

@@ -58,13 +58,13 @@ void WriteFile(const fs::path& p, const std::string& text) {
   out << text;
 }
 
-struct RunResult {
+struct DaemonRun {
   int code = -1;
   std::string out, err;
 };
 
 // Lists every path below `dir`, relative, files with their content ("" for directories).
-std::map<std::string, std::string> Snapshot(const fs::path& dir) {
+std::map<std::string, std::string> TreeSnapshot(const fs::path& dir) {
   std::map<std::string, std::string> m;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec);
@@ -124,11 +124,11 @@ class SimDaemonTest : public ::testing::Test {
     return pid;
   }
 
-  RunResult Run(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+  DaemonRun Run(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
     args.insert(args.begin(), NEURON_SIM_BIN);
     const fs::path out = Log("out"), err = Log("err");
     const pid_t pid = Spawn(args, out, err, env);
-    RunResult r;
+    DaemonRun r;
     const std::optional<int> code = WaitExit(pid, kEffectCeiling);
     if (!code) {
       kill(pid, SIGKILL);
@@ -140,11 +140,11 @@ class SimDaemonTest : public ::testing::Test {
     return r;
   }
 
-  RunResult Ctl(const fs::path& root, std::vector<std::string> words) {
+  DaemonRun Ctl(const fs::path& root, std::vector<std::string> words) {
     words.insert(words.begin(), {"ctl", "--root", root.string()});
     return Run(words);
   }
-  RunResult Ctl(std::vector<std::string> words) { return Ctl(root_, std::move(words)); }
+  DaemonRun Ctl(std::vector<std::string> words) { return Ctl(root_, std::move(words)); }
   // Whether `ctl status` lists a runtime process row for (device, pid).
   bool Listed(int device, pid_t pid) {
     return std::regex_search(Ctl({"status"}).out,
@@ -192,7 +192,7 @@ TEST_F(SimDaemonTest, UpWritesReadyLastAndServesStatus) {
     EXPECT_THAT(boot_log, HasSubstr(fmt::format("nd{}: reset request 4294967295 completed", d)));
   }
 
-  const RunResult r = Ctl({"status"});
+  const DaemonRun r = Ctl({"status"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("inf2.24xlarge"));
   EXPECT_THAT(r.out, HasSubstr("6 (6 present)"));
@@ -204,14 +204,14 @@ TEST_F(SimDaemonTest, UpWritesReadyLastAndServesStatus) {
   EXPECT_EQ(ready_rows, 6);
 
   // NEURON_ROOT is the default of --root.
-  const RunResult env = Run({"ctl", "status"}, {"NEURON_ROOT=" + root_.string()});
+  const DaemonRun env = Run({"ctl", "status"}, {"NEURON_ROOT=" + root_.string()});
   EXPECT_EQ(env.code, 0) << env.err;
   EXPECT_THAT(env.out, HasSubstr("inf2.24xlarge"));
 }
 
 TEST_F(SimDaemonTest, SecondUpOnTheSameRootIsRefused) {
   const pid_t first = Up(root_, "trn1.2xlarge");
-  const RunResult second = Run({"up", "--instance", "trn1.2xlarge", "--root", root_.string()});
+  const DaemonRun second = Run({"up", "--instance", "trn1.2xlarge", "--root", root_.string()});
   EXPECT_EQ(second.code, 1);
   EXPECT_THAT(second.err, HasSubstr("another neuron-sim daemon"));
   EXPECT_THAT(second.err, HasSubstr(std::to_string(first)));
@@ -228,7 +228,7 @@ TEST_F(SimDaemonTest, StaleRootIsClearedAfterSigkill) {
   ASSERT_EQ(WaitExit(first, kEffectCeiling), 128 + SIGKILL);
   daemons_.erase(first);
   ASSERT_TRUE(fs::exists(root_ / "run/neuron/sim.ready")) << "left behind by the killed daemon";
-  const RunResult dead = Ctl({"status"});
+  const DaemonRun dead = Ctl({"status"});
   EXPECT_EQ(dead.code, 1);
   EXPECT_THAT(dead.err, HasSubstr("neuron-sim up"));
 
@@ -237,7 +237,7 @@ TEST_F(SimDaemonTest, StaleRootIsClearedAfterSigkill) {
   StartUp(root_, {"--instance", "trn1.2xlarge"});
   ASSERT_TRUE(WaitUntil(
       [&] {
-        const RunResult r = Ctl({"status"});
+        const DaemonRun r = Ctl({"status"});
         return r.code == 0 && r.out.find("trn1.2xlarge") != std::string::npos;
       },
       kReadyCeiling));
@@ -261,13 +261,13 @@ TEST_F(SimDaemonTest, SigtermRemovesEverythingItCreated) {
   kill(pid, SIGTERM);
   EXPECT_EQ(WaitExit(pid, kReadyCeiling), 0);
   std::set<std::string> left;
-  for (const auto& [path, content] : Snapshot(root_)) left.insert(path);
+  for (const auto& [path, content] : TreeSnapshot(root_)) left.insert(path);
   EXPECT_EQ(left, std::set<std::string>{"keep.txt"});
 }
 
 TEST_F(SimDaemonTest, UnplugAndPlugKeepTheIndex) {
   Up(root_, "inf2.24xlarge");
-  RunResult r = Ctl({"unplug", "--device", "3"});
+  DaemonRun r = Ctl({"unplug", "--device", "3"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(fs::exists(Dev(3)));
   EXPECT_FALSE(fs::exists(fs::symlink_status(root_ / "sys/class/neuron_device/neuron3")));
@@ -306,7 +306,7 @@ TEST_F(SimDaemonTest, HbmAndSramErrorsRaiseCountersAndRecordFaults) {
   EXPECT_EQ(ReadFile(hw / "mem_ecc_uncorrected"), "1\n");
   ASSERT_EQ(Ctl({"inject", "hbm-ue", "--device", "2"}).code, 0);
   EXPECT_EQ(ReadFile(hw / "mem_ecc_uncorrected"), "2\n");
-  const RunResult sram = Ctl({"inject", "sram-ue", "--device", "2", "--core", "1"});
+  const DaemonRun sram = Ctl({"inject", "sram-ue", "--device", "2", "--core", "1"});
   ASSERT_EQ(sram.code, 0) << sram.err;
   EXPECT_EQ(ReadFile(hw / "sram_ecc_uncorrected"), "1\n");
   EXPECT_EQ(ReadFile(hw / "mem_ecc_repairable_uncorrected"), "0\n");
@@ -321,7 +321,7 @@ TEST_F(SimDaemonTest, HbmAndSramErrorsRaiseCountersAndRecordFaults) {
   EXPECT_EQ(f[2]["core"], 1);
   EXPECT_THAT(Ctl({"status"}).out, HasSubstr("sram-ue on device 2 core 1"));
 
-  const RunResult bad_core = Ctl({"inject", "sram-ue", "--device", "2", "--core", "2"});
+  const DaemonRun bad_core = Ctl({"inject", "sram-ue", "--device", "2", "--core", "2"});
   EXPECT_EQ(bad_core.code, 1);
   EXPECT_THAT(bad_core.err, HasSubstr("NeuronCores 0-1"));
 }
@@ -329,7 +329,7 @@ TEST_F(SimDaemonTest, HbmAndSramErrorsRaiseCountersAndRecordFaults) {
 TEST_F(SimDaemonTest, ResetGoesThroughResetToReady) {
   Up(root_, "inf2.24xlarge", {"--reset-ms", "4000"});
   ASSERT_EQ(Ctl({"inject", "nan", "--device", "1"}).code, 0);
-  const RunResult r = Ctl({"reset", "--device", "1"});
+  const DaemonRun r = Ctl({"reset", "--device", "1"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(ReadFile(Dev(1) / "reset"), "0\n");
   EXPECT_THAT(Kmsg(), HasSubstr("neuron:nr_reset_thread_fn: nd1: initiating device reset request "
@@ -337,7 +337,7 @@ TEST_F(SimDaemonTest, ResetGoesThroughResetToReady) {
   for (const char* core : {"neuron_core0", "neuron_core1"}) {
     EXPECT_EQ(ReadFile(Dev(1) / core / "stats/other_info/reset_req_count/total"), "2\n") << core;
   }
-  const RunResult again = Ctl({"reset", "--device", "1"});
+  const DaemonRun again = Ctl({"reset", "--device", "1"});
   EXPECT_EQ(again.code, 1);
   EXPECT_THAT(again.err, HasSubstr("already in progress"));
 
@@ -375,7 +375,7 @@ TEST_F(SimDaemonTest, FailedResetEndsInvalidAndAnotherResetRecovers) {
 TEST_F(SimDaemonTest, RuntimeFaultsGoOnlyToFaultsJson) {
   Up(root_, "inf2.24xlarge");
   auto sysfs = [&] {
-    std::map<std::string, std::string> m = Snapshot(root_ / "sys");
+    std::map<std::string, std::string> m = TreeSnapshot(root_ / "sys");
     // The power rollup may tick during the test; it is not a fault's doing.
     std::erase_if(m, [](const auto& kv) { return kv.first.ends_with("stats/power/utilization"); });
     return m;
@@ -385,7 +385,7 @@ TEST_F(SimDaemonTest, RuntimeFaultsGoOnlyToFaultsJson) {
   ASSERT_EQ(Ctl({"inject", "nan", "--device", "0"}).code, 0);
   ASSERT_EQ(Ctl({"inject", "hang", "--device", "1", "--core", "0"}).code, 0);
   ASSERT_EQ(Ctl({"inject", "dma-abort", "--device", "2"}).code, 0);
-  const RunResult link = Ctl({"link-down", "--device", "0", "--peer", "1"});
+  const DaemonRun link = Ctl({"link-down", "--device", "0", "--peer", "1"});
   ASSERT_EQ(link.code, 0) << link.err;
   EXPECT_EQ(sysfs(), before);
 
@@ -401,7 +401,7 @@ TEST_F(SimDaemonTest, RuntimeFaultsGoOnlyToFaultsJson) {
   EXPECT_EQ(f[3]["peer"], 1);
 
   // inf2.24xlarge is a chain: 0-1-2-3-4-5 (docs/driver-interface.md#connected-devices).
-  const RunResult far = Ctl({"link-down", "--device", "0", "--peer", "5"});
+  const DaemonRun far = Ctl({"link-down", "--device", "0", "--peer", "5"});
   EXPECT_EQ(far.code, 1);
   EXPECT_THAT(far.err, HasSubstr("devices 0 and 5 are not NeuronLink neighbours"));
 
@@ -426,7 +426,7 @@ TEST_F(SimDaemonTest, EfaDownAndUp) {
   EXPECT_EQ(ReadFile(cls / "ports/1/state"), "4: ACTIVE\n");
   EXPECT_TRUE(fs::exists(root_ / "dev/infiniband/uverbs0"));
 
-  const RunResult unknown = Ctl({"efa-down", "--efa", "eth0"});
+  const DaemonRun unknown = Ctl({"efa-down", "--efa", "eth0"});
   EXPECT_EQ(unknown.code, 1);
   EXPECT_THAT(unknown.err, HasSubstr("unknown EFA 'eth0'"));
   EXPECT_THAT(unknown.err, HasSubstr("rdmap160s26"));
@@ -539,7 +539,7 @@ TEST_F(SimDaemonTest, UsageErrorsExitTwo) {
            {"up", "--instance", "p4d.24xlarge", "--root", r},
            {"up", "--instance", "trn1.2xlarge", "--lnc", "2", "--root", r},
        }) {
-    const RunResult res = Run(args);
+    const DaemonRun res = Run(args);
     EXPECT_EQ(res.code, 2) << ::testing::PrintToString(args) << "\n" << res.err;
     EXPECT_FALSE(res.err.empty());
   }
@@ -547,7 +547,7 @@ TEST_F(SimDaemonTest, UsageErrorsExitTwo) {
 }
 
 TEST_F(SimDaemonTest, CtlWithoutADaemonSaysHowToStartOne) {
-  const RunResult r = Ctl({"status"});
+  const DaemonRun r = Ctl({"status"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("ctl.sock missing"));
   EXPECT_THAT(r.err, HasSubstr("start it with neuron-sim up"));
@@ -556,7 +556,7 @@ TEST_F(SimDaemonTest, CtlWithoutADaemonSaysHowToStartOne) {
 TEST_F(SimDaemonTest, CtlGivesUpOnADaemonThatDoesNotAnswer) {
   const pid_t pid = Up(root_, "trn1.2xlarge");
   kill(pid, SIGSTOP);  // the kernel still accepts the connection; nobody answers
-  const RunResult r = Run({"ctl", "--root", root_.string(), "--timeout-ms", "500", "status"});
+  const DaemonRun r = Run({"ctl", "--root", root_.string(), "--timeout-ms", "500", "status"});
   kill(pid, SIGCONT);
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("did not answer within 500 ms"));
@@ -566,12 +566,12 @@ TEST_F(SimDaemonTest, CtlGivesUpOnADaemonThatDoesNotAnswer) {
 TEST_F(SimDaemonTest, RootTooLongForTheSocketIsAClearError) {
   const fs::path deep = work_ / std::string(120, 'r');
   fs::create_directories(deep);
-  const RunResult up = Run({"up", "--instance", "trn1.2xlarge", "--root", deep.string()});
+  const DaemonRun up = Run({"up", "--instance", "trn1.2xlarge", "--root", deep.string()});
   EXPECT_EQ(up.code, 1);
   EXPECT_THAT(up.err, HasSubstr("too long"));
   EXPECT_THAT(up.err, HasSubstr("107"));
   EXPECT_TRUE(fs::is_empty(deep));
-  const RunResult ctl = Ctl(deep, {"status"});
+  const DaemonRun ctl = Ctl(deep, {"status"});
   EXPECT_EQ(ctl.code, 1);
   EXPECT_THAT(ctl.err, HasSubstr("too long"));
 }

@@ -45,7 +45,7 @@ using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-constexpr auto kCeiling = 60s;
+constexpr auto kWorkloadCeiling = 60s;
 
 // The numbers after `key` in every progress line ("step ...  kernel 7.012 ms ...").
 std::vector<double> Figures(const std::string& output, const std::string& key) {
@@ -105,7 +105,7 @@ class WorkloadsTest : public ::testing::Test {
     std::string out, err;
   };
   Result Run(std::vector<std::string> args, const std::vector<std::string>& env = {},
-             std::chrono::milliseconds ceiling = kCeiling) {
+             std::chrono::milliseconds ceiling = kWorkloadCeiling) {
     const pid_t pid = Start(std::move(args), env);
     Result r;
     r.code = WaitExit(pid, ceiling);
@@ -180,7 +180,7 @@ nlohmann::json PredictJson(const std::vector<std::string>& args) {
   argv.insert(argv.end(), args.begin(), args.end());
   const ::neuron::testing::TempDir tmp("wl_predict");
   const pid_t pid = Spawn(argv, tmp.path() / "out", tmp.path() / "err", {});
-  const std::optional<int> code = WaitExit(pid, kCeiling);
+  const std::optional<int> code = WaitExit(pid, kWorkloadCeiling);
   EXPECT_EQ(code, 0) << ReadFile(tmp.path() / "err");
   return nlohmann::json::parse(ReadFile(tmp.path() / "out"), nullptr, false);
 }
@@ -190,10 +190,10 @@ nlohmann::json PredictJson(const std::vector<std::string>& args) {
 TEST_F(WorkloadsTest, BertRunsAtThePredictedSpeedAndSigtermStopsCleanly) {
   ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   const pid_t pid = Start({"--workload", "bert-large"});
-  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 5; }, kCeiling))
+  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 5; }, kWorkloadCeiling))
       << Out(pid) << Err(pid);
   kill(pid, SIGTERM);
-  const std::optional<int> code = WaitExit(pid, kCeiling);
+  const std::optional<int> code = WaitExit(pid, kWorkloadCeiling);
   const std::string out = Out(pid);
   ASSERT_EQ(code, 0) << out << Err(pid);
   runs_.erase(pid);
@@ -217,7 +217,7 @@ TEST_F(WorkloadsTest, BertRunsAtThePredictedSpeedAndSigtermStopsCleanly) {
   EXPECT_NEAR(MedianOf(per_core), predicted, predicted * 0.1) << out;
 
   // nrt_close released the datastore: the driver folded it and freed the slot.
-  EXPECT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling));
+  EXPECT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kWorkloadCeiling));
   EXPECT_GE(U64(Stat(0, 0, "status/success/total")).value_or(0), 5u);
   EXPECT_EQ(U64(Stat(0, 0, "memory_usage/device_mem/total")), 0u);
   EXPECT_TRUE(CoreFree(0));
@@ -283,8 +283,8 @@ TEST_F(WorkloadsTest, PredictAgreesWithASimulatedLlamaStepWithinTwoPercent) {
   const nlohmann::json p = PredictJson(
       {"--model", "llama2-7b", "--cores", "8", "--tp", "8", "--zero1", "--global-batch", "1"});
   ASSERT_TRUE(p.contains("step_seconds")) << p.dump();
-  ASSERT_TRUE(
-      WaitUntil([&] { return U64(Stat(0, 0, "other_info/nc_time_in_use/total")) > 0u; }, kCeiling));
+  ASSERT_TRUE(WaitUntil([&] { return U64(Stat(0, 0, "other_info/nc_time_in_use/total")) > 0u; },
+                        kWorkloadCeiling));
   const double busy_s =
       static_cast<double>(U64(Stat(0, 0, "other_info/nc_time_in_use/total")).value_or(0)) / 1e6;
   EXPECT_NEAR(busy_s, p["step_seconds"].get<double>(), p["step_seconds"].get<double>() * 0.02)
@@ -295,7 +295,7 @@ TEST_F(WorkloadsTest, Llama2KeepsCoresBusyAndItsGradientReductionCrossesEfa) {
   ASSERT_TRUE(node_->Up("trn1.32xlarge")) << node_->Log();
   const pid_t pid = Start({"--workload", "llama2-7b", "--micro-steps", "6", "--scale", "0.25"},
                           {"NEURON_RT_VISIBLE_CORES=0-7"});
-  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 1; }, kCeiling))
+  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 1; }, kWorkloadCeiling))
       << Out(pid) << Err(pid);
 
   // Utilization from the datastores, as the agent derives it (core/sample/snapshot.h).
@@ -321,11 +321,11 @@ TEST_F(WorkloadsTest, Llama2KeepsCoresBusyAndItsGradientReductionCrossesEfa) {
   EXPECT_GT(tx, 0u);
 
   kill(pid, SIGTERM);
-  const std::optional<int> code = WaitExit(pid, kCeiling);
+  const std::optional<int> code = WaitExit(pid, kWorkloadCeiling);
   ASSERT_EQ(code, 0) << Out(pid) << Err(pid);
   runs_.erase(pid);
   EXPECT_THAT(Out(pid), HasSubstr("stopped by SIGTERM"));
-  EXPECT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling));
+  EXPECT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kWorkloadCeiling));
   for (int d = 0; d < 4; ++d) {
     EXPECT_GT(U64(Stat(d, 0, "other_info/nc_time_in_use/total")).value_or(0), 0u) << d;
     EXPECT_EQ(U64(Stat(d, 1, "memory_usage/device_mem/total")), 0u) << d;
@@ -340,17 +340,18 @@ TEST_F(WorkloadsTest, MemoryIsMirroredWhileRunningAndAKilledRunIsFoldedOnce) {
   auto mem = [&](int core) {
     return U64(Stat(0, core, "memory_usage/device_mem/total")).value_or(0);
   };
-  ASSERT_TRUE(WaitUntil(
-      [&] { return mem(0) >= 268435456 + 1048576 && mem(1) >= 268435456 + 1048576; }, kCeiling))
+  ASSERT_TRUE(
+      WaitUntil([&] { return mem(0) >= 268435456 + 1048576 && mem(1) >= 268435456 + 1048576; },
+                kWorkloadCeiling))
       << Out(pid) << Err(pid);
   EXPECT_GE(U64(Stat(0, 0, "memory_usage/device_mem/tensors/total")).value_or(0), 1048576u);
-  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 1; }, kCeiling));
+  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 1; }, kWorkloadCeiling));
 
   // ctl status lists the process with its tag and both cores.
   const fs::path status_out = tmp_.path() / "status.out";
   const pid_t ctl = Spawn({NEURON_SIM_BIN, "ctl", "--root", root_.string(), "status"}, status_out,
                           tmp_.path() / "status.err");
-  ASSERT_EQ(WaitExit(ctl, kCeiling), 0);
+  ASSERT_EQ(WaitExit(ctl, kWorkloadCeiling), 0);
   EXPECT_THAT(ReadFile(status_out),
               ::testing::ContainsRegex(fmt::format("{} +gemm-job +0,1 +0,1 ", pid)));
 
@@ -362,7 +363,7 @@ TEST_F(WorkloadsTest, MemoryIsMirroredWhileRunningAndAKilledRunIsFoldedOnce) {
     const size_t paren = stat.rfind(')');
     return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
   };
-  ASSERT_TRUE(WaitUntil([&] { return state(pid) == 'T'; }, kCeiling)) << state(pid);
+  ASSERT_TRUE(WaitUntil([&] { return state(pid) == 'T'; }, kWorkloadCeiling)) << state(pid);
   ASSERT_TRUE(Datastore(0, pid).has_value());
   uint64_t expect_success[2], expect_busy[2];
   for (int c = 0; c < 2; ++c) {
@@ -373,9 +374,9 @@ TEST_F(WorkloadsTest, MemoryIsMirroredWhileRunningAndAKilledRunIsFoldedOnce) {
     EXPECT_GT(Live(pid, c, nds::kInferCompleted), 0u);
   }
   kill(pid, SIGKILL);
-  ASSERT_EQ(WaitExit(pid, kCeiling), 128 + SIGKILL);
+  ASSERT_EQ(WaitExit(pid, kWorkloadCeiling), 128 + SIGKILL);
   runs_.erase(pid);
-  ASSERT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling)) << node_->Log();
+  ASSERT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kWorkloadCeiling)) << node_->Log();
   for (int c = 0; c < 2; ++c) {
     EXPECT_EQ(U64(Stat(0, c, "status/success/total")), expect_success[c]) << c;
     EXPECT_EQ(U64(Stat(0, c, "other_info/nc_time_in_use/total")), expect_busy[c]) << c;
@@ -386,16 +387,16 @@ TEST_F(WorkloadsTest, MemoryIsMirroredWhileRunningAndAKilledRunIsFoldedOnce) {
   // Once: later passes add nothing, and the cores serve a new run. The new run's memory shown
   // in sysfs is a daemon pass after the fold; its own counters are folded only when it ends.
   const pid_t next = Start({"--workload", "matmul"}, {});
-  ASSERT_TRUE(WaitUntil([&] { return mem(0) >= 268435456 + 1048576; }, kCeiling))
+  ASSERT_TRUE(WaitUntil([&] { return mem(0) >= 268435456 + 1048576; }, kWorkloadCeiling))
       << Out(next) << Err(next);
   for (int c = 0; c < 2; ++c) {
     EXPECT_EQ(U64(Stat(0, c, "status/success/total")), expect_success[c]) << c;
     EXPECT_EQ(U64(Stat(0, c, "other_info/nc_time_in_use/total")), expect_busy[c]) << c;
   }
-  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(next)) >= 1; }, kCeiling))
+  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(next)) >= 1; }, kWorkloadCeiling))
       << Out(next) << Err(next);
   kill(next, SIGTERM);
-  EXPECT_EQ(WaitExit(next, kCeiling), 0) << Out(next) << Err(next);
+  EXPECT_EQ(WaitExit(next, kWorkloadCeiling), 0) << Out(next) << Err(next);
   runs_.erase(next);
 }
 
@@ -403,17 +404,18 @@ TEST_F(WorkloadsTest, InjectedFaultsShowInOutputCountersAndKmsg) {
   ASSERT_TRUE(node_->Up("trn1.2xlarge")) << node_->Log();
   const pid_t pid =
       Start({"--workload", "matmul", "--kernels", "5"}, {"NEURON_RT_VISIBLE_CORES=0"});
-  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 1; }, kCeiling)) << Err(pid);
+  ASSERT_TRUE(WaitUntil([&] { return StepLines(Out(pid)) >= 1; }, kWorkloadCeiling)) << Err(pid);
   auto ctl = [&](std::vector<std::string> words) {
     words.insert(words.begin(), {NEURON_SIM_BIN, "ctl", "--root", root_.string()});
     const pid_t c = Spawn(words, tmp_.path() / "ctl.out", tmp_.path() / "ctl.err");
-    return WaitExit(c, kCeiling);
+    return WaitExit(c, kWorkloadCeiling);
   };
   ASSERT_EQ(ctl({"inject", "nan", "--device", "0", "--core", "0"}), 0);
-  ASSERT_TRUE(WaitUntil([&] { return Out(pid).find("NaN") != std::string::npos; }, kCeiling))
+  ASSERT_TRUE(
+      WaitUntil([&] { return Out(pid).find("NaN") != std::string::npos; }, kWorkloadCeiling))
       << Out(pid) << Err(pid);
   ASSERT_EQ(ctl({"inject", "hbm-ue", "--device", "0", "--core", "0"}), 0);
-  const std::optional<int> code = WaitExit(pid, kCeiling);
+  const std::optional<int> code = WaitExit(pid, kWorkloadCeiling);
   EXPECT_EQ(code, 1) << Out(pid) << Err(pid);
   runs_.erase(pid);
   // docs/runtime.md#hardware-errors: an HBM UE returns 5 or 1201.
@@ -422,7 +424,7 @@ TEST_F(WorkloadsTest, InjectedFaultsShowInOutputCountersAndKmsg) {
   const std::string kmsg = ReadFile(root_ / "dev/kmsg");
   EXPECT_THAT(kmsg, HasSubstr(" NEURON_HW_ERR="));
   EXPECT_THAT(kmsg, HasSubstr("nd-id=0"));
-  ASSERT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kCeiling));
+  ASSERT_TRUE(WaitUntil([&] { return DatastoresGone(pid); }, kWorkloadCeiling));
   EXPECT_EQ(U64(Stat(0, 0, "status/hw_hbm_ue_error/total")), 1u);
   EXPECT_EQ(U64(Stat(0, 0, "status/execute_completed_with_num_error/total")), 1u);
   EXPECT_EQ(U64(Stat(0, 1, "status/hw_hbm_ue_error/total")), 0u);
@@ -462,7 +464,8 @@ TEST_F(WorkloadsTest, PredictRejectsImpossibleJobsClearly) {
   auto run = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {NEURON_SIM_BIN, "predict"});
     const pid_t pid = Spawn(args, tmp.path() / "out", tmp.path() / "err", {});
-    const std::optional<int> code = WaitExit(pid, kCeiling);  // before reading what it wrote
+    const std::optional<int> code =
+        WaitExit(pid, kWorkloadCeiling);  // before reading what it wrote
     return std::make_pair(code, ReadFile(tmp.path() / "err"));
   };
   auto [code, err] = run({"--model", "llama2-7b", "--tp", "3", "--global-batch", "1024"});

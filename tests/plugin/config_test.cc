@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "tests/support/fake_env.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -15,16 +16,10 @@ namespace {
 using ::neuron::testing::TempDir;
 using ::neuron::testing::WriteFile;
 
-GetEnvFn Env(std::map<std::string, std::string> vars) {
-  return [vars](const char* name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using neuron::testing::EnvOf;
 
 TEST(ConfigTest, DefaultsServeThreeResourcesWithLegacyOff) {
-  absl::StatusOr<Config> c = ResolveConfig(Flags{}, Env({}));
+  absl::StatusOr<Config> c = ResolveConfig(Flags{}, EnvOf({}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->enabled(Resource::kNeuron));
   EXPECT_TRUE(c->enabled(Resource::kNeuronCore));
@@ -126,11 +121,11 @@ TEST(ConfigTest, SocketSuffixIsOnePathComponent) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("p.yaml:1: socket_suffix: the socket suffix"), std::string::npos)
         << s;
-    s = ApplyEnvironment(Env({{"NEURON_DP_SOCKET_SUFFIX", bad}}), &c);
+    s = ApplyEnvironment(EnvOf({{"NEURON_DP_SOCKET_SUFFIX", bad}}), &c);
     EXPECT_NE(s.message().find("NEURON_DP_SOCKET_SUFFIX: "), std::string::npos) << s;
     Flags flags;
     flags.socket_suffix = bad;
-    EXPECT_NE(ResolveConfig(flags, Env({})).status().message().find("--socket-suffix: "),
+    EXPECT_NE(ResolveConfig(flags, EnvOf({})).status().message().find("--socket-suffix: "),
               std::string::npos);
     EXPECT_EQ(c.socket_suffix, "");
   }
@@ -143,10 +138,10 @@ TEST(ConfigTest, FlagsBeatEnvironmentWhichBeatsTheFile) {
   Flags flags;
   flags.config_file = file.string();
   flags.listen = "127.0.0.1:0";
-  absl::StatusOr<Config> c = ResolveConfig(flags, Env({{"NEURON_DP_NONCONTIGUOUS", "warn"},
-                                                       {"NEURON_DP_LISTEN", "0.0.0.0:1"},
-                                                       {"NEURON_ROOT", "/host"},
-                                                       {"NEURON_LOGICAL_NC_CONFIG", "1"}}));
+  absl::StatusOr<Config> c = ResolveConfig(flags, EnvOf({{"NEURON_DP_NONCONTIGUOUS", "warn"},
+                                                         {"NEURON_DP_LISTEN", "0.0.0.0:1"},
+                                                         {"NEURON_ROOT", "/host"},
+                                                         {"NEURON_LOGICAL_NC_CONFIG", "1"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->noncontiguous, NonContiguousPolicy::kWarn) << "environment beats the file";
   EXPECT_TRUE(c->cdi) << "the file beats the default";
@@ -157,33 +152,33 @@ TEST(ConfigTest, FlagsBeatEnvironmentWhichBeatsTheFile) {
 
   flags.lnc = "2";
   flags.resources = "neuron,efa";
-  c = ResolveConfig(flags, Env({{"NEURON_LOGICAL_NC_CONFIG", "1"}}));
+  c = ResolveConfig(flags, EnvOf({{"NEURON_LOGICAL_NC_CONFIG", "1"}}));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->lnc, 2);
   EXPECT_FALSE(c->enabled(Resource::kNeuronCore));
 
   // The config file can come from the environment too.
-  c = ResolveConfig(Flags{}, Env({{"NEURON_DP_CONFIG", file.string()}}));
+  c = ResolveConfig(Flags{}, EnvOf({{"NEURON_DP_CONFIG", file.string()}}));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->socket_suffix, "fromfile");
 }
 
 TEST(ConfigTest, BadEnvironmentAndFlagsAreNamed) {
-  absl::StatusOr<Config> c = ResolveConfig(Flags{}, Env({{"NEURON_LOGICAL_NC_CONFIG", "3"}}));
+  absl::StatusOr<Config> c = ResolveConfig(Flags{}, EnvOf({{"NEURON_LOGICAL_NC_CONFIG", "3"}}));
   EXPECT_NE(c.status().message().find("NEURON_LOGICAL_NC_CONFIG"), std::string::npos);
-  c = ResolveConfig(Flags{}, Env({{"NEURON_DP_RESOURCES", "neuron,gpu"}}));
+  c = ResolveConfig(Flags{}, EnvOf({{"NEURON_DP_RESOURCES", "neuron,gpu"}}));
   EXPECT_NE(c.status().message().find("gpu"), std::string::npos);
   Flags f;
   f.noncontiguous = "never";
-  c = ResolveConfig(f, Env({}));
+  c = ResolveConfig(f, EnvOf({}));
   EXPECT_NE(c.status().message().find("--noncontiguous"), std::string::npos);
   f = Flags{};
   f.lnc = "0";
-  c = ResolveConfig(f, Env({}));
+  c = ResolveConfig(f, EnvOf({}));
   EXPECT_EQ(c.status().message(), "--lnc: '0' is not 1 or 2");
   f = Flags{};
   f.config_file = "/nonexistent/plugin.yaml";
-  c = ResolveConfig(f, Env({}));
+  c = ResolveConfig(f, EnvOf({}));
   EXPECT_NE(c.status().message().find("/nonexistent/plugin.yaml"), std::string::npos);
 }
 
@@ -199,17 +194,17 @@ TEST(ConfigTest, DeviceNumberingFromFileEnvironmentAndFlag) {
   WriteFile(file, "device_numbering: container\n");
   Flags flags;
   flags.config_file = file.string();
-  absl::StatusOr<Config> r = ResolveConfig(flags, Env({}));
+  absl::StatusOr<Config> r = ResolveConfig(flags, EnvOf({}));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->device_numbering, DeviceNumbering::kContainer) << "the file beats the default";
-  r = ResolveConfig(flags, Env({{"NEURON_DP_DEVICE_NUMBERING", "host"}}));
+  r = ResolveConfig(flags, EnvOf({{"NEURON_DP_DEVICE_NUMBERING", "host"}}));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->device_numbering, DeviceNumbering::kHost) << "environment beats the file";
-  r = ResolveConfig(flags, Env({{"NEURON_DP_DEVICE_NUMBERING", ""}}));
+  r = ResolveConfig(flags, EnvOf({{"NEURON_DP_DEVICE_NUMBERING", ""}}));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->device_numbering, DeviceNumbering::kContainer) << "an empty variable is unset";
   flags.device_numbering = "host";
-  r = ResolveConfig(flags, Env({{"NEURON_DP_DEVICE_NUMBERING", "container"}}));
+  r = ResolveConfig(flags, EnvOf({{"NEURON_DP_DEVICE_NUMBERING", "container"}}));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->device_numbering, DeviceNumbering::kHost) << "the flag beats the environment";
   EXPECT_EQ(DeviceNumberingName(DeviceNumbering::kContainer), "container");
@@ -228,13 +223,13 @@ TEST(ConfigTest, BadDeviceNumberingIsNamedWhereverItComesFrom) {
       << s;
 
   absl::StatusOr<Config> r =
-      ResolveConfig(Flags{}, Env({{"NEURON_DP_DEVICE_NUMBERING", "Container"}}));
+      ResolveConfig(Flags{}, EnvOf({{"NEURON_DP_DEVICE_NUMBERING", "Container"}}));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(),
             "NEURON_DP_DEVICE_NUMBERING: 'Container' is not host or container");
   Flags f;
   f.device_numbering = "0";
-  r = ResolveConfig(f, Env({}));
+  r = ResolveConfig(f, EnvOf({}));
   EXPECT_EQ(r.status().message(), "--device-numbering: '0' is not host or container");
 }
 

@@ -5,20 +5,15 @@
 #include <map>
 
 #include "plugin/config.h"
+#include "tests/support/fake_env.h"
 
 namespace neuron::plugin {
 namespace {
 
-GetEnvFn Env(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const char* name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using neuron::testing::EnvOf;
 
 TEST(DraConfigTest, DefaultsAreTheDevicePlugin) {
-  absl::StatusOr<Config> c = ResolveConfig(Flags{}, Env({}));
+  absl::StatusOr<Config> c = ResolveConfig(Flags{}, EnvOf({}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->api, Api::kDevicePlugin);
   EXPECT_EQ(c->cdi_dir, "/var/run/cdi");
@@ -30,17 +25,17 @@ TEST(DraConfigTest, DefaultsAreTheDevicePlugin) {
 TEST(DraConfigTest, DraNeedsTheNodeNameFromFlagOrDownwardApi) {
   Flags f;
   f.api = "dra";
-  absl::StatusOr<Config> missing = ResolveConfig(f, Env({}));
+  absl::StatusOr<Config> missing = ResolveConfig(f, EnvOf({}));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("NODE_NAME"), std::string_view::npos);
-  absl::StatusOr<Config> env = ResolveConfig(f, Env({{"NODE_NAME", "ip-10-0-0-1.ec2.internal"}}));
+  absl::StatusOr<Config> env = ResolveConfig(f, EnvOf({{"NODE_NAME", "ip-10-0-0-1.ec2.internal"}}));
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ(env->api, Api::kDra);
   EXPECT_EQ(env->node_name, "ip-10-0-0-1.ec2.internal");
   f.node_name = "node-b";  // the flag wins
-  EXPECT_EQ(ResolveConfig(f, Env({{"NODE_NAME", "node-a"}}))->node_name, "node-b");
+  EXPECT_EQ(ResolveConfig(f, EnvOf({{"NODE_NAME", "node-a"}}))->node_name, "node-b");
   absl::StatusOr<Config> byenv =
-      ResolveConfig(Flags{}, Env({{"NEURON_DP_API", "dra"}, {"NODE_NAME", "n"}}));
+      ResolveConfig(Flags{}, EnvOf({{"NEURON_DP_API", "dra"}, {"NODE_NAME", "n"}}));
   ASSERT_TRUE(byenv.ok());
   EXPECT_EQ(byenv->api, Api::kDra);
 }
@@ -67,9 +62,9 @@ TEST(DraConfigTest, FileEnvironmentAndFlagsOfTheDraSettings) {
   f.api = "dra";
   f.node_name = "n";
   f.dra_taint_effect = "noexecute";
-  const absl::Status flag = ResolveConfig(f, Env({})).status();
+  const absl::Status flag = ResolveConfig(f, EnvOf({})).status();
   EXPECT_NE(flag.message().find("--dra.taint-effect"), std::string_view::npos) << flag;
-  EXPECT_FALSE(ResolveConfig(Flags{}, Env({{"NEURON_DP_DRA_TAINT_EFFECT", "x"}})).ok());
+  EXPECT_FALSE(ResolveConfig(Flags{}, EnvOf({{"NEURON_DP_DRA_TAINT_EFFECT", "x"}})).ok());
 }
 
 TEST(DraConfigTest, PartitionableThroughEachLayer) {
@@ -79,13 +74,14 @@ TEST(DraConfigTest, PartitionableThroughEachLayer) {
   const absl::Status bad = ApplyConfigYaml("dra:\n  partitionable: maybe\n", "f.yaml", &c);
   EXPECT_NE(bad.message().find("f.yaml:2: dra.partitionable"), std::string_view::npos) << bad;
   absl::StatusOr<Config> env =
-      ResolveConfig(Flags{}, Env({{"NEURON_DP_DRA_PARTITIONABLE", "true"}}));
+      ResolveConfig(Flags{}, EnvOf({{"NEURON_DP_DRA_PARTITIONABLE", "true"}}));
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_TRUE(env->dra_partitionable);
   Flags f;
   f.dra_partitionable = false;  // the flag wins over the environment
-  EXPECT_FALSE(ResolveConfig(f, Env({{"NEURON_DP_DRA_PARTITIONABLE", "true"}}))->dra_partitionable);
-  EXPECT_FALSE(ResolveConfig(Flags{}, Env({{"NEURON_DP_DRA_PARTITIONABLE", "yes please"}})).ok());
+  EXPECT_FALSE(
+      ResolveConfig(f, EnvOf({{"NEURON_DP_DRA_PARTITIONABLE", "true"}}))->dra_partitionable);
+  EXPECT_FALSE(ResolveConfig(Flags{}, EnvOf({{"NEURON_DP_DRA_PARTITIONABLE", "yes please"}})).ok());
 }
 
 }  // namespace

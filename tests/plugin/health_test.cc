@@ -61,7 +61,7 @@ Event EfaEvent(EventKind kind, std::string port = "") {
   return e;
 }
 
-struct Step {
+struct HealthStep {
   std::string name;
   std::function<void(HealthEvidence&)> act;
   std::string reason;         // device 0's (or efa0's) under the default policy; "": healthy
@@ -76,7 +76,7 @@ std::string ReasonOf(const Hardware& hw, bool efa) {
 
 // Device 0's life: each step, the reason under the default policy and with one kind off.
 // `set_sram` writes device 0's uncorrected SRAM ECC counter.
-std::vector<Step> DeviceSteps(const std::function<void(int)>& set_sram) {
+std::vector<HealthStep> DeviceSteps(const std::function<void(int)>& set_sram) {
   const auto ready = DeviceState::kReady;
   return {
       {"appears READY; the first poll takes the baseline",
@@ -137,7 +137,7 @@ std::vector<Step> DeviceSteps(const std::function<void(int)>& set_sram) {
   };
 }
 
-std::vector<Step> EfaSteps() {
+std::vector<HealthStep> EfaSteps() {
   return {
       {"EFA appears ACTIVE",
        [](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaAdded, "ACTIVE")); }, "",
@@ -154,12 +154,13 @@ std::vector<Step> EfaSteps() {
 }
 
 TEST_F(HealthTest, EvidenceComesAndGoesAsThePolicySays) {
-  const std::vector<Step> device_steps = DeviceSteps([this](int n) { SetSramUncorrected(n); });
-  const std::vector<Step> efa_steps = EfaSteps();
+  const std::vector<HealthStep> device_steps =
+      DeviceSteps([this](int n) { SetSramUncorrected(n); });
+  const std::vector<HealthStep> efa_steps = EfaSteps();
   HealthEvidence evidence(RootPaths(root_), ComponentLogger("test.health"));
   for (const auto* steps : {&device_steps, &efa_steps}) {
     const bool efa = steps == &efa_steps;
-    for (const Step& step : *steps) {
+    for (const HealthStep& step : *steps) {
       SCOPED_TRACE(step.name);
       step.act(evidence);
       EXPECT_EQ(ReasonOf(JudgeHealth(evidence, HealthPolicy{}), efa), step.reason);

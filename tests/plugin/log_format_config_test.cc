@@ -7,6 +7,7 @@
 #include <map>
 
 #include "plugin/config.h"
+#include "tests/support/fake_env.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -16,16 +17,10 @@ namespace {
 using ::neuron::testing::TempDir;
 using ::neuron::testing::WriteFile;
 
-GetEnvFn Env(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using neuron::testing::EnvOf;
 
 TEST(LogFormatConfigTest, FlagBeatsEnvironmentWhichBeatsTheFile) {
-  absl::StatusOr<Config> c = ResolveConfig(Flags{}, Env({}));
+  absl::StatusOr<Config> c = ResolveConfig(Flags{}, EnvOf({}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->log_format, "text");
 
@@ -34,17 +29,17 @@ TEST(LogFormatConfigTest, FlagBeatsEnvironmentWhichBeatsTheFile) {
   WriteFile(file, "log_format: json\nlog_level: debug\n");
   Flags flags;
   flags.config_file = file.string();
-  c = ResolveConfig(flags, Env({}));
+  c = ResolveConfig(flags, EnvOf({}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->log_format, "json") << "the file beats the default";
   EXPECT_EQ(c->log_level, "debug");
 
-  c = ResolveConfig(flags, Env({{"NEURON_DP_LOG_FORMAT", "text"}}));
+  c = ResolveConfig(flags, EnvOf({{"NEURON_DP_LOG_FORMAT", "text"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->log_format, "text") << "the environment beats the file";
 
   flags.log_format = "json";
-  c = ResolveConfig(flags, Env({{"NEURON_DP_LOG_FORMAT", "text"}}));
+  c = ResolveConfig(flags, EnvOf({{"NEURON_DP_LOG_FORMAT", "text"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->log_format, "json") << "the flag beats the environment";
 }
@@ -56,7 +51,7 @@ TEST(LogFormatConfigTest, UnknownKeyListsLogFormat) {
   WriteFile(file, "log_fmt: json\n");
   Flags flags;
   flags.config_file = file.string();
-  const absl::StatusOr<Config> c = ResolveConfig(flags, Env({}));
+  const absl::StatusOr<Config> c = ResolveConfig(flags, EnvOf({}));
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("log_format"), std::string_view::npos) << c.status();
 }

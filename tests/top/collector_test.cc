@@ -6,6 +6,7 @@
 
 #include "top/collector.h"
 
+#include <errno.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -67,7 +68,7 @@ TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
   EXPECT_EQ(v->runtime_attached, true);
   ASSERT_EQ(v->processes.size(), 1u);
   EXPECT_EQ(v->processes[0].pid, ::getpid());
-  EXPECT_THAT(v->processes[0].command, HasSubstr("top_collector_test"));
+  EXPECT_THAT(v->processes[0].command, HasSubstr(program_invocation_short_name));
   EXPECT_TRUE(v->processes[0].pod_known);
   // In a pod exactly when this test runs in one.
   EXPECT_EQ(v->processes[0].pod.has_value(),

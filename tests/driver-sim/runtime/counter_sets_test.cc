@@ -22,29 +22,29 @@
 namespace neuron::nrt::testing {
 namespace {
 
-constexpr const char* kGemm =
+constexpr const char* kGemm1k =
     R"({"op": "matmul", "m": 1024, "k": 1024, "n": 1024, "dtype": "bfloat16"})";
 constexpr uint64_t kExecutions = 3;
 constexpr uint64_t kMacs = 1024ull * 1024 * 1024;  // per execution: M·K·N
 
-struct Case {
+struct CounterCase {
   const char* instance;
   int lnc;
   int core;                // logical core of device 0 the workload runs on
   std::set<int> physical;  // its physical cores = its counter sets
 };
 
-void PrintTo(const Case& c, std::ostream* os) {
+void PrintTo(const CounterCase& c, std::ostream* os) {
   *os << c.instance << " LNC " << c.lnc << " core " << c.core;
 }
 
-std::string Name(const ::testing::TestParamInfo<Case>& info) {
+std::string Name(const ::testing::TestParamInfo<CounterCase>& info) {
   std::string n = std::string(info.param.instance) + "_lnc" + std::to_string(info.param.lnc);
   for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return n;
 }
 
-class CounterSetsTest : public SimNodeTest, public ::testing::WithParamInterface<Case> {
+class CounterSetsTest : public SimNodeTest, public ::testing::WithParamInterface<CounterCase> {
  protected:
   // The child's datastore on device 0, parsed as the agent parses it.
   std::optional<DatastoreRecord> Record(pid_t pid) {
@@ -80,7 +80,7 @@ class CounterSetsTest : public SimNodeTest, public ::testing::WithParamInterface
 int RunWorkload(int ready_fd, int go_fd) {
   SetClockForTesting(std::make_shared<ManualClock>(1'000'000'000));
   if (nrt_init(NRT_FRAMEWORK_TYPE_NO_FW, "", "") != NRT_SUCCESS) return 10;
-  nrt_model_t* m = Load(Neff(Ops(kGemm)));
+  nrt_model_t* m = Load(Neff(Ops(kGemm1k)));
   if (m == nullptr) return 11;
   for (uint64_t i = 0; i < kExecutions; ++i) {
     if (nrt_execute(m, nullptr, nullptr) != NRT_SUCCESS) return 12;
@@ -93,7 +93,7 @@ int RunWorkload(int ready_fd, int go_fd) {
 
 // Live: exactly the sets of `c`'s physical cores moved, busy time in each, counts in the first,
 // memory in each; the logical core's figures follow the rule. Returns the busy time of one set.
-uint64_t ExpectLiveSets(const DatastoreRecord& rec, const Case& c) {
+uint64_t ExpectLiveSets(const DatastoreRecord& rec, const CounterCase& c) {
   const int first = *c.physical.begin();
   const uint64_t busy = rec.Core(first, nds::kTimeInUse);
   EXPECT_GT(busy, 0u);
@@ -121,7 +121,7 @@ uint64_t ExpectLiveSets(const DatastoreRecord& rec, const Case& c) {
 }
 
 TEST_P(CounterSetsTest, WorkloadMovesItsPhysicalSetsAndTheDriverFoldsEachIntoItsCore) {
-  const Case& c = GetParam();
+  const CounterCase& c = GetParam();
   MakeNode(c.instance, c.lnc);
   ::setenv("NEURON_RT_VISIBLE_CORES", std::to_string(c.core).c_str(), 1);
   int ready[2], go[2];
@@ -175,9 +175,9 @@ TEST_P(CounterSetsTest, WorkloadMovesItsPhysicalSetsAndTheDriverFoldsEachIntoIts
 }
 
 INSTANTIATE_TEST_SUITE_P(Instances, CounterSetsTest,
-                         ::testing::Values(Case{"trn2.48xlarge", 2, 1, {2, 3}},
-                                           Case{"trn2.48xlarge", 1, 5, {5}},
-                                           Case{"trn1.2xlarge", 1, 1, {1}}),
+                         ::testing::Values(CounterCase{"trn2.48xlarge", 2, 1, {2, 3}},
+                                           CounterCase{"trn2.48xlarge", 1, 5, {5}},
+                                           CounterCase{"trn1.2xlarge", 1, 1, {1}}),
                          Name);
 
 }  // namespace

@@ -40,17 +40,17 @@ class FaultsTest : public SimNodeTest {
   nrt_model_t* model_ = nullptr;
 };
 
-struct Case {
+struct FaultCase {
   sim::FaultKind kind;
   NRT_STATUS status;
   std::vector<int> counters;  // NC indices that each rise by one
   bool faults_core;           // later executions get 101 until a reset
 };
 
-class FaultKindsTest : public FaultsTest, public ::testing::WithParamInterface<Case> {};
+class FaultKindsTest : public FaultsTest, public ::testing::WithParamInterface<FaultCase> {};
 
 TEST_P(FaultKindsTest, ExecutionFailsWithTheMappedStatusAndCounters) {
-  const Case& c = GetParam();
+  const FaultCase& c = GetParam();
   StderrCapture quiet(dir_.path() / "err.txt");
   ASSERT_EQ(Exec(), NRT_SUCCESS);
   WriteFaults({Fault(7, c.kind, 0, 0)});
@@ -75,22 +75,24 @@ TEST_P(FaultKindsTest, ExecutionFailsWithTheMappedStatusAndCounters) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllKinds, FaultKindsTest,
-    ::testing::Values(
-        Case{sim::FaultKind::kHbmUe, NRT_EXEC_HW_ERR_HBM_UE, {nds::kHwErrHbmUe, nds::kErrHw}, true},
-        Case{sim::FaultKind::kSramUe,
-             NRT_EXEC_HW_ERR_NC_UE,
-             {nds::kHwErrNcUe, nds::kInferCompletedWithErr, nds::kErrHw},
-             true},
-        Case{sim::FaultKind::kDmaAbort,
-             NRT_EXEC_HW_ERR_DMA_ABORT,
-             {nds::kHwErrDmaAbort, nds::kErrHw},
-             true},
-        Case{sim::FaultKind::kNan,
-             NRT_EXEC_COMPLETED_WITH_NUM_ERR,
-             {nds::kInferCompletedWithNumErr, nds::kErrNumerical},
-             false},
-        Case{sim::FaultKind::kHang, NRT_TIMEOUT, {nds::kInferTimedOut}, false}),
-    [](const ::testing::TestParamInfo<Case>& info) {
+    ::testing::Values(FaultCase{sim::FaultKind::kHbmUe,
+                                NRT_EXEC_HW_ERR_HBM_UE,
+                                {nds::kHwErrHbmUe, nds::kErrHw},
+                                true},
+                      FaultCase{sim::FaultKind::kSramUe,
+                                NRT_EXEC_HW_ERR_NC_UE,
+                                {nds::kHwErrNcUe, nds::kInferCompletedWithErr, nds::kErrHw},
+                                true},
+                      FaultCase{sim::FaultKind::kDmaAbort,
+                                NRT_EXEC_HW_ERR_DMA_ABORT,
+                                {nds::kHwErrDmaAbort, nds::kErrHw},
+                                true},
+                      FaultCase{sim::FaultKind::kNan,
+                                NRT_EXEC_COMPLETED_WITH_NUM_ERR,
+                                {nds::kInferCompletedWithNumErr, nds::kErrNumerical},
+                                false},
+                      FaultCase{sim::FaultKind::kHang, NRT_TIMEOUT, {nds::kInferTimedOut}, false}),
+    [](const ::testing::TestParamInfo<FaultCase>& info) {
       std::string name(sim::FaultKindName(info.param.kind));
       std::replace(name.begin(), name.end(), '-', '_');
       return name;

@@ -23,7 +23,7 @@ using neuron::testing::ReadFile;
 using neuron::testing::WaitUntil;
 using nlohmann::json;
 
-json Spec(const std::vector<std::string>& devices) {
+json SliceSpec(const std::vector<std::string>& devices) {
   json list = json::array();
   for (const std::string& d : devices) list.push_back({{"name", d}});
   return {{"driver", "neuron.aws.com"},
@@ -66,7 +66,7 @@ TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
   const json info = json::parse(ReadFile(d / "apiserver.json"));
 
   std::mutex mu;
-  json spec = Spec({"neuron-0", "neuron-1"});
+  json spec = SliceSpec({"neuron-0", "neuron-1"});
   uint64_t generation = 1;
   HttpServer::Options o;
   o.listen_address = "unix:" + (d / "plugin.sock").string();
@@ -99,7 +99,7 @@ TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
                 std::chrono::seconds(10)));
   {
     std::lock_guard<std::mutex> lock(mu);
-    spec = Spec({"neuron-1"});
+    spec = SliceSpec({"neuron-1"});
     spec["pool"]["generation"] = ++generation;
   }
   // It has tried and failed (said once, when the state changed) before the server comes back.
@@ -145,8 +145,8 @@ TEST(DraApiBinary, WithTheGateOffTheCoresAreNotPublished) {
                         std::chrono::seconds(20)))
       << ReadFile(d / "api.err");
   const json info = json::parse(ReadFile(d / "apiserver.json"));
-  json devices = Spec({"neuron-0", "neuroncore-0"});
-  json counters = Spec({});
+  json devices = SliceSpec({"neuron-0", "neuroncore-0"});
+  json counters = SliceSpec({});
   counters.erase("devices");
   counters["sharedCounters"] = {
       {{"name", "neuron-devices"}, {"counters", {{"neuron-0", {{"value", "2"}}}}}}};
