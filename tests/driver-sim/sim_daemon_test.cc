@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cinttypes>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -455,8 +456,9 @@ TEST_F(SimDaemonTest, SysfsResetWriteResetsOnlyADeviceNobodyHasOpen) {
 
   // A process that died with the device open does not hold it: its death closed its fds.
   const pid_t child = fork();
-  if (child == 0)
+  if (child == 0) {
     _exit(neuron::testing::OpenAndClaimDatastore(root_ / "dev/neuron3").valid() ? 0 : 1);
+  }
   ASSERT_EQ(WaitExit(child, kEffectCeiling), 0);
   // The driver learns of the death from the connection's end; its datastore row then goes.
   ASSERT_TRUE(WaitUntil([&] { return !Listed(3, child); }, kEffectCeiling));
@@ -509,10 +511,12 @@ TEST_F(SimDaemonTest, PowerRollsUpWithWallClockStamps) {
   // "<status>,<epoch_s>,<min>,<max>,<avg>\n", percentages "%u.%02u"
   // (docs/driver-interface.md#computed-formats).
   const std::string text = ReadFile(util);
-  unsigned long long epoch = 0;
+  uint64_t epoch = 0;
   unsigned min_i = 0, min_f = 0, max_i = 0, max_f = 0, avg_i = 0, avg_f = 0;
-  ASSERT_EQ(std::sscanf(text.c_str(), "POWER_STATUS_VALID,%llu,%u.%2u,%u.%2u,%u.%2u", &epoch,
-                        &min_i, &min_f, &max_i, &max_f, &avg_i, &avg_f),
+  // The field count is the format check, and the ranges below catch a value out of range.
+  ASSERT_EQ(std::sscanf(text.c_str(),  // NOLINT(cert-err34-c)
+                        "POWER_STATUS_VALID,%" SCNu64 ",%u.%2u,%u.%2u,%u.%2u", &epoch, &min_i,
+                        &min_f, &max_i, &max_f, &avg_i, &avg_f),
             7)
       << text;
   EXPECT_TRUE(text.ends_with("\n"));

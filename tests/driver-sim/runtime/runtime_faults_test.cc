@@ -19,7 +19,6 @@ namespace neuron::nrt::testing {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 
 sim::PendingFault Fault(uint64_t id, sim::FaultKind kind, int device, std::optional<int> core) {
   return {id, kind, device, core, std::nullopt, 1735689600000 + static_cast<int64_t>(id)};
