@@ -85,10 +85,14 @@ def group_of(room):
 
 
 def source_of(output):
-    """The source a compile step compiled: build path less CMakeFiles/<target>.dir/ and .o."""
+    """The source a compile step compiled: build path less CMakeFiles/<target>.dir/ and .o; a
+    unity batch is named by its target (`tests/core: core_tests batch 0`)."""
     if "/CMakeFiles/" in output and ".dir/" in output:
         head, tail = output.split("/CMakeFiles/", 1)
-        tail = tail.split(".dir/", 1)[1]
+        target, tail = tail.split(".dir/", 1)
+        if tail.startswith("Unity/unity_"):
+            batch = tail[len("Unity/unity_"):].split("_")[0]
+            return f"{head}: {target} batch {batch}"
         path = f"{head}/{tail}" if head else tail
         return path[:-2] if path.endswith(".o") else path
     return output
