@@ -3,7 +3,8 @@ PRESET ?= dev
 JOBS   ?= $(shell nproc)
 BUILD  := build/$(PRESET)
 
-.PHONY: all deps configure build binaries build-cost test test-fast test-asan test-tsan demo demo-cluster demo-dra bench fuzz soak \
+.PHONY: all deps configure build binaries build-cost test test-fast test-asan test-tsan demo \
+        demo-cluster demo-dra bench fuzz soak \
         reliability check format deploy-gen image clean
 
 all: build

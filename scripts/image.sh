@@ -103,7 +103,8 @@ build() {
 image_binaries=(plugin/neuron-device-plugin monitor/neuron-exporter top/neuron-ls top/neuron-top
   plugin/kubeapi/neuron-dra-api)
 
-build_prebuilt() {  # build_prebuilt ENGINE REF DIR BUILD-ARGS...: the `prebuilt` target around DIR's
+# build_prebuilt ENGINE REF DIR BUILD-ARGS...: the `prebuilt` target around DIR's binaries.
+build_prebuilt() {
   local e=$1 ref=$2 dir=$3 context b
   shift 3
   context=$(mktemp -d "${TMPDIR:-/tmp}/image-context.XXXXXX")
@@ -111,7 +112,8 @@ build_prebuilt() {  # build_prebuilt ENGINE REF DIR BUILD-ARGS...: the `prebuilt
   trap "rm -rf '$context'" RETURN
   mkdir "$context/bin"
   for b in "${image_binaries[@]}"; do
-    [ -x "$dir/$b" ] || { log "$dir/$b is missing: build the target binaries in $dir first"; exit 1; }
+    [ -x "$dir/$b" ] ||
+      { log "$dir/$b is missing: build the target \`agent\` in $dir first"; exit 1; }
     install -m 0755 "$dir/$b" "$context/bin/"
   done
   $(build_cmd "$e") -f "$PWD/deploy/Dockerfile" "$@" --target prebuilt -t "$ref" "$context"
