@@ -6,7 +6,8 @@
 Ninja appends one line per output of every step it runs: `start end mtime output hash`, times in
 ms since that build began. A step with several outputs (protoc's four files, a link with its
 byproducts) has one line per output with the same start, end and command hash, so it is counted
-once here. A step run again by a later build supersedes the earlier line for the same output.
+once here. A step run again by a later build supersedes the earlier line for the same output, and
+a line whose output the build graph no longer has (ninja -t targets all) is left out.
 
 Prints the step time summed over unique steps (the figure the build-cost table tracks: it does
 not depend on -j), the wall time of the newest build, step time per room (the source folder a
@@ -14,6 +15,7 @@ step's output belongs to) split into compiling, linking and the rest, and the sl
 """
 import argparse
 import os
+import subprocess
 import sys
 
 # Rooms by what the demo needs (`make demo` builds the agent and the simulator, `make test` the
@@ -41,6 +43,19 @@ def read_log(path, build_dir):
                 output = output[len(prefix):]
             latest[output] = (int(start), int(end), output, digest)
     return latest.values()
+
+
+def current_outputs(build_dir):
+    """What the build graph makes now (`ninja -t targets all`), or None without ninja. A log keeps
+    the lines of outputs a reconfigured build no longer has (a renamed target, a source that went
+    into a unity batch): they are not part of what this build costs."""
+    try:
+        listing = subprocess.run(["ninja", "-C", build_dir, "-t", "targets", "all"], check=True,
+                                 capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    prefix = os.path.abspath(build_dir) + os.sep
+    return {line.rsplit(": ", 1)[0].removeprefix(prefix) for line in listing.splitlines()}
 
 
 def unique_steps(entries):
@@ -107,6 +122,9 @@ def main():
     if not os.path.exists(log):
         sys.exit(f"build-cost: {log} does not exist: build {args.build_dir} first")
     entries = list(read_log(log, args.build_dir))
+    outputs = current_outputs(args.build_dir)
+    if outputs is not None:
+        entries = [e for e in entries if e[2] in outputs]
     if not entries:
         sys.exit(f"build-cost: {log} has no steps")
     steps = unique_steps(entries)
