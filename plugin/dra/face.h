@@ -1,0 +1,39 @@
+#pragma once
+// The DRA face (docs/kubelet-api.md#dra): no device-plugin resources; the ResourceSlice document
+// (plugin/dra/slice.h) that the unprivileged neuron-dra-api publishes, the prepare/unprepare
+// driver (plugin/dra/driver.h) and the kubelet-facing sockets (plugin/dra/server.h), served again
+// when they vanish.
+
+#include <memory>
+#include <string>
+
+#include "plugin/config.h"
+#include "plugin/dra/slice.h"
+#include "plugin/face.h"
+#include "plugin/node_state.h"
+#include "plugin/node_watcher.h"
+
+namespace neuron::plugin::dra {
+
+class DraFace final : public Face {
+ public:
+  // `state` and `watcher` outlive the face.
+  DraFace(Config config, NodeState* state, NodeWatcher* watcher);
+  ~DraFace() override;  // Stop()s
+  DraFace(const DraFace&) = delete;
+  DraFace& operator=(const DraFace&) = delete;
+
+  absl::Status Start() override;
+  void Stop() override;
+  bool Ready() const override;
+  std::string ReadyDetail() const override;
+
+  // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan.
+  SliceState::Document Slice() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace neuron::plugin::dra
