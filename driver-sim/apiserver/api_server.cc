@@ -122,7 +122,13 @@ ApiAnswer Collection(Store& store, const Target& t, const HttpRequest& req) {
 
 ApiAnswer Item(Store& store, const Target& t, const HttpRequest& req) {
   if (req.method == "GET" || req.method == "HEAD") return store.Get(*t.kind, t.ns, t.name);
-  if (req.method == "DELETE") return store.Delete(*t.kind, t.ns, t.name);
+  if (req.method == "DELETE") {
+    // A DELETE may carry DeleteOptions, whose preconditions the store checks.
+    const json options = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
+    if (!options.is_object())
+      return StatusAnswer(400, "BadRequest", "the body is not DeleteOptions");
+    return store.Delete(*t.kind, t.ns, t.name, options.value("preconditions", json()));
+  }
   if (req.method == "PUT") {
     json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded()) return StatusAnswer(400, "BadRequest", "the body is not JSON");

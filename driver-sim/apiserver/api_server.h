@@ -10,6 +10,8 @@
 //                                                                       (watch=1&resourceVersion=N)
 //   POST   same                                                        create (201)
 //   GET, PUT, DELETE  .../{resource}/{name}                             get, update, delete
+//                                                                       (DeleteOptions'
+//                                                                       preconditions)
 //   PUT    .../resourceclaims/{name}/status                            status subresource
 //   the same for core v1 nodes (/api/v1/nodes): a slice names its Node as owner
 //

@@ -211,6 +211,7 @@ ApiAnswer Store::Create(const Kind& kind, const std::string& ns, json object) {
   if (std::string bad = CheckQuantities(kind.kind, object); !bad.empty()) {
     return StatusAnswer(400, "BadRequest", bad);
   }
+  if (kind.kind == "ResourceSlice") DefaultTaintTimes(object, absl::Now());
   absl::MutexLock lock(&mu_);
   if (kind.kind == "ResourceSlice") DropDisabledFields(gates_, object, nullptr);
   if (std::vector<FieldError> errors = Validate(kind.kind, object); !errors.empty()) {
@@ -263,6 +264,7 @@ ApiAnswer Store::Update(const Kind& kind, const std::string& ns, const std::stri
   if (std::string bad = CheckQuantities(kind.kind, object); !bad.empty()) {
     return StatusAnswer(400, "BadRequest", bad);
   }
+  if (kind.kind == "ResourceSlice" && !status) DefaultTaintTimes(object, absl::Now());
   if (object.value("/metadata/name"_json_pointer, std::string()) != name) {
     return StatusAnswer(400, "BadRequest",
                         "the name of the object does not match the name on "
@@ -317,10 +319,26 @@ ApiAnswer Store::Update(const Kind& kind, const std::string& ns, const std::stri
   return {200, current};
 }
 
-ApiAnswer Store::Delete(const Kind& kind, const std::string& ns, const std::string& name) {
+ApiAnswer Store::Delete(const Kind& kind, const std::string& ns, const std::string& name,
+                        const json& preconditions) {
   absl::MutexLock lock(&mu_);
   const auto it = objects_.find(Key{kind.resource, ns, name});
   if (it == objects_.end()) return NotFound(kind, name);
+  // DeleteOptions.preconditions (metav1.Preconditions): the registry refuses the delete with a
+  // Conflict naming both values when the object is no longer the one the caller saw.
+  for (const auto& [field, label] :
+       {std::pair{"uid", "UID"}, {"resourceVersion", "ResourceVersion"}}) {
+    const json want = preconditions.is_object() ? preconditions.value(field, json()) : json();
+    const json have = it->second["metadata"].value(field, json());
+    if (want.is_string() && want != have) {
+      return StatusAnswer(
+          409, "Conflict",
+          Cat("Operation cannot be fulfilled on ", QualifiedResource(kind), " \"", name,
+              "\": Precondition failed: ", label, " in precondition: ", want.get<std::string>(),
+              ", ", label, " in object meta: ", have.is_string() ? have.get<std::string>() : ""),
+          {{"name", name}, {"group", Group(kind)}, {"kind", kind.resource}});
+    }
+  }
   json object = std::move(it->second);
   objects_.erase(it);
   ++rv_;

@@ -64,7 +64,10 @@ class Store {
   // kept). metadata.resourceVersion, when given, must be the current one (else 409 Conflict).
   ApiAnswer Update(const Kind& kind, const std::string& ns, const std::string& name,
                    nlohmann::json object, bool status);
-  ApiAnswer Delete(const Kind& kind, const std::string& ns, const std::string& name);
+  // `preconditions`: DeleteOptions.preconditions ({"uid", "resourceVersion"}, each optional);
+  // a value that is not the object's is 409 Conflict.
+  ApiAnswer Delete(const Kind& kind, const std::string& ns, const std::string& name,
+                   const nlohmann::json& preconditions = nullptr);
 
   // Watch events ({"type": ADDED|MODIFIED|DELETED, "object": ...}) of `kind` in `ns` (all when
   // "") after resourceVersion `since`, matching the selectors; waits up to `wait` for the first.

@@ -503,4 +503,23 @@ void DropDisabledFields(const FeatureGates& gates, json& slice, const json* old)
   }
 }
 
+void DefaultTaintTimes(json& slice, absl::Time now) {
+  json* devices =
+      slice.contains("spec") && slice["spec"].is_object() && slice["spec"].contains("devices")
+          ? &slice["spec"]["devices"]
+          : nullptr;
+  if (devices == nullptr || !devices->is_array()) return;
+  const std::string stamp = absl::FormatTime(
+      "%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(absl::ToUnixSeconds(now)), absl::UTCTimeZone());
+  for (json& device : *devices) {
+    if (!device.is_object() || !device.contains("taints") || !device["taints"].is_array()) continue;
+    for (json& taint : device["taints"]) {
+      // A JSON null decodes as an unset pointer, as an absent field does.
+      if (taint.is_object() && taint.value("timeAdded", json()).is_null()) {
+        taint["timeAdded"] = stamp;
+      }
+    }
+  }
+}
+
 }  // namespace neuron::sim::apiserver

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "core/base/text.h"
 #include "nlohmann/json.hpp"
 
@@ -59,5 +60,11 @@ struct FeatureGates {
 // `old` (the stored slice an update replaces; null on create) already uses one of them.
 void DropDisabledFields(const FeatureGates& gates, nlohmann::json& slice,
                         const nlohmann::json* old);
+
+// The API's defaulting of a ResourceSlice as it is decoded, on create and on every update
+// (pkg/apis/resource/v1/defaults.go, SetDefaults_DeviceTaint): a device taint without timeAdded
+// gets `now`, truncated to the second ("2026-12-06T20:40:00Z"). A writer that leaves timeAdded
+// out of an update thus moves it, and the slice changes.
+void DefaultTaintTimes(nlohmann::json& slice, absl::Time now);
 
 }  // namespace neuron::sim::apiserver

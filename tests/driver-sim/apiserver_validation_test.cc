@@ -1,10 +1,12 @@
 // The API stand-in's validation, one documented rule at a time (driver-sim/apiserver/
-// validation.cc cites each), and its store: resourceVersion conflicts, selectors, watch history.
+// validation.cc cites each), and its store: resourceVersion conflicts, selectors, watch history,
+// the defaulting of taint times and delete preconditions.
 
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "absl/time/time.h"
 #include "driver-sim/apiserver/quantity.h"
 #include "driver-sim/apiserver/store.h"
 #include "driver-sim/apiserver/validation.h"
@@ -338,6 +340,62 @@ TEST(ApiStore, FieldSelectorsAndWatch) {
   const ApiAnswer now = store.Watch(Slices(), "", 0, "", "", std::chrono::milliseconds(0));
   ASSERT_EQ(now.body.size(), 1u);
   EXPECT_EQ(now.body[0]["object"]["metadata"]["name"], "node-1-neuron.aws.com");
+}
+
+// SetDefaults_DeviceTaint: a taint written without timeAdded gets the time of that write,
+// truncated to the second; one that has it keeps it.
+TEST(ApiDefaults, ATaintWithoutTimeAddedGetsTheTimeOfTheWrite) {
+  json slice = Slice({Device("neuron-0"), Device("neuron-1")});
+  slice["spec"]["devices"][0]["taints"] = {
+      {{"key", "neuron.aws.com/unhealthy"}, {"effect", "NoSchedule"}}};
+  slice["spec"]["devices"][1]["taints"] = {{{"key", "neuron.aws.com/unhealthy"},
+                                            {"effect", "NoSchedule"},
+                                            {"timeAdded", "2026-01-02T03:04:05Z"}}};
+  DefaultTaintTimes(slice, absl::FromUnixMillis(1765052400999));  // 2025-12-06T20:20:00.999Z
+  EXPECT_EQ(slice["spec"]["devices"][0]["taints"][0]["timeAdded"], "2025-12-06T20:20:00Z");
+  EXPECT_EQ(slice["spec"]["devices"][1]["taints"][0]["timeAdded"], "2026-01-02T03:04:05Z");
+}
+
+// The store defaults on create and on update: a writer that sends the stored time back writes
+// nothing; one that leaves it out gets a new time (the churn the publisher avoids).
+TEST(ApiStore, TaintTimesAreDefaultedOnEveryWrite) {
+  Store store;
+  json tainted = Slice({Device("neuron-0")});
+  tainted["spec"]["devices"][0]["taints"] = {
+      {{"key", "neuron.aws.com/unhealthy"}, {"value", "ecc"}, {"effect", "NoSchedule"}}};
+  const ApiAnswer made = store.Create(Slices(), "", tainted);
+  ASSERT_EQ(made.code, 201) << made.body.dump();
+  ASSERT_TRUE(made.body["spec"]["devices"][0]["taints"][0]["timeAdded"].is_string())
+      << made.body.dump();
+  const ApiAnswer same = store.Update(Slices(), "", "node-1-neuron.aws.com", made.body, false);
+  EXPECT_EQ(same.body["metadata"]["resourceVersion"], made.body["metadata"]["resourceVersion"]);
+  json without = made.body;
+  without["spec"]["devices"][0]["taints"][0].erase("timeAdded");
+  const ApiAnswer again = store.Update(Slices(), "", "node-1-neuron.aws.com", without, false);
+  ASSERT_EQ(again.code, 200) << again.body.dump();
+  EXPECT_TRUE(again.body["spec"]["devices"][0]["taints"][0]["timeAdded"].is_string());
+}
+
+// DeleteOptions.preconditions: a delete of an object that changed since it was read is refused.
+TEST(ApiStore, DeletePreconditionsNameTheObjectTheCallerSaw) {
+  Store store;
+  const ApiAnswer made = store.Create(Slices(), "", Slice(json::array()));
+  ASSERT_EQ(made.code, 201);
+  const json seen = made.body["metadata"];
+  json changed = made.body;
+  changed["spec"]["devices"] = {Device("neuron-0")};
+  ASSERT_EQ(store.Update(Slices(), "", "node-1-neuron.aws.com", changed, false).code, 200);
+  const ApiAnswer stale =
+      store.Delete(Slices(), "", "node-1-neuron.aws.com",
+                   {{"uid", seen["uid"]}, {"resourceVersion", seen["resourceVersion"]}});
+  EXPECT_EQ(stale.code, 409);
+  EXPECT_EQ(stale.body["reason"], "Conflict");
+  EXPECT_NE(stale.body["message"].get<std::string>().find("Precondition failed: ResourceVersion"),
+            std::string::npos)
+      << stale.body.dump();
+  EXPECT_EQ(store.Delete(Slices(), "", "node-1-neuron.aws.com", {{"uid", "another"}}).code, 409);
+  EXPECT_EQ(store.Get(Slices(), "", "node-1-neuron.aws.com").code, 200) << "still there";
+  EXPECT_EQ(store.Delete(Slices(), "", "node-1-neuron.aws.com", {{"uid", seen["uid"]}}).code, 200);
 }
 
 }  // namespace
