@@ -63,6 +63,9 @@ echo
 echo "== plugin: Allocate/GetPreferredAllocation over the socket, re-registration, health -> ListAndWatch, RSS"
 "$build/bench/plugin_bench"
 echo
+echo "== DRA: the slice publisher's writes over resyncs of an unchanged, tainted pool (trn1.32xlarge)"
+"$build/bench/dra_bench"
+echo
 echo "== exporter: scrape latency (full read, shared snapshot), RSS and CPU, beside node_exporter"
 "$build/bench/monitor_bench"
 echo

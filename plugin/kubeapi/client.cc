@@ -131,6 +131,10 @@ absl::StatusOr<nlohmann::json> Client::Put(std::string_view path,
 absl::StatusOr<nlohmann::json> Client::Delete(std::string_view path) const {
   return Request("DELETE", path, nullptr);
 }
+absl::StatusOr<nlohmann::json> Client::Delete(std::string_view path,
+                                              const nlohmann::json& options) const {
+  return Request("DELETE", path, &options);
+}
 
 absl::StatusOr<std::vector<nlohmann::json>> Client::Watch(std::string_view path) const {
   absl::StatusOr<std::string> answer = Exchange("GET", path, nullptr);

@@ -56,6 +56,9 @@ class Client {
   absl::StatusOr<nlohmann::json> Post(std::string_view path, const nlohmann::json& body) const;
   absl::StatusOr<nlohmann::json> Put(std::string_view path, const nlohmann::json& body) const;
   absl::StatusOr<nlohmann::json> Delete(std::string_view path) const;
+  // With DeleteOptions, e.g. {"preconditions": {"uid", "resourceVersion"}}: the server refuses
+  // (Aborted, 409) when the object is no longer the one the caller saw.
+  absl::StatusOr<nlohmann::json> Delete(std::string_view path, const nlohmann::json& options) const;
   // A watch (`path` with ?watch=1&resourceVersion=N): the events the answer carried, one JSON
   // object per line ({"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object"}), once the server
   // ends the stream or the request's timeout passes (DeadlineExceeded then; ask for

@@ -15,7 +15,6 @@ namespace {
 using nlohmann::json;
 
 constexpr char kSlices[] = "/apis/resource.k8s.io/v1/resourceslices";
-constexpr int kConflictRetries = 3;
 
 bool ApiDown(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
@@ -80,6 +79,65 @@ std::set<std::string> Stripped(const json& sent, const json& stored) {
   return out;
 }
 
+// The taints' timeAdded that `stored` holds, copied into `desired` where the device name and the
+// taint's key, value and effect match (the library's copyTaintTimeAdded). The server defaults a
+// missing timeAdded to the time of each write, so a spec sent without it would differ from the
+// stored one at every resync, be written again and move the time.
+void KeepTaintTimes(json& desired, const json& stored) {
+  const auto stored_devices = stored.find("devices");
+  const auto desired_devices = desired.find("devices");
+  if (stored_devices == stored.end() || desired_devices == desired.end()) return;
+  std::map<std::string, const json*> by_name;
+  for (const json& d : *stored_devices) by_name[d.value("name", "")] = &d;
+  for (json& d : *desired_devices) {
+    const auto old = by_name.find(d.value("name", ""));
+    if (old == by_name.end() || !d.contains("taints")) continue;
+    const json old_taints = old->second->value("taints", json::array());
+    for (json& t : d["taints"]) {
+      if (t.contains("timeAdded")) continue;
+      for (const json& o : old_taints) {
+        const bool same = o.value("key", "") == t.value("key", "") &&
+                          o.value("value", "") == t.value("value", "") &&
+                          o.value("effect", "") == t.value("effect", "");
+        if (same && o.contains("timeAdded")) {
+          t["timeAdded"] = o["timeAdded"];
+          break;
+        }
+      }
+    }
+  }
+}
+
+bool Differs(const PlannedSlice& p, const json& object, const json& owners) {
+  return object.value("spec", json()) != p.spec ||
+         object.value("/metadata/ownerReferences"_json_pointer, json()) != owners;
+}
+
+// pool.generation as the library's controller sets it: the highest the server holds, kept when
+// at most one existing slice must change and none is new (a consumer sees one write whole),
+// else one more, so that a consumer ignores the pool's older slices while it is written.
+void SetGeneration(std::vector<PlannedSlice>& plan, const std::map<std::string, json>& stored,
+                   const json& owners) {
+  int64_t generation = 0;
+  for (const auto& [name, object] : stored) {
+    generation =
+        std::max(generation, object.value("/spec/pool/generation"_json_pointer, int64_t{0}));
+  }
+  size_t changed = 0;
+  bool added = false;
+  for (PlannedSlice& p : plan) {
+    p.spec["pool"]["generation"] = generation;
+    const auto it = stored.find(p.name);
+    if (it == stored.end()) {
+      added = true;
+    } else if (Differs(p, it->second, owners)) {
+      ++changed;
+    }
+  }
+  if (!added && changed <= 1) return;
+  for (PlannedSlice& p : plan) p.spec["pool"]["generation"] = generation + 1;
+}
+
 size_t DeviceCount(const std::vector<PlannedSlice>& plan) {
   size_t n = 0;
   for (const PlannedSlice& p : plan) n += p.spec.value("devices", json::array()).size();
@@ -135,6 +193,11 @@ std::optional<uint64_t> SlicePublisher::published_generation() const {
   return published_generation_;
 }
 
+SlicePublisher::Writes SlicePublisher::writes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return writes_;
+}
+
 absl::StatusOr<std::vector<json>> SlicePublisher::ReadPlugin(uint64_t* generation) const {
   LocalRequestOptions o;
   o.timeout = options_.plugin_timeout;
@@ -173,65 +236,71 @@ absl::StatusOr<std::vector<json>> SlicePublisher::ReadPlugin(uint64_t* generatio
   return j["slices"].get<std::vector<json>>();
 }
 
-absl::StatusOr<json> SlicePublisher::Publish(const PlannedSlice& planned) {
-  const std::string& name = planned.name;
-  const json& spec = planned.spec;
+absl::StatusOr<SlicePublisher::Stored> SlicePublisher::ListStored() const {
+  absl::StatusOr<json> list =
+      client_.Get(fmt::format("{}?fieldSelector=spec.nodeName%3D{}%2Cspec.driver%3D{}", kSlices,
+                              options_.node_name, kDriverName));
+  if (!list.ok()) return list.status();
+  Stored stored;
+  for (json& item : (*list)["items"]) {
+    std::string name = item.value("/metadata/name"_json_pointer, std::string());
+    if (!name.empty()) stored.emplace(std::move(name), std::move(item));
+  }
+  return stored;
+}
+
+absl::StatusOr<json> SlicePublisher::Owners() {
   if (node_uid_.empty()) {
     absl::StatusOr<json> node = client_.Get(fmt::format("/api/v1/nodes/{}", options_.node_name));
     if (!node.ok()) return node.status();
     node_uid_ = node->value("/metadata/uid"_json_pointer, std::string());
     if (node_uid_.empty()) return absl::DataLossError("the Node object has no metadata.uid");
   }
+  return json::array({{{"apiVersion", "v1"},
+                       {"kind", "Node"},
+                       {"name", options_.node_name},
+                       {"uid", node_uid_},
+                       {"controller", true}}});
+}
+
+absl::StatusOr<json> SlicePublisher::Write(const PlannedSlice& planned, const json& owners,
+                                           const json* current) {
   json slice = {{"apiVersion", "resource.k8s.io/v1"},
                 {"kind", "ResourceSlice"},
-                {"metadata",
-                 {{"name", name},
-                  {"ownerReferences", json::array({{{"apiVersion", "v1"},
-                                                    {"kind", "Node"},
-                                                    {"name", options_.node_name},
-                                                    {"uid", node_uid_},
-                                                    {"controller", true}}})}}},
-                {"spec", spec}};
-  const std::string path = fmt::format("{}/{}", kSlices, name);
-  absl::Status last;
-  for (int attempt = 0; attempt < kConflictRetries; ++attempt) {
-    absl::StatusOr<json> current = client_.Get(path);
-    if (absl::IsNotFound(current.status())) {
-      absl::StatusOr<json> made = client_.Post(kSlices, slice);
-      if (made.ok()) return made->value("spec", json::object());
-      last = made.status();
-      if (absl::IsAlreadyExists(last)) continue;  // made meanwhile: read it and update
-      return last;
-    }
-    if (!current.ok()) return current.status();
-    if (current->value("spec", json()) == spec &&
-        current->value("/metadata/ownerReferences"_json_pointer, json()) ==
-            slice["metadata"]["ownerReferences"]) {
-      return current->value("spec", json::object());
-    }
-    slice["metadata"]["resourceVersion"] =
-        current->value("/metadata/resourceVersion"_json_pointer, std::string());
-    absl::StatusOr<json> updated = client_.Put(path, slice);
-    if (updated.ok()) return updated->value("spec", json::object());
-    last = updated.status();
-    if (!absl::IsAborted(last)) return last;  // 409: someone else wrote it; read again
-    log_->info("slice {} changed under us ({}); reading it again", name,
-               std::string{last.message()});
+                {"metadata", {{"name", planned.name}, {"ownerReferences", owners}}},
+                {"spec", planned.spec}};
+  // A 409 (AlreadyExists, or Aborted for a stale resourceVersion) ends the round: somebody else
+  // wrote the slice since the list, and the next round lists again.
+  if (current == nullptr) {
+    absl::StatusOr<json> made = client_.Post(kSlices, slice);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (made.ok()) ++writes_.creates;
+    return made;
   }
-  return last;
+  slice["metadata"]["resourceVersion"] =
+      current->value("/metadata/resourceVersion"_json_pointer, std::string());
+  absl::StatusOr<json> updated = client_.Put(fmt::format("{}/{}", kSlices, planned.name), slice);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (updated.ok()) ++writes_.updates;
+  return updated;
 }
 
 absl::Status SlicePublisher::DeleteOthers(const std::set<std::string>& keep,
-                                          const std::set<std::string>& probes) {
-  absl::StatusOr<json> list =
-      client_.Get(fmt::format("{}?fieldSelector=spec.nodeName%3D{}%2Cspec.driver%3D{}", kSlices,
-                              options_.node_name, kDriverName));
-  if (!list.ok()) return list.status();
-  for (const json& item : list->value("items", json::array())) {
-    const std::string name = item.value("/metadata/name"_json_pointer, std::string());
-    if (name.empty() || keep.contains(name)) continue;
-    absl::StatusOr<json> gone = client_.Delete(fmt::format("{}/{}", kSlices, name));
-    if (!gone.ok() && !absl::IsNotFound(gone.status())) return gone.status();
+                                          const std::set<std::string>& probes,
+                                          const Stored& stored) {
+  for (const auto& [name, item] : stored) {
+    if (keep.contains(name)) continue;
+    const json options = {{"preconditions",
+                           {{"uid", item.value("/metadata/uid"_json_pointer, std::string())},
+                            {"resourceVersion", item.value("/metadata/resourceVersion"_json_pointer,
+                                                           std::string())}}}};
+    absl::StatusOr<json> gone = client_.Delete(fmt::format("{}/{}", kSlices, name), options);
+    if (absl::IsNotFound(gone.status())) continue;  // gone already
+    if (!gone.ok()) return gone.status();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++writes_.deletes;
+    }
     if (probes.contains(name)) continue;  // the gate's probe: said once by Learn
     log_->info("deleted ResourceSlice {}: not a slice of this driver's current pool for node {}",
                name, options_.node_name);
@@ -249,21 +318,34 @@ absl::Status SlicePublisher::SyncOnce() {
   }
 }
 
-absl::StatusOr<SlicePublisher::Written> SlicePublisher::WritePlan(
-    const std::vector<PlannedSlice>& plan) {
+absl::StatusOr<SlicePublisher::Written> SlicePublisher::WritePlan(std::vector<PlannedSlice> plan,
+                                                                  Stored& stored) {
+  absl::StatusOr<json> owners = Owners();
+  if (!owners.ok()) return owners.status();
+  for (PlannedSlice& p : plan) {
+    if (const auto it = stored.find(p.name); it != stored.end()) {
+      KeepTaintTimes(p.spec, it->second.value("spec", json::object()));
+    }
+  }
+  SetGeneration(plan, stored, *owners);
   Written w;
   for (const PlannedSlice& p : plan) {
-    absl::StatusOr<json> stored = Publish(p);
-    if (!stored.ok()) return stored.status();
+    const auto it = stored.find(p.name);
+    if (it == stored.end() || Differs(p, it->second, *owners)) {
+      absl::StatusOr<json> object = Write(p, *owners, it == stored.end() ? nullptr : &it->second);
+      if (!object.ok()) return object.status();
+      stored[p.name] = *std::move(object);
+    }
+    const json stored_spec = stored[p.name].value("spec", json::object());
     if (NonEmpty(p.spec, "sharedCounters")) {
-      if (!NonEmpty(*stored, "sharedCounters")) {
+      if (!NonEmpty(stored_spec, "sharedCounters")) {
         w.counters_dropped = true;
         probes_.insert(p.name);
         return w;  // no device slice is written against counters the server does not keep
       }
       w.counters_kept = true;
     }
-    const std::set<std::string> stripped = Stripped(p.spec, *stored);
+    const std::set<std::string> stripped = Stripped(p.spec, stored_spec);
     w.stripped.insert(stripped.begin(), stripped.end());
   }
   return w;
@@ -294,23 +376,23 @@ void SlicePublisher::Learn(const Written& w) {
 }
 
 absl::StatusOr<std::set<std::string>> SlicePublisher::PublishPool(const std::vector<json>& slices,
-                                                                  bool probe) {
+                                                                  bool probe, Stored& stored) {
   // Each narrowing is one more round; three cover the counters and then the devices.
   for (int round = 0; round < 3; ++round) {
     const bool with_counters = !counters_refused_ || probe;
     const std::vector<PlannedSlice> plan =
         PlanPool(options_.node_name, slices, !with_counters, refused_devices_);
     probe = false;
-    absl::StatusOr<Written> w = WritePlan(plan);
+    absl::StatusOr<Written> w = WritePlan(plan, stored);
     if (!w.ok()) return w.status();
     Learn(*w);
     if (w->counters_dropped || !w->stripped.empty()) continue;
     std::set<std::string> names;
     for (const PlannedSlice& p : plan) names.insert(p.name);
     if (slices != last_slices_) {
-      log_->info("published {} ResourceSlice(s) of pool {} (plugin generation {}, {} devices)",
+      log_->info("published {} ResourceSlice(s) of pool {} (generation {}, {} devices)",
                  plan.size(), options_.node_name,
-                 plan.front().spec.value("/pool/generation"_json_pointer, int64_t{0}),
+                 stored[plan.front().name].value("/spec/pool/generation"_json_pointer, int64_t{0}),
                  DeviceCount(plan));
     }
     return names;
@@ -327,10 +409,14 @@ absl::Status SlicePublisher::Sync() {
   const bool due = now - last_verified_ >= options_.resync;
   if (*slices == last_slices_ && !due) return absl::OkStatus();
   probes_.clear();
-  absl::StatusOr<std::set<std::string>> names = PublishPool(*slices, counters_refused_ && due);
+  // The resync is this check: one list, and writes only where the server differs.
+  absl::StatusOr<Stored> stored = ListStored();
+  if (!stored.ok()) return stored.status();
+  absl::StatusOr<std::set<std::string>> names =
+      PublishPool(*slices, counters_refused_ && due, *stored);
   if (!names.ok()) return names.status();
   // After the pool is written, so that the node is never without its slices.
-  if (absl::Status s = DeleteOthers(*names, probes_); !s.ok()) return s;
+  if (absl::Status s = DeleteOthers(*names, probes_, *stored); !s.ok()) return s;
   last_slices_ = *std::move(slices);
   last_verified_ = now;
   std::lock_guard<std::mutex> lock(mu_);

@@ -2,14 +2,25 @@
 // Publishes the node's ResourceSlices for the DRA driver neuron.aws.com: reads the pool the
 // privileged plugin computes (`GET /dra/resourceslice` on its HTTP Unix socket: {"generation",
 // "nodeName", "slices": [spec, ...]}, docs/kubelet-api.md#resourceslices) and makes the API
-// server hold exactly that pool:
+// server hold exactly that pool, writing only what differs, as Kubernetes' own ResourceSlice
+// controller does (k8s.io/dynamic-resource-allocation resourceslice/resourceslicecontroller.go):
+//   - each round lists what the server holds for the node and the driver (field selectors
+//     spec.nodeName and spec.driver): desired against actual by slice name, a slice written only
+//     when its spec or owner differs, so a resync of an unchanged pool writes nothing;
+//   - a taint's timeAdded is the server's: it defaults a missing one to the time of the write
+//     (SetDefaults_DeviceTaint), so the time it holds for the same device, key, value and effect
+//     is copied into what we send, and a taint keeps its time (NoExecute tolerations with
+//     tolerationSeconds count from it);
+//   - pool.generation is the highest the server holds, kept when at most one existing slice
+//     changes and none is new (one write is atomic for a consumer), else one more, so that a
+//     consumer ignores a pool caught half-written;
 //   - slices[0] as `<node>-neuron.aws.com`, slices[k] as `<node>-neuron.aws.com-<k>`, each owned
 //     by the Node (metadata.ownerReferences), so that they go when the node object goes; the
 //     slices holding sharedCounters written first, then the devices; each created when missing,
-//     updated with its resourceVersion when its spec changed, a 409 retried after re-reading;
-//   - no other slice of driver neuron.aws.com for this node (listed by the field selectors
-//     spec.nodeName and spec.driver and deleted, after the pool is written), so no slice ever
-//     claims a removed device;
+//     updated with the resourceVersion listed (a 409 ends the round: the next one lists again);
+//   - no other slice of driver neuron.aws.com for this node (deleted after the pool is written,
+//     with the UID and resourceVersion listed as preconditions, so that a slice somebody wrote
+//     meanwhile is not deleted unseen), so no slice ever claims a removed device;
 //   - where the API server drops the partitionable-device fields (feature gate
 //     DRAPartitionableDevices off: a server clears a disabled gate's fields on write, silently),
 //     a device that consumes counters would be offered as if it shared nothing, and a NeuronCore
@@ -32,6 +43,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -58,7 +70,7 @@ struct PublisherOptions {
   std::chrono::milliseconds plugin_timeout{2000};  // each ask
   std::chrono::milliseconds backoff_initial{500};  // first wait after an API failure
   std::chrono::milliseconds backoff_max{30000};    // the cap
-  std::chrono::milliseconds resync{60000};         // re-check an unchanged slice this often
+  std::chrono::milliseconds resync{60000};         // re-check an unchanged pool this often
 };
 
 // The name of slice `index` of the node's pool: `<node>-neuron.aws.com` for 0,
@@ -106,6 +118,15 @@ class SlicePublisher {
   // The plugin's generation last published (nullopt before the first success).
   std::optional<uint64_t> published_generation() const;
 
+  // The API writes made so far (the library's controller counts the same for its tests).
+  struct Writes {
+    uint64_t creates = 0;
+    uint64_t updates = 0;
+    uint64_t deletes = 0;
+    uint64_t total() const { return creates + updates + deletes; }
+  };
+  Writes writes() const;
+
  private:
   // What the pool's writing found the API server to do with the partitionable-device fields.
   struct Written {
@@ -114,19 +135,28 @@ class SlicePublisher {
     bool counters_kept = false;      // a counter slice came back with its sharedCounters
   };
 
+  // The node's slices of the driver as the server holds them, by name.
+  using Stored = std::map<std::string, nlohmann::json>;
+
   absl::StatusOr<std::vector<nlohmann::json>> ReadPlugin(uint64_t* generation) const;
-  // Writes one slice; the spec the API server holds afterwards.
-  absl::StatusOr<nlohmann::json> Publish(const PlannedSlice& slice);
-  // Writes the plan in order; stops after a counter slice whose counters were dropped.
-  absl::StatusOr<Written> WritePlan(const std::vector<PlannedSlice>& plan);
+  absl::StatusOr<Stored> ListStored() const;
+  // metadata.ownerReferences: the Node (its UID read once).
+  absl::StatusOr<nlohmann::json> Owners();
+  // Creates (`current` null) or updates one slice; the object the API server holds afterwards.
+  absl::StatusOr<nlohmann::json> Write(const PlannedSlice& slice, const nlohmann::json& owners,
+                                       const nlohmann::json* current);
+  // Writes what differs of the plan, in order, into `stored`; stops after a counter slice whose
+  // counters were dropped.
+  absl::StatusOr<Written> WritePlan(std::vector<PlannedSlice> plan, Stored& stored);
   // Writes the pool, narrowing it while the API server drops fields; the names written.
   absl::StatusOr<std::set<std::string>> PublishPool(const std::vector<nlohmann::json>& slices,
-                                                    bool probe);
+                                                    bool probe, Stored& stored);
   // Logs what `w` changes in what the server accepts, and remembers it.
   void Learn(const Written& w);
   // Deletes the node's other slices of the driver; logs each, except the counter slices written
   // this round only to see whether the server keeps sharedCounters (`probes`).
-  absl::Status DeleteOthers(const std::set<std::string>& keep, const std::set<std::string>& probes);
+  absl::Status DeleteOthers(const std::set<std::string>& keep, const std::set<std::string>& probes,
+                            const Stored& stored);
   absl::Status Sync();  // SyncOnce without its guard against JSON exceptions
   void Run();
   // Logs a change of state (and an API error whose message changed), nothing else.
@@ -153,6 +183,7 @@ class SlicePublisher {
   std::condition_variable cv_;
   bool stop_ = false;
   std::optional<uint64_t> published_generation_;
+  Writes writes_;
   std::thread thread_;
 };
 

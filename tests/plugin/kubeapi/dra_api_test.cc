@@ -8,6 +8,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "driver-sim/apiserver/api_server.h"
 #include "http/http_server.h"
@@ -272,6 +274,66 @@ TEST_F(DraApiTest, SlicesOfAnotherGenerationAreRefused) {
       << "what was published stays";
 }
 
+// The resync is a check, not a rewrite (the library's controller): over three resyncs an
+// unchanged pool, a tainted device included, is not written, and the taint keeps the timeAdded
+// the server gave it (the server stamps a taint sent without one anew, and the seconds move on
+// between the resyncs).
+TEST_F(DraApiTest, ResyncsOfAnUnchangedPoolWriteNothingAndKeepTaintTimes) {
+  options_.resync = std::chrono::milliseconds(0);  // every round re-checks
+  SlicePublisher publisher(*client_, options_);
+  std::vector<json> pool = Partitionable(/*ultraserver=*/false, /*cores=*/true);
+  pool[0]["devices"][1]["taints"] = Spec({"neuron-1"}, /*taint=*/true)["devices"][0]["taints"];
+  plugin_->SetPool(pool);
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  const std::map<std::string, json> first = PoolSlices(*api_);
+  ASSERT_EQ(first.size(), 3u);
+  const json added =
+      first.at("node-1-neuron.aws.com")["spec"]["devices"][1]["taints"][0]["timeAdded"];
+  ASSERT_TRUE(added.is_string()) << first.at("node-1-neuron.aws.com").dump();
+  EXPECT_EQ(publisher.writes().creates, 3u);
+  const uint64_t writes = publisher.writes().total();
+  for (int resync = 0; resync < 3; ++resync) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    plugin_->SetPool(pool);  // the plugin's document generation moves; the content does not
+    ASSERT_TRUE(publisher.SyncOnce().ok());
+  }
+  EXPECT_EQ(publisher.writes().total(), writes);
+  const std::map<std::string, json> now = PoolSlices(*api_);
+  for (const auto& [name, s] : now) {
+    EXPECT_EQ(s["metadata"]["resourceVersion"], first.at(name)["metadata"]["resourceVersion"])
+        << name;
+  }
+  EXPECT_EQ(now.at("node-1-neuron.aws.com")["spec"]["devices"][1]["taints"][0]["timeAdded"], added);
+}
+
+// pool.generation as the library's controller keeps it: one slice changing keeps it (one write
+// is atomic for a consumer), two slices changing raise it for every slice.
+TEST_F(DraApiTest, OneSliceChangedKeepsTheGenerationTwoRaiseIt) {
+  SlicePublisher publisher(*client_, options_);
+  std::vector<json> pool = Partitionable(/*ultraserver=*/false, /*cores=*/true);
+  plugin_->SetPool(pool);
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  const auto generations = [&] {
+    std::set<int64_t> out;
+    for (const auto& [name, s] : PoolSlices(*api_)) {
+      out.insert(s["spec"]["pool"]["generation"].get<int64_t>());
+    }
+    return out;
+  };
+  EXPECT_EQ(generations(), std::set<int64_t>{1});
+  pool[0]["devices"][1]["taints"] = Spec({"neuron-1"}, /*taint=*/true)["devices"][0]["taints"];
+  plugin_->SetPool(pool);
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(generations(), std::set<int64_t>{1});
+  EXPECT_EQ(publisher.writes().updates, 1u);
+  pool[0]["devices"][0]["taints"] = pool[0]["devices"][1]["taints"];
+  pool[2]["devices"][0]["taints"] = pool[0]["devices"][1]["taints"];
+  plugin_->SetPool(pool);
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(generations(), std::set<int64_t>{2});
+  EXPECT_EQ(publisher.writes().updates, 4u) << "every slice carries the new generation";
+}
+
 TEST(DraApiPlan, WithoutCountersOnlyWholeDevicesStayAndLoseTheirConsumption) {
   std::vector<json> pool = Partitionable(/*ultraserver=*/true, /*cores=*/true);
   std::vector<PlannedSlice> plan = PlanPool("node-1", pool, false, {});
@@ -359,9 +421,13 @@ TEST_F(DraApiTest, ADeviceReturnedWithoutItsCountersIsLeftOut) {
   ASSERT_TRUE(publisher.SyncOnce().ok());
   const std::map<std::string, json> slices = PoolSlices(*api_);
   ASSERT_EQ(slices.size(), 2u) << "the cores' slice is gone";
+  // Two slices changed (their resourceSliceCount) and one was added then left: a new
+  // generation, one for the whole pool.
   for (const auto& [name, s] : slices) {
     EXPECT_EQ(s["spec"]["pool"]["resourceSliceCount"], 2) << name;
-    EXPECT_EQ(s["spec"]["pool"]["generation"], 2) << name;
+    EXPECT_EQ(s["spec"]["pool"]["generation"], slices.begin()->second["spec"]["pool"]["generation"])
+        << name;
+    EXPECT_GT(s["spec"]["pool"]["generation"], 1) << name;
   }
   EXPECT_EQ(slices.at("node-1-neuron.aws.com")["spec"]["devices"][0]["consumesCounters"].size(),
             1u);
