@@ -135,8 +135,9 @@ absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, Health
         if (key == "hw_errors") return Get(v, source, name, ParseBool, &h->hw_errors);
         if (key == "efa_port") return Get(v, source, name, ParseBool, &h->efa_port);
         if (key == "poll_period") return Get(v, source, name, ParsePollPeriod, &h->poll_period);
+        if (key == "stale_after") return Get(v, source, name, ParseStaleAfter, &h->stale_after);
         return Unknown(source, mark, "health.", key,
-                       "absence, state, ecc, hw_errors, efa_port, poll_period");
+                       "absence, state, ecc, hw_errors, efa_port, poll_period, stale_after");
       });
 }
 
@@ -226,6 +227,17 @@ absl::StatusOr<std::chrono::milliseconds> ParsePollPeriod(std::string_view text)
                     kMinPollPeriod.count(), kMaxPollPeriod.count() / 1000));
   }
   return period;
+}
+
+absl::StatusOr<std::chrono::milliseconds> ParseStaleAfter(std::string_view text) {
+  absl::StatusOr<std::chrono::milliseconds> after = ParseDuration(text);
+  if (!after.ok()) return after.status();
+  if (*after < kMinStaleAfter || *after > kMaxStaleAfter) {
+    return absl::OutOfRangeError(
+        fmt::format("'{}' is out of range: health evidence goes stale after {}s to {}m", text,
+                    kMinStaleAfter.count() / 1000, kMaxStaleAfter.count() / 60000));
+  }
+  return after;
 }
 
 absl::Status ParseResourceList(std::string_view text, Config* config) {

@@ -38,6 +38,10 @@ struct HealthPolicy {
   bool hw_errors = true;  // a NEURON_HW_ERR= kernel record named the device since the baseline
   bool efa_port = true;   // EFA port not ACTIVE
   std::chrono::milliseconds poll_period{250};  // ECC counters, kMinPollPeriod..kMaxPollPeriod
+  // Evidence older than this is stale: the DRA face stops sending it again, so the kubelet takes
+  // the devices as UNKNOWN after this (health_check_timeout_seconds), and the plugin's
+  // neuron_plugin_health_evidence_stale says 1. kMinStaleAfter..kMaxStaleAfter.
+  std::chrono::milliseconds stale_after{30000};
 };
 
 // health.poll_period's range (plugin/README.md#config-file). At least 100 ms: each poll reads up to
@@ -47,6 +51,12 @@ struct HealthPolicy {
 // catches "250m" (minutes) written for "250ms".
 inline constexpr std::chrono::milliseconds kMinPollPeriod{100};
 inline constexpr std::chrono::milliseconds kMaxPollPeriod{60000};
+// health.stale_after's range: at least 3 s (the health stream re-sends fresh evidence every third
+// of it, and the watcher reads it every poll_period); at most 10 minutes, beyond which a wedged
+// watcher would leave a failed device HEALTHY at the kubelet for longer than a training step
+// takes to notice it. 30 s is the kubelet's own DefaultHealthTimeout.
+inline constexpr std::chrono::milliseconds kMinStaleAfter{3000};
+inline constexpr std::chrono::milliseconds kMaxStaleAfter{600000};
 
 inline constexpr std::array<Resource, 4> kAllResources{Resource::kNeuron, Resource::kNeuronCore,
                                                        Resource::kEfa, Resource::kNeuronDevice};
@@ -108,6 +118,7 @@ absl::StatusOr<DeviceNumbering> ParseDeviceNumbering(std::string_view text);
 absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text);
 // A duration within kMinPollPeriod..kMaxPollPeriod; the error names the allowed range.
 absl::StatusOr<std::chrono::milliseconds> ParsePollPeriod(std::string_view text);
+absl::StatusOr<std::chrono::milliseconds> ParseStaleAfter(std::string_view text);
 // "neuron,neuroncore,efa": the short names of kResources (plus neurondevice); the listed ones are
 // enabled and the rest disabled.
 absl::Status ParseResourceList(std::string_view text, Config* config);

@@ -21,6 +21,8 @@ struct Metrics::Families {
   prometheus::Family<prometheus::Gauge>* devices;
   prometheus::Family<prometheus::Gauge>* masked;
   prometheus::Family<prometheus::Gauge>* advertised;
+  prometheus::Family<prometheus::Gauge>* evidence_age;
+  prometheus::Family<prometheus::Gauge>* evidence_stale;
   std::mutex gauge_mu;
 };
 
@@ -80,6 +82,19 @@ Metrics::Metrics()
                         .Name("neuron_plugin_devices_advertised")
                         .Help("Devices in the last ListAndWatch list, by reported health.")
                         .Register(reg);
+  f_->evidence_age = &prometheus::BuildGauge()
+                          .Name("neuron_plugin_health_evidence_age_seconds")
+                          .Help(
+                              "Seconds since the node's health evidence was last read (absent "
+                              "before the first reading).")
+                          .Register(reg);
+  f_->evidence_stale = &prometheus::BuildGauge()
+                            .Name("neuron_plugin_health_evidence_stale")
+                            .Help(
+                                "1 while the health evidence is older than health.stale_after: "
+                                "the DRA face stops sending it and the kubelet reads the devices "
+                                "as Unknown.")
+                            .Register(reg);
   // The build every series came from (core/base/version.h), as neuron_exporter_build_info.
   prometheus::BuildGauge()
       .Name("neuron_plugin_build_info")
@@ -138,7 +153,13 @@ void Metrics::SetView(const NodeView& view) {
   }
 }
 
+void Metrics::SetEvidenceAge(double seconds, bool stale) {
+  f_->evidence_age->Add({}).Set(seconds);
+  f_->evidence_stale->Add({}).Set(stale ? 1 : 0);
+}
+
 std::string Metrics::Serialize() const {
+  if (on_scrape_) on_scrape_();
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 // The plugin's own /metrics (plugin/README.md lists every series): RPC counts and latency per RPC
 // and resource, registrations, kubelet restarts seen, devices by hardware health and by mask,
-// non-contiguous allocations, build info. prometheus-cpp underneath. Thread-safe (prometheus-cpp's
-// metrics are; the device gauges are set whole under a mutex).
+// non-contiguous allocations, how old the health evidence is, build info. prometheus-cpp
+// underneath. Thread-safe (prometheus-cpp's metrics are; the device gauges are set whole under a
+// mutex).
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +37,12 @@ class Metrics {
   void ListAndWatchSent(Resource r);
   // Device gauges from a published view.
   void SetView(const NodeView& view);
+  // How long ago the node's health evidence was read, and whether that is past
+  // health.stale_after; absent until the first reading.
+  void SetEvidenceAge(double seconds, bool stale);
+  // Runs before every Serialize (gauges that are a function of the time of the scrape). Set
+  // once, before scrapes begin.
+  void OnScrape(std::function<void()> hook) { on_scrape_ = std::move(hook); }
 
   // Prometheus text exposition format 0.0.4.
   std::string Serialize() const;
@@ -44,6 +52,7 @@ class Metrics {
   struct Families;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Families> f_;
+  std::function<void()> on_scrape_;
 };
 
 }  // namespace neuron::plugin

@@ -103,10 +103,16 @@ void NodeState::Notify(const std::shared_ptr<const NodeView>& view) {
   for (const Listener& l : listeners) l(view);
 }
 
+std::optional<std::chrono::system_clock::time_point> NodeState::evidence_time() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return evidence_time_;
+}
+
 void NodeState::SetHardware(Hardware hardware) {
   std::shared_ptr<const NodeView> changed;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    evidence_time_ = std::chrono::system_clock::now();
     if (hardware == hardware_) return;
     if (hardware.links != hardware_.links ||
         hardware.cores_per_device != hardware_.cores_per_device) {

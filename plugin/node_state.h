@@ -120,8 +120,12 @@ class NodeState {
   // new view. Views from racing changes may arrive out of order: compare generations.
   void AddListener(Listener listener);
 
-  // From NodeWatcher. Publishes when anything changed.
+  // From NodeWatcher after every reading of the evidence (each health poll, each event).
+  // Publishes when anything changed; either way the evidence is as fresh as now.
   void SetHardware(Hardware hardware);
+  // When the evidence was last read (SetHardware's wall-clock time); nullopt before the first.
+  // A watcher that stalls stops moving it (the DRA health stream and the stale gauge use it).
+  std::optional<std::chrono::system_clock::time_point> evidence_time() const;
 
   // From the PodResources cache: the kubelet's current holdings, taken at `when`.
   void SetPodAssignments(const PodAssignments& assignments,
@@ -157,6 +161,7 @@ class NodeState {
   std::map<Resource, std::set<std::string>> pod_ids_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const NodeView> view_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<std::chrono::system_clock::time_point> evidence_time_ ABSL_GUARDED_BY(mu_);
   std::vector<Listener> listeners_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -20,6 +20,12 @@ Plugin::Plugin(Config config)
   } else {
     face_ = std::make_unique<DevicePluginFace>(config_, &state_, &watcher_, &metrics_);
   }
+  metrics_.OnScrape([this] {
+    const auto read = state_.evidence_time();
+    if (!read) return;  // unknown before the first reading: no series, not a zero
+    const std::chrono::duration<double> age = std::chrono::system_clock::now() - *read;
+    metrics_.SetEvidenceAge(age.count(), age > config_.health.stale_after);
+  });
 }
 
 Plugin::~Plugin() { Stop(); }

@@ -98,7 +98,8 @@ class DraFace::Impl {
                        .node_name = config_.node_name,
                        .driver = driver_.get(),
                        .state = &state_,
-                       .partitionable = config_.dra_partitionable});
+                       .partitionable = config_.dra_partitionable,
+                       .stale_after = config_.health.stale_after});
     if (!server.ok()) return server.status();
     std::lock_guard<std::mutex> lock(server_mu_);
     server_ = *std::move(server);
@@ -118,6 +119,7 @@ class DraFace::Impl {
     while (!stopped_) {
       cv_.wait_for(lock, kPeriodicCheck, [this] { return stopped_.load(); });
       if (stopped_) break;
+      SayWhetherStale();
       bool present = false;
       {
         std::lock_guard<std::mutex> server_lock(server_mu_);
@@ -126,6 +128,26 @@ class DraFace::Impl {
       if (present) continue;
       log_->info("a DRA socket is gone: serving again");
       if (absl::Status s = Serve(); !s.ok()) log_->warn("{}", std::string{s.message()});
+    }
+  }
+
+  // Once when the health evidence goes stale (the health streams stop sending it) and once when
+  // it is read again.
+  void SayWhetherStale() {
+    const auto read = state_.evidence_time();
+    const bool stale =
+        read && std::chrono::system_clock::now() - *read > config_.health.stale_after;
+    if (stale == stale_) return;
+    stale_ = stale;
+    if (stale) {
+      log_->error(
+          "the node's health evidence was last read {} s ago (health.stale_after {} s): the "
+          "health streams stop sending it, and the kubelet takes the devices as Unknown",
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now() - *read)
+              .count(),
+          config_.health.stale_after.count() / 1000.0);
+    } else {
+      log_->info("the node's health evidence is read again: the health streams send it");
     }
   }
 
@@ -138,6 +160,7 @@ class DraFace::Impl {
   std::unique_ptr<Driver> driver_;
   std::thread thread_;
   std::atomic<bool> stopped_{false};
+  bool stale_ = false;  // Run's
   std::mutex mu_;
   std::condition_variable cv_;
   mutable std::mutex server_mu_;    // guards server_ against OnView and Ready

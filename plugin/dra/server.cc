@@ -28,10 +28,6 @@ namespace drav1beta1 = ::k8s::io::kubelet::pkg::apis::dra::v1beta1;
 constexpr size_t kMaxSocketPath = 107;  // sun_path less its terminating NUL
 // How often a health stream looks whether the kubelet went away while nothing changed.
 constexpr std::chrono::milliseconds kStreamPoll{200};
-// The kubelet reads a device it has had no report of for 30 s as Unknown (DefaultHealthTimeout,
-// kubernetes/kubernetes pkg/kubelet/cm/dra/healthinfo.go), so an unchanged list is sent again
-// well before that.
-constexpr std::chrono::seconds kHealthResend{10};
 
 ino_t InodeOf(const std::string& path) {
   struct stat st {};
@@ -160,47 +156,63 @@ class HealthHub {
   bool stopping_ = false;
 };
 
-// One DRAResourceHealth version (v1 has two more fields, set through `extra`).
+// One DRAResourceHealth version (v1 has two more fields: the message and the timeout).
 template <typename Api, bool kV1>
 class HealthService : public Api::DRAResourceHealth::Service {
  public:
-  HealthService(HealthHub* hub, std::string pool, bool partitionable)
-      : hub_(hub), pool_(std::move(pool)), partitionable_(partitionable) {}
+  HealthService(HealthHub* hub, const NodeState* state, std::string pool, bool partitionable,
+                std::chrono::milliseconds stale_after)
+      : hub_(hub),
+        state_(state),
+        pool_(std::move(pool)),
+        partitionable_(partitionable),
+        stale_after_(stale_after) {}
 
   grpc::Status NodeWatchResources(
       grpc::ServerContext* ctx, const typename Api::NodeWatchResourcesRequest*,
       grpc::ServerWriter<typename Api::NodeWatchResourcesResponse>* writer) override {
+    using Clock = std::chrono::steady_clock;
     uint64_t seen = 0;
-    auto written = std::chrono::steady_clock::now();
+    auto written = Clock::now();
+    std::optional<std::chrono::system_clock::time_point> sent_evidence;
     while (!ctx->IsCancelled()) {
       bool stopping = false;
       std::shared_ptr<const NodeView> view = hub_->Wait(seen, &stopping);
       if (stopping) return grpc::Status::OK;
-      if (view == nullptr && seen != 0 &&
-          std::chrono::steady_clock::now() - written >= kHealthResend) {
+      const auto evidence = state_->evidence_time();
+      // An unchanged list goes again only with evidence read since the last send.
+      if (view == nullptr && seen != 0 && Clock::now() - written >= stale_after_ / 3 &&
+          evidence > sent_evidence) {
         view = hub_->Latest();
       }
       if (view == nullptr) continue;
-      if (!writer->Write(Response(*view))) return grpc::Status::OK;  // the kubelet went away
+      if (!writer->Write(Response(*view, evidence))) return grpc::Status::OK;  // kubelet gone
       seen = view->generation;
-      written = std::chrono::steady_clock::now();
+      written = Clock::now();
+      sent_evidence = evidence;
     }
     return grpc::Status::OK;
   }
 
  private:
-  typename Api::NodeWatchResourcesResponse Response(const NodeView& view) const {
+  typename Api::NodeWatchResourcesResponse Response(
+      const NodeView& view, std::optional<std::chrono::system_clock::time_point> evidence) const {
     typename Api::NodeWatchResourcesResponse out;
-    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+    const int64_t read_at =
+        std::chrono::duration_cast<std::chrono::seconds>(
+            evidence.value_or(std::chrono::system_clock::now()).time_since_epoch())
+            .count();
+    const int64_t timeout = std::chrono::ceil<std::chrono::seconds>(stale_after_).count();
     auto add = [&](const std::string& name, bool healthy, bool unknown, const std::string& why) {
       auto* d = out.add_devices();
       d->mutable_device()->set_pool_name(pool_);
       d->mutable_device()->set_device_name(name);
       d->set_health(unknown ? Api::UNKNOWN : healthy ? Api::HEALTHY : Api::UNHEALTHY);
-      d->set_last_updated_time(now);
-      if constexpr (kV1) d->set_message(unknown ? "health evidence cannot be read" : why);
+      d->set_last_updated_time(read_at);
+      if constexpr (kV1) {
+        d->set_message(unknown ? "health evidence cannot be read" : why);
+        d->set_health_check_timeout_seconds(timeout);
+      }
     };
     for (const auto& [index, d] : view.devices) {
       add(NeuronDeviceName(index), d.healthy, d.unknown, d.reason);
@@ -232,8 +244,10 @@ class HealthService : public Api::DRAResourceHealth::Service {
   }
 
   HealthHub* const hub_;
+  const NodeState* const state_;
   const std::string pool_;
   const bool partitionable_;
+  const std::chrono::milliseconds stale_after_;
 };
 
 class RegistrationService : public ::pluginregistration::Registration::Service {
@@ -291,8 +305,8 @@ class Server::Impl {
         reg_path(RegistrationSocketPath(o.kubelet_dir)),
         v1(o.driver),
         v1beta1(o.driver),
-        health_v1(&hub, o.node_name, o.partitionable),
-        health_v1alpha1(&hub, o.node_name, o.partitionable),
+        health_v1(&hub, o.state, o.node_name, o.partitionable, o.stale_after),
+        health_v1alpha1(&hub, o.state, o.node_name, o.partitionable, o.stale_after),
         registration(dra_path) {}
 
   absl::Status Serve(const std::string& path, const std::vector<grpc::Service*>& services,

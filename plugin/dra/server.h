@@ -13,9 +13,15 @@
 // at once and again on every change of the NodeView: HEALTHY, UNHEALTHY, or UNKNOWN when the
 // evidence cannot be read (never HEALTHY then). A NeuronCore has its device's health; neuron-node
 // is UNHEALTHY while any device is unhealthy or absent, else UNKNOWN while any is unknown.
+// Freshness (the library's kubeletplugin/health.go does the same): last_updated_time is when the
+// evidence was read (NodeState::evidence_time), health_check_timeout_seconds is `stale_after`,
+// and an unchanged list is sent again every third of it only when the evidence was read again
+// since the last send. A node watcher that stalls thus stops the stream, and the kubelet takes the
+// devices as UNKNOWN once `stale_after` has passed; it never hears HEALTHY from a stuck reader.
 //
 // Thread-safety: Start/destructor by one owner; OnView and the accessors from any thread.
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -33,6 +39,8 @@ struct ServerOptions {
   // --dra.partitionable: the health streams also report the NeuronCores and neuron-node the
   // pool offers (slice.h).
   bool partitionable = false;
+  // health.stale_after (config.h).
+  std::chrono::milliseconds stale_after{30000};
 };
 
 // The socket paths under a kubelet directory.

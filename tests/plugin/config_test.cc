@@ -83,6 +83,22 @@ TEST(ConfigTest, BadLinesAreNamedWithTheirLineNumberAndChangeNothing) {
   EXPECT_NE(s.message().find("p.yaml:3:"), std::string::npos) << s;
 }
 
+// health.stale_after: 3 s to 10 minutes (the health stream re-sends every third of it), named
+// with its line when outside.
+TEST(ConfigTest, StaleAfterHasItsRange) {
+  Config c;
+  ASSERT_TRUE(ApplyConfigYaml("health:\n  stale_after: 5s\n", "p.yaml", &c).ok());
+  EXPECT_EQ(c.health.stale_after, std::chrono::milliseconds(5000));
+  for (const char* bad : {"2s", "0", "11m"}) {
+    SCOPED_TRACE(bad);
+    const absl::Status s =
+        ApplyConfigYaml(std::string("health:\n  stale_after: ") + bad + "\n", "p.yaml", &c);
+    EXPECT_NE(s.message().find("p.yaml:2: health.stale_after: '"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("stale after 3s to 10m"), std::string::npos) << s;
+    EXPECT_EQ(c.health.stale_after, std::chrono::milliseconds(5000)) << "applied anyway";
+  }
+}
+
 // plugin/README.md#config-file: a poll period of 0 would spin the health thread on a core; below
 // 100 ms or above a minute is refused, naming the key, the line and the range.
 TEST(ConfigTest, PollPeriodOutsideItsRangeIsRefused) {

@@ -220,6 +220,13 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
   // No device-plugin resources in DRA mode.
   EXPECT_FALSE(fs::exists(kdir() / "device-plugins/kubelet.sock"));
   EXPECT_TRUE(!fs::exists(kdir() / "device-plugins") || fs::is_empty(kdir() / "device-plugins"));
+  // The watcher reads the evidence every 250 ms: fresh, and said so on /metrics.
+  absl::StatusOr<LocalResponse> metrics = LocalGet(listen(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_NE(metrics->body.find("\nneuron_plugin_health_evidence_stale 0\n"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("\nneuron_plugin_health_evidence_age_seconds 0."), std::string::npos)
+      << metrics->body;
 
   const json slice = Slice();
   ASSERT_TRUE(slice.is_object());

@@ -1,10 +1,17 @@
 // The DRA server's sockets without a simulated node (plugin/dra/server.h): the health stream's
 // three states (UNKNOWN for a device whose evidence cannot be read, never HEALTHY), the list sent
-// again while nothing changes, a refused registration, and the sockets removed at stop.
+// again while nothing changes only while the evidence is read again (the test plays the node
+// watcher), a refused registration, and the sockets removed at stop.
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "drahealth/v1/api.grpc.pb.h"
 #include "drahealth/v1alpha1/api.grpc.pb.h"
 #include "plugin/dra/server.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
@@ -26,7 +33,8 @@ class NoClaims : public ClaimSource {
 
 // The driver and server for `state`, with KUBELET_DIR `tmp`/k; void so that it may ASSERT.
 void Serve(const ::neuron::testing::TempDir& tmp, NodeState& state, ClaimSource& claims,
-           std::unique_ptr<Driver>* driver, std::unique_ptr<Server>* server) {
+           std::unique_ptr<Driver>* driver, std::unique_ptr<Server>* server,
+           std::chrono::milliseconds stale_after = std::chrono::seconds(30)) {
   auto d = Driver::Create({.node_name = "n",
                            .cdi_dir = tmp.path() / "cdi",
                            .checkpoint_dir = tmp.path() / "ck",
@@ -37,7 +45,8 @@ void Serve(const ::neuron::testing::TempDir& tmp, NodeState& state, ClaimSource&
   auto s = Server::Start({.kubelet_dir = (tmp.path() / "k").string(),
                           .node_name = "n",
                           .driver = driver->get(),
-                          .state = &state});
+                          .state = &state,
+                          .stale_after = stale_after});
   ASSERT_TRUE(s.ok()) << s.status();
   *server = *std::move(s);
 }
@@ -91,33 +100,80 @@ TEST(DraServerTest, HealthIsUnknownWhenEvidenceCannotBeRead) {
   EXPECT_FALSE(fs::exists(RegistrationSocketPath(kdir)));
 }
 
-// The kubelet reads a device it has had no report of for 30 s as Unknown (DefaultHealthTimeout,
-// kubernetes/kubernetes pkg/kubelet/cm/dra/healthinfo.go): an unchanged list is sent again in
-// between (every 10 s), the same list.
-TEST(DraServerTest, AnUnchangedListIsSentAgainBeforeTheKubeletsTimeout) {
+// The node watcher, played by the test: the same hardware handed in every 100 ms (each health
+// poll does so, changed or not) until Stall().
+class Watcher {
+ public:
+  Watcher(NodeState& state, Hardware hw)
+      : thread_([this, &state, hw] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!stalled_) {
+            state.SetHardware(hw);
+            cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stalled_; });
+          }
+        }) {}
+  ~Watcher() { Stall(); }
+  void Stall() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stalled_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stalled_ = false;
+  std::thread thread_;
+};
+
+// The kubelet reads a device it has had no report of within health_check_timeout_seconds as
+// Unknown (kubernetes/kubernetes pkg/kubelet/cm/dra/healthinfo.go): an unchanged list is sent
+// again every third of health.stale_after while the evidence is read, stamped with when it was
+// read; once the watcher stalls, nothing more is sent.
+TEST(DraServerTest, AnUnchangedListIsSentAgainOnlyWhileTheEvidenceIsRead) {
   ::neuron::testing::TempDir tmp("drar");
   NodeState state(std::chrono::milliseconds(1000));
-  state.SetHardware(CatalogHardware("inf2.xlarge"));
+  Watcher watcher(state, CatalogHardware("inf2.xlarge"));
+  ASSERT_TRUE(::neuron::testing::WaitUntil([&] { return state.evidence_time().has_value(); },
+                                           std::chrono::seconds(5)));
   NoClaims claims;
   std::unique_ptr<Driver> driver;
   std::unique_ptr<Server> server;
-  ASSERT_NO_FATAL_FAILURE(Serve(tmp, state, claims, &driver, &server));
-  auto stub = ::v1alpha1::DRAResourceHealth::NewStub(grpc::CreateChannel(
+  ASSERT_NO_FATAL_FAILURE(Serve(tmp, state, claims, &driver, &server, std::chrono::seconds(3)));
+  auto stub = ::v1::DRAResourceHealth::NewStub(grpc::CreateChannel(
       "unix:" + DraSocketPath((tmp.path() / "k").string()), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(40));
   auto reader = stub->NodeWatchResources(&ctx, {});
-  ::v1alpha1::NodeWatchResourcesResponse first;
+  ::v1::NodeWatchResourcesResponse first;
   ASSERT_TRUE(reader->Read(&first));
+  ASSERT_EQ(first.devices_size(), 1);
+  EXPECT_EQ(first.devices(0).health_check_timeout_seconds(), 3);
   const auto t0 = std::chrono::steady_clock::now();
-  ::v1alpha1::NodeWatchResourcesResponse again;
+  ::v1::NodeWatchResourcesResponse again;
   ASSERT_TRUE(reader->Read(&again));
   const auto waited = std::chrono::steady_clock::now() - t0;
-  EXPECT_GE(waited, std::chrono::seconds(9));
-  EXPECT_LT(waited, std::chrono::seconds(20));
-  ASSERT_EQ(again.devices_size(), 1);
-  EXPECT_EQ(again.devices(0).health(), ::v1alpha1::HEALTHY);
+  EXPECT_GE(waited, std::chrono::milliseconds(900));
+  EXPECT_LT(waited, std::chrono::milliseconds(2500));
+  EXPECT_EQ(again.devices(0).health(), ::v1::HEALTHY);
+  const auto read_at =
+      std::chrono::duration_cast<std::chrono::seconds>(state.evidence_time()->time_since_epoch())
+          .count();
+  EXPECT_NEAR(again.devices(0).last_updated_time(), read_at, 1);
+
+  // The watcher stalls: the list is not sent again, however long the stream stays open.
+  watcher.Stall();
+  std::atomic<int> more{0};
+  std::thread drain([&] {
+    ::v1::NodeWatchResourcesResponse r;
+    while (reader->Read(&r)) ++more;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
   ctx.TryCancel();
+  drain.join();
+  EXPECT_LE(more.load(), 1) << "at most the send already under way when the watcher stalled";
 }
 
 }  // namespace
