@@ -1,6 +1,7 @@
 #include "plugin/dra/driver.h"
 
 #include <algorithm>
+#include <future>
 #include <set>
 #include <system_error>
 
@@ -268,8 +269,7 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::Create(DriverOptions options) {
   return d;
 }
 
-absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& ref,
-                                                               const NodeView& view) {
+absl::StatusOr<ResourceClaim> Driver::Fetch(const ClaimRef& ref) const {
   if (absl::Status s = CheckUid(ref.uid); !s.ok()) return s;
   absl::StatusOr<ResourceClaim> claim = options_.claims->Get(ref.namespace_, ref.name);
   if (!claim.ok()) return claim.status();
@@ -282,8 +282,14 @@ absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& r
     return absl::FailedPreconditionError(
         fmt::format("claim {}/{} is not allocated", ref.namespace_, ref.name));
   }
+  return claim;
+}
+
+absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareFetched(const ClaimRef& ref,
+                                                                   const ResourceClaim& claim,
+                                                                   const NodeView& view) {
   std::vector<Resolved> devices;
-  for (const AllocationResult& r : claim->results) {
+  for (const AllocationResult& r : claim.results) {
     if (r.driver != kDriverName || r.pool != options_.node_name) continue;  // another's
     absl::StatusOr<Resolved> d = Resolve(view, r);
     if (!d.ok()) return d.status();
@@ -295,7 +301,7 @@ absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& r
     }
     devices.push_back(*std::move(d));
   }
-  absl::StatusOr<std::vector<std::string>> ultraserver = CheckConfig(*claim, devices, view);
+  absl::StatusOr<std::vector<std::string>> ultraserver = CheckConfig(claim, devices, view);
   if (!ultraserver.ok()) return ultraserver.status();
   if (absl::Status s = CheckFree(claims_, devices, view); !s.ok()) return s;
   absl::StatusOr<std::vector<CdiDevice>> cdi = CdiDevices(devices, view, *ultraserver);
@@ -315,16 +321,39 @@ absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareOne(const ClaimRef& r
 std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepare(
     const std::vector<ClaimRef>& claims) {
   const auto log = ComponentLogger("dra");
-  const std::shared_ptr<const NodeView> view = options_.state->view();
   std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> out;
+  // Already prepared: the same answer, from memory. The others are fetched, all at once.
+  std::vector<const ClaimRef*> wanted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const ClaimRef& ref : claims) {
+      if (const auto it = claims_.find(ref.uid); it != claims_.end()) {
+        out.emplace(ref.uid, it->second.devices);
+      } else {
+        wanted.push_back(&ref);
+      }
+    }
+  }
+  std::vector<std::future<absl::StatusOr<ResourceClaim>>> fetches;
+  for (const ClaimRef* ref : wanted) {
+    fetches.push_back(std::async(wanted.size() == 1 ? std::launch::deferred : std::launch::async,
+                                 [this, ref] { return Fetch(*ref); }));
+  }
+  std::vector<absl::StatusOr<ResourceClaim>> fetched;
+  for (auto& f : fetches) fetched.push_back(f.get());
+
+  const std::shared_ptr<const NodeView> view = options_.state->view();
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> fresh;
-  for (const ClaimRef& ref : claims) {
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const ClaimRef& ref = *wanted[i];
     if (const auto it = claims_.find(ref.uid); it != claims_.end()) {
-      out.emplace(ref.uid, it->second.devices);  // already prepared: the same answer
+      out.emplace(ref.uid, it->second.devices);  // prepared by another call meanwhile
       continue;
     }
-    absl::StatusOr<std::vector<PreparedDevice>> r = PrepareOne(ref, *view);
+    absl::StatusOr<std::vector<PreparedDevice>> r =
+        fetched[i].ok() ? PrepareFetched(ref, *fetched[i], *view)
+                        : absl::StatusOr<std::vector<PreparedDevice>>(fetched[i].status());
     if (r.ok()) {
       claims_[ref.uid] = PreparedClaim{ref.namespace_, ref.name, *r};
       fresh.push_back(ref.uid);

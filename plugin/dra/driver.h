@@ -12,8 +12,11 @@
 // unpreparing an unknown claim succeeds. Prepared claims survive a restart through the
 // checkpoint (checkpoint.h); one that fails its checksum is refused (logged) and set aside.
 //
-// Thread-safety: every method may be called from any thread; one mutex serialises prepare and
-// unprepare (the kubelet sends one call at a time per driver anyway) and guards the claims.
+// Thread-safety: every method may be called from any thread. Claims are fetched first, without
+// the lock and concurrently (a look-up may wait seconds on neuron-dra-api and the API server, and
+// the library's NodePrepareResources also fetches before it serialises), so one slow claim holds
+// neither another call's claims nor an unprepare; then one mutex serialises the checks against
+// what is prepared, the CDI specs and the checkpoint, and guards the claims.
 
 #include <filesystem>
 #include <map>
@@ -60,7 +63,12 @@ class Driver {
 
  private:
   explicit Driver(DriverOptions options);
-  absl::StatusOr<std::vector<PreparedDevice>> PrepareOne(const ClaimRef& ref, const NodeView& view)
+  // The claim as neuron-dra-api answers it, checked to be the one the kubelet means and
+  // allocated. No lock: network I/O.
+  absl::StatusOr<ResourceClaim> Fetch(const ClaimRef& ref) const;
+  absl::StatusOr<std::vector<PreparedDevice>> PrepareFetched(const ClaimRef& ref,
+                                                             const ResourceClaim& claim,
+                                                             const NodeView& view)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const DriverOptions options_;

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <sstream>
+#include <thread>
 
 #include "http/http_server.h"
 #include "plugin/dra/cdi.h"
@@ -63,6 +66,66 @@ TEST_F(DraDriverTest, PrepareWritesTheCdiSpecAndIsIdempotent) {
   EXPECT_TRUE(driver->Unprepare({ref}).at(ref.uid).ok());
   EXPECT_TRUE(driver->Unprepare({{"default", "never", "uid-never"}}).at("uid-never").ok());
   EXPECT_TRUE(driver->prepared().empty());
+}
+
+// neuron-dra-api answering `slow` only when the test says so (it waits on the API server), the
+// other claims at once.
+class GatedClaims : public ClaimSource {
+ public:
+  explicit GatedClaims(ClaimSource* inner) : inner_(inner) {}
+  absl::StatusOr<ResourceClaim> Get(std::string_view ns, std::string_view name) override {
+    if (name == "slow") gate_.wait();
+    return inner_->Get(ns, name);
+  }
+  void Open() { open_.set_value(); }
+
+ private:
+  ClaimSource* const inner_;
+  std::promise<void> open_;
+  std::shared_future<void> gate_ = open_.get_future().share();
+};
+
+// A claim whose look-up hangs holds neither another Prepare nor an Unprepare: claims are fetched
+// before the driver serialises (as the library's NodePrepareResources does); and the claims of
+// one call are fetched together, so the call takes the slowest look-up, not their sum.
+TEST_F(DraDriverTest, ASlowClaimLookUpHoldsNoOtherCall) {
+  GatedClaims gated(&claims_);
+  absl::StatusOr<std::unique_ptr<Driver>> d = Driver::Create({.node_name = std::string(kNode),
+                                                              .cdi_dir = tmp_.path() / "cdi",
+                                                              .checkpoint_dir = tmp_.path() / "ck",
+                                                              .state = &state_,
+                                                              .claims = &gated});
+  ASSERT_TRUE(d.ok()) << d.status();
+  Driver& driver = **d;
+  const ClaimRef slow = claims_.Add("slow", {"neuron-0"});
+  const ClaimRef fast = claims_.Add("fast", {"neuron-1"});
+  const ClaimRef other = claims_.Add("other", {"neuron-2"});
+  auto held = std::async(std::launch::async, [&] { return driver.Prepare({slow, other}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // `held` is waiting on `slow`
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(driver.Prepare({fast}).at(fast.uid).ok());
+  EXPECT_TRUE(driver.Unprepare({fast}).at(fast.uid).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(held.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  gated.Open();
+  const auto both = held.get();
+  EXPECT_TRUE(both.at(slow.uid).ok()) << both.at(slow.uid).status();
+  EXPECT_TRUE(both.at(other.uid).ok()) << both.at(other.uid).status();
+}
+
+// Two calls for the same claim at once (a retried kubelet call): one prepares it, both answer
+// the same devices, and it is prepared once.
+TEST_F(DraDriverTest, TheSameClaimPreparedTwiceAtOnceIsPreparedOnce) {
+  auto driver = NewDriver();
+  const ClaimRef ref = claims_.Add("pair", {"neuron-4", "neuron-5"});
+  auto a = std::async(std::launch::async, [&] { return driver->Prepare({ref}); });
+  auto b = std::async(std::launch::async, [&] { return driver->Prepare({ref}); });
+  const auto ra = a.get();
+  const auto rb = b.get();
+  ASSERT_TRUE(ra.at(ref.uid).ok()) << ra.at(ref.uid).status();
+  ASSERT_TRUE(rb.at(ref.uid).ok()) << rb.at(ref.uid).status();
+  EXPECT_EQ(*ra.at(ref.uid), *rb.at(ref.uid));
+  EXPECT_EQ(driver->prepared().size(), 1u);
 }
 
 TEST_F(DraDriverTest, NoDoubleBookingAcrossDeviceCoreAndEfaClaims) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -54,7 +55,7 @@ class FakeClaims : public ClaimSource {
     return {c.namespace_, c.name, c.uid};
   }
   std::map<std::string, ResourceClaim> claims;
-  int asked = 0;
+  std::atomic<int> asked{0};  // Prepare asks for several claims at once
 };
 
 // A fixture's base: SetUp fills state_ with the node's hardware.
