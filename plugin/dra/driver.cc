@@ -34,6 +34,21 @@ struct Resolved {
   std::optional<int> uverbs;
 };
 
+// A result of a prioritized list (firstAvailable, GA in 1.36) names its subrequest as
+// "<request>/<subrequest>"; the kubelet knows the claim's requests only, so the answer names the
+// request (the library's kubeletplugin strips the same), and a config for the request applies to
+// each of its subrequests.
+std::string_view ParentRequest(std::string_view request) {
+  return request.substr(0, request.find('/'));
+}
+
+bool ConfigApplies(const ClaimConfig& c, std::string_view request) {
+  if (c.requests.empty()) return true;
+  return std::any_of(c.requests.begin(), c.requests.end(), [&](const std::string& r) {
+    return r == request || r == ParentRequest(request);
+  });
+}
+
 // Claim uids name files (CDI specs): Kubernetes uids are UUIDs; anything else is refused.
 absl::Status CheckUid(std::string_view uid) {
   const bool ok =
@@ -134,9 +149,7 @@ absl::StatusOr<std::vector<std::string>> CheckConfig(const ResourceClaim& claim,
     if (c.driver != kDriverName) continue;
     std::vector<const Resolved*> applies;
     for (const Resolved& d : devices) {
-      if (c.requests.empty() || std::count(c.requests.begin(), c.requests.end(), d.request)) {
-        applies.push_back(&d);
-      }
+      if (ConfigApplies(c, d.request)) applies.push_back(&d);
     }
     if (applies.empty()) continue;
     const std::string kind = c.parameters.value("kind", "");
@@ -310,7 +323,7 @@ absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareFetched(const ClaimRe
   if (!ids.ok()) return ids.status();
   std::vector<PreparedDevice> out;
   for (size_t i = 0; i < devices.size(); ++i) {
-    out.push_back({.requests = {devices[i].request},
+    out.push_back({.requests = {std::string(ParentRequest(devices[i].request))},
                    .pool = options_.node_name,
                    .device = devices[i].name,
                    .cdi_ids = {(*ids)[i]}});

@@ -201,6 +201,23 @@ TEST_F(DraDriverTest, LncOnlyWhenItIsTheNodes) {
   EXPECT_FALSE(PrepareOne(*driver, claims_.Add("odd", {"neuron-1"}, json{{"kind", "Other"}})).ok());
 }
 
+// A prioritized list's result names "<request>/<subrequest>": the answer names the request (the
+// kubelet knows no subrequest), and a config for the request applies to its subrequests.
+TEST_F(DraDriverTest, SubrequestNamesAreStrippedAndTheRequestsConfigApplies) {
+  auto driver = NewDriver();
+  ClaimRef ref = claims_.Add("prio", {"neuron-0", "neuron-1"},
+                             json{{"kind", "NeuronConfig"}, {"logicalNeuronCore", 1}});
+  ResourceClaim& claim = claims_.claims.at("default/prio");
+  for (AllocationResult& r : claim.results) r.request = "r/two-devices";
+  const absl::StatusOr<std::vector<PreparedDevice>> refused = PrepareOne(*driver, ref);
+  ASSERT_FALSE(refused.ok()) << "the request's NeuronConfig (LNC 1 on an LNC 2 node) applies";
+  EXPECT_NE(refused.status().message().find("logicalNeuronCore 1"), std::string_view::npos);
+  claim.config[0].parameters["logicalNeuronCore"] = 2;
+  const absl::StatusOr<std::vector<PreparedDevice>> r = PrepareOne(*driver, ref);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const PreparedDevice& d : *r) EXPECT_EQ(d.requests, std::vector<std::string>{"r"});
+}
+
 TEST_F(DraDriverTest, WhatIsNotOursOrNotThereOrReplaced) {
   auto driver = NewDriver();
   ClaimRef ref = claims_.Add("mixed", {"neuron-1"});
