@@ -27,6 +27,9 @@ class Face {
   virtual bool Ready() const = 0;
   // One line per registration: "aws.amazon.com/neuron registered neuron-i-0abc.sock".
   virtual std::string ReadyDetail() const = 0;
+  // /healthz: OK while the face can answer the kubelet. The HTTP server answering is the
+  // default; a face whose kubelet side can wedge on its own says so.
+  virtual absl::Status Live() const { return absl::OkStatus(); }
 };
 
 }  // namespace neuron::plugin

@@ -39,9 +39,12 @@ absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Co
   }
   hopts.threads = 2;
   hopts.logger_name = "plugin.http";
-  hopts.handlers["/healthz"] = [](const HttpRequest&) {
+  // Liveness: in DRA mode the kubelet's sockets must answer too (the face's Live).
+  hopts.handlers["/healthz"] = [&plugin](const HttpRequest&) {
+    const absl::Status live = plugin.Live();
     HttpResponse r;
-    r.body = "ok\n";
+    r.status = live.ok() ? 200 : 503;
+    r.body = live.ok() ? "ok\n" : std::string(live.message()) + "\n";
     return r;
   };
   hopts.handlers["/readyz"] = [&plugin](const HttpRequest&) {

@@ -39,6 +39,7 @@ class Plugin {
 
   bool Ready() const { return face_->Ready(); }
   std::string ReadyDetail() const { return face_->ReadyDetail(); }
+  absl::Status Live() const { return face_->Live(); }
 
   Metrics& metrics() { return metrics_; }
   NodeState& state() { return state_; }

@@ -82,6 +82,8 @@ class DraFace::Impl {
                        RegistrationSocketPath(config_.kubelet_dir));
   }
 
+  const std::string& kubelet_dir() const { return config_.kubelet_dir; }
+
   SliceState::Document Slice() const {
     if (slice_ == nullptr) return {503, "the node has not been scanned yet\n"};
     return slice_->Get();
@@ -174,6 +176,7 @@ absl::Status DraFace::Start() { return impl_->Start(); }
 void DraFace::Stop() { impl_->Stop(); }
 bool DraFace::Ready() const { return impl_->Ready(); }
 std::string DraFace::ReadyDetail() const { return impl_->ReadyDetail(); }
+absl::Status DraFace::Live() const { return ProbeSockets(impl_->kubelet_dir()); }
 SliceState::Document DraFace::Slice() const { return impl_->Slice(); }
 
 }  // namespace neuron::plugin::dra

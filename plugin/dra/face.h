@@ -27,6 +27,8 @@ class DraFace final : public Face {
   void Stop() override;
   bool Ready() const override;
   std::string ReadyDetail() const override;
+  // Both sockets answer, as the kubelet calls them (ProbeSockets, server.h).
+  absl::Status Live() const override;
 
   // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan.
   SliceState::Document Slice() const;

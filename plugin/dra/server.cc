@@ -298,6 +298,36 @@ std::string RegistrationSocketPath(const std::string& kubelet_dir) {
       .string();
 }
 
+absl::Status ProbeSockets(const std::string& kubelet_dir, std::chrono::milliseconds deadline) {
+  // A channel of its own each time: a shared subchannel to a socket served again would fail.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  const auto channel = [&](const std::string& path) {
+    return grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
+  };
+  const auto failed = [](const std::string& what, const grpc::Status& s) {
+    return absl::UnavailableError(
+        fmt::format("{}: {} ({})", what, s.error_message(), static_cast<int>(s.error_code())));
+  };
+  {
+    const std::string path = RegistrationSocketPath(kubelet_dir);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    ::pluginregistration::PluginInfo info;
+    const grpc::Status s =
+        ::pluginregistration::Registration::NewStub(channel(path))->GetInfo(&ctx, {}, &info);
+    if (!s.ok()) return failed(fmt::format("GetInfo on {}", path), s);
+  }
+  const std::string path = DraSocketPath(kubelet_dir);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+  drav1::NodePrepareResourcesResponse resp;
+  const grpc::Status s =
+      drav1::DRAPlugin::NewStub(channel(path))->NodePrepareResources(&ctx, {}, &resp);
+  if (!s.ok()) return failed(fmt::format("NodePrepareResources on {}", path), s);
+  return absl::OkStatus();
+}
+
 class Server::Impl {
  public:
   explicit Impl(const ServerOptions& o)

@@ -47,6 +47,13 @@ struct ServerOptions {
 std::string DraSocketPath(const std::string& kubelet_dir);
 std::string RegistrationSocketPath(const std::string& kubelet_dir);
 
+// The liveness probe's question (the example driver's probe asks the same): GetInfo on the
+// registration socket and an empty NodePrepareResources on the DRA socket, each within
+// `deadline`. Unavailable naming the socket that did not answer; a socket being served again
+// after a deletion fails until it is (within a second), inside the probe's failure threshold.
+absl::Status ProbeSockets(const std::string& kubelet_dir,
+                          std::chrono::milliseconds deadline = std::chrono::milliseconds(400));
+
 class Server {
  public:
   // Removes stale sockets of ours, then serves both. Fails when a socket path is too long or

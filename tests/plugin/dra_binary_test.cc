@@ -220,6 +220,8 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
   // No device-plugin resources in DRA mode.
   EXPECT_FALSE(fs::exists(kdir() / "device-plugins/kubelet.sock"));
   EXPECT_TRUE(!fs::exists(kdir() / "device-plugins") || fs::is_empty(kdir() / "device-plugins"));
+  // Liveness asks the kubelet's sockets too (ProbeSockets).
+  EXPECT_TRUE(Probe(listen(), "/healthz").ok());
   // The watcher reads the evidence every 250 ms: fresh, and said so on /metrics.
   absl::StatusOr<LocalResponse> metrics = LocalGet(listen(), "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();

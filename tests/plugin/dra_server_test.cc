@@ -100,6 +100,31 @@ TEST(DraServerTest, HealthIsUnknownWhenEvidenceCannotBeRead) {
   EXPECT_FALSE(fs::exists(RegistrationSocketPath(kdir)));
 }
 
+// The liveness probe asks both sockets as the kubelet would: a DRA socket that is gone (deleted,
+// not yet served again) fails it, naming the socket.
+TEST(DraServerTest, TheLivenessProbeAsksBothSockets) {
+  ::neuron::testing::TempDir tmp("drap");
+  NodeState state(std::chrono::milliseconds(1000));
+  state.SetHardware(CatalogHardware("inf2.xlarge"));
+  NoClaims claims;
+  std::unique_ptr<Driver> driver;
+  std::unique_ptr<Server> server;
+  ASSERT_NO_FATAL_FAILURE(Serve(tmp, state, claims, &driver, &server));
+  const std::string kdir = (tmp.path() / "k").string();
+  EXPECT_TRUE(ProbeSockets(kdir).ok()) << ProbeSockets(kdir);
+  fs::remove(DraSocketPath(kdir));
+  const absl::Status gone = ProbeSockets(kdir);
+  EXPECT_TRUE(absl::IsUnavailable(gone)) << gone;
+  EXPECT_NE(gone.message().find("NodePrepareResources on " + DraSocketPath(kdir)),
+            std::string_view::npos)
+      << gone;
+  server.reset();
+  const absl::Status stopped = ProbeSockets(kdir);
+  EXPECT_NE(stopped.message().find("GetInfo on " + RegistrationSocketPath(kdir)),
+            std::string_view::npos)
+      << stopped;
+}
+
 // The node watcher, played by the test: the same hardware handed in every 100 ms (each health
 // poll does so, changed or not) until Stall().
 class Watcher {
