@@ -36,10 +36,10 @@ json ToJson(const PreparedClaims& claims) {
   for (const auto& [uid, c] : claims) {
     json devices = json::array();
     for (const PreparedDevice& d : c.devices) {
-      devices.push_back({{"requests", d.requests},
-                         {"pool", d.pool},
-                         {"device", d.device},
-                         {"cdiIds", d.cdi_ids}});
+      json device = {
+          {"requests", d.requests}, {"pool", d.pool}, {"device", d.device}, {"cdiIds", d.cdi_ids}};
+      if (d.admin_access) device["adminAccess"] = true;
+      devices.push_back(std::move(device));
     }
     out[uid] = {{"namespace", c.namespace_}, {"name", c.name}, {"devices", devices}};
   }
@@ -55,7 +55,8 @@ PreparedClaims FromJson(const json& j) {  // throws json::exception on a bad sha
     for (const json& d : c.at("devices")) {
       claim.devices.push_back({d.at("requests").get<std::vector<std::string>>(),
                                d.at("pool").get<std::string>(), d.at("device").get<std::string>(),
-                               d.at("cdiIds").get<std::vector<std::string>>()});
+                               d.at("cdiIds").get<std::vector<std::string>>(),
+                               d.value("adminAccess", false)});
     }
     out[uid] = std::move(claim);
   }

@@ -23,6 +23,9 @@ struct PreparedDevice {
   std::string pool;
   std::string device;
   std::vector<std::string> cdi_ids;
+  // Prepared for adminAccess: held by nobody (no double booking against it). On disk only when
+  // true, an additive field that a release before it reads as an ordinary (exclusive) device.
+  bool admin_access = false;
   bool operator==(const PreparedDevice&) const = default;
 };
 

@@ -31,6 +31,10 @@ absl::StatusOr<AllocationResult> ParseResult(const json& r, size_t i) {
     if (!v.ok()) return v.status();
     *field = *std::move(v);
   }
+  if (const auto admin = r.find("adminAccess"); admin != r.end() && !admin->is_null()) {
+    if (!admin->is_boolean()) return Bad(where + ".adminAccess", "is not a boolean");
+    out.admin_access = admin->get<bool>();
+  }
   return out;
 }
 

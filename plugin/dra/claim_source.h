@@ -5,7 +5,7 @@
 // (docs/kubelet-api.md#dra-claims):
 //   GET /claims/<namespace>/<name> -> 200 application/json
 //     {"metadata":{"namespace","name","uid"},"status":{"allocation":{"devices":{
-//       "results":[{"request","driver","pool","device"}...],
+//       "results":[{"request","driver","pool","device","adminAccess"?}...],
 //       "config":[{"source","requests":[...],"opaque":{"driver","parameters":{...}}}...]}}}}
 //   404 when the API says NotFound; 503 with a one-line reason when it cannot be reached.
 // The answer is parsed strictly (every named field of the right type, bounded sizes): what comes
@@ -27,6 +27,9 @@ struct AllocationResult {
   std::string driver;
   std::string pool;
   std::string device;
+  // adminAccess (GA in 1.36): the device is shared with whoever else holds it, for monitoring;
+  // the API server grants it only in namespaces labelled resource.kubernetes.io/admin-access.
+  bool admin_access = false;
   bool operator==(const AllocationResult&) const = default;
 };
 

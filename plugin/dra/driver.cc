@@ -32,6 +32,7 @@ struct Resolved {
   bool node = false;        // neuron-node: every device and core of the node
   std::string efa;          // an EFA interface name
   std::optional<int> uverbs;
+  bool admin = false;  // adminAccess: shared, holds nothing
 };
 
 // A result of a prioritized list (firstAvailable, GA in 1.36) names its subrequest as
@@ -63,6 +64,7 @@ absl::StatusOr<Resolved> Resolve(const NodeView& view, const AllocationResult& r
   Resolved out;
   out.name = r.device;
   out.request = r.request;
+  out.admin = r.admin_access;
   const std::string_view name = r.device;
   auto missing = [&] {
     return absl::NotFoundError(fmt::format("device {} is not on this node", r.device));
@@ -185,7 +187,7 @@ absl::StatusOr<std::vector<CdiDevice>> CdiDevices(const std::vector<Resolved>& d
                                                   const std::vector<std::string>& ultraserver) {
   std::vector<int> cores;
   for (const Resolved& d : devices) {
-    if (!d.efa.empty()) continue;
+    if (!d.efa.empty() || d.admin) continue;
     for (const std::string& u : Units(d, view)) cores.push_back(std::stoi(u.substr(5)));
   }
   std::sort(cores.begin(), cores.end());
@@ -210,7 +212,8 @@ absl::StatusOr<std::vector<CdiDevice>> CdiDevices(const std::vector<Resolved>& d
       for (int index : d.node ? PresentDevices(view) : std::vector<int>{d.device}) {
         c.device_nodes.push_back(RootPaths("/").DevNeuron(index).string());
       }
-      c.env.push_back(env);
+      // A monitoring pod's adminAccess device: its nodes, not the cores the runtime would run on.
+      if (!d.admin && !env.empty()) c.env.push_back(env);
       if (d.node) c.env.insert(c.env.end(), ultraserver.begin(), ultraserver.end());
     }
     out.push_back(std::move(c));
@@ -224,6 +227,7 @@ absl::Status CheckFree(const PreparedClaims& claims, const std::vector<Resolved>
   std::map<std::string, std::string> held;  // unit -> holder
   for (const auto& [uid, c] : claims) {
     for (const PreparedDevice& p : c.devices) {
+      if (p.admin_access) continue;  // shared with whoever holds it
       absl::StatusOr<Resolved> d =
           Resolve(view, {.request = "", .driver = "", .pool = "", .device = p.device});
       if (!d.ok()) continue;  // gone from the node: it can be given to no one else either
@@ -233,6 +237,7 @@ absl::Status CheckFree(const PreparedClaims& claims, const std::vector<Resolved>
     }
   }
   for (const Resolved& d : devices) {
+    if (d.admin) continue;
     for (const std::string& u : Units(d, view)) {
       const auto [it, fresh] = held.emplace(u, fmt::format("this claim ({})", d.name));
       if (!fresh) {
@@ -326,7 +331,8 @@ absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareFetched(const ClaimRe
     out.push_back({.requests = {std::string(ParentRequest(devices[i].request))},
                    .pool = options_.node_name,
                    .device = devices[i].name,
-                   .cdi_ids = {(*ids)[i]}});
+                   .cdi_ids = {(*ids)[i]},
+                   .admin_access = devices[i].admin});
   }
   return out;
 }

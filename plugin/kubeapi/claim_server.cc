@@ -51,7 +51,7 @@ json PruneClaim(const json& claim) {
   const json devices = alloc->value("devices", json::object());
   json results = json::array();
   for (const json& r : devices.value("results", json::array())) {
-    results.push_back(Pick(r, {"request", "driver", "pool", "device"}));
+    results.push_back(Pick(r, {"request", "driver", "pool", "device", "adminAccess"}));
   }
   json config = json::array();
   for (const json& c : devices.value("config", json::array())) {

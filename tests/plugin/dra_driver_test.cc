@@ -201,6 +201,33 @@ TEST_F(DraDriverTest, LncOnlyWhenItIsTheNodes) {
   EXPECT_FALSE(PrepareOne(*driver, claims_.Add("odd", {"neuron-1"}, json{{"kind", "Other"}})).ok());
 }
 
+// adminAccess (a monitoring pod's claim): the device's nodes, shared with whoever holds it; it
+// holds nothing itself, across a restart too (the checkpoint keeps the flag).
+TEST_F(DraDriverTest, AdminAccessSharesTheDeviceAndHoldsNothing) {
+  auto driver = NewDriver();
+  const ClaimRef training = claims_.Add("training", {"neuron-3"});
+  ASSERT_TRUE(PrepareOne(*driver, training).ok());
+  const ClaimRef monitor = claims_.Add("monitor", {"neuron-3"});
+  claims_.claims.at("default/monitor").results[0].admin_access = true;
+  const absl::StatusOr<std::vector<PreparedDevice>> shared = PrepareOne(*driver, monitor);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_TRUE(shared->at(0).admin_access);
+  const json spec = CdiSpec(monitor.uid);
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"], "/dev/neuron3");
+  EXPECT_FALSE(spec["devices"][0]["containerEdits"].contains("env")) << spec.dump();
+  // Still the training claim's alone: another exclusive claim is refused naming it.
+  const absl::StatusOr<std::vector<PreparedDevice>> thief =
+      PrepareOne(*driver, claims_.Add("thief", {"neuron-3"}));
+  ASSERT_FALSE(thief.ok());
+  EXPECT_NE(thief.status().message().find("claim default/training"), std::string_view::npos)
+      << thief.status();
+  // Training done: the monitor holds nothing, after a restart as before it.
+  ASSERT_TRUE(driver->Unprepare({training}).at(training.uid).ok());
+  driver = NewDriver();
+  EXPECT_TRUE(driver->prepared().at(monitor.uid).devices.at(0).admin_access);
+  EXPECT_TRUE(PrepareOne(*driver, claims_.Add("next", {"neuron-3"})).ok());
+}
+
 // A prioritized list's result names "<request>/<subrequest>": the answer names the request (the
 // kubelet knows no subrequest), and a config for the request applies to its subrequests.
 TEST_F(DraDriverTest, SubrequestNamesAreStrippedAndTheRequestsConfigApplies) {

@@ -448,7 +448,7 @@ TEST_F(DraApiTest, ClaimsAreServedPruned) {
              {"driver", "neuron.aws.com"},
              {"pool", "node-1"},
              {"device", "neuron-0"},
-             {"adminAccess", false}}}},
+             {"adminAccess", true}}}},
           {"config",
            {{{"source", "FromClaim"},
              {"requests", {"neurons"}},
@@ -478,7 +478,8 @@ TEST_F(DraApiTest, ClaimsAreServedPruned) {
              {{{"request", "neurons"},
                {"driver", "neuron.aws.com"},
                {"pool", "node-1"},
-               {"device", "neuron-0"}}}},
+               {"device", "neuron-0"},
+               {"adminAccess", true}}}},
             {"config", with_status["status"]["allocation"]["devices"]["config"]}}}}}}}};
   EXPECT_EQ(json::parse(r->body), want);
 
