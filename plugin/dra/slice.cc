@@ -99,9 +99,11 @@ void PlacementAttributes(const NodeView& view, const HardwareDevice& d, const st
   if (d.numa) a["numaNode"] = {{"int", *d.numa}};
   const Topology& topology = view.allocator->topology();
   // The 4x4 torus (docs/hardware.md#neuronlink-topology): device d at row d/4, column d%4.
+  // AWS's attributes (aws-neuron-sdk deploy/eks/dra.rst): topology_x is the row, topology_y the
+  // column.
   if (topology.size() == 16 && topology.Neighbours(d.index).size() == 4) {
-    a["topology_x"] = {{"int", d.index % 4}};
-    a["topology_y"] = {{"int", d.index / 4}};
+    a["topology_x"] = {{"int", d.index / 4}};
+    a["topology_y"] = {{"int", d.index % 4}};
   }
   const std::map<int, int> groups = GroupsOf(view, d.index);
   if (groups.count(4)) a["topology4_id"] = {{"int", groups.at(4)}};

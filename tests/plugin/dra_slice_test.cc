@@ -82,8 +82,9 @@ TEST(DraSliceTest, Trn1ConnectedGroupsOf4And8And16) {
     EXPECT_TRUE(view->allocator->topology().IsConnected(members)) << id;
   }
   const json& d6 = *Find(spec, "neuron-6");
-  EXPECT_EQ(d6["attributes"]["topology_x"]["int"], 2);
-  EXPECT_EQ(d6["attributes"]["topology_y"]["int"], 1);
+  // AWS's meaning (deploy/eks/dra.rst): topology_x the row, topology_y the column.
+  EXPECT_EQ(d6["attributes"]["topology_x"]["int"], 1);
+  EXPECT_EQ(d6["attributes"]["topology_y"]["int"], 2);
   EXPECT_EQ(d6["attributes"]["topology4_id"]["int"], 1);
   EXPECT_EQ(d6["attributes"]["topology8_id"]["int"], 0);
   EXPECT_EQ(d6["attributes"]["deviceId"]["int"], 6);
