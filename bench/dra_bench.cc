@@ -1,4 +1,4 @@
-// The DRA face in production terms (issue 34's targets, bench/README.md#dra-bench): the real
+// The DRA face in production terms (bench/README.md#dra-bench): the real
 // neuron-device-plugin (--api dra) on a simulated trn1.32xlarge serves its pool; neuron-dra-api's
 // SlicePublisher writes it to the API stand-in (neuron-sim apiserver's server, in process, which
 // defaults taint times and counts nothing for us: the figures come from what it holds).

@@ -1,6 +1,6 @@
-// A node watcher that stalls, seen from the kubelet (issue 34's health freshness): the plugin's
-// DRA server (plugin/dra/server.h) and driver in process over a NodeState that the test feeds as
-// the node watcher does (the same hardware every 100 ms), the kubelet emulator watching its
+// A node watcher that stalls, seen from the kubelet (plugin/dra/server.h, the health stream's
+// freshness): the plugin's DRA server and driver in process over a NodeState that the test feeds
+// as the node watcher does (the same hardware every 100 ms), the kubelet emulator watching its
 // health stream. While the evidence is read, the claim's device stays Healthy past its timeout;
 // once the watcher stalls, the plugin sends nothing more and the kubelet reads the device as
 // Unknown within health.stale_after (the plugin's health_check_timeout_seconds), not at its own
