@@ -27,10 +27,10 @@ constexpr std::string_view kNeuronConfigKind = "NeuronConfig";
 struct Resolved {
   std::string name;
   std::string request;
-  int device = -1;          // Neuron device index (for a core: its device)
-  std::optional<int> core;  // a NeuronCore device
-  bool node = false;        // neuron-node: every device and core of the node
-  std::string efa;          // an EFA interface name
+  DeviceRef ref;      // its kind and number (device_kinds.h)
+  int device = -1;    // Neuron device index (for a core: its device)
+  bool node = false;  // neuron-node: every device and core of the node
+  std::string efa;    // an EFA interface name
   std::optional<int> uverbs;
   bool admin = false;  // adminAccess: shared, holds nothing
 };
@@ -69,54 +69,43 @@ absl::StatusOr<Resolved> Resolve(const NodeView& view, const AllocationResult& r
   auto missing = [&] {
     return absl::NotFoundError(fmt::format("device {} is not on this node", r.device));
   };
-  if (name == kNodeDeviceName) {
-    // Whether the node may be had is PrepareOne's question: a claim that holds it keeps holding
-    // every device while the driver's UltraServer attributes are unreadable (an election).
-    out.node = true;
-    return out;
-  }
-  if (name.starts_with("neuroncore-")) {
-    absl::StatusOr<int> core = ParseIndexId(name.substr(11), kMaxDevices * kMaxCoresPerDevice);
-    if (!core.ok()) return missing();
-    out.core = *core;
-    out.device = *core / view.allocator->cores_per_device();
-  } else if (name.starts_with("neuron-")) {
-    absl::StatusOr<int> index = ParseIndexId(name.substr(7), kMaxDevices);
-    if (!index.ok()) return missing();
-    out.device = *index;
-  } else if (name.starts_with("efa-")) {
-    for (const auto& [ifname, e] : view.efas) {
-      if (EfaDeviceName(ifname) != name) continue;
-      if (!e.present || !e.uverbs) return missing();
-      out.efa = ifname;
-      out.uverbs = e.uverbs;
+  const std::optional<DeviceRef> ref = ParseDeviceName(name, kMaxDevices * kMaxCoresPerDevice);
+  if (!ref) return missing();
+  out.ref = *ref;
+  switch (ref->kind) {
+    case DeviceKind::kNeuronNode:
+      // Whether the node may be had is PrepareFetched's question: a claim that holds it keeps
+      // holding every device while the driver's UltraServer attributes are unreadable.
+      out.node = true;
       return out;
-    }
-    return missing();
-  } else {
-    return missing();
+    case DeviceKind::kEfa:
+      for (const auto& [ifname, e] : view.efas) {
+        if (EfaDeviceName(ifname) != name) continue;
+        if (!e.present || !e.uverbs) return missing();
+        out.efa = ifname;
+        out.uverbs = e.uverbs;
+        return out;
+      }
+      return missing();
+    case DeviceKind::kNeuronCore:
+      out.device = ref->number / view.allocator->cores_per_device();
+      break;
+    case DeviceKind::kNeuronDevice:
+      if (ref->number >= kMaxDevices) return missing();
+      out.device = ref->number;
+      break;
   }
   const auto it = view.devices.find(out.device);
   if (it == view.devices.end() || !it->second.present) return missing();
   return out;
 }
 
-// What a device holds: its cores (a whole device holds all of them, neuron-node every present
-// device's) or its EFA.
+// What a device holds (device_kinds.h: its cores, or its EFA), as units no two claims may share.
 std::set<std::string> Units(const Resolved& d, const NodeView& view) {
-  const int cpd = view.allocator->cores_per_device();
   std::set<std::string> out;
-  auto device_cores = [&](int device) {
-    for (int k = 0; k < cpd; ++k) out.insert(fmt::format("core:{}", device * cpd + k));
-  };
-  if (!d.efa.empty()) {
-    out.insert("efa:" + d.efa);
-  } else if (d.core) {
-    out.insert(fmt::format("core:{}", *d.core));
-  } else if (d.node) {
-    for (int index : PresentDevices(view)) device_cores(index);
-  } else {
-    device_cores(d.device);
+  if (!d.efa.empty()) out.insert("efa:" + d.efa);
+  for (int core : HeldCores(d.ref, view.allocator->cores_per_device(), PresentDevices(view))) {
+    out.insert(fmt::format("core:{}", core));
   }
   return out;
 }
@@ -187,8 +176,10 @@ absl::StatusOr<std::vector<CdiDevice>> CdiDevices(const std::vector<Resolved>& d
                                                   const std::vector<std::string>& ultraserver) {
   std::vector<int> cores;
   for (const Resolved& d : devices) {
-    if (!d.efa.empty() || d.admin) continue;
-    for (const std::string& u : Units(d, view)) cores.push_back(std::stoi(u.substr(5)));
+    if (d.admin) continue;
+    const std::vector<int> held =
+        HeldCores(d.ref, view.allocator->cores_per_device(), PresentDevices(view));
+    cores.insert(cores.end(), held.begin(), held.end());
   }
   std::sort(cores.begin(), cores.end());
   std::string env;

@@ -115,14 +115,20 @@ void PlacementAttributes(const NodeView& view, const HardwareDevice& d, const st
   if (!group1.empty()) a[fmt::format("{}devicegroup1_id", kGroupDomain)] = {{"string", group1}};
 }
 
-// consumesCounters: `cores` of each listed device's counter, from the pool's one counter set.
-json Consumes(const std::vector<int>& devices, int cores) {
+// consumesCounters: what the device holds (device_kinds.h), counted per Neuron device, from the
+// pool's one counter set (a counter per device, its cores).
+json Consumes(const NodeView& view, const DeviceRef& device) {
+  std::map<int, int> per_device;
+  const int cpd = std::max(1, view.cores_per_device);
+  for (int core : HeldCores(device, cpd, PresentDevices(view))) ++per_device[core / cpd];
   json counters = json::object();
-  for (int index : devices) {
+  for (const auto& [index, cores] : per_device) {
     counters[NeuronDeviceName(index)] = {{"value", std::to_string(cores)}};
   }
   return json::array({json{{"counterSet", kCounterSetName}, {"counters", std::move(counters)}}});
 }
+
+json ResourceType(DeviceKind kind) { return {{"string", KindSpec(kind).resource_type}}; }
 
 json DeviceTaints(const HardwareDevice& d, const SliceOptions& options) {
   return Taints(!d.healthy, d.unknown, d.reason, options.taint_effect);
@@ -132,7 +138,7 @@ json NeuronDevice(const NodeView& view, const SliceOptions& options, const Hardw
                   const std::string& efa_bdf) {
   json a = json::object();
   a["deviceId"] = {{"int", d.index}};
-  a["resourceType"] = {{"string", "neuron_device"}};
+  a["resourceType"] = ResourceType(DeviceKind::kNeuronDevice);
   NodeAttributes(view, options, &a);
   if (view.cores_per_device > 0) a["coreCount"] = {{"int", view.cores_per_device}};
   if (!d.bdf.empty()) a["pciBusId"] = {{"string", d.bdf}};
@@ -144,7 +150,9 @@ json NeuronDevice(const NodeView& view, const SliceOptions& options, const Hardw
     out["capacity"] = {{"memory", {{"value", std::to_string((*spec)->chip->hbm_bytes)}}}};
   }
   // A whole device takes all its cores: no core of it can go to another claim, and back.
-  if (options.partitionable) out["consumesCounters"] = Consumes({d.index}, view.cores_per_device);
+  if (options.partitionable) {
+    out["consumesCounters"] = Consumes(view, {DeviceKind::kNeuronDevice, d.index});
+  }
   json taints = DeviceTaints(d, options);
   if (!taints.empty()) out["taints"] = std::move(taints);
   return out;
@@ -173,7 +181,7 @@ void CoreGroupAttributes(const NodeView& view, int device, int core, json* attri
 json CoreDevice(const NodeView& view, const SliceOptions& options, const HardwareDevice& d,
                 const std::string& efa_bdf, int core) {
   json a = json::object();
-  a["resourceType"] = {{"string", "neuron_core"}};
+  a["resourceType"] = ResourceType(DeviceKind::kNeuronCore);
   a["deviceId"] = {{"int", d.index}};
   a["coreId"] = {{"int", core}};
   NodeAttributes(view, options, &a);
@@ -181,7 +189,7 @@ json CoreDevice(const NodeView& view, const SliceOptions& options, const Hardwar
   CoreGroupAttributes(view, d.index, core, &a);
   json out = {{"name", CoreDeviceName(core)},
               {"attributes", std::move(a)},
-              {"consumesCounters", Consumes({d.index}, 1)}};
+              {"consumesCounters", Consumes(view, {DeviceKind::kNeuronCore, core})}};
   json taints = DeviceTaints(d, options);
   if (!taints.empty()) out["taints"] = std::move(taints);
   return out;
@@ -195,13 +203,13 @@ json NodeDevice(const NodeView& view, const SliceOptions& options) {
   const std::vector<int> present = PresentDevices(view);
   const HardwareDevice* faulty = FirstFaultyDevice(view);
   json a = json::object();
-  a["resourceType"] = {{"string", "neuron_node"}};
+  a["resourceType"] = ResourceType(DeviceKind::kNeuronNode);
   NodeAttributes(view, options, &a);
   a["deviceCount"] = {{"int", present.size()}};
   a["coreCount"] = {{"int", static_cast<int>(present.size()) * view.cores_per_device}};
   json out = {{"name", kNodeDeviceName},
               {"attributes", std::move(a)},
-              {"consumesCounters", Consumes(present, view.cores_per_device)}};
+              {"consumesCounters", Consumes(view, {DeviceKind::kNeuronNode, -1})}};
   if (faulty != nullptr) {
     out["taints"] =
         Taints(true, false, fmt::format("{} {}", NeuronDeviceName(faulty->index), faulty->reason),
@@ -213,7 +221,7 @@ json NodeDevice(const NodeView& view, const SliceOptions& options) {
 json EfaDevice(const NodeView& view, const SliceOptions& options, const HardwareEfa& e,
                const std::vector<int>& beside) {
   json a = json::object();
-  a["resourceType"] = {{"string", "efa"}};
+  a["resourceType"] = ResourceType(DeviceKind::kEfa);
   a["interface"] = {{"string", e.name}};
   NodeAttributes(view, options, &a);
   if (e.numa) a["numaNode"] = {{"int", *e.numa}};
@@ -251,14 +259,6 @@ absl::StatusOr<TaintEffect> ParseTaintEffect(std::string_view text) {
   if (text == "NoSchedule") return TaintEffect::kNoSchedule;
   if (text == "NoExecute") return TaintEffect::kNoExecute;
   return absl::InvalidArgumentError(fmt::format("'{}' is not NoSchedule or NoExecute", text));
-}
-
-std::string NeuronDeviceName(int index) { return fmt::format("neuron-{}", index); }
-
-std::string EfaDeviceName(std::string_view ifname) {
-  std::string out = "efa-";
-  for (char c : ifname) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
 }
 
 std::optional<int> ConnectedGroup(const Topology& topology, int node_devices, int device,
@@ -345,8 +345,6 @@ void AddPartitions(const NodeView& view, const SliceOptions& options,
 }
 
 }  // namespace
-
-std::string CoreDeviceName(int core) { return fmt::format("neuroncore-{}", core); }
 
 bool IsUltraServerNode(const NodeView& view) {
   return view.ultraserver && !view.ultraserver->supported_modes.empty();

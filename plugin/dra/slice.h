@@ -24,11 +24,11 @@
 #include "absl/status/statusor.h"
 #include "core/model/topology.h"
 #include "nlohmann/json.hpp"
+#include "plugin/dra/device_kinds.h"
 #include "plugin/node_state.h"
 
 namespace neuron::plugin::dra {
 
-inline constexpr std::string_view kDriverName = "neuron.aws.com";
 inline constexpr std::string_view kTaintKey = "neuron.aws.com/unhealthy";
 // The API's limits (kubernetes/kubernetes staging/src/k8s.io/api/resource/v1/types.go:
 // ResourceSliceMaxDevices, ResourceSliceMaxAttributesAndCapacitiesPerDevice,
@@ -50,7 +50,6 @@ inline constexpr size_t kMaxConsumptionsPerDevice = 2;
 inline constexpr size_t kMaxCountersPerConsumption = 32;
 
 inline constexpr std::string_view kCounterSetName = "neuron-devices";
-inline constexpr std::string_view kNodeDeviceName = "neuron-node";
 
 enum class TaintEffect { kNoSchedule, kNoExecute };
 std::string_view TaintEffectName(TaintEffect e);
@@ -64,10 +63,6 @@ struct SliceOptions {
   bool partitionable = false;  // --dra.partitionable: counters, NeuronCores, neuron-node
 };
 
-// "neuron-3", "efa-rdmap16s25", "neuroncore-12".
-std::string NeuronDeviceName(int index);
-std::string EfaDeviceName(std::string_view ifname);
-std::string CoreDeviceName(int core);
 // The node is part of a Trn2 UltraServer: the driver lists UltraServer modes it supports
 // (core/discovery/ultraserver.h). Only there is `neuron-node` offered.
 bool IsUltraServerNode(const NodeView& view);

@@ -27,7 +27,7 @@ bool NonEmpty(const json& spec, const char* key) {
 
 bool IsWholeDevice(const json& device) {
   return device.value("/attributes/resourceType/string"_json_pointer, std::string()) ==
-         "neuron_device";
+         plugin::dra::KindSpec(plugin::dra::DeviceKind::kNeuronDevice).resource_type;
 }
 
 // The counters a device consumes, as "set/counter".

@@ -53,6 +53,7 @@
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
+#include "plugin/dra/device_kinds.h"
 #include "plugin/kubeapi/client.h"
 
 namespace spdlog {
@@ -61,7 +62,7 @@ class logger;
 
 namespace neuron::kubeapi {
 
-inline constexpr char kDriverName[] = "neuron.aws.com";
+using plugin::dra::kDriverName;
 
 struct PublisherOptions {
   std::string plugin_address = "unix:/run/neuron-node-agent/plugin.sock";

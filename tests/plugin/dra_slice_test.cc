@@ -189,6 +189,30 @@ TEST(DraSliceTest, NamesFollowTheApiRules) {
   EXPECT_FALSE(BuildPool(*ViewOf(hw), kOptions, 1).ok());
 }
 
+// The one table of device kinds (device_kinds.h): every name the slice makes reads back as its
+// kind and number; what is not ours, or not canonical, does not; and what each kind holds.
+TEST(DraDeviceKindsTest, NamesReadBackAndWhatEachHolds) {
+  EXPECT_EQ(ParseDeviceName(NeuronDeviceName(12), 4096),
+            (DeviceRef{DeviceKind::kNeuronDevice, 12}));
+  EXPECT_EQ(ParseDeviceName(CoreDeviceName(0), 4096), (DeviceRef{DeviceKind::kNeuronCore, 0}));
+  EXPECT_EQ(ParseDeviceName(kNodeDeviceName, 4096), (DeviceRef{DeviceKind::kNeuronNode, -1}));
+  EXPECT_EQ(ParseDeviceName(EfaDeviceName("rdmap16s25"), 4096), (DeviceRef{DeviceKind::kEfa, -1}));
+  for (const char* bad : {"neuron-", "neuron-01", "neuron--1", "neuron-+1", "neuron-1x",
+                          "neuroncore-", "gpu-0", "efa-", "neuron-4097"}) {
+    EXPECT_FALSE(ParseDeviceName(bad, 4096).has_value()) << bad;
+  }
+  for (const DeviceKindSpec& k : kDeviceKinds) {
+    EXPECT_EQ(&KindSpec(k.kind), &k);
+    EXPECT_FALSE(k.resource_type.empty());
+  }
+  const std::vector<int> present = {0, 1, 3};
+  EXPECT_EQ(HeldCores({DeviceKind::kNeuronDevice, 1}, 2, present), (std::vector<int>{2, 3}));
+  EXPECT_EQ(HeldCores({DeviceKind::kNeuronCore, 5}, 2, present), (std::vector<int>{5}));
+  EXPECT_EQ(HeldCores({DeviceKind::kNeuronNode, -1}, 2, present),
+            (std::vector<int>{0, 1, 2, 3, 6, 7}));
+  EXPECT_TRUE(HeldCores({DeviceKind::kEfa, -1}, 2, present).empty());
+}
+
 TEST(DraSliceTest, AtMost128DevicesAnd32AttributesPerDevice) {
   Hardware hw = CatalogHardware("trn2.48xlarge", 2);
   for (int i = 0; hw.efas.size() + hw.devices.size() <= kMaxDevicesPerSlice; ++i) {
