@@ -8,8 +8,10 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 #include "core/base/log_setup.h"
 #include "core/base/version.h"
@@ -24,6 +26,19 @@ namespace {
 using neuron::HttpRequest;
 using neuron::HttpResponse;
 using neuron::plugin::Plugin;
+
+// `unless=N` of GET /dra/resourceslice's query: the generation the reader has (304 while current).
+std::optional<uint64_t> UnlessOf(std::string_view query) {
+  constexpr std::string_view kKey = "unless=";
+  const size_t at = query.find(kKey);
+  if (at == std::string_view::npos || (at > 0 && query[at - 1] != '&')) return std::nullopt;
+  const std::string_view value =
+      query.substr(at + kKey.size(), query.find('&', at) - at - kKey.size());
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size()) return std::nullopt;
+  return n;
+}
 
 // /healthz (liveness), /readyz (every enabled resource with devices registered with the kubelet)
 // and /metrics on --listen, with --web.config.file's TLS and basic auth when given.
@@ -57,8 +72,8 @@ absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Co
   // DRA mode: the ResourceSlice the unprivileged neuron-dra-api publishes
   // (docs/kubelet-api.md#dra-slice).
   if (config.api == neuron::plugin::Api::kDra) {
-    hopts.handlers["/dra/resourceslice"] = [&plugin](const HttpRequest&) {
-      const neuron::plugin::dra::SliceState::Document doc = plugin.DraSlice();
+    hopts.handlers["/dra/resourceslice"] = [&plugin](const HttpRequest& req) {
+      const neuron::plugin::dra::SliceState::Document doc = plugin.DraSlice(UnlessOf(req.query));
       HttpResponse r;
       r.status = doc.status;
       if (doc.status == 200) r.content_type = "application/json";

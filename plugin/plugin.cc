@@ -37,9 +37,9 @@ void Plugin::Stop() {
   watcher_.Stop();
 }
 
-dra::SliceState::Document Plugin::DraSlice() const {
+dra::SliceState::Document Plugin::DraSlice(std::optional<uint64_t> unless) const {
   if (dra_ == nullptr) return {404, "not in DRA mode (--api dra)\n"};
-  return dra_->Slice();
+  return dra_->Slice(unless);
 }
 
 }  // namespace neuron::plugin

@@ -8,6 +8,7 @@
 // called from any thread (the HTTP handlers do).
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -45,8 +46,8 @@ class Plugin {
   NodeState& state() { return state_; }
 
   // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan, 404
-  // outside DRA mode.
-  dra::SliceState::Document DraSlice() const;
+  // outside DRA mode, 304 while `unless` is the current generation.
+  dra::SliceState::Document DraSlice(std::optional<uint64_t> unless = std::nullopt) const;
 
  private:
   const Config config_;

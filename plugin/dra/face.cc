@@ -84,9 +84,9 @@ class DraFace::Impl {
 
   const std::string& kubelet_dir() const { return config_.kubelet_dir; }
 
-  SliceState::Document Slice() const {
+  SliceState::Document Slice(std::optional<uint64_t> unless) const {
     if (slice_ == nullptr) return {503, "the node has not been scanned yet\n"};
-    return slice_->Get();
+    return slice_->Get(unless);
   }
 
  private:
@@ -177,6 +177,8 @@ void DraFace::Stop() { impl_->Stop(); }
 bool DraFace::Ready() const { return impl_->Ready(); }
 std::string DraFace::ReadyDetail() const { return impl_->ReadyDetail(); }
 absl::Status DraFace::Live() const { return ProbeSockets(impl_->kubelet_dir()); }
-SliceState::Document DraFace::Slice() const { return impl_->Slice(); }
+SliceState::Document DraFace::Slice(std::optional<uint64_t> unless) const {
+  return impl_->Slice(unless);
+}
 
 }  // namespace neuron::plugin::dra

@@ -5,6 +5,7 @@
 // when they vanish.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "plugin/config.h"
@@ -30,8 +31,9 @@ class DraFace final : public Face {
   // Both sockets answer, as the kubelet calls them (ProbeSockets, server.h).
   absl::Status Live() const override;
 
-  // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan.
-  SliceState::Document Slice() const;
+  // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan; 304 while
+  // `unless` is the current generation.
+  SliceState::Document Slice(std::optional<uint64_t> unless) const;
 
  private:
   class Impl;

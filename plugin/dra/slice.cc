@@ -424,10 +424,11 @@ void SliceState::Update(const NodeView& view) {
   slices_ = *std::move(slices);
 }
 
-SliceState::Document SliceState::Get() const {
+SliceState::Document SliceState::Get(std::optional<uint64_t> unless) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!ready_) return {503, "no hardware scan yet\n"};
   if (!slices_) return {503, "no valid slice: " + error_ + "\n"};
+  if (unless == generation_) return {304, ""};
   json slices = *slices_;
   for (json& s : slices) s["pool"]["generation"] = generation_;
   const json doc = {

@@ -108,7 +108,9 @@ absl::Status CheckPool(const std::vector<nlohmann::json>& slices);
 // N starts at `first_generation` (the plugin passes the Unix time of its start, so it still rises
 // across a restart of the plugin) and increases by one whenever any slice of the pool changes,
 // health taints included; a view that changes nothing in the pool (a holding, a numa update)
-// leaves it alone. Thread-safe.
+// leaves it alone. A reader that already has generation N asks with `unless` = N and gets 304
+// with no body while N is current (neuron-dra-api polls so every 250 ms for next to nothing).
+// Thread-safe.
 class SliceState {
  public:
   SliceState(SliceOptions options, uint64_t first_generation);
@@ -119,7 +121,7 @@ class SliceState {
     int status = 503;
     std::string body;
   };
-  Document Get() const;
+  Document Get(std::optional<uint64_t> unless = std::nullopt) const;
   uint64_t generation() const;
 
  private:

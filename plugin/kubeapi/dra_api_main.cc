@@ -28,7 +28,7 @@ struct Flags {
   int api_timeout_ms = 10000;
   neuron::kubeapi::PublisherOptions publisher;
   std::string listen = "unix:/run/neuron-node-agent/dra-api.sock";
-  int poll_ms = 2000;
+  int poll_ms = 250;
   int backoff_max_ms = 30000;
   std::string log_level = "info";
   std::string log_format = "text";

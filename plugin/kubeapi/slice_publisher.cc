@@ -198,11 +198,18 @@ SlicePublisher::Writes SlicePublisher::writes() const {
   return writes_;
 }
 
-absl::StatusOr<std::vector<json>> SlicePublisher::ReadPlugin(uint64_t* generation) const {
+absl::StatusOr<std::optional<std::vector<json>>> SlicePublisher::ReadPlugin(
+    uint64_t* generation, std::optional<uint64_t> unless) const {
   LocalRequestOptions o;
   o.timeout = options_.plugin_timeout;
-  absl::StatusOr<LocalResponse> r = LocalGet(options_.plugin_address, "/dra/resourceslice", o);
+  const std::string path =
+      unless ? fmt::format("/dra/resourceslice?unless={}", *unless) : "/dra/resourceslice";
+  absl::StatusOr<LocalResponse> r = LocalGet(options_.plugin_address, path, o);
   if (!r.ok()) return r.status();
+  if (r->status == 304 && unless) {
+    *generation = *unless;
+    return std::nullopt;
+  }
   if (r->status == 503) {
     return absl::FailedPreconditionError("the plugin has not scanned the hardware yet (503)");
   }
@@ -233,7 +240,7 @@ absl::StatusOr<std::vector<json>> SlicePublisher::ReadPlugin(uint64_t* generatio
                       g.dump(), *generation));
     }
   }
-  return j["slices"].get<std::vector<json>>();
+  return std::optional<std::vector<json>>(j["slices"].get<std::vector<json>>());
 }
 
 absl::StatusOr<SlicePublisher::Stored> SlicePublisher::ListStored() const {
@@ -401,12 +408,15 @@ absl::StatusOr<std::set<std::string>> SlicePublisher::PublishPool(const std::vec
 }
 
 absl::Status SlicePublisher::Sync() {
-  uint64_t generation = 0;
-  absl::StatusOr<std::vector<json>> slices = ReadPlugin(&generation);
-  plugin_failed_ = !slices.ok();
-  if (!slices.ok()) return slices.status();
   const auto now = std::chrono::steady_clock::now();
   const bool due = now - last_verified_ >= options_.resync;
+  uint64_t generation = 0;
+  absl::StatusOr<std::optional<std::vector<json>>> read =
+      ReadPlugin(&generation, due ? std::nullopt : published_generation());
+  plugin_failed_ = !read.ok();
+  if (!read.ok()) return read.status();
+  if (!read->has_value()) return absl::OkStatus();  // 304: unchanged, and no re-check is due
+  std::optional<std::vector<json>>& slices = *read;
   if (*slices == last_slices_ && !due) return absl::OkStatus();
   probes_.clear();
   // The resync is this check: one list, and writes only where the server differs.

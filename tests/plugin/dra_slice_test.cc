@@ -263,6 +263,10 @@ TEST(DraSliceTest, TheDocumentsGenerationRisesOnEveryChangeOnly) {
   j = json::parse(state.Get().body);
   EXPECT_EQ(j["generation"], 1002);
   EXPECT_FALSE((*Find(j["slices"][0], "neuron-2")).contains("taints"));
+  // A reader that has the current generation gets 304 and no body; one behind gets the pool.
+  EXPECT_EQ(state.Get(1002).status, 304);
+  EXPECT_TRUE(state.Get(1002).body.empty());
+  EXPECT_EQ(state.Get(1001).status, 200);
   // A view that makes no valid slice keeps the last good one.
   for (int i = 0; i < 200; ++i) hw.efas.push_back(testing::Efa("x" + std::to_string(i)));
   state.Update(*ViewOf(hw));
