@@ -1,23 +1,32 @@
-// The DRA face in production terms (bench/README.md#dra-bench): the real
-// neuron-device-plugin (--api dra) on a simulated trn1.32xlarge serves its pool; neuron-dra-api's
-// SlicePublisher writes it to the API stand-in (neuron-sim apiserver's server, in process, which
-// defaults taint times and counts nothing for us: the figures come from what it holds).
+// The DRA face in production terms (bench/README.md#dra-bench): the real neuron-device-plugin
+// (--api dra) on a simulated trn1.32xlarge, the real neuron-dra-api between it and the API
+// stand-in (neuron-sim apiserver's server, in process: it defaults taint times and honours delete
+// preconditions as the API server does; the figures come from what it holds), and the plugin's
+// DRA socket called as the kubelet calls it.
 //
-//   writes to an unchanged pool over 3 resyncs, a tainted device included: the publisher's
-//     creates + updates + deletes, and the slices' resourceVersions, across three resyncs one
-//     second apart after the taint is published;
-//   the taint's timeAdded over those resyncs: unchanged or moved.
+//   1. writes to an unchanged pool over 3 resyncs, a tainted device included, and the taint's
+//      timeAdded over them (an in-process SlicePublisher whose every round is a resync);
+//   2. health change -> slice updated at the API: a fault injected on device 5, then a reset,
+//      each timed until the API's slice shows the change; p50 and p99;
+//   3. NodePrepareResources of a claim of 16 devices and 8 EFA, neuron-dra-api answering from the
+//      API stand-in: prepare, then unprepare, --rounds times; p50 and p99 of the prepare.
 
+#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "bench/stats.h"
+#include "dra/v1/api.grpc.pb.h"
 #include "driver-sim/apiserver/api_server.h"
+#include "http/local_client.h"
 #include "nlohmann/json.hpp"
 #include "plugin/kubeapi/client.h"
 #include "plugin/kubeapi/slice_publisher.h"
@@ -28,6 +37,9 @@
 namespace {
 
 namespace fs = std::filesystem;
+namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
+using neuron::bench::Ms;
+using neuron::bench::Percentile;
 using neuron::kubeapi::Client;
 using neuron::kubeapi::ClientConfig;
 using neuron::kubeapi::PublisherOptions;
@@ -39,11 +51,15 @@ using neuron::testing::SimNode;
 using neuron::testing::WaitUntil;
 using nlohmann::json;
 using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
 
 constexpr char kNode[] = "node-a";
 
+const neuron::sim::apiserver::Kind& Kind(const char* prefix, const char* resource) {
+  return *FindKind(prefix, resource);
+}
 const neuron::sim::apiserver::Kind& Slices() {
-  return *FindKind("/apis/resource.k8s.io/v1/", "resourceslices");
+  return Kind("/apis/resource.k8s.io/v1/", "resourceslices");
 }
 
 // name -> resourceVersion of node-a's slices, and the first taint's timeAdded found.
@@ -66,69 +82,205 @@ Held Read(ApiServer& api) {
   return h;
 }
 
-int Run(const fs::path& tmp) {
-  SimNode sim({.sim_bin = NEURON_SIM_BIN, .root = tmp / "root", .logs = tmp, .log_name = "sim"});
-  if (!sim.Up("trn1.32xlarge")) {
-    std::fprintf(stderr, "neuron-sim up failed: %s\n", sim.Log().c_str());
-    return 1;
+// The node, the plugin, the API stand-in and (Scenario 2, 3) neuron-dra-api.
+struct Rig {
+  explicit Rig(const fs::path& tmp)
+      : tmp(tmp),
+        sim({.sim_bin = NEURON_SIM_BIN, .root = tmp / "root", .logs = tmp, .log_name = "sim"}) {}
+  ~Rig() {
+    if (dra_api > 0) neuron::testing::Stop(dra_api, 10s);
+    if (plugin > 0) neuron::testing::Stop(plugin, 10s);
   }
-  const std::string listen = "unix:" + (tmp / "plugin.sock").string();
-  const pid_t plugin = neuron::testing::StartProcess(
-      {NEURON_PLUGIN_BIN, "--api", "dra", "--node-name", kNode, "--root", (tmp / "root").string(),
-       "--kubelet-dir", (tmp / "k").string(), "--listen", listen, "--cdi-dir",
-       (tmp / "cdi").string(), "--dra.claims", "unix:" + (tmp / "dra-api.sock").string()},
-      tmp / "plugin.out", tmp / "plugin.err");
-  neuron::testing::WriteFile(tmp / "token", "t\n");
-  ApiServer::Options ao;
-  ao.cert_dir = tmp.string();
-  ao.tokens = {"t"};
-  absl::StatusOr<std::unique_ptr<ApiServer>> api = ApiServer::Start(ao);
-  if (!api.ok()) return std::fprintf(stderr, "%s\n", api.status().ToString().c_str()), 1;
-  (*api)->store().Create(*FindKind("/api/v1/", "nodes"), "", {{"metadata", {{"name", kNode}}}});
-  const Client client(ClientConfig{(*api)->url(), (tmp / "token").string(), (*api)->ca_file()});
+
+  bool Start() {
+    if (!sim.Up("trn1.32xlarge")) return Fail("neuron-sim up", sim.Log());
+    plugin = neuron::testing::StartProcess(
+        {NEURON_PLUGIN_BIN, "--api", "dra", "--node-name", kNode, "--root", (tmp / "root").string(),
+         "--kubelet-dir", (tmp / "k").string(), "--listen", plugin_sock(), "--cdi-dir",
+         (tmp / "cdi").string(), "--dra.claims", claims_sock()},
+        tmp / "plugin.out", tmp / "plugin.err");
+    neuron::testing::WriteFile(tmp / "token", "t\n");
+    ApiServer::Options o;
+    o.cert_dir = tmp.string();
+    o.tokens = {"t"};
+    absl::StatusOr<std::unique_ptr<ApiServer>> started = ApiServer::Start(o);
+    if (!started.ok()) return Fail("API stand-in", started.status().ToString());
+    api = *std::move(started);
+    api->store().Create(Kind("/api/v1/", "nodes"), "", {{"metadata", {{"name", kNode}}}});
+    client = std::make_unique<Client>(
+        ClientConfig{api->url(), (tmp / "token").string(), api->ca_file()});
+    return WaitUntil([&] { return fs::exists(tmp / "k/plugins/neuron.aws.com/dra.sock"); }, 30s) ||
+           Fail("the plugin's DRA socket", ReadFile(tmp / "plugin.err"));
+  }
+  // The real neuron-dra-api with its default poll (as the DaemonSet runs it).
+  bool StartDraApi() {
+    dra_api = neuron::testing::StartProcess(
+        {NEURON_DRA_API_BIN, "--api-server", api->url(), "--token-file", (tmp / "token").string(),
+         "--ca-file", api->ca_file(), "--plugin", plugin_sock(), "--listen", claims_sock()},
+        tmp / "dra-api.out", tmp / "dra-api.err", {std::string("NODE_NAME=") + kNode});
+    return WaitUntil(
+               [&] { return !Read(*api).versions.empty() && fs::exists(tmp / "dra-api.sock"); },
+               30s) ||
+           Fail("neuron-dra-api", ReadFile(tmp / "dra-api.err"));
+  }
+  static bool Fail(const std::string& what, const std::string& log) {
+    std::fprintf(stderr, "%s failed: %s\n", what.c_str(), log.c_str());
+    return false;
+  }
+  std::string plugin_sock() const { return "unix:" + (tmp / "plugin.sock").string(); }
+  std::string claims_sock() const { return "unix:" + (tmp / "dra-api.sock").string(); }
+
+  fs::path tmp;
+  SimNode sim;
+  pid_t plugin = -1;
+  pid_t dra_api = -1;
+  std::unique_ptr<ApiServer> api;
+  std::unique_ptr<Client> client;
+};
+
+bool Resyncs(Rig& rig) {
   PublisherOptions o;
-  o.plugin_address = listen;
+  o.plugin_address = rig.plugin_sock();
   o.node_name = kNode;
   o.resync = 0ms;  // every SyncOnce re-checks the pool against the server
-  SlicePublisher publisher(client, o);
-  if (!WaitUntil([&] { return publisher.SyncOnce().ok(); }, 30s)) {
-    std::fprintf(stderr, "no pool published: %s\n", ReadFile(tmp / "plugin.err").c_str());
-    return 1;
-  }
-  sim.Ctl({"inject", "hbm-ue", "--device", "5"});
-  if (!WaitUntil([&] { return publisher.SyncOnce().ok() && !Read(**api).time_added.empty(); },
+  SlicePublisher publisher(*rig.client, o);
+  if (!WaitUntil([&] { return publisher.SyncOnce().ok(); }, 30s)) return false;
+  rig.sim.Ctl({"inject", "hbm-ue", "--device", "5"});
+  if (!WaitUntil([&] { return publisher.SyncOnce().ok() && !Read(*rig.api).time_added.empty(); },
                  30s)) {
-    std::fprintf(stderr, "the fault's taint never reached the API\n");
-    return 1;
+    return Rig::Fail("the fault's taint", "never reached the API");
   }
-  const Held before = Read(**api);
+  const Held before = Read(*rig.api);
   const uint64_t writes = publisher.writes().total();
   for (int resync = 0; resync < 3; ++resync) {
     std::this_thread::sleep_for(1s);  // the server's clock moves a second on
-    if (absl::Status s = publisher.SyncOnce(); !s.ok()) {
-      std::fprintf(stderr, "resync: %s\n", s.ToString().c_str());
-    }
+    if (absl::Status s = publisher.SyncOnce(); !s.ok()) Rig::Fail("resync", s.ToString());
   }
-  const Held after = Read(**api);
+  const Held after = Read(*rig.api);
   size_t moved = 0;
-  for (const auto& [name, rv] : after.versions)
+  for (const auto& [name, rv] : after.versions) {
     moved += before.versions.count(name) == 0 || before.versions.at(name) != rv;
-  std::printf("pool of %zu slices, device 5 tainted (timeAdded %s)\n", before.versions.size(),
+  }
+  std::printf("pool of %zu slice(s), device 5 tainted (timeAdded %s)\n", before.versions.size(),
               before.time_added.c_str());
-  std::printf(
-      "writes to the unchanged pool over 3 resyncs: %llu (slices whose resourceVersion moved: "
-      "%zu)\n",
-      static_cast<unsigned long long>(publisher.writes().total() - writes), moved);
+  std::printf("writes to the unchanged pool over 3 resyncs: %llu (slices rewritten: %zu)\n",
+              static_cast<unsigned long long>(publisher.writes().total() - writes), moved);
   std::printf("the taint's timeAdded over 3 resyncs: %s\n",
               after.time_added == before.time_added ? "unchanged"
                                                     : ("moved to " + after.time_added).c_str());
-  neuron::testing::Stop(plugin, 10s);
-  return 0;
+  rig.sim.Ctl({"reset", "--device", "5"});
+  return WaitUntil([&] { return publisher.SyncOnce().ok() && Read(*rig.api).time_added.empty(); },
+                   30s) ||
+         Rig::Fail("the reset", "the taint stayed");
+}
+
+bool HealthToApi(Rig& rig, int rounds) {
+  std::vector<double> ms;
+  for (int i = 0; i < 2 * rounds; ++i) {
+    const bool fault = i % 2 == 0;
+    const auto start = Clock::now();
+    rig.sim.Ctl(fault ? std::vector<std::string>{"inject", "hbm-ue", "--device", "5"}
+                      : std::vector<std::string>{"reset", "--device", "5"});
+    if (!WaitUntil([&] { return Read(*rig.api).time_added.empty() != fault; }, 30s)) {
+      return Rig::Fail(fault ? "health -> API (no taint)" : "health -> API (the taint stayed)",
+                       ReadFile(rig.tmp / "dra-api.err"));
+    }
+    ms.push_back(Ms(Clock::now() - start));
+    // Changes a second apart: a fault injected while the watcher still takes the reset's new
+    // baseline would be part of that baseline (health evidence's matter, not this figure's).
+    std::this_thread::sleep_for(1s);
+  }
+  std::printf("health change -> slice at the API (%zu changes): p50 %.0f ms, p99 %.0f ms\n",
+              ms.size(), Percentile(ms, 0.5), Percentile(ms, 0.99));
+  return true;
+}
+
+// A claim of all 16 devices and 8 EFA, allocated on node-a, in the API stand-in.
+json WholeNodeClaim(Rig& rig) {
+  json results = json::array();
+  for (int d = 0; d < 16; ++d) {
+    results.push_back({{"request", "node"},
+                       {"driver", "neuron.aws.com"},
+                       {"pool", kNode},
+                       {"device", "neuron-" + std::to_string(d)}});
+  }
+  const json slice = rig.api->store().Get(Slices(), "", "node-a-neuron.aws.com").body;
+  for (const json& d : slice["spec"]["devices"]) {
+    const std::string name = d["name"];
+    if (name.rfind("efa-", 0) == 0) {
+      results.push_back(
+          {{"request", "node"}, {"driver", "neuron.aws.com"}, {"pool", kNode}, {"device", name}});
+    }
+  }
+  const auto& claims = Kind("/apis/resource.k8s.io/v1/", "resourceclaims");
+  json made = rig.api->store()
+                  .Create(claims, "ml",
+                          {{"metadata", {{"name", "whole-node"}}},
+                           {"spec", {{"devices", {{"requests", json::array()}}}}}})
+                  .body;
+  made["status"] = {{"allocation", {{"devices", {{"results", results}}}}}};
+  rig.api->store().Update(claims, "ml", "whole-node", made, true);
+  return made;
+}
+
+bool Prepare(Rig& rig, int rounds) {
+  const json claim = WholeNodeClaim(rig);
+  auto stub = drav1::DRAPlugin::NewStub(
+      grpc::CreateChannel("unix:" + (rig.tmp / "k/plugins/neuron.aws.com/dra.sock").string(),
+                          grpc::InsecureChannelCredentials()));
+  drav1::NodePrepareResourcesRequest prepare;
+  auto* c = prepare.add_claims();
+  c->set_namespace_("ml");
+  c->set_name("whole-node");
+  c->set_uid(claim["metadata"]["uid"].get<std::string>());
+  drav1::NodeUnprepareResourcesRequest unprepare;
+  *unprepare.add_claims() = *c;
+  std::vector<double> ms;
+  size_t devices = 0;
+  for (int i = 0; i < rounds; ++i) {
+    drav1::NodePrepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    const auto start = Clock::now();
+    const grpc::Status s = stub->NodePrepareResources(&ctx, prepare, &resp);
+    ms.push_back(Ms(Clock::now() - start));
+    const auto& r = resp.claims().at(c->uid());
+    if (!s.ok() || !r.error().empty()) return Rig::Fail("prepare", s.error_message() + r.error());
+    devices = static_cast<size_t>(r.devices_size());
+    drav1::NodeUnprepareResourcesResponse uresp;
+    grpc::ClientContext uctx;
+    if (!stub->NodeUnprepareResources(&uctx, unprepare, &uresp).ok()) return false;
+  }
+  std::vector<double> fetch;
+  for (int i = 0; i < rounds; ++i) {
+    const auto start = Clock::now();
+    if (!neuron::LocalGet(rig.claims_sock(), "/claims/ml/whole-node").ok()) return false;
+    fetch.push_back(Ms(Clock::now() - start));
+  }
+  std::printf(
+      "  the claim alone from neuron-dra-api (GET /claims and the API read behind it): "
+      "p50 %.2f ms, p99 %.2f ms\n",
+      Percentile(fetch, 0.5), Percentile(fetch, 0.99));
+  std::printf(
+      "NodePrepareResources, claim of %zu devices via neuron-dra-api (%d rounds): p50 %.2f "
+      "ms, p90 %.2f ms, p99 %.2f ms\n",
+      devices, rounds, Percentile(ms, 0.5), Percentile(ms, 0.9), Percentile(ms, 0.99));
+  return true;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  int rounds = 200;
+  int health_rounds = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--health-rounds") == 0) health_rounds = std::atoi(argv[i + 1]);
+  }
   neuron::testing::TempDir tmp("dra_bench");
-  return Run(tmp.path());
+  Rig rig(tmp.path());
+  if (!rig.Start() || !Resyncs(rig) || !rig.StartDraApi() || !HealthToApi(rig, health_rounds) ||
+      !Prepare(rig, rounds)) {
+    return 1;
+  }
+  return 0;
 }

@@ -18,12 +18,15 @@ add_executable(plugin_churn_bench plugin_churn_bench.cc)
 target_link_libraries(plugin_churn_bench PRIVATE neuron::core neuron_test_churn)
 neuron_target_options(plugin_churn_bench)
 
-# DRA: the publisher's writes over resyncs against the API stand-in, with the real plugin in DRA
-# mode on a simulated node (bench/README.md#dra-bench)
+# DRA: the publisher's writes over resyncs, health -> slice at the API, and prepare latency,
+# with the real plugin in DRA mode on a simulated node, the real neuron-dra-api and the API
+# stand-in (bench/README.md#dra-bench)
 add_executable(dra_bench dra_bench.cc)
-target_link_libraries(dra_bench PRIVATE neuron::kubeapi neuron::sim_apiserver neuron_test_sim)
+target_link_libraries(dra_bench PRIVATE neuron::kubeapi neuron::sim_apiserver neuron::proto
+  neuron_test_sim)
 target_compile_definitions(dra_bench PRIVATE
   NEURON_SIM_BIN="$<TARGET_FILE:neuron-sim>"
-  NEURON_PLUGIN_BIN="$<TARGET_FILE:neuron-device-plugin>")
-add_dependencies(dra_bench neuron-sim neuron-device-plugin)
+  NEURON_PLUGIN_BIN="$<TARGET_FILE:neuron-device-plugin>"
+  NEURON_DRA_API_BIN="$<TARGET_FILE:neuron-dra-api>")
+add_dependencies(dra_bench neuron-sim neuron-device-plugin neuron-dra-api)
 neuron_target_options(dra_bench)
