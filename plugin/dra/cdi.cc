@@ -36,7 +36,9 @@ absl::StatusOr<std::vector<std::string>> WriteCdiSpec(const fs::path& dir,
   std::error_code ec;
   fs::create_directories(dir, ec);
   // 0644: the container runtime reads it; it holds no secret.
-  if (absl::Status s = WriteFileAtomic(CdiSpecPath(dir, claim_uid), spec.dump(1) + "\n", 0644);
+  // Under /var/run (tmpfs): gone at a reboot whatever we do, so not fsynced.
+  if (absl::Status s = WriteFileAtomic(CdiSpecPath(dir, claim_uid), spec.dump(1) + "\n", 0644,
+                                       /*durable=*/false);
       !s.ok()) {
     return s;
   }

@@ -19,6 +19,8 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 constexpr int kVersion = 1;
+constexpr std::string_view kStarted = "PrepareStarted";
+constexpr std::string_view kCompleted = "PrepareCompleted";
 // A checkpoint of 128 devices' claims is a few tens of KiB; anything far larger is not ours.
 constexpr std::streamsize kMaxCheckpointBytes = 4 << 20;
 
@@ -41,7 +43,10 @@ json ToJson(const PreparedClaims& claims) {
       if (d.admin_access) device["adminAccess"] = true;
       devices.push_back(std::move(device));
     }
-    out[uid] = {{"namespace", c.namespace_}, {"name", c.name}, {"devices", devices}};
+    out[uid] = {{"namespace", c.namespace_},
+                {"name", c.name},
+                {"devices", devices},
+                {"state", c.state == PrepareState::kStarted ? kStarted : kCompleted}};
   }
   return out;
 }
@@ -58,6 +63,8 @@ PreparedClaims FromJson(const json& j) {  // throws json::exception on a bad sha
                                d.at("cdiIds").get<std::vector<std::string>>(),
                                d.value("adminAccess", false)});
     }
+    claim.state = c.value("state", std::string(kCompleted)) == kStarted ? PrepareState::kStarted
+                                                                        : PrepareState::kCompleted;
     out[uid] = std::move(claim);
   }
   return out;
@@ -65,7 +72,8 @@ PreparedClaims FromJson(const json& j) {  // throws json::exception on a bad sha
 
 }  // namespace
 
-absl::Status WriteFileAtomic(const fs::path& path, std::string_view content, int mode) {
+absl::Status WriteFileAtomic(const fs::path& path, std::string_view content, int mode,
+                             bool durable) {
   const fs::path tmp = path.string() + ".tmp";
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
   if (!fd.valid()) {
@@ -83,7 +91,7 @@ absl::Status WriteFileAtomic(const fs::path& path, std::string_view content, int
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd.get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if ((durable && ::fsync(fd.get()) != 0) || ::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
     return absl::InternalError(fmt::format("cannot replace {}: {}", path.string(), why));
@@ -91,13 +99,21 @@ absl::Status WriteFileAtomic(const fs::path& path, std::string_view content, int
   return absl::OkStatus();
 }
 
-absl::Status SaveCheckpoint(const fs::path& path, const PreparedClaims& claims) {
-  const json body = ToJson(claims);
-  const json doc = {{"version", kVersion}, {"claims", body}, {"checksum", Fnv1a64(body.dump())}};
-  return WriteFileAtomic(path, doc.dump(1) + "\n");
+absl::Status SaveCheckpoint(const fs::path& path, const Checkpoint& checkpoint) {
+  const json body = ToJson(checkpoint.claims);
+  json doc = {{"version", kVersion}, {"claims", body}, {"checksum", Fnv1a64(body.dump())}};
+  if (!checkpoint.boot_id.empty()) doc["bootId"] = checkpoint.boot_id;
+  return WriteFileAtomic(path, doc.dump(1) + "\n", 0600, /*durable=*/false);
 }
 
-absl::StatusOr<PreparedClaims> LoadCheckpoint(const fs::path& path) {
+std::string CurrentBootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+absl::StatusOr<Checkpoint> LoadCheckpoint(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(fmt::format("no checkpoint at {}", path.string()));
   std::string text(static_cast<size_t>(kMaxCheckpointBytes) + 1, '\0');
@@ -122,7 +138,10 @@ absl::StatusOr<PreparedClaims> LoadCheckpoint(const fs::path& path) {
         "checkpoint {} fails its checksum ({} recorded, {} computed)", path.string(), want, got));
   }
   try {
-    return FromJson(doc["claims"]);
+    Checkpoint out;
+    out.claims = FromJson(doc["claims"]);
+    if (doc.contains("bootId") && doc["bootId"].is_string()) out.boot_id = doc["bootId"];
+    return out;
   } catch (const json::exception& e) {
     return absl::DataLossError(fmt::format("checkpoint {}: {}", path.string(), e.what()));
   }

@@ -261,12 +261,10 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::Create(DriverOptions options) {
   }
   std::unique_ptr<Driver> d(new Driver(std::move(options)));
   const auto log = ComponentLogger("dra");
-  absl::StatusOr<PreparedClaims> loaded = LoadCheckpoint(d->checkpoint_path_);
+  absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(d->checkpoint_path_);
   std::lock_guard<std::mutex> lock(d->mu_);
   if (loaded.ok()) {
-    d->claims_ = *std::move(loaded);
-    log->info("checkpoint {}: {} prepared claims kept", d->checkpoint_path_.string(),
-              d->claims_.size());
+    d->Recover(*std::move(loaded));
   } else if (absl::IsDataLoss(loaded.status())) {
     // Not trusted: its claims may be wrong. Kept aside for a person to read; the kubelet
     // prepares its pods' claims again.
@@ -294,9 +292,37 @@ absl::StatusOr<ResourceClaim> Driver::Fetch(const ClaimRef& ref) const {
   return claim;
 }
 
-absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareFetched(const ClaimRef& ref,
-                                                                   const ResourceClaim& claim,
-                                                                   const NodeView& view) {
+void Driver::Recover(Checkpoint loaded) {
+  const auto log = ComponentLogger("dra");
+  const std::string path = checkpoint_path_.string();
+  if (!loaded.boot_id.empty() && !options_.boot_id.empty() && loaded.boot_id != options_.boot_id) {
+    log->info(
+        "checkpoint {}: {} claims from before the node's last boot (boot {}, now {}) dropped: "
+        "their CDI specs went with the boot, and the kubelet prepares its pods' claims again",
+        path, loaded.claims.size(), loaded.boot_id, options_.boot_id);
+    loaded.claims.clear();
+  }
+  const size_t before = loaded.claims.size();
+  std::erase_if(loaded.claims, [&](const auto& kv) {
+    if (kv.second.state != PrepareState::kStarted) return false;
+    log->warn(
+        "checkpoint {}: claim {}/{} ({}) was being prepared when the plugin stopped: rolled "
+        "back (the kubelet asks again)",
+        path, kv.second.namespace_, kv.second.name, kv.first);
+    (void)RemoveCdiSpec(options_.cdi_dir, kv.first);
+    return true;
+  });
+  claims_ = std::move(loaded.claims);
+  log->info("checkpoint {}: {} prepared claims kept", path, claims_.size());
+  if (before != claims_.size() || loaded.boot_id != options_.boot_id) (void)Save();
+}
+
+absl::Status Driver::Save() const {
+  return SaveCheckpoint(checkpoint_path_, {.boot_id = options_.boot_id, .claims = claims_});
+}
+
+absl::StatusOr<Driver::Planned> Driver::Plan(const ClaimRef& ref, const ResourceClaim& claim,
+                                             const NodeView& view) const {
   std::vector<Resolved> devices;
   for (const AllocationResult& r : claim.results) {
     if (r.driver != kDriverName || r.pool != options_.node_name) continue;  // another's
@@ -315,17 +341,53 @@ absl::StatusOr<std::vector<PreparedDevice>> Driver::PrepareFetched(const ClaimRe
   if (absl::Status s = CheckFree(claims_, devices, view); !s.ok()) return s;
   absl::StatusOr<std::vector<CdiDevice>> cdi = CdiDevices(devices, view, *ultraserver);
   if (!cdi.ok()) return cdi.status();
-  absl::StatusOr<std::vector<std::string>> ids = WriteCdiSpec(options_.cdi_dir, ref.uid, *cdi);
-  if (!ids.ok()) return ids.status();
-  std::vector<PreparedDevice> out;
-  for (size_t i = 0; i < devices.size(); ++i) {
-    out.push_back({.requests = {std::string(ParentRequest(devices[i].request))},
-                   .pool = options_.node_name,
-                   .device = devices[i].name,
-                   .cdi_ids = {(*ids)[i]},
-                   .admin_access = devices[i].admin});
+  Planned out{.devices = {}, .cdi = *std::move(cdi)};
+  for (const Resolved& d : devices) {
+    out.devices.push_back({.requests = {std::string(ParentRequest(d.request))},
+                           .pool = options_.node_name,
+                           .device = d.name,
+                           .cdi_ids = {CdiId(ref.uid, d.name)},
+                           .admin_access = d.admin});
   }
   return out;
+}
+
+void Driver::Commit(std::map<std::string, Planned> planned, const std::vector<ClaimRef>& refs,
+                    std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>>* out) {
+  const auto log = ComponentLogger("dra");
+  const auto refuse = [&](const std::string& uid, const absl::Status& s) {
+    claims_.erase(uid);
+    (void)RemoveCdiSpec(options_.cdi_dir, uid);
+    out->at(uid) = s;
+  };
+  for (const ClaimRef& ref : refs) {
+    if (!planned.contains(ref.uid)) continue;
+    claims_[ref.uid] = PreparedClaim{ref.namespace_, ref.name, planned.at(ref.uid).devices,
+                                     PrepareState::kStarted};
+    out->insert_or_assign(ref.uid, planned.at(ref.uid).devices);
+  }
+  // Without the started record a crash could leave a spec no checkpoint names; without the
+  // completed one a restart would forget the claims: refuse them now instead.
+  if (absl::Status s = Save(); !s.ok()) {
+    for (const auto& [uid, p] : planned) refuse(uid, s);
+    return;
+  }
+  for (const ClaimRef& ref : refs) {
+    if (!planned.contains(ref.uid)) continue;
+    absl::StatusOr<std::vector<std::string>> ids =
+        WriteCdiSpec(options_.cdi_dir, ref.uid, planned.at(ref.uid).cdi);
+    if (!ids.ok()) {
+      refuse(ref.uid, ids.status());
+      planned.erase(ref.uid);
+      continue;
+    }
+    claims_[ref.uid].state = PrepareState::kCompleted;
+    log->info("prepared claim {}/{} ({}): {} devices", ref.namespace_, ref.name, ref.uid,
+              planned.at(ref.uid).devices.size());
+  }
+  if (absl::Status s = Save(); !s.ok()) {
+    for (const auto& [uid, p] : planned) refuse(uid, s);
+  }
 }
 
 std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepare(
@@ -354,37 +416,28 @@ std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepa
 
   const std::shared_ptr<const NodeView> view = options_.state->view();
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> fresh;
+  std::map<std::string, Planned> planned;
+  std::vector<ClaimRef> refs;
   for (size_t i = 0; i < wanted.size(); ++i) {
     const ClaimRef& ref = *wanted[i];
     if (const auto it = claims_.find(ref.uid); it != claims_.end()) {
       out.emplace(ref.uid, it->second.devices);  // prepared by another call meanwhile
       continue;
     }
-    absl::StatusOr<std::vector<PreparedDevice>> r =
-        fetched[i].ok() ? PrepareFetched(ref, *fetched[i], *view)
-                        : absl::StatusOr<std::vector<PreparedDevice>>(fetched[i].status());
-    if (r.ok()) {
-      claims_[ref.uid] = PreparedClaim{ref.namespace_, ref.name, *r};
-      fresh.push_back(ref.uid);
-      log->info("prepared claim {}/{} ({}): {} devices", ref.namespace_, ref.name, ref.uid,
-                r->size());
-    } else {
+    absl::StatusOr<Planned> p = fetched[i].ok() ? Plan(ref, *fetched[i], *view)
+                                                : absl::StatusOr<Planned>(fetched[i].status());
+    if (!p.ok()) {
       log->warn("claim {}/{} ({}) not prepared: {}", ref.namespace_, ref.name, ref.uid,
-                std::string{r.status().message()});
+                std::string{p.status().message()});
+      out.emplace(ref.uid, p.status());
+      continue;
     }
-    out.emplace(ref.uid, std::move(r));
+    // The next claim of this call is checked against this one's devices too.
+    claims_[ref.uid] = PreparedClaim{ref.namespace_, ref.name, p->devices, PrepareState::kStarted};
+    planned.emplace(ref.uid, *std::move(p));
+    refs.push_back(ref);
   }
-  if (!fresh.empty()) {
-    if (absl::Status s = SaveCheckpoint(checkpoint_path_, claims_); !s.ok()) {
-      // Without a checkpoint a restart would forget these claims: refuse them now instead.
-      for (const std::string& uid : fresh) {
-        claims_.erase(uid);
-        (void)RemoveCdiSpec(options_.cdi_dir, uid);
-        out.at(uid) = s;
-      }
-    }
-  }
+  if (!planned.empty()) Commit(std::move(planned), refs, &out);
   return out;
 }
 
@@ -404,7 +457,9 @@ std::map<std::string, absl::Status> Driver::Unprepare(const std::vector<ClaimRef
     }
   }
   if (after != claims_) {
-    if (absl::Status s = SaveCheckpoint(checkpoint_path_, after); !s.ok()) {
+    if (absl::Status s =
+            SaveCheckpoint(checkpoint_path_, {.boot_id = options_.boot_id, .claims = after});
+        !s.ok()) {
       for (auto& [uid, r] : out) r = s;  // still held: the kubelet asks again
       return out;
     }

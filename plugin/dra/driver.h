@@ -10,7 +10,9 @@
 //
 // Idempotent: a claim already prepared is answered from memory without asking the ClaimSource;
 // unpreparing an unknown claim succeeds. Prepared claims survive a restart through the
-// checkpoint (checkpoint.h); one that fails its checksum is refused (logged) and set aside.
+// checkpoint (checkpoint.h); one that fails its checksum is refused (logged) and set aside; one
+// written before the node's last boot is dropped (its CDI specs went with /var/run, and the
+// kubelet prepares its pods' claims again); a claim a crash left started is rolled back.
 //
 // Thread-safety: every method may be called from any thread. Claims are fetched first, without
 // the lock and concurrently (a look-up may wait seconds on neuron-dra-api and the API server, and
@@ -27,6 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "plugin/dra/cdi.h"
 #include "plugin/dra/checkpoint.h"
 #include "plugin/dra/claim_source.h"
 #include "plugin/node_state.h"
@@ -40,11 +43,12 @@ struct ClaimRef {
 };
 
 struct DriverOptions {
-  std::string node_name;                 // our pool
-  std::filesystem::path cdi_dir;         // --cdi-dir
-  std::filesystem::path checkpoint_dir;  // KUBELET_DIR/plugins/neuron.aws.com
-  NodeState* state = nullptr;            // the hardware picture (not owned)
-  ClaimSource* claims = nullptr;         // not owned
+  std::string node_name;                  // our pool
+  std::filesystem::path cdi_dir;          // --cdi-dir
+  std::filesystem::path checkpoint_dir;   // KUBELET_DIR/plugins/neuron.aws.com
+  NodeState* state = nullptr;             // the hardware picture (not owned)
+  ClaimSource* claims = nullptr;          // not owned
+  std::string boot_id = CurrentBootId();  // the checkpoint's bootId
 };
 
 class Driver {
@@ -66,10 +70,21 @@ class Driver {
   // The claim as neuron-dra-api answers it, checked to be the one the kubelet means and
   // allocated. No lock: network I/O.
   absl::StatusOr<ResourceClaim> Fetch(const ClaimRef& ref) const;
-  absl::StatusOr<std::vector<PreparedDevice>> PrepareFetched(const ClaimRef& ref,
-                                                             const ResourceClaim& claim,
-                                                             const NodeView& view)
+  // A claim's devices and CDI spec, checked against what is prepared; nothing written yet.
+  struct Planned {
+    std::vector<PreparedDevice> devices;
+    std::vector<CdiDevice> cdi;
+  };
+  absl::StatusOr<Planned> Plan(const ClaimRef& ref, const ResourceClaim& claim,
+                               const NodeView& view) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records `planned` as started, writes their CDI specs, records them completed; a claim whose
+  // spec or record cannot be written is refused and left as it was.
+  void Commit(std::map<std::string, Planned> planned, const std::vector<ClaimRef>& refs,
+              std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Save() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At start: drops a previous boot's claims and rolls back the started ones.
+  void Recover(Checkpoint loaded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const DriverOptions options_;
   const std::filesystem::path checkpoint_path_;

@@ -11,8 +11,10 @@
 #include <sstream>
 #include <thread>
 
+#include "fmt/format.h"
 #include "http/http_server.h"
 #include "plugin/dra/cdi.h"
+#include "plugin/dra/checkpoint.h"
 #include "plugin/dra/driver.h"
 #include "plugin/dra/slice.h"
 #include "tests/plugin/dra_driver_testing.h"
@@ -291,6 +293,99 @@ TEST_F(DraDriverTest, ACorruptCheckpointIsRefused) {
   EXPECT_TRUE(driver->prepared().empty());
   EXPECT_TRUE(fs::exists(ck.string() + ".refused"));
   EXPECT_FALSE(fs::exists(ck));
+}
+
+// The release before this one's reading of a checkpoint (checkpoint.cc at 0.1.0): version 1,
+// the checksum of the claims' dump, and each claim's namespace, name and devices with requests,
+// pool, device and cdiIds of those types; anything else it ignores. What it would keep, by uid.
+std::map<std::string, std::vector<std::string>> ReadAsTheReleaseBefore(const fs::path& path) {
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  const json doc = json::parse(text.str());
+  EXPECT_EQ(doc.at("version"), 1);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : doc.at("claims").dump()) h = (h ^ c) * 0x100000001b3ULL;
+  EXPECT_EQ(doc.at("checksum").get<std::string>(), fmt::format("{:016x}", h));
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [uid, c] : doc.at("claims").items()) {
+    (void)c.at("namespace").get<std::string>();
+    (void)c.at("name").get<std::string>();
+    for (const json& d : c.at("devices")) {
+      (void)d.at("requests").get<std::vector<std::string>>();
+      (void)d.at("pool").get<std::string>();
+      (void)d.at("cdiIds").get<std::vector<std::string>>();
+      out[uid].push_back(d.at("device").get<std::string>());
+    }
+  }
+  return out;
+}
+
+// Upgrades and rollbacks keep the protection against double booking: this release reads the
+// file release 0.1.0 wrote (tests/fixtures/plugin/dra_checkpoint_0.1.0.json, no bootId, no
+// states), and the release before reads the file this one writes (its additions are fields it
+// ignores), both keeping every prepared claim.
+TEST_F(DraDriverTest, TheCheckpointReadsBothWaysAcrossAnUpgrade) {
+  fs::create_directories(tmp_.path() / "ck");
+  fs::copy_file(fs::path(NEURON_SOURCE_DIR) / "tests/fixtures/plugin/dra_checkpoint_0.1.0.json",
+                tmp_.path() / "ck/checkpoint.json");
+  auto driver = NewDriver();
+  ASSERT_EQ(driver->prepared().size(), 1u) << "the release before's claim is kept";
+  EXPECT_FALSE(PrepareOne(*driver, claims_.Add("thief", {"neuron-10"})).ok());
+  // This release writes (a boot id, states, an adminAccess device); the release before reads.
+  const ClaimRef monitor = claims_.Add("monitor", {"neuron-10"});
+  claims_.claims.at("default/monitor").results[0].admin_access = true;
+  ASSERT_TRUE(PrepareOne(*driver, monitor).ok());
+  ASSERT_TRUE(PrepareOne(*driver, claims_.Add("new", {"neuron-2"})).ok());
+  const auto kept = ReadAsTheReleaseBefore(tmp_.path() / "ck/checkpoint.json");
+  EXPECT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept.at("uid-new"), std::vector<std::string>{"neuron-2"});
+}
+
+// A checkpoint from before the node's last boot names claims whose CDI specs went with the boot
+// (/var/run): dropped, and the kubelet prepares again. The same boot keeps them.
+TEST_F(DraDriverTest, AnotherBootsClaimsAreDropped) {
+  auto make = [&](const std::string& boot) {
+    auto d = Driver::Create({.node_name = std::string(kNode),
+                             .cdi_dir = tmp_.path() / "cdi",
+                             .checkpoint_dir = tmp_.path() / "ck",
+                             .state = &state_,
+                             .claims = &claims_,
+                             .boot_id = boot});
+    EXPECT_TRUE(d.ok()) << d.status();
+    return *std::move(d);
+  };
+  ASSERT_TRUE(PrepareOne(*make("boot-1"), claims_.Add("kept", {"neuron-4"})).ok());
+  EXPECT_EQ(make("boot-1")->prepared().size(), 1u);
+  EXPECT_TRUE(make("boot-2")->prepared().empty());
+  EXPECT_TRUE(PrepareOne(*make("boot-2"), claims_.Add("next", {"neuron-4"})).ok());
+}
+
+// A claim recorded as started (the plugin stopped while its CDI spec was being written) is rolled
+// back at start: forgotten, its spec removed; the kubelet asks again.
+TEST_F(DraDriverTest, AClaimLeftStartedIsRolledBack) {
+  const ClaimRef ref = claims_.Add("half", {"neuron-6"});
+  ASSERT_TRUE(PrepareOne(*NewDriver(), ref).ok());
+  const fs::path ck = tmp_.path() / "ck/checkpoint.json";
+  absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(ck);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->claims.at(ref.uid).state, PrepareState::kCompleted);
+  loaded->claims.at(ref.uid).state = PrepareState::kStarted;
+  ASSERT_TRUE(SaveCheckpoint(ck, *loaded).ok());
+  auto driver = NewDriver();
+  EXPECT_TRUE(driver->prepared().empty());
+  EXPECT_FALSE(fs::exists(CdiSpecPath(tmp_.path() / "cdi", ref.uid)));
+  EXPECT_TRUE(LoadCheckpoint(ck)->claims.empty()) << "the roll-back is recorded";
+  EXPECT_TRUE(PrepareOne(*driver, ref).ok());
+}
+
+// A CDI spec that cannot be written refuses the claim and leaves no record of it.
+TEST_F(DraDriverTest, ASpecThatCannotBeWrittenLeavesNoRecord) {
+  std::ofstream(tmp_.path() / "cdi") << "a file where the directory should be";
+  const ClaimRef ref = claims_.Add("nowhere", {"neuron-6"});
+  auto driver = NewDriver();
+  EXPECT_FALSE(PrepareOne(*driver, ref).ok());
+  EXPECT_TRUE(driver->prepared().empty());
+  EXPECT_TRUE(LoadCheckpoint(tmp_.path() / "ck/checkpoint.json")->claims.empty());
 }
 
 TEST(DraClaimSourceTest, ParseIsStrict) {
