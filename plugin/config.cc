@@ -51,6 +51,13 @@ absl::StatusOr<std::string> SocketSuffix(std::string_view text) {
   return std::string(text);
 }
 
+// A pod UID names socket files: one path component, as a UUID is.
+absl::StatusOr<std::string> PodUid(std::string_view text) {
+  if (text.empty()) return std::string();
+  if (absl::Status s = CheckPathComponent("the pod UID", text); !s.ok()) return s;
+  return std::string(text);
+}
+
 // Parses the value of an environment variable or a flag into *out; an error names the variable
 // or the flag ("NEURON_DP_CDI: 'maybe' is not a boolean ...", "--discovery: ...").
 template <typename T, typename Parse>
@@ -348,7 +355,8 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
         apply("NEURON_DP_CDI_DIR", AnyString, &c.cdi_dir),
         apply("NEURON_DP_DRA_CLAIMS", AnyString, &c.dra_claims),
         apply("NEURON_DP_DRA_TAINT_EFFECT", TaintEffectText, &c.dra_taint_effect),
-        apply("NEURON_DP_DRA_PARTITIONABLE", ParseBool, &c.dra_partitionable)}) {
+        apply("NEURON_DP_DRA_PARTITIONABLE", ParseBool, &c.dra_partitionable),
+        apply("POD_UID", PodUid, &c.pod_uid)}) {
     if (!s.ok()) return s;
   }
   *config = std::move(c);

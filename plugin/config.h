@@ -103,6 +103,10 @@ struct Config {
   std::string dra_claims = "unix:/run/neuron-node-agent/dra-api.sock";
   std::string dra_taint_effect = "NoSchedule";  // or NoExecute
   bool dra_partitionable = false;
+  // The pod's UID (POD_UID from the downward API): the DRA sockets are named after it, so that
+  // two instances of a rolling update serve side by side (docs/kubelet-api.md#dra-upgrades).
+  // "" (under systemd): the fixed names.
+  std::string pod_uid;
 
   bool enabled(Resource r) const;
 };

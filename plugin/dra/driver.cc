@@ -1,6 +1,12 @@
 #include "plugin/dra/driver.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <set>
 #include <system_error>
@@ -21,6 +27,21 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kCheckpointFile = "checkpoint.json";
+
+// An exclusive flock for a scope: serialises the instances of a rolling update (driver.h).
+class FileLock {
+ public:
+  explicit FileLock(int fd) : fd_(fd) {
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~FileLock() { ::flock(fd_, LOCK_UN); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  const int fd_;
+};
 constexpr std::string_view kNeuronConfigKind = "NeuronConfig";
 
 // One device of our slice, resolved against the node.
@@ -261,10 +282,18 @@ absl::StatusOr<std::unique_ptr<Driver>> Driver::Create(DriverOptions options) {
   }
   std::unique_ptr<Driver> d(new Driver(std::move(options)));
   const auto log = ComponentLogger("dra");
-  absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(d->checkpoint_path_);
+  const fs::path lock_path = d->options_.checkpoint_dir / "prepare.lock";
+  d->lock_fd_.Reset(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!d->lock_fd_.valid()) {
+    return absl::InternalError(
+        fmt::format("cannot open {}: {}", lock_path.string(), std::strerror(errno)));
+  }
   std::lock_guard<std::mutex> lock(d->mu_);
+  const FileLock across(d->lock_fd_.get());
+  d->seen_ = d->Stamp();
+  absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(d->checkpoint_path_);
   if (loaded.ok()) {
-    d->Recover(*std::move(loaded));
+    d->Recover(*std::move(loaded), /*at_start=*/true);
   } else if (absl::IsDataLoss(loaded.status())) {
     // Not trusted: its claims may be wrong. Kept aside for a person to read; the kubelet
     // prepares its pods' claims again.
@@ -292,7 +321,7 @@ absl::StatusOr<ResourceClaim> Driver::Fetch(const ClaimRef& ref) const {
   return claim;
 }
 
-void Driver::Recover(Checkpoint loaded) {
+void Driver::Recover(Checkpoint loaded, bool at_start) {
   const auto log = ComponentLogger("dra");
   const std::string path = checkpoint_path_.string();
   if (!loaded.boot_id.empty() && !options_.boot_id.empty() && loaded.boot_id != options_.boot_id) {
@@ -313,12 +342,35 @@ void Driver::Recover(Checkpoint loaded) {
     return true;
   });
   claims_ = std::move(loaded.claims);
-  log->info("checkpoint {}: {} prepared claims kept", path, claims_.size());
+  if (at_start) log->info("checkpoint {}: {} prepared claims kept", path, claims_.size());
   if (before != claims_.size() || loaded.boot_id != options_.boot_id) (void)Save();
 }
 
-absl::Status Driver::Save() const {
-  return SaveCheckpoint(checkpoint_path_, {.boot_id = options_.boot_id, .claims = claims_});
+absl::Status Driver::Save() {
+  absl::Status s =
+      SaveCheckpoint(checkpoint_path_, {.boot_id = options_.boot_id, .claims = claims_});
+  seen_ = Stamp();
+  return s;
+}
+
+std::pair<uint64_t, int64_t> Driver::Stamp() const {
+  struct stat st {};
+  if (::stat(checkpoint_path_.c_str(), &st) != 0) return {0, 0};
+  return {st.st_ino, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+}
+
+void Driver::Reload() {
+  if (Stamp() == seen_) return;  // ours, as we left it
+  seen_ = Stamp();
+  absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(checkpoint_path_);
+  if (!loaded.ok()) {
+    // Another instance's file we cannot read: keep what we hold (never fewer holdings).
+    ComponentLogger("dra")->error("checkpoint {} changed and cannot be read: {}",
+                                  checkpoint_path_.string(),
+                                  std::string{loaded.status().message()});
+    return;
+  }
+  Recover(*std::move(loaded), /*at_start=*/false);
 }
 
 absl::StatusOr<Driver::Planned> Driver::Plan(const ClaimRef& ref, const ResourceClaim& claim,
@@ -398,6 +450,8 @@ std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepa
   std::vector<const ClaimRef*> wanted;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    const FileLock across(lock_fd_.get());
+    Reload();
     for (const ClaimRef& ref : claims) {
       if (const auto it = claims_.find(ref.uid); it != claims_.end()) {
         out.emplace(ref.uid, it->second.devices);
@@ -416,6 +470,8 @@ std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepa
 
   const std::shared_ptr<const NodeView> view = options_.state->view();
   std::lock_guard<std::mutex> lock(mu_);
+  const FileLock across(lock_fd_.get());
+  Reload();
   std::map<std::string, Planned> planned;
   std::vector<ClaimRef> refs;
   for (size_t i = 0; i < wanted.size(); ++i) {
@@ -445,6 +501,8 @@ std::map<std::string, absl::Status> Driver::Unprepare(const std::vector<ClaimRef
   const auto log = ComponentLogger("dra");
   std::map<std::string, absl::Status> out;
   std::lock_guard<std::mutex> lock(mu_);
+  const FileLock across(lock_fd_.get());
+  Reload();
   PreparedClaims after = claims_;
   for (const ClaimRef& ref : claims) {
     if (absl::Status s = CheckUid(ref.uid); !s.ok()) {
@@ -457,13 +515,12 @@ std::map<std::string, absl::Status> Driver::Unprepare(const std::vector<ClaimRef
     }
   }
   if (after != claims_) {
-    if (absl::Status s =
-            SaveCheckpoint(checkpoint_path_, {.boot_id = options_.boot_id, .claims = after});
-        !s.ok()) {
+    std::swap(claims_, after);
+    if (absl::Status s = Save(); !s.ok()) {
+      std::swap(claims_, after);
       for (auto& [uid, r] : out) r = s;  // still held: the kubelet asks again
       return out;
     }
-    claims_ = std::move(after);
   }
   return out;
 }

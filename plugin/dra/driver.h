@@ -14,6 +14,11 @@
 // written before the node's last boot is dropped (its CDI specs went with /var/run, and the
 // kubelet prepares its pods' claims again); a claim a crash left started is rolled back.
 //
+// Two instances side by side (a rolling update, docs/kubelet-api.md#dra-upgrades) share the
+// checkpoint directory: each holds an exclusive flock on its `prepare.lock` while it reads what is
+// prepared and while it prepares or unprepares, and reads the checkpoint again when the other
+// wrote it, so they never hand one device to two claims.
+//
 // Thread-safety: every method may be called from any thread. Claims are fetched first, without
 // the lock and concurrently (a look-up may wait seconds on neuron-dra-api and the API server, and
 // the library's NodePrepareResources also fetches before it serialises), so one slow claim holds
@@ -29,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "core/base/unique_fd.h"
 #include "plugin/dra/cdi.h"
 #include "plugin/dra/checkpoint.h"
 #include "plugin/dra/claim_source.h"
@@ -82,14 +88,21 @@ class Driver {
   void Commit(std::map<std::string, Planned> planned, const std::vector<ClaimRef>& refs,
               std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Save() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // At start: drops a previous boot's claims and rolls back the started ones.
-  void Recover(Checkpoint loaded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Save() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops a previous boot's claims and rolls back the started ones (at start, or from a file
+  // another instance left).
+  void Recover(Checkpoint loaded, bool at_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under mu_ and the flock: the checkpoint read again if another instance wrote it since.
+  void Reload() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checkpoint file's identity (inode and mtime): a rename by anyone changes it.
+  std::pair<uint64_t, int64_t> Stamp() const;
 
   const DriverOptions options_;
   const std::filesystem::path checkpoint_path_;
   mutable std::mutex mu_;
   PreparedClaims claims_ ABSL_GUARDED_BY(mu_);
+  UniqueFd lock_fd_;  // checkpoint_dir/prepare.lock, flocked across instances under mu_
+  std::pair<uint64_t, int64_t> seen_ ABSL_GUARDED_BY(mu_);  // Stamp() as last read or written
 };
 
 // The node's LNC from its view: physical cores per device (catalog, by instance type) over

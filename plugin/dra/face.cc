@@ -79,10 +79,10 @@ class DraFace::Impl {
 
   std::string ReadyDetail() const {
     return fmt::format("{} (DRA) {} {}\n", kDriverName, Ready() ? "registered" : "waiting",
-                       RegistrationSocketPath(config_.kubelet_dir));
+                       RegistrationSocketPath(config_.kubelet_dir, config_.pod_uid));
   }
 
-  const std::string& kubelet_dir() const { return config_.kubelet_dir; }
+  const Config& config() const { return config_; }
 
   SliceState::Document Slice(std::optional<uint64_t> unless) const {
     if (slice_ == nullptr) return {503, "the node has not been scanned yet\n"};
@@ -101,7 +101,8 @@ class DraFace::Impl {
                        .driver = driver_.get(),
                        .state = &state_,
                        .partitionable = config_.dra_partitionable,
-                       .stale_after = config_.health.stale_after});
+                       .stale_after = config_.health.stale_after,
+                       .pod_uid = config_.pod_uid});
     if (!server.ok()) return server.status();
     std::lock_guard<std::mutex> lock(server_mu_);
     server_ = *std::move(server);
@@ -176,7 +177,9 @@ absl::Status DraFace::Start() { return impl_->Start(); }
 void DraFace::Stop() { impl_->Stop(); }
 bool DraFace::Ready() const { return impl_->Ready(); }
 std::string DraFace::ReadyDetail() const { return impl_->ReadyDetail(); }
-absl::Status DraFace::Live() const { return ProbeSockets(impl_->kubelet_dir()); }
+absl::Status DraFace::Live() const {
+  return ProbeSockets(impl_->config().kubelet_dir, impl_->config().pod_uid);
+}
 SliceState::Document DraFace::Slice(std::optional<uint64_t> unless) const {
   return impl_->Slice(unless);
 }

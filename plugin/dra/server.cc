@@ -289,16 +289,19 @@ class RegistrationService : public ::pluginregistration::Registration::Service {
 
 }  // namespace
 
-std::string DraSocketPath(const std::string& kubelet_dir) {
-  return (fs::path(kubelet_dir) / "plugins" / std::string(kDriverName) / "dra.sock").string();
+std::string DraSocketPath(const std::string& kubelet_dir, const std::string& pod_uid) {
+  const std::string name = pod_uid.empty() ? "dra.sock" : fmt::format("dra-{}.sock", pod_uid);
+  return (fs::path(kubelet_dir) / "plugins" / std::string(kDriverName) / name).string();
 }
 
-std::string RegistrationSocketPath(const std::string& kubelet_dir) {
-  return (fs::path(kubelet_dir) / "plugins_registry" / fmt::format("{}-reg.sock", kDriverName))
-      .string();
+std::string RegistrationSocketPath(const std::string& kubelet_dir, const std::string& pod_uid) {
+  const std::string name = pod_uid.empty() ? fmt::format("{}-reg.sock", kDriverName)
+                                           : fmt::format("{}-{}-reg.sock", kDriverName, pod_uid);
+  return (fs::path(kubelet_dir) / "plugins_registry" / name).string();
 }
 
-absl::Status ProbeSockets(const std::string& kubelet_dir, std::chrono::milliseconds deadline) {
+absl::Status ProbeSockets(const std::string& kubelet_dir, const std::string& pod_uid,
+                          std::chrono::milliseconds deadline) {
   // A channel of its own each time: a shared subchannel to a socket served again would fail.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -310,7 +313,7 @@ absl::Status ProbeSockets(const std::string& kubelet_dir, std::chrono::milliseco
         fmt::format("{}: {} ({})", what, s.error_message(), static_cast<int>(s.error_code())));
   };
   {
-    const std::string path = RegistrationSocketPath(kubelet_dir);
+    const std::string path = RegistrationSocketPath(kubelet_dir, pod_uid);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + deadline);
     ::pluginregistration::PluginInfo info;
@@ -318,7 +321,7 @@ absl::Status ProbeSockets(const std::string& kubelet_dir, std::chrono::milliseco
         ::pluginregistration::Registration::NewStub(channel(path))->GetInfo(&ctx, {}, &info);
     if (!s.ok()) return failed(fmt::format("GetInfo on {}", path), s);
   }
-  const std::string path = DraSocketPath(kubelet_dir);
+  const std::string path = DraSocketPath(kubelet_dir, pod_uid);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + deadline);
   drav1::NodePrepareResourcesResponse resp;
@@ -331,8 +334,8 @@ absl::Status ProbeSockets(const std::string& kubelet_dir, std::chrono::milliseco
 class Server::Impl {
  public:
   explicit Impl(const ServerOptions& o)
-      : dra_path(DraSocketPath(o.kubelet_dir)),
-        reg_path(RegistrationSocketPath(o.kubelet_dir)),
+      : dra_path(DraSocketPath(o.kubelet_dir, o.pod_uid)),
+        reg_path(RegistrationSocketPath(o.kubelet_dir, o.pod_uid)),
         v1(o.driver),
         v1beta1(o.driver),
         health_v1(&hub, o.state, o.node_name, o.partitionable, o.stale_after),

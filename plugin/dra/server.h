@@ -1,5 +1,6 @@
 #pragma once
-// The DRA kubelet plugin's sockets (docs/kubelet-api.md#dra):
+// The DRA kubelet plugin's sockets (docs/kubelet-api.md#dra; with a pod UID, dra-<uid>.sock and
+// neuron.aws.com-<uid>-reg.sock, as the library's RollingUpdate names them):
 //   KUBELET_DIR/plugins/neuron.aws.com/dra.sock       DRAPlugin v1 and v1beta1
 //                                                     (NodePrepareResources,
 //                                                     NodeUnprepareResources) and DRAResourceHealth
@@ -41,17 +42,18 @@ struct ServerOptions {
   bool partitionable = false;
   // health.stale_after (config.h).
   std::chrono::milliseconds stale_after{30000};
+  std::string pod_uid = {};  // names the sockets (config.h); "" for the fixed names
 };
 
-// The socket paths under a kubelet directory.
-std::string DraSocketPath(const std::string& kubelet_dir);
-std::string RegistrationSocketPath(const std::string& kubelet_dir);
+// The socket paths under a kubelet directory, for an instance with `pod_uid` ("" for none).
+std::string DraSocketPath(const std::string& kubelet_dir, const std::string& pod_uid = "");
+std::string RegistrationSocketPath(const std::string& kubelet_dir, const std::string& pod_uid = "");
 
 // The liveness probe's question (the example driver's probe asks the same): GetInfo on the
 // registration socket and an empty NodePrepareResources on the DRA socket, each within
 // `deadline`. Unavailable naming the socket that did not answer; a socket being served again
 // after a deletion fails until it is (within a second), inside the probe's failure threshold.
-absl::Status ProbeSockets(const std::string& kubelet_dir,
+absl::Status ProbeSockets(const std::string& kubelet_dir, const std::string& pod_uid = "",
                           std::chrono::milliseconds deadline = std::chrono::milliseconds(400));
 
 class Server {

@@ -341,6 +341,27 @@ TEST_F(DraDriverTest, TheCheckpointReadsBothWaysAcrossAnUpgrade) {
   EXPECT_EQ(kept.at("uid-new"), std::vector<std::string>{"neuron-2"});
 }
 
+// Two instances of a rolling update on one checkpoint directory: what one prepares, the other
+// sees before it prepares (the flock and the reload), and what one unprepares, the other frees.
+TEST_F(DraDriverTest, TwoInstancesNeverHandOneDeviceToTwoClaims) {
+  auto old_pod = NewDriver();
+  auto new_pod = NewDriver();  // started beside it, before its next prepare
+  const ClaimRef training = claims_.Add("training", {"neuron-3"});
+  ASSERT_TRUE(PrepareOne(*old_pod, training).ok());
+  const absl::StatusOr<std::vector<PreparedDevice>> thief =
+      PrepareOne(*new_pod, claims_.Add("thief", {"neuroncore-13"}));
+  ASSERT_FALSE(thief.ok());
+  EXPECT_NE(thief.status().message().find("claim default/training"), std::string_view::npos)
+      << thief.status();
+  // The kubelet follows the newest instance: it answers the old one's claim as prepared, and
+  // its unprepare frees the device for the old instance too.
+  const int asked = claims_.asked;
+  EXPECT_TRUE(PrepareOne(*new_pod, training).ok());
+  EXPECT_EQ(claims_.asked, asked) << "answered from the shared checkpoint";
+  ASSERT_TRUE(new_pod->Unprepare({training}).at(training.uid).ok());
+  EXPECT_TRUE(PrepareOne(*old_pod, claims_.Add("next", {"neuron-3"})).ok());
+}
+
 // A checkpoint from before the node's last boot names claims whose CDI specs went with the boot
 // (/var/run): dropped, and the kubelet prepares again. The same boot keeps them.
 TEST_F(DraDriverTest, AnotherBootsClaimsAreDropped) {
