@@ -9,7 +9,10 @@
 //   2. health change -> slice updated at the API: a fault injected on device 5, then a reset,
 //      each timed until the API's slice shows the change; p50 and p99;
 //   3. NodePrepareResources of a claim of 16 devices and 8 EFA, neuron-dra-api answering from the
-//      API stand-in: prepare, then unprepare, --rounds times; p50 and p99 of the prepare.
+//      API stand-in: prepare, then unprepare, --rounds times; p50 and p99 of the prepare;
+//   4. a rolling update under the kubelet emulator (tests/support/dra_rolling_update.h): the
+//      longest gap between two successful prepares while a second instance replaces the first,
+//      with sockets named per pod UID and, for comparison, with the fixed names of one instance.
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -30,6 +33,8 @@
 #include "nlohmann/json.hpp"
 #include "plugin/kubeapi/client.h"
 #include "plugin/kubeapi/slice_publisher.h"
+#include "tests/support/dra_claims_stand_in.h"
+#include "tests/support/dra_rolling_update.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -267,6 +272,43 @@ bool Prepare(Rig& rig, int rounds) {
   return true;
 }
 
+// The same node, another kubelet directory: the kubelet emulator, a claim on devices 4 and 5
+// answered by a stand-in of neuron-dra-api, and two plugin instances one after the other.
+bool Roll(Rig& rig, bool pod_uids) {
+  const fs::path dir = rig.tmp / (pod_uids ? "roll-uid" : "roll-fixed");
+  fs::create_directories(dir);
+  absl::StatusOr<std::unique_ptr<neuron::HttpServer>> claims = neuron::testing::ServeDraClaims(
+      "unix:" + (dir / "dra-api.sock").string(),
+      {{"pair", neuron::testing::DraClaimAnswer("pair", kNode, {"neuron-4", "neuron-5"})}});
+  if (!claims.ok()) return Rig::Fail("claims stand-in", claims.status().ToString());
+  neuron::sim::KubeletEmulator::Options k;
+  k.kubelet_dir = (dir / "k").string();
+  k.root = (rig.tmp / "root").string();
+  k.cdi_dir = (dir / "cdi").string();
+  k.plugin_poll = 20ms;
+  k.rpc_deadline = 10s;
+  absl::StatusOr<std::unique_ptr<neuron::sim::KubeletEmulator>> kubelet =
+      neuron::sim::KubeletEmulator::Start(k);
+  if (!kubelet.ok()) return Rig::Fail("kubelet emulator", kubelet.status().ToString());
+  const auto start = [&](const std::string& uid) {
+    return neuron::testing::StartProcess(
+        {NEURON_PLUGIN_BIN, "--api", "dra", "--node-name", kNode, "--root",
+         (rig.tmp / "root").string(), "--kubelet-dir", k.kubelet_dir, "--listen",
+         "unix:" + (dir / ("plugin-" + uid + ".sock")).string(), "--cdi-dir", k.cdi_dir,
+         "--dra.claims", "unix:" + (dir / "dra-api.sock").string()},
+        dir / (uid + ".out"), dir / (uid + ".err"),
+        pod_uids ? std::vector<std::string>{"POD_UID=" + uid} : std::vector<std::string>{});
+  };
+  const neuron::testing::RollingUpdateResult r = neuron::testing::RollDraPlugin(**kubelet, start);
+  std::printf(
+      "rolling update, %s: longest gap between prepares %lld ms (%d pods admitted, %d "
+      "refused%s%s)\n",
+      pod_uids ? "sockets per pod UID" : "fixed socket names (one instance's)",
+      static_cast<long long>(r.longest_gap.count()), r.admissions, r.failures,
+      r.failures > 0 ? ": " : "", r.first_failure.substr(0, 120).c_str());
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -279,7 +321,7 @@ int main(int argc, char** argv) {
   neuron::testing::TempDir tmp("dra_bench");
   Rig rig(tmp.path());
   if (!rig.Start() || !Resyncs(rig) || !rig.StartDraApi() || !HealthToApi(rig, health_rounds) ||
-      !Prepare(rig, rounds)) {
+      !Prepare(rig, rounds) || !Roll(rig, /*pod_uids=*/true) || !Roll(rig, /*pod_uids=*/false)) {
     return 1;
   }
   return 0;

@@ -23,7 +23,7 @@ neuron_target_options(plugin_churn_bench)
 # stand-in (bench/README.md#dra-bench)
 add_executable(dra_bench dra_bench.cc)
 target_link_libraries(dra_bench PRIVATE neuron::kubeapi neuron::sim_apiserver neuron::proto
-  neuron_test_sim)
+  neuron::kubelet_sim neuron::http neuron_test_sim)
 target_compile_definitions(dra_bench PRIVATE
   NEURON_SIM_BIN="$<TARGET_FILE:neuron-sim>"
   NEURON_PLUGIN_BIN="$<TARGET_FILE:neuron-device-plugin>"
