@@ -65,6 +65,23 @@ TEST(DeployTest, DraOverlayGivesTheApiTokenToDraApiAlone) {
 }
 
 // The least the API server must allow dra-api, and nothing wider.
+// Rolling updates surge (docs/kubelet-api.md#dra-upgrades): the new pod starts beside the old one
+// and its plugin's sockets carry its pod UID, so the node is never without a DRA plugin.
+TEST(DeployTest, DraOverlaySurgesWithSocketsNamedPerPod) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  const YAML::Node ds = Find(Render(std::string(kDraOverlay)), "DaemonSet");
+  ASSERT_TRUE(ds);
+  const YAML::Node rolling = ds["spec"]["updateStrategy"]["rollingUpdate"];
+  EXPECT_EQ(rolling["maxSurge"].as<int>(0), 1);
+  EXPECT_EQ(rolling["maxUnavailable"].as<int>(1), 0);
+  bool pod_uid = false;
+  for (const YAML::Node& e : Container(ds, "device-plugin")["env"]) {
+    pod_uid |= e["name"].as<std::string>() == "POD_UID" &&
+               e["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>("") == "metadata.uid";
+  }
+  EXPECT_TRUE(pod_uid) << "the plugin's sockets would not be its own";
+}
+
 TEST(DeployTest, DraRbacIsTheLeastTheDriverNeeds) {
   ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
   const std::vector<YAML::Node> objects = Render(std::string(kDraOverlay));
