@@ -225,26 +225,30 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
       fmt::format("'{}' has an unknown unit '{}' (ms, s or m)", text, unit));
 }
 
-absl::StatusOr<std::chrono::milliseconds> ParsePollPeriod(std::string_view text) {
-  absl::StatusOr<std::chrono::milliseconds> period = ParseDuration(text);
-  if (!period.ok()) return period.status();
-  if (*period < kMinPollPeriod || *period > kMaxPollPeriod) {
-    return absl::OutOfRangeError(
-        fmt::format("'{}' is out of range: the ECC poll period must be {}ms to {}s", text,
-                    kMinPollPeriod.count(), kMaxPollPeriod.count() / 1000));
+// A duration within [min, max]; out of it, OutOfRange saying `range` (what must hold).
+absl::StatusOr<std::chrono::milliseconds> ParseDurationIn(std::string_view text,
+                                                          std::chrono::milliseconds min,
+                                                          std::chrono::milliseconds max,
+                                                          std::string_view range) {
+  absl::StatusOr<std::chrono::milliseconds> d = ParseDuration(text);
+  if (!d.ok()) return d.status();
+  if (*d < min || *d > max) {
+    return absl::OutOfRangeError(fmt::format("'{}' is out of range: {}", text, range));
   }
-  return period;
+  return d;
+}
+
+absl::StatusOr<std::chrono::milliseconds> ParsePollPeriod(std::string_view text) {
+  return ParseDurationIn(text, kMinPollPeriod, kMaxPollPeriod,
+                         fmt::format("the ECC poll period must be {}ms to {}s",
+                                     kMinPollPeriod.count(), kMaxPollPeriod.count() / 1000));
 }
 
 absl::StatusOr<std::chrono::milliseconds> ParseStaleAfter(std::string_view text) {
-  absl::StatusOr<std::chrono::milliseconds> after = ParseDuration(text);
-  if (!after.ok()) return after.status();
-  if (*after < kMinStaleAfter || *after > kMaxStaleAfter) {
-    return absl::OutOfRangeError(
-        fmt::format("'{}' is out of range: health evidence goes stale after {}s to {}m", text,
-                    kMinStaleAfter.count() / 1000, kMaxStaleAfter.count() / 60000));
-  }
-  return after;
+  return ParseDurationIn(
+      text, kMinStaleAfter, kMaxStaleAfter,
+      fmt::format("health evidence goes stale after {}s to {}m", kMinStaleAfter.count() / 1000,
+                  kMaxStaleAfter.count() / 60000));
 }
 
 absl::Status ParseResourceList(std::string_view text, Config* config) {

@@ -202,14 +202,20 @@ TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
       },
       90s))
       << prometheus.Log();
-  std::optional<double> busy;
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        busy = scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"" + Busy() + "\"}[10s])");
-        return busy && *busy > 0.9;
-      },
-      60s))
-      << "busy core rate " << busy.value_or(-1);
+  // Waits for `promql` to exceed 0.9; the last value (-1 for none) for the failure's message.
+  auto exceeds = [&](const std::string& promql) {
+    std::optional<double> v;
+    const bool ok = WaitUntil(
+        [&] {
+          v = scalar(promql);
+          return v && *v > 0.9;
+        },
+        60s);
+    return std::pair{ok, v.value_or(-1)};
+  };
+  const auto [busy, busy_rate] =
+      exceeds("rate(neuroncore_busy_seconds_total{neuroncore=\"" + Busy() + "\"}[10s])");
+  EXPECT_TRUE(busy) << "busy core rate " << busy_rate;
   const std::optional<double> idle =
       scalar("rate(neuroncore_busy_seconds_total{neuroncore=\"" + Idle() + "\"}[10s])");
   ASSERT_TRUE(idle);
@@ -217,14 +223,8 @@ TEST_F(ExporterE2eTest, PrometheusSeesUtilizationPodLabelsAndCompatNames) {
   // The compat gauge: the busy core held by the process, the idle one absent. The gauge is one
   // sampling period, not a 10 s rate: on a loaded host (the ASan suite beside 64 scrapers) the
   // workload's own submissions come late in some periods, so it is waited for like the rate.
-  std::optional<double> util;
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        util = scalar("neuroncore_utilization_ratio{neuroncore=\"" + Busy() + "\"}");
-        return util && *util > 0.9;
-      },
-      60s))
-      << "busy core gauge " << util.value_or(-1);
+  const auto [util, gauge] = exceeds("neuroncore_utilization_ratio{neuroncore=\"" + Busy() + "\"}");
+  EXPECT_TRUE(util) << "busy core gauge " << gauge;
   EXPECT_EQ(query("neuroncore_utilization_ratio{neuroncore=\"" + Idle() + "\"}").size(), 0u);
 
   // Pod labels from the kubelet emulator (the plugin's allocation, as PodResources lists it)
