@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -309,15 +310,23 @@ bool Roll(Rig& rig, bool pod_uids) {
   return true;
 }
 
-}  // namespace
+// "--rounds N" and "--health-rounds N"; a value that is not a positive number keeps the default.
+void ParseFlags(int argc, char** argv, int* rounds, int* health_rounds) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    int* out = std::strcmp(argv[i], "--rounds") == 0          ? rounds
+               : std::strcmp(argv[i], "--health-rounds") == 0 ? health_rounds
+                                                              : nullptr;
+    const std::string_view v(argv[i + 1]);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (out != nullptr && ec == std::errc() && end == v.data() + v.size() && n > 0) *out = n;
+  }
+}
 
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   int rounds = 200;
   int health_rounds = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--health-rounds") == 0) health_rounds = std::atoi(argv[i + 1]);
-  }
+  ParseFlags(argc, argv, &rounds, &health_rounds);
   neuron::testing::TempDir tmp("dra_bench");
   Rig rig(tmp.path());
   if (!rig.Start() || !Resyncs(rig) || !rig.StartDraApi() || !HealthToApi(rig, health_rounds) ||
@@ -325,4 +334,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dra_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -59,7 +59,7 @@ absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Co
     const absl::Status live = plugin.Live();
     HttpResponse r;
     r.status = live.ok() ? 200 : 503;
-    r.body = live.ok() ? "ok\n" : std::string(live.message()) + "\n";
+    r.body = live.ok() ? "ok\n" : std::string{live.message()} + "\n";
     return r;
   };
   hopts.handlers["/readyz"] = [&plugin](const HttpRequest&) {

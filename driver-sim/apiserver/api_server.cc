@@ -125,8 +125,9 @@ ApiAnswer Item(Store& store, const Target& t, const HttpRequest& req) {
   if (req.method == "DELETE") {
     // A DELETE may carry DeleteOptions, whose preconditions the store checks.
     const json options = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
-    if (!options.is_object())
+    if (!options.is_object()) {
       return StatusAnswer(400, "BadRequest", "the body is not DeleteOptions");
+    }
     return store.Delete(*t.kind, t.ns, t.name, options.value("preconditions", json()));
   }
   if (req.method == "PUT") {

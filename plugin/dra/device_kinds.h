@@ -76,8 +76,9 @@ inline std::optional<DeviceRef> ParseDeviceName(std::string_view name, int max_n
     }
     if (!name.starts_with(k.name)) continue;
     const std::string_view rest = name.substr(k.name.size());
-    if (k.kind == DeviceKind::kEfa)
+    if (k.kind == DeviceKind::kEfa) {
       return rest.empty() ? std::nullopt : std::optional<DeviceRef>({k.kind, -1});
+    }
     int n = -1;
     const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
     const bool digits = !rest.empty() && rest.front() != '-' && rest.front() != '+';

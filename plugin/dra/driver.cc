@@ -461,11 +461,13 @@ std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepa
     }
   }
   std::vector<std::future<absl::StatusOr<ResourceClaim>>> fetches;
+  fetches.reserve(wanted.size());
   for (const ClaimRef* ref : wanted) {
     fetches.push_back(std::async(wanted.size() == 1 ? std::launch::deferred : std::launch::async,
                                  [this, ref] { return Fetch(*ref); }));
   }
   std::vector<absl::StatusOr<ResourceClaim>> fetched;
+  fetched.reserve(fetches.size());
   for (auto& f : fetches) fetched.push_back(f.get());
 
   const std::shared_ptr<const NodeView> view = options_.state->view();

@@ -9,6 +9,7 @@
 #include "tests/support/dra_claims_stand_in.h"
 #include "tests/support/dra_rolling_update.h"
 #include "tests/support/sim_node.h"
+#include "tests/support/sim_testing.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::sim {

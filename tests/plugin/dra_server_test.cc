@@ -16,6 +16,7 @@
 #include "plugin/dra/server.h"
 #include "pluginregistration/v1/api.grpc.pb.h"
 #include "tests/plugin/dra_testing.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::plugin::dra {
@@ -129,7 +130,7 @@ TEST(DraServerTest, TheLivenessProbeAsksBothSockets) {
 // poll does so, changed or not) until Stall().
 class Watcher {
  public:
-  Watcher(NodeState& state, Hardware hw)
+  Watcher(NodeState& state, const Hardware& hw)
       : thread_([this, &state, hw] {
           std::unique_lock<std::mutex> lock(mu_);
           while (!stalled_) {
