@@ -11,8 +11,8 @@
 //   3. NodePrepareResources of a claim of 16 devices and 8 EFA, neuron-dra-api answering from the
 //      API stand-in: prepare, then unprepare, --rounds times; p50 and p99 of the prepare;
 //   4. a rolling update under the kubelet emulator (tests/support/dra_rolling_update.h): the
-//      longest gap between two successful prepares while a second instance replaces the first,
-//      with sockets named per pod UID and, for comparison, with the fixed names of one instance.
+//      longest gap between two successful prepares while a second instance, its sockets named
+//      after its pod UID, replaces the first.
 
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
@@ -275,8 +275,8 @@ bool Prepare(Rig& rig, int rounds) {
 
 // The same node, another kubelet directory: the kubelet emulator, a claim on devices 4 and 5
 // answered by a stand-in of neuron-dra-api, and two plugin instances one after the other.
-bool Roll(Rig& rig, bool pod_uids) {
-  const fs::path dir = rig.tmp / (pod_uids ? "roll-uid" : "roll-fixed");
+bool Roll(Rig& rig) {
+  const fs::path dir = rig.tmp / "roll";
   fs::create_directories(dir);
   absl::StatusOr<std::unique_ptr<neuron::HttpServer>> claims = neuron::testing::ServeDraClaims(
       "unix:" + (dir / "dra-api.sock").string(),
@@ -297,14 +297,12 @@ bool Roll(Rig& rig, bool pod_uids) {
          (rig.tmp / "root").string(), "--kubelet-dir", k.kubelet_dir, "--listen",
          "unix:" + (dir / ("plugin-" + uid + ".sock")).string(), "--cdi-dir", k.cdi_dir,
          "--dra.claims", "unix:" + (dir / "dra-api.sock").string()},
-        dir / (uid + ".out"), dir / (uid + ".err"),
-        pod_uids ? std::vector<std::string>{"POD_UID=" + uid} : std::vector<std::string>{});
+        dir / (uid + ".out"), dir / (uid + ".err"), std::vector<std::string>{"POD_UID=" + uid});
   };
   const neuron::testing::RollingUpdateResult r = neuron::testing::RollDraPlugin(**kubelet, start);
   std::printf(
-      "rolling update, %s: longest gap between prepares %lld ms (%d pods admitted, %d "
-      "refused%s%s)\n",
-      pod_uids ? "sockets per pod UID" : "fixed socket names (one instance's)",
+      "rolling update, sockets per pod UID: longest gap between prepares %lld ms (%d "
+      "pods admitted, %d refused%s%s)\n",
       static_cast<long long>(r.longest_gap.count()), r.admissions, r.failures,
       r.failures > 0 ? ": " : "", r.first_failure.substr(0, 120).c_str());
   return true;
@@ -330,7 +328,7 @@ int Main(int argc, char** argv) {
   neuron::testing::TempDir tmp("dra_bench");
   Rig rig(tmp.path());
   if (!rig.Start() || !Resyncs(rig) || !rig.StartDraApi() || !HealthToApi(rig, health_rounds) ||
-      !Prepare(rig, rounds) || !Roll(rig, /*pod_uids=*/true) || !Roll(rig, /*pod_uids=*/false)) {
+      !Prepare(rig, rounds) || !Roll(rig)) {
     return 1;
   }
   return 0;
