@@ -48,12 +48,13 @@ constexpr std::string_view kNeuronConfigKind = "NeuronConfig";
 struct Resolved {
   std::string name;
   std::string request;
-  DeviceRef ref;      // its kind and number (device_kinds.h)
-  int device = -1;    // Neuron device index (for a core: its device)
-  bool node = false;  // neuron-node: every device and core of the node
-  std::string efa;    // an EFA interface name
+  DeviceRef ref;    // its kind and number (device_kinds.h)
+  int device = -1;  // Neuron device index (for a core: its device)
+  std::string efa;  // an EFA interface name
   std::optional<int> uverbs;
   bool admin = false;  // adminAccess: shared, holds nothing
+  // neuron-node: every device and core of the node.
+  bool node() const { return ref.kind == DeviceKind::kNeuronNode; }
 };
 
 // A result of a prioritized list (firstAvailable, GA in 1.36) names its subrequest as
@@ -95,9 +96,8 @@ absl::StatusOr<Resolved> Resolve(const NodeView& view, const AllocationResult& r
   out.ref = *ref;
   switch (ref->kind) {
     case DeviceKind::kNeuronNode:
-      // Whether the node may be had is PrepareFetched's question: a claim that holds it keeps
-      // holding every device while the driver's UltraServer attributes are unreadable.
-      out.node = true;
+      // Whether the node may be had is Plan's question: a claim that holds it keeps holding
+      // every device while the driver's UltraServer attributes are unreadable.
       return out;
     case DeviceKind::kEfa:
       for (const auto& [ifname, e] : view.efas) {
@@ -168,7 +168,8 @@ absl::StatusOr<std::vector<std::string>> CheckConfig(const ResourceClaim& claim,
     if (kind == kNeuronConfigKind) {
       if (absl::Status s = CheckLnc(who, c.parameters, NodeLnc(view)); !s.ok()) return s;
     } else if (kind == kUltraServerConfigKind) {
-      if (std::none_of(applies.begin(), applies.end(), [](const Resolved* d) { return d->node; })) {
+      if (std::none_of(applies.begin(), applies.end(),
+                       [](const Resolved* d) { return d->node(); })) {
         return absl::InvalidArgumentError(fmt::format(
             "{}: UltraServerConfig applies only to a {} device (resourceType neuron_node), and "
             "none of its requests got one",
@@ -221,12 +222,12 @@ absl::StatusOr<std::vector<CdiDevice>> CdiDevices(const std::vector<Resolved>& d
     if (!d.efa.empty()) {
       c.device_nodes.push_back(fmt::format("/dev/infiniband/uverbs{}", *d.uverbs));
     } else {
-      for (int index : d.node ? PresentDevices(view) : std::vector<int>{d.device}) {
+      for (int index : d.node() ? PresentDevices(view) : std::vector<int>{d.device}) {
         c.device_nodes.push_back(RootPaths("/").DevNeuron(index).string());
       }
       // A monitoring pod's adminAccess device: its nodes, not the cores the runtime would run on.
       if (!d.admin && !env.empty()) c.env.push_back(env);
-      if (d.node) c.env.insert(c.env.end(), ultraserver.begin(), ultraserver.end());
+      if (d.node()) c.env.insert(c.env.end(), ultraserver.begin(), ultraserver.end());
     }
     out.push_back(std::move(c));
   }
@@ -360,8 +361,9 @@ std::pair<uint64_t, int64_t> Driver::Stamp() const {
 }
 
 void Driver::Reload() {
-  if (Stamp() == seen_) return;  // ours, as we left it
-  seen_ = Stamp();
+  const std::pair<uint64_t, int64_t> now = Stamp();
+  if (now == seen_) return;  // ours, as we left it
+  seen_ = now;
   absl::StatusOr<Checkpoint> loaded = LoadCheckpoint(checkpoint_path_);
   if (!loaded.ok()) {
     // Another instance's file we cannot read: keep what we hold (never fewer holdings).
@@ -380,7 +382,7 @@ absl::StatusOr<Driver::Planned> Driver::Plan(const ClaimRef& ref, const Resource
     if (r.driver != kDriverName || r.pool != options_.node_name) continue;  // another's
     absl::StatusOr<Resolved> d = Resolve(view, r);
     if (!d.ok()) return d.status();
-    if (d->node && !IsUltraServerNode(view)) {  // offered on an UltraServer node only (slice.h)
+    if (d->node() && !IsUltraServerNode(view)) {  // offered on an UltraServer node only (slice.h)
       return absl::NotFoundError(fmt::format(
           "device {} is not on this node (not an UltraServer node, or its UltraServer attributes "
           "are unknown now)",
@@ -412,12 +414,9 @@ void Driver::Commit(std::map<std::string, Planned> planned, const std::vector<Cl
     (void)RemoveCdiSpec(options_.cdi_dir, uid);
     out->at(uid) = s;
   };
-  for (const ClaimRef& ref : refs) {
-    if (!planned.contains(ref.uid)) continue;
-    claims_[ref.uid] = PreparedClaim{ref.namespace_, ref.name, planned.at(ref.uid).devices,
-                                     PrepareState::kStarted};
-    out->insert_or_assign(ref.uid, planned.at(ref.uid).devices);
-  }
+  // Prepare recorded each planned claim as started (the next claim of the call is checked
+  // against it); the answer is its devices unless what follows refuses it.
+  for (const auto& [uid, p] : planned) out->insert_or_assign(uid, p.devices);
   // Without the started record a crash could leave a spec no checkpoint names; without the
   // completed one a restart would forget the claims: refuse them now instead.
   if (absl::Status s = Save(); !s.ok()) {

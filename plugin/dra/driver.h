@@ -83,8 +83,8 @@ class Driver {
   };
   absl::StatusOr<Planned> Plan(const ClaimRef& ref, const ResourceClaim& claim,
                                const NodeView& view) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records `planned` as started, writes their CDI specs, records them completed; a claim whose
-  // spec or record cannot be written is refused and left as it was.
+  // Saves `planned` (in claims_ already, as started), writes their CDI specs, saves them as
+  // completed; a claim whose spec or record cannot be written is refused and forgotten.
   void Commit(std::map<std::string, Planned> planned, const std::vector<ClaimRef>& refs,
               std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
