@@ -274,7 +274,10 @@ absl::Status KubeletEmulator::Impl::CheckPodSpec(const PodSpec& spec) {
   if (spec.name.empty()) return absl::InvalidArgumentError("pod name is empty");
   std::set<std::string> claim_uids;
   for (const ClaimRef& c : spec.claims) {
-    if (c.name.empty() || c.uid.empty() || c.driver.empty() || !claim_uids.insert(c.uid).second) {
+    const bool drivers =
+        !c.drivers.empty() &&
+        std::none_of(c.drivers.begin(), c.drivers.end(), [](const auto& d) { return d.empty(); });
+    if (c.name.empty() || c.uid.empty() || !drivers || !claim_uids.insert(c.uid).second) {
       return absl::InvalidArgumentError(
           fmt::format("pod {}: every claim needs a name, a unique UID and a driver", spec.name));
     }

@@ -67,7 +67,7 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
       claims.push_back({{"Namespace", c.namespace_name},
                         {"Name", c.name},
                         {"UID", c.uid},
-                        {"Driver", c.driver}});
+                        {"Drivers", c.drivers}});
     }
     sim_pods.push_back({{"PodUID", pod.uid},
                         {"Namespace", pod.namespace_name},
@@ -140,9 +140,12 @@ absl::Status KubeletEmulator::Impl::ReadCheckpointLocked() {
           pod.containers.push_back(std::move(rec));
         }
         for (const json& c : p.value("Claims", json::array())) {
-          pod.claims.push_back(
-              ClaimRef{c.at("Namespace").get<std::string>(), c.at("Name").get<std::string>(),
-                       c.at("UID").get<std::string>(), c.at("Driver").get<std::string>()});
+          // "Driver": a checkpoint of before claims had drivers beside neuron.aws.com.
+          pod.claims.push_back(ClaimRef{
+              c.at("Namespace").get<std::string>(), c.at("Name").get<std::string>(),
+              c.at("UID").get<std::string>(),
+              c.contains("Drivers") ? c.at("Drivers").get<std::vector<std::string>>()
+                                    : std::vector<std::string>{c.at("Driver").get<std::string>()}});
         }
         pods.push_back(std::move(pod));
       }

@@ -80,7 +80,7 @@ ctl::PodSpec SpecOf(const PodRunArgs& args) {
     r->set_namespace_(claim.namespace_name);
     r->set_name(claim.name);
     r->set_uid(claim.uid);
-    r->set_driver(claim.driver);
+    for (const std::string& d : claim.drivers) r->add_drivers(d);
   }
   return spec;
 }
@@ -415,7 +415,8 @@ int RunInAdmittedPod(const PodRunArgs& args, std::ostream& err) {
   return RunInPod(*Connect(args.kubelet_dir), args, pod->envs, child_mask, err);
 }
 
-absl::StatusOr<ClaimRef> ParseClaimArg(std::string_view arg, const std::string& driver) {
+absl::StatusOr<ClaimRef> ParseClaimArg(std::string_view arg,
+                                       const std::vector<std::string>& drivers) {
   const size_t slash = arg.find('/');
   const size_t colon = arg.rfind(':');
   if (slash == std::string_view::npos || colon == std::string_view::npos || slash == 0 ||
@@ -425,7 +426,7 @@ absl::StatusOr<ClaimRef> ParseClaimArg(std::string_view arg, const std::string& 
   }
   return ClaimRef{std::string(arg.substr(0, slash)),
                   std::string(arg.substr(slash + 1, colon - slash - 1)),
-                  std::string(arg.substr(colon + 1)), driver};
+                  std::string(arg.substr(colon + 1)), drivers};
 }
 
 int PodDeleteCommand(const std::string& kubelet_dir, const std::string& namespace_name,

@@ -30,29 +30,38 @@ using nlohmann::json;
 
 constexpr std::chrono::seconds kClientCallTimeout{45};  // defaultClientCallTimeout
 
+// As the kubelet's ClaimInfoState: the devices under DriverState, by driver.
 json ToJson(const ClaimInfo& c) {
-  json devices = json::array();
+  json drivers = json::object();
+  for (const std::string& driver : c.ref.drivers) drivers[driver]["Devices"] = json::array();
   for (const PreparedDevice& d : c.devices) {
-    devices.push_back({{"RequestNames", d.request_names},
-                       {"PoolName", d.pool},
-                       {"DeviceName", d.device},
-                       {"CDIDeviceIDs", d.cdi_ids}});
+    drivers[d.driver]["Devices"].push_back({{"RequestNames", d.request_names},
+                                            {"PoolName", d.pool},
+                                            {"DeviceName", d.device},
+                                            {"CDIDeviceIDs", d.cdi_ids}});
   }
-  return {
-      {"ClaimUID", c.ref.uid},      {"ClaimName", c.ref.name}, {"Namespace", c.ref.namespace_name},
-      {"DriverName", c.ref.driver}, {"PodUIDs", c.pod_uids},   {"Devices", devices}};
+  return {{"ClaimUID", c.ref.uid},
+          {"ClaimName", c.ref.name},
+          {"Namespace", c.ref.namespace_name},
+          {"PodUIDs", c.pod_uids},
+          {"DriverState", drivers}};
 }
 
 ClaimInfo FromJson(const json& j) {
   ClaimInfo c;
-  c.ref = ClaimRef{j.at("Namespace").get<std::string>(), j.at("ClaimName").get<std::string>(),
-                   j.at("ClaimUID").get<std::string>(), j.at("DriverName").get<std::string>()};
+  c.ref = ClaimRef{j.at("Namespace").get<std::string>(),
+                   j.at("ClaimName").get<std::string>(),
+                   j.at("ClaimUID").get<std::string>(),
+                   {}};
   c.pod_uids = j.at("PodUIDs").get<std::set<std::string>>();
-  for (const json& d : j.at("Devices")) {
-    c.devices.push_back(PreparedDevice{d.at("RequestNames").get<std::vector<std::string>>(),
-                                       d.at("PoolName").get<std::string>(),
-                                       d.at("DeviceName").get<std::string>(),
-                                       d.at("CDIDeviceIDs").get<std::vector<std::string>>()});
+  for (const auto& [driver, state] : j.at("DriverState").items()) {
+    c.ref.drivers.push_back(driver);
+    for (const json& d : state.at("Devices")) {
+      c.devices.push_back(
+          PreparedDevice{driver, d.at("RequestNames").get<std::vector<std::string>>(),
+                         d.at("PoolName").get<std::string>(), d.at("DeviceName").get<std::string>(),
+                         d.at("CDIDeviceIDs").get<std::vector<std::string>>()});
+    }
   }
   return c;
 }
@@ -103,7 +112,9 @@ class DraManager::Impl {
         ClaimInfo& info = claims_[ref.uid];
         info.ref = ref;
         info.pod_uids.insert(pod);
-        if (!info.prepared) batches[ref.driver].push_back(ref);
+        for (const std::string& driver : ref.drivers) {
+          if (!info.prepared_by.contains(driver)) batches[driver].push_back(ref);
+        }
       }
       WriteLocked();
     }
@@ -123,7 +134,8 @@ class DraManager::Impl {
         auto it = claims_.find(ref.uid);
         if (it == claims_.end()) continue;
         it->second.pod_uids.erase(pod);
-        if (it->second.pod_uids.empty()) batches[ref.driver].push_back(ref);
+        if (!it->second.pod_uids.empty()) continue;
+        for (const std::string& driver : it->second.ref.drivers) batches[driver].push_back(ref);
       }
     }
     for (const auto& [driver, claims] : batches) {
@@ -137,6 +149,9 @@ class DraManager::Impl {
       }
     }
     std::lock_guard lock(mu_);
+    for (const auto& [driver, claims] : batches) {
+      for (const ClaimRef& ref : claims) claims_.erase(ref.uid);
+    }
     WriteLocked();
     return absl::OkStatus();
   }
@@ -159,11 +174,10 @@ class DraManager::Impl {
       ResourceStatus status{.name = "claim:" + info.ref.name, .resources = {}};
       std::set<std::string> seen;  // devices may share a CDI device ID
       for (const PreparedDevice& d : info.devices) {
-        const DeviceHealth h = health_.Get(info.ref.driver, d.pool, d.device, now);
+        const DeviceHealth h = health_.Get(d.driver, d.pool, d.device, now);
         ResourceHealth r{
-            .resource_id = d.cdi_ids.empty()
-                               ? fmt::format("{}/{}/{}", info.ref.driver, d.pool, d.device)
-                               : d.cdi_ids.front(),
+            .resource_id = d.cdi_ids.empty() ? fmt::format("{}/{}/{}", d.driver, d.pool, d.device)
+                                             : d.cdi_ids.front(),
             .health = std::string(HealthName(h.health)),
             .message = h.message,
         };
@@ -193,9 +207,15 @@ class DraManager::Impl {
         return absl::UnknownError(fmt::format(
             "NodePrepareResources failed for ResourceClaim {}: {}", ref->name, result.error));
       }
+      // What the driver prepared replaces what it prepared before (a prepare again after a
+      // restart); the other drivers' devices stay.
       ClaimInfo& info = claims_[uid];
-      info.devices = result.devices;
-      info.prepared = true;
+      std::erase_if(info.devices, [&](const PreparedDevice& d) { return d.driver == driver; });
+      for (PreparedDevice d : result.devices) {
+        d.driver = driver;
+        info.devices.push_back(std::move(d));
+      }
+      info.prepared_by.insert(driver);
     }
     WriteLocked();
     if (answer->size() < claims.size()) {
@@ -223,7 +243,7 @@ class DraManager::Impl {
         return absl::UnknownError(fmt::format(
             "NodeUnprepareResources failed for ResourceClaim {}: {}", ref->name, error));
       }
-      claims_.erase(uid);
+      if (auto it = claims_.find(uid); it != claims_.end()) it->second.prepared_by.erase(driver);
     }
     if (answer->size() < claims.size()) {
       return absl::UnknownError(fmt::format("NodeUnprepareResources skipped {} ResourceClaims",
@@ -240,9 +260,11 @@ class DraManager::Impl {
     {
       std::lock_guard lock(mu_);
       for (const auto& [uid, info] : claims_) {
-        if (info.prepared || info.pod_uids.empty()) continue;
-        if (!only_driver.empty() && info.ref.driver != only_driver) continue;
-        batches[info.ref.driver].push_back(info.ref);
+        if (info.pod_uids.empty()) continue;
+        for (const std::string& driver : info.ref.drivers) {
+          if (info.prepared_by.contains(driver)) continue;
+          if (only_driver.empty() || driver == only_driver) batches[driver].push_back(info.ref);
+        }
       }
     }
     for (const auto& [driver, claims] : batches) {

@@ -9,7 +9,8 @@
 //   - the health streams and cache of KEP-4680 (dra_health.h), read into the pods' status;
 //   - the DRA manager (pkg/kubelet/cm/dra/manager.go): a claim cache keyed by claim UID with the
 //     pods using each claim, NodePrepareResources for claims not prepared yet, batched per
-//     driver, NodeUnprepareResources once no pod uses a claim; checkpointed to
+//     driver (a claim with devices of two drivers is asked of both), NodeUnprepareResources once
+//     no pod uses a claim; checkpointed to
 //     KUBELET_DIR/dra_manager_state, where "prepared" is not kept, so a restarted kubelet prepares
 //     the claims of running pods again.
 // Error texts are the kubelet's (cited in dra_manager.cc).
@@ -33,8 +34,9 @@
 
 namespace neuron::sim {
 
-// One device of a prepared claim, as NodePrepareResources returned it.
+// One device of a prepared claim, as its driver's NodePrepareResources returned it.
 struct PreparedDevice {
+  std::string driver;
   std::vector<std::string> request_names;
   std::string pool;
   std::string device;
@@ -42,12 +44,15 @@ struct PreparedDevice {
   bool operator==(const PreparedDevice&) const = default;
 };
 
-// The kubelet's ClaimInfo: the claim, the pods using it, and what its driver prepared.
+// The kubelet's ClaimInfo: the claim, the pods using it, and what each of its drivers prepared
+// (its DriverState).
 struct ClaimInfo {
   ClaimRef ref;
   std::set<std::string> pod_uids;
-  bool prepared = false;  // not checkpointed, as the kubelet's
-  std::vector<PreparedDevice> devices;
+  // The drivers that prepared it (the claim is prepared once all of ref.drivers did). Not
+  // checkpointed, as the kubelet's `prepared`.
+  std::set<std::string> prepared_by = {};
+  std::vector<PreparedDevice> devices = {};
 };
 
 class DraManager {

@@ -76,7 +76,9 @@ struct DraApi {
       PrepareResult& r = out[uid];
       r.error = result.error();
       for (const auto& d : result.devices()) {
-        r.devices.push_back(PreparedDevice{{d.request_names().begin(), d.request_names().end()},
+        // The driver is the caller's to fill in: it knows whom it asked.
+        r.devices.push_back(PreparedDevice{"",
+                                           {d.request_names().begin(), d.request_names().end()},
                                            d.pool_name(),
                                            d.device_name(),
                                            {d.cdi_device_ids().begin(), d.cdi_device_ids().end()}});

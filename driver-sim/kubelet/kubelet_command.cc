@@ -79,7 +79,7 @@ struct PodFlags {
   std::string container = "main";
   std::vector<std::string> requests;
   std::vector<std::string> claims;
-  std::string claim_driver = "neuron.aws.com";
+  std::vector<std::string> claim_drivers;
   int grace_period = 30;
 };
 
@@ -109,7 +109,8 @@ int PodRun(const PodFlags& f, const CommandTail& tail) {
     args.requests[r.substr(0, eq)] += count;
   }
   for (const std::string& c : f.claims) {
-    absl::StatusOr<ClaimRef> claim = ParseClaimArg(c, f.claim_driver);
+    absl::StatusOr<ClaimRef> claim = ParseClaimArg(
+        c, f.claim_drivers.empty() ? std::vector<std::string>{"neuron.aws.com"} : f.claim_drivers);
     if (!claim.ok()) return UsageError("pod run", std::string{claim.status().message()});
     args.claims.push_back(*std::move(claim));
   }
@@ -122,12 +123,14 @@ void AddPodRunOptions(CLI::App* run, PodFlags* f) {
   run->add_option("--claim", f->claims,
                   "NAMESPACE/NAME:UID of a ResourceClaim the pod uses, prepared by its DRA driver "
                   "before CMD starts (repeatable)");
-  run->add_option("--claim-driver", f->claim_driver,
-                  "the DRA driver of the claims (neuron.aws.com)");
+  run->add_option("--claim-driver", f->claim_drivers,
+                  "a DRA driver of the claims' allocation results, which prepares its devices "
+                  "(repeatable: neuron.aws.com and efa.neuron.aws.com for a claim of both; "
+                  "default neuron.aws.com)");
   // `-- CMD [ARGS...]` is taken out of argv before parsing (CommandTail), as for ctl printk.
   run->footer(
       "usage: neuron-sim pod run --kubelet-dir DIR --name NAME [--request RES=N ...] "
-      "[--claim NAMESPACE/NAME:UID ... [--claim-driver DRIVER]] [-- CMD [ARGS...]]");
+      "[--claim NAMESPACE/NAME:UID ... [--claim-driver DRIVER ...]] [-- CMD [ARGS...]]");
 }
 
 }  // namespace

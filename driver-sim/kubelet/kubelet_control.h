@@ -63,8 +63,10 @@ int PodListCommand(const std::string& kubelet_dir, std::ostream& out, std::ostre
 // built when asked, as the kubelet builds it on a pod sync; 1 when there is no such pod.
 int PodStatusCommand(const std::string& kubelet_dir, const std::string& namespace_name,
                      const std::string& name, std::ostream& out, std::ostream& err);
-// `--claim NAMESPACE/NAME:UID` of `pod run`: InvalidArgument naming the expected form.
-absl::StatusOr<ClaimRef> ParseClaimArg(std::string_view arg, const std::string& driver);
+// `--claim NAMESPACE/NAME:UID` of `pod run`, whose results are of `drivers`: InvalidArgument
+// naming the expected form.
+absl::StatusOr<ClaimRef> ParseClaimArg(std::string_view arg,
+                                       const std::vector<std::string>& drivers);
 
 // ---- The pieces of `pod run`, for commands that run pods of their own (`neuron-sim job`) ----
 

@@ -50,7 +50,9 @@ struct ClaimRef {
   std::string namespace_name;
   std::string name;
   std::string uid;
-  std::string driver = "neuron.aws.com";
+  // The drivers of its allocation's results, each asked to prepare its own devices (the kubelet
+  // reads them from the claim's status; the emulator has no API server and is told).
+  std::vector<std::string> drivers = {"neuron.aws.com"};
   bool operator==(const ClaimRef&) const = default;
 };
 

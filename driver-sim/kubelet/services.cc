@@ -99,7 +99,7 @@ class PodResourcesService final : public v1::PodResourcesLister::Service {
       for (const PreparedDevice& d : claim.devices) {
         v1::ClaimResource* r = dr->add_claim_resources();
         for (const std::string& id : d.cdi_ids) r->add_cdi_devices()->set_name(id);
-        r->set_driver_name(claim.ref.driver);
+        r->set_driver_name(d.driver);
         r->set_pool_name(d.pool);
         r->set_device_name(d.device);
       }
@@ -163,9 +163,14 @@ class ControlService final : public neuronsim::kubelet::KubeletControl::Service 
       spec.containers.push_back(std::move(cs));
     }
     for (const neuronsim::kubelet::ClaimRef& c : request->claims()) {
-      spec.claims.push_back(ClaimRef{c.namespace_().empty() ? spec.namespace_name : c.namespace_(),
-                                     c.name(), c.uid(),
-                                     c.driver().empty() ? "neuron.aws.com" : c.driver()});
+      ClaimRef ref{c.namespace_().empty() ? spec.namespace_name : c.namespace_(), c.name(),
+                   c.uid()};
+      if (!c.drivers().empty()) {
+        ref.drivers.assign(c.drivers().begin(), c.drivers().end());
+      } else if (!c.driver().empty()) {
+        ref.drivers = {c.driver()};
+      }
+      spec.claims.push_back(std::move(ref));
     }
     absl::StatusOr<neuron::sim::AdmittedPod> pod = emulator_->AdmitPod(spec);
     if (!pod.ok()) return ToGrpc(pod.status());

@@ -281,7 +281,7 @@ class KubeletDraTestBase : public KubeletEmulatorTest {
 
   TempDir cdi_{"cdi"};
   FakeDraPlugin plugin_{dir_.path(), cdi_.path()};
-  const ClaimRef claim_{"training", "llama-0-neurons", "uid-1", "neuron.aws.com"};
+  const ClaimRef claim_{"training", "llama-0-neurons", "uid-1", {"neuron.aws.com"}};
 };
 
 template <typename Svc, typename Req, typename Resp, bool kV1>

@@ -111,7 +111,7 @@ TEST_F(KubeletDraPluginHealthTest, TheClaimsDevicesHealthFollowsAFaultAResetAndT
   PodSpec pod;
   pod.name = "llama-0";
   pod.containers.push_back(ContainerSpec{});
-  pod.claims = {ClaimRef{"default", "pair", "uid-pair", "neuron.aws.com"}};
+  pod.claims = {ClaimRef{"default", "pair", "uid-pair", {"neuron.aws.com"}}};
   absl::StatusOr<AdmittedPod> admitted = kubelet_->AdmitPod(pod);
   ASSERT_TRUE(admitted.ok()) << admitted.status() << ReadFile(tmp_.path() / "p.err");
 

@@ -89,7 +89,7 @@ TEST(KubeletDraStaleHealthTest, AStalledWatcherTurnsTheDevicesUnknownWithinStale
   PodSpec pod;
   pod.name = "llama-0";
   pod.containers.push_back(ContainerSpec{});
-  pod.claims = {ClaimRef{"default", "pair", "uid-pair", "neuron.aws.com"}};
+  pod.claims = {ClaimRef{"default", "pair", "uid-pair", {"neuron.aws.com"}}};
   const absl::StatusOr<AdmittedPod> admitted = (*kubelet)->AdmitPod(pod);
   ASSERT_TRUE(admitted.ok()) << admitted.status();
   const auto health = [&] {

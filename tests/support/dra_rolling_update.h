@@ -48,7 +48,7 @@ inline RollingUpdateResult RollDraPlugin(sim::KubeletEmulator& kubelet,
   std::thread pods([&] {
     sim::PodSpec pod;
     pod.containers.push_back(sim::ContainerSpec{});
-    pod.claims = {sim::ClaimRef{"default", "pair", "uid-pair", "neuron.aws.com"}};
+    pod.claims = {sim::ClaimRef{"default", "pair", "uid-pair", {"neuron.aws.com"}}};
     Clock::time_point last = Clock::now();
     for (int i = 0; !done; ++i) {
       pod.name = "roll-" + std::to_string(i);
