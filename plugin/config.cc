@@ -127,7 +127,8 @@ absl::Status ApplyDra(const YAML::Node& node, std::string_view source, Config* c
         if (key == "partitionable") {
           return Get(v, source, "dra.partitionable", ParseBool, &c->dra_partitionable);
         }
-        return Unknown(source, mark, "dra.", key, "claims, taint_effect, partitionable");
+        if (key == "efa") return Get(v, source, "dra.efa", ParseBool, &c->dra_efa);
+        return Unknown(source, mark, "dra.", key, "claims, taint_effect, partitionable, efa");
       });
 }
 
@@ -360,7 +361,7 @@ absl::Status ApplyEnvironment(GetEnvFn getenv, Config* config) {
         apply("NEURON_DP_DRA_CLAIMS", AnyString, &c.dra_claims),
         apply("NEURON_DP_DRA_TAINT_EFFECT", TaintEffectText, &c.dra_taint_effect),
         apply("NEURON_DP_DRA_PARTITIONABLE", ParseBool, &c.dra_partitionable),
-        apply("POD_UID", PodUid, &c.pod_uid)}) {
+        apply("NEURON_DP_DRA_EFA", ParseBool, &c.dra_efa), apply("POD_UID", PodUid, &c.pod_uid)}) {
     if (!s.ok()) return s;
   }
   *config = std::move(c);
@@ -387,6 +388,7 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, const GetEnvFn& getenv)
   if (flags.log_format) c.log_format = *flags.log_format;
   if (flags.cdi) c.cdi = *flags.cdi;
   if (flags.dra_partitionable) c.dra_partitionable = *flags.dra_partitionable;
+  if (flags.dra_efa) c.dra_efa = *flags.dra_efa;
   // An unset flag leaves the lower layers alone.
   auto apply = [](std::string_view flag, const std::optional<std::string>& value, auto parse,
                   auto* out) -> absl::Status {

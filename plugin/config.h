@@ -103,6 +103,9 @@ struct Config {
   std::string dra_claims = "unix:/run/neuron-node-agent/dra-api.sock";
   std::string dra_taint_effect = "NoSchedule";  // or NoExecute
   bool dra_partitionable = false;
+  // The EFA interfaces as devices of driver efa.neuron.aws.com (registered and published beside
+  // neuron.aws.com); false where AWS's EFA DRA driver serves them.
+  bool dra_efa = true;
   // The pod's UID (POD_UID from the downward API): the DRA sockets are named after it, so that
   // two instances of a rolling update serve side by side (docs/kubelet-api.md#dra-upgrades).
   // "" (under systemd): the fixed names.
@@ -144,7 +147,7 @@ struct Flags {
   std::optional<std::string> root, kubelet_dir, config_file, listen, web_config_file, log_level,
       log_format, socket_suffix, resources, noncontiguous, discovery, device_numbering, lnc, api,
       node_name, cdi_dir, dra_claims, dra_taint_effect;
-  std::optional<bool> cdi, dra_partitionable;
+  std::optional<bool> cdi, dra_partitionable, dra_efa;
 };
 
 // Defaults, then the config file (--config, else NEURON_DP_CONFIG), then the environment, then

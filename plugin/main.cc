@@ -93,11 +93,12 @@ absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Co
 int Run(const neuron::plugin::Config& config) {
   spdlog::info(
       "neuron-device-plugin {} starting: api {}, root {}, kubelet dir {}, lnc {}, noncontiguous "
-      "{}, cdi {}, device numbering {}, dra partitionable {}",
+      "{}, cdi {}, device numbering {}, dra partitionable {}, dra efa {}",
       neuron::AgentVersion(), neuron::plugin::ApiName(config.api), config.root, config.kubelet_dir,
       config.lnc == 0 ? "auto" : std::to_string(config.lnc),
       neuron::plugin::NonContiguousPolicyName(config.noncontiguous), config.cdi,
-      neuron::plugin::DeviceNumberingName(config.device_numbering), config.dra_partitionable);
+      neuron::plugin::DeviceNumberingName(config.device_numbering), config.dra_partitionable,
+      config.dra_efa);
 
   // Signals are taken by sigwait below; every thread started from here inherits the mask.
   sigset_t signals;
@@ -162,6 +163,9 @@ void AddDraFlags(CLI::App& app, neuron::plugin::Flags& f) {
                  "DRA: also offer NeuronCores (and an UltraServer's neuron-node) through shared "
                  "counters; needs the API server's DRAPartitionableDevices (env "
                  "NEURON_DP_DRA_PARTITIONABLE; default false)");
+  app.add_option("--dra.efa", f.dra_efa,
+                 "DRA: serve the EFA interfaces as driver efa.neuron.aws.com; false where AWS's "
+                 "EFA DRA driver serves them (env NEURON_DP_DRA_EFA; default true)");
 }
 
 int Main(int argc, char** argv) {

@@ -83,7 +83,7 @@ wait_for 60 sh -c "curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token
   { tail -n 5 "$logs/plugin.log" >&2; fail "no ResourceSlice was published" "$logs/dra-api.log"; }
 grep -h "registered\|DRA" "$logs/kubelet.log" | tail -n 2 || true
 
-step "The node's ResourceSlices (one pool), as the scheduler sees them"
+step "The node's ResourceSlices (a pool per driver: Neuron devices and cores; EFAs), as the scheduler sees them"
 api GET "$slices" | json '
 for s in sorted(d["items"], key=lambda s: s["metadata"]["name"]):
     spec = s["spec"]
@@ -110,15 +110,16 @@ uid=$claim_uid
 
 step "The worker pod with the claim: prepared by the plugin, its CDI spec applied by the runtime"
 # The command prints what the container sees, then trains (the claim's 8 cores: TP=8).
+# The claim holds devices of two drivers: each prepares its own (the EFAs are efa.neuron.aws.com's).
 "$sim" pod run --kubelet-dir "$kubelet_dir" --namespace training --name llama2-7b-worker-0 \
-  --claim "training/$claim:$uid" -- sh -c \
+  --claim "training/$claim:$uid" --claim-driver neuron.aws.com --claim-driver efa.neuron.aws.com -- sh -c \
   'echo "in the pod: NEURON_RT_VISIBLE_CORES=$NEURON_RT_VISIBLE_CORES devices=$NEURON_SIM_DEVICE_MAP"
    exec "$0" run --workload llama2-7b --nodes 2' "$sim" >"$logs/pod.out" 2>"$logs/pod.log" &
 pod=$!
 pids+=($pod)
 wait_for 60 grep -q "in the pod" "$logs/pod.out" || fail "the pod did not start" "$logs/pod.log"
 grep "in the pod" "$logs/pod.out"
-spec=$(ls "$cdi"/*.json | head -n 1)
+spec=$(ls "$cdi"/aws.amazon.com-neuron_*.json | head -n 1)
 echo "CDI spec $(basename "$spec"):"
 json 'print(json.dumps({"kind": d["kind"], "devices": [{"name": x["name"], "containerEdits": x["containerEdits"]} for x in d["devices"]][:2]}, indent=1))' <"$spec"
 "$sim" pod list --kubelet-dir "$kubelet_dir"

@@ -17,6 +17,13 @@
 namespace neuron::plugin::dra {
 
 inline constexpr std::string_view kDriverName = "neuron.aws.com";
+// The node's EFA interfaces are devices of a driver of their own, served by the same binary: a
+// DeviceClass that selects `device.driver == "neuron.aws.com"` alone (AWS's) then never hands an
+// EFA to a request for Neuron devices. Never AWS's EFA driver's name (efa.networking.k8s.aws),
+// which may run beside us (--dra.efa=false leaves EFA to it).
+inline constexpr std::string_view kEfaDriverName = "efa.neuron.aws.com";
+// Our drivers, in the order their pools are served and published.
+inline constexpr std::array<std::string_view, 2> kDriverNames{kDriverName, kEfaDriverName};
 
 enum class DeviceKind { kNeuronNode, kNeuronCore, kNeuronDevice, kEfa };
 
@@ -41,6 +48,11 @@ constexpr const DeviceKindSpec& KindSpec(DeviceKind kind) {
     if (k.kind == kind) return k;
   }
   return kDeviceKinds.front();  // unreachable: every kind is in the table
+}
+
+// The driver whose pool publishes devices of `kind`.
+constexpr std::string_view DriverOf(DeviceKind kind) {
+  return kind == DeviceKind::kEfa ? kEfaDriverName : kDriverName;
 }
 
 inline constexpr std::string_view kNodeDeviceName = KindSpec(DeviceKind::kNeuronNode).name;

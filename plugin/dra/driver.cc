@@ -153,12 +153,13 @@ absl::Status CheckLnc(const std::string& who, const nlohmann::json& parameters, 
 // environment for neuron-node (empty without an UltraServerConfig); a later config overrides an
 // earlier one, as the API orders them (the class's, then the claim's).
 absl::StatusOr<std::vector<std::string>> CheckConfig(const ResourceClaim& claim,
+                                                     std::string_view driver,
                                                      const std::vector<Resolved>& devices,
                                                      const NodeView& view) {
   const std::string who = fmt::format("claim {}/{}", claim.namespace_, claim.name);
   std::vector<std::string> env;
   for (const ClaimConfig& c : claim.config) {
-    if (c.driver != kDriverName) continue;
+    if (c.driver != driver) continue;
     std::vector<const Resolved*> applies;
     for (const Resolved& d : devices) {
       if (ConfigApplies(c, d.request)) applies.push_back(&d);
@@ -272,7 +273,9 @@ int NodeLnc(const NodeView& view) {
 }
 
 Driver::Driver(DriverOptions options)
-    : options_(std::move(options)), checkpoint_path_(options_.checkpoint_dir / kCheckpointFile) {}
+    : options_(std::move(options)),
+      cdi_{.dir = options_.cdi_dir, .kind = CdiKindOf(options_.driver_name)},
+      checkpoint_path_(options_.checkpoint_dir / kCheckpointFile) {}
 
 absl::StatusOr<std::unique_ptr<Driver>> Driver::Create(DriverOptions options) {
   std::error_code ec;
@@ -339,7 +342,7 @@ void Driver::Recover(Checkpoint loaded, bool at_start) {
         "checkpoint {}: claim {}/{} ({}) was being prepared when the plugin stopped: rolled "
         "back (the kubelet asks again)",
         path, kv.second.namespace_, kv.second.name, kv.first);
-    (void)RemoveCdiSpec(options_.cdi_dir, kv.first);
+    (void)RemoveCdiSpec(cdi_, kv.first);
     return true;
   });
   claims_ = std::move(loaded.claims);
@@ -379,9 +382,13 @@ absl::StatusOr<Driver::Planned> Driver::Plan(const ClaimRef& ref, const Resource
                                              const NodeView& view) const {
   std::vector<Resolved> devices;
   for (const AllocationResult& r : claim.results) {
-    if (r.driver != kDriverName || r.pool != options_.node_name) continue;  // another's
+    if (r.driver != options_.driver_name || r.pool != options_.node_name) continue;  // another's
     absl::StatusOr<Resolved> d = Resolve(view, r);
     if (!d.ok()) return d.status();
+    if (options_.driver_name == kEfaDriverName && d->ref.kind != DeviceKind::kEfa) {
+      return absl::NotFoundError(
+          fmt::format("device {} is not a device of driver {}", r.device, kEfaDriverName));
+    }
     if (d->node() && !IsUltraServerNode(view)) {  // offered on an UltraServer node only (slice.h)
       return absl::NotFoundError(fmt::format(
           "device {} is not on this node (not an UltraServer node, or its UltraServer attributes "
@@ -390,8 +397,12 @@ absl::StatusOr<Driver::Planned> Driver::Plan(const ClaimRef& ref, const Resource
     }
     devices.push_back(*std::move(d));
   }
-  absl::StatusOr<std::vector<std::string>> ultraserver = CheckConfig(claim, devices, view);
+  absl::StatusOr<std::vector<std::string>> ultraserver =
+      CheckConfig(claim, options_.driver_name, devices, view);
   if (!ultraserver.ok()) return ultraserver.status();
+  if (options_.peer != nullptr) {
+    if (absl::Status s = CheckFree(options_.peer->prepared(), devices, view); !s.ok()) return s;
+  }
   if (absl::Status s = CheckFree(claims_, devices, view); !s.ok()) return s;
   absl::StatusOr<std::vector<CdiDevice>> cdi = CdiDevices(devices, view, *ultraserver);
   if (!cdi.ok()) return cdi.status();
@@ -400,7 +411,7 @@ absl::StatusOr<Driver::Planned> Driver::Plan(const ClaimRef& ref, const Resource
     out.devices.push_back({.requests = {std::string(ParentRequest(d.request))},
                            .pool = options_.node_name,
                            .device = d.name,
-                           .cdi_ids = {CdiId(ref.uid, d.name)},
+                           .cdi_ids = {CdiId(cdi_.kind, ref.uid, d.name)},
                            .admin_access = d.admin});
   }
   return out;
@@ -411,7 +422,7 @@ void Driver::Commit(std::map<std::string, Planned> planned, const std::vector<Cl
   const auto log = ComponentLogger("dra");
   const auto refuse = [&](const std::string& uid, const absl::Status& s) {
     claims_.erase(uid);
-    (void)RemoveCdiSpec(options_.cdi_dir, uid);
+    (void)RemoveCdiSpec(cdi_, uid);
     out->at(uid) = s;
   };
   // Prepare recorded each planned claim as started (the next claim of the call is checked
@@ -426,7 +437,7 @@ void Driver::Commit(std::map<std::string, Planned> planned, const std::vector<Cl
   for (const ClaimRef& ref : refs) {
     if (!planned.contains(ref.uid)) continue;
     absl::StatusOr<std::vector<std::string>> ids =
-        WriteCdiSpec(options_.cdi_dir, ref.uid, planned.at(ref.uid).cdi);
+        WriteCdiSpec(cdi_, ref.uid, planned.at(ref.uid).cdi);
     if (!ids.ok()) {
       refuse(ref.uid, ids.status());
       planned.erase(ref.uid);
@@ -510,7 +521,7 @@ std::map<std::string, absl::Status> Driver::Unprepare(const std::vector<ClaimRef
       out[ref.uid] = s;
       continue;
     }
-    out[ref.uid] = RemoveCdiSpec(options_.cdi_dir, ref.uid);
+    out[ref.uid] = RemoveCdiSpec(cdi_, ref.uid);
     if (after.erase(ref.uid) > 0) {
       log->info("unprepared claim {}/{} ({})", ref.namespace_, ref.name, ref.uid);
     }

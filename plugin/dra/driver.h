@@ -1,12 +1,12 @@
 #pragma once
-// NodePrepareResources / NodeUnprepareResources (docs/kubelet-api.md#dra-prepare), free of gRPC:
-// for each claim, ask the ClaimSource for its allocation, keep the results whose driver is ours
-// and whose pool is this node, check that every device exists and is held by no other prepared
-// claim (a Neuron device holds all its cores; neuron-node every device and core of the node; a
-// NeuronCore claim conflicts with a claim of its device or of neuron-node; an EFA with another
-// claim of it), honour NeuronConfig.logicalNeuronCore only when it equals the node's LNC and
-// UltraServerConfig only on neuron-node (ultraserver_config.h), write the claim's CDI spec,
-// checkpoint, answer the CDI ids.
+// NodePrepareResources / NodeUnprepareResources (docs/kubelet-api.md#dra-prepare) of one of our
+// drivers, free of gRPC: for each claim, ask the ClaimSource for its allocation, keep the results
+// whose driver is this one and whose pool is this node, check that every device exists and is held
+// by no other prepared claim (a Neuron device holds all its cores; neuron-node every device and
+// core of the node; a NeuronCore claim conflicts with a claim of its device or of neuron-node; an
+// EFA with another claim of it), honour NeuronConfig.logicalNeuronCore only when it equals the
+// node's LNC and UltraServerConfig only on neuron-node (ultraserver_config.h), write the claim's
+// CDI spec, checkpoint, answer the CDI ids.
 //
 // Idempotent: a claim already prepared is answered from memory without asking the ClaimSource;
 // unpreparing an unknown claim succeeds. Prepared claims survive a restart through the
@@ -38,6 +38,7 @@
 #include "plugin/dra/cdi.h"
 #include "plugin/dra/checkpoint.h"
 #include "plugin/dra/claim_source.h"
+#include "plugin/dra/device_kinds.h"
 #include "plugin/node_state.h"
 
 namespace neuron::plugin::dra {
@@ -48,13 +49,23 @@ struct ClaimRef {
   std::string uid;
 };
 
+class Driver;
+
 struct DriverOptions {
   std::string node_name;                  // our pool
   std::filesystem::path cdi_dir;          // --cdi-dir
-  std::filesystem::path checkpoint_dir;   // KUBELET_DIR/plugins/neuron.aws.com
+  std::filesystem::path checkpoint_dir;   // KUBELET_DIR/plugins/<driver_name>
   NodeState* state = nullptr;             // the hardware picture (not owned)
   ClaimSource* claims = nullptr;          // not owned
   std::string boot_id = CurrentBootId();  // the checkpoint's bootId
+  // Which of our drivers (device_kinds.h) this is: the results it prepares, the kinds of device
+  // it accepts (neuron.aws.com: all, EFAs too for claims allocated while they were its devices;
+  // efa.neuron.aws.com: EFAs only), its configs and its CDI kind.
+  std::string_view driver_name = kDriverName;
+  // Another driver of ours in this process whose prepared claims also hold devices (not owned):
+  // efa.neuron.aws.com looks at neuron.aws.com's, which may still hold EFAs it prepared before
+  // EFA had a driver of its own. Never both ways (each would wait for the other's lock).
+  const Driver* peer = nullptr;
 };
 
 class Driver {
@@ -98,6 +109,7 @@ class Driver {
   std::pair<uint64_t, int64_t> Stamp() const;
 
   const DriverOptions options_;
+  const CdiSpecs cdi_;
   const std::filesystem::path checkpoint_path_;
   mutable std::mutex mu_;
   PreparedClaims claims_ ABSL_GUARDED_BY(mu_);

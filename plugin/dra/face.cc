@@ -1,5 +1,6 @@
 #include "plugin/dra/face.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -42,21 +43,30 @@ class DraFace::Impl {
         SliceOptions{.node_name = config_.node_name,
                      .dra_driver_version = std::string(AgentVersion()),
                      .taint_effect = *effect,
-                     .partitionable = config_.dra_partitionable},
+                     .partitionable = config_.dra_partitionable,
+                     .efa = config_.dra_efa},
         static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count()));
     state_.AddListener([this](const std::shared_ptr<const NodeView>& view) { OnView(view); });
     if (absl::Status s = watcher_.Start(); !s.ok()) return s;
     slice_->Update(*state_.view());  // the first scan is done: the slice is served from now on
     claims_ = std::make_unique<HttpClaimSource>(config_.dra_claims);
-    absl::StatusOr<std::unique_ptr<Driver>> driver = Driver::Create(
-        {.node_name = config_.node_name,
-         .cdi_dir = config_.cdi_dir,
-         .checkpoint_dir = fs::path(config_.kubelet_dir) / "plugins" / std::string(kDriverName),
-         .state = &state_,
-         .claims = claims_.get()});
-    if (!driver.ok()) return driver.status();
-    driver_ = *std::move(driver);
-    if (absl::Status s = Serve(); !s.ok()) return s;
+    // neuron.aws.com first: efa.neuron.aws.com looks at what it holds (DriverOptions::peer).
+    for (std::string_view name : kDriverNames) {
+      if (name == kEfaDriverName && !config_.dra_efa) continue;
+      absl::StatusOr<std::unique_ptr<Driver>> driver = Driver::Create(
+          {.node_name = config_.node_name,
+           .cdi_dir = config_.cdi_dir,
+           .checkpoint_dir = fs::path(config_.kubelet_dir) / "plugins" / std::string(name),
+           .state = &state_,
+           .claims = claims_.get(),
+           .driver_name = name,
+           .peer = planes_.empty() ? nullptr : planes_.front().driver.get()});
+      if (!driver.ok()) return driver.status();
+      planes_.push_back({.name = name, .driver = *std::move(driver), .server = nullptr});
+    }
+    for (Plane& p : planes_) {
+      if (absl::Status s = Serve(p); !s.ok()) return s;
+    }
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();
   }
@@ -69,20 +79,36 @@ class DraFace::Impl {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
     std::lock_guard<std::mutex> lock(server_mu_);
-    server_.reset();
+    for (Plane& p : planes_) p.server.reset();
   }
 
   bool Ready() const {
     std::lock_guard<std::mutex> lock(server_mu_);
-    return server_ != nullptr && server_->registered();
+    return !planes_.empty() && std::all_of(planes_.begin(), planes_.end(), [](const Plane& p) {
+      return p.server != nullptr && p.server->registered();
+    });
   }
 
   std::string ReadyDetail() const {
-    return fmt::format("{} (DRA) {} {}\n", kDriverName, Ready() ? "registered" : "waiting",
-                       RegistrationSocketPath(config_.kubelet_dir, config_.pod_uid));
+    std::lock_guard<std::mutex> lock(server_mu_);
+    std::string out;
+    for (const Plane& p : planes_) {
+      const bool registered = p.server != nullptr && p.server->registered();
+      out += fmt::format("{} (DRA) {} {}\n", p.name, registered ? "registered" : "waiting",
+                         RegistrationSocketPath(config_.kubelet_dir, config_.pod_uid, p.name));
+    }
+    return out;
   }
 
-  const Config& config() const { return config_; }
+  // Each driver's sockets answer, as the kubelet calls them.
+  absl::Status Live() const {
+    for (const Plane& p : planes_) {
+      if (absl::Status s = ProbeSockets(config_.kubelet_dir, config_.pod_uid, p.name); !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
 
   SliceState::Document Slice(std::optional<uint64_t> unless) const {
     if (slice_ == nullptr) return {503, "the node has not been scanned yet\n"};
@@ -90,29 +116,39 @@ class DraFace::Impl {
   }
 
  private:
-  absl::Status Serve() {
+  // One driver of ours: its prepare and its kubelet sockets.
+  struct Plane {
+    std::string_view name;
+    std::unique_ptr<Driver> driver;
+    std::unique_ptr<Server> server;  // guarded by server_mu_
+  };
+
+  absl::Status Serve(Plane& plane) {
     {
       std::lock_guard<std::mutex> lock(server_mu_);
-      server_.reset();  // first: the new one binds the same paths
+      plane.server.reset();  // first: the new one binds the same paths
     }
     absl::StatusOr<std::unique_ptr<Server>> server =
-        Server::Start({.kubelet_dir = config_.kubelet_dir,
+        Server::Start({.driver_name = plane.name,
+                       .kubelet_dir = config_.kubelet_dir,
                        .node_name = config_.node_name,
-                       .driver = driver_.get(),
+                       .driver = plane.driver.get(),
                        .state = &state_,
                        .partitionable = config_.dra_partitionable,
                        .stale_after = config_.health.stale_after,
                        .pod_uid = config_.pod_uid});
     if (!server.ok()) return server.status();
     std::lock_guard<std::mutex> lock(server_mu_);
-    server_ = *std::move(server);
+    plane.server = *std::move(server);
     return absl::OkStatus();
   }
 
   void OnView(const std::shared_ptr<const NodeView>& view) {
     if (slice_) slice_->Update(*view);
     std::lock_guard<std::mutex> lock(server_mu_);
-    if (server_) server_->OnView(view);
+    for (Plane& p : planes_) {
+      if (p.server) p.server->OnView(view);
+    }
   }
 
   // The kubelet's plugin watcher registers what appears in plugins_registry; a socket deleted
@@ -123,14 +159,16 @@ class DraFace::Impl {
       cv_.wait_for(lock, kPeriodicCheck, [this] { return stopped_.load(); });
       if (stopped_) break;
       SayWhetherStale();
-      bool present = false;
-      {
-        std::lock_guard<std::mutex> server_lock(server_mu_);
-        present = server_ != nullptr && server_->SocketsPresent();
+      for (Plane& p : planes_) {
+        bool present = false;
+        {
+          std::lock_guard<std::mutex> server_lock(server_mu_);
+          present = p.server != nullptr && p.server->SocketsPresent();
+        }
+        if (present) continue;
+        log_->info("a DRA socket of {} is gone: serving again", p.name);
+        if (absl::Status s = Serve(p); !s.ok()) log_->warn("{}", std::string{s.message()});
       }
-      if (present) continue;
-      log_->info("a DRA socket is gone: serving again");
-      if (absl::Status s = Serve(); !s.ok()) log_->warn("{}", std::string{s.message()});
     }
   }
 
@@ -160,14 +198,13 @@ class DraFace::Impl {
   NodeWatcher& watcher_;
   std::unique_ptr<SliceState> slice_;
   std::unique_ptr<ClaimSource> claims_;
-  std::unique_ptr<Driver> driver_;
+  std::vector<Plane> planes_;  // set by Start; each server guarded by server_mu_
   std::thread thread_;
   std::atomic<bool> stopped_{false};
   bool stale_ = false;  // Run's
   std::mutex mu_;
   std::condition_variable cv_;
-  mutable std::mutex server_mu_;    // guards server_ against OnView and Ready
-  std::unique_ptr<Server> server_;  // guarded by server_mu_
+  mutable std::mutex server_mu_;  // guards the planes' servers against OnView and Ready
 };
 
 DraFace::DraFace(Config config, NodeState* state, NodeWatcher* watcher)
@@ -177,9 +214,7 @@ absl::Status DraFace::Start() { return impl_->Start(); }
 void DraFace::Stop() { impl_->Stop(); }
 bool DraFace::Ready() const { return impl_->Ready(); }
 std::string DraFace::ReadyDetail() const { return impl_->ReadyDetail(); }
-absl::Status DraFace::Live() const {
-  return ProbeSockets(impl_->config().kubelet_dir, impl_->config().pod_uid);
-}
+absl::Status DraFace::Live() const { return impl_->Live(); }
 SliceState::Document DraFace::Slice(std::optional<uint64_t> unless) const {
   return impl_->Slice(unless);
 }

@@ -1,8 +1,9 @@
 #pragma once
 // The DRA face (docs/kubelet-api.md#dra): no device-plugin resources; the ResourceSlice document
-// (plugin/dra/slice.h) that the unprivileged neuron-dra-api publishes, the prepare/unprepare
-// driver (plugin/dra/driver.h) and the kubelet-facing sockets (plugin/dra/server.h), served again
-// when they vanish.
+// (plugin/dra/slice.h) that the unprivileged neuron-dra-api publishes, and per driver of ours
+// (neuron.aws.com, and efa.neuron.aws.com unless --dra.efa=false) the prepare/unprepare driver
+// (plugin/dra/driver.h) and the kubelet-facing sockets (plugin/dra/server.h), served again when
+// they vanish.
 
 #include <memory>
 #include <optional>
@@ -28,7 +29,7 @@ class DraFace final : public Face {
   void Stop() override;
   bool Ready() const override;
   std::string ReadyDetail() const override;
-  // Both sockets answer, as the kubelet calls them (ProbeSockets, server.h).
+  // Both sockets of each driver answer, as the kubelet calls them (ProbeSockets, server.h).
   absl::Status Live() const override;
 
   // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan; 304 while

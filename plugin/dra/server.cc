@@ -160,13 +160,13 @@ class HealthHub {
 template <typename Api, bool kV1>
 class HealthService : public Api::DRAResourceHealth::Service {
  public:
-  HealthService(HealthHub* hub, const NodeState* state, std::string pool, bool partitionable,
-                std::chrono::milliseconds stale_after)
+  HealthService(HealthHub* hub, const ServerOptions& o)
       : hub_(hub),
-        state_(state),
-        pool_(std::move(pool)),
-        partitionable_(partitionable),
-        stale_after_(stale_after) {}
+        state_(o.state),
+        pool_(o.node_name),
+        efa_only_(o.driver_name == kEfaDriverName),
+        partitionable_(o.partitionable),
+        stale_after_(o.stale_after) {}
 
   grpc::Status NodeWatchResources(
       grpc::ServerContext* ctx, const typename Api::NodeWatchResourcesRequest*,
@@ -215,10 +215,10 @@ class HealthService : public Api::DRAResourceHealth::Service {
       }
     };
     for (const auto& [index, d] : view.devices) {
-      add(NeuronDeviceName(index), d.healthy, d.unknown, d.reason);
+      if (!efa_only_) add(NeuronDeviceName(index), d.healthy, d.unknown, d.reason);
     }
     for (const auto& [name, e] : view.efas) add(EfaDeviceName(name), e.healthy, false, e.reason);
-    if (partitionable_) AddPartitions(view, add);
+    if (partitionable_ && !efa_only_) AddPartitions(view, add);
     return out;
   }
 
@@ -246,18 +246,20 @@ class HealthService : public Api::DRAResourceHealth::Service {
   HealthHub* const hub_;
   const NodeState* const state_;
   const std::string pool_;
+  const bool efa_only_;  // efa.neuron.aws.com's stream
   const bool partitionable_;
   const std::chrono::milliseconds stale_after_;
 };
 
 class RegistrationService : public ::pluginregistration::Registration::Service {
  public:
-  explicit RegistrationService(std::string endpoint) : endpoint_(std::move(endpoint)) {}
+  RegistrationService(std::string_view driver, std::string endpoint)
+      : driver_(driver), endpoint_(std::move(endpoint)) {}
 
   grpc::Status GetInfo(grpc::ServerContext*, const ::pluginregistration::InfoRequest*,
                        ::pluginregistration::PluginInfo* info) override {
     info->set_type("DRAPlugin");
-    info->set_name(std::string(kDriverName));
+    info->set_name(std::string(driver_));
     info->set_endpoint(endpoint_);
     info->add_supported_versions("v1.DRAPlugin");
     info->add_supported_versions("v1beta1.DRAPlugin");
@@ -274,7 +276,7 @@ class RegistrationService : public ::pluginregistration::Registration::Service {
     registered_ = status->plugin_registered();
     const auto log = ComponentLogger("dra");
     if (status->plugin_registered()) {
-      log->info("registered with the kubelet as {}", kDriverName);
+      log->info("registered with the kubelet as {}", driver_);
     } else {
       log->error("the kubelet refused the registration: {}", status->error());
     }
@@ -284,24 +286,27 @@ class RegistrationService : public ::pluginregistration::Registration::Service {
   std::atomic<bool> registered_{false};
 
  private:
+  const std::string_view driver_;
   const std::string endpoint_;
 };
 
 }  // namespace
 
-std::string DraSocketPath(const std::string& kubelet_dir, const std::string& pod_uid) {
+std::string DraSocketPath(const std::string& kubelet_dir, const std::string& pod_uid,
+                          std::string_view driver) {
   const std::string name = pod_uid.empty() ? "dra.sock" : fmt::format("dra-{}.sock", pod_uid);
-  return (fs::path(kubelet_dir) / "plugins" / std::string(kDriverName) / name).string();
+  return (fs::path(kubelet_dir) / "plugins" / std::string(driver) / name).string();
 }
 
-std::string RegistrationSocketPath(const std::string& kubelet_dir, const std::string& pod_uid) {
-  const std::string name = pod_uid.empty() ? fmt::format("{}-reg.sock", kDriverName)
-                                           : fmt::format("{}-{}-reg.sock", kDriverName, pod_uid);
+std::string RegistrationSocketPath(const std::string& kubelet_dir, const std::string& pod_uid,
+                                   std::string_view driver) {
+  const std::string name = pod_uid.empty() ? fmt::format("{}-reg.sock", driver)
+                                           : fmt::format("{}-{}-reg.sock", driver, pod_uid);
   return (fs::path(kubelet_dir) / "plugins_registry" / name).string();
 }
 
 absl::Status ProbeSockets(const std::string& kubelet_dir, const std::string& pod_uid,
-                          std::chrono::milliseconds deadline) {
+                          std::string_view driver, std::chrono::milliseconds deadline) {
   // A channel of its own each time: a shared subchannel to a socket served again would fail.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -313,7 +318,7 @@ absl::Status ProbeSockets(const std::string& kubelet_dir, const std::string& pod
         fmt::format("{}: {} ({})", what, s.error_message(), static_cast<int>(s.error_code())));
   };
   {
-    const std::string path = RegistrationSocketPath(kubelet_dir, pod_uid);
+    const std::string path = RegistrationSocketPath(kubelet_dir, pod_uid, driver);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + deadline);
     ::pluginregistration::PluginInfo info;
@@ -321,7 +326,7 @@ absl::Status ProbeSockets(const std::string& kubelet_dir, const std::string& pod
         ::pluginregistration::Registration::NewStub(channel(path))->GetInfo(&ctx, {}, &info);
     if (!s.ok()) return failed(fmt::format("GetInfo on {}", path), s);
   }
-  const std::string path = DraSocketPath(kubelet_dir, pod_uid);
+  const std::string path = DraSocketPath(kubelet_dir, pod_uid, driver);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + deadline);
   drav1::NodePrepareResourcesResponse resp;
@@ -334,13 +339,13 @@ absl::Status ProbeSockets(const std::string& kubelet_dir, const std::string& pod
 class Server::Impl {
  public:
   explicit Impl(const ServerOptions& o)
-      : dra_path(DraSocketPath(o.kubelet_dir, o.pod_uid)),
-        reg_path(RegistrationSocketPath(o.kubelet_dir, o.pod_uid)),
+      : dra_path(DraSocketPath(o.kubelet_dir, o.pod_uid, o.driver_name)),
+        reg_path(RegistrationSocketPath(o.kubelet_dir, o.pod_uid, o.driver_name)),
         v1(o.driver),
         v1beta1(o.driver),
-        health_v1(&hub, o.state, o.node_name, o.partitionable, o.stale_after),
-        health_v1alpha1(&hub, o.state, o.node_name, o.partitionable, o.stale_after),
-        registration(dra_path) {}
+        health_v1(&hub, o),
+        health_v1alpha1(&hub, o),
+        registration(o.driver_name, dra_path) {}
 
   absl::Status Serve(const std::string& path, const std::vector<grpc::Service*>& services,
                      std::unique_ptr<grpc::Server>* server, ino_t* inode) {

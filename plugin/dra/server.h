@@ -1,6 +1,7 @@
 #pragma once
-// The DRA kubelet plugin's sockets (docs/kubelet-api.md#dra; with a pod UID, dra-<uid>.sock and
-// neuron.aws.com-<uid>-reg.sock, as the library's RollingUpdate names them):
+// One DRA driver's kubelet plugin sockets (docs/kubelet-api.md#dra), for neuron.aws.com and
+// likewise for efa.neuron.aws.com (with a pod UID, dra-<uid>.sock and <driver>-<uid>-reg.sock, as
+// the library's RollingUpdate names them):
 //   KUBELET_DIR/plugins/neuron.aws.com/dra.sock       DRAPlugin v1 and v1beta1
 //                                                     (NodePrepareResources,
 //                                                     NodeUnprepareResources) and DRAResourceHealth
@@ -11,9 +12,11 @@
 // The kubelet's plugin watcher finds the registration socket by watching plugins_registry, calls
 // GetInfo, dials the endpoint it names and reports with NotifyRegistrationStatus. Both sockets are
 // 0600 (only the kubelet, as root, reaches them). The health streams send every device's health
-// at once and again on every change of the NodeView: HEALTHY, UNHEALTHY, or UNKNOWN when the
-// evidence cannot be read (never HEALTHY then). A NeuronCore has its device's health; neuron-node
-// is UNHEALTHY while any device is unhealthy or absent, else UNKNOWN while any is unknown.
+// of its pool at once and again on every change of the NodeView: HEALTHY, UNHEALTHY, or UNKNOWN
+// when the evidence cannot be read (never HEALTHY then). A NeuronCore has its device's health;
+// neuron-node is UNHEALTHY while any device is unhealthy or absent, else UNKNOWN while any is
+// unknown. neuron.aws.com's stream also carries the EFAs, for claims prepared while they were
+// devices of its pool (before EFA had a driver of its own).
 // Freshness (the library's kubeletplugin/health.go does the same): last_updated_time is when the
 // evidence was read (NodeState::evidence_time), health_check_timeout_seconds is `stale_after`,
 // and an unchanged list is sent again every third of it only when the evidence was read again
@@ -33,6 +36,7 @@
 namespace neuron::plugin::dra {
 
 struct ServerOptions {
+  std::string_view driver_name = kDriverName;  // one of kDriverNames: whose sockets and health
   std::string kubelet_dir;
   std::string node_name;
   Driver* driver = nullptr;    // not owned
@@ -45,15 +49,19 @@ struct ServerOptions {
   std::string pod_uid = {};  // names the sockets (config.h); "" for the fixed names
 };
 
-// The socket paths under a kubelet directory, for an instance with `pod_uid` ("" for none).
-std::string DraSocketPath(const std::string& kubelet_dir, const std::string& pod_uid = "");
-std::string RegistrationSocketPath(const std::string& kubelet_dir, const std::string& pod_uid = "");
+// The socket paths of `driver` under a kubelet directory, for an instance with `pod_uid` ("" for
+// none).
+std::string DraSocketPath(const std::string& kubelet_dir, const std::string& pod_uid = "",
+                          std::string_view driver = kDriverName);
+std::string RegistrationSocketPath(const std::string& kubelet_dir, const std::string& pod_uid = "",
+                                   std::string_view driver = kDriverName);
 
 // The liveness probe's question (the example driver's probe asks the same): GetInfo on the
 // registration socket and an empty NodePrepareResources on the DRA socket, each within
 // `deadline`. Unavailable naming the socket that did not answer; a socket being served again
 // after a deletion fails until it is (within a second), inside the probe's failure threshold.
 absl::Status ProbeSockets(const std::string& kubelet_dir, const std::string& pod_uid = "",
+                          std::string_view driver = kDriverName,
                           std::chrono::milliseconds deadline = std::chrono::milliseconds(400));
 
 class Server {

@@ -309,8 +309,9 @@ std::vector<std::string> EfaBeside(const NodeView& view) {
 
 namespace {
 
-json SliceSpec(const SliceOptions& options, uint64_t generation, const char* key, json content) {
-  return json{{"driver", kDriverName},
+json SliceSpec(const SliceOptions& options, uint64_t generation, const char* key, json content,
+               std::string_view driver = kDriverName) {
+  return json{{"driver", driver},
               {"pool", {{"name", options.node_name}, {"generation", generation}}},
               {"nodeName", options.node_name},
               {key, std::move(content)}};
@@ -386,12 +387,6 @@ absl::StatusOr<std::vector<json>> BuildPool(const NodeView& view, const SliceOpt
     // A removed device is not offered: the slice never claims what the node lacks.
     if (d.present) devices.push_back(NeuronDevice(view, options, d, efa_of[index]));
   }
-  for (const auto& [name, e] : view.efas) {
-    if (!e.present) continue;
-    const auto it = served.find(e.bdf);
-    devices.push_back(
-        EfaDevice(view, options, e, it == served.end() ? std::vector<int>{} : it->second));
-  }
   // Without counters the scheduler could give the node and one of its devices to two claims.
   if (options.partitionable && IsUltraServerNode(view) && !PresentDevices(view).empty()) {
     devices.push_back(NodeDevice(view, options));
@@ -401,6 +396,19 @@ absl::StatusOr<std::vector<json>> BuildPool(const NodeView& view, const SliceOpt
   if (options.partitionable) AddPartitions(view, options, efa_of, generation, &slices);
   for (json& s : slices) s["pool"]["resourceSliceCount"] = slices.size();
   if (absl::Status s = CheckPool(slices); !s.ok()) return s;
+  if (!options.efa) return slices;
+  json efas = json::array();
+  for (const auto& [name, e] : view.efas) {
+    if (!e.present) continue;
+    const auto it = served.find(e.bdf);
+    efas.push_back(
+        EfaDevice(view, options, e, it == served.end() ? std::vector<int>{} : it->second));
+  }
+  if (efas.empty()) return slices;  // no pool: neuron-dra-api deletes what the driver held
+  json efa_slice = SliceSpec(options, generation, "devices", std::move(efas), kEfaDriverName);
+  efa_slice["pool"]["resourceSliceCount"] = 1;
+  if (absl::Status s = CheckPool({efa_slice}); !s.ok()) return s;
+  slices.push_back(std::move(efa_slice));
   return slices;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 // The DRA face's ResourceSlices (resource.k8s.io/v1 ResourceSliceSpec) built from the plugin's
-// NodeView (plugin/node_state.h): one pool per node, named after it, whose first slice holds
-//   neuron-<index>     a Neuron device (host index)
-//   efa-<ifname>       an EFA interface (lower-case)
+// NodeView (plugin/node_state.h): a pool per driver and node, named after the node, of
+//   neuron-<index>     a Neuron device (host index), driver neuron.aws.com
+//   efa-<ifname>       an EFA interface (lower-case), driver efa.neuron.aws.com
 // with AWS's attribute names (docs/kubelet-api.md#dra-slice, NEURON-TODAY.md "AWS's Neuron DRA
 // driver"), connected groups resource.aws.com/devicegroup{1,4,8,16}_id from core's NeuronLink
 // Topology, and a taint per unhealthy device. With `partitionable` (--dra.partitionable) the pool
@@ -61,6 +61,9 @@ struct SliceOptions {
   std::string dra_driver_version;  // draDriverVersion: our agent's version
   TaintEffect taint_effect = TaintEffect::kNoSchedule;
   bool partitionable = false;  // --dra.partitionable: counters, NeuronCores, neuron-node
+  // --dra.efa: the EFA interfaces as the pool of driver efa.neuron.aws.com; false where AWS's
+  // EFA DRA driver publishes them (the devicegroup1_id of a Neuron device still names its EFA).
+  bool efa = true;
 };
 
 // The node is part of a Trn2 UltraServer: the driver lists UltraServer modes it supports
@@ -88,11 +91,14 @@ std::optional<int> ConnectedGroup(const Topology& topology, int node_devices, in
 // aligned groups get whole EFAs. Indexed like `devices` (ascending index); "" for none.
 std::vector<std::string> EfaBeside(const NodeView& view);
 
-// The pool's slice specs for `generation` (pool.generation), each {driver, pool, nodeName,
-// devices or sharedCounters}: [0] the Neuron devices and EFAs (and neuron-node); with
-// `partitionable`, [1] the counter slice and [2..] the NeuronCores, 64 per slice. Errors: a name,
-// attribute or count that breaks the API's rules or limits (CheckPool), naming it; the API would
-// refuse the slice.
+// The node's slice specs for `generation` (pool.generation), each {driver, pool, nodeName,
+// devices or sharedCounters}, in two pools named after the node. Driver neuron.aws.com: [0] the
+// Neuron devices (and neuron-node); with `partitionable`, [1] the counter slice and [2..] the
+// NeuronCores, 64 per slice. Then, with `efa` and an EFA present, one slice of driver
+// efa.neuron.aws.com: the EFA interfaces, with the connected-group attributes of the devices
+// beside them (claims wanting both align on resource.aws.com/devicegroup*_id). Errors: a name,
+// attribute or count that breaks the API's rules or limits (CheckPool, per pool), naming it; the
+// API would refuse the slice.
 absl::StatusOr<std::vector<nlohmann::json>> BuildPool(const NodeView& view,
                                                       const SliceOptions& options,
                                                       uint64_t generation);

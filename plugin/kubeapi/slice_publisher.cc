@@ -146,18 +146,19 @@ size_t DeviceCount(const std::vector<PlannedSlice>& plan) {
 
 }  // namespace
 
-std::string SliceName(const std::string& node_name, size_t index) {
-  return index == 0 ? fmt::format("{}-{}", node_name, kDriverName)
-                    : fmt::format("{}-{}-{}", node_name, kDriverName, index);
+std::string SliceName(const std::string& node_name, size_t index, std::string_view driver) {
+  return index == 0 ? fmt::format("{}-{}", node_name, driver)
+                    : fmt::format("{}-{}-{}", node_name, driver, index);
 }
 
 std::vector<PlannedSlice> PlanPool(const std::string& node_name, const std::vector<json>& slices,
-                                   bool without_counters, const std::set<std::string>& refused) {
+                                   bool without_counters, const std::set<std::string>& refused,
+                                   std::string_view driver) {
   std::vector<PlannedSlice> counters;
   std::vector<PlannedSlice> devices;
   std::set<std::string> claimed;
   for (size_t i = 0; i < slices.size(); ++i) {
-    PlannedSlice p{SliceName(node_name, i), slices[i]};
+    PlannedSlice p{SliceName(node_name, i, driver), slices[i]};
     if (NonEmpty(p.spec, "sharedCounters")) {
       if (!without_counters) counters.push_back(std::move(p));
       continue;
@@ -184,7 +185,9 @@ std::chrono::milliseconds Backoff(int failures, std::chrono::milliseconds initia
 }
 
 SlicePublisher::SlicePublisher(const Client& client, PublisherOptions options)
-    : client_(client), options_(std::move(options)), log_(ComponentLogger("dra-api.slices")) {}
+    : client_(client), options_(std::move(options)), log_(ComponentLogger("dra-api.slices")) {
+  for (std::string_view driver : kDriverNames) pools_.push_back({.driver = driver});
+}
 
 SlicePublisher::~SlicePublisher() { Stop(); }
 
@@ -243,10 +246,10 @@ absl::StatusOr<std::optional<std::vector<json>>> SlicePublisher::ReadPlugin(
   return std::optional<std::vector<json>>(j["slices"].get<std::vector<json>>());
 }
 
-absl::StatusOr<SlicePublisher::Stored> SlicePublisher::ListStored() const {
+absl::StatusOr<SlicePublisher::Stored> SlicePublisher::ListStored(std::string_view driver) const {
   absl::StatusOr<json> list =
       client_.Get(fmt::format("{}?fieldSelector=spec.nodeName%3D{}%2Cspec.driver%3D{}", kSlices,
-                              options_.node_name, kDriverName));
+                              options_.node_name, driver));
   if (!list.ok()) return list.status();
   Stored stored;
   for (json& item : (*list)["items"]) {
@@ -292,8 +295,7 @@ absl::StatusOr<json> SlicePublisher::Write(const PlannedSlice& planned, const js
   return updated;
 }
 
-absl::Status SlicePublisher::DeleteOthers(const std::set<std::string>& keep,
-                                          const std::set<std::string>& probes,
+absl::Status SlicePublisher::DeleteOthers(const Pool& pool, const std::set<std::string>& keep,
                                           const Stored& stored) {
   for (const auto& [name, item] : stored) {
     if (keep.contains(name)) continue;
@@ -308,7 +310,7 @@ absl::Status SlicePublisher::DeleteOthers(const std::set<std::string>& keep,
       std::lock_guard<std::mutex> lock(mu_);
       ++writes_.deletes;
     }
-    if (probes.contains(name)) continue;  // the gate's probe: said once by Learn
+    if (pool.probes.contains(name)) continue;  // the gate's probe: said once by Learn
     log_->info("deleted ResourceSlice {}: not a slice of this driver's current pool for node {}",
                name, options_.node_name);
   }
@@ -325,7 +327,8 @@ absl::Status SlicePublisher::SyncOnce() {
   }
 }
 
-absl::StatusOr<SlicePublisher::Written> SlicePublisher::WritePlan(std::vector<PlannedSlice> plan,
+absl::StatusOr<SlicePublisher::Written> SlicePublisher::WritePlan(Pool& pool,
+                                                                  std::vector<PlannedSlice> plan,
                                                                   Stored& stored) {
   absl::StatusOr<json> owners = Owners();
   if (!owners.ok()) return owners.status();
@@ -347,7 +350,7 @@ absl::StatusOr<SlicePublisher::Written> SlicePublisher::WritePlan(std::vector<Pl
     if (NonEmpty(p.spec, "sharedCounters")) {
       if (!NonEmpty(stored_spec, "sharedCounters")) {
         w.counters_dropped = true;
-        probes_.insert(p.name);
+        pool.probes.insert(p.name);
         return w;  // no device slice is written against counters the server does not keep
       }
       w.counters_kept = true;
@@ -358,47 +361,48 @@ absl::StatusOr<SlicePublisher::Written> SlicePublisher::WritePlan(std::vector<Pl
   return w;
 }
 
-void SlicePublisher::Learn(const Written& w) {
-  if (w.counters_dropped && !counters_refused_) {
+void SlicePublisher::Learn(Pool& pool, const Written& w) {
+  if (w.counters_dropped && !pool.counters_refused) {
     log_->error(
         "the API server dropped sharedCounters from the ResourceSlices of node {}: its feature "
         "gate DRAPartitionableDevices is off. NeuronCores and neuron-node are not published (a "
         "core and its device could both be allocated); the Neuron devices are published without "
         "consumesCounters. Checked again every {} s",
         options_.node_name, options_.resync.count() / 1000);
-  } else if (w.counters_kept && counters_refused_) {
+  } else if (w.counters_kept && pool.counters_refused) {
     log_->info(
         "the API server keeps sharedCounters now (DRAPartitionableDevices on): publishing "
         "NeuronCores and neuron-node");
   }
-  if (w.counters_dropped) counters_refused_ = true;
-  if (w.counters_kept) counters_refused_ = false;
+  if (w.counters_dropped) pool.counters_refused = true;
+  if (w.counters_kept) pool.counters_refused = false;
   if (!w.stripped.empty()) {
     log_->error(
         "the API server returned devices {} without their consumesCounters: not "
         "publishing them (they could be allocated beside what shares their counters)",
         fmt::join(w.stripped, ", "));
-    refused_devices_.insert(w.stripped.begin(), w.stripped.end());
+    pool.refused_devices.insert(w.stripped.begin(), w.stripped.end());
   }
 }
 
-absl::StatusOr<std::set<std::string>> SlicePublisher::PublishPool(const std::vector<json>& slices,
+absl::StatusOr<std::set<std::string>> SlicePublisher::PublishPool(Pool& pool,
+                                                                  const std::vector<json>& slices,
                                                                   bool probe, Stored& stored) {
   // Each narrowing is one more round; three cover the counters and then the devices.
   for (int round = 0; round < 3; ++round) {
-    const bool with_counters = !counters_refused_ || probe;
+    const bool with_counters = !pool.counters_refused || probe;
     const std::vector<PlannedSlice> plan =
-        PlanPool(options_.node_name, slices, !with_counters, refused_devices_);
+        PlanPool(options_.node_name, slices, !with_counters, pool.refused_devices, pool.driver);
     probe = false;
-    absl::StatusOr<Written> w = WritePlan(plan, stored);
+    absl::StatusOr<Written> w = WritePlan(pool, plan, stored);
     if (!w.ok()) return w.status();
-    Learn(*w);
+    Learn(pool, *w);
     if (w->counters_dropped || !w->stripped.empty()) continue;
     std::set<std::string> names;
     for (const PlannedSlice& p : plan) names.insert(p.name);
-    if (slices != last_slices_) {
-      log_->info("published {} ResourceSlice(s) of pool {} (generation {}, {} devices)",
-                 plan.size(), options_.node_name,
+    if (slices != pool.last_slices && !plan.empty()) {
+      log_->info("published {} ResourceSlice(s) of pool {} of {} (generation {}, {} devices)",
+                 plan.size(), options_.node_name, pool.driver,
                  stored[plan.front().name].value("/spec/pool/generation"_json_pointer, int64_t{0}),
                  DeviceCount(plan));
     }
@@ -416,21 +420,31 @@ absl::Status SlicePublisher::Sync() {
   plugin_failed_ = !read.ok();
   if (!read.ok()) return read.status();
   if (!read->has_value()) return absl::OkStatus();  // 304: unchanged, and no re-check is due
-  std::optional<std::vector<json>>& slices = *read;
-  if (*slices == last_slices_ && !due) return absl::OkStatus();
-  probes_.clear();
-  // The resync is this check: one list, and writes only where the server differs.
-  absl::StatusOr<Stored> stored = ListStored();
-  if (!stored.ok()) return stored.status();
-  absl::StatusOr<std::set<std::string>> names =
-      PublishPool(*slices, counters_refused_ && due, *stored);
-  if (!names.ok()) return names.status();
-  // After the pool is written, so that the node is never without its slices.
-  if (absl::Status s = DeleteOthers(*names, probes_, *stored); !s.ok()) return s;
-  last_slices_ = *std::move(slices);
+  std::map<std::string, std::vector<json>, std::less<>> by_driver;
+  for (json& s : **read) by_driver[s.value("driver", "")].push_back(std::move(s));
+  for (Pool& pool : pools_) {
+    const auto mine = by_driver.find(pool.driver);
+    std::vector<json> slices = mine == by_driver.end() ? std::vector<json>{} : mine->second;
+    if (absl::Status s = SyncPool(pool, std::move(slices), due); !s.ok()) return s;
+  }
   last_verified_ = now;
   std::lock_guard<std::mutex> lock(mu_);
   published_generation_ = generation;
+  return absl::OkStatus();
+}
+
+absl::Status SlicePublisher::SyncPool(Pool& pool, std::vector<json> slices, bool due) {
+  if (slices == pool.last_slices && !due) return absl::OkStatus();
+  pool.probes.clear();
+  // The resync is this check: one list, and writes only where the server differs.
+  absl::StatusOr<Stored> stored = ListStored(pool.driver);
+  if (!stored.ok()) return stored.status();
+  absl::StatusOr<std::set<std::string>> names =
+      PublishPool(pool, slices, pool.counters_refused && due, *stored);
+  if (!names.ok()) return names.status();
+  // After the pool is written, so that the node is never without its slices.
+  if (absl::Status s = DeleteOthers(pool, *names, *stored); !s.ok()) return s;
+  pool.last_slices = std::move(slices);
   return absl::OkStatus();
 }
 

@@ -1,12 +1,14 @@
 #pragma once
-// Publishes the node's ResourceSlices for the DRA driver neuron.aws.com: reads the pool the
-// privileged plugin computes (`GET /dra/resourceslice` on its HTTP Unix socket: {"generation",
-// "nodeName", "slices": [spec, ...]}, docs/kubelet-api.md#resourceslices) and makes the API
-// server hold exactly that pool, writing only what differs, as Kubernetes' own ResourceSlice
-// controller does (k8s.io/dynamic-resource-allocation resourceslice/resourceslicecontroller.go):
-//   - each round lists what the server holds for the node and the driver (field selectors
+// Publishes the node's ResourceSlices for our DRA drivers (neuron.aws.com, efa.neuron.aws.com):
+// reads the pools the privileged plugin computes (`GET /dra/resourceslice` on its HTTP Unix
+// socket: {"generation", "nodeName", "slices": [spec, ...]}, docs/kubelet-api.md#resourceslices;
+// each spec names its driver) and makes the API server hold exactly those pools, one per driver,
+// writing only what differs, as Kubernetes' own ResourceSlice controller does
+// (k8s.io/dynamic-resource-allocation resourceslice/resourceslicecontroller.go):
+//   - each round lists what the server holds for the node and each driver (field selectors
 //     spec.nodeName and spec.driver): desired against actual by slice name, a slice written only
-//     when its spec or owner differs, so a resync of an unchanged pool writes nothing;
+//     when its spec or owner differs, so a resync of an unchanged pool writes nothing; a driver
+//     the document has no slice of (--dra.efa=false, a node without EFA) keeps none;
 //   - a taint's timeAdded is the server's: it defaults a missing one to the time of the write
 //     (SetDefaults_DeviceTaint), so the time it holds for the same device, key, value and effect
 //     is copied into what we send, and a taint keeps its time (NoExecute tolerations with
@@ -14,11 +16,11 @@
 //   - pool.generation is the highest the server holds, kept when at most one existing slice
 //     changes and none is new (one write is atomic for a consumer), else one more, so that a
 //     consumer ignores a pool caught half-written;
-//   - slices[0] as `<node>-neuron.aws.com`, slices[k] as `<node>-neuron.aws.com-<k>`, each owned
+//   - a driver's slices[0] as `<node>-<driver>`, slices[k] as `<node>-<driver>-<k>`, each owned
 //     by the Node (metadata.ownerReferences), so that they go when the node object goes; the
 //     slices holding sharedCounters written first, then the devices; each created when missing,
 //     updated with the resourceVersion listed (a 409 ends the round: the next one lists again);
-//   - no other slice of driver neuron.aws.com for this node (deleted after the pool is written,
+//   - no other slice of the driver for this node (deleted after the pool is written,
 //     with the UID and resourceVersion listed as preconditions, so that a slice somebody wrote
 //     meanwhile is not deleted unseen), so no slice ever claims a removed device;
 //   - where the API server drops the partitionable-device fields (feature gate
@@ -66,6 +68,7 @@ class logger;
 namespace neuron::kubeapi {
 
 using plugin::dra::kDriverName;
+using plugin::dra::kDriverNames;
 
 struct PublisherOptions {
   std::string plugin_address = "unix:/run/neuron-node-agent/plugin.sock";
@@ -77,9 +80,10 @@ struct PublisherOptions {
   std::chrono::milliseconds resync{60000};         // re-check an unchanged pool this often
 };
 
-// The name of slice `index` of the node's pool: `<node>-neuron.aws.com` for 0,
-// `<node>-neuron.aws.com-<index>` after it.
-std::string SliceName(const std::string& node_name, size_t index = 0);
+// The name of slice `index` of the node's pool of `driver`: `<node>-<driver>` for 0,
+// `<node>-<driver>-<index>` after it.
+std::string SliceName(const std::string& node_name, size_t index = 0,
+                      std::string_view driver = kDriverName);
 
 // One slice to write: its name and spec.
 struct PlannedSlice {
@@ -87,14 +91,15 @@ struct PlannedSlice {
   nlohmann::json spec;
 };
 
-// The slices to write for the plugin's `slices`, counter slices first. `without_counters`: no
-// counter slices, no device that consumes counters except whole Neuron devices (resourceType
-// neuron_device, each stripped of consumesCounters and kept only while no other kept device
-// consumes one of its counters). Devices named in `refused` are left out; a slice other than
-// slices[0] left without devices is dropped; pool.resourceSliceCount is the plan's size.
+// The slices to write for the plugin's `slices` of one pool (of `driver`), counter slices first.
+// `without_counters`: no counter slices, no device that consumes counters except whole Neuron
+// devices (resourceType neuron_device, each stripped of consumesCounters and kept only while no
+// other kept device consumes one of its counters). Devices named in `refused` are left out; a slice
+// other than slices[0] left without devices is dropped; pool.resourceSliceCount is the plan's size.
 std::vector<PlannedSlice> PlanPool(const std::string& node_name,
                                    const std::vector<nlohmann::json>& slices, bool without_counters,
-                                   const std::set<std::string>& refused);
+                                   const std::set<std::string>& refused,
+                                   std::string_view driver = kDriverName);
 
 // The wait before attempt `failures` (1 = after the first failure): initial * 2^(failures-1),
 // capped at `max`, then a uniformly random part of up to half of it taken off (jitter, so that
@@ -132,6 +137,15 @@ class SlicePublisher {
   Writes writes() const;
 
  private:
+  // One driver's pool: what was last published and what the API server was found to refuse.
+  struct Pool {
+    std::string_view driver;
+    std::vector<nlohmann::json> last_slices = {};
+    bool counters_refused = false;               // the API server drops sharedCounters
+    std::set<std::string> probes = {};           // this round's counter slices it emptied
+    std::set<std::string> refused_devices = {};  // devices it returned without consumesCounters
+  };
+
   // What the pool's writing found the API server to do with the partitionable-device fields.
   struct Written {
     bool counters_dropped = false;   // a counter slice came back without sharedCounters
@@ -145,7 +159,7 @@ class SlicePublisher {
   // The plugin's pool; nullopt when it answered 304 to `unless` (nothing changed since).
   absl::StatusOr<std::optional<std::vector<nlohmann::json>>> ReadPlugin(
       uint64_t* generation, std::optional<uint64_t> unless) const;
-  absl::StatusOr<Stored> ListStored() const;
+  absl::StatusOr<Stored> ListStored(std::string_view driver) const;
   // metadata.ownerReferences: the Node (its UID read once).
   absl::StatusOr<nlohmann::json> Owners();
   // Creates (`current` null) or updates one slice; the object the API server holds afterwards.
@@ -153,16 +167,19 @@ class SlicePublisher {
                                        const nlohmann::json* current);
   // Writes what differs of the plan, in order, into `stored`; stops after a counter slice whose
   // counters were dropped.
-  absl::StatusOr<Written> WritePlan(std::vector<PlannedSlice> plan, Stored& stored);
+  absl::StatusOr<Written> WritePlan(Pool& pool, std::vector<PlannedSlice> plan, Stored& stored);
   // Writes the pool, narrowing it while the API server drops fields; the names written.
-  absl::StatusOr<std::set<std::string>> PublishPool(const std::vector<nlohmann::json>& slices,
+  absl::StatusOr<std::set<std::string>> PublishPool(Pool& pool,
+                                                    const std::vector<nlohmann::json>& slices,
                                                     bool probe, Stored& stored);
   // Logs what `w` changes in what the server accepts, and remembers it.
-  void Learn(const Written& w);
+  void Learn(Pool& pool, const Written& w);
   // Deletes the node's other slices of the driver; logs each, except the counter slices written
-  // this round only to see whether the server keeps sharedCounters (`probes`).
-  absl::Status DeleteOthers(const std::set<std::string>& keep, const std::set<std::string>& probes,
+  // this round only to see whether the server keeps sharedCounters (the pool's probes).
+  absl::Status DeleteOthers(const Pool& pool, const std::set<std::string>& keep,
                             const Stored& stored);
+  // One driver's round: `slices` are the document's slices of that driver.
+  absl::Status SyncPool(Pool& pool, std::vector<nlohmann::json> slices, bool due);
   absl::Status Sync();  // SyncOnce without its guard against JSON exceptions
   void Run();
   // Logs a change of state (and an API error whose message changed), nothing else.
@@ -173,10 +190,7 @@ class SlicePublisher {
   const std::shared_ptr<spdlog::logger> log_;
 
   // SyncOnce's own (one caller at a time).
-  std::vector<nlohmann::json> last_slices_;
-  bool counters_refused_ = false;          // the API server drops sharedCounters
-  std::set<std::string> probes_;           // this round's counter slices it emptied
-  std::set<std::string> refused_devices_;  // devices it returned without consumesCounters
+  std::vector<Pool> pools_;  // one per driver of kDriverNames
   std::chrono::steady_clock::time_point last_verified_;
   std::string node_uid_;
   int api_failures_ = 0;

@@ -129,7 +129,10 @@ TEST(DeployTest, DraDeviceClassesSelectAwsResourceTypesAndEfa) {
     EXPECT_NE(neuron.find(want), std::string::npos) << want << " not in " << neuron;
   }
   EXPECT_EQ(neuron.find("neuron_core"), std::string::npos) << "AWS's class takes no cores";
-  EXPECT_NE(expressions["efa.neuron.aws.com"].find("resourceType == \"efa\""), std::string::npos);
+  // The EFAs are the devices of a driver of their own, never of neuron.aws.com.
+  const std::string& efa = expressions["efa.neuron.aws.com"];
+  EXPECT_NE(efa.find("device.driver == \"efa.neuron.aws.com\""), std::string::npos) << efa;
+  EXPECT_NE(efa.find("resourceType == \"efa\""), std::string::npos) << efa;
   const std::string& cores = expressions["neuroncore.neuron.aws.com"];
   EXPECT_NE(cores.find("device.driver == \"neuron.aws.com\""), std::string::npos) << cores;
   EXPECT_NE(cores.find("resourceType == \"neuron_core\""), std::string::npos) << cores;

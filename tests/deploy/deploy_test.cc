@@ -170,7 +170,8 @@ TEST(DeployTest, EveryPrivilegeSaysWhy) {
 bool PluginWritable(const std::string& path, bool dra) {
   if (path == "/var/lib/kubelet/device-plugins") return true;
   return dra && (path == "/var/lib/kubelet/plugins_registry" ||
-                 path == "/var/lib/kubelet/plugins/neuron.aws.com" || path == "/var/run/cdi");
+                 path == "/var/lib/kubelet/plugins/neuron.aws.com" ||
+                 path == "/var/lib/kubelet/plugins/efa.neuron.aws.com" || path == "/var/run/cdi");
 }
 
 // A container's mounts: the host's /sys and /dev under /host, everything read-only but where the
@@ -298,7 +299,7 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
       plugin_dirs_writable += !m["readOnly"].as<bool>(false);
     }
   }
-  EXPECT_EQ(plugin_dirs_writable, dra ? 4u : 1u);
+  EXPECT_EQ(plugin_dirs_writable, dra ? 5u : 1u);
   // Pod Security Admission lets privileged pods into the namespace.
   const YAML::Node ns = Find(objects, "Namespace");
   ASSERT_TRUE(ns) << "no Namespace in " << GetParam();

@@ -104,6 +104,53 @@ TEST(ClaimAllocatorTest, EfasBesideTheirDevicesShareTheConstraint) {
                                                 "efa-rdmap2", "efa-rdmap3"}));
 }
 
+// AWS's DeviceClass selects by driver alone, and its 1x4 template asks for 4 devices of one
+// devicegroup4_id. While the EFAs were devices of neuron.aws.com (they carry the group ids of the
+// devices beside them) a group with two devices free was completed with two EFAs; as devices of
+// efa.neuron.aws.com they never match the class, and the claim waits. Its all-devices template
+// gets the 16 devices, not 24.
+TEST(ClaimAllocatorTest, AwsClassNeverHandsAnEfaToANeuronRequest) {
+  AllocationInput in = Node();
+  in.device_classes = {DeviceClass("neuron.aws.com", R"(device.driver == "neuron.aws.com")")};
+  in.allocated_claims = {Holding({"neuron-0", "neuron-1", "neuron-4", "neuron-8", "neuron-12"})};
+  const json aws_1x4 = Claim({Request("neurons", "neuron.aws.com", 4)}, Connected(4));
+  absl::StatusOr<json> before = AllocateClaim(aws_1x4, in);  // the EFAs in neuron.aws.com's pool
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(Devices(*before),
+            (std::set<std::string>{"efa-rdmap0", "efa-rdmap1", "neuron-2", "neuron-3"}));
+  in.slices = Trn1Pools("node-a");
+  const absl::StatusOr<json> now = AllocateClaim(aws_1x4, in);
+  EXPECT_EQ(now.status().code(), absl::StatusCode::kResourceExhausted) << now.status();
+  json all = Request("neurons", "neuron.aws.com", 0);
+  all["exactly"]["allocationMode"] = "All";
+  all["exactly"].erase("count");
+  in.allocated_claims.clear();
+  const absl::StatusOr<json> every = AllocateClaim(Claim({all}), in);
+  ASSERT_TRUE(every.ok()) << every.status();
+  EXPECT_EQ(Devices(*every).size(), 16u);
+}
+
+// Our classes: EFAs of their own driver still pair with connected devices through the group ids.
+TEST(ClaimAllocatorTest, EfasOfTheirOwnDriverShareTheConstraint) {
+  AllocationInput in = Node();
+  in.slices = Trn1Pools("node-a");
+  in.device_classes[1] =
+      DeviceClass("efa.neuron.aws.com", R"(device.driver == "efa.neuron.aws.com" &&
+          device.attributes["efa.neuron.aws.com"].resourceType == "efa")");
+  in.allocated_claims = {Holding({"neuron-0"})};
+  absl::StatusOr<json> a = AllocateClaim(
+      Claim({Request("neurons", "neuron.aws.com", 4), Request("efas", "efa.neuron.aws.com", 2)},
+            Connected(4, {"neurons", "efas"})),
+      in);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Devices(*a), (std::set<std::string>{"neuron-4", "neuron-5", "neuron-6", "neuron-7",
+                                                "efa-rdmap2", "efa-rdmap3"}));
+  for (const json& r : (*a)["devices"]["results"]) {
+    EXPECT_EQ(r["driver"], r["device"].get<std::string>().starts_with("efa-") ? "efa.neuron.aws.com"
+                                                                              : "neuron.aws.com");
+  }
+}
+
 TEST(ClaimAllocatorTest, TaintedDevicesAreLeftOutUnlessTolerated) {
   AllocationInput in = Node();
   in.slices[0]["spec"]["devices"][2]["taints"] = {{{"key", "neuron.aws.com/unhealthy"},

@@ -43,6 +43,20 @@ inline nlohmann::json Trn1Slice(const std::string& node, int64_t generation = 1)
             {"devices", devices}}}};
 }
 
+// The same node as the plugin publishes it now: the 16 devices in neuron.aws.com's pool, the 8
+// EFAs (with the same group attributes) in efa.neuron.aws.com's.
+inline std::vector<nlohmann::json> Trn1Pools(const std::string& node) {
+  using nlohmann::json;
+  json neuron = Trn1Slice(node);
+  json efa = neuron;
+  json& devices = neuron["spec"]["devices"];
+  efa["metadata"]["name"] = node + "-efa.neuron.aws.com";
+  efa["spec"]["driver"] = "efa.neuron.aws.com";
+  efa["spec"]["devices"] = json(devices.begin() + 16, devices.end());
+  devices.erase(devices.begin() + 16, devices.end());
+  return {neuron, efa};
+}
+
 // The same node's pool as `neuron-device-plugin --dra.partitionable=true` publishes it
 // (docs/kubelet-api.md#resourceslices): slices[0] the Neuron devices (each consuming its
 // counter "neuron-<i>" whole) and the EFAs, and with `ultraserver` the device `neuron-node`

@@ -82,6 +82,7 @@ class DraBinaryTest : public ::testing::Test {
   std::string claims_address() const { return "unix:" + (tmp_.path() / "dra-api.sock").string(); }
   fs::path kdir() const { return tmp_.path() / "k"; }
   fs::path reg_sock() const { return kdir() / "plugins_registry/neuron.aws.com-reg.sock"; }
+  fs::path efa_reg_sock() const { return kdir() / "plugins_registry/efa.neuron.aws.com-reg.sock"; }
   std::string listen() const { return "unix:" + (tmp_.path() / "plugin.sock").string(); }
 
   void StartPlugin() {
@@ -95,9 +96,10 @@ class DraBinaryTest : public ::testing::Test {
   }
 
   // The kubelet's plugin watcher: GetInfo, then NotifyRegistrationStatus.
-  pluginregistration::PluginInfo Register() {
+  pluginregistration::PluginInfo Register() { return Register(reg_sock()); }
+  pluginregistration::PluginInfo Register(const fs::path& socket) {
     auto stub = pluginregistration::Registration::NewStub(
-        grpc::CreateChannel("unix:" + reg_sock().string(), grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel("unix:" + socket.string(), grpc::InsecureChannelCredentials()));
     pluginregistration::PluginInfo info;
     grpc::ClientContext ctx;
     EXPECT_TRUE(stub->GetInfo(&ctx, {}, &info).ok());
@@ -174,7 +176,7 @@ void ExpectV1beta1PreparesFour(const std::shared_ptr<grpc::Channel>& ch) {
   drav1beta1::NodePrepareResourcesResponse resp;
   grpc::ClientContext ctx;
   ASSERT_TRUE(stub->NodePrepareResources(&ctx, req, &resp).ok());
-  EXPECT_EQ(resp.claims().at("uid-four").devices_size(), 5);
+  EXPECT_EQ(resp.claims().at("uid-four").devices_size(), 4);
 }
 
 // The health stream starts all HEALTHY; a fault on device 5 makes it UNHEALTHY.
@@ -216,6 +218,11 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
   StartPlugin();
   const pluginregistration::PluginInfo info = Register();
   ExpectDraPluginInfo(info, kdir());
+  // Ready once both drivers are registered: the EFAs' too.
+  EXPECT_FALSE(Probe(listen(), "/readyz").ok());
+  const pluginregistration::PluginInfo efa = Register(efa_reg_sock());
+  EXPECT_EQ(efa.name(), "efa.neuron.aws.com");
+  EXPECT_EQ(efa.endpoint(), (kdir() / "plugins/efa.neuron.aws.com/dra.sock").string());
   EXPECT_TRUE(WaitUntil([&] { return Probe(listen(), "/readyz").ok(); }, kCeiling));
   // No device-plugin resources in DRA mode.
   EXPECT_FALSE(fs::exists(kdir() / "device-plugins/kubelet.sock"));
@@ -233,21 +240,30 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
   const json slice = Slice();
   ASSERT_TRUE(slice.is_object());
   EXPECT_EQ(slice["nodeName"], kNode);
-  ASSERT_EQ(slice["slices"].size(), 1u);  // without --dra.partitionable: one slice
+  // Without --dra.partitionable: one slice per driver.
+  ASSERT_EQ(slice["slices"].size(), 2u);
   EXPECT_EQ(slice["slices"][0]["driver"], "neuron.aws.com");
-  EXPECT_EQ(slice["slices"][0]["devices"].size(), 24u);  // 16 devices, 8 EFA
+  EXPECT_EQ(slice["slices"][0]["devices"].size(), 16u);
+  EXPECT_EQ(slice["slices"][1]["driver"], "efa.neuron.aws.com");
+  EXPECT_EQ(slice["slices"][1]["devices"].size(), 8u);
   const uint64_t generation = slice["generation"].get<uint64_t>();
 
   const auto channel = DraChannel(info.endpoint());
   drav1::NodePrepareResourcesResponse four = PrepareV1(channel, "four");
   const auto& entry = four.claims().at("uid-four");
   ASSERT_EQ(entry.error(), "");
-  ASSERT_EQ(entry.devices_size(), 5);
+  ASSERT_EQ(entry.devices_size(), 4);
   EXPECT_EQ(entry.devices(0).cdi_device_ids(0), "aws.amazon.com/neuron=uid-four-neuron-0");
   const std::string spec = ReadFile(tmp_.path() / "cdi/aws.amazon.com-neuron_uid-four.json");
   EXPECT_NE(spec.find("/dev/neuron3"), std::string::npos) << spec;
   EXPECT_NE(spec.find("NEURON_RT_VISIBLE_CORES=0-7"), std::string::npos) << spec;
-  EXPECT_NE(spec.find("/dev/infiniband/uverbs"), std::string::npos) << spec;
+  // The claim's EFA is the EFA driver's to prepare, into a spec of its own kind.
+  const auto efa_entry = PrepareV1(DraChannel(efa.endpoint()), "four").claims().at("uid-four");
+  ASSERT_EQ(efa_entry.error(), "");
+  ASSERT_EQ(efa_entry.devices_size(), 1);
+  EXPECT_EQ(efa_entry.devices(0).cdi_device_ids(0), "aws.amazon.com/efa=uid-four-efa-rdmap16s25");
+  const std::string efa_spec = ReadFile(tmp_.path() / "cdi/aws.amazon.com-efa_uid-four.json");
+  EXPECT_NE(efa_spec.find("/dev/infiniband/uverbs"), std::string::npos) << efa_spec;
   // v1beta1, the same claim: the same answer, without asking neuron-dra-api
   // again.
   const int asked = asked_;
@@ -334,10 +350,11 @@ TEST_F(DraBinaryUltraServerTest, PublishesThePoolAndPreparesTheNode) {
         return pool.is_object();
       },
       kCeiling));
-  // Devices, EFAs and neuron-node; the counters; the cores (64 at LNC 2, 128 at LNC 1).
-  ASSERT_GE(pool["slices"].size(), 3u);
+  // Devices and neuron-node; the counters; the cores (64 at LNC 2, 128 at LNC 1); the EFAs' pool.
+  ASSERT_GE(pool["slices"].size(), 4u);
   const json& first = pool["slices"][0];
-  EXPECT_EQ(first["pool"]["resourceSliceCount"], pool["slices"].size());
+  EXPECT_EQ(first["pool"]["resourceSliceCount"], pool["slices"].size() - 1);
+  EXPECT_EQ(pool["slices"].back()["driver"], "efa.neuron.aws.com");
   EXPECT_EQ(first["devices"].back()["name"], "neuron-node");
   EXPECT_EQ(pool["slices"][1]["sharedCounters"][0]["counters"].size(), 16u);
   const drav1::NodePrepareResourcesResponse r = PrepareV1(DraChannel(info.endpoint()), "node");

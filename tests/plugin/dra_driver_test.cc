@@ -64,7 +64,7 @@ TEST_F(DraDriverTest, PrepareWritesTheCdiSpecAndIsIdempotent) {
   EXPECT_EQ(claims_.asked, 1);
   // Unprepare removes the spec; twice, and for a claim never seen, is fine.
   EXPECT_TRUE(driver->Unprepare({ref}).at(ref.uid).ok());
-  EXPECT_FALSE(fs::exists(CdiSpecPath(tmp_.path() / "cdi", ref.uid)));
+  EXPECT_FALSE(fs::exists(CdiSpecPath({.dir = tmp_.path() / "cdi"}, ref.uid)));
   EXPECT_TRUE(driver->Unprepare({ref}).at(ref.uid).ok());
   EXPECT_TRUE(driver->Unprepare({{"default", "never", "uid-never"}}).at("uid-never").ok());
   EXPECT_TRUE(driver->prepared().empty());
@@ -148,6 +148,50 @@ TEST_F(DraDriverTest, NoDoubleBookingAcrossDeviceCoreAndEfaClaims) {
   // Released, it can be had.
   ASSERT_TRUE(driver->Unprepare({{"default", "dev", "uid-dev"}}).at("uid-dev").ok());
   EXPECT_TRUE(PrepareOne(*driver, claims_.Add("core2", {"neuroncore-9"})).ok());
+}
+
+// A claim of Neuron devices and EFAs is prepared in two parts, each driver its own results into a
+// CDI spec of its own kind. efa.neuron.aws.com takes EFAs only, and no EFA that neuron.aws.com
+// still holds for a claim prepared before EFA had a driver of its own.
+TEST_F(DraDriverTest, TheEfaDriverPreparesTheEfasOfAClaimAndNothingElse) {
+  auto neuron = NewDriver();
+  auto efa = NewDriver(kEfaDriverName, neuron.get());
+  const ClaimRef both =
+      claims_.Add("both", {"neuron-4", "efa-rdmap95s0"}, std::nullopt, std::string(kEfaDriverName));
+  absl::StatusOr<std::vector<PreparedDevice>> n = PrepareOne(*neuron, both);
+  absl::StatusOr<std::vector<PreparedDevice>> e = PrepareOne(*efa, both);
+  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_EQ(n->size(), 1u);
+  ASSERT_EQ(e->size(), 1u);
+  EXPECT_EQ((*e)[0].cdi_ids, std::vector<std::string>{"aws.amazon.com/efa=uid-both-efa-rdmap95s0"});
+  const json spec = [&] {
+    std::ifstream in(CdiSpecPath({.dir = tmp_.path() / "cdi", .kind = kEfaCdiKind}, both.uid));
+    return json::parse(in);
+  }();
+  EXPECT_EQ(spec["kind"], "aws.amazon.com/efa");
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"].get<std::string>().rfind(
+                "/dev/infiniband/uverbs", 0),
+            0u);
+  EXPECT_EQ(CdiSpec(both.uid)["devices"].size(), 1u);  // neuron.aws.com's: neuron-4 alone
+  // A Neuron device under efa.neuron.aws.com is not its device.
+  claims_.claims["default/both"].results[0].driver = std::string(kEfaDriverName);
+  const ClaimRef wrong = claims_.Add("wrong", {"neuron-5"});
+  claims_.claims["default/wrong"].results[0].driver = std::string(kEfaDriverName);
+  const absl::Status refused = PrepareOne(*efa, wrong).status();
+  EXPECT_NE(refused.message().find("not a device of driver efa.neuron.aws.com"), std::string::npos)
+      << refused;
+  // An EFA neuron.aws.com holds (allocated before the upgrade) is not given again.
+  ASSERT_TRUE(PrepareOne(*neuron, claims_.Add("old", {"efa-rdmap72s0"})).ok());
+  const absl::Status held = PrepareOne(*efa, claims_.Add("new", {"efa-rdmap72s0"}, std::nullopt,
+                                                         std::string(kEfaDriverName)))
+                                .status();
+  EXPECT_TRUE(absl::IsAlreadyExists(held)) << held;
+  // Each driver unprepares its own part.
+  EXPECT_TRUE(efa->Unprepare({both}).at(both.uid).ok());
+  EXPECT_FALSE(
+      fs::exists(CdiSpecPath({.dir = tmp_.path() / "cdi", .kind = kEfaCdiKind}, both.uid)));
+  EXPECT_TRUE(fs::exists(CdiSpecPath({.dir = tmp_.path() / "cdi"}, both.uid)));
 }
 
 TEST_F(DraDriverTest, NeuronCoresGetTheirDevicesNodeAndOneListOfCores) {
@@ -394,7 +438,7 @@ TEST_F(DraDriverTest, AClaimLeftStartedIsRolledBack) {
   ASSERT_TRUE(SaveCheckpoint(ck, *loaded).ok());
   auto driver = NewDriver();
   EXPECT_TRUE(driver->prepared().empty());
-  EXPECT_FALSE(fs::exists(CdiSpecPath(tmp_.path() / "cdi", ref.uid)));
+  EXPECT_FALSE(fs::exists(CdiSpecPath({.dir = tmp_.path() / "cdi"}, ref.uid)));
   EXPECT_TRUE(LoadCheckpoint(ck)->claims.empty()) << "the roll-back is recorded";
   EXPECT_TRUE(PrepareOne(*driver, ref).ok());
 }

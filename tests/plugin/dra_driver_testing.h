@@ -33,17 +33,22 @@ class FakeClaims : public ClaimSource {
     if (it == claims.end()) return absl::NotFoundError("no such claim");
     return it->second;
   }
-  // A claim of `devices` (ours, this pool, request "r"), with an optional opaque config.
+  // A claim of `devices` (ours, this pool, request "r"), with an optional opaque config. Every
+  // result is neuron.aws.com's (as the scheduler allocated EFAs before they had a driver of their
+  // own) unless `efa_driver` names the driver of the EFAs.
   ClaimRef Add(const std::string& name, const std::vector<std::string>& devices,
-               std::optional<nlohmann::json> parameters = std::nullopt) {
+               std::optional<nlohmann::json> parameters = std::nullopt,
+               const std::string& efa_driver = "neuron.aws.com") {
     ResourceClaim c;
     c.namespace_ = "default";
     c.name = name;
     c.uid = "uid-" + name;
     c.allocated = true;
     for (const std::string& d : devices) {
-      c.results.push_back(
-          {.request = "r", .driver = "neuron.aws.com", .pool = std::string(kNode), .device = d});
+      c.results.push_back({.request = "r",
+                           .driver = d.starts_with("efa-") ? efa_driver : "neuron.aws.com",
+                           .pool = std::string(kNode),
+                           .device = d});
     }
     if (parameters) {
       c.config.push_back({.source = "FromClaim",
@@ -61,13 +66,20 @@ class FakeClaims : public ClaimSource {
 // A fixture's base: SetUp fills state_ with the node's hardware.
 class DriverTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Driver> NewDriver() {
+  // neuron.aws.com's driver; or with `driver_name`, that driver of ours (its checkpoint apart),
+  // looking at `peer`'s claims too.
+  std::unique_ptr<Driver> NewDriver(std::string_view driver_name = kDriverName,
+                                    const Driver* peer = nullptr) {
     absl::StatusOr<std::unique_ptr<Driver>> d =
         Driver::Create({.node_name = std::string(kNode),
                         .cdi_dir = tmp_.path() / "cdi",
-                        .checkpoint_dir = tmp_.path() / "ck",
+                        .checkpoint_dir = driver_name == kDriverName
+                                              ? tmp_.path() / "ck"
+                                              : tmp_.path() / ("ck-" + std::string(driver_name)),
                         .state = &state_,
-                        .claims = &claims_});
+                        .claims = &claims_,
+                        .driver_name = driver_name,
+                        .peer = peer});
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? *std::move(d) : nullptr;
   }
@@ -78,7 +90,7 @@ class DriverTest : public ::testing::Test {
   }
 
   nlohmann::json CdiSpec(const std::string& uid) {
-    std::ifstream in(CdiSpecPath(tmp_.path() / "cdi", uid));
+    std::ifstream in(CdiSpecPath({.dir = tmp_.path() / "cdi"}, uid));
     std::stringstream text;
     text << in.rdbuf();
     return nlohmann::json::parse(text.str());

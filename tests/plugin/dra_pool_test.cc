@@ -24,10 +24,22 @@ using nlohmann::json;
 const SliceOptions kPartitionable{
     .node_name = "ip-10-0-0-1.ec2.internal", .dra_driver_version = "0.9.0", .partitionable = true};
 
+// neuron.aws.com's pool. The EFAs' pool (efa.neuron.aws.com, after it) shares no counter.
 std::vector<json> Pool(const Hardware& hw, const SliceOptions& options = kPartitionable) {
   absl::StatusOr<std::vector<json>> pool = BuildPool(*ViewOf(hw), options, 3);
   EXPECT_TRUE(pool.ok()) << pool.status();
-  return pool.ok() ? *pool : std::vector<json>{};
+  if (!pool.ok()) return {};
+  std::vector<json> out;
+  for (json& s : *pool) {
+    if (s["driver"] == "neuron.aws.com") {
+      out.push_back(std::move(s));
+      continue;
+    }
+    EXPECT_EQ(s["driver"], "efa.neuron.aws.com");
+    EXPECT_FALSE(s.contains("sharedCounters"));
+    for (const json& d : s["devices"]) EXPECT_FALSE(d.contains("consumesCounters")) << d["name"];
+  }
+  return out;
 }
 
 // A trn2u.48xlarge at LNC 2, node 1 of a 4-node UltraServer (as core reads the driver's files).
@@ -159,9 +171,9 @@ TEST(DraPoolTest, CoresCarryTheirAlignedRunOfCores) {
 TEST(DraPoolTest, Trn2uOffersTheWholeNode) {
   const std::vector<json> pool = Pool(Trn2u());
   ASSERT_NO_FATAL_FAILURE(ExpectPool(pool, 16, 4));
-  // In slices[0], beside the 16 devices and 16 EFAs.
-  ASSERT_EQ(pool[0]["devices"].size(), 33u);
-  const json& node = pool[0]["devices"][32];
+  // In slices[0], beside the 16 devices (the 16 EFAs are efa.neuron.aws.com's).
+  ASSERT_EQ(pool[0]["devices"].size(), 17u);
+  const json& node = pool[0]["devices"][16];
   EXPECT_EQ(node["name"], "neuron-node");
   EXPECT_EQ(node["attributes"], json::parse(R"({"resourceType": {"string": "neuron_node"},
                             "instanceType": {"string": "trn2u.48xlarge"},
@@ -235,11 +247,12 @@ TEST(DraPoolTest, ADevicesTaintIsOnItsCoresAndTheNode) {
   EXPECT_EQ(gone.at("neuron-node")["taints"][0]["value"], "neuron-3-absent");
   EXPECT_EQ(Consumed(gone.at("neuron-node")).size(), 15u);
   EXPECT_EQ(gone.at("neuron-node")["attributes"]["deviceCount"]["int"], 15);
-  // No device left: nothing to share, no node to offer; only the EFAs.
+  // No device left: nothing to share, no node to offer; an empty first slice (the EFAs are
+  // their own driver's).
   for (HardwareDevice& d : hw.devices) d.present = false;
   const std::vector<json> empty = Pool(hw);
   ASSERT_EQ(empty.size(), 1u);
-  EXPECT_EQ(empty[0]["devices"].size(), 16u);
+  EXPECT_TRUE(empty[0]["devices"].empty());
 }
 
 TEST(DraPoolTest, TheApisLimitsAreRefusedNamingThem) {
@@ -279,7 +292,7 @@ TEST(DraPoolTest, TheApisLimitsAreRefusedNamingThem) {
       "ResourceSliceMaxDeviceCounterConsumptionsPerDevice");
   refused(
       [](auto& p) {
-        json& counters = p[0]["devices"][32]["consumesCounters"][0]["counters"];
+        json& counters = p[0]["devices"][16]["consumesCounters"][0]["counters"];
         for (int i = 16; i < 33; ++i) counters["neuron-" + std::to_string(i)] = {{"value", "1"}};
       },
       "ResourceSliceMaxCountersPerDeviceCounterConsumption");
@@ -312,7 +325,7 @@ TEST(DraPoolTest, TheDocumentServesEverySliceAtOneGeneration) {
   Hardware hw = Trn2u();
   state.Update(*ViewOf(hw));
   json doc = json::parse(state.Get().body);
-  ASSERT_EQ(doc["slices"].size(), 3u);  // devices, counters, 64 cores
+  ASSERT_EQ(doc["slices"].size(), 4u);  // devices, counters, 64 cores; the EFAs' pool
   for (const json& s : doc["slices"]) EXPECT_EQ(s["pool"]["generation"], 500);
   // A change in a core slice alone (a new NUMA node reported for device 15, which only its
   // cores and itself carry) bumps the pool's generation.

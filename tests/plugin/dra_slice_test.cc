@@ -21,13 +21,32 @@ using nlohmann::json;
 
 const SliceOptions kOptions{.node_name = "ip-10-0-0-1.ec2.internal", .dra_driver_version = "0.9.0"};
 
-// The pool's first slice (the only one without --dra.partitionable).
-json Spec(const NodeView& view, const SliceOptions& options = kOptions) {
+// Without --dra.partitionable: neuron.aws.com's one slice, then efa.neuron.aws.com's when the
+// node has an EFA.
+std::vector<json> Slices(const NodeView& view, const SliceOptions& options) {
   absl::StatusOr<std::vector<json>> pool = BuildPool(view, options, 7);
   EXPECT_TRUE(pool.ok()) << pool.status();
-  if (!pool.ok()) return json::object();
-  EXPECT_EQ(pool->size(), 1u);
-  return pool->front();
+  if (!pool.ok()) return {};
+  EXPECT_EQ(pool->size(), view.efas.empty() || !options.efa ? 1u : 2u);
+  return *std::move(pool);
+}
+
+// neuron.aws.com's slice.
+json Spec(const NodeView& view, const SliceOptions& options = kOptions) {
+  std::vector<json> slices = Slices(view, options);
+  if (slices.empty()) return json::object();
+  EXPECT_EQ(slices[0]["driver"], "neuron.aws.com");
+  return slices[0];
+}
+
+// efa.neuron.aws.com's slice: a pool of its own, named after the node.
+json EfaSpec(const NodeView& view, const SliceOptions& options = kOptions) {
+  std::vector<json> slices = Slices(view, options);
+  if (slices.size() < 2) return json::object();
+  EXPECT_EQ(slices[1]["driver"], "efa.neuron.aws.com");
+  EXPECT_EQ(slices[1]["pool"]["name"], options.node_name);
+  EXPECT_EQ(slices[1]["pool"]["resourceSliceCount"], 1);
+  return slices[1];
 }
 
 const json* Find(const json& spec, const std::string& name) {
@@ -92,8 +111,15 @@ TEST(DraSliceTest, Trn1ConnectedGroupsOf4And8And16) {
   EXPECT_EQ(d6["attributes"]["coreCount"]["int"], 2);
 }
 
-TEST(DraSliceTest, Trn1EfasCarryTheGroupsOfTheDevicesBesideThem) {
-  const json spec = Spec(*ViewOf(CatalogHardware("trn1.32xlarge")));
+// The EFAs are devices of efa.neuron.aws.com, never of neuron.aws.com: a class that selects
+// neuron.aws.com by driver alone (AWS's) cannot hand one to a request for Neuron devices.
+TEST(DraSliceTest, Trn1EfasAreTheirOwnDriversPoolAndCarryTheGroupsOfTheDevicesBesideThem) {
+  const auto view = ViewOf(CatalogHardware("trn1.32xlarge"));
+  const json neuron = Spec(*view);
+  EXPECT_TRUE(Groups(neuron, 4, "efa").empty());
+  EXPECT_EQ(neuron["devices"].size(), 16u);
+  const json spec = EfaSpec(*view);
+  EXPECT_EQ(spec["devices"].size(), 8u);
   // 8 EFAs, 2 per PCI root bus (docs/hardware.md#pcie-layout): each group of 4 gets 2, each
   // group of 8 gets 4; so "4 connected devices and the EFAs beside them" is one matchAttribute.
   const auto g4 = Groups(spec, 4, "efa");
@@ -106,11 +132,16 @@ TEST(DraSliceTest, Trn1EfasCarryTheGroupsOfTheDevicesBesideThem) {
   const json& efa = *Find(spec, "efa-rdmap16s25");
   EXPECT_EQ(efa["attributes"]["resource.aws.com/devicegroup1_id"]["string"], "0000:10:19.0");
   for (const char* d : {"neuron-0", "neuron-1"}) {
-    EXPECT_EQ((*Find(spec, d))["attributes"]["resource.aws.com/devicegroup1_id"]["string"],
+    EXPECT_EQ((*Find(neuron, d))["attributes"]["resource.aws.com/devicegroup1_id"]["string"],
               "0000:10:19.0")
         << d;
   }
   EXPECT_EQ(efa["attributes"]["resource.aws.com/devicegroup4_id"]["string"], "g4-0");
+  // --dra.efa=false: AWS's EFA driver serves them; the devices still name the EFA beside them.
+  SliceOptions without = kOptions;
+  without.efa = false;
+  const json alone = Spec(*view, without);
+  EXPECT_EQ(alone, neuron);
 }
 
 TEST(DraSliceTest, Trn2AtLnc2) {
@@ -120,7 +151,7 @@ TEST(DraSliceTest, Trn2AtLnc2) {
   EXPECT_EQ(Groups(spec, 16, "neuron_device").size(), 1u);
   EXPECT_EQ((*Find(spec, "neuron-0"))["attributes"]["coreCount"]["int"], 4);
   // One EFA per chip (16): every group of 4 gets 4.
-  const auto g4 = Groups(spec, 4, "efa");
+  const auto g4 = Groups(EfaSpec(*ViewOf(CatalogHardware("trn2.48xlarge", 2))), 4, "efa");
   ASSERT_EQ(g4.size(), 4u);
   for (const auto& [id, names] : g4) EXPECT_EQ(names.size(), 4u) << id;
   const json lnc1 = Spec(*ViewOf(CatalogHardware("trn2.48xlarge", 1)));
@@ -162,7 +193,7 @@ TEST(DraSliceTest, HealthBecomesTaints) {
       "value": "uncorrected-ECC-errors", "effect": "NoSchedule"}])"));
   EXPECT_FALSE(Find(spec, "neuron-4")->contains("taints"));
   EXPECT_EQ(Find(spec, "neuron-5"), nullptr);  // a removed device is not offered
-  EXPECT_EQ((*Find(spec, "efa-rdmap16s25"))["taints"][0]["value"], "port-DOWN");
+  EXPECT_EQ((*Find(EfaSpec(*view), "efa-rdmap16s25"))["taints"][0]["value"], "port-DOWN");
   EXPECT_FALSE(Find(spec, "neuron-2")->contains("taints"));
   SliceOptions noexec = kOptions;
   noexec.taint_effect = TaintEffect::kNoExecute;
@@ -215,7 +246,7 @@ TEST(DraDeviceKindsTest, NamesReadBackAndWhatEachHolds) {
 
 TEST(DraSliceTest, AtMost128DevicesAnd32AttributesPerDevice) {
   Hardware hw = CatalogHardware("trn2.48xlarge", 2);
-  for (int i = 0; hw.efas.size() + hw.devices.size() <= kMaxDevicesPerSlice; ++i) {
+  for (int i = 0; hw.efas.size() <= kMaxDevicesPerSlice; ++i) {
     hw.efas.push_back(testing::Efa("rdmapx" + std::to_string(i)));
   }
   const absl::StatusOr<std::vector<json>> spec = BuildPool(*ViewOf(hw), kOptions, 1);
@@ -223,12 +254,12 @@ TEST(DraSliceTest, AtMost128DevicesAnd32AttributesPerDevice) {
   EXPECT_NE(spec.status().message().find("at most 128"), std::string_view::npos);
   // 64 devices at most once one has a taint.
   Hardware tainted = CatalogHardware("trn2.48xlarge", 2);
-  while (tainted.efas.size() + tainted.devices.size() < 65) {
+  while (tainted.efas.size() < 65) {
     tainted.efas.push_back(testing::Efa("rdmapy" + std::to_string(tainted.efas.size())));
   }
   EXPECT_TRUE(BuildPool(*ViewOf(tainted), kOptions, 1).ok());
-  tainted.devices[0].healthy = false;
-  tainted.devices[0].reason = "absent";
+  tainted.efas.back().healthy = false;
+  tainted.efas.back().reason = "port DOWN";
   const absl::StatusOr<std::vector<json>> refused = BuildPool(*ViewOf(tainted), kOptions, 1);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("at most 64"), std::string_view::npos);
@@ -248,8 +279,9 @@ TEST(DraSliceTest, TheDocumentsGenerationRisesOnEveryChangeOnly) {
   ASSERT_EQ(doc.status, 200);
   json j = json::parse(doc.body);
   EXPECT_EQ(j["generation"], 1000);
-  ASSERT_EQ(j["slices"].size(), 1u);
+  ASSERT_EQ(j["slices"].size(), 2u);  // neuron.aws.com's and efa.neuron.aws.com's
   EXPECT_EQ(j["slices"][0]["pool"]["generation"], 1000);
+  EXPECT_EQ(j["slices"][1]["pool"]["generation"], 1000);
   EXPECT_EQ(j["nodeName"], kOptions.node_name);
   state.Update(*ViewOf(hw));  // nothing changed
   EXPECT_EQ(state.generation(), 1000u);
@@ -288,10 +320,11 @@ TEST(DraSliceTest, ALateOlderViewDoesNotUndoANewerOne) {
   EXPECT_TRUE((*Find(json::parse(state.Get().body)["slices"][0], "neuron-0")).contains("taints"));
 }
 
-// tests/fixtures/plugin/dra_slice_trn1.json; NEURON_UPDATE_GOLDENS=1 rewrites it.
+// tests/fixtures/plugin/dra_slice_trn1{,_efa}.json; NEURON_UPDATE_GOLDENS=1 rewrites them.
 TEST(DraSliceTest, GoldenTrn1) {
-  const std::string actual = Spec(*ViewOf(CatalogHardware("trn1.32xlarge"))).dump(1) + "\n";
-  ::neuron::testing::ExpectGolden("plugin/dra_slice_trn1.json", actual);
+  const auto view = ViewOf(CatalogHardware("trn1.32xlarge"));
+  ::neuron::testing::ExpectGolden("plugin/dra_slice_trn1.json", Spec(*view).dump(1) + "\n");
+  ::neuron::testing::ExpectGolden("plugin/dra_slice_trn1_efa.json", EfaSpec(*view).dump(1) + "\n");
 }
 
 }  // namespace

@@ -57,7 +57,8 @@ class DraUltraServerTest : public testing::DriverTest {
     const ClaimRef ref = claims_.Add(name, devices, config);
     const absl::StatusOr<std::vector<PreparedDevice>> r = PrepareOne(driver, ref);
     EXPECT_FALSE(r.ok()) << name;
-    EXPECT_FALSE(std::filesystem::exists(CdiSpecPath(tmp_.path() / "cdi", ref.uid))) << name;
+    EXPECT_FALSE(std::filesystem::exists(CdiSpecPath({.dir = tmp_.path() / "cdi"}, ref.uid)))
+        << name;
     return r.ok() ? "" : std::string{r.status().message()};
   }
 

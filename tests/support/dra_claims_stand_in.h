@@ -24,8 +24,9 @@ inline std::string DraClaimAnswer(const std::string& name, const std::string& po
   using nlohmann::json;
   json results = json::array();
   for (const std::string& d : devices) {
-    results.push_back(
-        {{"request", "neurons"}, {"driver", "neuron.aws.com"}, {"pool", pool}, {"device", d}});
+    // EFAs are devices of their own driver's pool, as the scheduler allocates them.
+    const char* driver = d.starts_with("efa-") ? "efa.neuron.aws.com" : "neuron.aws.com";
+    results.push_back({{"request", "neurons"}, {"driver", driver}, {"pool", pool}, {"device", d}});
   }
   json alloc = {{"devices", {{"results", results}}}};
   if (parameters) {

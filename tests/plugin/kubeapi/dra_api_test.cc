@@ -171,6 +171,32 @@ TEST_F(DraApiTest, PublishesUpdatesAndRemoves) {
   EXPECT_EQ(PublishedDevices(), std::vector<std::string>{"neuron-0"});
 }
 
+// The EFAs are a pool of their own driver's: a slice listed, written and deleted apart from
+// neuron.aws.com's, and gone once the plugin's document has none (--dra.efa=false).
+TEST_F(DraApiTest, EachDriversPoolIsPublishedApart) {
+  SlicePublisher publisher(*client_, options_);
+  json efa = Spec({"efa-rdmap16s25"});
+  efa["driver"] = "efa.neuron.aws.com";
+  plugin_->SetPool({Spec({"neuron-0"}), efa});
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(PublishedDevices(), (std::vector<std::string>{"neuron-0"}));
+  const auto& slices = K("/apis/resource.k8s.io/v1/", "resourceslices");
+  const auto stored = api_->store().Get(slices, "", "node-1-efa.neuron.aws.com");
+  ASSERT_EQ(stored.code, 200);
+  EXPECT_EQ(stored.body["spec"]["driver"], "efa.neuron.aws.com");
+  EXPECT_EQ(stored.body["spec"]["pool"]["name"], "node-1");
+  EXPECT_EQ(stored.body["spec"]["pool"]["resourceSliceCount"], 1);
+  EXPECT_EQ(stored.body["spec"]["devices"][0]["name"], "efa-rdmap16s25");
+  EXPECT_EQ(Published()["spec"]["pool"]["resourceSliceCount"], 1);
+  EXPECT_EQ(publisher.writes().creates, 2u);
+
+  plugin_->SetPool({Spec({"neuron-0"})});
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(api_->store().Get(slices, "", "node-1-efa.neuron.aws.com").code, 404);
+  EXPECT_EQ(PublishedDevices(), (std::vector<std::string>{"neuron-0"}));
+  EXPECT_EQ(publisher.writes().total(), 3u);  // the delete alone: neuron.aws.com's is unchanged
+}
+
 TEST_F(DraApiTest, AnotherWritersEditIsReplaced) {
   SlicePublisher publisher(*client_, options_);
   plugin_->Set(Spec({"neuron-0"}));
