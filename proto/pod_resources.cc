@@ -101,6 +101,14 @@ std::optional<std::string> IndexAfter(std::string_view name, std::string_view pr
 }  // namespace
 
 std::optional<PlacedDraDevice> MapDraDevice(std::string_view driver, std::string_view device) {
+  constexpr std::string_view kEfa = "efa-";
+  const auto efa = [&]() -> std::optional<PlacedDraDevice> {
+    if (!device.starts_with(kEfa) || !ValidateEfaId(device.substr(kEfa.size())).ok()) {
+      return std::nullopt;
+    }
+    return PlacedDraDevice{std::string(kResourceEfa), std::string(device.substr(kEfa.size()))};
+  };
+  if (driver == kDraDriverEfa) return efa();
   if (driver != kDraDriverNeuron) return std::nullopt;
   // Our UltraServer device: it consumes every device's counters (docs/kubelet-api.md#dra-slice).
   if (device == "neuron-node") return PlacedDraDevice{std::string(kResourceNeuron), "", true};
@@ -113,11 +121,7 @@ std::optional<PlacedDraDevice> MapDraDevice(std::string_view driver, std::string
       return PlacedDraDevice{std::string(kResourceNeuron), *index};
     }
   }
-  constexpr std::string_view kEfa = "efa-";
-  if (device.starts_with(kEfa) && ValidateEfaId(device.substr(kEfa.size())).ok()) {
-    return PlacedDraDevice{std::string(kResourceEfa), std::string(device.substr(kEfa.size()))};
-  }
-  return std::nullopt;
+  return efa();
 }
 
 PodAssignments AssignmentsFromList(const v1::ListPodResourcesResponse& response) {

@@ -58,10 +58,14 @@ struct PodDeviceAssignment {
 
 // The Neuron DRA driver's name, ours and AWS's (docs/kubelet-api.md#dra).
 inline constexpr std::string_view kDraDriverNeuron = "neuron.aws.com";
+// Our EFA interfaces' DRA driver (plugin/dra/device_kinds.h: not AWS's efa.networking.k8s.aws).
+inline constexpr std::string_view kDraDriverEfa = "efa.neuron.aws.com";
 
 // A DRA device name of `driver` as the device-plugin resource and ID of the same hardware, where
-// the name encodes it: ours `neuron-<index>`, `neuroncore-<global core id>`, `efa-<name>`, and
-// `neuron-node` (every device of the node: `whole_node`, no ID) (docs/metrics.md#dra-attribution),
+// the name encodes it: ours `neuron-<index>`, `neuroncore-<global core id>`, `efa-<name>` (of
+// efa.neuron.aws.com, and of neuron.aws.com for claims prepared before EFA had a driver of its
+// own), and `neuron-node` (every device of the node: `whole_node`, no ID)
+// (docs/metrics.md#dra-attribution),
 // AWS's `neurondevice<index>` (SDK deploy/eks/dra.rst, Example 1). nullopt for another driver, or
 // a name that encodes no index (AWS's UltraServer `neuron_node` devices, whose names are not
 // published): those are shown as reported. Indices are checked only for form here; whether the

@@ -152,6 +152,12 @@ TEST(PodResourcesDraTest, MapDraDeviceTakesOnlyExactForms) {
     EXPECT_EQ(MapDraDevice(drv, bad), std::nullopt) << bad;
   }
   EXPECT_EQ(MapDraDevice("other.example.com", "neuron-1"), std::nullopt);
+  // The EFAs' own driver: its EFAs, and nothing else.
+  const std::string efa(kDraDriverEfa);
+  EXPECT_EQ(MapDraDevice(efa, "efa-rdmap16s27"),
+            (PlacedDraDevice{"vpc.amazonaws.com/efa", "rdmap16s27"}));
+  EXPECT_EQ(MapDraDevice(efa, "neuron-1"), std::nullopt);
+  EXPECT_EQ(MapDraDevice(efa, "efa-a.b"), std::nullopt);
   EXPECT_EQ(MapDraDevice(drv, "neuron-node"), (PlacedDraDevice{"aws.amazon.com/neuron", "", true}));
   for (const char* bad : {"neuron-node0", "neuron_node", "neuron-node-0", "Neuron-node"}) {
     EXPECT_EQ(MapDraDevice(drv, bad), std::nullopt) << bad;
