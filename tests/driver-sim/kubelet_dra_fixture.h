@@ -99,7 +99,7 @@ class DraService final : public Svc::Service {
       nlohmann::json env = nlohmann::json::array();
       for (const auto& [k, v] : st_.env) env.push_back(std::string(k).append("=").append(v));
       if (st_.write_cdi) {
-        neuron::testing::WriteFile(st_.cdi_dir / (claim.uid() + ".json"),
+        neuron::testing::WriteFile(st_.cdi_dir / SpecFile(claim.uid()),
                                    nlohmann::json{{"cdiVersion", "0.6.0"},
                                                   {"kind", "aws.amazon.com/neuron"},
                                                   {"devices", devices},
@@ -115,13 +115,20 @@ class DraService final : public Svc::Service {
     for (const auto& claim : req->claims()) {
       st_.unprepared.push_back(claim.uid());
       std::error_code ec;
-      std::filesystem::remove(st_.cdi_dir / (claim.uid() + ".json"), ec);
+      std::filesystem::remove(st_.cdi_dir / SpecFile(claim.uid()), ec);
       (*out->mutable_claims())[claim.uid()];
     }
     return grpc::Status::OK;
   }
 
  private:
+  // neuron.aws.com's specs are <uid>.json; another driver's are prefixed with its name, so that
+  // two drivers preparing one claim do not overwrite each other's.
+  std::string SpecFile(const std::string& uid) const {
+    const std::string driver = st_.info.name();
+    return driver == "neuron.aws.com" ? uid + ".json" : driver + "_" + uid + ".json";
+  }
+
   DraPluginState& st_;
   const std::string version_;
 };

@@ -154,6 +154,39 @@ TEST_F(KubeletDraTest, UnpreparesAfterTheLastPodUsingTheClaimStops) {
   EXPECT_FALSE(fs::exists(cdi_.path() / "uid-1.json"));
 }
 
+// A claim with devices of two drivers (Neuron devices and EFAs): each driver prepares its own,
+// the container gets both, PodResources names each device's driver, and both unprepare.
+TEST_F(KubeletDraTest, AClaimOfTwoDriversIsPreparedByEach) {
+  FakeDraPlugin efa{dir_.path(), cdi_.path(), "efa.neuron.aws.com"};
+  efa.state.devices["uid-1"] = {"neuron-1"};  // the fake's edits: a Neuron device node
+  efa.Serve();
+  plugin_.state.devices["uid-1"] = {"neuron-2"};
+  std::unique_ptr<KubeletEmulator> k = StartRegistered();
+  ASSERT_TRUE(WaitUntil([&] { return k->DraPlugins().contains("efa.neuron.aws.com"); }, 10s));
+  ClaimRef both = claim_;
+  both.drivers = {"neuron.aws.com", "efa.neuron.aws.com"};
+  absl::StatusOr<AdmittedPod> pod = k->AdmitPod(ClaimPod("llama-0", {both}));
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_THAT(pod->containers.at(0).cdi_devices,
+              UnorderedElementsAre("aws.amazon.com/neuron=uid-1-neuron-2",
+                                   "aws.amazon.com/neuron=uid-1-neuron-1"));
+  absl::StatusOr<PodAssignments> list =
+      ListPodResources((dir_.path() / "pod-resources/kubelet.sock").string(), 5s);
+  ASSERT_TRUE(list.ok()) << list.status();
+  // A neuron-1 of another driver is not a Neuron device: listed as its driver reports it.
+  EXPECT_NE(list->Holder("aws.amazon.com/neuron", "2"), nullptr);
+  EXPECT_EQ(list->Holder("aws.amazon.com/neuron", "1"), nullptr);
+  const PodDeviceAssignment* by_efa = list->Holder("efa.neuron.aws.com", "neuron-1");
+  ASSERT_NE(by_efa, nullptr);
+  ASSERT_TRUE(by_efa->claim.has_value());
+  EXPECT_EQ(by_efa->claim->driver, "efa.neuron.aws.com");
+  ASSERT_TRUE(k->DeletePod("training", "llama-0").ok());
+  EXPECT_THAT(Unprepared(), ElementsAre("uid-1"));
+  std::lock_guard lock(efa.state.mu);
+  EXPECT_THAT(efa.state.prepared, ElementsAre("uid-1"));
+  EXPECT_THAT(efa.state.unprepared, ElementsAre("uid-1"));
+}
+
 // After a kubelet restart the claim cache comes back from dra_manager_state without "prepared";
 // the running pod's claim is prepared again (idempotent on the plugin) and still listed.
 TEST_F(KubeletDraTest, ARestartPreparesTheClaimsOfRunningPodsAgain) {
