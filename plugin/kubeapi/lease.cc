@@ -72,7 +72,7 @@ bool Expired(const json& lease, std::chrono::system_clock::time_point now, milli
 }  // namespace
 
 absl::Status CheckLeaseTimes(const LeaseOptions& o) {
-  const auto bad = [](std::string what) { return absl::InvalidArgumentError(std::move(what)); };
+  const auto bad = [](const std::string& what) { return absl::InvalidArgumentError(what); };
   if (o.duration < std::chrono::seconds(1) || o.duration.count() % 1000 != 0) {
     return bad(
         fmt::format("--lease-duration {}ms: must be whole seconds, at least 1s (the Lease "
@@ -181,6 +181,25 @@ bool LeaderLease::MayHold(const json& lease, std::chrono::system_clock::time_poi
 }
 
 absl::StatusOr<bool> LeaderLease::TryAcquireOrRenew() {
+  // nlohmann-json throws on a value of an unexpected type; nothing may leave Run's thread.
+  try {
+    return AcquireOrRenew();
+  } catch (const json::exception& e) {
+    return absl::DataLossError(
+        fmt::format("lease {}: unexpected JSON: {}", options_.name, e.what()));
+  }
+}
+
+absl::Status LeaderLease::Release() {
+  try {
+    return GiveUp();
+  } catch (const json::exception& e) {
+    return absl::DataLossError(
+        fmt::format("lease {}: unexpected JSON: {}", options_.name, e.what()));
+  }
+}
+
+absl::StatusOr<bool> LeaderLease::AcquireOrRenew() {
   const auto now = std::chrono::system_clock::now();
   absl::StatusOr<json> current = client_.Get(Path(true));
   absl::StatusOr<json> written;
@@ -202,14 +221,19 @@ absl::StatusOr<bool> LeaderLease::TryAcquireOrRenew() {
   return leading();
 }
 
-absl::Status LeaderLease::Release() {
+absl::Status LeaderLease::GiveUp() {
   if (!leading()) return absl::OkStatus();
   absl::Status s;
   // One more read and write when another write came between ours (a 409).
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::StatusOr<json> current = client_.Get(Path(true));
     if (!current.ok()) return current.status();
-    if (HolderOf(*current) != options_.identity) break;  // not ours any more: nothing to give
+    if (const std::string holder = HolderOf(*current); holder != options_.identity) {
+      // Not ours any more: nothing to give.
+      Observe(holder);
+      SetLeading(false);
+      return absl::OkStatus();
+    }
     json lease = *current;
     json& spec = lease["spec"];
     const std::string stamp = FormatMicroTime(std::chrono::system_clock::now());

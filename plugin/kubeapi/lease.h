@@ -108,6 +108,9 @@ class LeaderLease {
   std::string holder() const;  // the holder last read ("" when none)
 
  private:
+  // TryAcquireOrRenew and Release without their guard against JSON exceptions.
+  absl::StatusOr<bool> AcquireOrRenew();
+  absl::Status GiveUp();
   // Whether `lease` (as read at `now`) may be taken or renewed by us: absent holder, ours, or
   // expired.
   bool MayHold(const nlohmann::json& lease, std::chrono::system_clock::time_point now) const;

@@ -218,6 +218,60 @@ TEST(DraApiBinary, WithTheGateOffTheCoresAreNotPublished) {
             std::string::npos);
 }
 
+// The plugin's socket d/plugin.sock serving one document of one slice; Serve replaces it with
+// the next generation.
+class PluginDocument {
+ public:
+  explicit PluginDocument(const std::filesystem::path& d) {
+    HttpServer::Options o;
+    o.listen_address = "unix:" + (d / "plugin.sock").string();
+    o.handlers["/dra/resourceslice"] = [this](const HttpRequest&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      HttpResponse r;
+      r.content_type = "application/json";
+      r.body =
+          json{{"generation", generation_}, {"nodeName", "node-1"}, {"slices", {spec_}}}.dump();
+      return r;
+    };
+    server_ = *HttpServer::Start(std::move(o));
+  }
+  void Serve(const std::vector<std::string>& devices) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spec_ = SliceSpec(devices);
+    spec_["pool"]["generation"] = ++generation_;
+  }
+
+ private:
+  std::mutex mu_;
+  json spec_ = SliceSpec({"neuron-0"});
+  uint64_t generation_ = 1;
+  std::unique_ptr<HttpServer> server_;
+};
+
+// The devices of node-1's slice as the API server holds it (none when there is no slice).
+std::vector<std::string> PublishedDevices(const Client& client) {
+  std::vector<std::string> out;
+  absl::StatusOr<json> s =
+      client.Get("/apis/resource.k8s.io/v1/resourceslices/node-1-neuron.aws.com");
+  if (s.ok()) {
+    for (const json& dev : (*s)["spec"]["devices"]) out.push_back(dev["name"]);
+  }
+  return out;
+}
+
+// Every write of a ResourceSlice after resourceVersion `since`, by watch event type (ADDED,
+// MODIFIED, DELETED), from the stand-in's watch history.
+std::map<std::string, int> SliceWrites(const Client& client, const std::string& since) {
+  std::map<std::string, int> writes;
+  absl::StatusOr<std::vector<json>> events = client.Watch(
+      "/apis/resource.k8s.io/v1/resourceslices?watch=1&timeoutSeconds=0&resourceVersion=" + since);
+  EXPECT_TRUE(events.ok()) << events.status();
+  for (const json& e : events.ok() ? *events : std::vector<json>{}) {
+    ++writes[e["type"].get<std::string>()];
+  }
+  return writes;
+}
+
 // The two pods of a rolling update on one node (the DaemonSet surges): two neuron-dra-api
 // processes and one plugin document. Only the lease's holder writes slices; the other serves
 // claims and waits, naming the holder. SIGTERM of the holder releases the lease, and the other
@@ -235,33 +289,8 @@ TEST(DraApiBinary, TwoInstancesOfOneNodeWriteOneAtATime) {
   const std::string since =
       (*client.Get("/apis/resource.k8s.io/v1/resourceslices"))["metadata"]["resourceVersion"];
 
-  std::mutex mu;
-  json spec = SliceSpec({"neuron-0"});
-  uint64_t generation = 1;
-  const auto serve = [&](std::vector<std::string> devices) {
-    std::lock_guard<std::mutex> lock(mu);
-    spec = SliceSpec(devices);
-    spec["pool"]["generation"] = ++generation;
-  };
-  HttpServer::Options o;
-  o.listen_address = "unix:" + (d / "plugin.sock").string();
-  o.handlers["/dra/resourceslice"] = [&](const HttpRequest&) {
-    std::lock_guard<std::mutex> lock(mu);
-    HttpResponse r;
-    r.content_type = "application/json";
-    r.body = json{{"generation", generation}, {"nodeName", "node-1"}, {"slices", {spec}}}.dump();
-    return r;
-  };
-  auto plugin = *HttpServer::Start(std::move(o));
-  const auto devices = [&] {
-    std::vector<std::string> out;
-    absl::StatusOr<json> s =
-        client.Get("/apis/resource.k8s.io/v1/resourceslices/node-1-neuron.aws.com");
-    if (s.ok()) {
-      for (const json& dev : (*s)["spec"]["devices"]) out.push_back(dev["name"]);
-    }
-    return out;
-  };
+  PluginDocument plugin(d);
+  const auto devices = [&client] { return PublishedDevices(client); };
   // A lease of 3 s renewed every 200 ms: a takeover by expiry would take seconds, by release
   // about one retry.
   const std::vector<std::string> lease = {
@@ -281,7 +310,7 @@ TEST(DraApiBinary, TwoInstancesOfOneNodeWriteOneAtATime) {
   // While both run, each new document is written by the holder alone.
   for (const std::vector<std::string>& next :
        {std::vector<std::string>{"neuron-1"}, {"neuron-0", "neuron-1"}, {"neuron-2"}}) {
-    serve(next);
+    plugin.Serve(next);
     ASSERT_TRUE(WaitUntil([&] { return devices() == next; }, std::chrono::seconds(10)))
         << ReadFile(d / "a.err");
   }
@@ -295,7 +324,7 @@ TEST(DraApiBinary, TwoInstancesOfOneNodeWriteOneAtATime) {
   // The old pod goes: its lease is released, and the new one writes within about a retry.
   EXPECT_EQ(neuron::testing::Stop(a, std::chrono::seconds(10)), 0);
   const auto gone = std::chrono::steady_clock::now();
-  serve({"neuron-3"});
+  plugin.Serve({"neuron-3"});
   ASSERT_TRUE(WaitUntil([&] { return devices() == std::vector<std::string>{"neuron-3"}; },
                         std::chrono::seconds(10)))
       << ReadFile(d / "b.err");
@@ -305,11 +334,7 @@ TEST(DraApiBinary, TwoInstancesOfOneNodeWriteOneAtATime) {
   EXPECT_EQ(Count(ReadFile(d / "b.err"), "acquired lease"), 1u) << ReadFile(d / "b.err");
 
   // Every write of a slice since the start: one create and four updates, nothing deleted.
-  absl::StatusOr<std::vector<json>> events = client.Watch(
-      "/apis/resource.k8s.io/v1/resourceslices?watch=1&timeoutSeconds=0&resourceVersion=" + since);
-  ASSERT_TRUE(events.ok()) << events.status();
-  std::map<std::string, int> writes;
-  for (const json& e : *events) ++writes[e["type"].get<std::string>()];
+  const std::map<std::string, int> writes = SliceWrites(client, since);
   EXPECT_EQ(writes, (std::map<std::string, int>{{"ADDED", 1}, {"MODIFIED", 4}}))
       << ReadFile(d / "a.err") << ReadFile(d / "b.err");
   EXPECT_EQ(neuron::testing::Stop(b, std::chrono::seconds(10)), 0);

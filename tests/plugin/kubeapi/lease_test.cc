@@ -196,6 +196,7 @@ TEST_F(LeaseTest, RacingCandidatesLeaveExactlyOneHolder) {
   int conflicts = 0;
   for (int round = 0; round < 10; ++round) {
     std::vector<std::unique_ptr<LeaderLease>> leases;
+    leases.reserve(kCandidates);
     for (int i = 0; i < kCandidates; ++i) {
       leases.push_back(
           std::make_unique<LeaderLease>(*client_, Options(fmt::format("pod-{}-{}", round, i))));
@@ -203,6 +204,7 @@ TEST_F(LeaseTest, RacingCandidatesLeaveExactlyOneHolder) {
     std::atomic<bool> go{false};
     std::vector<absl::StatusOr<bool>> results(kCandidates, false);
     std::vector<std::thread> threads;
+    threads.reserve(kCandidates);
     for (int i = 0; i < kCandidates; ++i) {
       threads.emplace_back([&, i] {
         while (!go) std::this_thread::yield();
