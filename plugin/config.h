@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/base/duration.h"
 #include "core/discovery/make_discovery.h"
 #include "core/model/device_id.h"
 #include "core/model/node_flags.h"
@@ -121,8 +122,8 @@ absl::StatusOr<NonContiguousPolicy> ParseNonContiguousPolicy(std::string_view te
 absl::StatusOr<DiscoveryMode> ParseDiscoveryMode(std::string_view text);
 std::string_view DeviceNumberingName(DeviceNumbering n);
 absl::StatusOr<DeviceNumbering> ParseDeviceNumbering(std::string_view text);
-// "250ms", "1s", "2m" or a bare number of milliseconds.
-absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text);
+// "250ms", "1s", "2m" or a bare number of milliseconds (core/base/duration.h).
+using neuron::ParseDuration;
 // A duration within kMinPollPeriod..kMaxPollPeriod; the error names the allowed range.
 absl::StatusOr<std::chrono::milliseconds> ParsePollPeriod(std::string_view text);
 absl::StatusOr<std::chrono::milliseconds> ParseStaleAfter(std::string_view text);

@@ -11,7 +11,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kPrefixes[] = {"/apis/resource.k8s.io/v1/", "/api/v1/"};
+constexpr std::string_view kPrefixes[] = {"/apis/resource.k8s.io/v1/",
+                                          "/apis/coordination.k8s.io/v1/", "/api/v1/"};
 constexpr int kDefaultWatchSeconds = 30;
 constexpr int kMaxWatchSeconds = 60;
 

@@ -1,9 +1,9 @@
 #pragma once
 // The API stand-in: a small kube-apiserver for resource.k8s.io/v1 ResourceSlices,
-// ResourceClaims (with their status subresource) and DeviceClasses, written from the Kubernetes
-// API reference and API conventions for what the DRA driver and the simulator use
-// (docs/kubelet-api.md#resourceslices). It speaks HTTPS with a CA it makes (driver-sim/apiserver/
-// test_ca.h), or plain HTTP when asked, through our http/ server.
+// ResourceClaims (with their status subresource) and DeviceClasses, and coordination.k8s.io/v1
+// Leases, written from the Kubernetes API reference and API conventions for what the DRA driver
+// and the simulator use (docs/kubelet-api.md#resourceslices). It speaks HTTPS with a CA it makes
+// (driver-sim/apiserver/test_ca.h), or plain HTTP when asked, through our http/ server.
 //
 //   GET    /apis/resource.k8s.io/v1/{resource}                         list (labelSelector,
 //          /apis/resource.k8s.io/v1/namespaces/{ns}/{resource}          fieldSelector), or watch
@@ -13,7 +13,9 @@
 //                                                                       (DeleteOptions'
 //                                                                       preconditions)
 //   PUT    .../resourceclaims/{name}/status                            status subresource
-//   the same for core v1 nodes (/api/v1/nodes): a slice names its Node as owner
+//   the same for core v1 nodes (/api/v1/nodes): a slice names its Node as owner, and for
+//   coordination.k8s.io/v1 leases (/apis/coordination.k8s.io/v1/namespaces/{ns}/leases):
+//   neuron-dra-api's one slice writer per node (plugin/kubeapi/lease.h)
 //
 // Authentication: `Authorization: Bearer T` with T one of `tokens` (anything else: 401);
 // `read_only_tokens` may only read (writes: 403), as RBAC would answer. Errors are metav1.Status

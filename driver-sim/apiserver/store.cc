@@ -28,6 +28,8 @@ const std::vector<Kind>& Kinds() {
       {"resource.k8s.io/v1", "resourceclaims", "ResourceClaim", true, true, {}},
       {"resource.k8s.io/v1", "deviceclasses", "DeviceClass", false, false, {}},
       {"v1", "nodes", "Node", false, true, {}},
+      // neuron-dra-api's one-writer-per-node lock (plugin/kubeapi/lease.h).
+      {"coordination.k8s.io/v1", "leases", "Lease", true, false, {}},
   };
   return *kinds;
 }
@@ -208,7 +210,7 @@ ApiAnswer Store::Create(const Kind& kind, const std::string& ns, json object) {
   object["apiVersion"] = kind.api_version;
   object["kind"] = kind.kind;
   const std::string name = object.value("/metadata/name"_json_pointer, std::string());
-  if (std::string bad = CheckQuantities(kind.kind, object); !bad.empty()) {
+  if (std::string bad = CheckDecoding(kind.kind, object); !bad.empty()) {
     return StatusAnswer(400, "BadRequest", bad);
   }
   if (kind.kind == "ResourceSlice") DefaultTaintTimes(object, absl::Now());
@@ -261,7 +263,7 @@ ApiAnswer Store::List(const Kind& kind, const std::string& ns, std::string_view 
 ApiAnswer Store::Update(const Kind& kind, const std::string& ns, const std::string& name,
                         json object, bool status) {
   if (!object.is_object()) return StatusAnswer(400, "BadRequest", "the body is not an object");
-  if (std::string bad = CheckQuantities(kind.kind, object); !bad.empty()) {
+  if (std::string bad = CheckDecoding(kind.kind, object); !bad.empty()) {
     return StatusAnswer(400, "BadRequest", bad);
   }
   if (kind.kind == "ResourceSlice" && !status) DefaultTaintTimes(object, absl::Now());

@@ -5,6 +5,9 @@
 
 #include "driver-sim/apiserver/quantity.h"
 
+// Leases (coordination.k8s.io/v1, neuron-dra-api's lock): pkg/apis/coordination/validation
+// (ValidateLeaseSpec) and the decoder of metav1.MicroTime (RFC3339Micro) for the rules at Lease.
+//
 // Sources (the Kubernetes API reference for resource.k8s.io/v1, v1.34, "ResourceSlice",
 // "ResourceClaim", "DeviceClass"; API conventions for names):
 //   ResourceSliceSpec.driver: a DNS subdomain; pool.name: at most 252 characters, DNS
@@ -343,6 +346,21 @@ void CheckSliceSpec(const json& spec, Errors& e) {
   }
 }
 
+// coordination.k8s.io/v1 LeaseSpec (pkg/apis/coordination/validation, ValidateLeaseSpec): a
+// duration, when given, above 0; transitions, when given, not below 0.
+void CheckLeaseSpec(const json* spec, Errors& e) {
+  if (spec == nullptr) return;
+  const json* duration = Member(*spec, "leaseDurationSeconds");
+  if (duration != nullptr && duration->is_number_integer() && duration->get<int64_t>() <= 0) {
+    e.Invalid("spec.leaseDurationSeconds", *duration, "must be greater than 0");
+  }
+  const json* transitions = Member(*spec, "leaseTransitions");
+  if (transitions != nullptr && transitions->is_number_integer() &&
+      transitions->get<int64_t>() < 0) {
+    e.Invalid("spec.leaseTransitions", *transitions, "must be greater than or equal to 0");
+  }
+}
+
 }  // namespace
 
 bool IsDnsLabel(std::string_view s) {
@@ -414,6 +432,8 @@ std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& ob
     } else {
       CheckSliceSpec(*spec, e);
     }
+  } else if (kind == "Lease") {
+    CheckLeaseSpec(Member(object, "spec"), e);
   }
   return e.Take();
 }
@@ -486,6 +506,54 @@ std::string CheckQuantities(std::string_view kind, const json& object) {
              ": quantities must match the regular expression "
              "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (",
              field, ")");
+}
+
+namespace {
+
+// RFC3339Micro, the only form metav1.MicroTime decodes: "2026-12-06T23:50:01.123456Z" (exactly six
+// digits of fraction; "Z" or an offset).
+bool IsMicroTime(const std::string& text) {
+  const size_t dot = text.find('.');
+  if (dot == std::string::npos || text.size() < dot + 8) return false;
+  for (size_t i = dot + 1; i < dot + 7; ++i) {
+    if (std::isdigit(static_cast<unsigned char>(text[i])) == 0) return false;
+  }
+  const char zone = text[dot + 7];
+  if (zone != 'Z' && zone != '+' && zone != '-') return false;
+  absl::Time t;
+  std::string error;
+  return absl::ParseTime(absl::RFC3339_full, text, &t, &error);
+}
+
+// The first LeaseSpec field the decoder cannot read into its Go type, as its message says it.
+std::string BadLeaseField(const json& spec) {
+  for (const char* f : {"holderIdentity", "preferredHolder", "strategy"}) {
+    const json* v = Member(spec, f);
+    if (v != nullptr && !v->is_string()) return Cat("spec.", f, " of type string");
+  }
+  for (const char* f : {"leaseDurationSeconds", "leaseTransitions"}) {
+    const json* v = Member(spec, f);
+    if (v != nullptr && !v->is_number_integer()) return Cat("spec.", f, " of type int32");
+  }
+  for (const char* f : {"acquireTime", "renewTime"}) {
+    const json* v = Member(spec, f);
+    if (v != nullptr && (!v->is_string() || !IsMicroTime(v->get<std::string>()))) {
+      return Cat("spec.", f, " of type MicroTime (RFC 3339 with microseconds, ",
+                 "\"2006-01-02T15:04:05.000000Z07:00\")");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string CheckDecoding(std::string_view kind, const json& object) {
+  if (kind != "Lease") return CheckQuantities(kind, object);
+  const json* spec = Member(object, "spec");
+  if (spec == nullptr) return "";
+  const std::string field = spec->is_object() ? BadLeaseField(*spec) : "spec of type LeaseSpec";
+  if (field.empty()) return "";
+  return Cat("Lease in version \"v1\" cannot be handled as a Lease: cannot decode ", field);
 }
 
 void DropDisabledFields(const FeatureGates& gates, json& slice, const json* old) {

@@ -1,8 +1,8 @@
 #pragma once
-// The API server's validation of the resource.k8s.io/v1 objects the stand-in stores, as the
-// Kubernetes API reference states it (each rule cites the field's documented limit in
-// validation.cc). Only what the DRA driver, the allocator and the tests use is checked; a field
-// the stand-in does not know is kept and not checked, never invented.
+// The API server's validation of the resource.k8s.io/v1 and coordination.k8s.io/v1 objects the
+// stand-in stores, as the Kubernetes API reference states it (each rule cites the field's
+// documented limit in validation.cc). Only what the DRA driver, the allocator and the tests use is
+// checked; a field the stand-in does not know is kept and not checked, never invented.
 //
 // Pure functions; thread-safe.
 
@@ -38,13 +38,20 @@ bool IsDnsSubdomain(std::string_view s);
 bool IsSemver(std::string_view s);
 
 // metadata.name (and namespace) and the kind's spec. `kind` is "ResourceSlice",
-// "ResourceClaim" or "DeviceClass".
+// "ResourceClaim", "DeviceClass" or "Lease" (spec.leaseDurationSeconds above 0 when given,
+// spec.leaseTransitions not below 0).
 std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& object);
 
 // The decoder's part: a resource.Quantity that does not parse (a counter's or a capacity's
 // value) makes the whole body undecodable, and the API server answers 400 before validating.
 // "" when every quantity of a ResourceSlice parses, else the API's message with the field.
 std::string CheckQuantities(std::string_view kind, const nlohmann::json& object);
+
+// Everything the decoder refuses (400) before validation: CheckQuantities, and for a Lease a
+// spec field of the wrong JSON type (holderIdentity not a string, leaseDurationSeconds not an
+// integer) or an acquireTime/renewTime that is not a MicroTime ("2026-12-06T23:50:01.123456Z":
+// metav1.MicroTime decodes RFC3339Micro only). "" when it decodes.
+std::string CheckDecoding(std::string_view kind, const nlohmann::json& object);
 
 // The feature gates of the stand-in (`neuron-sim apiserver --feature-gates`).
 struct FeatureGates {

@@ -7,14 +7,19 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 
+#include "core/base/duration.h"
 #include "core/base/log_setup.h"
 #include "core/base/version.h"
+#include "fmt/format.h"
 #include "http/http_server.h"
 #include "plugin/kubeapi/claim_server.h"
 #include "plugin/kubeapi/client.h"
+#include "plugin/kubeapi/lease.h"
 #include "plugin/kubeapi/slice_publisher.h"
 
 namespace {
@@ -32,7 +37,31 @@ struct Flags {
   int backoff_max_ms = 30000;
   std::string log_level = "info";
   std::string log_format = "text";
+  // One slice writer per node (plugin/kubeapi/lease.h).
+  bool lease = true;
+  std::string lease_duration = "15s";
+  std::string lease_renew_deadline = "10s";
+  std::string lease_retry = "2s";
+  std::string lease_namespace;
+  neuron::kubeapi::LeaseOptions lease_options;  // from the four above
 };
+
+void AddLeaseFlags(CLI::App& app, Flags& f) {
+  app.add_option("--lease", f.lease,
+                 "Write slices only while holding the node's Lease, so that the two pods of a "
+                 "rolling update never both write (false: one instance per node, as systemd "
+                 "installs it)");
+  app.add_option("--lease-duration", f.lease_duration,
+                 "How long after the holder's last renewal another may take the lease over "
+                 "(whole seconds; e.g. 15s)");
+  app.add_option("--lease-renew-deadline", f.lease_renew_deadline,
+                 "A holder that could not renew for this long stops writing (below the duration)");
+  app.add_option("--lease-retry", f.lease_retry,
+                 "Renew, or try to acquire, this often (e.g. 2s or 500ms)");
+  app.add_option("--lease-namespace", f.lease_namespace,
+                 "The Lease's namespace (default: the service account's, else neuron-system)")
+      ->envname("POD_NAMESPACE");
+}
 
 void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--api-server", f.api_server,
@@ -60,6 +89,7 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "Log level: trace|debug|info|warn|error (default info)");
   app.add_option("--log.format", f.log_format, "Log format: text|json (default text)")
       ->check(CLI::IsMember({"text", "json"}));
+  AddLeaseFlags(app, f);
   app.set_version_flag("--version", neuron::VersionLine("neuron-dra-api"),
                        "Print the version, revision, build date and compiler, then exit");
 }
@@ -79,14 +109,35 @@ absl::StatusOr<neuron::kubeapi::ClientConfig> ClientConfigFrom(const Flags& f) {
   return c;
 }
 
-int Serve(const neuron::kubeapi::ClientConfig& config, Flags& f) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+// The --lease-* flags as LeaseOptions for this node and pod; InvalidArgument naming the flag.
+absl::Status ParseLeaseFlags(Flags& f) {
+  neuron::kubeapi::LeaseOptions& o = f.lease_options;
+  struct Time {
+    const char* flag;
+    const std::string& text;
+    std::chrono::milliseconds& out;
+  };
+  for (const Time& t : {Time{"--lease-duration", f.lease_duration, o.duration},
+                        Time{"--lease-renew-deadline", f.lease_renew_deadline, o.renew_deadline},
+                        Time{"--lease-retry", f.lease_retry, o.retry}}) {
+    absl::StatusOr<std::chrono::milliseconds> d = neuron::ParseDurationIn(
+        t.text, std::chrono::milliseconds(100), std::chrono::minutes(10), "100ms to 10m");
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {}", t.flag, std::string{d.status().message()}));
+    }
+    t.out = *d;
+  }
+  o.lease_namespace =
+      f.lease_namespace.empty() ? neuron::kubeapi::DefaultLeaseNamespace() : f.lease_namespace;
+  o.name = neuron::kubeapi::LeaseName(f.publisher.node_name);
+  o.identity = neuron::kubeapi::DefaultLeaseIdentity();
+  return neuron::kubeapi::CheckLeaseTimes(o);
+}
 
-  const neuron::kubeapi::Client client(config);
+// The claim server on --listen: /healthz and GET /claims/<ns>/<name>, whoever writes the slices.
+absl::StatusOr<std::unique_ptr<neuron::HttpServer>> ServeClaims(
+    const neuron::kubeapi::Client& client, const Flags& f) {
   neuron::HttpServer::Options o;
   o.listen_address = f.listen;
   o.threads = 2;
@@ -99,22 +150,67 @@ int Serve(const neuron::kubeapi::ClientConfig& config, Flags& f) {
   o.fallback = [&client](const neuron::HttpRequest& r) {
     return neuron::kubeapi::ServeClaim(client, r);
   };
-  absl::StatusOr<std::unique_ptr<neuron::HttpServer>> server = neuron::HttpServer::Start(o);
+  return neuron::HttpServer::Start(o);
+}
+
+// The slice publisher, made anew each time this process becomes the node's writer (what it
+// remembered is from before another wrote) and stopped, with no write after, when it stops
+// being it. Start and Stop from one thread at a time (the lease's, then main's after it ended).
+class SliceWriter {
+ public:
+  SliceWriter(const neuron::kubeapi::Client& client, neuron::kubeapi::PublisherOptions options)
+      : client_(client), options_(std::move(options)) {}
+  void Start() {
+    publisher_ = std::make_unique<neuron::kubeapi::SlicePublisher>(client_, options_);
+    publisher_->Start();
+  }
+  void Stop() { publisher_.reset(); }  // ~SlicePublisher stops and joins
+
+ private:
+  const neuron::kubeapi::Client& client_;
+  const neuron::kubeapi::PublisherOptions options_;
+  std::unique_ptr<neuron::kubeapi::SlicePublisher> publisher_;
+};
+
+int Serve(const neuron::kubeapi::ClientConfig& config, Flags& f) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const neuron::kubeapi::Client client(config);
+  absl::StatusOr<std::unique_ptr<neuron::HttpServer>> server = ServeClaims(client, f);
   if (!server.ok()) {
     spdlog::critical("cannot listen on {}: {}", f.listen, std::string{server.status().message()});
     return 1;
   }
   f.publisher.poll = std::chrono::milliseconds(f.poll_ms);
   f.publisher.backoff_max = std::chrono::milliseconds(f.backoff_max_ms);
-  neuron::kubeapi::SlicePublisher publisher(client, f.publisher);
-  publisher.Start();
-  spdlog::info("neuron-dra-api {}: node {}, API server {}, plugin {}, claims on {}",
+  SliceWriter writer(client, f.publisher);
+  // The lease's requests end within a retry period, so that a holder decides on time that it
+  // could not renew.
+  neuron::kubeapi::ClientConfig lease_config = config;
+  lease_config.timeout = std::min(config.timeout, f.lease_options.retry);
+  const neuron::kubeapi::Client lease_client(lease_config);
+  neuron::kubeapi::LeaderLease lease(lease_client, f.lease_options);
+  spdlog::info("neuron-dra-api {}: node {}, API server {}, plugin {}, claims on {}, {}",
                neuron::AgentVersion(), f.publisher.node_name, config.server,
-               f.publisher.plugin_address, f.listen);
+               f.publisher.plugin_address, f.listen,
+               f.lease ? fmt::format("slices written while holding lease {}/{} as {}",
+                                     f.lease_options.lease_namespace, f.lease_options.name,
+                                     f.lease_options.identity)
+                       : std::string("no lease (--lease=false): the only slice writer"));
+  if (f.lease) {
+    lease.Start([&writer] { writer.Start(); }, [&writer] { writer.Stop(); });
+  } else {
+    writer.Start();
+  }
   int sig = 0;
   sigwait(&signals, &sig);
   spdlog::info("signal {}: stopping", sig);
-  publisher.Stop();
+  lease.Stop();  // the writer's last write, then the lease released
+  writer.Stop();
   return 0;
 }
 
@@ -134,6 +230,7 @@ int Main(int argc, char** argv) {
   if (usage.ok() && f.publisher.node_name.empty()) {
     usage = absl::InvalidArgumentError("--node-name (or NODE_NAME) is required");
   }
+  if (usage.ok() && f.lease) usage = ParseLeaseFlags(f);
   absl::StatusOr<neuron::kubeapi::ClientConfig> config =
       usage.ok() ? ClientConfigFrom(f) : absl::StatusOr<neuron::kubeapi::ClientConfig>(usage);
   if (!config.ok()) {

@@ -111,6 +111,51 @@ TEST(DeployTest, DraRbacIsTheLeastTheDriverNeeds) {
   EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(), "neuron-system");
 }
 
+// The two dra-api containers of a rolling update take turns writing slices through a Lease
+// (plugin/kubeapi/README.md#one-writer): each knows its pod (the holder's identity) and
+// namespace (the lease's), and a Role in that namespace lets it get, create and update leases,
+// nothing more and nowhere else.
+TEST(DeployTest, DraApiHoldsTheNodesLeaseWithItsPodsIdentity) {
+  ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");
+  const std::vector<YAML::Node> objects = Render(std::string(kDraOverlay));
+  const YAML::Node ds = Find(objects, "DaemonSet");
+  ASSERT_TRUE(ds);
+  const YAML::Node api = Container(ds, "dra-api");
+  ASSERT_TRUE(api);
+  std::map<std::string, std::string> fields;  // env name -> downward API field
+  for (const YAML::Node& e : api["env"]) {
+    fields[e["name"].as<std::string>()] =
+        e["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>("");
+  }
+  EXPECT_EQ(fields["POD_NAME"], "metadata.name");
+  EXPECT_EQ(fields["POD_NAMESPACE"], "metadata.namespace");
+  EXPECT_EQ(fields["POD_UID"], "metadata.uid");
+  EXPECT_EQ(Arg(api, "--lease"), "") << "the lease is on in the DaemonSet";
+
+  const YAML::Node role = Find(objects, "Role");
+  ASSERT_TRUE(role);
+  const std::string ns = ds["metadata"]["namespace"].as<std::string>();
+  EXPECT_EQ(role["metadata"]["namespace"].as<std::string>(""), ns);
+  ASSERT_EQ(role["rules"].size(), 1u);
+  const YAML::Node rule = role["rules"][0];
+  EXPECT_EQ(rule["apiGroups"].as<std::vector<std::string>>(),
+            std::vector<std::string>{"coordination.k8s.io"});
+  EXPECT_EQ(rule["resources"].as<std::vector<std::string>>(), std::vector<std::string>{"leases"});
+  const auto verbs = rule["verbs"].as<std::vector<std::string>>();
+  EXPECT_EQ(std::set<std::string>(verbs.begin(), verbs.end()),
+            (std::set<std::string>{"get", "create", "update"}));
+  const YAML::Node binding = Find(objects, "RoleBinding");
+  ASSERT_TRUE(binding);
+  EXPECT_EQ(binding["metadata"]["namespace"].as<std::string>(""), ns);
+  EXPECT_EQ(binding["roleRef"]["kind"].as<std::string>(), "Role");
+  EXPECT_EQ(binding["roleRef"]["name"].as<std::string>(),
+            role["metadata"]["name"].as<std::string>());
+  ASSERT_EQ(binding["subjects"].size(), 1u);
+  EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(),
+            ds["spec"]["template"]["spec"]["serviceAccountName"].as<std::string>());
+  EXPECT_EQ(binding["subjects"][0]["namespace"].as<std::string>(), ns);
+}
+
 // AWS's DeviceClass name and selection, so its claim templates work unchanged; ours for EFA.
 TEST(DeployTest, DraDeviceClassesSelectAwsResourceTypesAndEfa) {
   ASSERT_TRUE(OnPath("kubectl")) << Missing("kubectl");

@@ -398,5 +398,62 @@ TEST(ApiStore, DeletePreconditionsNameTheObjectTheCallerSaw) {
   EXPECT_EQ(store.Delete(Slices(), "", "node-1-neuron.aws.com", {{"uid", seen["uid"]}}).code, 200);
 }
 
+const Kind& Leases() { return *FindKind("/apis/coordination.k8s.io/v1/", "leases"); }
+
+json Lease(json spec) {
+  return {{"metadata", {{"name", "neuron-dra-api-node-1"}}}, {"spec", std::move(spec)}};
+}
+
+TEST(ApiStore, LeasesAreNamespacedWithOptimisticConcurrency) {
+  Store store;
+  const json spec = {{"holderIdentity", "pod-a"},
+                     {"leaseDurationSeconds", 15},
+                     {"acquireTime", "2026-12-06T23:50:01.123456Z"},
+                     {"renewTime", "2026-12-06T23:50:01.123456Z"},
+                     {"leaseTransitions", 0}};
+  const ApiAnswer made = store.Create(Leases(), "neuron-system", Lease(spec));
+  ASSERT_EQ(made.code, 201) << made.body.dump();
+  EXPECT_EQ(made.body["apiVersion"], "coordination.k8s.io/v1");
+  EXPECT_EQ(made.body["kind"], "Lease");
+  EXPECT_EQ(made.body["metadata"]["namespace"], "neuron-system");
+  EXPECT_EQ(store.Get(Leases(), "other", "neuron-dra-api-node-1").code, 404);
+  EXPECT_EQ(store.Create(Leases(), "neuron-system", Lease(spec)).body["reason"], "AlreadyExists");
+  // Two candidates that read the same version: the second write is a Conflict.
+  json a = made.body;
+  json b = made.body;
+  a["spec"]["renewTime"] = "2026-12-06T23:50:03.000000Z";
+  ASSERT_EQ(store.Update(Leases(), "neuron-system", "neuron-dra-api-node-1", a, false).code, 200);
+  b["spec"]["holderIdentity"] = "pod-b";
+  const ApiAnswer stale =
+      store.Update(Leases(), "neuron-system", "neuron-dra-api-node-1", b, false);
+  EXPECT_EQ(stale.code, 409);
+  EXPECT_EQ(stale.body["reason"], "Conflict");
+  EXPECT_EQ(store.Delete(Leases(), "neuron-system", "neuron-dra-api-node-1").code, 200);
+}
+
+TEST(ApiStore, ALeaseIsValidatedAndDecodedAsTheServerDoes) {
+  Store store;
+  const auto create = [&store](json spec) {
+    return store.Create(Leases(), "neuron-system", Lease(std::move(spec)));
+  };
+  // Validation (422): a duration, when given, above 0; transitions not below 0.
+  ApiAnswer a = create({{"leaseDurationSeconds", 0}});
+  EXPECT_EQ(a.code, 422);
+  EXPECT_EQ(a.body["details"]["causes"][0]["field"], "spec.leaseDurationSeconds");
+  EXPECT_EQ(create({{"leaseTransitions", -1}}).code, 422);
+  // The decoder (400): holderIdentity a string, MicroTimes with exactly six fraction digits.
+  EXPECT_EQ(create({{"holderIdentity", 7}}).code, 400);
+  EXPECT_EQ(create({{"leaseDurationSeconds", "15"}}).code, 400);
+  EXPECT_EQ(create({{"renewTime", "2026-12-06T23:50:01Z"}}).code, 400);
+  EXPECT_EQ(create({{"acquireTime", "2026-13-06T23:50:01.123456Z"}}).code, 400);
+  a = create({{"renewTime", "yesterday"}});
+  EXPECT_EQ(a.code, 400);
+  EXPECT_NE(a.body["message"].get<std::string>().find("spec.renewTime"), std::string::npos);
+  // A released lease (holderIdentity "") and an empty spec are valid.
+  EXPECT_EQ(
+      create({{"holderIdentity", ""}, {"renewTime", "2026-12-06T23:50:01.000000+01:00"}}).code,
+      201);
+}
+
 }  // namespace
 }  // namespace neuron::sim::apiserver

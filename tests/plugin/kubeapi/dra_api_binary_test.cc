@@ -2,11 +2,13 @@
 // `neuron-dra-api` with the flags the DaemonSet gives it, against a stand-in for the plugin's
 // socket. The slice appears, follows a change, survives the API server going away and coming
 // back (SIGUSR1/SIGUSR2), and a claim is answered on dra-api.sock. With the stand-in's
-// DRAPartitionableDevices gate off, no NeuronCore is published.
+// DRAPartitionableDevices gate off, no NeuronCore is published. Two instances of one node (a
+// rolling update) write one at a time.
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -47,13 +49,36 @@ pid_t StartStandIn(const std::filesystem::path& d, const std::vector<std::string
 }
 
 // neuron-dra-api with the DaemonSet's flags, against the stand-in `info` (its apiserver.json) and
-// the plugin's socket d/plugin.sock, polling every 100 ms with a back-off cap of 500 ms.
-pid_t StartDraApi(const std::filesystem::path& d, const json& info) {
-  return neuron::testing::StartProcess(
-      {NEURON_DRA_API_BIN, "--api-server", info["url"], "--token-file", (d / "token").string(),
-       "--ca-file", info["caFile"], "--plugin", "unix:" + (d / "plugin.sock").string(), "--listen",
-       "unix:" + (d / "dra-api.sock").string(), "--poll", "100", "--backoff-max", "500"},
-      d / "dra.out", d / "dra.err", {"NODE_NAME=node-1"});
+// the plugin's socket d/plugin.sock, polling every 100 ms with a back-off cap of 500 ms. Its
+// output goes to d/<name>.out and d/<name>.err, its claims socket is d/<name>-api.sock.
+pid_t StartDraApi(const std::filesystem::path& d, const json& info, const std::string& name = "dra",
+                  const std::vector<std::string>& extra = {},
+                  const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {NEURON_DRA_API_BIN,
+                                   "--api-server",
+                                   info["url"],
+                                   "--token-file",
+                                   (d / "token").string(),
+                                   "--ca-file",
+                                   info["caFile"],
+                                   "--plugin",
+                                   "unix:" + (d / "plugin.sock").string(),
+                                   "--listen",
+                                   "unix:" + (d / (name + "-api.sock")).string(),
+                                   "--poll",
+                                   "100",
+                                   "--backoff-max",
+                                   "500"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::vector<std::string> environment = {"NODE_NAME=node-1"};
+  environment.insert(environment.end(), env.begin(), env.end());
+  return neuron::testing::StartProcess(argv, d / (name + ".out"), d / (name + ".err"), environment);
+}
+
+size_t Count(const std::string& text, std::string_view what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
@@ -181,12 +206,7 @@ TEST(DraApiBinary, WithTheGateOffTheCoresAreNotPublished) {
       << ReadFile(d / "dra.err");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // several polls
   const std::string log = ReadFile(d / "dra.err");
-  size_t said = 0;
-  for (size_t at = log.find("DRAPartitionableDevices is off"); at != std::string::npos;
-       at = log.find("DRAPartitionableDevices is off", at + 1)) {
-    ++said;
-  }
-  EXPECT_EQ(said, 1u) << log;
+  EXPECT_EQ(Count(log, "DRAPartitionableDevices is off"), 1u) << log;
   EXPECT_EQ(neuron::testing::Stop(dra, std::chrono::seconds(10)), 0);
   EXPECT_EQ(neuron::testing::Stop(api, std::chrono::seconds(10)), 0);
 
@@ -196,6 +216,129 @@ TEST(DraApiBinary, WithTheGateOffTheCoresAreNotPublished) {
   EXPECT_EQ(neuron::testing::WaitExit(bad, std::chrono::seconds(10)), 2);
   EXPECT_NE(ReadFile(d / "bad" / "api.err").find("unrecognized feature gate: DRAPartitionable"),
             std::string::npos);
+}
+
+// The plugin's socket d/plugin.sock serving one document of one slice; Serve replaces it with
+// the next generation.
+class PluginDocument {
+ public:
+  explicit PluginDocument(const std::filesystem::path& d) {
+    HttpServer::Options o;
+    o.listen_address = "unix:" + (d / "plugin.sock").string();
+    o.handlers["/dra/resourceslice"] = [this](const HttpRequest&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      HttpResponse r;
+      r.content_type = "application/json";
+      r.body =
+          json{{"generation", generation_}, {"nodeName", "node-1"}, {"slices", {spec_}}}.dump();
+      return r;
+    };
+    server_ = *HttpServer::Start(std::move(o));
+  }
+  void Serve(const std::vector<std::string>& devices) {
+    std::lock_guard<std::mutex> lock(mu_);
+    spec_ = SliceSpec(devices);
+    spec_["pool"]["generation"] = ++generation_;
+  }
+
+ private:
+  std::mutex mu_;
+  json spec_ = SliceSpec({"neuron-0"});
+  uint64_t generation_ = 1;
+  std::unique_ptr<HttpServer> server_;
+};
+
+// The devices of node-1's slice as the API server holds it (none when there is no slice).
+std::vector<std::string> PublishedDevices(const Client& client) {
+  std::vector<std::string> out;
+  absl::StatusOr<json> s =
+      client.Get("/apis/resource.k8s.io/v1/resourceslices/node-1-neuron.aws.com");
+  if (s.ok()) {
+    for (const json& dev : (*s)["spec"]["devices"]) out.push_back(dev["name"]);
+  }
+  return out;
+}
+
+// Every write of a ResourceSlice after resourceVersion `since`, by watch event type (ADDED,
+// MODIFIED, DELETED), from the stand-in's watch history.
+std::map<std::string, int> SliceWrites(const Client& client, const std::string& since) {
+  std::map<std::string, int> writes;
+  absl::StatusOr<std::vector<json>> events = client.Watch(
+      "/apis/resource.k8s.io/v1/resourceslices?watch=1&timeoutSeconds=0&resourceVersion=" + since);
+  EXPECT_TRUE(events.ok()) << events.status();
+  for (const json& e : events.ok() ? *events : std::vector<json>{}) {
+    ++writes[e["type"].get<std::string>()];
+  }
+  return writes;
+}
+
+// The two pods of a rolling update on one node (the DaemonSet surges): two neuron-dra-api
+// processes and one plugin document. Only the lease's holder writes slices; the other serves
+// claims and waits, naming the holder. SIGTERM of the holder releases the lease, and the other
+// publishes the next document well before the lease would have expired; no slice is deleted on
+// the way. The stand-in's watch history counts every write of a slice.
+TEST(DraApiBinary, TwoInstancesOfOneNodeWriteOneAtATime) {
+  neuron::testing::TempDir dir;
+  const auto& d = dir.path();
+  const pid_t api = StartStandIn(d);
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(d / "apiserver.json"); },
+                        std::chrono::seconds(20)))
+      << ReadFile(d / "api.err");
+  const json info = json::parse(ReadFile(d / "apiserver.json"));
+  const Client client(ClientConfig{info["url"], (d / "token").string(), info["caFile"]});
+  const std::string since =
+      (*client.Get("/apis/resource.k8s.io/v1/resourceslices"))["metadata"]["resourceVersion"];
+
+  PluginDocument plugin(d);
+  const auto devices = [&client] { return PublishedDevices(client); };
+  // A lease of 3 s renewed every 200 ms: a takeover by expiry would take seconds, by release
+  // about one retry.
+  const std::vector<std::string> lease = {
+      "--lease-duration", "3s", "--lease-renew-deadline", "1s", "--lease-retry", "200ms"};
+  const pid_t a = StartDraApi(d, info, "a", lease,
+                              {"POD_NAME=pod-a", "POD_UID=uid-a", "POD_NAMESPACE=neuron-system"});
+  ASSERT_TRUE(WaitUntil([&] { return devices() == std::vector<std::string>{"neuron-0"}; },
+                        std::chrono::seconds(20)))
+      << ReadFile(d / "a.err");
+  const pid_t b = StartDraApi(d, info, "b", lease,
+                              {"POD_NAME=pod-b", "POD_UID=uid-b", "POD_NAMESPACE=neuron-system"});
+  ASSERT_TRUE(WaitUntil(
+      [&] { return ReadFile(d / "b.err").find("held by pod-a_uid-a") != std::string::npos; },
+      std::chrono::seconds(10)))
+      << ReadFile(d / "b.err");
+
+  // While both run, each new document is written by the holder alone.
+  for (const std::vector<std::string>& next :
+       {std::vector<std::string>{"neuron-1"}, {"neuron-0", "neuron-1"}, {"neuron-2"}}) {
+    plugin.Serve(next);
+    ASSERT_TRUE(WaitUntil([&] { return devices() == next; }, std::chrono::seconds(10)))
+        << ReadFile(d / "a.err");
+  }
+  EXPECT_EQ(Count(ReadFile(d / "b.err"), "published"), 0u) << ReadFile(d / "b.err");
+  // The waiting instance still answers claims: they are reads.
+  absl::StatusOr<LocalResponse> claim =
+      LocalGet("unix:" + (d / "b-api.sock").string(), "/claims/ml/c1");
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  EXPECT_EQ(claim->status, 200) << claim->body;
+
+  // The old pod goes: its lease is released, and the new one writes within about a retry.
+  EXPECT_EQ(neuron::testing::Stop(a, std::chrono::seconds(10)), 0);
+  const auto gone = std::chrono::steady_clock::now();
+  plugin.Serve({"neuron-3"});
+  ASSERT_TRUE(WaitUntil([&] { return devices() == std::vector<std::string>{"neuron-3"}; },
+                        std::chrono::seconds(10)))
+      << ReadFile(d / "b.err");
+  EXPECT_LT(std::chrono::steady_clock::now() - gone, std::chrono::milliseconds(1500));
+  EXPECT_NE(ReadFile(d / "a.err").find("released lease"), std::string::npos)
+      << ReadFile(d / "a.err");
+  EXPECT_EQ(Count(ReadFile(d / "b.err"), "acquired lease"), 1u) << ReadFile(d / "b.err");
+
+  // Every write of a slice since the start: one create and four updates, nothing deleted.
+  const std::map<std::string, int> writes = SliceWrites(client, since);
+  EXPECT_EQ(writes, (std::map<std::string, int>{{"ADDED", 1}, {"MODIFIED", 4}}))
+      << ReadFile(d / "a.err") << ReadFile(d / "b.err");
+  EXPECT_EQ(neuron::testing::Stop(b, std::chrono::seconds(10)), 0);
+  EXPECT_EQ(neuron::testing::Stop(api, std::chrono::seconds(10)), 0);
 }
 
 }  // namespace
