@@ -172,8 +172,26 @@ absl::StatusOr<std::vector<std::string>> KubeletEmulator::Impl::PreferredLocked(
   return preferred;
 }
 
-absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& spec) {
-  if (absl::Status s = CheckPodSpec(spec); !s.ok()) return s;
+namespace {
+
+// The pod as the kubelet runs it when the scheduler backed extended resources with a claim
+// (KEP-5004): the claim is one of the pod's claims, and the requests it maps are not the device
+// manager's (its allocation skips resources served through DRA).
+PodSpec WithExtendedResourceClaim(PodSpec spec) {
+  if (!spec.extended_resource_claim) return spec;
+  spec.claims.push_back(*spec.extended_resource_claim);
+  for (ContainerSpec& c : spec.containers) {
+    std::erase_if(c.requests,
+                  [&](const auto& kv) { return spec.extended_resources.contains(kv.first); });
+  }
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<AdmittedPod> KubeletEmulator::Impl::Admit(const PodSpec& requested) {
+  if (absl::Status s = CheckPodSpec(requested); !s.ok()) return s;
+  const PodSpec spec = WithExtendedResourceClaim(requested);
   std::lock_guard admit(admit_mu);
   std::unique_lock lock(mu);
   for (const PodRecord& p : pods) {
@@ -272,8 +290,22 @@ absl::Status KubeletEmulator::Impl::PrepareClaimsLocked(std::unique_lock<std::mu
 
 absl::Status KubeletEmulator::Impl::CheckPodSpec(const PodSpec& spec) {
   if (spec.name.empty()) return absl::InvalidArgumentError("pod name is empty");
+  if (spec.extended_resource_claim.has_value() == spec.extended_resources.empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "pod {}: an extended resource claim comes with the resources it serves", spec.name));
+  }
+  for (const std::string& r : spec.extended_resources) {
+    if (std::none_of(spec.containers.begin(), spec.containers.end(),
+                     [&](const ContainerSpec& c) { return c.requests.contains(r); })) {
+      return absl::InvalidArgumentError(
+          fmt::format("pod {}: no container requests {}, which its extended resource claim serves",
+                      spec.name, r));
+    }
+  }
+  std::vector<ClaimRef> all = spec.claims;
+  if (spec.extended_resource_claim) all.push_back(*spec.extended_resource_claim);
   std::set<std::string> claim_uids;
-  for (const ClaimRef& c : spec.claims) {
+  for (const ClaimRef& c : all) {
     const bool drivers =
         !c.drivers.empty() &&
         std::none_of(c.drivers.begin(), c.drivers.end(), [](const auto& d) { return d.empty(); });

@@ -75,12 +75,16 @@ ctl::PodSpec SpecOf(const PodRunArgs& args) {
   ctl::ContainerSpec* c = spec.add_containers();
   c->set_name(args.container);
   for (const auto& [resource, count] : args.requests) (*c->mutable_requests())[resource] = count;
-  for (const ClaimRef& claim : args.claims) {
-    ctl::ClaimRef* r = spec.add_claims();
+  const auto fill = [](const ClaimRef& claim, ctl::ClaimRef* r) {
     r->set_namespace_(claim.namespace_name);
     r->set_name(claim.name);
     r->set_uid(claim.uid);
     for (const std::string& d : claim.drivers) r->add_drivers(d);
+  };
+  for (const ClaimRef& claim : args.claims) fill(claim, spec.add_claims());
+  if (args.extended_resource_claim) {
+    fill(*args.extended_resource_claim, spec.mutable_extended_resource_claim());
+    for (const std::string& r : args.extended_resources) spec.add_extended_resources(r);
   }
   return spec;
 }

@@ -80,6 +80,8 @@ struct PodFlags {
   std::vector<std::string> requests;
   std::vector<std::string> claims;
   std::vector<std::string> claim_drivers;
+  std::string extended_resource_claim;
+  std::vector<std::string> extended_resources;
   int grace_period = 30;
 };
 
@@ -108,11 +110,23 @@ int PodRun(const PodFlags& f, const CommandTail& tail) {
     }
     args.requests[r.substr(0, eq)] += count;
   }
+  const std::vector<std::string> drivers =
+      f.claim_drivers.empty() ? std::vector<std::string>{"neuron.aws.com"} : f.claim_drivers;
   for (const std::string& c : f.claims) {
-    absl::StatusOr<ClaimRef> claim = ParseClaimArg(
-        c, f.claim_drivers.empty() ? std::vector<std::string>{"neuron.aws.com"} : f.claim_drivers);
+    absl::StatusOr<ClaimRef> claim = ParseClaimArg(c, drivers);
     if (!claim.ok()) return UsageError("pod run", std::string{claim.status().message()});
     args.claims.push_back(*std::move(claim));
+  }
+  if (!f.extended_resource_claim.empty()) {
+    absl::StatusOr<ClaimRef> claim = ParseClaimArg(f.extended_resource_claim, drivers);
+    if (!claim.ok()) return UsageError("pod run", std::string{claim.status().message()});
+    args.extended_resource_claim = *std::move(claim);
+    // Without --extended-resource, every request is the claim's (the scheduler made one only
+    // for requests no device plugin of the node serves).
+    for (const auto& [resource, count] : args.requests) args.extended_resources.insert(resource);
+    if (!f.extended_resources.empty()) {
+      args.extended_resources = {f.extended_resources.begin(), f.extended_resources.end()};
+    }
   }
   return PodRunCommand(args, std::cout, std::cerr);
 }
@@ -127,6 +141,13 @@ void AddPodRunOptions(CLI::App* run, PodFlags* f) {
                   "a DRA driver of the claims' allocation results, which prepares its devices "
                   "(repeatable: neuron.aws.com and efa.neuron.aws.com for a claim of both; "
                   "default neuron.aws.com)");
+  run->add_option("--extended-resource-claim", f->extended_resource_claim,
+                  "NAMESPACE/NAME:UID of the claim `neuron-sim schedule --pod` made for the "
+                  "extended resources a DeviceClass maps (KEP-5004): those --requests come from "
+                  "it, not from a device plugin");
+  run->add_option("--extended-resource", f->extended_resources,
+                  "a resource the extended resource claim serves (repeatable; default: every "
+                  "--request)");
   // `-- CMD [ARGS...]` is taken out of argv before parsing (CommandTail), as for ctl printk.
   run->footer(
       "usage: neuron-sim pod run --kubelet-dir DIR --name NAME [--request RES=N ...] "

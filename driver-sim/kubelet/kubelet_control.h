@@ -8,7 +8,9 @@
 // (docs/architecture.md#readiness-and-lifecycle).
 
 #include <map>
+#include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +41,10 @@ struct PodRunArgs {
   // ResourceClaims the pod uses (`--claim NAMESPACE/NAME:UID`, `--claim-driver`): prepared by
   // their driver before CMD starts, their CDI devices applied to its environment and devices.
   std::vector<ClaimRef> claims;
+  // `--extended-resource-claim`: the scheduler's claim for the requests of `extended_resources`
+  // (extended resources backed by DRA, KEP-5004), prepared like `claims`.
+  std::optional<ClaimRef> extended_resource_claim = std::nullopt;
+  std::set<std::string> extended_resources = {};
   std::vector<std::string> command;  // empty: admit and leave the pod running
   int grace_period_seconds = 30;     // for stopping the command (PodDeleteCommand)
 };

@@ -63,6 +63,13 @@ struct PodSpec {
   // Every app container uses every claim (the pod's resources.claims in each container; init
   // containers use none).
   std::vector<ClaimRef> claims = {};
+  // Extended resources backed by DRA (KEP-5004, gate DRAExtendedResource): the ResourceClaim the
+  // scheduler made for the containers' requests of `extended_resources`, which a DeviceClass's
+  // extendedResourceName maps and no device plugin of the node serves
+  // (pod.status.extendedResourceClaimStatus: its name, and the requests it maps). Those requests
+  // are not allocated from a device plugin; the claim is prepared and used as a pod claim.
+  std::optional<ClaimRef> extended_resource_claim = std::nullopt;
+  std::set<std::string> extended_resources = {};
 };
 
 // Set by the container runtime in every container with a Neuron device spec: "C=H,..." pairs,

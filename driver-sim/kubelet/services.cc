@@ -146,6 +146,17 @@ void ToProto(const AdmittedPod& pod, neuronsim::kubelet::AdmittedPod* out) {
   }
 }
 
+// A claim of the control API; its namespace defaults to the pod's, its drivers to neuron.aws.com.
+ClaimRef FromProto(const neuronsim::kubelet::ClaimRef& c, const std::string& pod_namespace) {
+  ClaimRef ref{c.namespace_().empty() ? pod_namespace : c.namespace_(), c.name(), c.uid()};
+  if (!c.drivers().empty()) {
+    ref.drivers.assign(c.drivers().begin(), c.drivers().end());
+  } else if (!c.driver().empty()) {
+    ref.drivers = {c.driver()};
+  }
+  return ref;
+}
+
 class ControlService final : public neuronsim::kubelet::KubeletControl::Service {
  public:
   explicit ControlService(KubeletEmulator* emulator) : emulator_(emulator) {}
@@ -163,14 +174,13 @@ class ControlService final : public neuronsim::kubelet::KubeletControl::Service 
       spec.containers.push_back(std::move(cs));
     }
     for (const neuronsim::kubelet::ClaimRef& c : request->claims()) {
-      ClaimRef ref{c.namespace_().empty() ? spec.namespace_name : c.namespace_(), c.name(),
-                   c.uid()};
-      if (!c.drivers().empty()) {
-        ref.drivers.assign(c.drivers().begin(), c.drivers().end());
-      } else if (!c.driver().empty()) {
-        ref.drivers = {c.driver()};
-      }
-      spec.claims.push_back(std::move(ref));
+      spec.claims.push_back(FromProto(c, spec.namespace_name));
+    }
+    if (request->has_extended_resource_claim()) {
+      spec.extended_resource_claim =
+          FromProto(request->extended_resource_claim(), spec.namespace_name);
+      spec.extended_resources = {request->extended_resources().begin(),
+                                 request->extended_resources().end()};
     }
     absl::StatusOr<neuron::sim::AdmittedPod> pod = emulator_->AdmitPod(spec);
     if (!pod.ok()) return ToGrpc(pod.status());
