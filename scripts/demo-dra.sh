@@ -150,6 +150,20 @@ pids+=($serve)
 wait_for 60 grep -q "in the inference pod" "$logs/serve.out" || fail "the inference pod did not start" "$logs/serve.log"
 grep "in the inference pod" "$logs/serve.out"
 
+step "A pod that asks aws.amazon.com/neuron: 4, as of the device plugin: the scheduler makes its claim (KEP-5004)"
+# The overlay's class neuron.aws.com names aws.amazon.com/neuron as its extendedResourceName, and
+# no device plugin serves it here: the scheduler's algorithm makes the pod's claim of 4 devices.
+"$sim" schedule --api-server "$url" --token-file "$work/token" --ca-file "$ca" --node "$node" \
+  --pod serving/by-count-0 --request aws.amazon.com/neuron=4 >"$logs/by-count.schedule" ||
+  fail "the pod asking by count was not scheduled" "$logs/by-count.schedule"
+cat "$logs/by-count.schedule"
+by_count=$(head -n 1 "$logs/by-count.schedule" | cut -d' ' -f1)
+"$sim" pod run --kubelet-dir "$kubelet_dir" --namespace serving --name by-count-0 \
+  --request aws.amazon.com/neuron=4 --extended-resource-claim "$by_count" -- sh -c \
+  'echo "in the pod asking by count: NEURON_RT_VISIBLE_CORES=$NEURON_RT_VISIBLE_CORES devices=$NEURON_SIM_DEVICE_MAP"' \
+  >"$logs/by-count.out" 2>"$logs/by-count.log" || fail "the pod asking by count failed" "$logs/by-count.log"
+grep "in the pod asking by count" "$logs/by-count.out"
+
 if ((interactive)); then
   step "neuron-top (q quits and stops the demo)"
   sleep 1

@@ -348,6 +348,22 @@ void CheckSliceSpec(const json& spec, Errors& e) {
 
 // coordination.k8s.io/v1 LeaseSpec (pkg/apis/coordination/validation, ValidateLeaseSpec): a
 // duration, when given, above 0; transitions, when given, not below 0.
+// DeviceClassSpec.extendedResourceName (KEP-5004; validation's validateDeviceClassSpec, with
+// IsExtendedResourceName): a qualified name with a domain prefix, outside the kubernetes.io
+// domains that native and the implicit deviceclass.resource.kubernetes.io/ names use.
+void CheckDeviceClassSpec(const json* spec, Errors& e) {
+  const json* name = spec == nullptr ? nullptr : Member(*spec, "extendedResourceName");
+  if (name == nullptr) return;
+  const std::string text = name->is_string() ? name->get<std::string>() : "";
+  const size_t slash = text.find('/');
+  const bool qualified = slash != std::string::npos && IsQualifiedName(text);
+  if (!qualified || text.substr(0, slash).find("kubernetes.io") != std::string::npos) {
+    e.Invalid("spec.extendedResourceName", *name,
+              "must be a fully qualified extended resource name (a domain outside kubernetes.io, "
+              "'/', a name), e.g. aws.amazon.com/neuron");
+  }
+}
+
 void CheckLeaseSpec(const json* spec, Errors& e) {
   if (spec == nullptr) return;
   const json* duration = Member(*spec, "leaseDurationSeconds");
@@ -434,6 +450,8 @@ std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& ob
     }
   } else if (kind == "Lease") {
     CheckLeaseSpec(Member(object, "spec"), e);
+  } else if (kind == "DeviceClass") {
+    CheckDeviceClassSpec(Member(object, "spec"), e);
   }
   return e.Take();
 }

@@ -13,7 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kResourceApi[] = "/apis/resource.k8s.io/v1";
 constexpr int kAttempts = 5;
 
 absl::StatusOr<std::vector<json>> List(const Api& api, const std::string& path) {

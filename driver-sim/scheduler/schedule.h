@@ -10,11 +10,14 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
 namespace neuron::sim::scheduler {
+
+inline constexpr std::string_view kResourceApi = "/apis/resource.k8s.io/v1";
 
 // The API server as the scheduler uses it: GET and PUT of JSON at a path below the server.
 // Statuses as the Kubernetes client maps them (Aborted for a 409 conflict, NotFound, ...).
@@ -22,6 +25,9 @@ struct Api {
   std::function<absl::StatusOr<nlohmann::json>(const std::string& path)> get;
   std::function<absl::StatusOr<nlohmann::json>(const std::string& path, const nlohmann::json& body)>
       put;
+  // POST (create); only extended resources (extended_resources.h) create a claim.
+  std::function<absl::StatusOr<nlohmann::json>(const std::string& path, const nlohmann::json& body)>
+      post = nullptr;
 };
 
 // Allocates claim `name_space`/`name` on `node` and returns the claim as the API server stored

@@ -46,6 +46,22 @@ TEST(ApiValidation, AValidSliceHasNoErrors) {
   EXPECT_TRUE(Validate("ResourceSlice", s).empty());
 }
 
+// DeviceClassSpec.extendedResourceName (KEP-5004): a qualified name with a domain outside
+// kubernetes.io.
+TEST(ApiValidation, AnExtendedResourceNameIsQualifiedOutsideKubernetesIo) {
+  auto errors = [](const json& name) {
+    return Validate("DeviceClass",
+                    {{"metadata", {{"name", "c"}}}, {"spec", {{"extendedResourceName", name}}}});
+  };
+  EXPECT_TRUE(errors("aws.amazon.com/neuron").empty());
+  for (const json& bad :
+       {json("neuron"), json("example.kubernetes.io/x"), json("a.com/b c"), json(4)}) {
+    const std::vector<FieldError> e = errors(bad);
+    ASSERT_EQ(e.size(), 1u) << bad;
+    EXPECT_EQ(e[0].field, "spec.extendedResourceName");
+  }
+}
+
 TEST(ApiValidation, NamesFollowDnsRules) {
   EXPECT_TRUE(IsDnsLabel("neuron-15"));
   EXPECT_FALSE(IsDnsLabel("Neuron-15"));

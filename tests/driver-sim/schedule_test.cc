@@ -13,6 +13,7 @@
 #include <string>
 
 #include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/scheduler/extended_resources.h"
 #include "plugin/kubeapi/client.h"
 #include "tests/driver-sim/dra_slice_fixture.h"
 #include "tests/support/subprocess.h"
@@ -170,6 +171,72 @@ TEST_F(ScheduleTest, CoresAndTheirDevicesAreNeverBothAllocated) {
   absl::StatusOr<json> more = schedule("more", "neuroncore.neuron.aws.com", 29);
   EXPECT_EQ(more.status().message(),
             "request neurons: 28 matching free devices on node node-b, 29 needed");
+}
+
+// KEP-5004: a pod asking aws.amazon.com/neuron: 4 on a node that no device plugin serves gets the
+// scheduler's claim of class neuron.aws.com (the overlay's extendedResourceName), annotated, its
+// request named after the container and the resource, and allocated.
+TEST_F(ScheduleTest, AnExtendedResourceOfAClassGetsTheSchedulersClaim) {
+  api_.post = [this](const std::string& path, const json& body) {
+    return client_->Post(path, body);
+  };
+  (void)client_->Post("/api/v1/nodes", {{"metadata", {{"name", "node-a"}}}});
+  const PodRequests pod{
+      .name_space = "default",
+      .name = "by-count",
+      .containers = {{.name = "main",
+                      .requests = {{"aws.amazon.com/neuron", 4}, {"vpc.amazonaws.com/efa", 0}}}}};
+  std::mt19937_64 rng(1);
+  absl::StatusOr<ExtendedResourceClaim> made = ScheduleExtendedResources(api_, pod, "node-a", rng);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_TRUE(made->claim.has_value());
+  const json& claim = *made->claim;
+  EXPECT_TRUE(
+      claim["metadata"]["name"].get<std::string>().starts_with("by-count-extended-resources-"));
+  EXPECT_EQ(claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"],
+            "true");
+  const json& request = claim["spec"]["devices"]["requests"][0];
+  EXPECT_EQ(request["name"], "container-0-request-0");
+  EXPECT_EQ(request["exactly"]["deviceClassName"], "neuron.aws.com");
+  EXPECT_EQ(request["exactly"]["count"], 4);
+  EXPECT_EQ(Devices(claim).size(), 4u);
+  EXPECT_EQ(
+      made->mappings,
+      (std::vector<RequestMapping>{{"main", "aws.amazon.com/neuron", "container-0-request-0"}}));
+}
+
+// The node's device plugin serves the resource (allocatable): no claim, as the real scheduler.
+// A resource neither allocatable nor named by a class does not fit; two classes naming one
+// resource are refused rather than guessed between.
+TEST(ExtendedResourcesTest, TheDevicePluginFirstThenAClassElseNoFit) {
+  const std::map<std::string, std::string> classes = {
+      {"aws.amazon.com/neuron", "neuron.aws.com"},
+      {"deviceclass.resource.kubernetes.io/neuron.aws.com", "neuron.aws.com"}};
+  PodRequests pod{
+      .name_space = "default",
+      .name = "p",
+      .containers = {{.name = "init", .requests = {}},
+                     {.name = "main",
+                      .requests = {{"aws.amazon.com/neuron", 2},
+                                   {"deviceclass.resource.kubernetes.io/neuron.aws.com", 1}}}}};
+  absl::StatusOr<ExtendedRequests> by_plugin =
+      PlanExtendedRequests(pod, classes, json{{"aws.amazon.com/neuron", "16"}});
+  ASSERT_TRUE(by_plugin.ok()) << by_plugin.status();
+  ASSERT_EQ(by_plugin->mappings.size(), 1u);  // the implicit name only
+  EXPECT_EQ(by_plugin->mappings[0].request, "container-1-request-1");
+  absl::StatusOr<ExtendedRequests> none =
+      PlanExtendedRequests(pod, classes, json{{"aws.amazon.com/neuron", "0"}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->mappings.size(), 2u);
+  pod.containers[1].requests["example.com/gadget"] = 1;
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(PlanExtendedRequests(pod, classes, json::object()).status()));
+  const absl::StatusOr<std::map<std::string, std::string>> twice = ExtendedResourceClasses(
+      {{{"metadata", {{"name", "a"}}}, {"spec", {{"extendedResourceName", "x.com/r"}}}},
+       {{"metadata", {{"name", "b"}}}, {"spec", {{"extendedResourceName", "x.com/r"}}}}});
+  EXPECT_NE(twice.status().message().find("a and b both name extended resource x.com/r"),
+            std::string::npos)
+      << twice.status();
 }
 
 }  // namespace

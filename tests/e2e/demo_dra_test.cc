@@ -82,6 +82,21 @@ TEST(DemoDraTest, TheDraStoryRunsToItsEnd) {
   EXPECT_TRUE(std::regex_search(
       out, std::regex(R"(pod status after the reset: main claim:inference-2-cores \S+ Healthy)")))
       << out;
+  // The pod that asks aws.amazon.com/neuron: 4 by count (KEP-5004): the scheduler's claim of 4
+  // devices of class neuron.aws.com, mapped to the container's request; the pod sees 8 cores.
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(
+               R"(serving/by-count-0-extended-resources-\w{5}:\S+ on node-a:( neuron-\d+){4}\n)")))
+      << out;
+  EXPECT_NE(out.find("container main: aws.amazon.com/neuron -> request container-0-request-0"),
+            std::string::npos)
+      << out;
+  std::smatch by_count;
+  ASSERT_TRUE(std::regex_search(
+      out, by_count,
+      std::regex(R"(in the pod asking by count: NEURON_RT_VISIBLE_CORES=(\d+)-(\d+))")))
+      << out;
+  EXPECT_EQ(std::stoi(by_count[2]) - std::stoi(by_count[1]), 7) << by_count[0];
   EXPECT_NE(out.find("CDI specs left: 0"), std::string::npos) << out;
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     const std::string name = entry.path().filename().string();
