@@ -9,7 +9,9 @@
 //   2. health change -> slice updated at the API: a fault injected on device 5, then a reset,
 //      each timed until the API's slice shows the change; p50 and p99;
 //   3. NodePrepareResources of a claim of 16 devices and 8 EFA, neuron-dra-api answering from the
-//      API stand-in: prepare, then unprepare, --rounds times; p50 and p99 of the prepare;
+//      API stand-in, as the kubelet prepares it: neuron.aws.com's call, then efa.neuron.aws.com's
+//      (each prepares its part); both, then both unprepares, --rounds times; p50 and p99 of the
+//      two prepares together;
 //   4. a rolling update under the kubelet emulator (tests/support/dra_rolling_update.h): the
 //      longest gap between two successful prepares while a second instance, its sockets named
 //      after its pod UID, replaces the first.
@@ -115,7 +117,8 @@ struct Rig {
     api->store().Create(Kind("/api/v1/", "nodes"), "", {{"metadata", {{"name", kNode}}}});
     client = std::make_unique<Client>(
         ClientConfig{api->url(), (tmp / "token").string(), api->ca_file()});
-    return WaitUntil([&] { return fs::exists(tmp / "k/plugins/neuron.aws.com/dra.sock"); }, 30s) ||
+    return WaitUntil([&] { return fs::exists(tmp / "k/plugins/efa.neuron.aws.com/dra.sock"); },
+                     30s) ||
            Fail("the plugin's DRA socket", ReadFile(tmp / "plugin.err"));
   }
   // The real neuron-dra-api with its default poll (as the DaemonSet runs it).
@@ -182,6 +185,7 @@ bool Resyncs(Rig& rig) {
 
 bool HealthToApi(Rig& rig, int rounds) {
   std::vector<double> ms;
+  std::this_thread::sleep_for(1s);  // after the resyncs' reset: see below
   for (int i = 0; i < 2 * rounds; ++i) {
     const bool fault = i % 2 == 0;
     const auto start = Clock::now();
@@ -201,7 +205,8 @@ bool HealthToApi(Rig& rig, int rounds) {
   return true;
 }
 
-// A claim of all 16 devices and 8 EFA, allocated on node-a, in the API stand-in.
+// A claim of all 16 devices and 8 EFA (the EFAs' driver's pool), allocated on node-a, in the API
+// stand-in.
 json WholeNodeClaim(Rig& rig) {
   json results = json::array();
   for (int d = 0; d < 16; ++d) {
@@ -210,13 +215,12 @@ json WholeNodeClaim(Rig& rig) {
                        {"pool", kNode},
                        {"device", "neuron-" + std::to_string(d)}});
   }
-  const json slice = rig.api->store().Get(Slices(), "", "node-a-neuron.aws.com").body;
+  const json slice = rig.api->store().Get(Slices(), "", "node-a-efa.neuron.aws.com").body;
   for (const json& d : slice["spec"]["devices"]) {
-    const std::string name = d["name"];
-    if (name.rfind("efa-", 0) == 0) {
-      results.push_back(
-          {{"request", "node"}, {"driver", "neuron.aws.com"}, {"pool", kNode}, {"device", name}});
-    }
+    results.push_back({{"request", "efas"},
+                       {"driver", "efa.neuron.aws.com"},
+                       {"pool", kNode},
+                       {"device", d["name"]}});
   }
   const auto& claims = Kind("/apis/resource.k8s.io/v1/", "resourceclaims");
   json made = rig.api->store()
@@ -231,9 +235,12 @@ json WholeNodeClaim(Rig& rig) {
 
 bool Prepare(Rig& rig, int rounds) {
   const json claim = WholeNodeClaim(rig);
-  auto stub = drav1::DRAPlugin::NewStub(
-      grpc::CreateChannel("unix:" + (rig.tmp / "k/plugins/neuron.aws.com/dra.sock").string(),
-                          grpc::InsecureChannelCredentials()));
+  std::vector<std::unique_ptr<drav1::DRAPlugin::Stub>> stubs;  // the kubelet's order
+  for (const char* driver : {"neuron.aws.com", "efa.neuron.aws.com"}) {
+    stubs.push_back(drav1::DRAPlugin::NewStub(
+        grpc::CreateChannel("unix:" + (rig.tmp / "k/plugins" / driver / "dra.sock").string(),
+                            grpc::InsecureChannelCredentials())));
+  }
   drav1::NodePrepareResourcesRequest prepare;
   auto* c = prepare.add_claims();
   c->set_namespace_("ml");
@@ -244,17 +251,22 @@ bool Prepare(Rig& rig, int rounds) {
   std::vector<double> ms;
   size_t devices = 0;
   for (int i = 0; i < rounds; ++i) {
-    drav1::NodePrepareResourcesResponse resp;
-    grpc::ClientContext ctx;
     const auto start = Clock::now();
-    const grpc::Status s = stub->NodePrepareResources(&ctx, prepare, &resp);
+    devices = 0;
+    for (const auto& stub : stubs) {
+      drav1::NodePrepareResourcesResponse resp;
+      grpc::ClientContext ctx;
+      const grpc::Status s = stub->NodePrepareResources(&ctx, prepare, &resp);
+      const auto& r = resp.claims().at(c->uid());
+      if (!s.ok() || !r.error().empty()) return Rig::Fail("prepare", s.error_message() + r.error());
+      devices += static_cast<size_t>(r.devices_size());
+    }
     ms.push_back(Ms(Clock::now() - start));
-    const auto& r = resp.claims().at(c->uid());
-    if (!s.ok() || !r.error().empty()) return Rig::Fail("prepare", s.error_message() + r.error());
-    devices = static_cast<size_t>(r.devices_size());
-    drav1::NodeUnprepareResourcesResponse uresp;
-    grpc::ClientContext uctx;
-    if (!stub->NodeUnprepareResources(&uctx, unprepare, &uresp).ok()) return false;
+    for (const auto& stub : stubs) {
+      drav1::NodeUnprepareResourcesResponse uresp;
+      grpc::ClientContext uctx;
+      if (!stub->NodeUnprepareResources(&uctx, unprepare, &uresp).ok()) return false;
+    }
   }
   std::vector<double> fetch;
   for (int i = 0; i < rounds; ++i) {
@@ -267,7 +279,8 @@ bool Prepare(Rig& rig, int rounds) {
       "p50 %.2f ms, p99 %.2f ms\n",
       Percentile(fetch, 0.5), Percentile(fetch, 0.99));
   std::printf(
-      "NodePrepareResources, claim of %zu devices via neuron-dra-api (%d rounds): p50 %.2f "
+      "NodePrepareResources of both drivers, claim of %zu devices via neuron-dra-api (%d "
+      "rounds): p50 %.2f "
       "ms, p90 %.2f ms, p99 %.2f ms\n",
       devices, rounds, Percentile(ms, 0.5), Percentile(ms, 0.9), Percentile(ms, 0.99));
   return true;
