@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/hash.h"
 #include "driver-sim/driver/sim_tree.h"
 
 namespace neuron::sim {
@@ -25,16 +26,6 @@ constexpr const char* kKubeletSockets[] = {"device-plugins/kubelet.sock",
 // The device plugin's sockets are device-plugins/<resource>-<instance id>.sock
 // (plugin/README.md#behaviour); "neurondevice" is its longest resource name.
 constexpr const char* kLongestPluginResource = "neurondevice";
-
-// FNV-1a 64: the node's instance id must stay the same for the same name from run to run.
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 14695981039346656037ULL;
-  for (const char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 bool IsDnsLabelChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
 
@@ -165,7 +156,7 @@ std::string ClusterInstanceId(const std::string& name) {
   // "i-" and 17 hex digits, as EC2's; the first digit 0 as in most real ids.
   // FNV-1a alone leaves names that differ in one character with ids that differ in a few digits;
   // the splitmix64 finalizer spreads the difference over all of them.
-  uint64_t h = Fnv1a(name);
+  uint64_t h = Fnv1a64(name);
   h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
   h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
   return fmt::format("i-0{:016x}", h ^ (h >> 31));

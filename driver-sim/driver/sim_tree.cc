@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/base/file_io.h"
+#include "core/base/hash.h"
 #include "driver-sim/driver/node_info.h"
 #include "driver-sim/driver/sim_paths.h"
 #include "driver-sim/driver/sim_tree_fs.h"
@@ -24,16 +25,6 @@ namespace neuron::sim {
 namespace {
 
 namespace fs = std::filesystem;
-
-// FNV-1a 64: stable made-up identities (serial numbers, instance ids) from text.
-uint64_t Fnv1a(std::string_view text) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 // A counter field as the driver would print it; anything else (a user's write, a
 // missing file) counts as 0, which is how a write clears a field
@@ -66,7 +57,7 @@ absl::Status WriteTriple(const fs::path& dir, uint64_t total, uint64_t present,
 SimTree::SimTree(RootPaths root, NodeConfig config)
     : root_(std::move(root)), config_(std::move(config)) {
   if (config_.instance_id.empty()) {
-    config_.instance_id = fmt::format("i-0{:016x}", Fnv1a(root_.root().string()));
+    config_.instance_id = fmt::format("i-0{:016x}", Fnv1a64(root_.root().string()));
   }
   if (config_.node_name.empty() && config_.spec != nullptr) {
     config_.node_name = fmt::format("sim-{}", config_.spec->name);
@@ -173,7 +164,7 @@ absl::Status SimTree::WriteNeuronDevice(int d) {
       put(sysfs::kConnectedDevices, fmt::format("{}\n", fmt::join(peers, ", ")), topology));
   SIM_RETURN_IF_ERROR(put(sysfs::kNotifyDelay, "-1\n"));
   if (chip.has_serial_number) {
-    const uint64_t serial = Fnv1a(fmt::format("{}/{}", config_.instance_id, d));
+    const uint64_t serial = Fnv1a64(fmt::format("{}/{}", config_.instance_id, d));
     SIM_RETURN_IF_ERROR(put(sysfs::kSerialNumber, fmt::format("{:016x}\n", serial)));
   }
   SIM_RETURN_IF_ERROR(put(sysfs::kArchType, fmt::format("{}\n", chip.arch_type)));

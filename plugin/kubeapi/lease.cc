@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "core/base/component_log.h"
 #include "core/base/file_io.h"
+#include "core/base/hash.h"
 #include "fmt/format.h"
 
 namespace neuron::kubeapi {
@@ -28,15 +29,6 @@ constexpr milliseconds kMinPeriod{100};
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);
-}
-
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 14695981039346656037ULL;
-  for (const char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ULL;
-  }
-  return h;
 }
 
 const json& SpecOf(const json& lease) {
@@ -104,7 +96,7 @@ absl::Status CheckLeaseTimes(const LeaseOptions& o) {
 std::string LeaseName(const std::string& node_name) {
   std::string name = kLeasePrefix + node_name;
   if (name.size() <= kMaxName) return name;
-  const std::string hash = fmt::format("{:016x}", Fnv1a(node_name));
+  const std::string hash = fmt::format("{:016x}", Fnv1a64(node_name));
   name.resize(kMaxName - hash.size() - 1);
   // Cut at a label's end, the next label would start with '-' or '.': neither is allowed.
   while (!name.empty() && (name.back() == '-' || name.back() == '.')) name.pop_back();
