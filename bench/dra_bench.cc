@@ -36,6 +36,7 @@
 #include "nlohmann/json.hpp"
 #include "plugin/kubeapi/client.h"
 #include "plugin/kubeapi/slice_publisher.h"
+#include "tests/support/api_stand_in.h"
 #include "tests/support/dra_claims_stand_in.h"
 #include "tests/support/dra_rolling_update.h"
 #include "tests/support/sim_node.h"
@@ -107,16 +108,11 @@ struct Rig {
          "--kubelet-dir", (tmp / "k").string(), "--listen", plugin_sock(), "--cdi-dir",
          (tmp / "cdi").string(), "--dra.claims", claims_sock()},
         tmp / "plugin.out", tmp / "plugin.err");
-    neuron::testing::WriteFile(tmp / "token", "t\n");
-    ApiServer::Options o;
-    o.cert_dir = tmp.string();
-    o.tokens = {"t"};
-    absl::StatusOr<std::unique_ptr<ApiServer>> started = ApiServer::Start(o);
+    absl::StatusOr<std::unique_ptr<ApiServer>> started = neuron::testing::StartApiStandIn(tmp);
     if (!started.ok()) return Fail("API stand-in", started.status().ToString());
     api = *std::move(started);
     api->store().Create(Kind("/api/v1/", "nodes"), "", {{"metadata", {{"name", kNode}}}});
-    client = std::make_unique<Client>(
-        ClientConfig{api->url(), (tmp / "token").string(), api->ca_file()});
+    client = std::make_unique<Client>(neuron::testing::StandInClient(*api, tmp));
     return WaitUntil([&] { return fs::exists(tmp / "k/plugins/efa.neuron.aws.com/dra.sock"); },
                      30s) ||
            Fail("the plugin's DRA socket", ReadFile(tmp / "plugin.err"));

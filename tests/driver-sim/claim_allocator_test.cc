@@ -92,8 +92,8 @@ TEST(ClaimAllocatorTest, HeldDevicesBreakTheirGroupAndTheSearchBacktracks) {
   EXPECT_NE(a.status().message().find("constraints"), std::string::npos) << a.status();
 }
 
-TEST(ClaimAllocatorTest, EfasBesideTheirDevicesShareTheConstraint) {
-  AllocationInput in = Node();
+// Four connected devices and the two EFAs beside them, device 0 held: group 1 and its EFAs.
+void ExpectEfasShareTheConstraint(AllocationInput in) {
   in.allocated_claims = {Holding({"neuron-0"})};
   absl::StatusOr<json> a = AllocateClaim(
       Claim({Request("neurons", "neuron.aws.com", 4), Request("efas", "efa.neuron.aws.com", 2)},
@@ -102,6 +102,16 @@ TEST(ClaimAllocatorTest, EfasBesideTheirDevicesShareTheConstraint) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(Devices(*a), (std::set<std::string>{"neuron-4", "neuron-5", "neuron-6", "neuron-7",
                                                 "efa-rdmap2", "efa-rdmap3"}));
+  for (const json& r : (*a)["devices"]["results"]) {
+    EXPECT_EQ(r["driver"],
+              in.slices.size() > 1 && r["device"].get<std::string>().starts_with("efa-")
+                  ? "efa.neuron.aws.com"
+                  : "neuron.aws.com");
+  }
+}
+
+TEST(ClaimAllocatorTest, EfasBesideTheirDevicesShareTheConstraint) {
+  ExpectEfasShareTheConstraint(Node());
 }
 
 // AWS's DeviceClass selects by driver alone, and its 1x4 template asks for 4 devices of one
@@ -137,18 +147,7 @@ TEST(ClaimAllocatorTest, EfasOfTheirOwnDriverShareTheConstraint) {
   in.device_classes[1] =
       DeviceClass("efa.neuron.aws.com", R"(device.driver == "efa.neuron.aws.com" &&
           device.attributes["efa.neuron.aws.com"].resourceType == "efa")");
-  in.allocated_claims = {Holding({"neuron-0"})};
-  absl::StatusOr<json> a = AllocateClaim(
-      Claim({Request("neurons", "neuron.aws.com", 4), Request("efas", "efa.neuron.aws.com", 2)},
-            Connected(4, {"neurons", "efas"})),
-      in);
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(Devices(*a), (std::set<std::string>{"neuron-4", "neuron-5", "neuron-6", "neuron-7",
-                                                "efa-rdmap2", "efa-rdmap3"}));
-  for (const json& r : (*a)["devices"]["results"]) {
-    EXPECT_EQ(r["driver"], r["device"].get<std::string>().starts_with("efa-") ? "efa.neuron.aws.com"
-                                                                              : "neuron.aws.com");
-  }
+  ExpectEfasShareTheConstraint(in);
 }
 
 TEST(ClaimAllocatorTest, TaintedDevicesAreLeftOutUnlessTolerated) {

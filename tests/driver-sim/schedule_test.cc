@@ -16,6 +16,7 @@
 #include "driver-sim/scheduler/extended_resources.h"
 #include "plugin/kubeapi/client.h"
 #include "tests/driver-sim/dra_slice_fixture.h"
+#include "tests/support/api_stand_in.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -57,17 +58,12 @@ json Claim(const std::string& name, int count) {
 class ScheduleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    neuron::testing::WriteFile(dir_.path() / "token", "t\n");
-    apiserver::ApiServer::Options o;
-    o.cert_dir = dir_.str();
-    o.tokens = {"t"};
-    absl::StatusOr<std::unique_ptr<apiserver::ApiServer>> s = apiserver::ApiServer::Start(o);
+    absl::StatusOr<std::unique_ptr<apiserver::ApiServer>> s =
+        neuron::testing::StartApiStandIn(dir_.path());
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
-    client_ = std::make_unique<kubeapi::Client>(
-        kubeapi::ClientConfig{.server = server_->url(),
-                              .token_file = (dir_.path() / "token").string(),
-                              .ca_file = server_->ca_file()});
+    client_ =
+        std::make_unique<kubeapi::Client>(neuron::testing::StandInClient(*server_, dir_.path()));
     for (const YAML::Node& doc : YAML::LoadAllFromFile(std::string(NEURON_SOURCE_DIR) +
                                                        "/deploy/overlays/dra/deviceclasses.yaml")) {
       ASSERT_TRUE(client_->Post(std::string(kApi) + "/deviceclasses", ToJson(doc)).ok());

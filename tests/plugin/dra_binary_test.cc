@@ -179,6 +179,15 @@ void ExpectV1beta1PreparesFour(const std::shared_ptr<grpc::Channel>& ch) {
   EXPECT_EQ(resp.claims().at("uid-four").devices_size(), 4);
 }
 
+// The claim "four"'s EFA is efa.neuron.aws.com's to prepare, into a spec of its own kind.
+void ExpectEfaDriverPreparesItsPart(const std::shared_ptr<grpc::Channel>& ch) {
+  const drav1::NodePrepareResourcesResponse resp = PrepareV1(ch, "four");
+  const auto& entry = resp.claims().at("uid-four");
+  ASSERT_EQ(entry.error(), "");
+  ASSERT_EQ(entry.devices_size(), 1);
+  EXPECT_EQ(entry.devices(0).cdi_device_ids(0), "aws.amazon.com/efa=uid-four-efa-rdmap16s25");
+}
+
 // The health stream starts all HEALTHY; a fault on device 5 makes it UNHEALTHY.
 void ExpectFaultStreamsUnhealthy(const std::shared_ptr<grpc::Channel>& ch, SimNode& sim) {
   auto stub = ::v1::DRAResourceHealth::NewStub(ch);
@@ -257,11 +266,7 @@ TEST_F(DraBinaryTest, RegistersPublishesPreparesAndKeepsClaimsAcrossARestart) {
   const std::string spec = ReadFile(tmp_.path() / "cdi/aws.amazon.com-neuron_uid-four.json");
   EXPECT_NE(spec.find("/dev/neuron3"), std::string::npos) << spec;
   EXPECT_NE(spec.find("NEURON_RT_VISIBLE_CORES=0-7"), std::string::npos) << spec;
-  // The claim's EFA is the EFA driver's to prepare, into a spec of its own kind.
-  const auto efa_entry = PrepareV1(DraChannel(efa.endpoint()), "four").claims().at("uid-four");
-  ASSERT_EQ(efa_entry.error(), "");
-  ASSERT_EQ(efa_entry.devices_size(), 1);
-  EXPECT_EQ(efa_entry.devices(0).cdi_device_ids(0), "aws.amazon.com/efa=uid-four-efa-rdmap16s25");
+  ASSERT_NO_FATAL_FAILURE(ExpectEfaDriverPreparesItsPart(DraChannel(efa.endpoint())));
   const std::string efa_spec = ReadFile(tmp_.path() / "cdi/aws.amazon.com-efa_uid-four.json");
   EXPECT_NE(efa_spec.find("/dev/infiniband/uverbs"), std::string::npos) << efa_spec;
   // v1beta1, the same claim: the same answer, without asking neuron-dra-api

@@ -48,6 +48,16 @@ pid_t StartStandIn(const std::filesystem::path& d, const std::vector<std::string
   return neuron::testing::StartProcess(argv, d / "api.out", d / "api.err");
 }
 
+// The stand-in's apiserver.json under `d` once it is written (its URL and CA); null when it never
+// is.
+json WaitForStandIn(const std::filesystem::path& d) {
+  if (!WaitUntil([&] { return std::filesystem::exists(d / "apiserver.json"); },
+                 std::chrono::seconds(20))) {
+    return json();
+  }
+  return json::parse(ReadFile(d / "apiserver.json"));
+}
+
 // neuron-dra-api with the DaemonSet's flags, against the stand-in `info` (its apiserver.json) and
 // the plugin's socket d/plugin.sock, polling every 100 ms with a back-off cap of 500 ms. Its
 // output goes to d/<name>.out and d/<name>.err, its claims socket is d/<name>-api.sock.
@@ -85,10 +95,8 @@ TEST(DraApiBinary, PublishesThroughTheStandInAndServesClaims) {
   neuron::testing::TempDir dir;
   const auto& d = dir.path();
   const pid_t api = StartStandIn(d);
-  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(d / "apiserver.json"); },
-                        std::chrono::seconds(20)))
-      << ReadFile(d / "api.err");
-  const json info = json::parse(ReadFile(d / "apiserver.json"));
+  const json info = WaitForStandIn(d);
+  ASSERT_FALSE(info.is_null()) << ReadFile(d / "api.err");
 
   std::mutex mu;
   json spec = SliceSpec({"neuron-0", "neuron-1"});
@@ -166,10 +174,8 @@ TEST(DraApiBinary, WithTheGateOffTheCoresAreNotPublished) {
   neuron::testing::TempDir dir;
   const auto& d = dir.path();
   const pid_t api = StartStandIn(d, {"--feature-gates", "DRAPartitionableDevices=false"});
-  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(d / "apiserver.json"); },
-                        std::chrono::seconds(20)))
-      << ReadFile(d / "api.err");
-  const json info = json::parse(ReadFile(d / "apiserver.json"));
+  const json info = WaitForStandIn(d);
+  ASSERT_FALSE(info.is_null()) << ReadFile(d / "api.err");
   json devices = SliceSpec({"neuron-0", "neuroncore-0"});
   json counters = SliceSpec({});
   counters.erase("devices");
@@ -281,10 +287,8 @@ TEST(DraApiBinary, TwoInstancesOfOneNodeWriteOneAtATime) {
   neuron::testing::TempDir dir;
   const auto& d = dir.path();
   const pid_t api = StartStandIn(d);
-  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(d / "apiserver.json"); },
-                        std::chrono::seconds(20)))
-      << ReadFile(d / "api.err");
-  const json info = json::parse(ReadFile(d / "apiserver.json"));
+  const json info = WaitForStandIn(d);
+  ASSERT_FALSE(info.is_null()) << ReadFile(d / "api.err");
   const Client client(ClientConfig{info["url"], (d / "token").string(), info["caFile"]});
   const std::string since =
       (*client.Get("/apis/resource.k8s.io/v1/resourceslices"))["metadata"]["resourceVersion"];

@@ -17,6 +17,7 @@
 #include "plugin/kubeapi/claim_server.h"
 #include "plugin/kubeapi/client.h"
 #include "plugin/kubeapi/slice_publisher.h"
+#include "tests/support/api_stand_in.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -94,17 +95,14 @@ class FakePlugin {
 class DraApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    neuron::testing::WriteFile(dir_.path() / "token", "t\n");
-    ApiServer::Options o;
-    o.cert_dir = dir_.str();
-    o.tokens = {"t"};
-    api_ = *ApiServer::Start(o);
+    api_ = *neuron::testing::StartApiStandIn(dir_.path());
     ASSERT_EQ(
         api_->store().Create(K("/api/v1/", "nodes"), "", {{"metadata", {{"name", "node-1"}}}}).code,
         201);
-    client_ = std::make_unique<Client>(
-        ClientConfig{api_->url(), (dir_.path() / "token").string(), api_->ca_file(),
-                     std::chrono::milliseconds(2000), std::chrono::milliseconds(500)});
+    ClientConfig config = neuron::testing::StandInClient(*api_, dir_.path());
+    config.timeout = std::chrono::milliseconds(2000);
+    config.connect_timeout = std::chrono::milliseconds(500);
+    client_ = std::make_unique<Client>(config);
     plugin_ = std::make_unique<FakePlugin>((dir_.path() / "plugin.sock").string());
     options_.plugin_address = "unix:" + (dir_.path() / "plugin.sock").string();
     options_.node_name = "node-1";

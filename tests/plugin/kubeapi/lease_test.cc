@@ -13,6 +13,7 @@
 
 #include "driver-sim/apiserver/api_server.h"
 #include "plugin/kubeapi/client.h"
+#include "tests/support/api_stand_in.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -34,14 +35,11 @@ constexpr milliseconds kSlack{400};
 class LeaseTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    neuron::testing::WriteFile(dir_.path() / "token", "t\n");
-    ApiServer::Options o;
-    o.cert_dir = dir_.str();
-    o.tokens = {"t"};
-    api_ = *ApiServer::Start(o);
+    api_ = *neuron::testing::StartApiStandIn(dir_.path());
     // Requests end within a retry period, as neuron-dra-api's lease client's do.
-    client_ = std::make_unique<Client>(ClientConfig{api_->url(), (dir_.path() / "token").string(),
-                                                    api_->ca_file(), kRetry, kRetry});
+    ClientConfig config = neuron::testing::StandInClient(*api_, dir_.path());
+    config.timeout = config.connect_timeout = kRetry;
+    client_ = std::make_unique<Client>(config);
   }
   static LeaseOptions Options(const std::string& identity) {
     LeaseOptions o;
