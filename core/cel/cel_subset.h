@@ -1,6 +1,6 @@
 #pragma once
 // The subset of CEL that the simulated scheduler (driver-sim/scheduler) evaluates in DRA device
-// selectors: what
+// selectors, and neuron-dra-api in the cluster's DeviceClass (plugin/kubeapi/class_check.h): what
 // DeviceClasses and the claim templates of AWS's and our documentation use
 // (docs/OPERATIONS.md#dra), with CEL's semantics for it. Anything outside the subset is refused
 // when the expression is compiled, with an error naming the construct and its column, never matched
