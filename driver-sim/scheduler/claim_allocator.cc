@@ -9,14 +9,18 @@
 #include <utility>
 
 #include "core/base/text.h"
+#include "core/cel/cel_subset.h"
 #include "driver-sim/apiserver/quantity.h"
-#include "driver-sim/scheduler/cel_subset.h"
 
 namespace neuron::sim::scheduler {
 
 namespace {
 
 using apiserver::Quantity;
+using cel::AttributeValue;
+using cel::CelExpression;
+using cel::DeviceView;
+using cel::ParseSemver;
 using nlohmann::json;
 
 using DeviceKey = std::tuple<std::string, std::string, std::string>;  // driver, pool, device

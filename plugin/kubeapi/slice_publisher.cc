@@ -185,7 +185,10 @@ std::chrono::milliseconds Backoff(int failures, std::chrono::milliseconds initia
 }
 
 SlicePublisher::SlicePublisher(const Client& client, PublisherOptions options)
-    : client_(client), options_(std::move(options)), log_(ComponentLogger("dra-api.slices")) {
+    : client_(client),
+      options_(std::move(options)),
+      log_(ComponentLogger("dra-api.slices")),
+      class_check_(client, options_.resync) {
   for (std::string_view driver : kDriverNames) pools_.push_back({.driver = driver});
 }
 
@@ -427,6 +430,11 @@ absl::Status SlicePublisher::Sync() {
     std::vector<json> slices = mine == by_driver.end() ? std::vector<json>{} : mine->second;
     if (absl::Status s = SyncPool(pool, std::move(slices), due); !s.ok()) return s;
   }
+  // Once the pools are written (the class is worth reading while the API server answers), and
+  // only the NeuronCores published: none where the server drops the counters.
+  const auto neuron = std::find_if(pools_.begin(), pools_.end(),
+                                   [](const Pool& p) { return p.driver == kDriverName; });
+  class_check_.Observe(neuron->counters_refused ? std::vector<json>{} : neuron->last_slices, due);
   last_verified_ = now;
   std::lock_guard<std::mutex> lock(mu_);
   published_generation_ = generation;

@@ -36,6 +36,10 @@
 //   - while the API server cannot be reached: exponential back-off with jitter up to a cap,
 //     logged once when it goes and once when it comes back; each attempt reads the plugin
 //     again, so the newest content is what gets published.
+// After each round that read a document and published it, the cluster's DeviceClass
+// neuron.aws.com is checked against the NeuronCores it publishes (class_check.h; none while the
+// API server drops counters): at every resync and when the document's set of device kinds
+// changes, never on the 304s between.
 // The plugin's 503 (no hardware scan yet) publishes nothing and deletes nothing; nor does a
 // document whose slices do not all carry its generation as pool.generation (DataLoss). Between
 // re-checks the plugin is asked with the generation last published (`?unless=N`) and answers 304
@@ -43,7 +47,7 @@
 // the API within about that.
 //
 // Thread-safety: SyncOnce from one thread at a time (Run's, or a test's); Start/Stop from one
-// thread.
+// thread; published_generation, writes and class_check's verdict() and gets() from any.
 
 #include <chrono>
 #include <condition_variable>
@@ -59,6 +63,7 @@
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
 #include "plugin/dra/device_kinds.h"
+#include "plugin/kubeapi/class_check.h"
 #include "plugin/kubeapi/client.h"
 
 namespace spdlog {
@@ -136,6 +141,9 @@ class SlicePublisher {
   };
   Writes writes() const;
 
+  // Whether the cluster's DeviceClass neuron.aws.com selects NeuronCores (class_check.h).
+  const ClassCheck& class_check() const { return class_check_; }
+
  private:
   // One driver's pool: what was last published and what the API server was found to refuse.
   struct Pool {
@@ -198,6 +206,7 @@ class SlicePublisher {
   enum class State { kOk, kPlugin, kApiDown, kApi };
   State state_ = State::kOk;
   std::string last_message_;
+  ClassCheck class_check_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -100,6 +100,7 @@ TEST(DeployTest, DraRbacIsTheLeastTheDriverNeeds) {
   const std::map<std::string, std::set<std::string>> expected = {
       {"resource.k8s.io/resourceslices", {"get", "list", "create", "update", "delete"}},
       {"resource.k8s.io/resourceclaims", {"get"}},
+      {"resource.k8s.io/deviceclasses", {"get"}},
       {"/nodes", {"get"}}};
   EXPECT_EQ(verbs, expected);
   const YAML::Node binding = Find(objects, "ClusterRoleBinding");

@@ -1,7 +1,8 @@
 // neuron-dra-api's two jobs against the API stand-in: publishing the pool a stand-in for the
 // plugin's socket serves (created, updated, a removed device gone, stale slices deleted, the API
 // server down and back; several slices with shared counters, and an API server whose
-// DRAPartitionableDevices gate is off), and answering claim look-ups on its own socket.
+// DRAPartitionableDevices gate is off; the check of the cluster's DeviceClass neuron.aws.com
+// against the NeuronCores published), and answering claim look-ups on its own socket.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include "plugin/kubeapi/claim_server.h"
 #include "plugin/kubeapi/client.h"
 #include "plugin/kubeapi/slice_publisher.h"
+#include "tests/http/captured_log.h"
 #include "tests/support/api_stand_in.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -423,8 +425,10 @@ TEST_F(DraApiTest, WithTheGateOffNoCoreIsPublishedUntilItIsOn) {
     EXPECT_EQ(only["spec"]["pool"]["resourceSliceCount"], 1);
     for (const json& d : only["spec"]["devices"]) EXPECT_FALSE(d.contains("consumesCounters"));
   }
+  EXPECT_EQ(publisher.class_check().gets(), 0u) << "no core is published: no class to check";
   api_->store().SetFeatureGates({.partitionable_devices = true});
   ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(publisher.class_check().verdict(), ClassVerdict::kAbsent);
   const std::map<std::string, json> slices = PoolSlices(*api_);
   ASSERT_EQ(slices.size(), 3u);
   EXPECT_EQ(DeviceNames(slices.at("node-1-neuron.aws.com")).back(), "neuron-node");
@@ -455,6 +459,53 @@ TEST_F(DraApiTest, ADeviceReturnedWithoutItsCountersIsLeftOut) {
   }
   EXPECT_EQ(slices.at("node-1-neuron.aws.com")["spec"]["devices"][0]["consumesCounters"].size(),
             1u);
+}
+
+// AWS's DeviceClass neuron.aws.com selects by driver alone. Once the pool holds NeuronCores it
+// selects them too: checked when they appear, then only when the kinds change or at a resync,
+// and said once (class_check.h). Before, with no core, the class is not read at all.
+TEST_F(DraApiTest, TheClassIsCheckedWhenCoresAppearAndSaidOnce) {
+  neuron::testing::CapturedLog log("dra-api.class");
+  ASSERT_EQ(
+      api_->store()
+          .Create(K("/apis/resource.k8s.io/v1/", "deviceclasses"), "",
+                  {{"metadata", {{"name", "neuron.aws.com"}}},
+                   {"spec",
+                    {{"selectors",
+                      {{{"cel", {{"expression", "device.driver == \"neuron.aws.com\""}}}}}}}}})
+          .code,
+      201);
+  SlicePublisher publisher(*client_, options_);  // resync 60 s: none due within the test
+  plugin_->SetPool(Partitionable(/*ultraserver=*/false, /*cores=*/false));
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(publisher.class_check().verdict(), ClassVerdict::kNotChecked);
+  EXPECT_EQ(publisher.class_check().gets(), 0u);
+
+  plugin_->SetPool(Partitionable(/*ultraserver=*/false, /*cores=*/true));
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(publisher.class_check().verdict(), ClassVerdict::kSelectsCores);
+  // New generations of the same kinds (health changes) do not read it again.
+  for (int round = 0; round < 3; ++round) {
+    plugin_->SetPool(Partitionable(/*ultraserver=*/false, /*cores=*/true));
+    ASSERT_TRUE(publisher.SyncOnce().ok());
+  }
+  EXPECT_EQ(publisher.class_check().gets(), 1u);
+  EXPECT_EQ(log.Count("DeviceClass neuron.aws.com selects NeuronCores (its selectors: "
+                      "`device.driver == \"neuron.aws.com\"`"),
+            1);
+}
+
+// Every resync reads the class again; an unchanged outcome is not said again.
+TEST_F(DraApiTest, TheClassIsReadAgainAtEveryResync) {
+  neuron::testing::CapturedLog log("dra-api.class");
+  options_.resync = std::chrono::milliseconds(0);  // every round re-checks
+  SlicePublisher publisher(*client_, options_);
+  plugin_->SetPool(Partitionable(/*ultraserver=*/false, /*cores=*/true));
+  for (int round = 0; round < 3; ++round) ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(publisher.class_check().gets(), 3u);
+  EXPECT_EQ(publisher.class_check().verdict(), ClassVerdict::kAbsent);
+  EXPECT_EQ(log.Count("no DeviceClass neuron.aws.com in the cluster"), 1);
 }
 
 TEST_F(DraApiTest, ClaimsAreServedPruned) {

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "core/base/text.h"
-#include "driver-sim/scheduler/cel_node.h"
-#include "driver-sim/scheduler/cel_subset.h"
+#include "core/cel/cel_subset.h"
+#include "core/cel/internal/cel_node.h"
 
-namespace neuron::sim::scheduler {
+namespace neuron::cel {
 
 namespace {
 
@@ -328,9 +328,8 @@ bool IsSubsetMethod(std::string_view name) {
 absl::Status CheckSubset(const Node& n) {
   if (n.kind == Node::kSelect && n.children[0]->kind == Node::kDevice && n.name != "driver" &&
       n.name != "attributes") {
-    return absl::InvalidArgumentError(
-        Cat("CEL: device.", n.name, " at column ", n.column,
-            " is outside the simulated scheduler's subset (driver-sim/scheduler/cel_subset.h)"));
+    return absl::InvalidArgumentError(Cat("CEL: device.", n.name, " at column ", n.column,
+                                          " is outside the CEL subset (core/cel/cel_subset.h)"));
   }
   for (const auto& c : n.children) {
     if (absl::Status s = CheckSubset(*c); !s.ok()) return s;
@@ -350,4 +349,4 @@ absl::StatusOr<bool> CelExpression::Matches(const DeviceView& device) const {
   return v.b;
 }
 
-}  // namespace neuron::sim::scheduler
+}  // namespace neuron::cel

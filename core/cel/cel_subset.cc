@@ -1,6 +1,6 @@
 // The CEL subset: a tokenizer, a recursive-descent parser into a small tree, and an evaluator
 // with CEL's error semantics. cel_subset.h says what the subset is.
-#include "driver-sim/scheduler/cel_subset.h"
+#include "core/cel/cel_subset.h"
 
 #include <cctype>
 #include <charconv>
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "core/base/text.h"
-#include "driver-sim/scheduler/cel_node.h"
+#include "core/cel/internal/cel_node.h"
 
-namespace neuron::sim::scheduler {
+namespace neuron::cel {
 
 namespace {
 
@@ -24,9 +24,8 @@ struct Token {
 };
 
 absl::Status Unsupported(std::string_view what, size_t column) {
-  return absl::InvalidArgumentError(
-      Cat("CEL: ", what, " at column ", column,
-          " is outside the simulated scheduler's subset (driver-sim/scheduler/cel_subset.h)"));
+  return absl::InvalidArgumentError(Cat("CEL: ", what, " at column ", column,
+                                        " is outside the CEL subset (core/cel/cel_subset.h)"));
 }
 
 absl::Status Malformed(std::string_view what, size_t column) {
@@ -318,4 +317,4 @@ absl::StatusOr<CelExpression> CelExpression::Compile(std::string_view text) {
   return CelExpression(std::string(text), *std::move(root));
 }
 
-}  // namespace neuron::sim::scheduler
+}  // namespace neuron::cel

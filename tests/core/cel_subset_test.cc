@@ -1,10 +1,10 @@
-// The simulated scheduler's CEL subset (driver-sim/scheduler/cel_subset.h): what it matches, CEL's
+// The CEL subset of device selectors (core/cel/cel_subset.h): what it matches, CEL's
 // error semantics, and that everything outside the subset is refused by name, never matched.
-#include "driver-sim/scheduler/cel_subset.h"
+#include "core/cel/cel_subset.h"
 
 #include <gtest/gtest.h>
 
-namespace neuron::sim::scheduler {
+namespace neuron::cel {
 namespace {
 
 DeviceView Trn1Device() {
@@ -80,9 +80,9 @@ TEST(CelSubsetTest, ErrorsFollowCelSemantics) {
 }
 
 TEST(CelSubsetTest, WhatIsOutsideTheSubsetIsRefusedByName) {
-  const std::string outside = " is outside the simulated scheduler's subset";
+  const std::string outside = " is outside the CEL subset";
   EXPECT_EQ(Eval("device.attributes[\"neuron.aws.com\"].deviceId + 1 == 6"),
-            "compile: CEL: '+' at column 46" + outside + " (driver-sim/scheduler/cel_subset.h)");
+            "compile: CEL: '+' at column 46" + outside + " (core/cel/cel_subset.h)");
   EXPECT_NE(Eval("device.driver == \"a\" ? true : false").find("'?' at column 22" + outside),
             std::string::npos);
   EXPECT_NE(Eval("device.capacity[\"neuron.aws.com\"].cores == 8")
@@ -109,4 +109,4 @@ TEST(CelSubsetTest, MalformedExpressionsSayWhereTheyBreak) {
 }
 
 }  // namespace
-}  // namespace neuron::sim::scheduler
+}  // namespace neuron::cel

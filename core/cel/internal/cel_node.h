@@ -1,14 +1,17 @@
 #pragma once
+#if !defined(NEURON_ROOM_CEL)
+#error "core/cel/internal/ is private to core/cel: include its public headers instead"
+#endif
 // The CEL subset's parse tree, shared by the parser (cel_subset.cc) and the evaluator
-// (cel_eval.cc). Internal to driver-sim/scheduler.
+// (cel_eval.cc). Internal to core/cel.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "driver-sim/scheduler/cel_subset.h"
+#include "core/cel/cel_subset.h"
 
-namespace neuron::sim::scheduler {
+namespace neuron::cel {
 
 // The parse tree.
 struct CelExpression::Node {
@@ -40,4 +43,4 @@ bool IsSubsetMethod(std::string_view name);
 // What parses but is still outside the subset (cel_eval.cc): InvalidArgument naming it.
 absl::Status CheckSubset(const CelExpression::Node& n);
 
-}  // namespace neuron::sim::scheduler
+}  // namespace neuron::cel

@@ -1,5 +1,6 @@
 #pragma once
-// The subset of CEL that the simulated scheduler evaluates in DRA device selectors: what
+// The subset of CEL that the simulated scheduler (driver-sim/scheduler) evaluates in DRA device
+// selectors, and neuron-dra-api in the cluster's DeviceClass (plugin/kubeapi/class_check.h): what
 // DeviceClasses and the claim templates of AWS's and our documentation use
 // (docs/OPERATIONS.md#dra), with CEL's semantics for it. Anything outside the subset is refused
 // when the expression is compiled, with an error naming the construct and its column, never matched
@@ -27,7 +28,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace neuron::sim::scheduler {
+namespace neuron::cel {
 
 // A semantic version: MAJOR.MINOR.PATCH[-PRERELEASE] (build metadata is ignored in comparisons).
 struct Semver {
@@ -71,4 +72,4 @@ class CelExpression {
   std::shared_ptr<const Node> root_;
 };
 
-}  // namespace neuron::sim::scheduler
+}  // namespace neuron::cel
