@@ -58,8 +58,9 @@ absl::Status RemoveCdiSpec(const CdiSpecs& specs, std::string_view claim_uid) {
   std::error_code ec;
   const fs::path path = CdiSpecPath(specs, claim_uid);
   fs::remove(path, ec);
-  if (ec)
+  if (ec) {
     return absl::InternalError(fmt::format("cannot remove {}: {}", path.string(), ec.message()));
+  }
   return absl::OkStatus();
 }
 
