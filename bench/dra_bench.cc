@@ -50,7 +50,6 @@ namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
 using neuron::bench::Ms;
 using neuron::bench::Percentile;
 using neuron::kubeapi::Client;
-using neuron::kubeapi::ClientConfig;
 using neuron::kubeapi::PublisherOptions;
 using neuron::kubeapi::SlicePublisher;
 using neuron::sim::apiserver::ApiServer;
