@@ -79,7 +79,9 @@ pids+=($!)
   --plugin "unix:$sockets/plugin.sock" --listen "unix:$sockets/dra-api.sock" --poll 500 \
   >"$logs/dra-api.log" 2>&1 &
 pids+=($!)
-wait_for 60 sh -c "curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url$slices' | grep -q neuron-15" ||
+# Both pools: neuron.aws.com's is written first, the EFAs' (efa.neuron.aws.com) right after it.
+wait_for 60 sh -c "s=\$(curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url$slices') &&
+  echo \"\$s\" | grep -q neuron-15 && echo \"\$s\" | grep -q efa-rdmap" ||
   { tail -n 5 "$logs/plugin.log" >&2; fail "no ResourceSlice was published" "$logs/dra-api.log"; }
 grep -h "registered\|DRA" "$logs/kubelet.log" | tail -n 2 || true
 
