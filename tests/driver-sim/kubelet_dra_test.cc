@@ -183,7 +183,9 @@ TEST_F(KubeletDraTest, AClaimOfTwoDriversIsPreparedByEach) {
   ASSERT_TRUE(k->DeletePod("training", "llama-0").ok());
   EXPECT_THAT(Unprepared(), ElementsAre("uid-1"));
   std::lock_guard lock(efa.state.mu);
-  EXPECT_THAT(efa.state.prepared, ElementsAre("uid-1"));
+  // Prepared at least once: the kubelet also prepares the claims of running pods again when a
+  // driver registers, and the EFA driver's registration may be handled while the pod is admitted.
+  EXPECT_THAT(efa.state.prepared, ::testing::Contains("uid-1"));
   EXPECT_THAT(efa.state.unprepared, ElementsAre("uid-1"));
 }
 
