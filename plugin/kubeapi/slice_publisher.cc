@@ -427,7 +427,8 @@ absl::Status SlicePublisher::Sync() {
   for (json& s : **read) by_driver[s.value("driver", "")].push_back(std::move(s));
   for (Pool& pool : pools_) {
     const auto mine = by_driver.find(pool.driver);
-    std::vector<json> slices = mine == by_driver.end() ? std::vector<json>{} : mine->second;
+    std::vector<json> slices =
+        mine == by_driver.end() ? std::vector<json>{} : std::move(mine->second);
     if (absl::Status s = SyncPool(pool, std::move(slices), due); !s.ok()) return s;
   }
   // Once the pools are written (the class is worth reading while the API server answers), and
