@@ -235,9 +235,4 @@ constexpr bool AllFull(auto sweeps) {
 static_assert(AllFull(kEfaPortSweeps) && AllFull(kEfaDeviceSweeps),
               "EFA counters are read by full sweeps only");
 
-// Announced for health_status/ by the driver 2.30.2 release notes; no source, format unknown, not
-// read (only the simulator's future layout writes them).
-inline constexpr std::array<std::string_view, 2> kHealthStatusFilesFromNotes{
-    "unhealthy_components", "healthcheck_heartbeat"};
-
 }  // namespace neuron

@@ -17,14 +17,19 @@ using G = NodeGroup;
 constexpr NodeGroups k227{G::kFwApiVersion, G::kPlatformClassAttrs};
 constexpr NodeGroups k228 = k227 | NodeGroups{G::kFwBuild, G::kReadableTopology, G::kHealthStatus};
 constexpr NodeGroups k229 = k228 | NodeGroups{G::kUtilizationRaw};
+// From the 2.30.2 release notes alone (no source): where the notes do not say, the files are
+// assumed to sit beside their kin (corrected ECC in stats/hardware/, the two health files in
+// health_status/).
+constexpr NodeGroups k230 = k229 | NodeGroups{G::kEccCorrected, G::kHealthComponents};
 
-constexpr std::array<DriverGeneration, 6> kGenerations{{
+constexpr std::array<DriverGeneration, 7> kGenerations{{
     {"2.24", "2.24.7.0", {}},
     {"2.25", "2.25.4.0", {}},
     {"2.26", "2.26.5.0", {}},
     {"2.27", "2.27.4.0", k227},
     {"2.28", "2.28.0.0", k228},
     {"2.29", "2.29.0.0", k229},
+    {"2.30", "2.30.2.0", k230, /*from_source=*/false},
 }};
 
 // info/architecture/instance_type of the chips whose hardware layer sets health_status_enabled:
@@ -40,6 +45,12 @@ std::string Join(std::string_view dir, std::string_view name) {
 std::span<const DriverGeneration> KnownGenerations() { return kGenerations; }
 
 const DriverGeneration& NewestGeneration() { return kGenerations.back(); }
+
+const DriverGeneration& NewestSourcedGeneration() {
+  const auto it = std::find_if(kGenerations.rbegin(), kGenerations.rend(),
+                               [](const DriverGeneration& g) { return g.from_source; });
+  return *it;
+}
 
 const DriverGeneration* GenerationNamed(std::string_view name) {
   for (const DriverGeneration& g : kGenerations) {
@@ -63,7 +74,7 @@ const DriverGeneration* GenerationOfVersion(std::string_view version) {
 }
 
 bool GroupOnChip(NodeGroup group, std::string_view chip) {
-  if (group != G::kHealthStatus) return true;
+  if (group != G::kHealthStatus && group != G::kHealthComponents) return true;
   return std::find(kHealthStatusChips.begin(), kHealthStatusChips.end(), chip) !=
          kHealthStatusChips.end();
 }
@@ -86,6 +97,8 @@ std::span<const std::string> GroupDeviceFiles(NodeGroup group) {
       (*f)[static_cast<int>(G::kHealthStatus)].push_back(Join(sysfs::kHealthStatusDir, name));
     }
     (*f)[static_cast<int>(G::kUtilizationRaw)] = {std::string(sysfs::kPowerUtilizationRaw)};
+    (*f)[static_cast<int>(G::kHealthComponents)] = {std::string(sysfs::kUnhealthyComponents),
+                                                    std::string(sysfs::kHealthcheckHeartbeat)};
     for (std::string_view name : kEccCorrected) {
       (*f)[static_cast<int>(G::kEccCorrected)].push_back(Join(sysfs::kHardwareDir, name));
     }

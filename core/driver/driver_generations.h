@@ -5,9 +5,10 @@
 // (/sys/module/neuron/version) once per scan; readers ask which groups a device has, never which
 // version the driver is. The simulator renders each generation from the same table.
 //
-// Only generations with public driver source are known (2.24 to 2.29). Any other version, newer
-// or older, is unknown: the tree is read by what it holds and checked against the newest known
-// generation.
+// The generations with public driver source (2.24 to 2.29) are transcribed from it; 2.30 is known
+// from its release notes only and marked so (`from_source` false: its files' formats are assumed,
+// docs/driver-interface.md#driver-generations). Any other version, newer or older, is unknown:
+// the tree is read by what it holds and checked against the newest known generation.
 //
 // Pure data and functions; thread-safe.
 
@@ -30,8 +31,10 @@ enum class NodeGroup : uint8_t {
   kHealthStatus,        // stats/hardware/health_status/ (2.28; Trn2 and Trn3 only)
   kUtilizationRaw,      // stats/power/utilization_raw (2.29)
   kEccCorrected,        // stats/hardware/{sram,mem}_ecc_corrected (2.30.2 notes; no source)
+  kHealthComponents,    // health_status/{unhealthy_components, healthcheck_heartbeat} (2.30.2
+                        // notes; no source; Trn2 and Trn3 only, as health_status/ itself)
 };
-inline constexpr int kNodeGroupCount = 7;
+inline constexpr int kNodeGroupCount = 8;
 
 // A set of node groups.
 class NodeGroups {
@@ -61,17 +64,20 @@ class NodeGroups {
 // The groups the agent reads (docs/metrics.md#health-metrics); the others only the simulator
 // renders.
 inline constexpr NodeGroups kReadGroups{NodeGroup::kHealthStatus, NodeGroup::kUtilizationRaw,
-                                        NodeGroup::kEccCorrected};
+                                        NodeGroup::kEccCorrected, NodeGroup::kHealthComponents};
 
 struct DriverGeneration {
   std::string_view name;  // "2.29": the major.minor every module version of it starts with
   std::string_view source_version;  // "2.29.0.0": the release whose source was transcribed
   NodeGroups groups;                // optional groups its tree holds (on chips that have them)
+  bool from_source = true;  // false: known from release notes only (2.30), formats assumed
 };
 
-// Every generation with public source, oldest first.
+// Every known generation, oldest first.
 std::span<const DriverGeneration> KnownGenerations();
 const DriverGeneration& NewestGeneration();
+// The newest generation transcribed from source (2.29): the simulator's default.
+const DriverGeneration& NewestSourcedGeneration();
 // The generation of a module version ("2.29.0.0", "2.29.1.0"); null when it is of no known
 // generation (older, newer, malformed).
 const DriverGeneration* GenerationOfVersion(std::string_view module_version);
@@ -79,7 +85,8 @@ const DriverGeneration* GenerationOfVersion(std::string_view module_version);
 const DriverGeneration* GenerationNamed(std::string_view name);
 
 // Whether `group` exists on a device whose info/architecture/instance_type is `chip` ("Trn1"):
-// the driver creates health_status/ only for the chips whose hardware layer enables it.
+// the driver creates health_status/ (and so 2.30's files in it) only for the chips whose hardware
+// layer enables it.
 bool GroupOnChip(NodeGroup group, std::string_view chip);
 // `groups` less those that do not exist on `chip`.
 NodeGroups GroupsOnChip(NodeGroups groups, std::string_view chip);

@@ -102,6 +102,17 @@ inline constexpr std::string_view kPowerUtilizationRaw =
 // The driver's cached health registers (driver 2.28, Trn2; kHealthStatusFiles).
 inline constexpr std::string_view kHealthStatusDir =
     kPath<part::kStats, part::kHardware, part::kHealthStatus>;
+// Announced for health_status/ by the driver 2.30.2 release notes (no source; Trn2, Trn3): the
+// components the driver judges unhealthy, a comma list of kHealthComponentNames
+// (core/node/device_health.h), and a heartbeat. Their formats are not published: the agent
+// assumes "<list>\n" (empty when none) and a counter "%llu\n" that the driver moves once per
+// period (docs/driver-interface.md#driver-generations).
+inline constexpr std::string_view kUnhealthyComponentsName = "unhealthy_components";
+inline constexpr std::string_view kHealthcheckHeartbeatName = "healthcheck_heartbeat";
+inline constexpr std::string_view kUnhealthyComponents =
+    kPath<part::kStats, part::kHardware, part::kHealthStatus, kUnhealthyComponentsName>;
+inline constexpr std::string_view kHealthcheckHeartbeat =
+    kPath<part::kStats, part::kHardware, part::kHealthStatus, kHealthcheckHeartbeatName>;
 inline constexpr std::string_view kMemoryUsageDir = kPath<part::kStats, part::kMemoryUsage>;
 // The device's host memory by category (kHostMemCategories), and a core's host memory triple.
 inline constexpr std::string_view kHostMemDir =

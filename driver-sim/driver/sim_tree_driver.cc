@@ -45,7 +45,7 @@ absl::StatusOr<SimDriver> ParseSimDriver(std::string_view value) {
   if (value.empty()) return NewestSimDriver();
   if (value == "future") {
     SimDriver d{"future", std::string(kFutureModuleVersion),
-                NewestGeneration().groups | NodeGroups{NodeGroup::kEccCorrected}, true};
+                NewestGeneration().groups, true};
     return d;
   }
   if (const DriverGeneration* g = GenerationNamed(value)) {
@@ -56,7 +56,7 @@ absl::StatusOr<SimDriver> ParseSimDriver(std::string_view value) {
 }
 
 SimDriver NewestSimDriver() {
-  const DriverGeneration& g = NewestGeneration();
+  const DriverGeneration& g = NewestSourcedGeneration();
   return SimDriver{std::string(g.name), std::string(g.source_version), g.groups, false};
 }
 
@@ -102,10 +102,9 @@ absl::Status WriteGroupFiles(const fs::path& dir, const ChipSpec& chip, const Si
     for (std::string_view f : kHealthStatusFiles) {
       SIM_RETURN_IF_ERROR(WriteNewFile(dir / sysfs::kHealthStatusDir / f, "0\n", kReadOnly));
     }
-    if (driver.future) {  // content invented: the notes give no format
-      for (std::string_view f : kHealthStatusFilesFromNotes) {
-        SIM_RETURN_IF_ERROR(WriteNewFile(dir / sysfs::kHealthStatusDir / f, "0\n", kReadOnly));
-      }
+    if (g.Has(NodeGroup::kHealthComponents)) {  // content assumed: the notes give no format
+      SIM_RETURN_IF_ERROR(WriteNewFile(dir / sysfs::kUnhealthyComponents, "\n", kReadOnly));
+      SIM_RETURN_IF_ERROR(WriteNewFile(dir / sysfs::kHealthcheckHeartbeat, "0\n", kReadOnly));
     }
   }
   if (g.Has(NodeGroup::kUtilizationRaw)) {
