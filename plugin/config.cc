@@ -141,14 +141,36 @@ absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, Health
         if (key == "ecc") return Get(v, source, name, ParseBool, &h->ecc);
         if (key == "hw_errors") return Get(v, source, name, ParseBool, &h->hw_errors);
         if (key == "efa_port") return Get(v, source, name, ParseBool, &h->efa_port);
+        if (key == "components") return Get(v, source, name, ParseBool, &h->components);
+        if (key == "heartbeat") return Get(v, source, name, ParseBool, &h->heartbeat);
+        if (key == "ecc_corrected") return Get(v, source, name, ParseBool, &h->ecc_corrected);
         if (key == "poll_period") return Get(v, source, name, ParsePollPeriod, &h->poll_period);
+        if (key == "heartbeat_period") {
+          return Get(v, source, name, ParseHeartbeatPeriod, &h->heartbeat_period);
+        }
         if (key == "stale_after") return Get(v, source, name, ParseStaleAfter, &h->stale_after);
         return Unknown(source, mark, "health.", key,
-                       "absence, state, ecc, hw_errors, efa_port, poll_period, stale_after");
+                       "absence, state, ecc, hw_errors, efa_port, components, heartbeat, "
+                       "ecc_corrected, poll_period, heartbeat_period, stale_after");
       });
 }
 
 }  // namespace
+
+EvidenceClasses HealthPolicy::Counted() const {
+  EvidenceClasses out;
+  for (const auto& [on, c] : {std::pair{absence, EvidenceClass::kAbsence},
+                              {state, EvidenceClass::kState},
+                              {ecc, EvidenceClass::kEcc},
+                              {hw_errors, EvidenceClass::kHwErrors},
+                              {efa_port, EvidenceClass::kEfaPort},
+                              {components, EvidenceClass::kComponents},
+                              {heartbeat, EvidenceClass::kHeartbeat},
+                              {ecc_corrected, EvidenceClass::kEccCorrected}}) {
+    if (on) out.Add(c);
+  }
+  return out;
+}
 
 bool Config::enabled(Resource r) const {
   const auto it = resources.find(r);
@@ -207,6 +229,12 @@ absl::StatusOr<DeviceNumbering> ParseDeviceNumbering(std::string_view text) {
 absl::StatusOr<std::chrono::milliseconds> ParsePollPeriod(std::string_view text) {
   return ParseDurationIn(text, kMinPollPeriod, kMaxPollPeriod,
                          fmt::format("the ECC poll period must be {}ms to {}s",
+                                     kMinPollPeriod.count(), kMaxPollPeriod.count() / 1000));
+}
+
+absl::StatusOr<std::chrono::milliseconds> ParseHeartbeatPeriod(std::string_view text) {
+  return ParseDurationIn(text, kMinPollPeriod, kMaxPollPeriod,
+                         fmt::format("the driver's heartbeat period must be {}ms to {}s",
                                      kMinPollPeriod.count(), kMaxPollPeriod.count() / 1000));
 }
 

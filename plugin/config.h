@@ -18,6 +18,7 @@
 #include "core/discovery/make_discovery.h"
 #include "core/model/device_id.h"
 #include "core/model/node_flags.h"
+#include "core/node/device_health.h"
 
 namespace neuron::plugin {
 
@@ -33,16 +34,25 @@ enum class DeviceNumbering { kHost, kContainer };
 
 // Which evidence makes a device or EFA interface Unhealthy (docs/architecture.md#health).
 struct HealthPolicy {
-  bool absence = true;    // device or EFA interface gone
-  bool state = true;      // device state not READY
-  bool ecc = true;        // uncorrected ECC counters rose since the baseline
-  bool hw_errors = true;  // a NEURON_HW_ERR= kernel record named the device since the baseline
-  bool efa_port = true;   // EFA port not ACTIVE
+  bool absence = true;        // device or EFA interface gone
+  bool state = true;          // device state not READY
+  bool ecc = true;            // uncorrected ECC counters rose since the baseline
+  bool hw_errors = true;      // a NEURON_HW_ERR= kernel record named the device since the baseline
+  bool efa_port = true;       // EFA port not ACTIVE
+  bool components = true;     // driver 2.30's unhealthy_components lists a component
+  bool heartbeat = true;      // driver 2.30's healthcheck_heartbeat stalled (unknown)
+  bool ecc_corrected = true;  // corrected ECC rose: degraded (never Unhealthy to the kubelet)
   std::chrono::milliseconds poll_period{250};  // ECC counters, kMinPollPeriod..kMaxPollPeriod
+  // healthcheck_heartbeat's period: not published, 1 s assumed (core/node/health_evidence.h);
+  // kMinPollPeriod..kMaxPollPeriod.
+  std::chrono::milliseconds heartbeat_period{1000};
   // Evidence older than this is stale: the DRA face stops sending it again, so the kubelet takes
   // the devices as UNKNOWN after this (health_check_timeout_seconds), and the plugin's
   // neuron_plugin_health_evidence_stale says 1. kMinStaleAfter..kMaxStaleAfter.
   std::chrono::milliseconds stale_after{30000};
+
+  // The classes of evidence that decide health (core/node/device_health.h).
+  EvidenceClasses Counted() const;
 };
 
 // health.poll_period's range (plugin/README.md#config-file). At least 100 ms: each poll reads up to
@@ -127,6 +137,7 @@ using neuron::ParseDuration;
 // A duration within kMinPollPeriod..kMaxPollPeriod; the error names the allowed range.
 absl::StatusOr<std::chrono::milliseconds> ParsePollPeriod(std::string_view text);
 absl::StatusOr<std::chrono::milliseconds> ParseStaleAfter(std::string_view text);
+absl::StatusOr<std::chrono::milliseconds> ParseHeartbeatPeriod(std::string_view text);
 // "neuron,neuroncore,efa": the short names of kResources (plus neurondevice); the listed ones are
 // enabled and the rest disabled.
 absl::Status ParseResourceList(std::string_view text, Config* config);

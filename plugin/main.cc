@@ -69,6 +69,15 @@ absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Co
     r.body = (ready ? "ready\n" : "not ready\n") + plugin.ReadyDetail();
     return r;
   };
+  // The node's health, in both modes (plugin/README.md#health-api).
+  hopts.handlers["/health"] = [&plugin](const HttpRequest& req) {
+    neuron::plugin::HealthDocument doc = plugin.Health(UnlessOf(req.query));
+    HttpResponse r;
+    r.status = doc.status;
+    if (doc.status == 200) r.content_type = "application/json";
+    r.body = std::move(doc.body);
+    return r;
+  };
   // DRA mode: the ResourceSlice the unprivileged neuron-dra-api publishes
   // (docs/kubelet-api.md#dra-slice).
   if (config.api == neuron::plugin::Api::kDra) {

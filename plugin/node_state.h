@@ -28,6 +28,7 @@
 #include "core/model/allocator.h"
 #include "core/model/device_id.h"
 #include "core/model/topology.h"
+#include "core/node/device_health.h"
 #include "plugin/config.h"
 #include "proto/pod_resources.h"
 
@@ -45,6 +46,7 @@ struct HardwareDevice {
   // health service as UNKNOWN).
   std::string bdf;
   bool unknown = false;
+  DeviceHealth health;  // the whole verdict: state, components, every reason, degraded
   bool operator==(const HardwareDevice&) const = default;
 };
 
@@ -56,6 +58,7 @@ struct HardwareEfa {
   std::optional<int> numa;
   std::optional<int> uverbs;
   std::string bdf;  // "" when unknown
+  DeviceHealth health;
   bool operator==(const HardwareEfa&) const = default;
 };
 

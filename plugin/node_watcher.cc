@@ -23,6 +23,7 @@ Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& p) {
   hw.cores_per_device = evidence.cores_per_device();
   hw.instance_type = evidence.instance_type();
   hw.driver_version = evidence.driver_version();
+  const EvidenceClasses counted = p.Counted();
   int size = 0;
   for (const auto& [index, d] : evidence.devices()) size = std::max(size, index + 1);
   hw.links.resize(size);
@@ -32,18 +33,13 @@ Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& p) {
     out.present = d.present;
     out.numa = d.numa;
     out.bdf = d.bdf;
-    out.unknown = d.present && !d.state;
+    out.health = JudgeDevice(d, counted);
+    // The kubelet's two states: unknown is not healthy (a device whose health cannot be told is
+    // not handed out); the DRA face tells the two apart.
+    out.healthy = out.health.state == HealthState::kHealthy;
+    out.unknown = out.health.state == HealthState::kUnknown;
+    if (!out.health.reasons.empty()) out.reason = out.health.reasons.front();
     hw.links[index] = d.links;
-    if (p.absence && !d.present) {
-      out.reason = "absent";
-    } else if (p.state && d.present && d.state != DeviceState::kReady) {
-      out.reason = fmt::format("state {}", d.state ? DeviceStateName(*d.state) : "unknown");
-    } else if (p.ecc && d.ecc_rose) {
-      out.reason = "uncorrected ECC errors";
-    } else if (p.hw_errors && d.hw_error) {
-      out.reason = "NEURON_HW_ERR record";
-    }
-    out.healthy = out.reason.empty();
     hw.devices.push_back(std::move(out));
   }
   for (const auto& [name, f] : evidence.efas()) {
@@ -53,12 +49,9 @@ Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& p) {
     out.numa = f.numa;
     out.uverbs = f.uverbs;
     out.bdf = f.bdf;
-    if (p.absence && !f.present) {
-      out.reason = "absent";
-    } else if (p.efa_port && f.present && f.port_state != "ACTIVE") {
-      out.reason = fmt::format("port {}", f.port_state.empty() ? "unknown" : f.port_state);
-    }
-    out.healthy = out.reason.empty();
+    out.health = JudgeEfa(f, counted);
+    out.healthy = out.health.state == HealthState::kHealthy;
+    if (!out.health.reasons.empty()) out.reason = out.health.reasons.front();
     hw.efas.push_back(std::move(out));
   }
   return hw;
@@ -75,7 +68,8 @@ class NodeWatcher::Impl {
                                 .lnc = options_.lnc,
                                 .bdf_resolver = {},
                                 .catalog_stands_in = false}),
-        evidence_(RootPaths(options_.root), log_) {}
+        evidence_(RootPaths(options_.root), log_,
+                  HealthEvidenceOptions{.heartbeat_period = options_.health.heartbeat_period}) {}
 
   ~Impl() { Stop(); }
 
@@ -96,7 +90,7 @@ class NodeWatcher::Impl {
     });
     if (!watching.ok()) return watching;
     Rescan();
-    PollEcc();
+    evidence_.PollCounters(Clock::now());
     Publish();
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();
@@ -133,7 +127,7 @@ class NodeWatcher::Impl {
       for (const Event& e : batch) rescan |= evidence_.Apply(e);
       if (rescan) Rescan();
       if (Clock::now() >= next_poll) {
-        PollEcc();
+        evidence_.PollCounters(Clock::now());
         next_poll = Clock::now() + options_.health.poll_period;
       }
       Publish();
@@ -152,10 +146,6 @@ class NodeWatcher::Impl {
     ultraserver_ = inv.ultraserver;
     std::lock_guard<std::mutex> lock(mu_);
     if (!inv.instance_id.empty()) instance_id_ = inv.instance_id;
-  }
-
-  void PollEcc() {
-    if (options_.health.ecc) evidence_.PollEcc();
   }
 
   void Publish() {

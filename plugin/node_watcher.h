@@ -21,9 +21,10 @@
 
 namespace neuron::plugin {
 
-// The hardware picture under `policy`: every known device and interface, with the reason it is
-// unhealthy ("absent", "state RESET", "uncorrected ECC errors", "NEURON_HW_ERR record",
-// "port DOWN"), first of these that the policy counts. Pure: no I/O.
+// The hardware picture under `policy`: every known device and interface with its verdict
+// (core/node/device_health.h: healthy, unhealthy with its components, or unknown; the reasons,
+// the deciding one first: "absent", "state RESET", "uncorrected ECC (hbm)", "NEURON_HW_ERR
+// SRAM_UNCORRECTABLE_ERROR", "port DOWN"), counting the classes the policy counts. Pure: no I/O.
 Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& policy);
 
 class NodeWatcher {

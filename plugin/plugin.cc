@@ -37,6 +37,13 @@ void Plugin::Stop() {
   watcher_.Stop();
 }
 
+HealthDocument Plugin::Health(std::optional<uint64_t> unless) const {
+  const auto read = state_.evidence_time();
+  // Before the first reading the evidence is as good as stale: nothing has been judged.
+  const bool stale = !read || std::chrono::system_clock::now() - *read > config_.health.stale_after;
+  return BuildHealthDocument(*state_.view(), read, stale, unless);
+}
+
 dra::SliceState::Document Plugin::DraSlice(std::optional<uint64_t> unless) const {
   if (dra_ == nullptr) return {404, "not in DRA mode (--api dra)\n"};
   return dra_->Slice(unless);

@@ -15,6 +15,7 @@
 #include "plugin/config.h"
 #include "plugin/dra/slice.h"
 #include "plugin/face.h"
+#include "plugin/health_api.h"
 #include "plugin/metrics.h"
 #include "plugin/node_state.h"
 #include "plugin/node_watcher.h"
@@ -47,6 +48,8 @@ class Plugin {
 
   // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan, 404
   // outside DRA mode, 304 while `unless` is the current generation.
+  // GET /health (plugin/health_api.h).
+  HealthDocument Health(std::optional<uint64_t> unless = std::nullopt) const;
   dra::SliceState::Document DraSlice(std::optional<uint64_t> unless = std::nullopt) const;
 
  private:

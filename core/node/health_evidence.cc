@@ -3,7 +3,9 @@
 #include <set>
 
 #include "core/base/file_io.h"
+#include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
+#include "fmt/ranges.h"
 
 namespace neuron {
 namespace {
@@ -16,8 +18,9 @@ const std::array<EvidenceFile, kEvidenceCount>& EvidenceFiles() { return kHealth
 
 }  // namespace
 
-HealthEvidence::HealthEvidence(RootPaths root, std::shared_ptr<spdlog::logger> log)
-    : root_(std::move(root)), log_(std::move(log)) {}
+HealthEvidence::HealthEvidence(RootPaths root, std::shared_ptr<spdlog::logger> log,
+                               HealthEvidenceOptions options)
+    : root_(std::move(root)), log_(std::move(log)), options_(options) {}
 
 bool HealthEvidence::Apply(const Event& e) {
   switch (e.kind) {
@@ -46,7 +49,9 @@ bool HealthEvidence::Apply(const Event& e) {
     }
     case EventKind::kHardwareError:
       if (devices_.count(e.device)) {
-        devices_[e.device].hw_error = true;
+        std::vector<std::string>& types = devices_[e.device].hw_errors;
+        const std::string type = e.hw_error ? e.hw_error->type : "";
+        if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
         log_->warn("device {}: {}", e.device, e.hw_error ? e.hw_error->text : "NEURON_HW_ERR");
       } else {
         log_->warn("NEURON_HW_ERR record without nd-id: not attributed to a device");
@@ -70,10 +75,13 @@ bool HealthEvidence::Apply(const Event& e) {
   return false;
 }
 
-void HealthEvidence::NewBaseline(DeviceEvidence* d) {
+void HealthEvidence::NewBaseline(DeviceEvidence* d) const {
   d->rebaseline = true;
-  d->ecc_rose = false;
-  d->hw_error = false;
+  d->ecc_rose = {};
+  d->hw_errors.clear();
+  d->corrected_rose = false;
+  d->heartbeat.reset();  // timed afresh from the next reading
+  d->heartbeat_stalled = false;
 }
 
 // The node's shape: absent devices are known too.
@@ -127,40 +135,141 @@ void HealthEvidence::ApplyScan(const Inventory& inv) {
   for (auto& [name, f] : efas_) {
     if (!efa_present.count(name)) f.present = false;
   }
+  // The module's own directory goes with the driver: devices missing without it are unknown.
+  const bool driver_gone = !std::filesystem::exists(root_.ModuleVersion().parent_path());
+  for (auto& [index, e] : devices_) e.driver_gone = driver_gone && !e.present;
   const int cpd = inv.LogicalCoresPerDevice();
   if (cpd > 0) cores_per_device_ = cpd;
   if (!inv.instance_type.empty()) instance_type_ = inv.instance_type;
   if (inv.driver.version) driver_version_ = *inv.driver.version;
 }
 
-void HealthEvidence::PollEcc() {
+void HealthEvidence::PollCounters(std::chrono::steady_clock::time_point now) {
   for (auto& [index, d] : devices_) {
     if (!d.present) continue;
-    std::array<std::optional<uint64_t>, kEvidenceCount> now;
-    for (size_t i = 0; i < kEvidenceCount; ++i) {
-      const EvidenceFile& f = EvidenceFiles()[i];
-      if (f.group && !d.groups.Has(*f.group)) continue;
-      absl::StatusOr<uint64_t> v = ReadU64(root_.NeuronDevice(index) / f.dir / f.name);
-      if (v.ok()) now[i] = *v;
-    }
-    if (d.rebaseline) {
-      d.ecc_baseline = now;
-      d.rebaseline = false;
-      continue;
-    }
-    for (size_t i = 0; i < now.size(); ++i) {
-      if (!now[i]) continue;
-      if (d.ecc_baseline[i] && *now[i] > *d.ecc_baseline[i]) {
-        if (!d.ecc_rose) {
-          log_->warn("device {}: {}/{} rose {} -> {}", index, EvidenceFiles()[i].dir,
-                     EvidenceFiles()[i].name, *d.ecc_baseline[i], *now[i]);
-        }
-        d.ecc_rose = true;
-      } else if (!d.ecc_baseline[i] || *now[i] < *d.ecc_baseline[i]) {
-        d.ecc_baseline[i] = now[i];  // a counter that appeared or restarted
-      }
+    std::vector<std::string> unreadable;
+    PollEcc(index, d, &unreadable);
+    PollCorrected(index, d);
+    PollDriverHealth(index, d, now, &unreadable);
+    NoteUnreadable(index, d, std::move(unreadable));
+  }
+}
+
+namespace {
+
+// The files of `files` the device's tree should hold, read in order: a value, or none when the
+// tree should hold it but it cannot be read (its path then added to `unreadable`), or none when
+// the tree does not hold it.
+template <size_t N>
+std::array<std::optional<uint64_t>, N> ReadEvidence(const std::filesystem::path& dir,
+                                                    const DeviceEvidence& d,
+                                                    const std::array<HealthEvidenceFile, N>& files,
+                                                    std::vector<std::string>* unreadable) {
+  std::array<std::optional<uint64_t>, N> now;
+  for (size_t i = 0; i < N; ++i) {
+    const HealthEvidenceFile& f = files[i];
+    if (f.group && !d.groups.Has(*f.group)) continue;
+    absl::StatusOr<uint64_t> v = ReadU64(dir / f.dir / f.name);
+    if (v.ok()) {
+      now[i] = *v;
+    } else {
+      unreadable->push_back((std::filesystem::path(f.dir) / f.name).string());
     }
   }
+  return now;
+}
+
+}  // namespace
+
+void HealthEvidence::PollEcc(int index, DeviceEvidence& d, std::vector<std::string>* unreadable) {
+  const auto now = ReadEvidence(root_.NeuronDevice(index), d, EvidenceFiles(), unreadable);
+  if (d.rebaseline) {
+    d.ecc_baseline = now;
+    return;  // rebaseline is cleared by PollCorrected, which shares it
+  }
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (!now[i]) continue;
+    const EvidenceFile& f = EvidenceFiles()[i];
+    if (d.ecc_baseline[i] && *now[i] > *d.ecc_baseline[i]) {
+      if (!d.ecc_rose.Has(f.component)) {
+        log_->warn("device {}: {}/{} rose {} -> {}", index, f.dir, f.name, *d.ecc_baseline[i],
+                   *now[i]);
+      }
+      d.ecc_rose.Add(f.component);
+    } else if (!d.ecc_baseline[i] || *now[i] < *d.ecc_baseline[i]) {
+      d.ecc_baseline[i] = now[i];  // a counter that appeared or restarted
+    }
+  }
+}
+
+void HealthEvidence::PollCorrected(int index, DeviceEvidence& d) {
+  std::vector<std::string> unreadable;  // not health: a degraded flag cannot make it unknown
+  const auto now = ReadEvidence(root_.NeuronDevice(index), d, kDegradedEvidence, &unreadable);
+  if (d.rebaseline) {
+    d.corrected_baseline = now;
+    d.rebaseline = false;
+    return;
+  }
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (!now[i]) continue;
+    if (d.corrected_baseline[i] && *now[i] > *d.corrected_baseline[i]) {
+      if (!d.corrected_rose) {
+        log_->warn("device {}: {} rose {} -> {} (degraded)", index, kDegradedEvidence[i].name,
+                   *d.corrected_baseline[i], *now[i]);
+      }
+      d.corrected_rose = true;
+    } else if (!d.corrected_baseline[i] || *now[i] < *d.corrected_baseline[i]) {
+      d.corrected_baseline[i] = now[i];
+    }
+  }
+}
+
+void HealthEvidence::PollDriverHealth(int index, DeviceEvidence& d,
+                                      std::chrono::steady_clock::time_point now,
+                                      std::vector<std::string>* unreadable) {
+  if (!d.groups.Has(NodeGroup::kHealthComponents)) return;
+  const std::filesystem::path dir = root_.NeuronDevice(index);
+  absl::StatusOr<std::string> list = ReadAttribute(dir / sysfs::kUnhealthyComponents);
+  ParsedComponents reported = list.ok() ? ParseHealthComponents(*list) : ParsedComponents{};
+  if (!list.ok()) unreadable->emplace_back(sysfs::kUnhealthyComponents);
+  if (reported.known != d.reported.known || reported.unknown != d.reported.unknown) {
+    log_->warn("device {}: the driver lists unhealthy components [{}{}{}]", index,
+               reported.known.Join(), reported.unknown.empty() ? "" : ",",
+               fmt::join(reported.unknown, ","));
+  }
+  d.reported = std::move(reported);
+
+  absl::StatusOr<uint64_t> beat = ReadU64(dir / sysfs::kHealthcheckHeartbeat);
+  if (!beat.ok()) {
+    unreadable->emplace_back(sysfs::kHealthcheckHeartbeat);
+    return;
+  }
+  if (!d.heartbeat || *beat != *d.heartbeat) {
+    if (d.heartbeat_stalled) log_->info("device {}: heartbeat moves again", index);
+    d.heartbeat = *beat;
+    d.heartbeat_moved = now;
+    d.heartbeat_stalled = false;
+  } else if (!d.heartbeat_stalled && now - d.heartbeat_moved > 2 * options_.heartbeat_period) {
+    log_->warn(
+        "device {}: healthcheck_heartbeat stalled at {} for {} ms", index, *beat,
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - d.heartbeat_moved).count());
+    d.heartbeat_stalled = true;
+  }
+}
+
+void HealthEvidence::NoteUnreadable(int index, DeviceEvidence& d,
+                                    std::vector<std::string> unreadable) const {
+  if (unreadable != d.unreadable) {
+    if (unreadable.empty()) {
+      log_->info("device {}: every health evidence file reads again", index);
+    } else {
+      log_->warn(
+          "device {}: {} health evidence file(s) cannot be read (first: {}): its health "
+          "is unknown",
+          index, unreadable.size(), unreadable.front());
+    }
+  }
+  d.unreadable = std::move(unreadable);
 }
 
 }  // namespace neuron

@@ -10,10 +10,17 @@
 //     stats/hardware/health_status/, rose above the baseline (the list is spelled out in
 //     health_evidence.cc; read by PollEcc, never on an RPC's path);
 //   - NEURON_HW_ERR= kernel records naming the device (nd-id);
-//   - EFA: the port state.
+//   - driver 2.30's health_status/unhealthy_components (as read) and healthcheck_heartbeat
+//     (stalled when it did not move for more than two of its periods);
+//   - corrected ECC (stats/hardware/*_ecc_corrected) rose above the baseline: degraded;
+//   - which of those files the device's tree should hold but could not be read (unknown);
+//   - EFA: the port state;
+//   - the driver: a device that vanished with the module's own directory is not absent but
+//     unknown (the driver is gone, not the device).
 // A device's baseline is set when it appears (start-up, replug) and when its state returns to
-// READY (a reset): the ECC baseline becomes the current counters and old HW_ERR records are
-// forgotten, so the evidence clears once the fault is gone.
+// READY (a reset): the ECC baselines become the current counters, old HW_ERR records are
+// forgotten and the heartbeat is timed afresh, so the evidence clears once the fault is gone.
+// What each piece of evidence means for health is core/node/device_health.h's.
 //
 // The set of known devices only grows (an unplugged device stays listed, absent), and starts
 // from the instance catalog when the instance type is known, so capacity reflects the node.
@@ -22,6 +29,7 @@
 // (docs/style.md#one-owner).
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -31,6 +39,7 @@
 #include <vector>
 
 #include "core/discovery/inventory.h"
+#include "core/driver/health_components.h"
 #include "core/driver/health_counters.h"
 #include "core/events/events.h"
 #include "spdlog/spdlog.h"
@@ -42,6 +51,7 @@ inline constexpr size_t kEccEvidenceCount = kHealthEvidence.size();
 
 struct DeviceEvidence {
   bool present = false;
+  bool driver_gone = false;  // absent because the driver's module is not loaded
   std::string bdf;
   std::optional<DeviceState> state;
   std::optional<int> numa;
@@ -49,8 +59,18 @@ struct DeviceEvidence {
   bool rebaseline = true;  // take the next ECC reading as the baseline
   NodeGroups groups;       // the optional node groups its tree holds
   std::array<std::optional<uint64_t>, kEccEvidenceCount> ecc_baseline;  // the list's order
-  bool ecc_rose = false;
-  bool hw_error = false;
+  HealthComponents ecc_rose;           // the memories whose uncorrected counters rose
+  std::vector<std::string> hw_errors;  // NEURON_HW_ERR types naming it, first seen first
+  // stats/hardware/*_ecc_corrected (kEccCorrected's order) and whether one rose above it.
+  std::array<std::optional<uint64_t>, 2> corrected_baseline;
+  bool corrected_rose = false;
+  ParsedComponents reported;          // driver 2.30's unhealthy_components at the last poll
+  std::optional<uint64_t> heartbeat;  // driver 2.30's healthcheck_heartbeat, last value read
+  std::chrono::steady_clock::time_point heartbeat_moved{};  // when it last changed
+  bool heartbeat_stalled = false;
+  // Evidence files the device's tree should hold that the last poll could not read, relative to
+  // the device's directory: health that depends on them is unknown.
+  std::vector<std::string> unreadable;
 };
 
 struct EfaEvidence {
@@ -61,20 +81,29 @@ struct EfaEvidence {
   std::optional<int> uverbs;
 };
 
+struct HealthEvidenceOptions {
+  // The period of driver 2.30's healthcheck_heartbeat. Not published: 1 s is assumed
+  // (docs/driver-interface.md#driver-generations); the heartbeat is stalled when it has not
+  // moved for more than two periods, so a stall is seen within three.
+  std::chrono::milliseconds heartbeat_period{1000};
+};
+
 class HealthEvidence {
  public:
-  // Reads ECC counters below `root`; logs each change of evidence on `log` (the consumer's
+  // Reads the counter files below `root`; logs each change of evidence on `log` (the consumer's
   // component logger: the lines are its own).
-  HealthEvidence(RootPaths root, std::shared_ptr<spdlog::logger> log);
+  HealthEvidence(RootPaths root, std::shared_ptr<spdlog::logger> log,
+                 HealthEvidenceOptions options = {});
 
   // Applies one event; true when the inventory should be rescanned (details of a new device or
   // of one not known yet).
   bool Apply(const Event& e);
   // Merges a scan: the catalog's shape, presence, state, NUMA node, links, PCI addresses.
   void ApplyScan(const Inventory& inv);
-  // Reads the ECC evidence of every present device: a new baseline where one is due, else
-  // whether a counter rose above it.
-  void PollEcc();
+  // Reads the counter evidence of every present device at `now`: ECC (a new baseline where one
+  // is due, else whether a counter rose above it), corrected ECC, and where the tree has them
+  // unhealthy_components and the heartbeat.
+  void PollCounters(std::chrono::steady_clock::time_point now);
 
   const std::map<int, DeviceEvidence>& devices() const { return devices_; }
   const std::map<std::string, EfaEvidence>& efas() const { return efas_; }
@@ -84,11 +113,17 @@ class HealthEvidence {
   const std::string& driver_version() const { return driver_version_; }
 
  private:
-  static void NewBaseline(DeviceEvidence* d);
+  void NewBaseline(DeviceEvidence* d) const;
   void ApplyCatalog(const InstanceSpec& spec);
+  void PollEcc(int index, DeviceEvidence& d, std::vector<std::string>* unreadable);
+  void PollCorrected(int index, DeviceEvidence& d);
+  void PollDriverHealth(int index, DeviceEvidence& d, std::chrono::steady_clock::time_point now,
+                        std::vector<std::string>* unreadable);
+  void NoteUnreadable(int index, DeviceEvidence& d, std::vector<std::string> unreadable) const;
 
   const RootPaths root_;
   std::shared_ptr<spdlog::logger> log_;
+  const HealthEvidenceOptions options_;
   std::map<int, DeviceEvidence> devices_;
   std::map<std::string, EfaEvidence> efas_;
   int cores_per_device_ = 0;

@@ -127,7 +127,7 @@ TEST_F(KubeletDraPluginHealthTest, TheClaimsDevicesHealthFollowsAFaultAResetAndT
   EXPECT_EQ(HealthOf(last_, "neuron-4"), "Healthy");
   for (const json& r : last_[0]["resources"]) {
     if (r["health"] == "Unhealthy") {
-      EXPECT_EQ(r.value("message", ""), "uncorrected ECC errors") << last_.dump();
+      EXPECT_EQ(r.value("message", ""), "uncorrected ECC (hbm)") << last_.dump();
     }
   }
 

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "core/base/component_log.h"
+#include "core/discovery/inventory.h"
+#include "core/node/device_health.h"
 #include "core/node/health_evidence.h"
 #include "plugin/node_watcher.h"
 #include "tests/support/temp_dir.h"
@@ -26,6 +28,9 @@ class HealthTest : public ::testing::Test {
     // Spelled here, not taken from core/driver: a misspelling shared by both sides still fails.
     fs::create_directories(Hardware0());
     SetSramUncorrected(0);
+    for (const char* f : {"mem_ecc_uncorrected", "mem_ecc_repairable_uncorrected"}) {
+      std::ofstream(Hardware0() / f) << "0\n";
+    }
   }
   fs::path Hardware0() const {
     return root_ / "sys/devices/virtual/neuron_device/neuron0/stats/hardware";
@@ -74,6 +79,9 @@ std::string ReasonOf(const Hardware& hw, bool efa) {
   return hw.devices.empty() ? "no device" : hw.devices[0].reason;
 }
 
+constexpr const char* kEcc = "uncorrected ECC (sram)";
+constexpr const char* kHwErr = "NEURON_HW_ERR SRAM_UNCORRECTABLE_ERROR";
+
 // Device 0's life: each step, the reason under the default policy and with one kind off.
 // `set_sram` writes device 0's uncorrected SRAM ECC counter.
 std::vector<HealthStep> DeviceSteps(const std::function<void(int)>& set_sram) {
@@ -82,58 +90,65 @@ std::vector<HealthStep> DeviceSteps(const std::function<void(int)>& set_sram) {
       {"appears READY; the first poll takes the baseline",
        [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceAdded, ready));
-         h.PollEcc();
+         h.PollCounters(std::chrono::steady_clock::now());
        },
        "", &HealthPolicy::ecc, ""},
       {"an uncorrected SRAM error",
        [=](HealthEvidence& h) {
          set_sram(1);
-         h.PollEcc();
+         h.PollCounters(std::chrono::steady_clock::now());
        },
-       "uncorrected ECC errors", &HealthPolicy::ecc, ""},
+       kEcc, &HealthPolicy::ecc, ""},
       {"a NEURON_HW_ERR record as well: ECC is named first",
-       [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); },
-       "uncorrected ECC errors", &HealthPolicy::ecc, "NEURON_HW_ERR record"},
+       [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); }, kEcc,
+       &HealthPolicy::ecc, kHwErr},
       {"in reset",
        [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceStateChanged, DeviceState::kReset));
        },
-       "state RESET", &HealthPolicy::state, "uncorrected ECC errors"},
+       "state RESET", &HealthPolicy::state, kEcc},
       {"READY again: a new baseline forgets the old evidence",
        [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceStateChanged, ready));
-         h.PollEcc();
+         h.PollCounters(std::chrono::steady_clock::now());
        },
        "", &HealthPolicy::hw_errors, ""},
       {"a NEURON_HW_ERR record alone",
-       [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); },
-       "NEURON_HW_ERR record", &HealthPolicy::hw_errors, ""},
+       [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); }, kHwErr,
+       &HealthPolicy::hw_errors, ""},
       {"unplugged: absent, and listed still",
        [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kDeviceRemoved)); }, "absent",
-       &HealthPolicy::absence, "NEURON_HW_ERR record"},
+       &HealthPolicy::absence, kHwErr},
       {"replugged: a new baseline",
        [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceAdded, ready));
-         h.PollEcc();
+         h.PollCounters(std::chrono::steady_clock::now());
        },
        "", &HealthPolicy::absence, ""},
       {"a counter that restarted lower is the new baseline, not evidence",
        [=](HealthEvidence& h) {
          set_sram(0);
-         h.PollEcc();
+         h.PollCounters(std::chrono::steady_clock::now());
        },
        "", &HealthPolicy::ecc, ""},
       {"and rising from there is evidence",
        [=](HealthEvidence& h) {
          set_sram(1);
-         h.PollEcc();
+         h.PollCounters(std::chrono::steady_clock::now());
        },
-       "uncorrected ECC errors", &HealthPolicy::ecc, ""},
-      {"a state that cannot be read",
+       kEcc, &HealthPolicy::ecc, ""},
+      {"a state that cannot be read beside a fault: the fault decides",
        [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceStateChanged, std::nullopt));
        },
-       "state unknown", &HealthPolicy::state, "uncorrected ECC errors"},
+       kEcc, &HealthPolicy::state, kEcc},
+      {"and alone: unknown",
+       [=](HealthEvidence& h) {
+         set_sram(0);  // a restart: the new baseline
+         h.PollCounters(std::chrono::steady_clock::now());
+         h.Apply(DeviceEvent(EventKind::kDeviceAdded, std::nullopt));
+       },
+       "device state cannot be read", &HealthPolicy::state, ""},
   };
 }
 
@@ -171,8 +186,9 @@ TEST_F(HealthTest, EvidenceComesAndGoesAsThePolicySays) {
   }
   const Hardware hw = JudgeHealth(evidence, HealthPolicy{});
   ASSERT_EQ(hw.devices.size(), 1u);
-  EXPECT_FALSE(hw.devices[0].healthy);
+  EXPECT_FALSE(hw.devices[0].healthy) << "unknown is not healthy to the kubelet";
   EXPECT_TRUE(hw.devices[0].unknown) << "present, state unreadable";
+  EXPECT_EQ(hw.devices[0].health.state, HealthState::kUnknown);
   ASSERT_EQ(hw.efas.size(), 1u);
   EXPECT_FALSE(hw.efas[0].present);
 }
@@ -186,6 +202,156 @@ TEST_F(HealthTest, AnEventAboutSomethingNewAsksForARescan) {
   EXPECT_FALSE(evidence.Apply(DeviceEvent(EventKind::kDeviceStateChanged, DeviceState::kReset)));
   EXPECT_TRUE(evidence.Apply(EfaEvent(EventKind::kEfaAdded, "ACTIVE"))) << "its uverbs node";
   EXPECT_FALSE(evidence.Apply(EfaEvent(EventKind::kEfaPortStateChanged, "DOWN")));
+}
+
+// A driver 2.30 device (Trn2): its tree holds health_status/ with the two files of the notes.
+class Driver230Test : public HealthTest {
+ protected:
+  using Clock = std::chrono::steady_clock;
+  void SetUp() override {
+    HealthTest::SetUp();
+    fs::create_directories(HealthStatus0());
+    for (const char* f : {"hbm_ecc_err_count", "repairable_hbm_ecc_err_count", "sram_ecc_err_count",
+                          "hw_error_event"}) {
+      std::ofstream(HealthStatus0() / f) << "0\n";
+    }
+    Write("unhealthy_components", "\n");
+    Write("healthcheck_heartbeat", "5\n");
+    fs::create_directories(root_ / "sys/module/neuron");
+    Inventory inv;
+    NeuronDevice d;
+    d.index = 0;
+    d.state = DeviceState::kReady;
+    d.sysfs_groups = NodeGroups{NodeGroup::kHealthStatus, NodeGroup::kHealthComponents};
+    inv.devices.push_back(d);
+    evidence_.ApplyScan(inv);
+    Poll(0);
+  }
+  fs::path HealthStatus0() const { return Hardware0() / "health_status"; }
+  void Write(const char* name, const std::string& text) const {
+    std::ofstream(HealthStatus0() / name) << text;
+  }
+  void Poll(int ms) { evidence_.PollCounters(t0_ + std::chrono::milliseconds(ms)); }
+  DeviceHealth Judge(const HealthPolicy& p = {}) const {
+    return JudgeHealth(evidence_, p).devices.at(0).health;
+  }
+
+  HealthEvidence evidence_{RootPaths(root_), ComponentLogger("test.health"),
+                           HealthEvidenceOptions{.heartbeat_period = std::chrono::seconds(1)}};
+  const Clock::time_point t0_ = Clock::now();
+};
+
+TEST_F(Driver230Test, TheDriversListOfComponentsMakesTheDeviceUnhealthy) {
+  EXPECT_EQ(Judge().state, HealthState::kHealthy);
+  Write("unhealthy_components", "hbm, link_efa,warp_drive\n");
+  Poll(100);
+  const DeviceHealth h = Judge();
+  EXPECT_EQ(h.state, HealthState::kUnhealthy);
+  EXPECT_EQ(h.components.Join(), "hbm,link_efa");
+  ASSERT_FALSE(h.reasons.empty());
+  EXPECT_EQ(h.reasons[0], "driver: unhealthy hbm,link_efa,warp_drive") << "a newer word is kept";
+  HealthPolicy off;
+  off.components = false;
+  EXPECT_EQ(Judge(off).state, HealthState::kHealthy);
+  Write("unhealthy_components", "\n");
+  Poll(200);
+  EXPECT_EQ(Judge().state, HealthState::kHealthy) << "the driver's list is read as it is now";
+}
+
+TEST_F(Driver230Test, AStalledHeartbeatIsUnknownAfterTwoPeriods) {
+  Poll(1500);
+  EXPECT_EQ(Judge().state, HealthState::kHealthy) << "within two periods";
+  Poll(2100);
+  DeviceHealth h = Judge();
+  EXPECT_EQ(h.state, HealthState::kUnknown);
+  EXPECT_EQ(h.reasons, std::vector<std::string>{"healthcheck_heartbeat stalled"});
+  HealthPolicy off;
+  off.heartbeat = false;
+  EXPECT_EQ(Judge(off).state, HealthState::kHealthy);
+  Write("healthcheck_heartbeat", "6\n");
+  Poll(2200);
+  EXPECT_EQ(Judge().state, HealthState::kHealthy) << "it moves again";
+}
+
+TEST_F(Driver230Test, AnUnreadableEvidenceFileIsUnknownNotHealthy) {
+  fs::remove(Hardware0() / "mem_ecc_uncorrected");
+  fs::remove(HealthStatus0() / "healthcheck_heartbeat");
+  Poll(100);
+  const DeviceHealth h = Judge();
+  EXPECT_EQ(h.state, HealthState::kUnknown);
+  EXPECT_EQ(h.reasons, (std::vector<std::string>{
+                           "stats/hardware/mem_ecc_uncorrected cannot be read",
+                           "stats/hardware/health_status/healthcheck_heartbeat cannot be read"}));
+  HealthPolicy off;
+  off.ecc = false;
+  off.heartbeat = false;
+  EXPECT_EQ(Judge(off).state, HealthState::kHealthy) << "evidence not counted is not missed";
+}
+
+TEST_F(Driver230Test, RisingCorrectedEccIsDegradedNotUnhealthy) {
+  // The device's tree gains the corrected counters (2.30): a first reading is no rise.
+  std::ofstream(Hardware0() / "mem_ecc_corrected") << "3\n";
+  std::ofstream(Hardware0() / "sram_ecc_corrected") << "0\n";
+  Inventory inv;
+  NeuronDevice d;
+  d.index = 0;
+  d.state = DeviceState::kReady;
+  d.sysfs_groups =
+      NodeGroups{NodeGroup::kHealthStatus, NodeGroup::kHealthComponents, NodeGroup::kEccCorrected};
+  inv.devices.push_back(d);
+  evidence_.ApplyScan(inv);
+  Poll(100);
+  EXPECT_FALSE(Judge().degraded);
+  std::ofstream(Hardware0() / "mem_ecc_corrected") << "4\n";
+  Poll(200);
+  const DeviceHealth h = Judge();
+  EXPECT_EQ(h.state, HealthState::kHealthy);
+  EXPECT_TRUE(h.degraded);
+  HealthPolicy off;
+  off.ecc_corrected = false;
+  EXPECT_FALSE(Judge(off).degraded);
+}
+
+TEST_F(Driver230Test, ADeviceGoneWithTheDriverIsUnknownNotAbsent) {
+  fs::remove_all(root_ / "sys/module/neuron");
+  evidence_.ApplyScan(Inventory{});
+  DeviceHealth h = Judge();
+  EXPECT_EQ(h.state, HealthState::kUnknown);
+  EXPECT_EQ(h.reasons, std::vector<std::string>{"the Neuron driver is not loaded"});
+  fs::create_directories(root_ / "sys/module/neuron");
+  evidence_.ApplyScan(Inventory{});
+  h = Judge();
+  EXPECT_EQ(h.state, HealthState::kUnhealthy);
+  EXPECT_EQ(h.components.Join(), "link_host");
+}
+
+TEST(NodeConditionTest, APermanentFaultNamesItsTypeTransientOnesDoNot) {
+  DeviceHealth reset{.state = HealthState::kUnhealthy,
+                     .components = {},
+                     .reasons = {"state RESET"},
+                     .classes = {EvidenceClass::kState},
+                     .hw_error_types = {},
+                     .degraded = false};
+  EXPECT_FALSE(JudgeNodeCondition({{0, reset}}).problem);
+  EXPECT_EQ(JudgeNodeCondition({{0, reset}}).reason, "NeuronHasNoError");
+  DeviceHealth hbm = reset;
+  hbm.components.Add(HealthComponent::kHbm);
+  hbm.reasons = {"uncorrected ECC (hbm)"};
+  hbm.classes = {EvidenceClass::kEcc};
+  DeviceHealth link = hbm;
+  link.components = {};
+  link.components.Add(HealthComponent::kLinkEfa);
+  link.reasons = {"driver: unhealthy link_efa"};
+  link.classes = {EvidenceClass::kComponents};
+  const NodeCondition c = JudgeNodeCondition({{0, reset}, {3, hbm}, {5, link}});
+  EXPECT_TRUE(c.problem);
+  EXPECT_EQ(c.reason, "NeuronHasError_HBM_UNCORRECTABLE_ERROR");
+  EXPECT_EQ(c.message, "neuron3: uncorrected ECC (hbm) | neuron5: driver: unhealthy link_efa");
+  EXPECT_EQ(JudgeNodeCondition({{5, link}}).reason, "NeuronHasError_LINK_EFA");
+  DeviceHealth record = hbm;
+  record.classes = {EvidenceClass::kHwErrors};
+  record.hw_error_types = {"DMA_ERROR"};
+  EXPECT_EQ(JudgeNodeCondition({{1, record}}).reason, "NeuronHasError_DMA_ERROR");
 }
 
 }  // namespace

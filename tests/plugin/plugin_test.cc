@@ -406,7 +406,8 @@ TEST_F(PluginTest, HealthStatusCountsAreEvidenceAndTheEventCountIsNot) {
   ::neuron::testing::WriteFile(sim_->Device(5) / hs / "hw_error_event", "7\n");
   ::neuron::testing::WriteFile(sim_->Device(4) / hs / "hbm_ecc_err_count", "1\n");
   EXPECT_TRUE(WaitHealth(kNeuron, "4", "Unhealthy"));
-  EXPECT_EQ(plugin_->state().view()->devices.at(4).reason, "uncorrected ECC errors");
+  EXPECT_EQ(plugin_->state().view()->devices.at(4).reason, "uncorrected ECC (hbm)");
+  EXPECT_EQ(plugin_->state().view()->devices.at(4).health.components.Join(), "hbm");
   // A poll reads the devices in index order, so the one that saw device 4's count (written after
   // device 5's event count) read device 5's too.
   EXPECT_EQ(List(kNeuron).at("5").health, "Healthy");

@@ -1,0 +1,106 @@
+#pragma once
+// A device's and an EFA interface's health, judged from their evidence (health_evidence.h): one of
+// three states, the components at fault in driver 2.30's vocabulary
+// (core/driver/health_components.h) whatever the driver, and why (docs/architecture.md#health).
+//
+//   - unhealthy: a counted class of evidence shows a fault;
+//   - unknown: no fault shown, but a counted class cannot be read (its files missing or
+//     unreadable, the device state unreadable, the heartbeat stalled, the driver not loaded);
+//   - healthy: every counted class was read and shows no fault.
+// Degraded (corrected ECC rising) is a flag beside the state, never a state: the device still
+// works, and only a policy decides what it costs.
+//
+// Which classes count is the consumer's: the device plugin's health policy, every class for the
+// exporter and the tools.
+//
+// Pure; thread-safe.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/driver/health_components.h"
+#include "core/node/health_evidence.h"
+
+namespace neuron {
+
+enum class HealthState : uint8_t { kHealthy, kUnhealthy, kUnknown };
+// "healthy", "unhealthy", "unknown" (the series' `state` label, the health API's words).
+std::string_view HealthStateName(HealthState s);
+inline constexpr std::array<HealthState, 3> kHealthStates{
+    HealthState::kHealthy, HealthState::kUnhealthy, HealthState::kUnknown};
+
+// The classes of evidence a policy names (the plugin's health.<class> keys).
+enum class EvidenceClass : uint8_t {
+  kAbsence,       // device or EFA gone (absence is a fault; the driver gone is unknown)
+  kState,         // device state not READY, or unreadable
+  kEcc,           // uncorrected ECC counters rose (stats/hardware/, health_status/ counts)
+  kHwErrors,      // NEURON_HW_ERR kernel records
+  kEfaPort,       // EFA port not ACTIVE
+  kComponents,    // driver 2.30's unhealthy_components lists something
+  kHeartbeat,     // driver 2.30's healthcheck_heartbeat stopped
+  kEccCorrected,  // corrected ECC counters rose: degraded, not unhealthy
+};
+inline constexpr int kEvidenceClassCount = 8;
+std::string_view EvidenceClassName(EvidenceClass c);  // "absence", "ecc_corrected", ...
+
+class EvidenceClasses {
+ public:
+  constexpr EvidenceClasses() = default;
+  constexpr EvidenceClasses(std::initializer_list<EvidenceClass> classes) {
+    for (EvidenceClass c : classes) Add(c);
+  }
+  static constexpr EvidenceClasses All() {
+    EvidenceClasses out;
+    out.bits_ = (1U << kEvidenceClassCount) - 1;
+    return out;
+  }
+  constexpr bool Has(EvidenceClass c) const { return (bits_ & Bit(c)) != 0; }
+  constexpr void Add(EvidenceClass c) { bits_ |= Bit(c); }
+  constexpr void Remove(EvidenceClass c) { bits_ &= ~Bit(c); }
+  constexpr bool empty() const { return bits_ == 0; }
+  bool operator==(const EvidenceClasses&) const = default;
+
+ private:
+  static constexpr uint16_t Bit(EvidenceClass c) {
+    return static_cast<uint16_t>(1U << static_cast<unsigned>(c));
+  }
+  uint16_t bits_ = 0;
+};
+
+struct DeviceHealth {
+  HealthState state = HealthState::kHealthy;
+  HealthComponents components;       // at fault (unhealthy only)
+  std::vector<std::string> reasons;  // why, first the one that decided ("uncorrected ECC (hbm)")
+  EvidenceClasses classes;           // the counted classes that found a fault or could not tell
+  std::vector<std::string> hw_error_types;  // NEURON_HW_ERR types since the baseline, as logged
+  bool degraded = false;                    // corrected ECC rose since the baseline (counted)
+  bool operator==(const DeviceHealth&) const = default;
+};
+
+// `counted` are the classes that decide; the others are not read into the verdict.
+DeviceHealth JudgeDevice(const DeviceEvidence& d, EvidenceClasses counted);
+DeviceHealth JudgeEfa(const EfaEvidence& f, EvidenceClasses counted);
+
+// The component a NEURON_HW_ERR type names (docs/driver-interface.md#hardware-errors): SRAM and
+// NeuronCore uncorrectable errors are SRAM, HBM is hbm, DMA is the AXI fabric the DMA engines
+// move data over, a collectives hang the links between devices. Unknown types name none.
+std::optional<HealthComponent> ComponentOfHwError(std::string_view type);
+
+// The Node condition AWS's node-problem-detector sets (docs/driver-interface.md#hardware-errors):
+// True while a device shows a permanent fault (uncorrected ECC, a NEURON_HW_ERR record, a
+// component the driver lists), reason NeuronHasError_<TYPE>, <TYPE> the record's type or the
+// type of the component's fault; else False, NeuronHasNoError. Absence, state and EFA ports are
+// transient or the device's own business: they do not condemn the node.
+struct NodeCondition {
+  bool problem = false;
+  std::string reason;   // "NeuronHasError_HBM_UNCORRECTABLE_ERROR" / "NeuronHasNoError"
+  std::string message;  // "neuron3: uncorrected ECC (hbm)"
+  bool operator==(const NodeCondition&) const = default;
+};
+inline constexpr std::string_view kNodeConditionType = "NeuronHealth";
+// `devices` by index.
+NodeCondition JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>& devices);
+
+}  // namespace neuron

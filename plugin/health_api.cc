@@ -1,0 +1,87 @@
+#include "plugin/health_api.h"
+
+#include <utility>
+#include <vector>
+
+#include "core/base/hash.h"
+#include "fmt/chrono.h"
+#include "nlohmann/json.hpp"
+
+namespace neuron::plugin {
+namespace {
+
+using nlohmann::json;
+
+json Components(const HealthComponents& components) {
+  json out = json::array();
+  for (HealthComponent c : components.List()) out.push_back(HealthComponentName(c));
+  return out;
+}
+
+json Verdict(const DeviceHealth& h) {
+  json out = {{"state", HealthStateName(h.state)},
+              {"components", Components(h.components)},
+              {"reasons", h.reasons},
+              {"degraded", h.degraded}};
+  if (!h.hw_error_types.empty()) out["hw_errors"] = h.hw_error_types;
+  return out;
+}
+
+json Condition(const NodeView& view, bool stale) {
+  std::vector<std::pair<int, DeviceHealth>> devices;
+  for (const auto& [index, d] : view.devices) devices.emplace_back(index, d.health);
+  const NodeCondition c = JudgeNodeCondition(devices);
+  // Stale evidence says nothing about now: the condition is Unknown, not the last verdict.
+  if (stale) {
+    return {{"type", kNodeConditionType},
+            {"status", "Unknown"},
+            {"reason", "NeuronHealthUnknown"},
+            {"message", "the plugin's health evidence is stale"}};
+  }
+  return {{"type", kNodeConditionType},
+          {"status", c.problem ? "True" : "False"},
+          {"reason", c.reason},
+          {"message", c.message}};
+}
+
+}  // namespace
+
+HealthDocument BuildHealthDocument(
+    const NodeView& view, std::optional<std::chrono::system_clock::time_point> evidence_time,
+    bool stale, std::optional<uint64_t> unless) {
+  json doc = json::object();
+  json devices = json::array();
+  for (const auto& [index, d] : view.devices) {
+    json v = Verdict(d.health);
+    v["device"] = index;
+    v["present"] = d.present;
+    devices.push_back(std::move(v));
+  }
+  json efas = json::array();
+  for (const auto& [name, e] : view.efas) {
+    json v = Verdict(e.health);
+    v["name"] = name;
+    v["present"] = e.present;
+    efas.push_back(std::move(v));
+  }
+  doc["devices"] = std::move(devices);
+  doc["efas"] = std::move(efas);
+  doc["stale"] = stale;
+  doc["node_condition"] = Condition(view, stale);
+  HealthDocument out;
+  // 53 bits: exact in any JSON reader's number.
+  out.generation = Fnv1a64(doc.dump()) & ((uint64_t{1} << 53) - 1);
+  if (unless && *unless == out.generation) {
+    out.status = 304;
+    return out;
+  }
+  doc["generation"] = out.generation;
+  if (evidence_time) {
+    doc["evidence_time"] =
+        fmt::format("{:%FT%TZ}", std::chrono::floor<std::chrono::seconds>(*evidence_time));
+  }
+  out.body = doc.dump();
+  return out;
+}
+
+}  // namespace neuron::plugin
