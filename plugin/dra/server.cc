@@ -210,7 +210,7 @@ class HealthService : public Api::DRAResourceHealth::Service {
       d->set_health(unknown ? Api::UNKNOWN : healthy ? Api::HEALTHY : Api::UNHEALTHY);
       d->set_last_updated_time(read_at);
       if constexpr (kV1) {
-        d->set_message(unknown ? "health evidence cannot be read" : why);
+        d->set_message(unknown && why.empty() ? "health evidence cannot be read" : why);
         d->set_health_check_timeout_seconds(timeout);
       }
     };
