@@ -173,7 +173,8 @@ std::array<std::optional<uint64_t>, N> ReadEvidence(const std::filesystem::path&
     if (v.ok()) {
       now[i] = *v;
     } else {
-      unreadable->push_back((std::filesystem::path(f.dir) / f.name).string());
+      const std::filesystem::path relative = std::filesystem::path(f.dir) / f.name;
+      unreadable->push_back(relative.string());
     }
   }
   return now;
