@@ -66,7 +66,9 @@ void AddUpOptions(CLI::App* up, UpFlags* f) {
                  "0123456789abcdef)");
   up->add_option("--driver-version", f->driver_version,
                  "driver generation whose sysfs tree to serve: " + SimDriverChoices() +
-                     " (default: the newest; future: an invented layout, driver-sim/README.md)");
+                     " (default: " + NewestSimDriver().name +
+                     ", the newest with public source; 2.30 from its release notes, formats "
+                     "assumed; future: an invented layout; driver-sim/README.md)");
   // Accelerated clocks for tests (D11, driver-sim/README.md#deviations), outside the contract:
   // hidden.
   up->add_option("--reset-ms", f->reset_ms, "device reset duration")->group("");
