@@ -60,6 +60,9 @@ const CtlVerb* FindCtlVerb(std::string_view name);
 // refused, as the driver refuses it with EFAULT).
 inline constexpr int kPrintkDefaultLevel = 3;
 inline constexpr size_t kPrintkMaxText = 511;
+// OK for text printk takes: 1 to kPrintkMaxText bytes, no newline, carriage return or NUL (which
+// the one-line protocol cannot carry); InvalidArgument saying which rule it breaks otherwise.
+absl::Status CheckPrintkText(std::string_view text);
 
 struct CtlRequest {
   std::string command = "status";    // a CtlVerb's name
