@@ -19,24 +19,28 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/base/unique_fd.h"
+#include "core/driver/health_components.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/faults.h"
 
 namespace neuron::sim {
 
-// What a ctl verb takes: a fault kind word after the verb (inject), options, and printk's text
-// after "--". kRequired ones are a usage error when missing; kNo ones when given.
+// What a ctl verb takes: a fault kind word after the verb (inject) or an action word (one of
+// CtlVerb::actions), options, and printk's text after "--". kRequired ones are a usage error when
+// missing; kNo ones when given.
 enum class CtlArg : uint8_t { kNo, kOptional, kRequired };
 struct CtlArgs {
   CtlArg fault = CtlArg::kNo;
-  CtlArg device = CtlArg::kNo;  // --device N (A for link-down)
-  CtlArg core = CtlArg::kNo;    // --core C
-  CtlArg peer = CtlArg::kNo;    // --peer B
-  CtlArg fail = CtlArg::kNo;    // --fail
-  CtlArg efa = CtlArg::kNo;     // --efa NAME
-  CtlArg id = CtlArg::kNo;      // --id ID
-  CtlArg level = CtlArg::kNo;   // --level N
-  CtlArg text = CtlArg::kNo;    // -- TEXT...
+  CtlArg action = CtlArg::kNo;      // a word after the verb: heartbeat stall|resume
+  CtlArg components = CtlArg::kNo;  // after the action `set`, a comma list: component set LIST
+  CtlArg device = CtlArg::kNo;      // --device N (A for link-down)
+  CtlArg core = CtlArg::kNo;        // --core C
+  CtlArg peer = CtlArg::kNo;        // --peer B
+  CtlArg fail = CtlArg::kNo;        // --fail
+  CtlArg efa = CtlArg::kNo;         // --efa NAME
+  CtlArg id = CtlArg::kNo;          // --id ID
+  CtlArg level = CtlArg::kNo;       // --level N
+  CtlArg text = CtlArg::kNo;        // -- TEXT...
 };
 
 // One `neuron-sim ctl` verb as the client and the daemon both parse it.
@@ -46,6 +50,7 @@ struct CtlVerb {
   std::string_view usage;  // its line in CtlUsage(): "unplug --device N"
   std::string_view help;   // what it does, for `neuron-sim ctl --help`
   bool logged = true;      // the daemon logs it (status is polled by scripts and changes nothing)
+  std::string_view actions = "";  // the words its action takes, "stall|resume"
 };
 
 // Every verb, in CtlUsage()'s order. The table is in daemon_commands.cc, each row beside the
@@ -67,7 +72,9 @@ absl::Status CheckPrintkText(std::string_view text);
 struct CtlRequest {
   std::string command = "status";    // a CtlVerb's name
   std::optional<FaultKind> fault;    // inject: never kLinkDown
-  std::optional<int> device;         // unplug, plug, inject, reset, link-down
+  std::string action;                // heartbeat stall|resume, component set|clear
+  HealthComponents components;       // component set: never empty
+  std::optional<int> device;         // unplug, plug, inject, reset, link-down, ...
   std::optional<int> core;           // inject (optional)
   std::optional<int> peer;           // link-down
   bool fail = false;                 // reset --fail

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <utility>
 
+#include "core/base/text.h"
 #include "driver-sim/driver/ctl.h"
 
 namespace neuron::sim {
@@ -82,23 +83,64 @@ absl::StatusOr<CtlRequest> ParseCtlArgs(const std::vector<std::string>& words) {
 
 namespace {
 
-// The verb word and, for inject, its fault kind, into `req`: the index of the first option.
+constexpr std::string_view kInjectKinds = "hbm-ue, sram-ue, nan, dma-abort or hang";
+
+// inject's word, a runtime fault, into `req`.
+absl::Status ParseInjectKind(const std::vector<std::string>& words, CtlRequest* req) {
+  if (words.size() < 2 || words[1].starts_with("-")) {
+    return Usage(fmt::format("{} needs a fault: {}", words[0], kInjectKinds));
+  }
+  const std::optional<FaultKind> kind = ParseFaultKind(words[1]);
+  if (!kind || *kind == FaultKind::kLinkDown) {
+    return Usage(fmt::format("unknown fault '{}'; {} takes {}", words[1], words[0], kInjectKinds));
+  }
+  req->fault = kind;
+  return absl::OkStatus();
+}
+
+// component set's list: words of kHealthComponentNames only, at least one.
+absl::Status ParseComponentList(std::string_view text, HealthComponents* out) {
+  const ParsedComponents parsed = ParseHealthComponents(text);
+  if (!parsed.unknown.empty()) {
+    return Usage(fmt::format("unknown component '{}'; known: {}", parsed.unknown.front(),
+                             fmt::join(kHealthComponentNames, ", ")));
+  }
+  if (parsed.known.empty()) {
+    return Usage("component set needs at least one component (component clear empties the list)");
+  }
+  *out = parsed.known;
+  return absl::OkStatus();
+}
+
+// The verb's action word (one of its `actions`) and, after `set` for a verb that takes
+// components, their list, into `req`: the index of the first option.
+absl::StatusOr<size_t> ParseAction(const CtlVerb& verb, const std::vector<std::string>& words,
+                                   CtlRequest* req) {
+  const std::vector<std::string_view> actions = Split(verb.actions, '|');
+  if (words.size() < 2 || std::find(actions.begin(), actions.end(), words[1]) == actions.end()) {
+    return Usage(fmt::format("{} takes {} first, not {}: {}", verb.name, fmt::join(actions, " or "),
+                             words.size() < 2 ? "nothing" : "'" + words[1] + "'", verb.usage));
+  }
+  req->action = words[1];
+  if (!Takes(verb.args.components) || req->action != "set") return 2;
+  if (words.size() < 3 || words[2].starts_with("-")) {
+    return Usage(fmt::format("{} set needs a comma list of components: {}", verb.name,
+                             fmt::join(kHealthComponentNames, ", ")));
+  }
+  if (absl::Status s = ParseComponentList(words[2], &req->components); !s.ok()) return s;
+  return 3;
+}
+
+// The verb word and, for inject, its fault kind, for the others their action, into `req`: the
+// index of the first option.
 absl::StatusOr<size_t> ParseCommand(const std::vector<std::string>& words, CtlRequest* req) {
   if (words.empty()) return Usage("missing command");
   const CtlVerb* verb = FindCtlVerb(words[0]);
   if (verb == nullptr) return Usage(fmt::format("unknown command '{}'", words[0]));
   req->command = words[0];
+  if (Takes(verb->args.action)) return ParseAction(*verb, words, req);
   if (!Takes(verb->args.fault)) return 1;
-  if (words.size() < 2 || words[1].starts_with("-")) {
-    return Usage(
-        fmt::format("{} needs a fault: hbm-ue, sram-ue, nan, dma-abort or hang", words[0]));
-  }
-  const std::optional<FaultKind> kind = ParseFaultKind(words[1]);
-  if (!kind || *kind == FaultKind::kLinkDown) {
-    return Usage(fmt::format("unknown fault '{}'; {} takes hbm-ue, sram-ue, nan, dma-abort or hang",
-                             words[1], words[0]));
-  }
-  req->fault = kind;
+  if (absl::Status s = ParseInjectKind(words, req); !s.ok()) return s;
   return 2;
 }
 
@@ -218,6 +260,8 @@ absl::StatusOr<CtlRequest> ParseWords(const std::vector<std::string>& words,
 std::string FormatCtlRequest(const CtlRequest& req) {
   std::string line = req.command;
   if (req.fault) line += fmt::format(" {}", FaultKindName(*req.fault));
+  if (!req.action.empty()) line += fmt::format(" {}", req.action);
+  if (!req.components.empty()) line += fmt::format(" {}", req.components.Join());
   if (req.device) line += fmt::format(" --device {}", *req.device);
   if (req.core) line += fmt::format(" --core {}", *req.core);
   if (req.peer) line += fmt::format(" --peer {}", *req.peer);

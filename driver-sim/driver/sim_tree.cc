@@ -469,6 +469,31 @@ fs::path SimTree::HardwareDir(int device) const {
   return root_.NeuronDevice(device) / sim::HardwareDir(config_.driver);
 }
 
+bool SimTree::HasHealthComponents() const {
+  return sim::HasHealthComponents(*config_.spec->chip, config_.driver);
+}
+
+fs::path SimTree::HealthFile(int device, std::string_view name) const {
+  return root_.NeuronDevice(device) / sim::HealthFile(config_.driver, name);
+}
+
+absl::Status SimTree::WriteUnhealthyComponents(int device, const HealthComponents& components) {
+  return WriteHealthFile(device, sysfs::kUnhealthyComponentsName, components.Join() + "\n");
+}
+
+absl::Status SimTree::WriteHeartbeat(int device, uint64_t beats) {
+  return WriteHealthFile(device, sysfs::kHealthcheckHeartbeatName, U64Line(beats));
+}
+
+absl::Status SimTree::WriteHealthFile(int device, std::string_view name, std::string_view content) {
+  SIM_RETURN_IF_ERROR(CheckDevice(device));
+  if (!DevicePresent(device)) {
+    return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
+  }
+  return sim::WriteHealthFile(root_.NeuronDevice(device), *config_.spec->chip, config_.driver, name,
+                              content);
+}
+
 absl::Status SimTree::ApplyCounter(const fs::path& dir, CounterOp op, uint64_t value) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {

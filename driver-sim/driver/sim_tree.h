@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/driver/health_components.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/sim_tree_driver.h"
@@ -84,6 +85,15 @@ class SimTree {
   // The device's stats/hardware/ directory (elsewhere in the future layout).
   std::filesystem::path HardwareDir(int device) const;
 
+  // Driver 2.30's health_status/{unhealthy_components, healthcheck_heartbeat} (Trn2, Trn3): whether
+  // this node's devices have them, where, and their writes in the formats the simulator assumes
+  // (driver-sim/README.md#driver-versions): the components as their comma list then "\n", the
+  // heartbeat "%llu\n". FailedPrecondition on a node without them or an unplugged device.
+  bool HasHealthComponents() const;
+  std::filesystem::path HealthFile(int device, std::string_view name) const;
+  absl::Status WriteUnhealthyComponents(int device, const HealthComponents& components);
+  absl::Status WriteHeartbeat(int device, uint64_t beats);
+
   // Applies a counter operation to the triple in `dir` (absolute path of a directory holding
   // total/present[/peak]), as the driver's metric functions do. Missing files count as 0.
   absl::Status ApplyCounter(const std::filesystem::path& dir, CounterOp op, uint64_t value);
@@ -120,6 +130,7 @@ class SimTree {
   std::map<int, uint32_t> power_samples_;  // device -> utilization_raw's counter (one per rollup)
 
   absl::Status CheckDevice(int device) const;
+  absl::Status WriteHealthFile(int device, std::string_view name, std::string_view content);
   absl::StatusOr<size_t> EfaIndex(std::string_view name) const;
   absl::Status WriteNeuronDevice(int device);
   absl::Status WriteNeuronPci(int device);

@@ -73,6 +73,20 @@ bool HasHealthComponents(const ChipSpec& chip, const SimDriver& driver) {
          GroupOnChip(NodeGroup::kHealthComponents, chip.instance_type);
 }
 
+fs::path HealthFile(const SimDriver& driver, std::string_view name) {
+  return HardwareDir(driver) / sysfs::part::kHealthStatus / name;
+}
+
+absl::Status WriteHealthFile(const fs::path& device_dir, const ChipSpec& chip,
+                             const SimDriver& driver, std::string_view name,
+                             std::string_view content) {
+  if (!HasHealthComponents(chip, driver)) {
+    return absl::FailedPreconditionError(fmt::format("driver {} on {} has no health_status/{}",
+                                                     driver.name, chip.instance_type, name));
+  }
+  return WriteFileAtomic(device_dir / HealthFile(driver, name), content, kReadOnly);
+}
+
 mode_t TopologyMode(const SimDriver& driver) {
   return driver.groups.Has(NodeGroup::kReadableTopology) ? 0444 : 0400;
 }

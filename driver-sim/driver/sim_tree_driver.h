@@ -69,6 +69,15 @@ std::string PowerRawText(const ChipSpec& chip, std::optional<uint32_t> util_bips
 // Whether a device of `chip` has driver 2.30's health_status/{unhealthy_components,
 // healthcheck_heartbeat} (NodeGroup::kHealthComponents: Trn2 and Trn3 only).
 bool HasHealthComponents(const ChipSpec& chip, const SimDriver& driver);
+// Where the driver's health files lie under the device's directory: stats/hardware/health_status/
+// `name`, or under stats/health/ in the future layout. `name` is sysfs::kUnhealthyComponentsName
+// or sysfs::kHealthcheckHeartbeatName.
+std::filesystem::path HealthFile(const SimDriver& driver, std::string_view name);
+// Writes `content` to that file of the device at `device_dir`, whole; FailedPrecondition, naming
+// the driver and the chip, where the device has no such file.
+absl::Status WriteHealthFile(const std::filesystem::path& device_dir, const ChipSpec& chip,
+                             const SimDriver& driver, std::string_view name,
+                             std::string_view content);
 
 // Raises the health_status/ files that the driver derives from the same firmware registers as
 // stats/hardware/<counter> (one of kHardwareCounters) by `n`, and hw_error_event by one, when

@@ -32,6 +32,10 @@ TEST(CtlProtocol, RequestLinesRoundTrip) {
            {"link-down", "--device", "0", "--peer", "12"},
            {"efa-down", "--efa", "rdmap16s25"},
            {"clear-fault", "--id", "7"},
+           {"heartbeat", "stall", "--device", "3"},
+           {"heartbeat", "resume", "--device=3"},
+           {"component", "set", "link_efa,hbm", "--device", "2"},
+           {"component", "clear", "--device", "2"},
        }) {
     absl::StatusOr<CtlRequest> req = ParseCtlArgs(words);
     ASSERT_TRUE(req.ok()) << req.status() << " " << ::testing::PrintToString(words);
@@ -44,10 +48,16 @@ TEST(CtlProtocol, RequestLinesRoundTrip) {
   EXPECT_EQ(r->fault, FaultKind::kSramUe);
   EXPECT_EQ(r->device, 2);
   EXPECT_EQ(r->core, 1);
+  // The components as the file lists them: the vocabulary's order, whatever the order typed.
+  r = ParseCtlLine("component set link_efa,hbm --device 2");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->components.Join(), "hbm,link_efa");
+  EXPECT_EQ(FormatCtlRequest(*r), "component set hbm,link_efa --device 2");
 }
 
 // The words of a verb's usage line with every optional part given: "[--core C]" as "--core 1",
-// "hbm-ue|sram-ue" as "hbm-ue", a metavar (N, NAME, TEXT...) as "1".
+// "hbm-ue|sram-ue" as "hbm-ue", a metavar (N, NAME, TEXT...) as "1", but LIST (of health
+// components) as "hbm,sram".
 std::vector<std::string> UsageWords(std::string_view usage) {
   std::vector<std::string> words;
   std::istringstream in{std::string(usage)};
@@ -56,7 +66,7 @@ std::vector<std::string> UsageWords(std::string_view usage) {
     if (w.empty()) continue;
     w = w.substr(0, w.find('|'));
     const bool metavar = !w.starts_with("-") && std::none_of(w.begin(), w.end(), ::islower);
-    words.push_back(metavar ? "1" : w);
+    words.push_back(!metavar ? w : w == "LIST" ? "hbm,sram" : "1");
   }
   return words;
 }
@@ -101,6 +111,13 @@ TEST(CtlProtocol, UsageErrorsNameTheWord) {
       {{"reset", "--device", "1", "--fail=yes"}, "--fail"},
       {{"efa-down"}, "--efa"},
       {{"unplug", "3"}, "'3'"},
+      {{"heartbeat", "--device", "1"}, "heartbeat takes stall or resume first"},
+      {{"heartbeat", "pause", "--device", "1"}, "'pause'"},
+      {{"component", "set", "--device", "1"}, "comma list of components: hbm, sram"},
+      {{"component", "set", "hbm,gpu", "--device", "1"}, "unknown component 'gpu'"},
+      {{"component", "set", ",", "--device", "1"}, "at least one component"},
+      {{"component", "clear", "hbm", "--device", "1"}, "unexpected argument 'hbm'"},
+      {{"component", "set", "hbm"}, "component needs --device N"},
   };
   for (const auto& [words, needle] : cases) {
     absl::StatusOr<CtlRequest> req = ParseCtlArgs(words);

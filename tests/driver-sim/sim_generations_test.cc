@@ -161,6 +161,8 @@ TEST(SimGenerationsTest, FutureMovesStatsHardware) {
   ASSERT_TRUE((*tree)->AddHardwareErrors(0, "mem_ecc_uncorrected", 2).ok());
   EXPECT_EQ(Slurp(dev / "stats/health/mem_ecc_uncorrected"), "2\n");
   EXPECT_EQ(Slurp(dev / "stats/health/health_status/hbm_ecc_err_count"), "2\n");
+  ASSERT_TRUE((*tree)->WriteHeartbeat(0, 7).ok());
+  EXPECT_EQ(Slurp(dev / "stats/health/health_status/healthcheck_heartbeat"), "7\n");
 }
 
 // health_status/ follows the ECC counters it is derived from (DRV
