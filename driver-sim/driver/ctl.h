@@ -40,6 +40,7 @@ struct CtlArgs {
   CtlArg efa = CtlArg::kNo;         // --efa NAME
   CtlArg id = CtlArg::kNo;          // --id ID
   CtlArg level = CtlArg::kNo;       // --level N
+  CtlArg count = CtlArg::kNo;       // --count K
   CtlArg text = CtlArg::kNo;        // -- TEXT...
 };
 
@@ -52,6 +53,15 @@ struct CtlVerb {
   bool logged = true;      // the daemon logs it (status is polled by scripts and changes nothing)
   std::string_view actions = "";  // the words its action takes, "stall|resume"
 };
+
+// Corrected ECC errors (`inject hbm-ce|sram-ce`): the driver only counts them (driver 2.30's
+// stats/hardware/{mem,sram}_ecc_corrected); no execution fails, so they are no runtime fault and
+// never in faults.json.
+enum class CorrectedEcc : uint8_t { kHbm, kSram };
+// "hbm-ce", "sram-ce": the word `inject` takes.
+std::string_view CorrectedEccName(CorrectedEcc kind);
+// The sysfs counter it raises: "mem_ecc_corrected", "sram_ecc_corrected".
+std::string_view CorrectedEccCounter(CorrectedEcc kind);
 
 // Every verb, in CtlUsage()'s order. The table is in daemon_commands.cc, each row beside the
 // daemon's handler, so a new verb is one row there (docs/architecture.md#command-line-contracts
@@ -70,18 +80,20 @@ inline constexpr size_t kPrintkMaxText = 511;
 absl::Status CheckPrintkText(std::string_view text);
 
 struct CtlRequest {
-  std::string command = "status";    // a CtlVerb's name
-  std::optional<FaultKind> fault;    // inject: never kLinkDown
-  std::string action;                // heartbeat stall|resume, component set|clear
-  HealthComponents components;       // component set: never empty
-  std::optional<int> device;         // unplug, plug, inject, reset, link-down, ...
-  std::optional<int> core;           // inject (optional)
-  std::optional<int> peer;           // link-down
-  bool fail = false;                 // reset --fail
-  std::string efa;                   // efa-down, efa-up
-  std::optional<uint64_t> fault_id;  // clear-fault
-  int level = kPrintkDefaultLevel;   // printk: syslog priority 0-7
-  std::string text;                  // printk: the message, verbatim
+  std::string command = "status";         // a CtlVerb's name
+  std::optional<FaultKind> fault;         // inject: never kLinkDown
+  std::optional<CorrectedEcc> corrected;  // inject hbm-ce|sram-ce (then no fault)
+  std::string action;                     // heartbeat stall|resume, component set|clear
+  HealthComponents components;            // component set: never empty
+  std::optional<int> device;              // unplug, plug, inject, reset, link-down, ...
+  std::optional<int> core;                // inject (optional)
+  std::optional<int> peer;                // link-down
+  bool fail = false;                      // reset --fail
+  std::string efa;                        // efa-down, efa-up
+  std::optional<uint64_t> fault_id;       // clear-fault
+  int level = kPrintkDefaultLevel;        // printk: syslog priority 0-7
+  std::optional<uint64_t> count;          // inject's ECC kinds: how many errors (1 if not given)
+  std::string text;                       // printk: the message, verbatim
 
   bool operator==(const CtlRequest&) const = default;
 };

@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <utility>
 
 #include "core/base/text.h"
+#include "core/driver/counters.h"
 #include "driver-sim/driver/ctl.h"
 
 namespace neuron::sim {
@@ -44,6 +46,15 @@ absl::Status CheckPrintkText(std::string_view text) {
     return Usage("printk text cannot hold a newline, carriage return or NUL");
   }
   return absl::OkStatus();
+}
+
+std::string_view CorrectedEccName(CorrectedEcc kind) {
+  return kind == CorrectedEcc::kHbm ? "hbm-ce" : "sram-ce";
+}
+
+std::string_view CorrectedEccCounter(CorrectedEcc kind) {
+  return Name(kind == CorrectedEcc::kHbm ? EccCorrectedCounter::mem_ecc_corrected
+                                         : EccCorrectedCounter::sram_ecc_corrected);
 }
 
 const CtlVerb* FindCtlVerb(std::string_view name) {
@@ -83,12 +94,20 @@ absl::StatusOr<CtlRequest> ParseCtlArgs(const std::vector<std::string>& words) {
 
 namespace {
 
-constexpr std::string_view kInjectKinds = "hbm-ue, sram-ue, nan, dma-abort or hang";
+constexpr std::array<CorrectedEcc, 2> kCorrectedKinds{CorrectedEcc::kHbm, CorrectedEcc::kSram};
+constexpr std::string_view kInjectKinds =
+    "hbm-ue, sram-ue, hbm-ce, sram-ce, nan, dma-abort or hang";
 
-// inject's word, a runtime fault, into `req`.
+// inject's word, a runtime fault or corrected ECC errors, into `req`.
 absl::Status ParseInjectKind(const std::vector<std::string>& words, CtlRequest* req) {
   if (words.size() < 2 || words[1].starts_with("-")) {
     return Usage(fmt::format("{} needs a fault: {}", words[0], kInjectKinds));
+  }
+  for (CorrectedEcc c : kCorrectedKinds) {
+    if (words[1] == CorrectedEccName(c)) {
+      req->corrected = c;
+      return absl::OkStatus();
+    }
   }
   const std::optional<FaultKind> kind = ParseFaultKind(words[1]);
   if (!kind || *kind == FaultKind::kLinkDown) {
@@ -160,6 +179,7 @@ absl::StatusOr<std::string> TakeValue(const std::vector<std::string>& words, siz
 // the command takes it.
 absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRequest* req) {
   constexpr uint64_t kMaxIndex = 1 << 20;
+  constexpr uint64_t kMaxCount = 1000000;
   const std::string_view cmd_name = req->command;
   const CtlArgs& allowed = FindCtlVerb(req->command)->args;
   const std::string& word = words[*i];
@@ -199,6 +219,7 @@ absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRe
     req->efa = *v;
     return absl::OkStatus();
   }
+  if (name == "--count" && Takes(allowed.count)) return take_number(&req->count, kMaxCount);
   if (name == "--level" && Takes(allowed.level)) {
     absl::StatusOr<std::string> v = take_value();
     if (!v.ok()) return v.status();
@@ -214,6 +235,24 @@ absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRe
     return absl::OkStatus();
   }
   return Usage(fmt::format("{} does not take {}", cmd_name, name));
+}
+
+// What inject's kinds take: a count for ECC errors only, a core for runtime faults only (the
+// driver counts corrected errors per device; no execution sees them).
+absl::Status CheckInjectOptions(const CtlRequest& req) {
+  const bool ecc =
+      req.corrected || req.fault == FaultKind::kHbmUe || req.fault == FaultKind::kSramUe;
+  if (req.count && !ecc) {
+    return Usage(fmt::format("--count applies to hbm-ue, sram-ue, hbm-ce and sram-ce, not {}",
+                             req.fault ? FaultKindName(*req.fault) : req.command));
+  }
+  if (req.count == 0u) return Usage("--count takes a number from 1 to 1000000, not '0'");
+  if (req.core && req.corrected) {
+    return Usage(fmt::format(
+        "{} counts corrected errors per device, which no execution sees: --core does not apply",
+        CorrectedEccName(*req.corrected)));
+  }
+  return absl::OkStatus();
 }
 
 // The options the verb requires, and printk's text.
@@ -233,6 +272,7 @@ absl::Status CheckComplete(std::optional<std::string> text, CtlRequest* req) {
   if (missing(args.id, req->fault_id.has_value())) {
     return Usage(fmt::format("{} needs --id ID", verb.name));
   }
+  if (absl::Status s = CheckInjectOptions(*req); !s.ok()) return s;
   if (Takes(args.text)) {
     if (!text) {
       return Usage(fmt::format("{} needs -- before its text: {}", verb.name, verb.usage));
@@ -260,6 +300,7 @@ absl::StatusOr<CtlRequest> ParseWords(const std::vector<std::string>& words,
 std::string FormatCtlRequest(const CtlRequest& req) {
   std::string line = req.command;
   if (req.fault) line += fmt::format(" {}", FaultKindName(*req.fault));
+  if (req.corrected) line += fmt::format(" {}", CorrectedEccName(*req.corrected));
   if (!req.action.empty()) line += fmt::format(" {}", req.action);
   if (!req.components.empty()) line += fmt::format(" {}", req.components.Join());
   if (req.device) line += fmt::format(" --device {}", *req.device);
@@ -268,6 +309,7 @@ std::string FormatCtlRequest(const CtlRequest& req) {
   if (req.fail) line += " --fail";
   if (!req.efa.empty()) line += fmt::format(" --efa {}", req.efa);
   if (req.fault_id) line += fmt::format(" --id {}", *req.fault_id);
+  if (req.count) line += fmt::format(" --count {}", *req.count);
   if (TakesText(req.command)) line += fmt::format(" --level {} -- {}", req.level, req.text);
   return line;
 }

@@ -109,9 +109,10 @@ const std::vector<NodeDaemon::Impl::VerbRow>& NodeDaemon::Impl::VerbRows() {
       {{"plug", {.device = kRequired}, "plug --device N", "plug device N back in, post-probe"},
        [](Impl& d, R r) { return d.Plug(*r.device); }},
       {{"inject",
-        {.fault = kRequired, .device = kRequired, .core = kOptional},
-        "inject hbm-ue|sram-ue|nan|dma-abort|hang --device N [--core C]",
-        "a fault pending for the runtime (ECC errors also count in sysfs)"},
+        {.fault = kRequired, .device = kRequired, .core = kOptional, .count = kOptional},
+        "inject hbm-ue|sram-ue|hbm-ce|sram-ce|nan|dma-abort|hang --device N [--core C] [--count K]",
+        "a fault pending for the runtime; K ECC errors also count in sysfs (corrected ones, -ce, "
+        "only there)"},
        [](Impl& d, R r) { return d.Inject(r); }},
       {{"reset",
         {.device = kRequired, .fail = kOptional},
@@ -224,6 +225,7 @@ CtlReply NodeDaemon::Impl::Inject(const CtlRequest& req) {
         fmt::format("device {} has NeuronCores 0-{} ({}, LNC {}); --core {} is out of range", d,
                     cores - 1, opts_.spec->name, opts_.lnc, *req.core));
   }
+  if (req.corrected) return InjectCorrected(d, *req.corrected, req.count.value_or(1));
   std::string detail;
   if (*req.fault == FaultKind::kHbmUe || *req.fault == FaultKind::kSramUe) {
     // trn2 reads mem_ecc_uncorrected for repair state 0 (legacy firmware) too
@@ -231,7 +233,9 @@ CtlReply NodeDaemon::Impl::Inject(const CtlRequest& req) {
     // file on every generation.
     const bool hbm = *req.fault == FaultKind::kHbmUe;
     const std::string_view counter = hbm ? "mem_ecc_uncorrected" : "sram_ecc_uncorrected";
-    if (absl::Status s = tree_->AddHardwareErrors(d, counter, 1); !s.ok()) return Error(s);
+    if (absl::Status s = tree_->AddHardwareErrors(d, counter, req.count.value_or(1)); !s.ok()) {
+      return Error(s);
+    }
     const std::filesystem::path file = tree_->HardwareDir(d) / counter;
     detail =
         fmt::format("device {}: {} is now {}\n", d, DeviceRelative(d, file), CounterText(file));
@@ -241,6 +245,22 @@ CtlReply NodeDaemon::Impl::Inject(const CtlRequest& req) {
   const PendingFault f = faults_.Add(*req.fault, d, req.core, std::nullopt);
   SaveFaults();
   return Ok(fmt::format("fault {} pending for the runtime\n", DescribeFault(f)) + detail);
+}
+
+// Corrected errors: the driver counts them and the execution goes on, so nothing is pending.
+CtlReply NodeDaemon::Impl::InjectCorrected(int d, CorrectedEcc kind, uint64_t n) {
+  const std::filesystem::path file = tree_->HardwareDir(d) / CorrectedEccCounter(kind);
+  if (!opts_.driver.groups.Has(NodeGroup::kEccCorrected)) {
+    return Error(fmt::format(
+        "device {} has no {}: driver {} counts no corrected ECC errors (they arrive with driver "
+        "2.30: neuron-sim up --driver-version 2.30)",
+        d, DeviceRelative(d, file), opts_.driver.name));
+  }
+  if (absl::Status s = tree_->AddHardwareErrors(d, CorrectedEccCounter(kind), n); !s.ok()) {
+    return Error(s);
+  }
+  return Ok(fmt::format("device {}: {} is now {} (corrected: nothing pending for the runtime)\n", d,
+                        DeviceRelative(d, file), CounterText(file)));
 }
 
 // Adds `c` to the device's unhealthy_components where the driver writes it; the reply's line.

@@ -101,6 +101,7 @@ class NodeDaemon::Impl final : private DriverHost {
   CtlReply Unplug(int d);
   CtlReply Plug(int d);
   CtlReply Inject(const CtlRequest& req);
+  CtlReply InjectCorrected(int d, CorrectedEcc kind, uint64_t n);
   std::string MarkUnhealthy(int d, HealthComponent c);
   absl::Status CheckHealthFiles(int d) const;
   CtlReply Heartbeat(int d, bool stall);

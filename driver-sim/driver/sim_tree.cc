@@ -446,17 +446,25 @@ absl::StatusOr<DeviceState> SimTree::GetDeviceState(int device) const {
 
 absl::Status SimTree::AddHardwareErrors(int device, std::string_view counter, uint64_t n) {
   SIM_RETURN_IF_ERROR(CheckDevice(device));
-  if (std::find(kHardwareCounters.begin(), kHardwareCounters.end(), counter) ==
-      kHardwareCounters.end()) {
-    return absl::InvalidArgumentError(fmt::format("unknown hardware counter '{}'; known: {}",
-                                                  counter, fmt::join(kHardwareCounters, ", ")));
+  const bool corrected =
+      std::find(kEccCorrected.begin(), kEccCorrected.end(), counter) != kEccCorrected.end();
+  if (!corrected && std::find(kHardwareCounters.begin(), kHardwareCounters.end(), counter) ==
+                        kHardwareCounters.end()) {
+    return absl::InvalidArgumentError(fmt::format("unknown hardware counter '{}'; known: {}, {}",
+                                                  counter, fmt::join(kHardwareCounters, ", "),
+                                                  fmt::join(kEccCorrected, ", ")));
+  }
+  if (corrected && !config_.driver.groups.Has(NodeGroup::kEccCorrected)) {
+    return absl::FailedPreconditionError(
+        fmt::format("driver {} has no {} (corrected ECC counters arrive with driver 2.30)",
+                    config_.driver.name, counter));
   }
   if (!DevicePresent(device)) {
     return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
   }
   const fs::path file = HardwareDir(device) / counter;
   // "%u" of the firmware count; SRAM shows only its low 16 bits
-  // (docs/driver-interface.md#device-files).
+  // (docs/driver-interface.md#device-files). The corrected counters are assumed "%u" too.
   const uint64_t mask =
       counter == Name(HardwareCounter::sram_ecc_uncorrected) ? 0xffff : 0xffffffff;
   SIM_RETURN_IF_ERROR(

@@ -79,8 +79,9 @@ class SimTree {
   absl::Status SetDeviceState(int device, DeviceState state);
   absl::StatusOr<DeviceState> GetDeviceState(int device) const;
 
-  // stats/hardware/<counter> += n (counter is one of kHardwareCounters), and the health_status/
-  // files derived from the same registers where the driver has them.
+  // stats/hardware/<counter> += n (counter is one of kHardwareCounters, or of kEccCorrected where
+  // the driver has them: FailedPrecondition otherwise), and the health_status/ files derived from
+  // the same registers where the driver has them.
   absl::Status AddHardwareErrors(int device, std::string_view counter, uint64_t n);
   // The device's stats/hardware/ directory (elsewhere in the future layout).
   std::filesystem::path HardwareDir(int device) const;

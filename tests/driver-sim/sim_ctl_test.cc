@@ -32,6 +32,8 @@ TEST(CtlProtocol, RequestLinesRoundTrip) {
            {"link-down", "--device", "0", "--peer", "12"},
            {"efa-down", "--efa", "rdmap16s25"},
            {"clear-fault", "--id", "7"},
+           {"inject", "hbm-ce", "--device", "1", "--count", "5"},
+           {"inject", "sram-ue", "--count", "2", "--device", "0", "--core", "1"},
            {"heartbeat", "stall", "--device", "3"},
            {"heartbeat", "resume", "--device=3"},
            {"component", "set", "link_efa,hbm", "--device", "2"},
@@ -53,6 +55,11 @@ TEST(CtlProtocol, RequestLinesRoundTrip) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->components.Join(), "hbm,link_efa");
   EXPECT_EQ(FormatCtlRequest(*r), "component set hbm,link_efa --device 2");
+  r = ParseCtlLine("inject sram-ce --device 4");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->corrected, CorrectedEcc::kSram);
+  EXPECT_FALSE(r->fault.has_value());
+  EXPECT_FALSE(r->count.has_value());  // the daemon counts 1
 }
 
 // The words of a verb's usage line with every optional part given: "[--core C]" as "--core 1",
@@ -88,6 +95,7 @@ TEST(CtlProtocol, EveryVerbsUsageLineParsesAsTheVerbAndRoundTrips) {
                                                      {a.efa, "--efa"},
                                                      {a.id, "--id"},
                                                      {a.level, "--level"},
+                                                     {a.count, "--count"},
                                                      {a.text, "-- "}}) {
       EXPECT_EQ(arg != CtlArg::kNo, verb.usage.find(flag) != std::string_view::npos) << flag;
     }
@@ -111,6 +119,9 @@ TEST(CtlProtocol, UsageErrorsNameTheWord) {
       {{"reset", "--device", "1", "--fail=yes"}, "--fail"},
       {{"efa-down"}, "--efa"},
       {{"unplug", "3"}, "'3'"},
+      {{"inject", "nan", "--device", "1", "--count", "2"}, "--count applies to hbm-ue"},
+      {{"inject", "hbm-ce", "--device", "1", "--count", "0"}, "from 1 to 1000000, not '0'"},
+      {{"inject", "hbm-ce", "--device", "1", "--core", "0"}, "--core does not apply"},
       {{"heartbeat", "--device", "1"}, "heartbeat takes stall or resume first"},
       {{"heartbeat", "pause", "--device", "1"}, "'pause'"},
       {{"component", "set", "--device", "1"}, "comma list of components: hbm, sram"},

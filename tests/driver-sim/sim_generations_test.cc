@@ -163,6 +163,8 @@ TEST(SimGenerationsTest, FutureMovesStatsHardware) {
   EXPECT_EQ(Slurp(dev / "stats/health/health_status/hbm_ecc_err_count"), "2\n");
   ASSERT_TRUE((*tree)->WriteHeartbeat(0, 7).ok());
   EXPECT_EQ(Slurp(dev / "stats/health/health_status/healthcheck_heartbeat"), "7\n");
+  ASSERT_TRUE((*tree)->AddHardwareErrors(0, "mem_ecc_corrected", 4).ok());
+  EXPECT_EQ(Slurp(dev / "stats/health/mem_ecc_corrected"), "4\n");
 }
 
 // health_status/ follows the ECC counters it is derived from (DRV

@@ -1,8 +1,8 @@
 // Driver 2.30's health files on a simulated node (driver-sim/README.md#driver-versions,
 // #ctl-protocol), through the real neuron-sim binary: the heartbeat the daemon advances once per
 // period (stalled and resumed by ctl, paused by a reset, restarted by one), unhealthy_components
-// set and cleared by ctl and following injected uncorrected errors, and the refusals where the
-// driver or the chip has no such files. Expected texts are written
+// set and cleared by ctl and following injected uncorrected errors, corrected ECC injection, and
+// the refusals where the driver or the chip has no such files. Expected texts are written
 // literally from the README, not recomputed by the code under test.
 
 #include <fmt/format.h>
@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -147,9 +148,13 @@ TEST_F(SimHealthTest, ComponentsAreSetByCtlAndByInjectedErrorsAndClearedByAReset
   r = Ctl({"inject", "hbm-ue", "--device", "4"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("unhealthy_components is now hbm\n"));
-  ASSERT_EQ(Ctl({"inject", "sram-ue", "--device", "4"}).code, 0);
+  ASSERT_EQ(Ctl({"inject", "sram-ue", "--device", "4", "--count", "3"}).code, 0);
   EXPECT_EQ(ReadFile(Health(4, "unhealthy_components")), "hbm,sram\n");
-  EXPECT_EQ(ReadFile(Health(4, "sram_ecc_err_count")), "1\n");
+  EXPECT_EQ(ReadFile(node_->Device(4) / "stats/hardware/sram_ecc_uncorrected"), "3\n");
+  EXPECT_EQ(ReadFile(Health(4, "sram_ecc_err_count")), "3\n");
+  const nlohmann::json faults =
+      nlohmann::json::parse(ReadFile(dir_.path() / "root/run/neuron/faults.json"))["faults"];
+  EXPECT_EQ(faults.size(), 2u) << "one pending fault per injection, whatever its count";
   ASSERT_EQ(Ctl({"inject", "nan", "--device", "5"}).code, 0);
   EXPECT_EQ(ReadFile(Health(5, "unhealthy_components")), "\n");
 
@@ -159,12 +164,26 @@ TEST_F(SimHealthTest, ComponentsAreSetByCtlAndByInjectedErrorsAndClearedByAReset
   EXPECT_EQ(ReadFile(Health(4, "unhealthy_components")), "\n");
 }
 
-// A Trn1 at 2.30 has the corrected ECC counters (status shows them) but no health_status/.
-TEST_F(SimHealthTest, Trn1At230HasNoHealthFiles) {
+// Corrected errors reach sysfs only; a Trn1 at 2.30 has them but no health_status/ files.
+TEST_F(SimHealthTest, CorrectedErrorsCountOnlyInSysfsAndTrn1HasNoHealthFiles) {
   Up("trn1.2xlarge", "2.30");
+  const fs::path hw = node_->Device(0) / "stats/hardware";
+  RunResult r = Ctl({"inject", "hbm-ce", "--device", "0", "--count", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "device 0: stats/hardware/mem_ecc_corrected is now 3 (corrected: nothing pending for "
+            "the runtime)\n");
+  ASSERT_EQ(Ctl({"inject", "sram-ce", "--device", "0"}).code, 0);
+  EXPECT_EQ(ReadFile(hw / "mem_ecc_corrected"), "3\n");
+  EXPECT_EQ(ReadFile(hw / "sram_ecc_corrected"), "1\n");
+  EXPECT_EQ(ReadFile(hw / "mem_ecc_uncorrected"), "0\n");
+  EXPECT_TRUE(nlohmann::json::parse(ReadFile(dir_.path() / "root/run/neuron/faults.json"))["faults"]
+                  .empty());
+  EXPECT_THAT(Ctl({"status"}).out, ContainsRegex("\n +0 +1 +3 +- +- +-\n"));
+
   for (const std::vector<std::string>& words : std::vector<std::vector<std::string>>{
            {"heartbeat", "stall", "--device", "0"}, {"component", "set", "hbm", "--device", "0"}}) {
-    const RunResult r = Ctl(words);
+    r = Ctl(words);
     EXPECT_EQ(r.code, 1) << words[0];
     EXPECT_THAT(r.err,
                 HasSubstr("device 0 has no stats/hardware/health_status/"
@@ -172,8 +191,7 @@ TEST_F(SimHealthTest, Trn1At230HasNoHealthFiles) {
                           "writes them on Trn2 and Trn3 only, and a trn1.2xlarge is a Trn1"));
   }
   ASSERT_EQ(Ctl({"inject", "hbm-ue", "--device", "0"}).code, 0);
-  EXPECT_FALSE(fs::exists(node_->Device(0) / "stats/hardware/health_status"));
-  EXPECT_THAT(Ctl({"status"}).out, ContainsRegex("\n +0 +0 +0 +- +- +-\n"));
+  EXPECT_FALSE(fs::exists(hw / "health_status"));
 }
 
 TEST_F(SimHealthTest, Driver229RefusesWhatOnly230Writes) {
@@ -182,6 +200,10 @@ TEST_F(SimHealthTest, Driver229RefusesWhatOnly230Writes) {
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.err, HasSubstr("driver 2.29 does not write them (they arrive with driver 2.30: "
                                "neuron-sim up --driver-version 2.30)"));
+  r = Ctl({"inject", "hbm-ce", "--device", "0"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("device 0 has no stats/hardware/mem_ecc_corrected: driver 2.29 "
+                               "counts no corrected ECC errors"));
   EXPECT_THAT(Ctl({"status"}).out, Not(HasSubstr("HEARTBEAT")));
 
   const RunResult bad = neuron::testing::RunCommand(
