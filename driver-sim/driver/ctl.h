@@ -19,24 +19,29 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/base/unique_fd.h"
+#include "core/driver/health_components.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/faults.h"
 
 namespace neuron::sim {
 
-// What a ctl verb takes: a fault kind word after the verb (inject), options, and printk's text
-// after "--". kRequired ones are a usage error when missing; kNo ones when given.
+// What a ctl verb takes: a fault kind word after the verb (inject) or an action word (one of
+// CtlVerb::actions), options, and printk's text after "--". kRequired ones are a usage error when
+// missing; kNo ones when given.
 enum class CtlArg : uint8_t { kNo, kOptional, kRequired };
 struct CtlArgs {
   CtlArg fault = CtlArg::kNo;
-  CtlArg device = CtlArg::kNo;  // --device N (A for link-down)
-  CtlArg core = CtlArg::kNo;    // --core C
-  CtlArg peer = CtlArg::kNo;    // --peer B
-  CtlArg fail = CtlArg::kNo;    // --fail
-  CtlArg efa = CtlArg::kNo;     // --efa NAME
-  CtlArg id = CtlArg::kNo;      // --id ID
-  CtlArg level = CtlArg::kNo;   // --level N
-  CtlArg text = CtlArg::kNo;    // -- TEXT...
+  CtlArg action = CtlArg::kNo;      // a word after the verb: heartbeat stall|resume
+  CtlArg components = CtlArg::kNo;  // after the action `set`, a comma list: component set LIST
+  CtlArg device = CtlArg::kNo;      // --device N (A for link-down)
+  CtlArg core = CtlArg::kNo;        // --core C
+  CtlArg peer = CtlArg::kNo;        // --peer B
+  CtlArg fail = CtlArg::kNo;        // --fail
+  CtlArg efa = CtlArg::kNo;         // --efa NAME
+  CtlArg id = CtlArg::kNo;          // --id ID
+  CtlArg level = CtlArg::kNo;       // --level N
+  CtlArg count = CtlArg::kNo;       // --count K
+  CtlArg text = CtlArg::kNo;        // -- TEXT...
 };
 
 // One `neuron-sim ctl` verb as the client and the daemon both parse it.
@@ -46,7 +51,17 @@ struct CtlVerb {
   std::string_view usage;  // its line in CtlUsage(): "unplug --device N"
   std::string_view help;   // what it does, for `neuron-sim ctl --help`
   bool logged = true;      // the daemon logs it (status is polled by scripts and changes nothing)
+  std::string_view actions = "";  // the words its action takes, "stall|resume"
 };
+
+// Corrected ECC errors (`inject hbm-ce|sram-ce`): the driver only counts them (driver 2.30's
+// stats/hardware/{mem,sram}_ecc_corrected); no execution fails, so they are no runtime fault and
+// never in faults.json.
+enum class CorrectedEcc : uint8_t { kHbm, kSram };
+// "hbm-ce", "sram-ce": the word `inject` takes.
+std::string_view CorrectedEccName(CorrectedEcc kind);
+// The sysfs counter it raises: "mem_ecc_corrected", "sram_ecc_corrected".
+std::string_view CorrectedEccCounter(CorrectedEcc kind);
 
 // Every verb, in CtlUsage()'s order. The table is in daemon_commands.cc, each row beside the
 // daemon's handler, so a new verb is one row there (docs/architecture.md#command-line-contracts
@@ -60,18 +75,25 @@ const CtlVerb* FindCtlVerb(std::string_view name);
 // refused, as the driver refuses it with EFAULT).
 inline constexpr int kPrintkDefaultLevel = 3;
 inline constexpr size_t kPrintkMaxText = 511;
+// OK for text printk takes: 1 to kPrintkMaxText bytes, no newline, carriage return or NUL (which
+// the one-line protocol cannot carry); InvalidArgument saying which rule it breaks otherwise.
+absl::Status CheckPrintkText(std::string_view text);
 
 struct CtlRequest {
-  std::string command = "status";    // a CtlVerb's name
-  std::optional<FaultKind> fault;    // inject: never kLinkDown
-  std::optional<int> device;         // unplug, plug, inject, reset, link-down
-  std::optional<int> core;           // inject (optional)
-  std::optional<int> peer;           // link-down
-  bool fail = false;                 // reset --fail
-  std::string efa;                   // efa-down, efa-up
-  std::optional<uint64_t> fault_id;  // clear-fault
-  int level = kPrintkDefaultLevel;   // printk: syslog priority 0-7
-  std::string text;                  // printk: the message, verbatim
+  std::string command = "status";         // a CtlVerb's name
+  std::optional<FaultKind> fault;         // inject: never kLinkDown
+  std::optional<CorrectedEcc> corrected;  // inject hbm-ce|sram-ce (then no fault)
+  std::string action;                     // heartbeat stall|resume, component set|clear
+  HealthComponents components;            // component set: never empty
+  std::optional<int> device;              // unplug, plug, inject, reset, link-down, ...
+  std::optional<int> core;                // inject (optional)
+  std::optional<int> peer;                // link-down
+  bool fail = false;                      // reset --fail
+  std::string efa;                        // efa-down, efa-up
+  std::optional<uint64_t> fault_id;       // clear-fault
+  int level = kPrintkDefaultLevel;        // printk: syslog priority 0-7
+  std::optional<uint64_t> count;          // inject's ECC kinds: how many errors (1 if not given)
+  std::string text;                       // printk: the message, verbatim
 
   bool operator==(const CtlRequest&) const = default;
 };

@@ -238,6 +238,8 @@ absl::Status NodeDaemon::Impl::Start() {
     next_power_ = now + milliseconds(60000 - EpochMs() % 60000 + 5);
   }
 
+  if (tree_->HasHealthComponents()) next_heartbeat_ = now + opts_.heartbeat_period;
+
   absl::StatusOr<UniqueFd> listen_fd = ListenCtlSocket(sim::CtlSocketPath(paths_));
   if (!listen_fd.ok()) return fail(listen_fd.status());
   listen_fd_ = *std::move(listen_fd);
@@ -346,7 +348,7 @@ absl::Status NodeDaemon::Impl::Run() {
 }
 
 void NodeDaemon::Impl::ArmTimer() {
-  Clock::time_point next = std::min(next_power_, next_mirror_);
+  Clock::time_point next = std::min({next_power_, next_mirror_, next_heartbeat_});
   for (const Device& dev : devices_) {
     if (dev.reset_pending) next = std::min(next, dev.reset_done_at);
   }
@@ -387,6 +389,13 @@ void NodeDaemon::Impl::ProcessDue(Clock::time_point now) {
       }
       next_power_ = now + milliseconds(60000 - epoch_ms % 60000 + 5);
     }
+  }
+  if (now >= next_heartbeat_) {
+    BeatHeartbeats();
+    // A late loop (a slow tree write, a stopped process) skips the beats it missed rather than
+    // writing them in a burst, as a periodic kernel thread would.
+    next_heartbeat_ += opts_.heartbeat_period;
+    if (next_heartbeat_ <= now) next_heartbeat_ = now + opts_.heartbeat_period;
   }
   std::erase_if(clients_, [now](const std::unique_ptr<CtlConnection>& c) {
     return now - c->accepted_at() > kClientTimeout;

@@ -3,8 +3,8 @@
 // (docs/architecture.md#daemon-is-the-driver, #readiness-and-lifecycle, #faults). It owns ROOT/sys
 // and ROOT/dev through a SimTree, serves `neuron-sim ctl` on ROOT/run/neuron/ctl.sock, records
 // runtime-visible faults in ROOT/run/neuron/faults.json, runs device resets (from ctl or from a
-// write to a device's sysfs `reset` file), answers writes to `info/notify_delay`, and rolls up
-// `stats/power/utilization` once a minute.
+// write to a device's sysfs `reset` file), answers writes to `info/notify_delay`, rolls up
+// `stats/power/utilization` once a minute, and beats driver 2.30's healthcheck_heartbeat.
 //
 // Lifecycle: Start() takes ROOT/run/neuron/daemon.lock (flock, non-blocking; a live holder means
 // another daemon owns the root and Start fails), clears what a dead daemon left, builds the tree,
@@ -49,6 +49,10 @@ struct DaemonOptions {
   // shorter period accelerates rollups for tests (D11, driver-sim/README.md#deviations). Epoch
   // stamps are wall-clock either way.
   std::chrono::milliseconds power_period{0};
+  // How often the driver advances each device's health_status/healthcheck_heartbeat (driver
+  // 2.30, Trn2 and Trn3). The release notes give no period: 1 s is an assumption
+  // (driver-sim/README.md#driver-versions).
+  std::chrono::milliseconds heartbeat_period{1000};
 };
 
 class NodeDaemon {

@@ -109,15 +109,31 @@ const std::vector<NodeDaemon::Impl::VerbRow>& NodeDaemon::Impl::VerbRows() {
       {{"plug", {.device = kRequired}, "plug --device N", "plug device N back in, post-probe"},
        [](Impl& d, R r) { return d.Plug(*r.device); }},
       {{"inject",
-        {.fault = kRequired, .device = kRequired, .core = kOptional},
-        "inject hbm-ue|sram-ue|nan|dma-abort|hang --device N [--core C]",
-        "a fault pending for the runtime (ECC errors also count in sysfs)"},
+        {.fault = kRequired, .device = kRequired, .core = kOptional, .count = kOptional},
+        "inject hbm-ue|sram-ue|hbm-ce|sram-ce|nan|dma-abort|hang --device N [--core C] [--count K]",
+        "a fault pending for the runtime; K ECC errors also count in sysfs (corrected ones, -ce, "
+        "only there)"},
        [](Impl& d, R r) { return d.Inject(r); }},
       {{"reset",
         {.device = kRequired, .fail = kOptional},
         "reset --device N [--fail]",
         "reset device N (to INVALID with --fail)"},
        [](Impl& d, R r) { return d.Reset(*r.device, r.fail); }},
+      {{"heartbeat",
+        {.action = kRequired, .device = kRequired},
+        "heartbeat stall|resume --device N",
+        "stop or restart device N's healthcheck_heartbeat (driver 2.30, Trn2/Trn3)",
+        /*logged=*/true,
+        "stall|resume"},
+       [](Impl& d, R r) { return d.Heartbeat(*r.device, r.action == "stall"); }},
+      {{"component",
+        {.action = kRequired, .components = kOptional, .device = kRequired},
+        "component set LIST|clear --device N",
+        "set or empty device N's unhealthy_components (LIST: hbm,link_efa,...; driver 2.30, "
+        "Trn2/Trn3)",
+        /*logged=*/true,
+        "set|clear"},
+       [](Impl& d, R r) { return d.SetComponents(*r.device, r.components); }},
       {{"link-down",
         {.device = kRequired, .peer = kRequired},
         "link-down --device A --peer B",
@@ -209,22 +225,101 @@ CtlReply NodeDaemon::Impl::Inject(const CtlRequest& req) {
         fmt::format("device {} has NeuronCores 0-{} ({}, LNC {}); --core {} is out of range", d,
                     cores - 1, opts_.spec->name, opts_.lnc, *req.core));
   }
+  if (req.corrected) return InjectCorrected(d, *req.corrected, req.count.value_or(1));
   std::string detail;
   if (*req.fault == FaultKind::kHbmUe || *req.fault == FaultKind::kSramUe) {
     // trn2 reads mem_ecc_uncorrected for repair state 0 (legacy firmware) too
     // (docs/driver-interface.md#generation-differences), so an injected HBM error lands in the same
     // file on every generation.
-    const std::string_view counter =
-        *req.fault == FaultKind::kHbmUe ? "mem_ecc_uncorrected" : "sram_ecc_uncorrected";
-    if (absl::Status s = tree_->AddHardwareErrors(d, counter, 1); !s.ok()) return Error(s);
+    const bool hbm = *req.fault == FaultKind::kHbmUe;
+    const std::string_view counter = hbm ? "mem_ecc_uncorrected" : "sram_ecc_uncorrected";
+    if (absl::Status s = tree_->AddHardwareErrors(d, counter, req.count.value_or(1)); !s.ok()) {
+      return Error(s);
+    }
     const std::filesystem::path file = tree_->HardwareDir(d) / counter;
     detail =
-        fmt::format("device {}: {} is now {}\n", d,
-                    file.lexically_relative(paths_.NeuronDevice(d)).string(), CounterText(file));
+        fmt::format("device {}: {} is now {}\n", d, DeviceRelative(d, file), CounterText(file));
+    // The driver's health check sees what its counters see (driver 2.30, where the file exists).
+    detail += MarkUnhealthy(d, hbm ? HealthComponent::kHbm : HealthComponent::kSram);
   }
   const PendingFault f = faults_.Add(*req.fault, d, req.core, std::nullopt);
   SaveFaults();
   return Ok(fmt::format("fault {} pending for the runtime\n", DescribeFault(f)) + detail);
+}
+
+// Corrected errors: the driver counts them and the execution goes on, so nothing is pending.
+CtlReply NodeDaemon::Impl::InjectCorrected(int d, CorrectedEcc kind, uint64_t n) {
+  const std::filesystem::path file = tree_->HardwareDir(d) / CorrectedEccCounter(kind);
+  if (!opts_.driver.groups.Has(NodeGroup::kEccCorrected)) {
+    return Error(fmt::format(
+        "device {} has no {}: driver {} counts no corrected ECC errors (they arrive with driver "
+        "2.30: neuron-sim up --driver-version 2.30)",
+        d, DeviceRelative(d, file), opts_.driver.name));
+  }
+  if (absl::Status s = tree_->AddHardwareErrors(d, CorrectedEccCounter(kind), n); !s.ok()) {
+    return Error(s);
+  }
+  return Ok(fmt::format("device {}: {} is now {} (corrected: nothing pending for the runtime)\n", d,
+                        DeviceRelative(d, file), CounterText(file)));
+}
+
+// Adds `c` to the device's unhealthy_components where the driver writes it; the reply's line.
+std::string NodeDaemon::Impl::MarkUnhealthy(int d, HealthComponent c) {
+  if (!tree_->HasHealthComponents()) return "";
+  Device& dev = devices_[static_cast<size_t>(d)];
+  dev.unhealthy.Add(c);
+  WriteUnhealthy(d);
+  return fmt::format("device {}: {} is now {}\n", d,
+                     DeviceRelative(d, tree_->HealthFile(d, sysfs::kUnhealthyComponentsName)),
+                     dev.unhealthy.Join());
+}
+
+// Why device d cannot have driver 2.30's health files, naming the cause; OK when it has them.
+absl::Status NodeDaemon::Impl::CheckHealthFiles(int d) const {
+  if (absl::Status s = CheckDevice(d, true); !s.ok()) return s;
+  if (tree_->HasHealthComponents()) return absl::OkStatus();
+  const std::string files = fmt::format(
+      "{} and {}", DeviceRelative(d, tree_->HealthFile(d, sysfs::kUnhealthyComponentsName)),
+      sysfs::kHealthcheckHeartbeatName);
+  if (!opts_.driver.groups.Has(NodeGroup::kHealthComponents)) {
+    return absl::FailedPreconditionError(fmt::format(
+        "device {} has no {}: driver {} does not write them (they arrive with driver 2.30: "
+        "neuron-sim up --driver-version 2.30)",
+        d, files, opts_.driver.name));
+  }
+  return absl::FailedPreconditionError(fmt::format(
+      "device {} has no {}: driver {} writes them on Trn2 and Trn3 only, and a {} is a {}", d,
+      files, opts_.driver.name, opts_.spec->name, opts_.spec->chip->instance_type));
+}
+
+CtlReply NodeDaemon::Impl::Heartbeat(int d, bool stall) {
+  if (absl::Status s = CheckHealthFiles(d); !s.ok()) return Error(s);
+  Device& dev = devices_[static_cast<size_t>(d)];
+  if (dev.heartbeat_stalled == stall) {
+    return Error(fmt::format("device {}: healthcheck_heartbeat is {}", d,
+                             stall ? "already stalled" : "not stalled"));
+  }
+  dev.heartbeat_stalled = stall;
+  if (stall) {
+    return Ok(fmt::format("device {}: healthcheck_heartbeat stalled at {}\n", d, dev.heartbeat));
+  }
+  return Ok(
+      fmt::format("device {}: healthcheck_heartbeat resumed at {}; it advances every {} ms{}\n", d,
+                  dev.heartbeat, opts_.heartbeat_period.count(),
+                  dev.state == DeviceState::kReady ? "" : " once the device is READY"));
+}
+
+CtlReply NodeDaemon::Impl::SetComponents(int d, HealthComponents components) {
+  if (absl::Status s = CheckHealthFiles(d); !s.ok()) return Error(s);
+  devices_[static_cast<size_t>(d)].unhealthy = components;
+  const std::filesystem::path file = tree_->HealthFile(d, sysfs::kUnhealthyComponentsName);
+  if (absl::Status s = tree_->WriteUnhealthyComponents(d, components); !s.ok()) return Error(s);
+  return Ok(fmt::format("device {}: {} is now {}\n", d, DeviceRelative(d, file),
+                        components.empty() ? "empty" : components.Join()));
+}
+
+std::string NodeDaemon::Impl::DeviceRelative(int d, const std::filesystem::path& file) const {
+  return file.lexically_relative(paths_.NeuronDevice(d)).string();
 }
 
 CtlReply NodeDaemon::Impl::Reset(int d, bool fail) {
@@ -324,6 +419,32 @@ std::string NodeDaemon::Impl::ProcessStatus() const {
   return out;
 }
 
+// Driver 2.30's corrected ECC counters and health files per present device, where the node has
+// them. BEAT: advancing, stalled (ctl), or paused (the device is not READY).
+std::string NodeDaemon::Impl::HealthStatus() const {
+  const bool files = tree_->HasHealthComponents();
+  if (!files && !opts_.driver.groups.Has(NodeGroup::kEccCorrected)) return "";
+  constexpr std::string_view kRow = "{:>6}  {:>7}  {:>6}  {:>9}  {:<9}  {}\n";
+  std::string out = "\n" + fmt::format(kRow, "DEVICE", "SRAM_CE", "HBM_CE", "HEARTBEAT", "BEAT",
+                                       "UNHEALTHY_COMPONENTS");
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const Device& dev = devices_[i];
+    if (!dev.present) continue;
+    const std::filesystem::path hw = tree_->HardwareDir(static_cast<int>(i));
+    const std::string_view beat = !files                             ? "-"
+                                  : dev.heartbeat_stalled            ? "stalled"
+                                  : dev.state != DeviceState::kReady ? "paused"
+                                                                     : "advancing";
+    out += fmt::format(kRow, i, CounterText(hw / "sram_ecc_corrected"),
+                       CounterText(hw / "mem_ecc_corrected"),
+                       files ? std::to_string(dev.heartbeat) : "-", beat,
+                       !files                  ? "-"
+                       : dev.unhealthy.empty() ? "none"
+                                               : dev.unhealthy.Join());
+  }
+  return out;
+}
+
 std::string NodeDaemon::Impl::Status() const {
   const InstanceSpec& spec = *opts_.spec;
   const auto present = std::count_if(devices_.begin(), devices_.end(),
@@ -365,6 +486,7 @@ std::string NodeDaemon::Impl::Status() const {
     }
   }
   out += resets;
+  out += HealthStatus();
   out += ProcessStatus();
   out += EfaStatus(spec, *tree_);
   out += FaultStatus(faults_.faults());

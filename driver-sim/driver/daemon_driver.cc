@@ -1,7 +1,8 @@
 // The node daemon's driver behaviour, what the kernel driver does on its own or in answer to the
 // hardware and to users' sysfs writes: device state, probe and reset sequences, the inotify
-// watches on writable sysfs files, power rollups and the kernel log. The ctl commands that
-// trigger some of it are in daemon_commands.cc; the device's power figures in device_power.cc.
+// watches on writable sysfs files, power rollups, driver 2.30's health files and the kernel log.
+// The ctl commands that trigger some of it are in daemon_commands.cc; the device's power figures in
+// device_power.cc.
 
 #include <fmt/format.h>
 #include <sys/inotify.h>
@@ -97,11 +98,42 @@ void NodeDaemon::Impl::CompleteReset(int d) {
                                 kResetRequestAll));
     return;
   }
-  // Fresh hardware state: whatever was injected into the device is gone.
+  // Fresh hardware state: whatever was injected into the device is gone, the driver's health
+  // check finds every component healthy again and its heartbeat runs (driver 2.30's files,
+  // written before the state so that a reader who sees READY sees them too).
   if (faults_.ClearDevice(d) > 0) SaveFaults();
+  dev.heartbeat_stalled = false;
+  if (!dev.unhealthy.empty()) {
+    dev.unhealthy = {};
+    WriteUnhealthy(d);
+  }
   SetState(d, DeviceState::kReady);
   Kmsg(kKernInfo, fmt::format("neuron:nr_reset_thread_fn: nd{}: reset request {} completed", d,
                               kResetRequestAll));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driver 2.30's health files (driver-sim/README.md#driver-versions: formats and period assumed)
+
+// One beat per period on every device whose health check runs: present, READY (a device in
+// reset or left INVALID by a failed one has no firmware to answer it) and not stalled by ctl.
+// One write per such device.
+void NodeDaemon::Impl::BeatHeartbeats() {
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    Device& dev = devices_[i];
+    if (!dev.present || dev.state != DeviceState::kReady || dev.heartbeat_stalled) continue;
+    ++dev.heartbeat;
+    if (absl::Status s = tree_->WriteHeartbeat(static_cast<int>(i), dev.heartbeat); !s.ok()) {
+      log_->error("{}", std::string{s.message()});
+    }
+  }
+}
+
+void NodeDaemon::Impl::WriteUnhealthy(int d) {
+  const Device& dev = devices_[static_cast<size_t>(d)];
+  if (absl::Status s = tree_->WriteUnhealthyComponents(d, dev.unhealthy); !s.ok()) {
+    log_->error("{}", std::string{s.message()});
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

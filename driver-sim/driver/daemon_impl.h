@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "core/base/unique_fd.h"
+#include "core/driver/health_components.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/daemon.h"
@@ -67,6 +68,12 @@ class NodeDaemon::Impl final : private DriverHost {
     bool reset_fail = false;
     Clock::time_point reset_done_at;
     PowerSampler power;  // samples only while READY
+    // Driver 2.30's health files, where the node has them (SimTree::HasHealthComponents): the
+    // heartbeat's count, whether ctl stalled it (until resumed or a reset to READY), and the
+    // components unhealthy_components lists.
+    uint64_t heartbeat = 0;
+    bool heartbeat_stalled = false;
+    HealthComponents unhealthy;
   };
 
   // Start steps (daemon.cc).
@@ -94,11 +101,19 @@ class NodeDaemon::Impl final : private DriverHost {
   CtlReply Unplug(int d);
   CtlReply Plug(int d);
   CtlReply Inject(const CtlRequest& req);
+  CtlReply InjectCorrected(int d, CorrectedEcc kind, uint64_t n);
+  std::string MarkUnhealthy(int d, HealthComponent c);
+  absl::Status CheckHealthFiles(int d) const;
+  CtlReply Heartbeat(int d, bool stall);
+  CtlReply SetComponents(int d, HealthComponents components);
+  // `file` relative to device d's directory, as replies name files.
+  std::string DeviceRelative(int d, const std::filesystem::path& file) const;
   CtlReply Reset(int d, bool fail);
   CtlReply LinkDown(int a, int b);
   CtlReply Efa(const std::string& name, bool up);
   CtlReply ClearFault(uint64_t id);
   std::string Status() const;
+  std::string HealthStatus() const;
   std::string ProcessStatus() const;
 
   // Driver behaviour (daemon_driver.cc).
@@ -112,6 +127,8 @@ class NodeDaemon::Impl final : private DriverHost {
   void OnNotifyDelayWrite(int d);
   void WriteNotifyDelay(int d);
   void RollUpPower(Clock::time_point now);
+  void BeatHeartbeats();
+  void WriteUnhealthy(int d);
   void Kmsg(int priority, const std::string& text) override;  // also DriverHost's
   void LogProbeReset(int device);
   void SaveFaults();
@@ -146,6 +163,8 @@ class NodeDaemon::Impl final : private DriverHost {
   std::chrono::milliseconds power_period_{60000};
   Clock::time_point next_power_;
   int64_t last_minute_ = 0;
+  // Never on a node without the heartbeat file, so its timer does not wake the loop for nothing.
+  Clock::time_point next_heartbeat_ = Clock::time_point::max();
 };
 
 }  // namespace neuron::sim

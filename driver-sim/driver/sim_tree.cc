@@ -446,17 +446,25 @@ absl::StatusOr<DeviceState> SimTree::GetDeviceState(int device) const {
 
 absl::Status SimTree::AddHardwareErrors(int device, std::string_view counter, uint64_t n) {
   SIM_RETURN_IF_ERROR(CheckDevice(device));
-  if (std::find(kHardwareCounters.begin(), kHardwareCounters.end(), counter) ==
-      kHardwareCounters.end()) {
-    return absl::InvalidArgumentError(fmt::format("unknown hardware counter '{}'; known: {}",
-                                                  counter, fmt::join(kHardwareCounters, ", ")));
+  const bool corrected =
+      std::find(kEccCorrected.begin(), kEccCorrected.end(), counter) != kEccCorrected.end();
+  if (!corrected && std::find(kHardwareCounters.begin(), kHardwareCounters.end(), counter) ==
+                        kHardwareCounters.end()) {
+    return absl::InvalidArgumentError(fmt::format("unknown hardware counter '{}'; known: {}, {}",
+                                                  counter, fmt::join(kHardwareCounters, ", "),
+                                                  fmt::join(kEccCorrected, ", ")));
+  }
+  if (corrected && !config_.driver.groups.Has(NodeGroup::kEccCorrected)) {
+    return absl::FailedPreconditionError(
+        fmt::format("driver {} has no {} (corrected ECC counters arrive with driver 2.30)",
+                    config_.driver.name, counter));
   }
   if (!DevicePresent(device)) {
     return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
   }
   const fs::path file = HardwareDir(device) / counter;
   // "%u" of the firmware count; SRAM shows only its low 16 bits
-  // (docs/driver-interface.md#device-files).
+  // (docs/driver-interface.md#device-files). The corrected counters are assumed "%u" too.
   const uint64_t mask =
       counter == Name(HardwareCounter::sram_ecc_uncorrected) ? 0xffff : 0xffffffff;
   SIM_RETURN_IF_ERROR(
@@ -467,6 +475,31 @@ absl::Status SimTree::AddHardwareErrors(int device, std::string_view counter, ui
 
 fs::path SimTree::HardwareDir(int device) const {
   return root_.NeuronDevice(device) / sim::HardwareDir(config_.driver);
+}
+
+bool SimTree::HasHealthComponents() const {
+  return sim::HasHealthComponents(*config_.spec->chip, config_.driver);
+}
+
+fs::path SimTree::HealthFile(int device, std::string_view name) const {
+  return root_.NeuronDevice(device) / sim::HealthFile(config_.driver, name);
+}
+
+absl::Status SimTree::WriteUnhealthyComponents(int device, const HealthComponents& components) {
+  return WriteHealthFile(device, sysfs::kUnhealthyComponentsName, components.Join() + "\n");
+}
+
+absl::Status SimTree::WriteHeartbeat(int device, uint64_t beats) {
+  return WriteHealthFile(device, sysfs::kHealthcheckHeartbeatName, U64Line(beats));
+}
+
+absl::Status SimTree::WriteHealthFile(int device, std::string_view name, std::string_view content) {
+  SIM_RETURN_IF_ERROR(CheckDevice(device));
+  if (!DevicePresent(device)) {
+    return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
+  }
+  return sim::WriteHealthFile(root_.NeuronDevice(device), *config_.spec->chip, config_.driver, name,
+                              content);
 }
 
 absl::Status SimTree::ApplyCounter(const fs::path& dir, CounterOp op, uint64_t value) {

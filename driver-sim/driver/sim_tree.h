@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/driver/health_components.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/sim_tree_driver.h"
@@ -78,11 +79,21 @@ class SimTree {
   absl::Status SetDeviceState(int device, DeviceState state);
   absl::StatusOr<DeviceState> GetDeviceState(int device) const;
 
-  // stats/hardware/<counter> += n (counter is one of kHardwareCounters), and the health_status/
-  // files derived from the same registers where the driver has them.
+  // stats/hardware/<counter> += n (counter is one of kHardwareCounters, or of kEccCorrected where
+  // the driver has them: FailedPrecondition otherwise), and the health_status/ files derived from
+  // the same registers where the driver has them.
   absl::Status AddHardwareErrors(int device, std::string_view counter, uint64_t n);
   // The device's stats/hardware/ directory (elsewhere in the future layout).
   std::filesystem::path HardwareDir(int device) const;
+
+  // Driver 2.30's health_status/{unhealthy_components, healthcheck_heartbeat} (Trn2, Trn3): whether
+  // this node's devices have them, where, and their writes in the formats the simulator assumes
+  // (driver-sim/README.md#driver-versions): the components as their comma list then "\n", the
+  // heartbeat "%llu\n". FailedPrecondition on a node without them or an unplugged device.
+  bool HasHealthComponents() const;
+  std::filesystem::path HealthFile(int device, std::string_view name) const;
+  absl::Status WriteUnhealthyComponents(int device, const HealthComponents& components);
+  absl::Status WriteHeartbeat(int device, uint64_t beats);
 
   // Applies a counter operation to the triple in `dir` (absolute path of a directory holding
   // total/present[/peak]), as the driver's metric functions do. Missing files count as 0.
@@ -120,6 +131,7 @@ class SimTree {
   std::map<int, uint32_t> power_samples_;  // device -> utilization_raw's counter (one per rollup)
 
   absl::Status CheckDevice(int device) const;
+  absl::Status WriteHealthFile(int device, std::string_view name, std::string_view content);
   absl::StatusOr<size_t> EfaIndex(std::string_view name) const;
   absl::Status WriteNeuronDevice(int device);
   absl::Status WriteNeuronPci(int device);

@@ -44,9 +44,7 @@ uint64_t ReadOrZero(const fs::path& file) {
 absl::StatusOr<SimDriver> ParseSimDriver(std::string_view value) {
   if (value.empty()) return NewestSimDriver();
   if (value == "future") {
-    SimDriver d{"future", std::string(kFutureModuleVersion),
-                NewestGeneration().groups, true};
-    return d;
+    return SimDriver{"future", std::string(kFutureModuleVersion), NewestGeneration().groups, true};
   }
   if (const DriverGeneration* g = GenerationNamed(value)) {
     return SimDriver{std::string(g->name), std::string(g->source_version), g->groups, false};
@@ -68,6 +66,25 @@ std::string SimDriverChoices() {
 
 fs::path HardwareDir(const SimDriver& driver) {
   return driver.future ? fs::path(kFutureHardwareDir) : fs::path(sysfs::kHardwareDir);
+}
+
+bool HasHealthComponents(const ChipSpec& chip, const SimDriver& driver) {
+  return driver.groups.Has(NodeGroup::kHealthComponents) &&
+         GroupOnChip(NodeGroup::kHealthComponents, chip.instance_type);
+}
+
+fs::path HealthFile(const SimDriver& driver, std::string_view name) {
+  return HardwareDir(driver) / sysfs::part::kHealthStatus / name;
+}
+
+absl::Status WriteHealthFile(const fs::path& device_dir, const ChipSpec& chip,
+                             const SimDriver& driver, std::string_view name,
+                             std::string_view content) {
+  if (!HasHealthComponents(chip, driver)) {
+    return absl::FailedPreconditionError(fmt::format("driver {} on {} has no health_status/{}",
+                                                     driver.name, chip.instance_type, name));
+  }
+  return WriteFileAtomic(device_dir / HealthFile(driver, name), content, kReadOnly);
 }
 
 mode_t TopologyMode(const SimDriver& driver) {
@@ -102,7 +119,7 @@ absl::Status WriteGroupFiles(const fs::path& dir, const ChipSpec& chip, const Si
     for (std::string_view f : kHealthStatusFiles) {
       SIM_RETURN_IF_ERROR(WriteNewFile(dir / sysfs::kHealthStatusDir / f, "0\n", kReadOnly));
     }
-    if (g.Has(NodeGroup::kHealthComponents)) {  // content assumed: the notes give no format
+    if (HasHealthComponents(chip, driver)) {  // content assumed: the notes give no format
       SIM_RETURN_IF_ERROR(WriteNewFile(dir / sysfs::kUnhealthyComponents, "\n", kReadOnly));
       SIM_RETURN_IF_ERROR(WriteNewFile(dir / sysfs::kHealthcheckHeartbeat, "0\n", kReadOnly));
     }

@@ -23,18 +23,20 @@
 namespace neuron::sim {
 
 struct SimDriver {
-  std::string name;            // "2.29" or "future", as --driver-version gives it
+  std::string name;            // "2.29", "2.30" or "future", as --driver-version gives it
   std::string module_version;  // sys/module/neuron/version: "2.29.0.0"
   NodeGroups groups;           // its optional node groups (before the per-chip filter)
-  // The invented future layout: stats/hardware/ moved to stats/health/, with the files the
-  // 2.30.2 release notes announce (corrected ECC, two more health_status files) inside it.
+  // The invented future layout: the newest known generation's tree (2.30, with the files its
+  // release notes announce: corrected ECC, two more health_status files) with stats/hardware/
+  // moved to stats/health/.
   bool future = false;
 };
 
-// A known generation's name ("2.24" .. "2.29"), "future", or "" for the newest known.
+// A known generation's name ("2.24" .. "2.30"), "future", or "" for the newest with public source
+// (2.29: 2.30's formats are assumed, so it is played only when asked for).
 absl::StatusOr<SimDriver> ParseSimDriver(std::string_view value);
 SimDriver NewestSimDriver();
-// "2.24, 2.25, ..., 2.29, future", for help and errors.
+// "2.24, 2.25, ..., 2.30, future", for help and errors.
 std::string SimDriverChoices();
 
 // The module version the future layout reports: a release the agent cannot know.
@@ -63,6 +65,19 @@ absl::Status WriteGroupFiles(const std::filesystem::path& dir, const ChipSpec& c
 // stats/power/utilization_raw: the header, then a row per die of `chip`: `util_bips` and the
 // sample counter when a sample exists, "unavailable" otherwise.
 std::string PowerRawText(const ChipSpec& chip, std::optional<uint32_t> util_bips, uint32_t counter);
+
+// Whether a device of `chip` has driver 2.30's health_status/{unhealthy_components,
+// healthcheck_heartbeat} (NodeGroup::kHealthComponents: Trn2 and Trn3 only).
+bool HasHealthComponents(const ChipSpec& chip, const SimDriver& driver);
+// Where the driver's health files lie under the device's directory: stats/hardware/health_status/
+// `name`, or under stats/health/ in the future layout. `name` is sysfs::kUnhealthyComponentsName
+// or sysfs::kHealthcheckHeartbeatName.
+std::filesystem::path HealthFile(const SimDriver& driver, std::string_view name);
+// Writes `content` to that file of the device at `device_dir`, whole; FailedPrecondition, naming
+// the driver and the chip, where the device has no such file.
+absl::Status WriteHealthFile(const std::filesystem::path& device_dir, const ChipSpec& chip,
+                             const SimDriver& driver, std::string_view name,
+                             std::string_view content);
 
 // Raises the health_status/ files that the driver derives from the same firmware registers as
 // stats/hardware/<counter> (one of kHardwareCounters) by `n`, and hw_error_event by one, when

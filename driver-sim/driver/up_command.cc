@@ -10,11 +10,15 @@
 #include <memory>
 #include <string>
 
+#include "core/base/duration.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/daemon.h"
 
 namespace neuron::sim {
 namespace {
+
+// One write per device per beat: shorter periods would only load the machine.
+constexpr std::chrono::milliseconds kMinHeartbeatPeriod{100};
 
 struct UpFlags {
   std::string root = "/";
@@ -27,6 +31,7 @@ struct UpFlags {
   UltraServerPosition ultraserver;
   std::string server_id;
   std::string driver_version;
+  std::string heartbeat_period = "1s";
 };
 
 // The --ultraserver-* flags: only on an UltraServer instance type, and a place on it.
@@ -66,7 +71,12 @@ void AddUpOptions(CLI::App* up, UpFlags* f) {
                  "0123456789abcdef)");
   up->add_option("--driver-version", f->driver_version,
                  "driver generation whose sysfs tree to serve: " + SimDriverChoices() +
-                     " (default: the newest; future: an invented layout, driver-sim/README.md)");
+                     " (default: " + NewestSimDriver().name +
+                     ", the newest with public source; 2.30 from its release notes, formats "
+                     "assumed; future: an invented layout; driver-sim/README.md)");
+  up->add_option("--heartbeat-period", f->heartbeat_period,
+                 "how often driver 2.30's healthcheck_heartbeat advances, e.g. 1s or 250ms "
+                 "(default 1s: assumed, the release notes give no period)");
   // Accelerated clocks for tests (D11, driver-sim/README.md#deviations), outside the contract:
   // hidden.
   up->add_option("--reset-ms", f->reset_ms, "device reset duration")->group("");
@@ -94,6 +104,11 @@ int RunUp(UpFlags& f, const CLI::App* up) {
       (f.power_period_ms > 0 && f.power_period_ms < 100)) {
     return UsageError("up", "--reset-ms must be >= 0 and --power-period-ms 0 or >= 100");
   }
+  absl::StatusOr<std::chrono::milliseconds> heartbeat = ParseDurationIn(
+      f.heartbeat_period, kMinHeartbeatPeriod, std::chrono::hours(1), "100ms to 1h");
+  if (!heartbeat.ok()) {
+    return UsageError("up", "--heartbeat-period: " + std::string{heartbeat.status().message()});
+  }
   DaemonOptions options;
   options.root = std::filesystem::absolute(f.root).lexically_normal();
   options.spec = *spec;
@@ -104,6 +119,7 @@ int RunUp(UpFlags& f, const CLI::App* up) {
   options.driver = *std::move(driver);
   options.reset_duration = std::chrono::milliseconds(f.reset_ms);
   options.power_period = std::chrono::milliseconds(f.power_period_ms);
+  options.heartbeat_period = *heartbeat;
   return RunNodeDaemon(std::move(options));
 }
 

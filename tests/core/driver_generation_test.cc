@@ -37,16 +37,21 @@ std::shared_ptr<const Snapshot> FullSample(const RootPaths& root, const Inventor
 }
 
 TEST(DriverGenerationTest, ModuleVersionPicksItsGeneration) {
-  ASSERT_EQ(KnownGenerations().size(), 6u);
-  EXPECT_EQ(NewestGeneration().name, "2.29");
+  ASSERT_EQ(KnownGenerations().size(), 7u);
+  // 2.30 is known from its release notes only: the newest known, but not the newest sourced,
+  // which the simulator plays by default.
+  EXPECT_EQ(NewestGeneration().name, "2.30");
+  EXPECT_EQ(NewestSourcedGeneration().name, "2.29");
   for (const DriverGeneration& g : KnownGenerations()) {
     SCOPED_TRACE(g.name);
     EXPECT_EQ(GenerationOfVersion(g.source_version), &g);
     EXPECT_EQ(GenerationNamed(g.name), &g);
+    EXPECT_EQ(g.from_source, g.name != "2.30");
   }
   EXPECT_EQ(GenerationOfVersion("2.26.10.0")->name, "2.26");  // SDK 2.29's driver
+  EXPECT_EQ(GenerationOfVersion("2.30.2.0")->name, "2.30");
   for (std::string_view unknown :
-       {"2.31.7.0", "2.30.2.0", "2.23.9.0", "2.x.6781.0", "2", "", "two.29", "2.29x.0.0"}) {
+       {"2.31.7.0", "2.23.9.0", "2.x.6781.0", "2", "", "two.29", "2.29x.0.0"}) {
     EXPECT_EQ(GenerationOfVersion(unknown), nullptr) << unknown;
   }
 }
@@ -59,14 +64,26 @@ TEST(DriverGenerationTest, GroupsAppearInTheGenerationTheSourceAddsThem) {
   EXPECT_TRUE(has("2.28", NodeGroup::kHealthStatus));
   EXPECT_FALSE(has("2.28", NodeGroup::kUtilizationRaw));
   EXPECT_TRUE(has("2.29", NodeGroup::kUtilizationRaw));
+  // Only the release notes of 2.30.2 announce corrected ECC and the two new health files: no
+  // generation with source has them, 2.30 has both beside everything of 2.29.
   for (const DriverGeneration& g : KnownGenerations()) {
-    EXPECT_FALSE(g.groups.Has(NodeGroup::kEccCorrected)) << g.name << ": no source has it";
+    SCOPED_TRACE(g.name);
+    EXPECT_EQ(g.groups.Has(NodeGroup::kEccCorrected), !g.from_source);
+    EXPECT_EQ(g.groups.Has(NodeGroup::kHealthComponents), !g.from_source);
   }
-  // health_status only where the chip layer enables it (v3, v4), not on v2 (Trn1, Inf2).
-  EXPECT_TRUE(GroupOnChip(NodeGroup::kHealthStatus, "Trn2"));
-  EXPECT_FALSE(GroupOnChip(NodeGroup::kHealthStatus, "Trn1"));
-  EXPECT_FALSE(GroupOnChip(NodeGroup::kHealthStatus, "Inf2"));
+  EXPECT_EQ(GenerationNamed("2.30")->groups.Without(
+                {NodeGroup::kEccCorrected, NodeGroup::kHealthComponents}),
+            GenerationNamed("2.29")->groups);
+  // health_status, and 2.30's files in it, only where the chip layer enables it (v3, v4), not
+  // on v2 (Trn1, Inf2).
+  for (NodeGroup g : {NodeGroup::kHealthStatus, NodeGroup::kHealthComponents}) {
+    EXPECT_TRUE(GroupOnChip(g, "Trn2"));
+    EXPECT_TRUE(GroupOnChip(g, "Trn3"));
+    EXPECT_FALSE(GroupOnChip(g, "Trn1"));
+    EXPECT_FALSE(GroupOnChip(g, "Inf2"));
+  }
   EXPECT_TRUE(GroupOnChip(NodeGroup::kUtilizationRaw, "Trn1"));
+  EXPECT_TRUE(GroupOnChip(NodeGroup::kEccCorrected, "Trn1"));
 }
 
 TEST(DriverGenerationTest, ReadFilesAreEveryGenerationsPlusTheReadGroups) {
@@ -74,9 +91,17 @@ TEST(DriverGenerationTest, ReadFilesAreEveryGenerationsPlusTheReadGroups) {
   // less info/notify_delay and the other cores' architecture, which the agent does not read).
   EXPECT_EQ(ReadDeviceFiles({}, 2).size(), 236u);
   EXPECT_EQ(ReadDeviceFiles({}, 8).size(), 836u);
-  const std::vector<std::string> with = ReadDeviceFiles(NewestGeneration().groups, 2);
+  const std::vector<std::string> with = ReadDeviceFiles(NewestSourcedGeneration().groups, 2);
   EXPECT_EQ(with.size(), 236u + 4 + 1);  // health_status, utilization_raw; no fw_* (not read)
   EXPECT_EQ(with.back(), "stats/power/utilization_raw");
+  // 2.30 adds the two corrected counters and the two health files, in group order.
+  const std::vector<std::string> notes = ReadDeviceFiles(GenerationNamed("2.30")->groups, 2);
+  ASSERT_EQ(notes.size(), with.size() + 2 + 2);
+  EXPECT_EQ(std::vector<std::string>(notes.end() - 4, notes.end()),
+            (std::vector<std::string>{"stats/hardware/sram_ecc_corrected",
+                                      "stats/hardware/mem_ecc_corrected",
+                                      "stats/hardware/health_status/unhealthy_components",
+                                      "stats/hardware/health_status/healthcheck_heartbeat"}));
 }
 
 class DriverDetectionTest : public ::testing::Test {
@@ -115,8 +140,8 @@ TEST_F(DriverDetectionTest, EveryKnownGenerationIsFoundWithNothingMissing) {
     EXPECT_EQ(inv->driver.generation, &g);
     ASSERT_EQ(inv->devices.size(), 1u);
     EXPECT_THAT(inv->devices[0].missing_nodes, IsEmpty());
-    EXPECT_EQ(inv->devices[0].sysfs_groups,
-              g.groups & kReadGroups.Without({NodeGroup::kHealthStatus}));
+    // The manifests are Trn1's, which has no health_status/.
+    EXPECT_EQ(inv->devices[0].sysfs_groups, GroupsOnChip(g.groups & kReadGroups, "Trn1"));
     EXPECT_EQ(DriverLayoutProblem(*inv), "");
   }
 }
@@ -145,6 +170,17 @@ TEST_F(DriverDetectionTest, Trn2HasHealthStatusAndTheSamplerReadsItAndTheRawPowe
   EXPECT_THAT(snap->errors, IsEmpty());
 }
 
+// 2.30's tree as its release notes describe it, on the chip that has health_status/: every read
+// group is found, nothing is missing.
+TEST_F(DriverDetectionTest, Trn2At230HasEveryReadGroup) {
+  const Inventory inv = Scan("sysfs-2.30-trn2.manifest");
+  ASSERT_EQ(inv.devices.size(), 1u);
+  EXPECT_EQ(inv.driver.generation, GenerationNamed("2.30"));
+  EXPECT_EQ(inv.devices[0].sysfs_groups, kReadGroups);
+  EXPECT_THAT(inv.devices[0].missing_nodes, IsEmpty());
+  EXPECT_EQ(DriverLayoutProblem(inv), "");
+}
+
 TEST_F(DriverDetectionTest, UnknownVersionIsCheckedAgainstTheNewestAndMissingFilesAreNamed) {
   Scan("sysfs-2.28.manifest");
   WriteVersion("2.31.7.0");
@@ -154,14 +190,16 @@ TEST_F(DriverDetectionTest, UnknownVersionIsCheckedAgainstTheNewestAndMissingFil
   ASSERT_EQ(inv.devices.size(), 1u);
   EXPECT_EQ(inv.driver.generation, nullptr);
   EXPECT_EQ(inv.driver.GenerationLabel(), "unknown");
-  EXPECT_EQ(inv.driver.Expected().name, "2.29");
+  // The newest known generation, 2.30, promises the corrected counters too.
+  EXPECT_EQ(inv.driver.Expected().name, "2.30");
   EXPECT_THAT(
       inv.devices[0].missing_nodes,
       ElementsAre("stats/hardware/sram_ecc_uncorrected", "stats/hardware/mem_ecc_uncorrected",
-                  "stats/hardware/mem_ecc_repairable_uncorrected"));
+                  "stats/hardware/mem_ecc_repairable_uncorrected",
+                  "stats/hardware/sram_ecc_corrected", "stats/hardware/mem_ecc_corrected"));
   EXPECT_EQ(inv.devices[0].sysfs_groups, NodeGroups{NodeGroup::kUtilizationRaw});
   EXPECT_EQ(DriverLayoutProblem(inv),
-            "driver 2.31.7: unknown sysfs layout, 3 nodes missing (first: "
+            "driver 2.31.7: unknown sysfs layout, 5 nodes missing (first: "
             "neuron0/stats/hardware/sram_ecc_uncorrected)");
 
   // Never read as 0: the sample leaves them absent and says nothing else is wrong.
@@ -186,12 +224,17 @@ TEST_F(DriverDetectionTest, KnownGenerationWithAMissingFileAndNoVersionAtAll) {
             "driver 2.29.0: 1 sysfs node of generation 2.29 missing (first: "
             "neuron0/stats/power/utilization_raw)");
 
+  // Without a version the tree is held to the newest known generation, 2.30, whose corrected
+  // ECC counters a 2.29 tree lacks as well.
   fs::remove(root().ModuleVersion());
   inv = Rescan();
   EXPECT_FALSE(inv.driver.version.has_value());
   EXPECT_EQ(inv.driver.generation, nullptr);
+  EXPECT_THAT(inv.devices[0].missing_nodes,
+              ElementsAre("stats/power/utilization_raw", "stats/hardware/sram_ecc_corrected",
+                          "stats/hardware/mem_ecc_corrected"));
   EXPECT_EQ(DriverLayoutProblem(inv),
-            "driver (no version): unknown sysfs layout, 1 node missing (first: "
+            "driver (no version): unknown sysfs layout, 3 nodes missing (first: "
             "neuron0/stats/power/utilization_raw)");
 }
 

@@ -32,6 +32,12 @@ TEST(CtlProtocol, RequestLinesRoundTrip) {
            {"link-down", "--device", "0", "--peer", "12"},
            {"efa-down", "--efa", "rdmap16s25"},
            {"clear-fault", "--id", "7"},
+           {"inject", "hbm-ce", "--device", "1", "--count", "5"},
+           {"inject", "sram-ue", "--count", "2", "--device", "0", "--core", "1"},
+           {"heartbeat", "stall", "--device", "3"},
+           {"heartbeat", "resume", "--device=3"},
+           {"component", "set", "link_efa,hbm", "--device", "2"},
+           {"component", "clear", "--device", "2"},
        }) {
     absl::StatusOr<CtlRequest> req = ParseCtlArgs(words);
     ASSERT_TRUE(req.ok()) << req.status() << " " << ::testing::PrintToString(words);
@@ -44,10 +50,21 @@ TEST(CtlProtocol, RequestLinesRoundTrip) {
   EXPECT_EQ(r->fault, FaultKind::kSramUe);
   EXPECT_EQ(r->device, 2);
   EXPECT_EQ(r->core, 1);
+  // The components as the file lists them: the vocabulary's order, whatever the order typed.
+  r = ParseCtlLine("component set link_efa,hbm --device 2");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->components.Join(), "hbm,link_efa");
+  EXPECT_EQ(FormatCtlRequest(*r), "component set hbm,link_efa --device 2");
+  r = ParseCtlLine("inject sram-ce --device 4");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->corrected, CorrectedEcc::kSram);
+  EXPECT_FALSE(r->fault.has_value());
+  EXPECT_FALSE(r->count.has_value());  // the daemon counts 1
 }
 
 // The words of a verb's usage line with every optional part given: "[--core C]" as "--core 1",
-// "hbm-ue|sram-ue" as "hbm-ue", a metavar (N, NAME, TEXT...) as "1".
+// "hbm-ue|sram-ue" as "hbm-ue", a metavar (N, NAME, TEXT...) as "1", but LIST (of health
+// components) as "hbm,sram".
 std::vector<std::string> UsageWords(std::string_view usage) {
   std::vector<std::string> words;
   std::istringstream in{std::string(usage)};
@@ -56,7 +73,7 @@ std::vector<std::string> UsageWords(std::string_view usage) {
     if (w.empty()) continue;
     w = w.substr(0, w.find('|'));
     const bool metavar = !w.starts_with("-") && std::none_of(w.begin(), w.end(), ::islower);
-    words.push_back(metavar ? "1" : w);
+    words.push_back(!metavar ? w : w == "LIST" ? "hbm,sram" : "1");
   }
   return words;
 }
@@ -78,6 +95,7 @@ TEST(CtlProtocol, EveryVerbsUsageLineParsesAsTheVerbAndRoundTrips) {
                                                      {a.efa, "--efa"},
                                                      {a.id, "--id"},
                                                      {a.level, "--level"},
+                                                     {a.count, "--count"},
                                                      {a.text, "-- "}}) {
       EXPECT_EQ(arg != CtlArg::kNo, verb.usage.find(flag) != std::string_view::npos) << flag;
     }
@@ -101,6 +119,16 @@ TEST(CtlProtocol, UsageErrorsNameTheWord) {
       {{"reset", "--device", "1", "--fail=yes"}, "--fail"},
       {{"efa-down"}, "--efa"},
       {{"unplug", "3"}, "'3'"},
+      {{"inject", "nan", "--device", "1", "--count", "2"}, "--count applies to hbm-ue"},
+      {{"inject", "hbm-ce", "--device", "1", "--count", "0"}, "from 1 to 1000000, not '0'"},
+      {{"inject", "hbm-ce", "--device", "1", "--core", "0"}, "--core does not apply"},
+      {{"heartbeat", "--device", "1"}, "heartbeat takes stall or resume first"},
+      {{"heartbeat", "pause", "--device", "1"}, "'pause'"},
+      {{"component", "set", "--device", "1"}, "comma list of components: hbm, sram"},
+      {{"component", "set", "hbm,gpu", "--device", "1"}, "unknown component 'gpu'"},
+      {{"component", "set", ",", "--device", "1"}, "at least one component"},
+      {{"component", "clear", "hbm", "--device", "1"}, "unexpected argument 'hbm'"},
+      {{"component", "set", "hbm"}, "component needs --device N"},
   };
   for (const auto& [words, needle] : cases) {
     absl::StatusOr<CtlRequest> req = ParseCtlArgs(words);

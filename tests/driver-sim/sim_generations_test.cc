@@ -1,9 +1,10 @@
-// `neuron-sim up --driver-version V` serves each public driver generation's tree
+// `neuron-sim up --driver-version V` serves each known driver generation's tree
 // (driver-sim/README.md#driver-versions): the device directory, the class's own attributes and
 // the module version match, path for path with kind and mode, the manifest transcribed by hand
-// from that generation's driver source (tests/fixtures/driver/sysfs-<V>.manifest). Then the
-// invented future layout, the Trn2 tree with health_status/, and the files the daemon keeps
-// writing (health_status/ beside the ECC counters, utilization_raw beside the power rollup).
+// from that generation's driver source, or for 2.30 from its release notes
+// (tests/fixtures/driver/sysfs-<V>.manifest). Then the invented future layout, the Trn2 trees
+// with health_status/, and the files the daemon keeps writing (health_status/ beside the ECC
+// counters, utilization_raw beside the power rollup).
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -116,6 +117,17 @@ TEST(SimGenerationsTest, NewestIsTheDefaultAndTrn2HasHealthStatus) {
   ExpectTreeIsManifest(dir.path(), "sysfs-2.29-trn2.manifest");
 }
 
+// 2.30 on the chip that has health_status/: the two files its release notes add there, in the
+// post-probe state the simulator assumes (no component unhealthy, the heartbeat at 0).
+TEST(SimGenerationsTest, Trn2At230HasTheHealthFilesOfItsNotes) {
+  testing::TempDir dir("gen");
+  ASSERT_TRUE(testing::BuildSimTree(dir.path(), "trn2.48xlarge", {.driver_version = "2.30"}).ok());
+  ExpectTreeIsManifest(dir.path(), "sysfs-2.30-trn2.manifest");
+  const fs::path hs = RootPaths(dir.path()).NeuronDevice(15) / "stats/hardware/health_status";
+  EXPECT_EQ(Slurp(hs / "unhealthy_components"), "\n");
+  EXPECT_EQ(Slurp(hs / "healthcheck_heartbeat"), "0\n");
+}
+
 TEST(SimGenerationsTest, UnknownVersionIsAUsageError) {
   testing::TempDir dir("gen");
   const testing::RunResult r =
@@ -123,11 +135,11 @@ TEST(SimGenerationsTest, UnknownVersionIsAUsageError) {
                                        (dir.path() / "root").string(), "--driver-version", "2.31"});
   EXPECT_NE(r.code, 0);
   EXPECT_THAT(r.err, HasSubstr("unknown driver version '2.31'; known: 2.24, 2.25, 2.26, 2.27, "
-                               "2.28, 2.29, future"));
+                               "2.28, 2.29, 2.30, future"));
 }
 
-// The invented layout (driver-sim/README.md#driver-versions): version 2.31.7.0, stats/hardware/
-// moved to stats/health/ with the 2.30.2 notes' files inside; everything else where 2.29 has it.
+// The invented layout (driver-sim/README.md#driver-versions): version 2.31.7.0, everything of
+// 2.30 with stats/hardware/ moved to stats/health/ (the 2.30.2 notes' files inside it).
 TEST(SimGenerationsTest, FutureMovesStatsHardware) {
   testing::TempDir dir("gen");
   auto tree = testing::BuildSimTree(dir.path(), "trn2.48xlarge", {.driver_version = "future"});
@@ -149,6 +161,10 @@ TEST(SimGenerationsTest, FutureMovesStatsHardware) {
   ASSERT_TRUE((*tree)->AddHardwareErrors(0, "mem_ecc_uncorrected", 2).ok());
   EXPECT_EQ(Slurp(dev / "stats/health/mem_ecc_uncorrected"), "2\n");
   EXPECT_EQ(Slurp(dev / "stats/health/health_status/hbm_ecc_err_count"), "2\n");
+  ASSERT_TRUE((*tree)->WriteHeartbeat(0, 7).ok());
+  EXPECT_EQ(Slurp(dev / "stats/health/health_status/healthcheck_heartbeat"), "7\n");
+  ASSERT_TRUE((*tree)->AddHardwareErrors(0, "mem_ecc_corrected", 4).ok());
+  EXPECT_EQ(Slurp(dev / "stats/health/mem_ecc_corrected"), "4\n");
 }
 
 // health_status/ follows the ECC counters it is derived from (DRV
