@@ -313,6 +313,13 @@ Value In(const Node& n, const Env& env) {
   return Bool(false);
 }
 
+Value Variable(const std::string& name, const Env& env) {
+  if (env.variables == nullptr) return Error(Cat("no such variable: ", name));
+  const auto it = env.variables->find(name);
+  if (it == env.variables->end()) return Error(Cat("no such variable: ", name));
+  return FromData(it->second);
+}
+
 // x[key]: a map's value by string key, a list's item by int index.
 Value Index(const Node& n, const Env& env) {
   Value target = Evaluate(*n.children[0], env);
@@ -340,14 +347,8 @@ Value Evaluate(const Node& n, const Env& env) {
       v.device = env.device;
       return v;
     }
-    case Node::kVariable: {
-      const auto it =
-          env.variables == nullptr ? Variables::const_iterator() : env.variables->find(n.name);
-      if (env.variables == nullptr || it == env.variables->end()) {
-        return Error(Cat("no such variable: ", n.name));
-      }
-      return FromData(it->second);
-    }
+    case Node::kVariable:
+      return Variable(n.name, env);
     case Node::kList: {
       Value list = Of(Value::kList);
       for (const auto& c : n.children) {
