@@ -302,8 +302,9 @@ Value In(const Node& n, const Env& env) {
   if (item.kind == Value::kError) return item;
   if (list.kind == Value::kError) return list;
   if (list.kind == Value::kMap) {  // a map's keys
-    if (item.kind != Value::kString)
+    if (item.kind != Value::kString) {
       return Error(Cat("no such overload: ", KindName(item.kind), " in map"));
+    }
     return Bool(list.map->map.contains(item.s));
   }
   if (list.kind != Value::kList) return Error(Cat("no such overload: in ", KindName(list.kind)));

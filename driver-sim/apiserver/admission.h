@@ -89,7 +89,9 @@ class AdmissionPolicies {
     std::string message;
     std::string reason;
   };
-  struct Policy {
+  // nlohmann::json's and std::string's members may throw in principle (allocation); a Policy is
+  // only built in Load, whose callers handle a failed start.
+  struct Policy {  // NOLINT(bugprone-exception-escape)
     std::string name;
     std::string binding;   // "" when no binding names it: the policy does nothing
     bool deny = false;     // the binding's validationActions hold Deny

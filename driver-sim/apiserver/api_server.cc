@@ -161,9 +161,8 @@ ApiAnswer PatchItem(const Call& c) {
   const bool conditional = patch.is_object() && patch.contains("metadata") &&
                            patch["metadata"].is_object() &&
                            patch["metadata"].contains("resourceVersion");
-  ApiAnswer answer;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    const ApiAnswer current = c.store.Get(*c.t.kind, c.t.ns, c.t.name);
+  for (int attempt = 1;; ++attempt) {
+    ApiAnswer current = c.store.Get(*c.t.kind, c.t.ns, c.t.name);
     if (current.code != 200) return current;
     Patched patched = ApplyPatch(type, current.body, patch);
     if (patched.error) return *patched.error;
@@ -171,10 +170,10 @@ ApiAnswer PatchItem(const Call& c) {
             Admit(c, "UPDATE", c.t.name, &patched.object, &current.body)) {
       return *denied;
     }
-    answer = c.store.Update(*c.t.kind, c.t.ns, c.t.name, std::move(patched.object), c.t.status);
-    if (answer.code != 409 || conditional) break;
+    ApiAnswer answer =
+        c.store.Update(*c.t.kind, c.t.ns, c.t.name, std::move(patched.object), c.t.status);
+    if (answer.code != 409 || conditional || attempt == 5) return answer;
   }
-  return answer;
 }
 
 ApiAnswer Item(const Call& c) {
@@ -182,7 +181,7 @@ ApiAnswer Item(const Call& c) {
   const Target& t = c.t;
   if (req.method == "GET" || req.method == "HEAD") return c.store.Get(*t.kind, t.ns, t.name);
   if (req.method == "PATCH") return PatchItem(c);
-  const ApiAnswer current = c.store.Get(*t.kind, t.ns, t.name);
+  ApiAnswer current = c.store.Get(*t.kind, t.ns, t.name);
   if (req.method == "DELETE") {
     // A DELETE may carry DeleteOptions, whose preconditions the store checks.
     const json options = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);

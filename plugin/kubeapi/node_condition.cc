@@ -142,7 +142,7 @@ void ConditionWriter::ReadPlugin(Time now, bool full) {
     document_ = *std::move(d);
     last_contact_ = now;
   }
-  plugin_error_ = failed.ok() ? "" : std::string(failed.message());
+  plugin_error_ = std::string{failed.message()};
   if (!failed.ok() && !plugin_down_) {
     log_->warn("cannot read the plugin's health: {}", plugin_error_);
   } else if (failed.ok() && plugin_down_) {
