@@ -72,7 +72,19 @@ using Domain = std::map<std::string, AttributeValue, std::less<>>;
 
 // A value during evaluation. Errors are values, as in CEL, so that && and || can absorb them.
 struct Value {
-  enum Kind { kError, kBool, kInt, kString, kVersion, kList, kDevice, kAttributes, kDomain };
+  enum Kind {
+    kError,
+    kBool,
+    kInt,
+    kString,
+    kVersion,
+    kList,
+    kDevice,
+    kAttributes,
+    kDomain,
+    kNull,
+    kMap
+  };
   Kind kind = kError;
   bool b = false;
   int64_t i = 0;
@@ -81,6 +93,13 @@ struct Value {
   std::vector<Value> list;
   const DeviceView* device = nullptr;
   const Domain* domain = nullptr;
+  const Data* map = nullptr;  // kMap: a map of a variable's data
+};
+
+// What an expression is evaluated against: a device (Matches) or variables (Evaluate).
+struct Env {
+  const DeviceView* device = nullptr;
+  const Variables* variables = nullptr;
 };
 
 Value Of(Value::Kind kind) {
@@ -127,12 +146,38 @@ Value FromAttribute(const AttributeValue& a) {
 }
 
 std::string_view KindName(Value::Kind k) {
-  static constexpr std::string_view kNames[] = {
-      "error", "bool", "int", "string", "version", "list", "device", "attributes", "map"};
+  static constexpr std::string_view kNames[] = {"error",   "bool",      "int",    "string",
+                                                "version", "list",      "device", "attributes",
+                                                "map",     "null_type", "map"};
   return kNames[k];
 }
 
-Value Evaluate(const Node& n, const DeviceView& device);
+// A variable's data as a value: maps stay where they are (looked up by key when selected).
+Value FromData(const Data& d) {
+  switch (d.type) {
+    case Data::Type::kNull:
+      return Of(Value::kNull);
+    case Data::Type::kBool:
+      return Bool(d.b);
+    case Data::Type::kInt:
+      return Int(d.i);
+    case Data::Type::kString:
+      return String(d.s);
+    case Data::Type::kList: {
+      Value list = Of(Value::kList);
+      for (const Data& item : d.list) list.list.push_back(FromData(item));
+      return list;
+    }
+    case Data::Type::kMap: {
+      Value v = Of(Value::kMap);
+      v.map = &d;
+      return v;
+    }
+  }
+  return Error("unreachable");
+}
+
+Value Evaluate(const Node& n, const Env& env);
 
 // The value a field selection or index yields on a device, its attribute root or a domain.
 Value Lookup(const Value& target, const std::string& key, bool* found = nullptr) {
@@ -159,6 +204,11 @@ Value Lookup(const Value& target, const std::string& key, bool* found = nullptr)
     if (it == target.domain->end()) return Error(Cat("no such key: ", key));
     return FromAttribute(it->second);
   }
+  if (target.kind == Value::kMap) {
+    const auto it = target.map->map.find(key);
+    if (it == target.map->map.end()) return Error(Cat("no such key: ", key));
+    return FromData(it->second);
+  }
   return Error(Cat("no field '", key, "' on a ", KindName(target.kind)));
 }
 
@@ -172,6 +222,8 @@ bool Equal(const Value& a, const Value& b) {
       return a.s == b.s;
     case Value::kVersion:
       return CompareSemver(a.v, b.v) == 0;
+    case Value::kNull:
+      return true;
     default:
       return false;
   }
@@ -181,7 +233,10 @@ Value Compare(const std::string& op, const Value& a, const Value& b) {
   if (a.kind == Value::kError) return a;
   if (b.kind == Value::kError) return b;
   const bool scalar = a.kind >= Value::kBool && a.kind <= Value::kVersion;
-  if (a.kind != b.kind || !scalar) {
+  const bool equality = op == "==" || op == "!=";
+  // CEL compares null with null; a field of the data that is null with anything else is an
+  // overload error, as a type mismatch is.
+  if (a.kind != b.kind || !(scalar || (equality && a.kind == Value::kNull))) {
     return Error(Cat("no such overload: ", KindName(a.kind), " ", op, " ", KindName(b.kind)));
   }
   if (op == "==") return Bool(Equal(a, b));
@@ -196,12 +251,12 @@ Value Compare(const std::string& op, const Value& a, const Value& b) {
   return Bool(c >= 0);
 }
 
-Value Method(const Node& n, const DeviceView& device) {
-  Value target = Evaluate(*n.children[0], device);
+Value Method(const Node& n, const Env& env) {
+  Value target = Evaluate(*n.children[0], env);
   if (target.kind == Value::kError) return target;
   std::vector<Value> args;
   for (size_t k = 1; k < n.children.size(); ++k) {
-    args.push_back(Evaluate(*n.children[k], device));
+    args.push_back(Evaluate(*n.children[k], env));
     if (args.back().kind == Value::kError) return args.back();
   }
   const std::string& m = n.name;
@@ -225,10 +280,10 @@ Value Method(const Node& n, const DeviceView& device) {
 }
 
 // && and ||: CEL's commutative logic, where a decided side absorbs an error on the other.
-Value Logic(const Node& n, const DeviceView& device) {
+Value Logic(const Node& n, const Env& env) {
   const bool is_and = n.kind == Node::kAnd;
-  Value a = Evaluate(*n.children[0], device);
-  Value b = Evaluate(*n.children[1], device);
+  Value a = Evaluate(*n.children[0], env);
+  Value b = Evaluate(*n.children[1], env);
   for (const Value* v : {&a, &b}) {
     if (v->kind == Value::kBool && v->b != is_and) return Bool(!is_and);
   }
@@ -241,11 +296,17 @@ Value Logic(const Node& n, const DeviceView& device) {
   return Bool(is_and);
 }
 
-Value In(const Node& n, const DeviceView& device) {
-  Value item = Evaluate(*n.children[0], device);
-  Value list = Evaluate(*n.children[1], device);
+Value In(const Node& n, const Env& env) {
+  Value item = Evaluate(*n.children[0], env);
+  Value list = Evaluate(*n.children[1], env);
   if (item.kind == Value::kError) return item;
   if (list.kind == Value::kError) return list;
+  if (list.kind == Value::kMap) {  // a map's keys
+    if (item.kind != Value::kString) {
+      return Error(Cat("no such overload: ", KindName(item.kind), " in map"));
+    }
+    return Bool(list.map->map.contains(item.s));
+  }
   if (list.kind != Value::kList) return Error(Cat("no such overload: in ", KindName(list.kind)));
   for (const Value& v : list.list) {
     if (v.kind == item.kind && Equal(v, item)) return Bool(true);
@@ -253,41 +314,65 @@ Value In(const Node& n, const DeviceView& device) {
   return Bool(false);
 }
 
-Value Evaluate(const Node& n, const DeviceView& device) {
+Value Variable(const std::string& name, const Env& env) {
+  if (env.variables == nullptr) return Error(Cat("no such variable: ", name));
+  const auto it = env.variables->find(name);
+  if (it == env.variables->end()) return Error(Cat("no such variable: ", name));
+  return FromData(it->second);
+}
+
+// x[key]: a map's value by string key, a list's item by int index.
+Value Index(const Node& n, const Env& env) {
+  Value target = Evaluate(*n.children[0], env);
+  Value key = Evaluate(*n.children[1], env);
+  if (target.kind == Value::kError) return target;
+  if (key.kind == Value::kError) return key;
+  if (target.kind == Value::kList) {
+    if (key.kind != Value::kInt) return Error("a list index that is not an int");
+    if (key.i < 0 || static_cast<size_t>(key.i) >= target.list.size()) {
+      return Error(Cat("index out of bounds: ", key.i));
+    }
+    return target.list[static_cast<size_t>(key.i)];
+  }
+  if (key.kind != Value::kString) return Error("an index that is not a string");
+  return Lookup(target, key.s);
+}
+
+Value Evaluate(const Node& n, const Env& env) {
   switch (n.kind) {
     case Node::kLiteral:
       return FromAttribute(n.literal);
     case Node::kDevice: {
+      if (env.device == nullptr) return Error("no device to select from");
       Value v = Of(Value::kDevice);
-      v.device = &device;
+      v.device = env.device;
       return v;
     }
+    case Node::kVariable:
+      return Variable(n.name, env);
     case Node::kList: {
       Value list = Of(Value::kList);
       for (const auto& c : n.children) {
-        list.list.push_back(Evaluate(*c, device));
+        list.list.push_back(Evaluate(*c, env));
         if (list.list.back().kind == Value::kError) return list.list.back();
       }
       return list;
     }
     case Node::kSelect:
-      return Lookup(Evaluate(*n.children[0], device), n.name);
-    case Node::kIndex: {
-      Value key = Evaluate(*n.children[1], device);
-      if (key.kind == Value::kError) return key;
-      if (key.kind != Value::kString) return Error("an index that is not a string");
-      return Lookup(Evaluate(*n.children[0], device), key.s);
-    }
+      return Lookup(Evaluate(*n.children[0], env), n.name);
+    case Node::kIndex:
+      return Index(n, env);
     case Node::kHas: {
       const Node& sel = *n.children[0];
-      Value target = Evaluate(*sel.children[0], device);
+      Value target = Evaluate(*sel.children[0], env);
+      if (target.kind == Value::kMap) return Bool(target.map->map.contains(sel.name));
       if (target.kind != Value::kDomain) {
         return target.kind == Value::kError ? target : Error("has() on a non-map");
       }
       return Bool(target.domain->count(sel.name) > 0);
     }
     case Node::kSemverCall: {
-      Value arg = Evaluate(*n.children[0], device);
+      Value arg = Evaluate(*n.children[0], env);
       if (arg.kind != Value::kString) {
         return arg.kind == Value::kError ? arg : Error("semver() of a non-string");
       }
@@ -296,20 +381,20 @@ Value Evaluate(const Node& n, const DeviceView& device) {
       return Version(*v);
     }
     case Node::kMethod:
-      return Method(n, device);
+      return Method(n, env);
     case Node::kNot: {
-      Value v = Evaluate(*n.children[0], device);
+      Value v = Evaluate(*n.children[0], env);
       if (v.kind == Value::kError) return v;
       return v.kind == Value::kBool ? Bool(!v.b)
                                     : Error("no such overload: !" + std::string(KindName(v.kind)));
     }
     case Node::kAnd:
     case Node::kOr:
-      return Logic(n, device);
+      return Logic(n, env);
     case Node::kCompare:
-      return Compare(n.name, Evaluate(*n.children[0], device), Evaluate(*n.children[1], device));
+      return Compare(n.name, Evaluate(*n.children[0], env), Evaluate(*n.children[1], env));
     case Node::kIn:
-      return In(n, device);
+      return In(n, env);
   }
   return Error("unreachable");
 }
@@ -337,16 +422,28 @@ absl::Status CheckSubset(const Node& n) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> CelExpression::Matches(const DeviceView& device) const {
-  Value v = Evaluate(*root_, device);
+namespace {
+
+// An expression's value as its verdict: a bool, or the error naming the expression.
+absl::StatusOr<bool> Verdict(const std::string& text, const Value& v) {
   if (v.kind == Value::kError) {
-    return absl::FailedPreconditionError(Cat("CEL: ", text_, ": ", v.s));
+    return absl::FailedPreconditionError(Cat("CEL: ", text, ": ", v.s));
   }
   if (v.kind != Value::kBool) {
     return absl::FailedPreconditionError(
-        Cat("CEL: ", text_, ": the result is a ", KindName(v.kind), ", not a bool"));
+        Cat("CEL: ", text, ": the result is a ", KindName(v.kind), ", not a bool"));
   }
   return v.b;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> CelExpression::Matches(const DeviceView& device) const {
+  return Verdict(text_, cel::Evaluate(*root_, Env{.device = &device}));
+}
+
+absl::StatusOr<bool> CelExpression::Evaluate(const Variables& variables) const {
+  return Verdict(text_, cel::Evaluate(*root_, Env{.variables = &variables}));
 }
 
 }  // namespace neuron::cel

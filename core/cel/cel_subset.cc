@@ -129,7 +129,9 @@ NodePtr Make(Node::Kind kind, size_t column, std::string name = {},
 
 class Parser {
  public:
-  explicit Parser(std::vector<Token> tokens) : t_(std::move(tokens)) {}
+  // `variables`: the names of CompileOver; null for a device selector (`device` alone).
+  Parser(std::vector<Token> tokens, const std::set<std::string>* variables)
+      : t_(std::move(tokens)), variables_(variables) {}
 
   absl::StatusOr<NodePtr> ParseAll() {
     absl::StatusOr<NodePtr> root = Or();
@@ -251,6 +253,7 @@ class Parser {
   absl::StatusOr<NodePtr> Primary();
 
   std::vector<Token> t_;
+  const std::set<std::string>* variables_;
   size_t pos_ = 0;
 };
 
@@ -288,7 +291,12 @@ absl::StatusOr<NodePtr> Parser::Primary() {
     n->literal = tok.text == "true";
     return NodePtr(n);
   }
-  if (tok.text == "device") return Make(Node::kDevice, tok.column, "device");
+  if (variables_ == nullptr && tok.text == "device") {
+    return Make(Node::kDevice, tok.column, "device");
+  }
+  if (variables_ != nullptr && variables_->contains(tok.text)) {
+    return Make(Node::kVariable, tok.column, tok.text);
+  }
   if (tok.text == "has" || tok.text == "semver") {
     absl::StatusOr<std::vector<NodePtr>> args = Arguments();
     if (!args.ok()) return args.status();
@@ -308,9 +316,19 @@ CelExpression::CelExpression(std::string text, std::shared_ptr<const Node> root)
     : text_(std::move(text)), root_(std::move(root)) {}
 
 absl::StatusOr<CelExpression> CelExpression::Compile(std::string_view text) {
+  return CompileIn(text, nullptr);
+}
+
+absl::StatusOr<CelExpression> CelExpression::CompileOver(std::string_view text,
+                                                         const std::set<std::string>& variables) {
+  return CompileIn(text, &variables);
+}
+
+absl::StatusOr<CelExpression> CelExpression::CompileIn(std::string_view text,
+                                                       const std::set<std::string>* variables) {
   absl::StatusOr<std::vector<Token>> tokens = Lex(text);
   if (!tokens.ok()) return tokens.status();
-  Parser parser(*std::move(tokens));
+  Parser parser(*std::move(tokens), variables);
   absl::StatusOr<NodePtr> root = parser.ParseAll();
   if (!root.ok()) return root.status();
   if (absl::Status s = CheckSubset(**root); !s.ok()) return s;

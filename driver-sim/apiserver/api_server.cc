@@ -3,6 +3,7 @@
 #include <charconv>
 #include <vector>
 
+#include "driver-sim/apiserver/patch.h"
 #include "driver-sim/apiserver/validation.h"
 
 namespace neuron::sim::apiserver {
@@ -91,26 +92,55 @@ std::optional<Target> ParseTarget(std::string_view path) {
   return t;
 }
 
-ApiAnswer Collection(Store& store, const Target& t, const HttpRequest& req) {
+// One request's handling: the store, the admission policies, who asks, and what.
+struct Call {
+  Store& store;
+  const AdmissionPolicies& admission;
+  const UserInfo& user;
+  const Target& t;
+  const HttpRequest& req;
+};
+
+// The write's admission (admission.h); nullopt to go on.
+std::optional<ApiAnswer> Admit(const Call& c, const char* operation, const std::string& name,
+                               const json* object, const json* old_object) {
+  return c.admission.Admit({.operation = operation,
+                            .kind = c.t.kind,
+                            .status = c.t.status,
+                            .ns = c.t.ns,
+                            .name = name,
+                            .user = &c.user,
+                            .object = object,
+                            .old_object = old_object});
+}
+
+ApiAnswer Create(const Call& c) {
+  if (c.t.kind->namespaced && c.t.ns.empty()) {
+    return StatusAnswer(405, "MethodNotAllowed",
+                        Cat("create ", c.t.kind->resource,
+                            " in a namespace: POST "
+                            "/apis/.../namespaces/NS/",
+                            c.t.kind->resource));
+  }
+  json body = json::parse(c.req.body, nullptr, false);
+  if (body.is_discarded()) return StatusAnswer(400, "BadRequest", "the body is not JSON");
+  if (body.is_object() && c.t.kind->namespaced) body["metadata"]["namespace"] = c.t.ns;
+  const std::string name =
+      body.is_object() ? body.value("/metadata/name"_json_pointer, std::string()) : "";
+  if (std::optional<ApiAnswer> denied = Admit(c, "CREATE", name, &body, nullptr)) return *denied;
+  return c.store.Create(*c.t.kind, c.t.ns, std::move(body));
+}
+
+ApiAnswer Collection(const Call& c) {
+  const HttpRequest& req = c.req;
   const std::string labels = QueryValue(req.query, "labelSelector");
   const std::string fields = QueryValue(req.query, "fieldSelector");
-  if (req.method == "POST") {
-    if (t.kind->namespaced && t.ns.empty()) {
-      return StatusAnswer(405, "MethodNotAllowed",
-                          Cat("create ", t.kind->resource,
-                              " in a namespace: POST "
-                              "/apis/.../namespaces/NS/",
-                              t.kind->resource));
-    }
-    json body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded()) return StatusAnswer(400, "BadRequest", "the body is not JSON");
-    return store.Create(*t.kind, t.ns, std::move(body));
-  }
+  if (req.method == "POST") return Create(c);
   if (req.method != "GET" && req.method != "HEAD") {
     return StatusAnswer(405, "MethodNotAllowed", "the server does not allow this method");
   }
   const std::string watch = QueryValue(req.query, "watch");
-  if (watch != "1" && watch != "true") return store.List(*t.kind, t.ns, labels, fields);
+  if (watch != "1" && watch != "true") return c.store.List(*c.t.kind, c.t.ns, labels, fields);
   uint64_t since = 0;
   const std::string rv = QueryValue(req.query, "resourceVersion");
   std::from_chars(rv.data(), rv.data() + rv.size(), since);
@@ -118,23 +148,61 @@ ApiAnswer Collection(Store& store, const Target& t, const HttpRequest& req) {
   const std::string timeout = QueryValue(req.query, "timeoutSeconds");
   std::from_chars(timeout.data(), timeout.data() + timeout.size(), seconds);
   seconds = std::clamp(seconds, 0, kMaxWatchSeconds);
-  return store.Watch(*t.kind, t.ns, since, labels, fields, std::chrono::seconds(seconds));
+  return c.store.Watch(*c.t.kind, c.t.ns, since, labels, fields, std::chrono::seconds(seconds));
 }
 
-ApiAnswer Item(Store& store, const Target& t, const HttpRequest& req) {
-  if (req.method == "GET" || req.method == "HEAD") return store.Get(*t.kind, t.ns, t.name);
+// A PATCH (patch.h) of the object or its status: read, patched, admitted and written with the
+// resourceVersion read, again when another write came between (as the real server retries a
+// patch that names no resourceVersion; one that names it gets the 409).
+ApiAnswer PatchItem(const Call& c) {
+  const json patch = json::parse(c.req.body, nullptr, false);
+  if (patch.is_discarded()) return StatusAnswer(400, "BadRequest", "the body is not JSON");
+  const std::string type(c.req.Header("Content-Type").value_or(""));
+  const bool conditional = patch.is_object() && patch.contains("metadata") &&
+                           patch["metadata"].is_object() &&
+                           patch["metadata"].contains("resourceVersion");
+  for (int attempt = 1;; ++attempt) {
+    ApiAnswer current = c.store.Get(*c.t.kind, c.t.ns, c.t.name);
+    if (current.code != 200) return current;
+    Patched patched = ApplyPatch(type, current.body, patch);
+    if (patched.error) return *patched.error;
+    if (std::optional<ApiAnswer> denied =
+            Admit(c, "UPDATE", c.t.name, &patched.object, &current.body)) {
+      return *denied;
+    }
+    ApiAnswer answer =
+        c.store.Update(*c.t.kind, c.t.ns, c.t.name, std::move(patched.object), c.t.status);
+    if (answer.code != 409 || conditional || attempt == 5) return answer;
+  }
+}
+
+ApiAnswer Item(const Call& c) {
+  const HttpRequest& req = c.req;
+  const Target& t = c.t;
+  if (req.method == "GET" || req.method == "HEAD") return c.store.Get(*t.kind, t.ns, t.name);
+  if (req.method == "PATCH") return PatchItem(c);
+  ApiAnswer current = c.store.Get(*t.kind, t.ns, t.name);
   if (req.method == "DELETE") {
     // A DELETE may carry DeleteOptions, whose preconditions the store checks.
     const json options = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
     if (!options.is_object()) {
       return StatusAnswer(400, "BadRequest", "the body is not DeleteOptions");
     }
-    return store.Delete(*t.kind, t.ns, t.name, options.value("preconditions", json()));
+    if (current.code != 200) return current;
+    if (std::optional<ApiAnswer> denied = Admit(c, "DELETE", t.name, nullptr, &current.body)) {
+      return *denied;
+    }
+    return c.store.Delete(*t.kind, t.ns, t.name, options.value("preconditions", json()));
   }
   if (req.method == "PUT") {
     json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded()) return StatusAnswer(400, "BadRequest", "the body is not JSON");
-    return store.Update(*t.kind, t.ns, t.name, std::move(body), t.status);
+    if (current.code == 200) {
+      if (std::optional<ApiAnswer> denied = Admit(c, "UPDATE", t.name, &body, &current.body)) {
+        return *denied;
+      }
+    }
+    return c.store.Update(*t.kind, t.ns, t.name, std::move(body), t.status);
   }
   return StatusAnswer(405, "MethodNotAllowed", "the server does not allow this method");
 }
@@ -152,6 +220,9 @@ HttpResponse WatchLines(const ApiAnswer& a) {
 
 absl::StatusOr<std::unique_ptr<ApiServer>> ApiServer::Start(Options options) {
   std::unique_ptr<ApiServer> s(new ApiServer(std::move(options)));
+  absl::StatusOr<AdmissionPolicies> admission = AdmissionPolicies::Load(s->options_.admission);
+  if (!admission.ok()) return admission.status();
+  s->admission_ = *std::move(admission);
   if (s->options_.tls) {
     absl::StatusOr<CaFiles> ca = MakeTestCa(s->options_.cert_dir);
     if (!ca.ok()) return ca.status();
@@ -217,32 +288,46 @@ HttpResponse ApiServer::Handle(const HttpRequest& req) {
   }
 }
 
-HttpResponse ApiServer::Serve(const HttpRequest& req) {
+// Who the bearer token is: one of the stand-in's own tokens (full or read-only, users of their
+// own that no policy names) or a service account's token bound to a node; nullopt when none.
+std::optional<UserInfo> ApiServer::Authenticate(const HttpRequest& req, bool* may_write) const {
   const std::optional<std::string_view> auth = req.Header("Authorization");
   std::string token;
   if (auth && auth->starts_with("Bearer ")) token = std::string(auth->substr(7));
-  const bool full = options_.tokens.contains(token);
-  if (!full && !options_.read_only_tokens.contains(token)) {
-    return ToHttp(StatusAnswer(401, "Unauthorized", "Unauthorized"));
+  *may_write = true;
+  if (options_.tokens.contains(token)) return UserInfo{.username = "stand-in:admin"};
+  if (const auto it = options_.service_account_tokens.find(token);
+      it != options_.service_account_tokens.end()) {
+    return it->second;
   }
+  *may_write = false;
+  if (options_.read_only_tokens.contains(token)) return UserInfo{.username = "stand-in:viewer"};
+  return std::nullopt;
+}
+
+HttpResponse ApiServer::Serve(const HttpRequest& req) {
+  bool may_write = false;
+  const std::optional<UserInfo> user = Authenticate(req, &may_write);
+  if (!user) return ToHttp(StatusAnswer(401, "Unauthorized", "Unauthorized"));
   const std::optional<Target> t = ParseTarget(req.path);
   if (!t) {
     return ToHttp(
         StatusAnswer(404, "NotFound", "the server could not find the requested resource"));
   }
-  if (!full && req.method != "GET" && req.method != "HEAD") {
+  if (!may_write && req.method != "GET" && req.method != "HEAD") {
     return ToHttp(
         StatusAnswer(403, "Forbidden",
                      Cat(t->kind->resource, " \"", t->name,
                          "\" is forbidden: ", "the token may not ", req.method, " resource \"",
                          t->kind->resource, "\" in API group \"", t->kind->api_version, "\"")));
   }
+  const Call call{store_, admission_, *user, *t, req};
   if (t->name.empty()) {
-    const ApiAnswer a = Collection(store_, *t, req);
+    const ApiAnswer a = Collection(call);
     const std::string watch = QueryValue(req.query, "watch");
     return (watch == "1" || watch == "true") && req.method == "GET" ? WatchLines(a) : ToHttp(a);
   }
-  return ToHttp(Item(store_, *t, req));
+  return ToHttp(Item(call));
 }
 
 }  // namespace neuron::sim::apiserver

@@ -13,13 +13,20 @@
 //                                                                       (DeleteOptions'
 //                                                                       preconditions)
 //   PUT    .../resourceclaims/{name}/status                            status subresource
-//   the same for core v1 nodes (/api/v1/nodes): a slice names its Node as owner, and for
-//   coordination.k8s.io/v1 leases (/apis/coordination.k8s.io/v1/namespaces/{ns}/leases):
-//   neuron-dra-api's one slice writer per node (plugin/kubeapi/lease.h)
+//   PATCH  .../{name}[/status]                                         merge and strategic merge
+//                                                                       patches (patch.h)
+//   the same for core v1 nodes (/api/v1/nodes, with status): a slice names its Node as owner,
+//   neuron-dra-api patches its NeuronHealth condition; core v1 events
+//   (/api/v1/namespaces/{ns}/events): its Events about the Node; and coordination.k8s.io/v1
+//   leases (/apis/coordination.k8s.io/v1/namespaces/{ns}/leases): neuron-dra-api's one writer
+//   per node (plugin/kubeapi/lease.h)
 //
 // Authentication: `Authorization: Bearer T` with T one of `tokens` (anything else: 401);
-// `read_only_tokens` may only read (writes: 403), as RBAC would answer. Errors are metav1.Status
-// objects with the API's reasons and codes (store.h, validation.h).
+// `read_only_tokens` may only read (writes: 403), as RBAC would answer; `service_account_tokens`
+// are a service account's tokens bound to a pod on a node (admission.h: the user admission sees,
+// with the node's name among its extra), which may read and write. Every write passes the
+// ValidatingAdmissionPolicies of `admission` (admission.h) before it is stored. Errors are
+// metav1.Status objects with the API's reasons and codes (store.h, validation.h).
 //
 // Watch: the answer holds one JSON event per line ({"type","object"}) as the real server
 // streams them, but the stand-in ends the watch once it has sent the events that were there or
@@ -33,12 +40,16 @@
 // Thread-safe.
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "driver-sim/apiserver/admission.h"
 #include "driver-sim/apiserver/store.h"
 #include "driver-sim/apiserver/test_ca.h"
 #include "http/http_server.h"
@@ -54,6 +65,10 @@ class ApiServer {
     std::string cert_dir;  // where the CA and server certificate are written (tls only)
     std::set<std::string> tokens;
     std::set<std::string> read_only_tokens;
+    std::map<std::string, UserInfo> service_account_tokens;  // token -> ServiceAccountUser(...)
+    // ValidatingAdmissionPolicies and their bindings (LoadManifest of a deploy/ file); Start
+    // refuses what AdmissionPolicies::Load refuses.
+    std::vector<nlohmann::json> admission;
     FeatureGates feature_gates;  // DropDisabledFields (validation.h) on ResourceSlice writes
   };
 
@@ -75,8 +90,11 @@ class ApiServer {
       : options_(std::move(options)), store_(options_.feature_gates) {}
   absl::Status Listen(const std::string& address);
   HttpResponse Serve(const HttpRequest& request);  // Handle without its guard
+  // The user of the request's bearer token; `may_write` false for a read-only one.
+  std::optional<UserInfo> Authenticate(const HttpRequest& request, bool* may_write) const;
 
   const Options options_;
+  AdmissionPolicies admission_;  // set by Start, read-only after
   CaFiles ca_;
   std::atomic<int> port_{0};  // set by Listen; the same port again after SetReachable(true)
   Store store_;

@@ -27,6 +27,8 @@ struct Flags {
   bool plain = false;
   std::string token_file;
   std::string read_only_token_file;
+  std::vector<std::string> service_account_tokens;  // NAMESPACE/NAME@NODE=FILE
+  std::vector<std::string> admission;               // manifests with policies
   std::vector<std::string> nodes;
   std::vector<std::string> loads;
   std::string feature_gates;
@@ -60,6 +62,40 @@ std::string ReadToken(const std::string& path) {
     token.pop_back();
   }
   return token;
+}
+
+// `--service-account-token NAMESPACE/NAME@NODE=FILE` into `tokens`: the token in FILE is the
+// service account's, bound to a pod on NODE. An error message or "".
+std::string ParseServiceAccountToken(const std::string& flag,
+                                     std::map<std::string, apiserver::UserInfo>& tokens) {
+  const size_t slash = flag.find('/');
+  const size_t at = flag.find('@');
+  const size_t eq = flag.find('=');
+  if (slash == std::string::npos || at == std::string::npos || eq == std::string::npos ||
+      !(slash < at && at < eq) || slash == 0 || at == slash + 1 || eq == at + 1) {
+    return Cat("--service-account-token ", flag, ": not NAMESPACE/NAME@NODE=FILE");
+  }
+  const std::string token = ReadToken(flag.substr(eq + 1));
+  if (token.empty()) return Cat("--service-account-token ", flag, ": the file holds no token");
+  tokens[token] =
+      apiserver::ServiceAccountUser(flag.substr(0, slash), flag.substr(slash + 1, at - slash - 1),
+                                    flag.substr(at + 1, eq - at - 1));
+  return "";
+}
+
+// The policies of the --admission manifests into `o`; an error message or "".
+std::string LoadAdmission(const Flags& f, ApiServer::Options& o) {
+  for (const std::string& file : f.admission) {
+    absl::StatusOr<std::vector<json>> objects = apiserver::LoadManifest(file);
+    if (!objects.ok()) return Cat("--admission ", std::string{objects.status().message()});
+    o.admission.insert(o.admission.end(), objects->begin(), objects->end());
+  }
+  for (const std::string& flag : f.service_account_tokens) {
+    if (std::string bad = ParseServiceAccountToken(flag, o.service_account_tokens); !bad.empty()) {
+      return bad;
+    }
+  }
+  return "";
 }
 
 // Creates `object` where its apiVersion and kind say; an error message or "".
@@ -98,6 +134,10 @@ int Run(const Flags& f) {
   if (!f.read_only_token_file.empty()) o.read_only_tokens = {ReadToken(f.read_only_token_file)};
   if (o.tokens.begin()->empty()) {
     std::cerr << "neuron-sim apiserver: --token-file " << f.token_file << " holds no token\n";
+    return 2;
+  }
+  if (std::string bad = LoadAdmission(f, o); !bad.empty()) {
+    std::cerr << "neuron-sim apiserver: " << bad << "\n";
     return 2;
   }
   absl::StatusOr<std::unique_ptr<ApiServer>> server = ApiServer::Start(o);
@@ -147,7 +187,8 @@ std::pair<CLI::App*, std::function<int()>> AddApiServerCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "apiserver",
       "run the API stand-in for resource.k8s.io/v1 ResourceSlices, ResourceClaims and "
-      "DeviceClasses until SIGTERM/SIGINT (SIGUSR1: unreachable, SIGUSR2: reachable again)");
+      "DeviceClasses, Leases, Nodes and Events until SIGTERM/SIGINT (SIGUSR1: unreachable, "
+      "SIGUSR2: reachable again)");
   cmd->add_option("--dir", f->dir, "where the CA, server certificate and apiserver.json go")
       ->required();
   cmd->add_option("--listen", f->listen, "host:port (port 0: a free one)");
@@ -156,6 +197,15 @@ std::pair<CLI::App*, std::function<int()>> AddApiServerCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--read-only-token-file", f->read_only_token_file,
                   "a bearer token that may only read (its writes get 403)");
+  cmd->add_option(
+      "--service-account-token", f->service_account_tokens,
+      "NAMESPACE/NAME@NODE=FILE: the token in FILE is service account NAMESPACE/NAME's, "
+      "bound to a pod on NODE (its user carries the node's name, as a projected "
+      "token's does); it may read and write, within the --admission policies "
+      "(repeatable)");
+  cmd->add_option("--admission", f->admission,
+                  "a YAML manifest whose ValidatingAdmissionPolicies and bindings every write "
+                  "must pass (repeatable)");
   cmd->add_option("--node", f->nodes, "create a Node object of this name (repeatable)");
   cmd->add_option("--load", f->loads, "create the objects of this JSON array (repeatable)");
   cmd->add_option("--feature-gates", f->feature_gates,

@@ -28,6 +28,8 @@ const std::vector<Kind>& Kinds() {
       {"resource.k8s.io/v1", "resourceclaims", "ResourceClaim", true, true, {}},
       {"resource.k8s.io/v1", "deviceclasses", "DeviceClass", false, false, {}},
       {"v1", "nodes", "Node", false, true, {}},
+      // neuron-dra-api's Events about its Node's NeuronHealth condition.
+      {"v1", "events", "Event", true, false, {}},
       // neuron-dra-api's one-writer-per-node lock (plugin/kubeapi/lease.h).
       {"coordination.k8s.io/v1", "leases", "Lease", true, false, {}},
   };

@@ -24,8 +24,9 @@ namespace neuron::sim::apiserver {
 
 // A resource the stand-in serves: resource.k8s.io/v1 resourceslices (cluster-scoped),
 // resourceclaims (namespaced, with a status subresource) and deviceclasses (cluster-scoped),
-// coordination.k8s.io/v1 leases (namespaced: neuron-dra-api's one writer per node), and core v1
-// nodes (cluster-scoped; only their name and uid matter here: a slice's owner).
+// coordination.k8s.io/v1 leases (namespaced: neuron-dra-api's one writer per node), core v1
+// nodes (cluster-scoped: a slice's owner, and the status whose NeuronHealth condition
+// neuron-dra-api writes) and core v1 events (namespaced: its Events about the Node).
 struct Kind {
   std::string api_version;  // "resource.k8s.io/v1", "coordination.k8s.io/v1", "v1"
   std::string resource;     // "resourceslices"

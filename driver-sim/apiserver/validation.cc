@@ -438,6 +438,24 @@ bool IsSemver(std::string_view s) {
   return true;
 }
 
+namespace {
+
+// A core v1 Event's namespace (pkg/apis/core/validation/events.go, legacyValidateEvent): an event
+// about a cluster-scoped object (involvedObject.namespace empty, as a Node's) lives in "default"
+// (or no namespace), one about a namespaced object in that object's namespace.
+void CheckEventNamespace(const json& event, Errors& e) {
+  const std::string ns = event.value("/metadata/namespace"_json_pointer, std::string());
+  const json* involved = Member(event, "involvedObject");
+  const std::string involved_ns =
+      involved != nullptr && involved->is_object() ? involved->value("namespace", "") : "";
+  const bool fits = involved_ns.empty() ? (ns.empty() || ns == "default") : ns == involved_ns;
+  if (!fits) {
+    e.Invalid("involvedObject.namespace", involved_ns, "does not match event.namespace");
+  }
+}
+
+}  // namespace
+
 std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& object) {
   Errors e;
   CheckName(object, e);
@@ -452,6 +470,8 @@ std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& ob
     CheckLeaseSpec(Member(object, "spec"), e);
   } else if (kind == "DeviceClass") {
     CheckDeviceClassSpec(Member(object, "spec"), e);
+  } else if (kind == "Event") {
+    CheckEventNamespace(object, e);
   }
   return e.Take();
 }

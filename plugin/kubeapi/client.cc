@@ -142,6 +142,10 @@ absl::StatusOr<nlohmann::json> Client::Put(std::string_view path,
                                            const nlohmann::json& body) const {
   return Request("PUT", path, &body);
 }
+absl::StatusOr<nlohmann::json> Client::Patch(std::string_view path, const nlohmann::json& body,
+                                             std::string_view content_type) const {
+  return Request("PATCH", path, &body, content_type);
+}
 absl::StatusOr<nlohmann::json> Client::Delete(std::string_view path) const {
   return Request("DELETE", path, nullptr);
 }
@@ -171,8 +175,9 @@ absl::StatusOr<std::vector<nlohmann::json>> Client::Watch(std::string_view path)
 }
 
 absl::StatusOr<nlohmann::json> Client::Request(std::string_view method, std::string_view path,
-                                               const nlohmann::json* body) const {
-  absl::StatusOr<std::string> answer = Exchange(method, path, body);
+                                               const nlohmann::json* body,
+                                               std::string_view content_type) const {
+  absl::StatusOr<std::string> answer = Exchange(method, path, body, content_type);
   if (!answer.ok()) return answer.status();
   nlohmann::json j = nlohmann::json::parse(*answer, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -183,7 +188,8 @@ absl::StatusOr<nlohmann::json> Client::Request(std::string_view method, std::str
 }
 
 absl::StatusOr<std::string> Client::Exchange(std::string_view method, std::string_view path,
-                                             const nlohmann::json* body) const {
+                                             const nlohmann::json* body,
+                                             std::string_view content_type) const {
   absl::StatusOr<std::string> token = Token();
   if (!token.ok()) return token.status();
   CURL* const c = ThreadHandle();
@@ -192,7 +198,8 @@ absl::StatusOr<std::string> Client::Exchange(std::string_view method, std::strin
   const std::string method_str(method);
   const std::string payload = body != nullptr ? body->dump() : std::string();
   curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
-  if (body != nullptr) headers = curl_slist_append(headers, "Content-Type: application/json");
+  const std::string type_header = fmt::format("Content-Type: {}", content_type);
+  if (body != nullptr) headers = curl_slist_append(headers, type_header.c_str());
   const std::string auth = "Authorization: Bearer " + *token;
   if (!token->empty()) headers = curl_slist_append(headers, auth.c_str());
   const std::unique_ptr<curl_slist, SlistDeleter> header_list(headers);

@@ -33,6 +33,10 @@
 
 namespace neuron::kubeapi {
 
+// The Content-Types of the API's patches (API concepts, "Patch operations").
+inline constexpr std::string_view kStrategicMergePatch = "application/strategic-merge-patch+json";
+inline constexpr std::string_view kMergePatch = "application/merge-patch+json";
+
 struct ClientConfig {
   std::string server;      // "https://10.96.0.1:443" (or "http://..." for a test stand-in)
   std::string token_file;  // bearer token, re-read when it changes; "" sends none
@@ -55,6 +59,11 @@ class Client {
   absl::StatusOr<nlohmann::json> Get(std::string_view path) const;
   absl::StatusOr<nlohmann::json> Post(std::string_view path, const nlohmann::json& body) const;
   absl::StatusOr<nlohmann::json> Put(std::string_view path, const nlohmann::json& body) const;
+  // A patch, `content_type` saying which kind: kStrategicMergePatch merges a list by its merge
+  // key (a Node's status.conditions by type: one condition changes, the others stay), a JSON
+  // merge patch (RFC 7386) would replace the list whole.
+  absl::StatusOr<nlohmann::json> Patch(std::string_view path, const nlohmann::json& body,
+                                       std::string_view content_type) const;
   absl::StatusOr<nlohmann::json> Delete(std::string_view path) const;
   // With DeleteOptions, e.g. {"preconditions": {"uid", "resourceVersion"}}: the server refuses
   // (Aborted, 409) when the object is no longer the one the caller saw.
@@ -69,10 +78,12 @@ class Client {
 
  private:
   absl::StatusOr<nlohmann::json> Request(std::string_view method, std::string_view path,
-                                         const nlohmann::json* body) const;
+                                         const nlohmann::json* body,
+                                         std::string_view content_type = "application/json") const;
   // The answer's body when the status is 2xx.
   absl::StatusOr<std::string> Exchange(std::string_view method, std::string_view path,
-                                       const nlohmann::json* body) const;
+                                       const nlohmann::json* body,
+                                       std::string_view content_type = "application/json") const;
   // The token, re-read when the file changed (kubelet rotates projected tokens by swapping the
   // volume's ..data link, which changes the file's identity). Unavailable when unreadable.
   absl::StatusOr<std::string> Token() const;

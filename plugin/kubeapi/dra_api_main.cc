@@ -1,6 +1,7 @@
-// neuron-dra-api: the DRA driver's unprivileged API container. Publishes the node's
-// ResourceSlice from the plugin's socket and answers the plugin's claim look-ups; the only
-// process of the agent with a service-account token (plugin/kubeapi/README.md).
+// neuron-dra-api: the agent's unprivileged API container. Publishes the node's ResourceSlice
+// from the plugin's socket (--slices), keeps the Node's NeuronHealth condition from the plugin's
+// health (--node-condition) and answers the plugin's claim look-ups; the only process of the
+// agent with a service-account token (plugin/kubeapi/README.md).
 
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -20,6 +21,7 @@
 #include "plugin/kubeapi/claim_server.h"
 #include "plugin/kubeapi/client.h"
 #include "plugin/kubeapi/lease.h"
+#include "plugin/kubeapi/node_condition.h"
 #include "plugin/kubeapi/slice_publisher.h"
 
 namespace {
@@ -44,13 +46,30 @@ struct Flags {
   std::string lease_retry = "2s";
   std::string lease_namespace;
   neuron::kubeapi::LeaseOptions lease_options;  // from the four above
+  // What it writes: the slices (DRA), the Node's NeuronHealth condition (either API mode).
+  bool slices = true;
+  bool node_condition = true;
+  std::string node_condition_stale = "1m";
+  neuron::kubeapi::ConditionOptions condition;  // from the above and --poll, --backoff-max
 };
+
+void AddWriteFlags(CLI::App& app, Flags& f) {
+  app.add_option("--slices", f.slices,
+                 "Publish the node's ResourceSlices from the plugin's /dra/resourceslice (false "
+                 "beside the device-plugin API, where there are none)");
+  app.add_option("--node-condition", f.node_condition,
+                 "Keep the Node's NeuronHealth condition (as AWS's node-problem-detector sets "
+                 "it) from the plugin's /health");
+  app.add_option("--node-condition-stale", f.node_condition_stale,
+                 "With no answer from the plugin, or evidence older than this, for longer than "
+                 "this, the condition is Unknown (3s to 10m; e.g. 1m)");
+}
 
 void AddLeaseFlags(CLI::App& app, Flags& f) {
   app.add_option("--lease", f.lease,
-                 "Write slices only while holding the node's Lease, so that the two pods of a "
-                 "rolling update never both write (false: one instance per node, as systemd "
-                 "installs it)");
+                 "Write slices and the condition only while holding the node's Lease, so that "
+                 "the two pods of a rolling update never both write (false: one instance per "
+                 "node, as systemd installs it)");
   app.add_option("--lease-duration", f.lease_duration,
                  "How long after the holder's last renewal another may take the lease over "
                  "(whole seconds; e.g. 15s)");
@@ -75,12 +94,15 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--api-timeout-ms", f.api_timeout_ms, "Give up on one API request after this")
       ->check(CLI::Range(100, 600000));
   app.add_option("--node-name", f.publisher.node_name,
-                 "This node's name: the pool and the slice's nodeName")
+                 "This node's name: the pool, the slice's nodeName, the Node whose condition is "
+                 "written")
       ->envname("NODE_NAME");
   app.add_option("--plugin", f.publisher.plugin_address,
-                 "The plugin's HTTP socket, where GET /dra/resourceslice is served");
+                 "The plugin's HTTP socket, where GET /dra/resourceslice and GET /health are "
+                 "served");
   app.add_option("--listen", f.listen, "Where to answer GET /claims/<ns>/<name> (unix:PATH)");
-  app.add_option("--poll", f.poll_ms, "Ask the plugin for its slice every this many ms")
+  app.add_option("--poll", f.poll_ms,
+                 "Ask the plugin for its slice and its health every this many ms")
       ->check(CLI::Range(100, 3600000));
   app.add_option("--backoff-max", f.backoff_max_ms,
                  "Cap of the back-off while the API server is unreachable, in ms")
@@ -90,6 +112,7 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--log.format", f.log_format, "Log format: text|json (default text)")
       ->check(CLI::IsMember({"text", "json"}));
   AddLeaseFlags(app, f);
+  AddWriteFlags(app, f);
   app.set_version_flag("--version", neuron::VersionLine("neuron-dra-api"),
                        "Print the version, revision, build date and compiler, then exit");
 }
@@ -135,6 +158,29 @@ absl::Status ParseLeaseFlags(Flags& f) {
   return neuron::kubeapi::CheckLeaseTimes(o);
 }
 
+// --slices, --node-condition and the options both writers take from the other flags;
+// InvalidArgument naming the flag.
+absl::Status ParseWriteFlags(Flags& f) {
+  if (!f.slices && !f.node_condition) {
+    return absl::InvalidArgumentError(
+        "--slices=false with --node-condition=false leaves nothing to write");
+  }
+  absl::StatusOr<std::chrono::milliseconds> stale = neuron::ParseDurationIn(
+      f.node_condition_stale, std::chrono::seconds(3), std::chrono::minutes(10), "3s to 10m");
+  if (!stale.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("--node-condition-stale: {}", std::string{stale.status().message()}));
+  }
+  f.publisher.poll = std::chrono::milliseconds(f.poll_ms);
+  f.publisher.backoff_max = std::chrono::milliseconds(f.backoff_max_ms);
+  f.condition.plugin_address = f.publisher.plugin_address;
+  f.condition.node_name = f.publisher.node_name;
+  f.condition.poll = f.publisher.poll;
+  f.condition.backoff_max = f.publisher.backoff_max;
+  f.condition.stale = *stale;
+  return absl::OkStatus();
+}
+
 // The claim server on --listen: /healthz and GET /claims/<ns>/<name>, whoever writes the slices.
 absl::StatusOr<std::unique_ptr<neuron::HttpServer>> ServeClaims(
     const neuron::kubeapi::Client& client, const Flags& f) {
@@ -153,24 +199,46 @@ absl::StatusOr<std::unique_ptr<neuron::HttpServer>> ServeClaims(
   return neuron::HttpServer::Start(o);
 }
 
-// The slice publisher, made anew each time this process becomes the node's writer (what it
-// remembered is from before another wrote) and stopped, with no write after, when it stops
-// being it. Start and Stop from one thread at a time (the lease's, then main's after it ended).
-class SliceWriter {
+// The slice publisher and the condition writer, as the flags ask, made anew each time this process
+// becomes the node's writer (what they remembered is from before another wrote; the condition
+// writer's start is when a heartbeat it did not write becomes another writer's) and stopped,
+// with no write after, when it stops being it. Start and Stop from one thread at a time (the
+// lease's, then main's after it ended).
+class Writers {
  public:
-  SliceWriter(const neuron::kubeapi::Client& client, neuron::kubeapi::PublisherOptions options)
-      : client_(client), options_(std::move(options)) {}
+  Writers(const neuron::kubeapi::Client& client, const Flags& f) : client_(client), f_(f) {}
   void Start() {
-    publisher_ = std::make_unique<neuron::kubeapi::SlicePublisher>(client_, options_);
-    publisher_->Start();
+    if (f_.slices) {
+      publisher_ = std::make_unique<neuron::kubeapi::SlicePublisher>(client_, f_.publisher);
+      publisher_->Start();
+    }
+    if (f_.node_condition) {
+      condition_ = std::make_unique<neuron::kubeapi::ConditionWriter>(client_, f_.condition);
+      condition_->Start();
+    }
   }
-  void Stop() { publisher_.reset(); }  // ~SlicePublisher stops and joins
+  void Stop() {  // the destructors stop and join
+    publisher_.reset();
+    condition_.reset();
+  }
 
  private:
   const neuron::kubeapi::Client& client_;
-  const neuron::kubeapi::PublisherOptions options_;
+  const Flags& f_;
   std::unique_ptr<neuron::kubeapi::SlicePublisher> publisher_;
+  std::unique_ptr<neuron::kubeapi::ConditionWriter> condition_;
 };
+
+// What this instance writes, for the start-up line.
+std::string Duties(const Flags& f) {
+  std::string what = f.slices && f.node_condition ? "slices and the NeuronHealth condition"
+                     : f.slices                   ? "slices"
+                                                  : "the NeuronHealth condition";
+  return f.lease ? fmt::format("{} written while holding lease {}/{} as {}", what,
+                               f.lease_options.lease_namespace, f.lease_options.name,
+                               f.lease_options.identity)
+                 : fmt::format("no lease (--lease=false): the only writer of {}", what);
+}
 
 int Serve(const neuron::kubeapi::ClientConfig& config, Flags& f) {
   sigset_t signals;
@@ -185,9 +253,7 @@ int Serve(const neuron::kubeapi::ClientConfig& config, Flags& f) {
     spdlog::critical("cannot listen on {}: {}", f.listen, std::string{server.status().message()});
     return 1;
   }
-  f.publisher.poll = std::chrono::milliseconds(f.poll_ms);
-  f.publisher.backoff_max = std::chrono::milliseconds(f.backoff_max_ms);
-  SliceWriter writer(client, f.publisher);
+  Writers writer(client, f);
   // The lease's requests end within a retry period, so that a holder decides on time that it
   // could not renew.
   neuron::kubeapi::ClientConfig lease_config = config;
@@ -196,11 +262,7 @@ int Serve(const neuron::kubeapi::ClientConfig& config, Flags& f) {
   neuron::kubeapi::LeaderLease lease(lease_client, f.lease_options);
   spdlog::info("neuron-dra-api {}: node {}, API server {}, plugin {}, claims on {}, {}",
                neuron::AgentVersion(), f.publisher.node_name, config.server,
-               f.publisher.plugin_address, f.listen,
-               f.lease ? fmt::format("slices written while holding lease {}/{} as {}",
-                                     f.lease_options.lease_namespace, f.lease_options.name,
-                                     f.lease_options.identity)
-                       : std::string("no lease (--lease=false): the only slice writer"));
+               f.publisher.plugin_address, f.listen, Duties(f));
   if (f.lease) {
     lease.Start([&writer] { writer.Start(); }, [&writer] { writer.Stop(); });
   } else {
@@ -231,6 +293,7 @@ int Main(int argc, char** argv) {
     usage = absl::InvalidArgumentError("--node-name (or NODE_NAME) is required");
   }
   if (usage.ok() && f.lease) usage = ParseLeaseFlags(f);
+  if (usage.ok()) usage = ParseWriteFlags(f);
   absl::StatusOr<neuron::kubeapi::ClientConfig> config =
       usage.ok() ? ClientConfigFrom(f) : absl::StatusOr<neuron::kubeapi::ClientConfig>(usage);
   if (!config.ok()) {

@@ -108,5 +108,65 @@ TEST(CelSubsetTest, MalformedExpressionsSayWhereTheyBreak) {
             "compile: CEL: has() takes a field selection, e.g. has(x.name) at column 1");
 }
 
+Data Str(std::string s) { return Data{.type = Data::Type::kString, .s = std::move(s)}; }
+
+// An admission request as a ValidatingAdmissionPolicy sees it: who asks (a service account
+// whose token is bound to node-a) and the Node it writes.
+Variables AdmissionOf(const std::string& node) {
+  Data extra{.type = Data::Type::kMap};
+  extra.map["authentication.kubernetes.io/node-name"] = {.type = Data::Type::kList,
+                                                         .list = {Str("node-a")}};
+  Data user{.type = Data::Type::kMap};
+  user.map["username"] = Str("system:serviceaccount:neuron-system:neuron-dra-api");
+  user.map["extra"] = std::move(extra);
+  Data request{.type = Data::Type::kMap};
+  request.map["userInfo"] = std::move(user);
+  request.map["dryRun"] = {.type = Data::Type::kBool, .b = false};
+  Data metadata{.type = Data::Type::kMap};
+  metadata.map["name"] = Str(node);
+  metadata.map["deletionTimestamp"] = {};  // null
+  Data object{.type = Data::Type::kMap};
+  object.map["metadata"] = std::move(metadata);
+  return {{"request", std::move(request)}, {"object", std::move(object)}};
+}
+
+// The verdict of `text` over AdmissionOf(node), or the error's message.
+std::string EvalOver(const std::string& text, const std::string& node = "node-a") {
+  absl::StatusOr<CelExpression> e = CelExpression::CompileOver(text, {"request", "object"});
+  if (!e.ok()) return "compile: " + std::string{e.status().message()};
+  absl::StatusOr<bool> m = e->Evaluate(AdmissionOf(node));
+  if (!m.ok()) return "eval: " + std::string{m.status().message()};
+  return *m ? "true" : "false";
+}
+
+// What the API stand-in evaluates of the shipped ValidatingAdmissionPolicy: fields by name,
+// map keys by index and by `in`, list items by int index, with CEL's errors for what is missing.
+TEST(CelSubsetTest, VariablesOfDataAsAnAdmissionPolicyReadsThem) {
+  const std::string bound = "request.userInfo.extra['authentication.kubernetes.io/node-name']";
+  EXPECT_EQ(EvalOver(bound + "[0] == object.metadata.name"), "true");
+  EXPECT_EQ(EvalOver(bound + "[0] == object.metadata.name", "node-b"), "false");
+  EXPECT_EQ(EvalOver("'authentication.kubernetes.io/node-name' in request.userInfo.extra"), "true");
+  EXPECT_EQ(EvalOver("'x' in request.userInfo.extra || request.userInfo.username.endsWith("
+                     "':neuron-dra-api')"),
+            "true");
+  EXPECT_EQ(EvalOver("has(request.userInfo.extra) && !has(object.spec)"), "true");
+  EXPECT_EQ(EvalOver("request.dryRun == false && object.metadata.deletionTimestamp == "
+                     "object.metadata.deletionTimestamp"),
+            "true");
+  EXPECT_EQ(EvalOver(bound + "[1] == 'node-a'"),
+            "eval: CEL: " + bound + "[1] == 'node-a': index out of bounds: 1");
+  EXPECT_EQ(EvalOver("request.userInfo.extra['other'][0] == 'a'"),
+            "eval: CEL: request.userInfo.extra['other'][0] == 'a': no such key: other");
+  // An error on one side of || is absorbed when the other side decides.
+  EXPECT_EQ(EvalOver("request.userInfo.extra['other'][0] == 'a' || true"), "true");
+  EXPECT_EQ(EvalOver("object.metadata.deletionTimestamp == 'x'"),
+            "eval: CEL: object.metadata.deletionTimestamp == 'x': no such overload: null_type == "
+            "string");
+  // Names are the variables given, nothing else: `device` is no variable here, and a device
+  // selector knows no `request`.
+  EXPECT_NE(EvalOver("device.driver == 'x'").find("the name 'device'"), std::string::npos);
+  EXPECT_NE(Eval("request.dryRun == false").find("the name 'request'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace neuron::cel

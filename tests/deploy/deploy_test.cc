@@ -229,6 +229,19 @@ void ExpectNetworkPolicy(const std::vector<YAML::Node>& objects, const YAML::Nod
   EXPECT_EQ(rules[0]["ports"][0]["protocol"].as<std::string>(""), "TCP");
 }
 
+// The front mounts the socket directory, read-only, and nothing else: no host path.
+void ExpectFrontMounts(const YAML::Node& pod, const YAML::Node& front) {
+  ASSERT_EQ(front["volumeMounts"].size(), 1u);
+  EXPECT_EQ(front["volumeMounts"][0]["mountPath"].as<std::string>(), "/run/neuron-node-agent");
+  EXPECT_TRUE(front["volumeMounts"][0]["readOnly"].as<bool>(false));
+  const std::string sockets = front["volumeMounts"][0]["name"].as<std::string>();
+  for (const YAML::Node& v : pod["volumes"]) {
+    if (v["name"].as<std::string>() == sockets) {
+      EXPECT_TRUE(v["emptyDir"]) << sockets;
+    }
+  }
+}
+
 TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   const std::vector<YAML::Node> objects = Render(GetParam());
   ASSERT_FALSE(objects.empty());
@@ -236,7 +249,8 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
     const std::string kind = o["kind"].as<std::string>();
     if (kind == "Namespace") continue;
     if (kind == "NodeFeatureRule" || kind == "DeviceClass" || kind == "ClusterRole" ||
-        kind == "ClusterRoleBinding") {  // cluster-scoped
+        kind == "ClusterRoleBinding" || kind == "ValidatingAdmissionPolicy" ||
+        kind == "ValidatingAdmissionPolicyBinding") {  // cluster-scoped
       EXPECT_FALSE(o["metadata"]["namespace"]) << "a namespace on the cluster-scoped rule";
       continue;
     }
@@ -255,7 +269,8 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
     EXPECT_EQ(host_paths[v["name"].as<std::string>()].find("/run/neuron"), std::string::npos);
   }
   const bool dra = GetParam() == kDraOverlay;
-  ASSERT_EQ(pod["containers"].size(), dra ? 4u : 3u);
+  const bool with_api = dra || GetParam() == deploy_testing::kNodeConditionOverlay;
+  ASSERT_EQ(pod["containers"].size(), with_api ? 4u : 3u);
   for (const auto& [name, listen_flag] :
        {std::pair{"device-plugin", "--listen"}, std::pair{"exporter", "--web.listen-address"}}) {
     SCOPED_TRACE(name);
@@ -268,16 +283,7 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   ASSERT_TRUE(front);
   ExpectFront(front, Arg(Container(ds, "exporter"), "--web.listen-address"),
               Arg(Container(ds, "device-plugin"), "--listen"));
-  // The front mounts the socket directory, read-only, and nothing else: no host path.
-  ASSERT_EQ(front["volumeMounts"].size(), 1u);
-  EXPECT_EQ(front["volumeMounts"][0]["mountPath"].as<std::string>(), "/run/neuron-node-agent");
-  EXPECT_TRUE(front["volumeMounts"][0]["readOnly"].as<bool>(false));
-  const std::string sockets = front["volumeMounts"][0]["name"].as<std::string>();
-  for (const YAML::Node& v : pod["volumes"]) {
-    if (v["name"].as<std::string>() == sockets) {
-      EXPECT_TRUE(v["emptyDir"]) << sockets;
-    }
-  }
+  ExpectFrontMounts(pod, front);
   // The sockets are 0660 (HttpServer), so the front reaches them through the group that fsGroup
   // gives the directory.
   EXPECT_EQ(pod["securityContext"]["fsGroup"].as<int>(-1),
@@ -314,7 +320,8 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
 INSTANTIATE_TEST_SUITE_P(Deploy, OverlayTest,
                          ::testing::Values("base", "overlays/prometheus-operator",
                                            "overlays/prometheus", std::string(kNfdOverlay),
-                                           std::string(kDraOverlay)),
+                                           std::string(kDraOverlay),
+                                           std::string(deploy_testing::kNodeConditionOverlay)),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = std::isalnum(ch) ? ch : '_';

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +23,7 @@ using namespace std::chrono_literals;
 
 inline const fs::path kDeploy = fs::path(NEURON_SOURCE_DIR) / "deploy";
 inline constexpr std::string_view kDraOverlay = "overlays/dra";
+inline constexpr std::string_view kNodeConditionOverlay = "overlays/node-condition";
 
 struct ToolRun {
   int code = -1;
@@ -59,6 +62,21 @@ inline YAML::Node Container(const YAML::Node& daemonset, const std::string& name
     if (c["name"].as<std::string>() == name) return c;
   }
   return YAML::Node();
+}
+
+// A role's rules as "group/resource" -> verbs ("/nodes" for the core group).
+inline std::map<std::string, std::set<std::string>> RuleVerbs(const YAML::Node& role) {
+  std::map<std::string, std::set<std::string>> verbs;
+  for (const YAML::Node& rule : role["rules"]) {
+    for (const YAML::Node& g : rule["apiGroups"]) {
+      for (const YAML::Node& r : rule["resources"]) {
+        for (const YAML::Node& v : rule["verbs"]) {
+          verbs[g.as<std::string>() + "/" + r.as<std::string>()].insert(v.as<std::string>());
+        }
+      }
+    }
+  }
+  return verbs;
 }
 
 // kubectl and promtool are test dependencies (scripts/install-deps.sh): missing, a test fails and

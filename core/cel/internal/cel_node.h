@@ -19,6 +19,7 @@ struct CelExpression::Node {
     kLiteral,
     kList,
     kDevice,
+    kVariable,  // a variable of CompileOver, by name
     kSelect,
     kIndex,
     kHas,

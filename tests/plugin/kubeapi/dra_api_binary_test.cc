@@ -3,7 +3,10 @@
 // socket. The slice appears, follows a change, survives the API server going away and coming
 // back (SIGUSR1/SIGUSR2), and a claim is answered on dra-api.sock. With the stand-in's
 // DRAPartitionableDevices gate off, no NeuronCore is published. Two instances of one node (a
-// rolling update) write one at a time.
+// rolling update) write one at a time. Beside the device-plugin API (--slices=false) it keeps the
+// Node's NeuronHealth condition from the plugin's /health, with a token bound to its node under
+// the admission policy deploy/ ships: set, cleared, Unknown when the plugin goes, an Event at
+// each transition; refused another node's; standing down for another writer's condition.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "http/http_server.h"
 #include "http/local_client.h"
 #include "plugin/kubeapi/client.h"
@@ -59,16 +64,17 @@ json WaitForStandIn(const std::filesystem::path& d) {
 }
 
 // neuron-dra-api with the DaemonSet's flags, against the stand-in `info` (its apiserver.json) and
-// the plugin's socket d/plugin.sock, polling every 100 ms with a back-off cap of 500 ms. Its
-// output goes to d/<name>.out and d/<name>.err, its claims socket is d/<name>-api.sock.
+// the plugin's socket d/plugin.sock, polling every 100 ms with a back-off cap of 500 ms, with the
+// token in d/<token>. Its output goes to d/<name>.out and d/<name>.err, its claims socket is
+// d/<name>-api.sock.
 pid_t StartDraApi(const std::filesystem::path& d, const json& info, const std::string& name = "dra",
                   const std::vector<std::string>& extra = {},
-                  const std::vector<std::string>& env = {}) {
+                  const std::vector<std::string>& env = {}, const std::string& token = "token") {
   std::vector<std::string> argv = {NEURON_DRA_API_BIN,
                                    "--api-server",
                                    info["url"],
                                    "--token-file",
-                                   (d / "token").string(),
+                                   (d / token).string(),
                                    "--ca-file",
                                    info["caFile"],
                                    "--plugin",
@@ -343,6 +349,177 @@ TEST(DraApiBinary, TwoInstancesOfOneNodeWriteOneAtATime) {
       << ReadFile(d / "a.err") << ReadFile(d / "b.err");
   EXPECT_EQ(neuron::testing::Stop(b, std::chrono::seconds(10)), 0);
   EXPECT_EQ(neuron::testing::Stop(api, std::chrono::seconds(10)), 0);
+}
+
+// The plugin's `GET /health` on d/plugin.sock: the condition Set() gives, evidence read at each
+// request (its time now, as the plugin's node watcher reads it every poll), 304 for `?unless=`
+// the current generation.
+class PluginHealth {
+ public:
+  explicit PluginHealth(const std::filesystem::path& d) {
+    HttpServer::Options o;
+    o.listen_address = "unix:" + (d / "plugin.sock").string();
+    o.handlers["/health"] = [this](const HttpRequest& r) {
+      std::lock_guard<std::mutex> lock(mu_);
+      HttpResponse out;
+      if (r.query == "unless=" + std::to_string(generation_)) {
+        out.status = 304;
+        return out;
+      }
+      out.content_type = "application/json";
+      out.body = json{{"generation", generation_},
+                      {"evidence_time",
+                       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone())},
+                      {"devices", json::array()},
+                      {"efas", json::array()},
+                      {"node_condition", condition_}}
+                     .dump();
+      return out;
+    };
+    server_ = *HttpServer::Start(std::move(o));
+  }
+  void Set(const std::string& status, const std::string& reason, const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;
+    condition_ = {{"status", status}, {"reason", reason}, {"message", message}};
+  }
+  void Stop() { server_.reset(); }
+
+ private:
+  std::mutex mu_;
+  uint64_t generation_ = 1;
+  json condition_ = {{"status", "False"}, {"reason", "NeuronHasNoError"}, {"message", ""}};
+  std::unique_ptr<HttpServer> server_;
+};
+
+// `neuron-sim apiserver` with the shipped admission policy, nodes node-1 and node-2, and
+// neuron-dra-api's service-account token bound to node-1 in d/sa-token.
+pid_t StartStandInWithPolicy(const std::filesystem::path& d) {
+  neuron::testing::WriteFile(d / "sa-token", "sa-node-1\n");
+  return StartStandIn(
+      d, {"--node", "node-2", "--service-account-token",
+          "neuron-system/neuron-dra-api@node-1=" + (d / "sa-token").string(), "--admission",
+          std::string(NEURON_SOURCE_DIR) + "/deploy/components/node-condition/admission.yaml"});
+}
+
+// node's NeuronHealth condition as the API server holds it (null when none).
+json Health(const Client& client, const std::string& node = "node-1") {
+  absl::StatusOr<json> n = client.Get("/api/v1/nodes/" + node);
+  if (!n.ok()) return json();
+  for (const json& c : n->value("/status/conditions"_json_pointer, json::array())) {
+    if (c["type"] == "NeuronHealth") return c;
+  }
+  return json();
+}
+
+// The reasons of the Events about Nodes, in the order they were made.
+std::vector<std::string> EventReasons(const Client& client) {
+  std::vector<std::string> out;
+  absl::StatusOr<json> list = client.Get("/api/v1/namespaces/default/events");
+  for (const json& e : list.ok() ? (*list)["items"] : json::array()) {
+    out.push_back(e["reason"]);
+  }
+  return out;
+}
+
+const std::vector<std::string> kConditionFlags = {"--slices=false", "--node-condition-stale", "3s",
+                                                  "--lease=false"};
+
+TEST(DraApiBinary, KeepsTheNodeConditionUnderTheShippedPolicy) {
+  neuron::testing::TempDir dir;
+  const auto& d = dir.path();
+  const pid_t api = StartStandInWithPolicy(d);
+  const json info = WaitForStandIn(d);
+  ASSERT_FALSE(info.is_null()) << ReadFile(d / "api.err");
+  const Client client(ClientConfig{info["url"], (d / "token").string(), info["caFile"]});
+  PluginHealth plugin(d);
+  plugin.Set("True", "NeuronHasError_HBM_UNCORRECTABLE_ERROR", "neuron3: uncorrected ECC errors");
+  const pid_t dra = StartDraApi(d, info, "dra", kConditionFlags, {}, "sa-token");
+  const auto status = [&] {
+    const json c = Health(client);
+    return c.is_object() ? c.value("status", "") : "";
+  };
+  ASSERT_TRUE(WaitUntil([&] { return status() == "True"; }, std::chrono::seconds(20)))
+      << ReadFile(d / "dra.err");
+  EXPECT_EQ(Health(client)["reason"], "NeuronHasError_HBM_UNCORRECTABLE_ERROR");
+
+  plugin.Set("False", "NeuronHasNoError", "");  // health returns
+  ASSERT_TRUE(WaitUntil([&] { return status() == "False"; }, std::chrono::seconds(10)))
+      << ReadFile(d / "dra.err");
+  plugin.Stop();  // the plugin goes: Unknown after the stale bound, not a stale False
+  ASSERT_TRUE(WaitUntil([&] { return status() == "Unknown"; }, std::chrono::seconds(15)))
+      << ReadFile(d / "dra.err");
+  EXPECT_EQ(Health(client)["reason"], "NeuronHealthUnknown");
+  EXPECT_EQ(EventReasons(client),
+            (std::vector<std::string>{"NeuronHasError_HBM_UNCORRECTABLE_ERROR", "NeuronHasNoError",
+                                      "NeuronHealthUnknown"}));
+  const std::string log = ReadFile(d / "dra.err");
+  EXPECT_EQ(Count(log, "resourceslice"), 0u) << "--slices=false asks for no slice: " << log;
+  EXPECT_EQ(neuron::testing::Stop(dra, std::chrono::seconds(10)), 0);
+  EXPECT_EQ(neuron::testing::Stop(api, std::chrono::seconds(10)), 0);
+}
+
+// With node-1's token, node-2's condition is refused by the policy, as the API server words it;
+// and a condition another writer keeps (a reason neuron-dra-api never writes) is left alone.
+TEST(DraApiBinary, TheConditionOfAnotherNodeOrWriterIsNotWritten) {
+  neuron::testing::TempDir dir;
+  const auto& d = dir.path();
+  const pid_t api = StartStandInWithPolicy(d);
+  const json info = WaitForStandIn(d);
+  ASSERT_FALSE(info.is_null()) << ReadFile(d / "api.err");
+  const Client client(ClientConfig{info["url"], (d / "token").string(), info["caFile"]});
+  const json npd = {{"status",
+                     {{"conditions",
+                       {{{"type", "NeuronHealth"},
+                         {"status", "False"},
+                         {"reason", "NeuronIsHealthy"},
+                         {"lastHeartbeatTime", "2026-12-07T03:00:00Z"}}}}}}};
+  ASSERT_TRUE(client.Patch("/api/v1/nodes/node-1/status", npd, kStrategicMergePatch).ok());
+  PluginHealth plugin(d);
+  plugin.Set("True", "NeuronHasError_DMA_ERROR", "neuron0: DMA abort");
+  const pid_t own = StartDraApi(d, info, "own", kConditionFlags, {}, "sa-token");
+  std::vector<std::string> node_2 = kConditionFlags;
+  node_2.insert(node_2.end(), {"--node-name", "node-2"});
+  const pid_t other = StartDraApi(d, info, "other", node_2, {}, "sa-token");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return ReadFile(d / "other.err")
+                   .find(
+                       "ValidatingAdmissionPolicy 'neuron-dra-api-own-node' with binding "
+                       "'neuron-dra-api-own-node' denied request: neuron-dra-api may write "
+                       "only the status of the Node its token is bound to") != std::string::npos;
+      },
+      std::chrono::seconds(20)))
+      << ReadFile(d / "other.err");
+  ASSERT_TRUE(
+      WaitUntil([&] { return ReadFile(d / "own.err").find("standing down") != std::string::npos; },
+                std::chrono::seconds(20)))
+      << ReadFile(d / "own.err");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // several polls
+  EXPECT_TRUE(Health(client, "node-2").is_null());
+  EXPECT_EQ(Health(client)["reason"], "NeuronIsHealthy");
+  EXPECT_TRUE(EventReasons(client).empty());
+  EXPECT_EQ(Count(ReadFile(d / "own.err"), "standing down"), 1u);
+  EXPECT_EQ(neuron::testing::Stop(own, std::chrono::seconds(10)), 0);
+  EXPECT_EQ(neuron::testing::Stop(other, std::chrono::seconds(10)), 0);
+  EXPECT_EQ(neuron::testing::Stop(api, std::chrono::seconds(10)), 0);
+}
+
+// Nothing to write, or a stale bound out of range, is refused at start.
+TEST(DraApiBinary, ItsWriteFlagsAreChecked) {
+  neuron::testing::TempDir dir;
+  const json info = {{"url", "http://127.0.0.1:1"}, {"caFile", ""}};
+  neuron::testing::WriteFile(dir.path() / "token", "t\n");
+  for (const auto& [flags, says] :
+       {std::pair{std::vector<std::string>{"--slices=false", "--node-condition=false"},
+                  "leaves nothing to write"},
+        std::pair{std::vector<std::string>{"--node-condition-stale", "1s"},
+                  "--node-condition-stale"}}) {
+    const pid_t p = StartDraApi(dir.path(), info, "bad", flags);
+    EXPECT_EQ(neuron::testing::WaitExit(p, std::chrono::seconds(10)), 2);
+    EXPECT_NE(ReadFile(dir.path() / "bad.err").find(says), std::string::npos)
+        << ReadFile(dir.path() / "bad.err");
+  }
 }
 
 }  // namespace
