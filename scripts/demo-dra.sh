@@ -54,9 +54,14 @@ step "A simulated trn1.32xlarge (the driver) and the API stand-in with the overl
 "$sim" up --instance trn1.32xlarge --root "$root" --node-name "$node" 2>"$logs/sim.log" &
 pids+=($!)
 echo demo-token >"$work/token"
+# neuron-dra-api's own token, bound to the node as the kubelet projects it: its writes of the
+# Node's status pass the admission policy the overlays ship only for this node.
+echo dra-api-token >"$work/dra-api-token"
 python3 -c 'import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))' \
   "$(dirname "$0")/../deploy/overlays/dra/deviceclasses.yaml" >"$work/classes.json"
 "$sim" apiserver --dir "$api_dir" --token-file "$work/token" --node "$node" \
+  --service-account-token "neuron-system/neuron-dra-api@$node=$work/dra-api-token" \
+  --admission "$(dirname "$0")/../deploy/components/node-condition/admission.yaml" \
   --load "$work/classes.json" >"$logs/apiserver.log" 2>&1 &
 pids+=($!)
 wait_for 30 test -e "$root/run/neuron/sim.ready" || fail "the simulator did not start" "$logs/sim.log"
@@ -75,7 +80,7 @@ wait_for 30 test -S "$kubelet_dir/pod-resources/kubelet.sock" || fail "no kubele
   --dra.partitionable=true \
   >"$logs/plugin.log" 2>&1 &
 pids+=($!)
-"$dra_api" --api-server "$url" --token-file "$work/token" --ca-file "$ca" --node-name "$node" \
+"$dra_api" --api-server "$url" --token-file "$work/dra-api-token" --ca-file "$ca" --node-name "$node" \
   --plugin "unix:$sockets/plugin.sock" --listen "unix:$sockets/dra-api.sock" --poll 500 \
   >"$logs/dra-api.log" 2>&1 &
 pids+=($!)
@@ -173,7 +178,7 @@ if ((interactive)); then
   exit 0
 fi
 
-step "A fault on the inference pod's device: it and its cores are tainted, the pod's status says Unhealthy; a reset clears both"
+step "A fault on the inference pod's device: it and its cores are tainted, the pod's status says Unhealthy, the Node's NeuronHealth condition names it; a reset clears all three"
 # The training claim's devices are not touched: their pod keeps training.
 core=$(api GET "/apis/resource.k8s.io/v1/namespaces/serving/resourceclaims/$cores_claim" |
   json 'print(d["status"]["allocation"]["devices"]["results"][0]["device"])')
@@ -200,6 +205,15 @@ echo "$core taints after the fault: $(taints "$core")"
 wait_for 30 sh -c "'$sim' pod status --kubelet-dir '$kubelet_dir' --namespace serving --name llama2-7b-serve-0 | grep -q Unhealthy" ||
   fail "the pod's status does not show the fault" "$logs/kubelet.log"
 echo "pod status after the fault: $(health)"
+# The Node's condition, as AWS's node-problem-detector would set it (neuron-dra-api writes it).
+condition() {
+  api GET "/api/v1/nodes/$node" | json "
+c = [x for x in d.get('status', {}).get('conditions', []) if x['type'] == 'NeuronHealth']
+print('%s %s: %s' % (c[0]['status'], c[0]['reason'], c[0].get('message', '')) if c else 'none')"
+}
+wait_for 30 sh -c "curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url/api/v1/nodes/$node' | grep -q NeuronHasError_" ||
+  fail "no NeuronHealth condition after the fault" "$logs/dra-api.log"
+echo "Node $node NeuronHealth after the fault: $(condition)"
 "$sim" ctl --root "$root" reset --device "$index" >/dev/null
 wait_for 60 sh -c "! curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url$slices' | grep -q 'neuron.aws.com/unhealthy'" ||
   fail "the taint stayed after the reset" "$logs/plugin.log"
@@ -207,6 +221,9 @@ echo "$first taints after the reset: $(taints "$first")"
 wait_for 30 sh -c "'$sim' pod status --kubelet-dir '$kubelet_dir' --namespace serving --name llama2-7b-serve-0 | grep -q Healthy" ||
   fail "the pod's status did not clear" "$logs/kubelet.log"
 echo "pod status after the reset: $(health)"
+wait_for 30 sh -c "curl -fsS --cacert '$ca' -H 'Authorization: Bearer demo-token' '$url/api/v1/nodes/$node' | grep -q NeuronHasNoError" ||
+  fail "the NeuronHealth condition stayed after the reset" "$logs/dra-api.log"
+echo "Node $node NeuronHealth after the reset: $(condition)"
 
 step "The pods end: the claims are unprepared and their CDI specs removed"
 kill "$pod" "$serve" 2>/dev/null || true

@@ -82,6 +82,16 @@ TEST(DemoDraTest, TheDraStoryRunsToItsEnd) {
   EXPECT_TRUE(std::regex_search(
       out, std::regex(R"(pod status after the reset: main claim:inference-2-cores \S+ Healthy)")))
       << out;
+  // The Node's condition from neuron-dra-api, set with the fault's type and cleared by the reset,
+  // through the shipped admission policy with the node's own token.
+  EXPECT_TRUE(std::regex_search(
+      out,
+      std::regex(
+          R"(NeuronHealth after the fault: True NeuronHasError_HBM_UNCORRECTABLE_ERROR: neuron\d+: uncorrected ECC \(hbm\))")))
+      << out;
+  EXPECT_TRUE(
+      std::regex_search(out, std::regex(R"(NeuronHealth after the reset: False NeuronHasNoError)")))
+      << out;
   // The pod that asks aws.amazon.com/neuron: 4 by count (KEP-5004): the scheduler's claim of 4
   // devices of class neuron.aws.com, mapped to the container's request; the pod sees 8 cores.
   EXPECT_TRUE(std::regex_search(
