@@ -207,12 +207,13 @@ struct Exporter::Rendered {
   std::shared_ptr<const Inventory> inventory;
   std::shared_ptr<const PodAssignments> pods;
   uint64_t hw_errors_version = 0;
+  std::shared_ptr<const NodeHealth> health;
   std::string text;
   std::vector<CollectorResult> results;
 
   bool Matches(const NodeView& v) const {
     return current == v.current && base == v.base && inventory == v.inventory && pods == v.pods &&
-           hw_errors_version == v.hw_errors_version;
+           hw_errors_version == v.hw_errors_version && health == v.health;
   }
 };
 
@@ -306,6 +307,7 @@ std::string Exporter::RenderMetrics() const {
       r->inventory = view.inventory;
       r->pods = view.pods;
       r->hw_errors_version = view.hw_errors_version;
+      r->health = view.health;
       Families families;
       r->results = CollectNode(view, families);
       r->text.reserve(rendered_ != nullptr ? rendered_->text.size() + 4096 : 64 * 1024);

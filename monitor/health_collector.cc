@@ -1,9 +1,9 @@
 // health: ECC counters, the driver's health_status/ registers and corrected-ECC counters where the
-// device's tree has them, reset requests and failures, NEURON_HW_ERR kernel-log records
-// (docs/metrics.md#health-metrics). The counters are sysfs files the driver updates live; the
-// kernel-log counts need the log and are absent while it cannot be read
-// (docs/architecture.md#unknown-is-not-zero: a 0 would say "no hardware error" when nothing could
-// be seen).
+// device's tree has them, reset requests and failures, NEURON_HW_ERR kernel-log records, and the
+// health verdicts the background thread judged (docs/metrics.md#health-metrics). The counters are
+// sysfs files the driver updates live; the kernel-log counts need the log and are absent while it
+// cannot be read (docs/architecture.md#unknown-is-not-zero: a 0 would say "no hardware error" when
+// nothing could be seen); so are a device's components while its health is unknown.
 #include <array>
 #include <set>
 
@@ -81,6 +81,59 @@ struct GroupFamilies {
   }
 };
 
+// One series per state, 1 on the current one (kube-state-metrics' convention): a query can
+// select a state without knowing the others, and a missing series means no verdict.
+void AddStates(FamilyBuilder& f, const Labels& base, HealthState current) {
+  for (HealthState s : kHealthStates) {
+    Labels l = base;
+    l.push_back(L("state", std::string(HealthStateName(s))));
+    f.Add(std::move(l), s == current ? 1 : 0);
+  }
+}
+
+// The verdicts (NodeView::health): read nothing, judged off the scrape path.
+struct VerdictFamilies {
+  FamilyBuilder state = Gauge(
+      "neuron_device_health",
+      "The device's health as the exporter judges it from every class of evidence (presence, "
+      "state, uncorrected ECC rises, NEURON_HW_ERR records, the driver's unhealthy_components and "
+      "heartbeat): 1 on the current state. unknown: no fault seen, but evidence could not be read "
+      "(docs/metrics.md#health-verdicts).");
+  FamilyBuilder component =
+      Gauge("neuron_device_unhealthy_component",
+            "1 for each component at fault (driver 2.30's unhealthy_components words, whatever the "
+            "driver), 0 for the others; absent while the device's health is unknown.");
+  FamilyBuilder degraded =
+      Gauge("neuron_device_degraded",
+            "1 when corrected ECC (stats/hardware/{mem,sram}_ecc_corrected) rose since the "
+            "device's baseline: a flag, never unhealthy; where the driver has the counters.");
+  FamilyBuilder efa = Gauge("neuron_efa_health",
+                            "The EFA interface's health (present, port ACTIVE): 1 on the current "
+                            "state.");
+
+  void Add(const NodeHealth& h) {
+    for (const auto& [index, v] : h.devices) {
+      AddStates(state, DeviceLabels(index), v.health.state);
+      if (v.health.state != HealthState::kUnknown) {
+        for (size_t i = 0; i < kHealthComponentNames.size(); ++i) {
+          const auto c = static_cast<HealthComponent>(i);
+          Labels l = DeviceLabels(index);
+          l.push_back(L("component", std::string(HealthComponentName(c))));
+          component.Add(std::move(l), v.health.components.Has(c) ? 1 : 0);
+        }
+      }
+      if (v.corrected_counters) degraded.Add(DeviceLabels(index), v.health.degraded ? 1 : 0);
+    }
+    for (const auto& [name, f] : h.efas) AddStates(efa, {L("efa_device", name)}, f.state);
+  }
+  void Finish(Families& out) {
+    state.Finish(out);
+    component.Finish(out);
+    degraded.Finish(out);
+    efa.Finish(out);
+  }
+};
+
 class HealthCollector final : public Collector {
  public:
   std::string_view name() const override { return "health"; }
@@ -139,6 +192,11 @@ class HealthCollector final : public Collector {
     resets.Finish(out);
     reset_fail.Finish(out);
     hw_log.Finish(out);
+    if (ctx.view.health != nullptr) {
+      VerdictFamilies verdicts;
+      verdicts.Add(*ctx.view.health);
+      verdicts.Finish(out);
+    }
     return absl::OkStatus();
   }
 };

@@ -36,7 +36,10 @@ NodeSource::NodeSource(NodeSourceOptions options)
                                       .lnc = options_.lnc,
                                       .bdf_resolver = options_.bdf_resolver,
                                       .catalog_stands_in = false}),
-      kmsg_(RootPaths(options_.root).Kmsg()) {}
+      kmsg_(RootPaths(options_.root).Kmsg()),
+      evidence_(RootPaths(options_.root), ComponentLogger("exporter.health"),
+                HealthEvidenceOptions{.heartbeat_period = std::chrono::milliseconds(1000),
+                                      .poll_state = true}) {}
 
 NodeSource::~NodeSource() {
   {
@@ -54,6 +57,10 @@ absl::Status NodeSource::Init() {
   if (!scan.ok()) return scan.status();
   for (const std::string& w : scan->inventory->warnings) Log()->warn("inventory: {}", w);
   NoteLayout(*scan->inventory);
+  // The first verdicts before the first scrape: the evidence's baselines are taken here.
+  evidence_.ApplyScan(*scan->inventory);
+  evidence_.PollCounters(std::chrono::steady_clock::now());
+  PublishHealth();
   node_.StartSampling({.threads = options_.sampler_threads,
                        .datastore = options_.datastore,
                        .records = options_.records,
@@ -108,7 +115,7 @@ std::optional<std::chrono::system_clock::time_point> NodeSource::pod_last_succes
 void NodeSource::Loop() {
   auto last_rescan = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> stop_lock(stop_mu_);
-  while (!stop_cv_.wait_for(stop_lock, std::chrono::seconds(1), [&] { return stop_.load(); })) {
+  while (!stop_cv_.wait_for(stop_lock, options_.health_poll, [&] { return stop_.load(); })) {
     stop_lock.unlock();
     TailKmsg();
     NotePodResources();
@@ -117,20 +124,43 @@ void NodeSource::Loop() {
       last_rescan = now;
       // A changed inventory reaches the Sampler inside Rescan, before the scrapes see it.
       absl::StatusOr<neuron::NodeSource::Scan> scan = node_.Rescan();
-      if (!scan.ok()) {
+      if (scan.ok()) {
+        ApplyScan(*scan);
+      } else {
         Log()->warn("rescan: {}", scan.status().ToString());
-      } else if (scan->changed) {
-        const Inventory& inv = *scan->inventory;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          inventory_ = scan->inventory;
-        }
-        Log()->info("inventory changed: {} devices, {} EFA", inv.devices.size(), inv.efas.size());
-        NoteLayout(inv);
       }
     }
+    evidence_.PollCounters(now);
+    PublishHealth();
     stop_lock.lock();
   }
+}
+
+void NodeSource::ApplyScan(const neuron::NodeSource::Scan& scan) {
+  const Inventory& inv = *scan.inventory;
+  evidence_.ApplyScan(inv);
+  if (!scan.changed) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inventory_ = scan.inventory;
+  }
+  Log()->info("inventory changed: {} devices, {} EFA", inv.devices.size(), inv.efas.size());
+  NoteLayout(inv);
+}
+
+void NodeSource::PublishHealth() {
+  auto next = std::make_shared<NodeHealth>();
+  for (const auto& [index, d] : evidence_.devices()) {
+    next->devices[index] = {.health = JudgeDevice(d, EvidenceClasses::All()),
+                            .corrected_counters = d.groups.Has(NodeGroup::kEccCorrected)};
+  }
+  for (const auto& [name, f] : evidence_.efas()) {
+    next->efas[name] = JudgeEfa(f, EvidenceClasses::All());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  // An unchanged verdict keeps its object, so the scrapes' rendering cache stays valid.
+  if (health_ != nullptr && *health_ == *next) return;
+  health_ = std::move(next);
 }
 
 void NodeSource::NoteLayout(const Inventory& inv) {
@@ -204,7 +234,15 @@ void NodeSource::TailKmsg() {
     if (!opened.ok()) return;
   }
   HwErrorTally seen;
-  SetKmsgState(kmsg_.Read(&seen));
+  std::vector<HwErrorRecord> records;
+  SetKmsgState(kmsg_.Read(&seen, &records));
+  for (HwErrorRecord& r : records) {
+    Event e;
+    e.kind = EventKind::kHardwareError;
+    e.device = *r.nd_id;  // Read keeps only records that name a device
+    e.hw_error = std::move(r);
+    evidence_.Apply(e);
+  }
   if (seen.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [dev, types] : seen) {
@@ -266,6 +304,7 @@ NodeView NodeSource::Get() {
   view.hw_errors_version = hw_errors_version_;
   view.kmsg = kmsg_state_;
   view.pod_resources = pod_state_;
+  view.health = health_;
   if (pod_cache_ != nullptr) view.pods = pod_cache_->Latest();
   // One shared empty set: the rendering cache compares the pointer.
   static const auto* const kNoPods =

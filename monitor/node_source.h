@@ -14,9 +14,12 @@
 // (datastores included). So apart from the latest, kept snapshots are at least a quarter window
 // apart: at most ~6 are alive, whatever the scrape rate.
 //
-// A background thread (not the scrape path) rescans the inventory and tails ROOT/dev/kmsg; the
-// PodResources cache refreshes on a thread of its own, so a slow or absent kubelet never slows a
-// scrape.
+// A background thread (not the scrape path) rescans the inventory, tails ROOT/dev/kmsg and judges
+// health: it keeps core's HealthEvidence (core/node/health_evidence.h), fed the rescans and the
+// kernel log's NEURON_HW_ERR records, polls its counters every `health_poll` and publishes the
+// verdicts under every class of evidence (the exporter works without the device plugin:
+// docs/metrics.md#health-metrics). The PodResources cache refreshes on a thread of its own, so a
+// slow or absent kubelet never slows a scrape.
 //
 // Counters never go backwards (docs/metrics.md#labels-and-liveness): Monotonic() keeps the last
 // exported value per series and device, forgotten when the device disappears (a replugged device
@@ -47,6 +50,8 @@
 
 #include "absl/status/status.h"
 #include "core/discovery/inventory.h"
+#include "core/node/device_health.h"
+#include "core/node/health_evidence.h"
 #include "core/node/hw_error_counts.h"
 #include "core/node/node_source.h"
 #include "core/sample/datastore.h"
@@ -66,6 +71,9 @@ struct NodeSourceOptions {
   // older (or the oldest kept, when none is).
   std::chrono::milliseconds utilization_window{5000};
   std::chrono::milliseconds rescan_interval{30000};
+  // How often the background thread reads the health evidence (ECC, state, the driver's health
+  // files) and tails the kernel log: a fault shows within about this long, never by a scrape.
+  std::chrono::milliseconds health_poll{250};
   std::chrono::milliseconds pod_refresh{5000};
   bool pod_resources = true;
   int sampler_threads = 2;
@@ -93,6 +101,19 @@ inline bool DatastoresRead(const Snapshot& snap) {
 // sysfs is up when the sample read the state of at least one device and of every device present.
 SourceState SysfsState(const Snapshot& snap);
 
+// The verdicts of every known device (the catalog's too, absent ones included) and EFA interface,
+// judged under every class of evidence (core/node/device_health.h).
+struct DeviceVerdict {
+  DeviceHealth health;
+  bool corrected_counters = false;  // the tree has {mem,sram}_ecc_corrected: degraded is known
+  bool operator==(const DeviceVerdict&) const = default;
+};
+struct NodeHealth {
+  std::map<int, DeviceVerdict> devices;
+  std::map<std::string, DeviceHealth> efas;
+  bool operator==(const NodeHealth&) const = default;
+};
+
 struct NodeView {
   std::shared_ptr<const Inventory> inventory;
   std::shared_ptr<const Snapshot> current;
@@ -107,6 +128,8 @@ struct NodeView {
   SourceState kmsg;
   SourceState pod_resources;
   uint64_t hw_errors_version = 0;  // changes whenever hw_errors or kmsg does
+  // A new object whenever a verdict changes; never null once Init() ran.
+  std::shared_ptr<const NodeHealth> health;
 };
 
 class NodeSource {
@@ -145,6 +168,10 @@ class NodeSource {
   void PushSnapshot(std::shared_ptr<const Snapshot> snap);
   void AfterSample(const Snapshot& snap);
   void TailKmsg();
+  // Applies a scan: the inventory (when changed) and the health evidence.
+  void ApplyScan(const neuron::NodeSource::Scan& scan);
+  // Judges every device and EFA and publishes the verdicts when one changed.
+  void PublishHealth();
   void SetKmsgState(const absl::Status& status);
   void NotePodResources();
   // Logs the driver's version and generation once, and each device's missing sysfs nodes when
@@ -174,6 +201,7 @@ class NodeSource {
   std::map<std::string, bool, std::less<>> noted_sources_;  // source -> up, as last logged
   std::optional<DriverInfo> noted_driver_;                  // as last logged
   std::map<int, std::vector<std::string>> noted_missing_;   // device -> missing nodes logged
+  std::shared_ptr<const NodeHealth> health_;
 
   std::atomic<uint64_t> read_errors_{0};
   std::atomic<uint64_t> samples_{0};
@@ -183,7 +211,8 @@ class NodeSource {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   std::thread thread_;
-  HwErrorCounts kmsg_;  // the background thread's (and Start's before it runs)
+  HwErrorCounts kmsg_;       // the background thread's (and Start's before it runs)
+  HealthEvidence evidence_;  // the background thread's (and Init's before it runs)
 };
 
 }  // namespace neuron::monitor

@@ -69,7 +69,12 @@ Collector::Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods,
                               .catalog_stands_in = true}),
       datastore_(std::move(datastore)),
       records_(std::move(records)),
-      notify_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+      notify_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (!options_.agent.empty()) {
+    health_ = std::make_unique<HealthSource>(HealthSourceOptions{
+        .root = options_.root, .agent = options_.agent, .timeout = options_.agent_timeout});
+  }
+}
 
 Collector::~Collector() { Stop(); }
 
@@ -208,6 +213,8 @@ std::shared_ptr<const TopView> Collector::Step() {
   in.ticks_per_second = ProcReader::TicksPerSecond();
   auto view = std::make_shared<TopView>(BuildView(in));
   AddHistory(view.get());
+  // The same evidence each sample, so that what rises or stalls while neuron-top runs is seen.
+  if (health_ != nullptr) view->health = health_->Read(inventory_);
   prev_ = std::move(snap);
   prev_proc_ = std::move(proc);
   Publish(view);

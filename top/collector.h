@@ -10,7 +10,9 @@
 // and the live datastores). The full sweep, which alone refreshes per-category memory, runs
 // only when memory totals moved since the last one (categories cannot change without a total
 // changing): at most every 2 s for the summary line, at once while the memory tree shows
-// per-core categories (SetDetailWanted); and at least every minute.
+// per-core categories (SetDetailWanted); and at least every minute. With an agent configured,
+// each sample also asks it for health (a 304 while nothing changed); only when it cannot be
+// reached are the health evidence files read (top/node_health.h).
 //
 // Thread-safety: Latest(), notify_fd() and SetDetailWanted() may be called from any thread.
 // Init() and Step() are for the owner before Start() (or instead of it, as --snapshot does).
@@ -31,6 +33,7 @@
 #include "core/proc/pod_identity.h"
 #include "core/proc/procinfo.h"
 #include "core/sample/sampler.h"
+#include "top/node_health.h"
 #include "top/view_model.h"
 
 namespace neuron::top {
@@ -53,6 +56,9 @@ struct CollectorOptions {
   // Which libnrt to read the runtimes' records through (--libnrt; LibnrtPath's rules,
   // core/sample/runtime_records.h).
   std::string libnrt;
+  // Where to ask for health (--agent; top/node_health.h), every sample; "": health is not shown.
+  std::string agent;
+  std::chrono::milliseconds agent_timeout = kAgentTimeout;
 };
 
 class Collector {
@@ -105,6 +111,7 @@ class Collector {
   NodeSource node_;
   std::unique_ptr<DatastoreReader> datastore_;  // until Init hands it to the NodeSource
   std::shared_ptr<RuntimeRecordsReader> records_;
+  std::unique_ptr<HealthSource> health_;  // null without options_.agent
   // The last scan (empty before Init).
   std::shared_ptr<const Inventory> inventory_ = std::make_shared<const Inventory>();
   std::vector<std::string> notes_;  // what the last scan could not read (view's status line)

@@ -80,6 +80,24 @@ void StackLowerSections(const LayoutRequest& r, int y, int room, int width, Layo
   Stack(order, y, 0, width);
 }
 
+// Under the grid, while room lasts: health (part of it if need be: which devices are at fault
+// matters more than how busy the CPUs are), vCPU, the memory summary. Advances `y`, spends `room`.
+void StackMiddleSections(int health_want, int width, int* y, int* room, Layout* l) {
+  if (health_want > 0 && *room > 0) {
+    const int h = std::min(*room, health_want);
+    l->health = Rect{*y, 0, h, width};
+    *y += h;
+    *room -= h;
+  }
+  for (const auto& [rect, height] :
+       {std::pair{&l->vcpu, kVcpuHeight}, std::pair{&l->memory, kMemoryHeight}}) {
+    if (*room < height) break;
+    *rect = Rect{*y, 0, height, width};
+    *y += height;
+    *room -= height;
+  }
+}
+
 }  // namespace
 
 Layout ComputeLayout(const LayoutRequest& r) {
@@ -113,10 +131,12 @@ Layout ComputeLayout(const LayoutRequest& r) {
   GridGeometry g = Geometry(left_w, r);
   const int devices = std::max(0, r.devices);
   const int grid_full = 2 + devices * g.lines_per_device;
+  const int health_want = std::min(std::max(0, r.health_rows), kMaxHealthLines);
   int grid_h = grid_full;
   if (grid_full > avail) {
-    // Scrolled: keep room for vCPU and memory summary when the screen allows.
-    grid_h = std::min(avail, std::max(2 + g.lines_per_device, avail - kVcpuHeight - kMemoryHeight));
+    // Scrolled: keep room for the health summary, vCPU and memory summary when the screen allows.
+    const int keep = std::min(health_want, 1) + kVcpuHeight + kMemoryHeight;
+    grid_h = std::min(avail, std::max(2 + g.lines_per_device, avail - keep));
   }
   g.visible_devices = std::min(devices, std::max(0, (grid_h - 2) / g.lines_per_device));
   l.grid_geometry = g;
@@ -124,16 +144,7 @@ Layout ComputeLayout(const LayoutRequest& r) {
 
   int y = top + grid_h;
   int room = avail - grid_h;
-  if (room >= kVcpuHeight) {
-    l.vcpu = Rect{y, 0, kVcpuHeight, left_w};
-    y += kVcpuHeight;
-    room -= kVcpuHeight;
-  }
-  if (room >= kMemoryHeight) {
-    l.memory = Rect{y, 0, kMemoryHeight, left_w};
-    y += kMemoryHeight;
-    room -= kMemoryHeight;
-  }
+  StackMiddleSections(health_want, left_w, &y, &room, &l);
   if (!l.two_columns) {
     StackLowerSections(r, y, room, left_w, &l);
     return l;
@@ -154,8 +165,8 @@ std::vector<Rect> VisibleRects(const Layout& l) {
     if (!l.message.empty()) out.push_back(l.message);
     return out;
   }
-  for (const Rect* r : {&l.title, &l.status, &l.grid, &l.vcpu, &l.memory, &l.tree, &l.chart,
-                        &l.processes, &l.tabs, &l.help}) {
+  for (const Rect* r : {&l.title, &l.status, &l.grid, &l.health, &l.vcpu, &l.memory, &l.tree,
+                        &l.chart, &l.processes, &l.tabs, &l.help}) {
     if (!r->empty()) out.push_back(*r);
   }
   return out;

@@ -6,7 +6,7 @@
 // size from 80x24 to 300x100. Thread-safe (no state).
 //
 // Top to bottom: title bar; status lines when something could not be read; per-core utilization
-// grid; vCPU; memory summary; memory details tree; then (beside the left column on wide
+// grid; health; vCPU; memory summary; memory details tree; then (beside the left column on wide
 // terminals, below it otherwise) the history chart and the process table; the tab bar and the
 // key help line at the bottom.
 
@@ -32,6 +32,9 @@ struct LayoutRequest {
   int process_rows = 0;  // processes in the table
   int max_device_index = 15;
   int status_lines = 0;  // problems to show under the title (what could not be read)
+  // Lines the health section wants (its summary, then one per device or EFA interface that is
+  // not healthy); 0: no section.
+  int health_rows = 0;
 };
 
 struct GridGeometry {
@@ -50,6 +53,7 @@ struct Layout {
   Rect title;
   Rect status;  // under the title, one line per problem (at most kMaxStatusLines)
   Rect grid;    // section title + NC header + device lines
+  Rect health;  // summary + the devices that are not healthy (at most kMaxHealthLines)
   Rect vcpu;
   Rect memory;
   Rect tree;
@@ -68,6 +72,8 @@ inline constexpr int kMinHeight = 10;
 inline constexpr int kMinCellWidth = 12;
 // Problems shown at once; the rest are in the log file and --snapshot.
 inline constexpr int kMaxStatusLines = 3;
+// Health lines shown at once, the summary included; the rest are in --snapshot.
+inline constexpr int kMaxHealthLines = 5;
 // From this width the chart and the process table move beside the left column.
 inline constexpr int kTwoColumnWidth = 160;
 

@@ -1,8 +1,11 @@
 // neuron-ls: the node's Neuron devices as a table (docs/tools-ux.md#neuron-ls).
 //   neuron-ls --root DIR [--wide] [--show-all-procs] [--json-output] [--topology] [--lnc 1|2]
-// The default and --topology formats only read files. The process columns (--wide, -a, -j) open
-// each device read-only for the runtimes' live data, as a monitor does on hardware, and close it
-// before exiting (docs/tools-ux.md Q4). Exit codes (top/README.md): 0 success (also when live data
+//             [--agent unix:PATH]
+// The default and --topology formats only read files; the default table and the JSON also ask
+// the agent for its health verdicts, and judge from their own read when it cannot be reached
+// (top/node_health.h). The process columns (--wide, -a, -j) open each device read-only for the
+// runtimes' live data, as a monitor does on hardware, and close it before exiting
+// (docs/tools-ux.md Q4). Exit codes (top/README.md): 0 success (also when live data
 // is unavailable: stderr says why), 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device,
 // 5 permission denied.
 
@@ -76,6 +79,17 @@ LiveData ReadLiveData(const neuron::RootPaths& root, const neuron::Inventory& in
   return live;
 }
 
+// The agent's verdicts, else this read's, saying so once on stderr.
+neuron::top::NodeHealthView ReadHealth(const std::string& root, const neuron::Inventory& inv,
+                                       const std::string& agent) {
+  neuron::top::HealthSource source(
+      {.root = root, .agent = agent, .timeout = neuron::top::kAgentTimeout});
+  neuron::top::NodeHealthView view = source.Read(std::make_shared<const neuron::Inventory>(inv));
+  if (!view.notice.empty()) Warn(view.notice);
+  if (view.stale) Warn("the agent at " + agent + " says its health evidence is stale");
+  return view;
+}
+
 std::string Render(const neuron::top::LsReport& report, bool wide, bool all, bool json,
                    bool topology) {
   using neuron::top::LsFormat;
@@ -113,7 +127,7 @@ std::optional<neuron::Inventory> Scan(const neuron::RootPaths& root, int lnc, in
 }
 
 int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bool topology,
-        const std::string& libnrt) {
+        const std::string& libnrt, const std::string& agent) {
   const neuron::RootPaths root(root_dir);
   int code = 0;
   const std::optional<neuron::Inventory> inv = Scan(root, lnc, &code);
@@ -137,6 +151,11 @@ int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bo
   src.all_processes = all && want_processes;
   src.self_pid = proc.SelfPid().value_or(::getpid());
   src.device_numbers = neuron::top::DeviceNumbers(*inv, root);
+  // Health shows in the default table and the JSON only: the other formats list processes or
+  // links, and cost nothing more.
+  neuron::top::NodeHealthView health;
+  if (json || (!wide && !all && !topology)) health = ReadHealth(root_dir, *inv, agent);
+  src.health = health.known ? &health : nullptr;
   const neuron::top::LsReport report = neuron::top::BuildLsReport(src);
   for (const std::string& n : report.notes) Warn(n);
   const std::string out = Render(report, wide, all, json, topology);
@@ -157,6 +176,8 @@ int main(int argc, char** argv) {
   // The datastore reader's own warning repeats the reason ReadLiveData prints in a sentence.
   neuron::ComponentLogger("datastore")->set_level(spdlog::level::err);
   neuron::ComponentLogger("libnrt")->set_level(spdlog::level::err);
+  // The own health read's evidence lines; its verdicts are the table's, its notice a warning.
+  neuron::ComponentLogger("top.health")->set_level(spdlog::level::err);
 
   CLI::App app{"neuron-ls: list the node's AWS Neuron devices, their cores, memory and processes"};
   neuron::NodeFlagValues node;
@@ -165,6 +186,7 @@ int main(int argc, char** argv) {
   bool json = false;
   bool topology = false;
   std::string libnrt;
+  std::string agent(neuron::top::kDefaultAgent);
   app.add_option("--root", node.root, "root of the node's filesystem (default $NEURON_ROOT or /)");
   app.add_flag("-w,--wide", wide, "add PID, COMMAND (up to 80 characters) and RUNTIME VERSION");
   app.add_flag("-a,--show-all-procs", all,
@@ -177,6 +199,10 @@ int main(int argc, char** argv) {
   app.add_option("--libnrt", libnrt,
                  "the Neuron runtime library to read runtime versions through (default "
                  "$NEURON_LIBNRT, then libnrt.so.1 from the library path)");
+  app.add_option("--agent", agent,
+                 "the device plugin's socket to ask for health (unix:PATH or host:port; default " +
+                     std::string(neuron::top::kDefaultAgent) +
+                     "); without an answer health is judged from this read alone");
   app.set_version_flag("--version", neuron::VersionLine("neuron-ls"),
                        "print the version, revision, build date and compiler, then exit");
   app.footer(
@@ -198,5 +224,5 @@ int main(int argc, char** argv) {
     std::cerr << "neuron-ls: " << flags.status().message() << "\n";
     return kExitUsage;
   }
-  return Run(flags->root, flags->lnc, wide, all, json, topology, libnrt);
+  return Run(flags->root, flags->lnc, wide, all, json, topology, libnrt, agent);
 }

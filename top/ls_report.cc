@@ -95,14 +95,17 @@ std::string HeaderLines(const LsReport& r) {
   return out;
 }
 
+// Ours, after neuron-ls's columns (docs/tools-ux.md#health).
 Table DefaultTable(const LsReport& r) {
   Table t;
   t.headers = {{"NEURON", "DEVICE"}, {"NEURON", "CORES"},      {"NEURON", "CORE IDS"},
                {"NEURON", "MEMORY"}, {"CONNECTED", "DEVICES"}, {"PCI", "BDF"},
                {"CPU", "AFFINITY"},  {"NUMA", "NODE"}};
+  if (r.health.known) t.headers.push_back({"HEALTH", ""});
   for (const LsDevice& d : r.devices) {
     t.rows.push_back({std::to_string(d.index), std::to_string(d.cores), FormatRanges(d.core_ids),
                       Memory(d), JoinIds(d.connected), OrNA(d.bdf), OrNA(d.cpu_affinity), Numa(d)});
+    if (r.health.known) t.rows.back().push_back(d.health ? HealthText(*d.health) : "NA");
     t.rule_after.push_back(false);
   }
   return t;
@@ -238,6 +241,7 @@ LsReport BuildLsReport(const LsSources& src) {
   r.link = DetectLinkShape(inv);
   r.inventory = inv;
   r.live_data_unavailable = src.live_data_unavailable;
+  if (src.health != nullptr) r.health = *src.health;
 
   Commands commands(src.proc);
   const std::vector<std::set<int>> holders = DeviceHolders(src, &r.notes);
@@ -260,6 +264,7 @@ LsReport BuildLsReport(const LsSources& src) {
       }
     }
     d.processes_known = !src.live_data_unavailable || src.all_processes;
+    if (const HealthRow* h = r.health.FindDevice(d.index)) d.health = *h;
     r.devices.push_back(std::move(d));
   }
   return r;
@@ -288,6 +293,26 @@ std::string RenderLsText(const LsReport& r, LsFormat format) {
   }
   return out;
 }
+
+namespace {
+
+// A device's verdict in --json-output: where it comes from, and null when the verdicts do not
+// name the device.
+nlohmann::ordered_json HealthJson(const LsReport& r, const LsDevice& d) {
+  if (!d.health) return nlohmann::ordered_json();
+  nlohmann::ordered_json j;
+  j["state"] = HealthStateName(d.health->state);
+  nlohmann::ordered_json components = nlohmann::ordered_json::array();
+  for (HealthComponent c : d.health->components.List())
+    components.push_back(HealthComponentName(c));
+  j["components"] = std::move(components);
+  j["reasons"] = d.health->reasons;
+  j["degraded"] = d.health->degraded;
+  j["source"] = r.health.from_agent ? "agent" : "this read only";
+  return j;
+}
+
+}  // namespace
 
 std::string RenderLsJson(const LsReport& r) {
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
@@ -321,6 +346,7 @@ std::string RenderLsJson(const LsReport& r) {
     if (!r.driver_problem.empty()) j["driver_problem"] = r.driver_problem;
     j["driver_version"] = r.driver_version.empty() ? nlohmann::ordered_json()
                                                    : nlohmann::ordered_json(r.driver_version);
+    if (r.health.known) j["health"] = HealthJson(r, d);
     devices.push_back(std::move(j));
   }
   // Command lines may hold invalid UTF-8; replace rather than throw.

@@ -16,6 +16,7 @@
 #include "core/sample/datastore.h"
 #include "core/sample/runtime_records.h"
 #include "top/link_shape.h"
+#include "top/node_health.h"
 
 namespace neuron::top {
 
@@ -38,6 +39,8 @@ struct LsDevice {
   // False when nothing could tell which processes use the device (live data unavailable and
   // no --show-all-procs scan): JSON says null rather than an empty list.
   bool processes_known = true;
+  // Its verdict, when the report has health and the verdicts name the device.
+  std::optional<HealthRow> health;
 };
 
 struct LsReport {
@@ -57,6 +60,9 @@ struct LsReport {
   std::optional<std::string> live_data_unavailable;
   // What the process scan could not see, one line each (for stderr).
   std::vector<std::string> notes;
+  // The verdicts shown (the default table's HEALTH column, JSON's `health`); known is false
+  // for the formats that do not show them.
+  NodeHealthView health;
 };
 
 struct LsSources {
@@ -79,6 +85,8 @@ struct LsSources {
   // Each device's number, in inventory order (DeviceNumbers); one that could not be read is
   // said in a note and its holders are not looked for.
   std::vector<absl::StatusOr<dev_t>> device_numbers;
+  // The agent's verdicts or this read's (top/node_health.h); null: no health shown.
+  const NodeHealthView* health = nullptr;
 };
 
 LsReport BuildLsReport(const LsSources& sources);
@@ -88,7 +96,8 @@ std::vector<absl::StatusOr<dev_t>> DeviceNumbers(const Inventory& inventory, con
 
 enum class LsFormat { kDefault, kWide, kAllProcs, kWideAllProcs, kTopology };
 
-// The header lines and the table (and the drawing for kTopology), '\n'-terminated.
+// The header lines and the table (and the drawing for kTopology), '\n'-terminated. The default
+// table ends with HEALTH when the report has health.
 std::string RenderLsText(const LsReport& report, LsFormat format);
 // The --json-output array (docs/tools-ux.md#ls-json), pretty-printed with 4 spaces,
 // '\n'-terminated.

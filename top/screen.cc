@@ -87,6 +87,12 @@ std::vector<std::string> StatusLines(const TopView& v) {
                               v.datastore_source.known ? "unavailable" : "unknown", problem));
   }
   out.insert(out.end(), v.notes.begin(), v.notes.end());
+  // Health judged without the agent: once, here, not on every device's line.
+  if (!v.health.notice.empty()) out.push_back(v.health.notice);
+  if (v.health.stale) {
+    out.push_back(
+        fmt::format("health from the agent at {} is stale: its evidence is old", v.health.agent));
+  }
   return out;
 }
 
@@ -95,6 +101,9 @@ LayoutRequest RequestFor(const TopView* view, const UiState& ui, int width, int 
   req.width = width;
   req.height = height;
   req.status_lines = view != nullptr ? static_cast<int>(StatusLines(*view).size()) : 0;
+  if (view != nullptr && view->health.known) {
+    req.health_rows = 1 + static_cast<int>(NotHealthy(view->health).size());
+  }
   if (view == nullptr || view->apps.empty()) {
     req.devices = 0;
     req.cores_per_device = 1;
@@ -132,6 +141,7 @@ Canvas Paint(const TopView* view, const UiState& ui, const Layout& l, std::strin
   const AppView& app = view->apps[static_cast<size_t>(TabIndex(ui, *view))];
   if (!l.status.empty()) PaintStatus(c, l.status, *view);
   if (!l.grid.empty()) PaintGrid(c, l.grid, *view, app, ui, l.grid_geometry);
+  if (!l.health.empty()) PaintHealth(c, l.health, *view);
   if (!l.vcpu.empty()) PaintVcpu(c, l.vcpu, *view, app);
   if (!l.memory.empty()) PaintMemorySummary(c, l.memory, app);
   if (!l.tree.empty()) PaintTree(c, l.tree, app, ui);

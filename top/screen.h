@@ -24,7 +24,8 @@ Canvas Paint(const TopView* view, const UiState& ui, const Layout& layout,
 
 // What the status lines say, one problem each: live data that could not be read
 // (docs/architecture.md#unknown-is-not-zero), then the view's notes (root-only files the catalog
-// stood in for). Empty when all is read.
+// stood in for), then health judged without the agent (docs/tools-ux.md#health). Empty when all
+// is read.
 std::vector<std::string> StatusLines(const TopView& view);
 
 // The sections, each drawing only inside its rectangle. The status line, the grid, vCPU and the
@@ -32,6 +33,8 @@ std::vector<std::string> StatusLines(const TopView& view);
 void PaintStatus(Canvas& c, const Rect& r, const TopView& v);
 void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, const UiState& ui,
                const GridGeometry& g);
+// Health: the summary, then a line per device or EFA interface that is not healthy.
+void PaintHealth(Canvas& c, const Rect& r, const TopView& v);
 void PaintVcpu(Canvas& c, const Rect& r, const TopView& v, const AppView& app);
 void PaintMemorySummary(Canvas& c, const Rect& r, const AppView& app);
 // the memory tree, the history chart and the process table in screen_tables.cc;

@@ -1,5 +1,5 @@
-// The upper sections of a frame: utilization grid, vCPU, memory summary
-// (docs/tools-ux.md#top-layout).
+// The upper sections of a frame: utilization grid, health, vCPU, memory summary
+// (docs/tools-ux.md#top-layout, #health).
 
 #include <fmt/format.h>
 
@@ -111,6 +111,25 @@ void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, c
     for (int line = 0; line < g.lines_per_device && y0 + line < r.y + r.h; ++line) {
       PaintCells(c, r, y0 + line, line, row, g, ui.flops, v.peak_flops_per_core.value_or(0));
     }
+  }
+}
+
+void PaintHealth(Canvas& c, const Rect& r, const TopView& v) {
+  SectionTitle(c, r, HealthSummary(v.health));
+  const std::vector<const HealthRow*> rows = NotHealthy(v.health);
+  for (int i = 0; i + 1 < r.h && i < static_cast<int>(rows.size()); ++i) {
+    const int y = r.y + 1 + i;
+    const int left = static_cast<int>(rows.size()) - i;
+    if (i + 2 == r.h && left > 1) {
+      c.Put(y, r.x, fmt::format("... {} more not healthy (--snapshot lists them all)", left),
+            Style::kWarning, r);
+      return;
+    }
+    const HealthRow& row = *rows[static_cast<size_t>(i)];
+    const std::string who = row.efa.empty() ? fmt::format("ND{}", row.device) : row.efa;
+    const int x = c.Put(y, r.x, fmt::format("{:<6}", who), Style::kNormal, r);
+    c.Put(y, x + 1, HealthText(row),
+          row.state == HealthState::kHealthy ? Style::kNormal : Style::kWarning, r);
   }
 }
 

@@ -1,7 +1,7 @@
 // neuron-top: live NeuronCore utilization, vCPU, memory and processes
 // (docs/tools-ux.md#neuron-top).
 //   neuron-top --root DIR [--kubelet-dir DIR] [--delay SECONDS] [--snapshot] [--lnc 1|2]
-//              [--log-file FILE] [--no-color]
+//              [--agent unix:PATH] [--log-file FILE] [--no-color]
 // --snapshot prints one JSON document (the view model) and exits, without a terminal. Logs go
 // to a file (--log-file, default top/log_file.h's), never to the terminal.
 // Exit codes as neuron-ls (top/README.md).
@@ -65,6 +65,7 @@ struct Flags {
   std::string log_file;  // empty: top/log_file.h's default
   bool no_color = false;
   std::string libnrt;  // --libnrt; LibnrtPath() resolves it with NEURON_LIBNRT
+  std::string agent = std::string(neuron::top::kDefaultAgent);  // GET /health
 };
 
 // Pods: the cgroup tells the UID and container id, PodResources the names (pod_identity.h).
@@ -98,6 +99,7 @@ int Run(const Flags& f) {
   options.root = f.root;
   options.lnc = f.lnc;
   options.libnrt = f.libnrt;
+  options.agent = f.agent;
   options.delay = std::chrono::milliseconds(static_cast<int64_t>(f.delay * 1000));
   options.first_delay = std::min(options.delay, std::chrono::milliseconds(250));
   neuron::top::Collector collector(options, MakePodLocator(f));
@@ -143,6 +145,11 @@ int main(int argc, char** argv) {
                  "where to log (never the terminal; default $XDG_STATE_HOME/neuron-top.log, else "
                  "~/.local/state/neuron-top.log)");
   app.add_flag("-C,--no-color", f.no_color, "monochrome");
+  app.add_option("--agent", f.agent,
+                 "the device plugin's socket to ask for health each refresh (unix:PATH or "
+                 "host:port; default " +
+                     std::string(neuron::top::kDefaultAgent) +
+                     "); without an answer health is judged from this process's own read");
   app.add_option("--libnrt", f.libnrt,
                  "the Neuron runtime library to read models and tags through (default "
                  "$NEURON_LIBNRT, then libnrt.so.1 from the library path)");

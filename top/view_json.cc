@@ -97,6 +97,40 @@ Json Devices(const AppView& all) {
   return out;
 }
 
+Json HealthRows(const std::vector<HealthRow>& rows) {
+  Json out = Json::array();
+  for (const HealthRow& r : rows) {
+    Json j;
+    if (r.efa.empty()) {
+      j["neuron_device"] = r.device;
+    } else {
+      j["efa_device"] = r.efa;
+    }
+    j["present"] = r.present;
+    j["state"] = HealthStateName(r.state);
+    Json components = Json::array();
+    for (HealthComponent c : r.components.List()) components.push_back(HealthComponentName(c));
+    j["components"] = std::move(components);
+    j["reasons"] = r.reasons;
+    j["degraded"] = r.degraded;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+// null when health was not asked (docs/tools-ux.md#health).
+Json Health(const NodeHealthView& h) {
+  if (!h.known) return Json();
+  Json j;
+  j["source"] = h.from_agent ? "agent" : "this read only";
+  j["agent"] = h.agent;
+  j["notice"] = h.notice.empty() ? Json() : Json(h.notice);
+  j["stale"] = h.stale;
+  j["devices"] = HealthRows(h.devices);
+  j["efas"] = HealthRows(h.efas);
+  return j;
+}
+
 }  // namespace
 
 std::string ViewToJson(const TopView& v) {
@@ -160,6 +194,7 @@ std::string ViewToJson(const TopView& v) {
     procs.push_back(std::move(pj));
   }
   j["processes"] = std::move(procs);
+  j["health"] = Health(v.health);
   j["notes"] = v.notes;
   j["errors"] = v.errors;
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";

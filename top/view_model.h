@@ -21,6 +21,7 @@
 #include "core/proc/pod_identity.h"
 #include "core/proc/procinfo.h"
 #include "core/sample/snapshot.h"
+#include "top/node_health.h"
 
 namespace neuron::top {
 
@@ -153,6 +154,9 @@ struct TopView {
   std::vector<ProcessRow> processes;               // ascending PID
   History history;
   std::vector<std::string> errors;  // this sample's problems, each naming its file
+  // Device and EFA health (top/node_health.h), which the collector adds; known is false when
+  // it does not ask (no agent configured).
+  NodeHealthView health;
 };
 
 // What BuildView reads. `before` may be null (first sample: rates absent).

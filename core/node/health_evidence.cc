@@ -38,15 +38,10 @@ bool HealthEvidence::Apply(const Event& e) {
       devices_[e.device].present = false;
       log_->warn("device {} vanished", e.device);
       return false;
-    case EventKind::kDeviceStateChanged: {
+    case EventKind::kDeviceStateChanged:
       if (!devices_.count(e.device)) return true;
-      DeviceEvidence& d = devices_[e.device];
-      const bool recovered = e.state == DeviceState::kReady && d.state != DeviceState::kReady;
-      d.state = e.state;
-      if (recovered) NewBaseline(&d);
-      log_->info("device {} state {}", e.device, e.state ? DeviceStateName(*e.state) : "?");
+      SetState(e.device, devices_[e.device], e.state);
       return false;
-    }
     case EventKind::kHardwareError:
       if (devices_.count(e.device)) {
         std::vector<std::string>& types = devices_[e.device].hw_errors;
@@ -82,6 +77,15 @@ void HealthEvidence::NewBaseline(DeviceEvidence* d) const {
   d->corrected_rose = false;
   d->heartbeat.reset();  // timed afresh from the next reading
   d->heartbeat_stalled = false;
+}
+
+void HealthEvidence::SetState(int index, DeviceEvidence& d,
+                              std::optional<DeviceState> state) const {
+  if (state == d.state) return;
+  const bool recovered = state == DeviceState::kReady && d.state != DeviceState::kReady;
+  d.state = state;
+  if (recovered) NewBaseline(&d);
+  log_->info("device {} state {}", index, state ? DeviceStateName(*state) : "?");
 }
 
 // The node's shape: absent devices are known too.
@@ -144,7 +148,40 @@ void HealthEvidence::ApplyScan(const Inventory& inv) {
   if (inv.driver.version) driver_version_ = *inv.driver.version;
 }
 
+// What Events tells a consumer that watches it: a device's directory came or went, its state
+// changed. One stat and one small read per device.
+void HealthEvidence::PollPresence() {
+  const bool driver_gone = !std::filesystem::exists(root_.ModuleVersion().parent_path());
+  for (auto& [index, d] : devices_) {
+    const std::filesystem::path dir = root_.NeuronDevice(index);
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      if (d.present) log_->warn("device {} vanished", index);
+      d.present = false;
+      d.driver_gone = driver_gone;
+      continue;
+    }
+    // The file holds the state's number, as DeviceState numbers them
+    // (docs/driver-interface.md#reset-and-state).
+    absl::StatusOr<uint64_t> raw = ReadU64(dir / sysfs::kReset);
+    std::optional<DeviceState> state;
+    if (raw.ok() && *raw <= static_cast<uint64_t>(DeviceState::kInvalid)) {
+      state = static_cast<DeviceState>(*raw);
+    }
+    if (!d.present) {
+      d.present = true;
+      d.driver_gone = false;
+      d.state = state;
+      NewBaseline(&d);
+      log_->info("device {} appeared (state {})", index, state ? DeviceStateName(*state) : "?");
+      continue;
+    }
+    SetState(index, d, state);
+  }
+}
+
 void HealthEvidence::PollCounters(std::chrono::steady_clock::time_point now) {
+  if (options_.poll_state) PollPresence();
   for (auto& [index, d] : devices_) {
     if (!d.present) continue;
     std::vector<std::string> unreadable;

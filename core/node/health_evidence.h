@@ -1,7 +1,8 @@
 #pragma once
 // The hardware evidence of every known device and EFA interface, kept from events, inventory
 // scans and ECC polls (docs/architecture.md#health). Facts only: what counts as unhealthy under
-// which policy is the consumer's decision (the device plugin's plugin/node_watcher.cc).
+// which policy is the consumer's decision (the device plugin's plugin/node_watcher.cc; the
+// exporter and the tools count every class).
 //
 // Evidence:
 //   - absence: a device or EFA removed (Event) or missing from a scan (and added back);
@@ -25,8 +26,8 @@
 // The set of known devices only grows (an unplugged device stays listed, absent), and starts
 // from the instance catalog when the instance type is known, so capacity reflects the node.
 //
-// Thread-safety: none; one owner (the plugin's watcher thread) calls every method
-// (docs/style.md#one-owner).
+// Thread-safety: none; one owner (the plugin's watcher thread, the exporter's background thread,
+// a tool's collector) calls every method (docs/style.md#one-owner).
 
 #include <array>
 #include <chrono>
@@ -86,6 +87,11 @@ struct HealthEvidenceOptions {
   // (docs/driver-interface.md#driver-generations); the heartbeat is stalled when it has not
   // moved for more than two periods, so a stall is seen within three.
   std::chrono::milliseconds heartbeat_period{1000};
+  // For consumers that do not watch Events (the exporter, the tools): PollCounters then also
+  // looks, as Events' state poll would, whether each known device's directory is there and reads
+  // its state, so that a reset between two scans is seen (its return to READY sets the new
+  // baseline), an unplugged device is absent and one whose state cannot be read is unknown.
+  bool poll_state = false;
 };
 
 class HealthEvidence {
@@ -102,7 +108,7 @@ class HealthEvidence {
   void ApplyScan(const Inventory& inv);
   // Reads the counter evidence of every present device at `now`: ECC (a new baseline where one
   // is due, else whether a counter rose above it), corrected ECC, and where the tree has them
-  // unhealthy_components and the heartbeat.
+  // unhealthy_components and the heartbeat; with options.poll_state, presence and state first.
   void PollCounters(std::chrono::steady_clock::time_point now);
 
   const std::map<int, DeviceEvidence>& devices() const { return devices_; }
@@ -114,6 +120,8 @@ class HealthEvidence {
 
  private:
   void NewBaseline(DeviceEvidence* d) const;
+  void SetState(int index, DeviceEvidence& d, std::optional<DeviceState> state) const;
+  void PollPresence();
   void ApplyCatalog(const InstanceSpec& spec);
   void PollEcc(int index, DeviceEvidence& d, std::vector<std::string>* unreadable);
   void PollCorrected(int index, DeviceEvidence& d);

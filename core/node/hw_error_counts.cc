@@ -11,12 +11,14 @@ absl::Status HwErrorCounts::Open(KmsgReader::StartAt start) {
   return absl::OkStatus();
 }
 
-absl::Status HwErrorCounts::Read(HwErrorTally* tally) {
+absl::Status HwErrorCounts::Read(HwErrorTally* tally, std::vector<HwErrorRecord>* records) {
   if (reader_ == nullptr) return absl::FailedPreconditionError("the kernel log is not open");
   return reader_->ReadAvailable(
-      [tally](const KmsgRecord& rec) {
+      [tally, records](const KmsgRecord& rec) {
         std::optional<HwErrorRecord> hw = ParseHwError(rec.text);
-        if (hw && hw->nd_id) ++(*tally)[*hw->nd_id][hw->type];
+        if (!hw || !hw->nd_id) return;
+        ++(*tally)[*hw->nd_id][hw->type];
+        if (records != nullptr) records->push_back(*std::move(hw));
       },
       {});
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/events/kmsg.h"
@@ -28,9 +29,11 @@ class HwErrorCounts {
   // appeared after counting started. The error says why the log cannot be read.
   absl::Status Open(KmsgReader::StartAt start);
   bool is_open() const { return reader_ != nullptr; }
-  // Adds the records that arrived since the last call to `tally` (Open first). Records without
-  // nd-id are not counted: no device to count them against. Fails when the log cannot be read.
-  absl::Status Read(HwErrorTally* tally);
+  // Adds the records that arrived since the last call to `tally` (Open first) and, when
+  // `records` is given, appends them to it too (the exporter's health evidence takes them as
+  // events). Records without nd-id are left out of both: no device to count them against. Fails
+  // when the log cannot be read.
+  absl::Status Read(HwErrorTally* tally, std::vector<HwErrorRecord>* records = nullptr);
 
  private:
   const std::filesystem::path path_;

@@ -8,7 +8,8 @@
 // see the workload runs under `neuron-sim exec`, as the agent reads live data only through the
 // driver's device ABI (docs/architecture.md#device-abi); a test of its own checks that the same
 // binary started without it sees no live data and says so
-// (docs/architecture.md#unknown-is-not-zero).
+// (docs/architecture.md#unknown-is-not-zero), and one that the exporter judges health without
+// the plugin (an injected HBM error, then a reset).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -457,6 +458,52 @@ TEST(ExporterSourcesE2eTest, LiveDataOnlyThroughTheDriversDeviceAbi) {
   Stop(with.pid, 20s);
   Stop(without.pid, 20s);
   Stop(workload, 30s);
+}
+
+// Health judged by the exporter alone, without the device plugin (docs/metrics.md#health-metrics):
+// an uncorrected HBM error injected into the simulated driver turns device 0's state series to
+// unhealthy with component hbm, and a reset, seen by the background thread's state poll, clears
+// it.
+TEST(ExporterHealthE2eTest, AnHbmErrorIsUnhealthyUntilAReset) {
+  TempDir dir("exp_health");
+  SimNode sim({.sim_bin = NEURON_SIM_BIN, .root = dir.path() / "root", .logs = dir.path()});
+  // A reset that lasts longer than a loaded machine may delay a 250 ms poll
+  // (docs/architecture.md#timing-in-tests).
+  ASSERT_TRUE(sim.Up("trn1.2xlarge", {"--reset-ms", "1500"})) << sim.Log();
+  const StartedExporter e =
+      SpawnExporter({NEURON_EXPORTER_BIN, "--root", sim.root().string(), "--no-pod-resources",
+                     "--web.listen-address", "127.0.0.1:0"},
+                    dir.path() / "exporter.out", dir.path() / "exporter.err");
+  const std::string device = "{neuron_device=\"0\",";
+  const std::string healthy = "neuron_device_health" + device + "state=\"healthy\"}";
+  const std::string unhealthy = "neuron_device_health" + device + "state=\"unhealthy\"}";
+  const std::string hbm = "neuron_device_unhealthy_component" + device + "component=\"hbm\"}";
+  std::string text = HttpGet(e.port, "/metrics").body;
+  EXPECT_EQ(Value(text, healthy), 1) << text;
+  EXPECT_EQ(Value(text, hbm), 0);
+
+  ASSERT_EQ(sim.Ctl({"inject", "hbm-ue", "--device", "0"}).code, 0);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        text = HttpGet(e.port, "/metrics").body;
+        return Value(text, unhealthy) == 1;
+      },
+      30s))
+      << text;
+  EXPECT_EQ(Value(text, healthy), 0);
+  EXPECT_EQ(Value(text, hbm), 1);
+  EXPECT_EQ(Value(text, "neuron_device_unhealthy_component" + device + "component=\"sram\"}"), 0);
+
+  ASSERT_EQ(sim.Ctl({"reset", "--device", "0"}).code, 0);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        text = HttpGet(e.port, "/metrics").body;
+        return Value(text, healthy) == 1;
+      },
+      30s))
+      << text << ReadFile(dir.path() / "exporter.err");
+  EXPECT_EQ(Value(text, hbm), 0);
+  Stop(e.pid, 20s);
 }
 
 }  // namespace

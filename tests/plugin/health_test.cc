@@ -204,6 +204,47 @@ TEST_F(HealthTest, AnEventAboutSomethingNewAsksForARescan) {
   EXPECT_FALSE(evidence.Apply(EfaEvent(EventKind::kEfaPortStateChanged, "DOWN")));
 }
 
+// A consumer without Events (the exporter, the tools) has PollCounters look at presence and
+// state: a reset between two scans clears the ECC evidence, an unplug is absent, a replug is a
+// new baseline.
+TEST_F(HealthTest, WithoutEventsThePollSeesResetsAndUnplugs) {
+  const fs::path dev0 = root_ / "sys/devices/virtual/neuron_device/neuron0";
+  fs::create_directories(root_ / "sys/module/neuron");
+  auto set_state = [&](int s) { std::ofstream(dev0 / "reset") << s << "\n"; };
+  set_state(1);
+  HealthEvidence evidence(
+      RootPaths(root_), ComponentLogger("test.health"),
+      HealthEvidenceOptions{.heartbeat_period = std::chrono::seconds(1), .poll_state = true});
+  Inventory inv;
+  NeuronDevice d;
+  d.index = 0;
+  d.state = DeviceState::kReady;
+  inv.devices.push_back(d);
+  evidence.ApplyScan(inv);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto judge = [&](int ms) {
+    evidence.PollCounters(t0 + std::chrono::milliseconds(ms));
+    return JudgeDevice(evidence.devices().at(0), EvidenceClasses::All());
+  };
+  EXPECT_EQ(judge(0).state, HealthState::kHealthy);
+  SetSramUncorrected(1);
+  EXPECT_EQ(judge(250).components.Join(), "sram");
+  set_state(0);
+  EXPECT_EQ(judge(500).reasons.front(), "state RESET") << "seen without a scan";
+  set_state(1);
+  EXPECT_EQ(judge(750).state, HealthState::kHealthy) << "READY again: a new baseline";
+  fs::rename(dev0, root_ / "unplugged");
+  DeviceHealth h = judge(1000);
+  EXPECT_EQ(h.reasons, std::vector<std::string>{"absent"});
+  fs::rename(root_ / "unplugged", dev0);
+  SetSramUncorrected(2);
+  EXPECT_EQ(judge(1250).state, HealthState::kHealthy) << "replugged: its counters are the baseline";
+  fs::remove(dev0 / "reset");
+  h = judge(1500);
+  EXPECT_EQ(h.state, HealthState::kUnknown);
+  EXPECT_EQ(h.reasons, std::vector<std::string>{"device state cannot be read"});
+}
+
 // A driver 2.30 device (Trn2): its tree holds health_status/ with the two files of the notes.
 class Driver230Test : public HealthTest {
  protected:

@@ -63,6 +63,8 @@ Model Collect(std::string_view instance, int lnc) {
   CollectorOptions options;
   options.root = root;
   options.lnc = lnc;
+  // No agent there: the collector's own health read, and its status line.
+  options.agent = "unix:" + (root / "no-agent.sock").string();
   Collector collector(options, nullptr, datastores->Reader(), datastores->Records());
   EXPECT_TRUE(collector.Init().ok());
   m.view = collector.Step();
@@ -99,6 +101,12 @@ void CheckLayouts(const TopView& view, const UiState& ui) {
         ASSERT_EQ(g.visible_devices, devices);
       }
       ASSERT_LE(2 + g.visible_devices * g.lines_per_device, l.grid.h);
+      // Health comes right under the grid whenever a line is left there.
+      ASSERT_LE(l.health.h, kMaxHealthLines);
+      if (req.health_rows > 0 && 2 + devices * g.lines_per_device < h - 3 - l.status.h) {
+        ASSERT_EQ(l.health.y, l.grid.y + l.grid.h);
+        ASSERT_GE(l.health.h, 1);
+      }
       // Status lines sit under the title, one per problem up to the limit.
       ASSERT_EQ(l.status.empty(), req.status_lines == 0);
       if (!l.status.empty()) {
@@ -130,6 +138,7 @@ void CheckPainters(const TopView& view, const UiState& ui) {
       };
       check(l.status, [&](Canvas& c) { PaintStatus(c, l.status, view); });
       check(l.grid, [&](Canvas& c) { PaintGrid(c, l.grid, view, app, ui, l.grid_geometry); });
+      check(l.health, [&](Canvas& c) { PaintHealth(c, l.health, view); });
       check(l.vcpu, [&](Canvas& c) { PaintVcpu(c, l.vcpu, view, app); });
       check(l.memory, [&](Canvas& c) { PaintMemorySummary(c, l.memory, app); });
       check(l.tree, [&](Canvas& c) { PaintTree(c, l.tree, app, ui); });
@@ -151,6 +160,7 @@ TEST_P(LayoutTest, EverySizeFromEightyByTwentyFourToThreeHundredByHundred) {
   const Model m = Collect(GetParam().first, GetParam().second);
   ASSERT_NE(m.view, nullptr);
   ASSERT_EQ(m.view->apps[0].grid.size(), 16u);
+  ASSERT_TRUE(m.view->health.known);
   UiState collapsed;
   CheckLayouts(*m.view, collapsed);
   UiState expanded;
@@ -179,14 +189,23 @@ TEST_P(LayoutTest, StatusLinesWhenSomethingCouldNotBeRead) {
                 "cannot read /x/sys/class/neuron_device/neuron0/connected_devices: Permission "
                 "denied",
                 "cannot read /x/sys/class/neuron_device/neuron0/reset: Permission denied"};
+  // Every device's health unknown: more lines than the section may take.
+  for (HealthRow& r : view.health.devices) {
+    r.state = HealthState::kUnknown;
+    r.reasons = {"device state cannot be read"};
+  }
   UiState ui;
-  ASSERT_EQ(RequestFor(&view, ui, 80, 24).status_lines, 4);
+  // Live data, the three notes, and that health is this read's (no agent in the test).
+  ASSERT_EQ(RequestFor(&view, ui, 80, 24).status_lines, 5);
   CheckLayouts(view, ui);
   CheckPainters(view, ui);
   const Layout l = ComputeLayout(RequestFor(&view, ui, 120, 40));
   const std::string text = Paint(&view, ui, l, "0.1.0").Text();
   EXPECT_THAT(text, HasSubstr("live data unavailable (utilization and processes N/A): /x/dev/"));
   EXPECT_THAT(text, HasSubstr("cannot read /x/sys/class/neuron_device/neuron0/connected_devi"));
+  EXPECT_THAT(text, HasSubstr("Health (this read only): devices 16 unknown"));
+  EXPECT_THAT(text, HasSubstr("ND0    unknown: device state cannot be read"));
+  EXPECT_THAT(text, HasSubstr("... 13 more not healthy (--snapshot lists them all)"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, LayoutTest,

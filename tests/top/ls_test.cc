@@ -44,6 +44,23 @@ TEST_F(LsTest, TableWithoutLiveData) {
   }
 }
 
+// No agent answers (docs/tools-ux.md#health): the default table's HEALTH column is this read's,
+// and stderr says so once; --topology shows no health and asks for none.
+TEST_F(LsTest, HealthFromThisReadWhenNoAgentAnswers) {
+  auto tree = MakeTree(node_.path(), "inf2.xlarge");
+  const std::string agent = "unix:" + (work_.path() / "none.sock").string();
+  const RunResult r = Ls(node_.path(), {"--agent", agent});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("| HEALTH  |"));
+  EXPECT_THAT(r.out, HasSubstr("| healthy |"));
+  EXPECT_THAT(r.err, HasSubstr("neuron-ls: warning: health from this read only (agent at " + agent +
+                               " not reachable: "));
+  const RunResult topology = Ls(node_.path(), {"--topology", "--agent", agent});
+  EXPECT_EQ(topology.code, 0) << topology.err;
+  EXPECT_THAT(topology.out, Not(HasSubstr("HEALTH")));
+  EXPECT_THAT(topology.err, Not(HasSubstr("health")));
+}
+
 // docs/architecture.md#unknown-is-not-zero: without the device nodes (a container started without
 // them) the process columns are unknown and stderr names the missing node; the exit code stays 0.
 TEST_F(LsTest, ProcessColumnsSayWhyTheyAreUnknown) {

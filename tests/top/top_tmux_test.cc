@@ -4,7 +4,8 @@
 // runs under `neuron-sim exec`, the simulated driver's device ABI, as it would on hardware. What
 // the captured pane must show comes from docs/tools-ux.md#top-layout, #top-keys: ND0..ND15, the
 // busy cores' non-zero utilization, tab switching, FLOPS mode, the memory tree's expand/collapse,
-// resize, and `q`; without the driver, the reason and N/A instead of figures.
+// resize, `q`, and health judged from neuron-top's own read when no agent answers
+// (docs/tools-ux.md#health); without the driver, the reason and N/A instead of figures.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -58,9 +59,10 @@ class TopTmuxTest : public ::testing::Test {
     std::string cmd = env + " ";
     const std::vector<std::string> top = {NEURON_TOP_BIN};
     for (const std::string& a : under_driver ? node_->UnderDriver(top) : top) cmd += a + " ";
-    cmd += "--root " + root_.string() + " --delay 0.5 --log-file " +
-           (tmp_.path() / "top.log").string() + " 2>" + (tmp_.path() / "top.err").string() +
-           "; echo $? >" + (tmp_.path() / "top.exit").string();
+    // No agent at --agent: health from neuron-top's own read, and a status line saying so.
+    cmd += "--root " + root_.string() + " --agent unix:" + (tmp_.path() / "agent.sock").string() +
+           " --delay 0.5 --log-file " + (tmp_.path() / "top.log").string() + " 2>" +
+           (tmp_.path() / "top.err").string() + "; echo $? >" + (tmp_.path() / "top.exit").string();
     const RunResult r = Tmux({"new-session", "-d", "-s", "top", "-x", std::to_string(width), "-y",
                               std::to_string(height), cmd});
     ASSERT_EQ(r.code, 0) << r.err;
@@ -184,6 +186,8 @@ TEST_F(TopTmuxTest, ShowsBusyCoresAndAnswersKeys) {
   }
   EXPECT_THAT(pane, HasSubstr("vCPU Utilization"));
   EXPECT_THAT(pane, HasSubstr("Memory Usage Summary"));
+  EXPECT_THAT(pane, HasSubstr("Health (this read only): devices 16 healthy"));
+  EXPECT_THAT(pane, HasSubstr("health from this read only (agent at unix:"));
   EXPECT_THAT(pane, HasSubstr(">[1]:all<"));
   EXPECT_THAT(pane, Not(HasSubstr("[info]")));  // logs go to the file, never the terminal
 

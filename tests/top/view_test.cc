@@ -383,6 +383,80 @@ TEST(ViewModelTest, ProcessMemoryFromTheDriver) {
   EXPECT_EQ(f.Build().apps[1].device.total, 96u);  // the tab keeps the runtime's categories
 }
 
+// What the device plugin's GET /health answers (plugin/health_api.h): three devices, one EFA.
+constexpr std::string_view kAgentDocument = R"json({"generation":42,"stale":false,"devices":[
+  {"device":0,"present":true,"state":"healthy","components":[],"reasons":[],"degraded":false},
+  {"device":1,"present":true,"state":"unhealthy","components":["hbm","link_efa"],
+   "reasons":["uncorrected ECC (hbm)","driver: unhealthy link_efa"],"degraded":false,
+   "hw_errors":["HBM_UNCORRECTABLE_ERROR"]},
+  {"device":2,"present":true,"state":"unknown","components":[],
+   "reasons":["device state cannot be read"],"degraded":false}],
+ "efas":[{"name":"rdmap16s27","present":true,"state":"healthy","components":[],"reasons":[],
+          "degraded":false}],
+ "node_condition":{"type":"NeuronHealth","status":"True"}})json";
+
+TEST(HealthViewTest, TheAgentsAnswerBecomesRowsAndLines) {
+  absl::StatusOr<NodeHealthView> h = ParseAgentHealth(kAgentDocument, "unix:/x/plugin.sock");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(AgentHealthGeneration(kAgentDocument), 42u);
+  ASSERT_EQ(h->devices.size(), 3u);
+  EXPECT_TRUE(h->from_agent);
+  EXPECT_EQ(HealthText(h->devices[0]), "healthy");
+  EXPECT_EQ(HealthText(h->devices[1]), "unhealthy: hbm,link_efa");
+  EXPECT_EQ(HealthText(h->devices[2]), "unknown: device state cannot be read");
+  ASSERT_EQ(h->efas.size(), 1u);
+  EXPECT_EQ(h->efas[0].efa, "rdmap16s27");
+  EXPECT_EQ(NotHealthy(*h).size(), 2u);
+  EXPECT_EQ(HealthSummary(*h),
+            "Health (agent): devices 1 healthy, 1 unhealthy, 1 unknown; EFA 1 "
+            "healthy");
+  EXPECT_FALSE(ParseAgentHealth("{\"devices\":[{\"device\":0}]}", "x").ok()) << "no state";
+  EXPECT_FALSE(ParseAgentHealth("not json", "x").ok());
+
+  const Fixture f;
+  TopView v = f.Build();
+  v.health = *h;
+  const std::string text = Frame(v, UiState{});
+  EXPECT_THAT(text, HasSubstr("Health (agent): devices 1 healthy, 1 unhealthy, 1 unknown"));
+  EXPECT_THAT(text, HasSubstr("ND1    unhealthy: hbm,link_efa"));
+  EXPECT_THAT(text, HasSubstr("ND2    unknown: device state cannot be read"));
+  EXPECT_THAT(StatusLines(v), Not(Contains(HasSubstr("health"))));
+  const nlohmann::json j = nlohmann::json::parse(ViewToJson(v));
+  EXPECT_EQ(j["health"]["source"], "agent");
+  EXPECT_EQ(j["health"]["devices"][1]["components"], nlohmann::json({"hbm", "link_efa"}));
+  EXPECT_TRUE(j["health"]["notice"].is_null());
+}
+
+// Without the agent the verdicts are this read's, and the screen says so once: a status line,
+// not a word on every device.
+TEST(HealthViewTest, ThisReadsVerdictsSaySoOnce) {
+  const Fixture f;
+  TopView v = f.Build();
+  EXPECT_TRUE(ViewToJson(v).find("\"health\": null") != std::string::npos) << "not asked";
+  v.health.known = true;
+  v.health.agent = "unix:/x/plugin.sock";
+  v.health.notice = OwnReadNotice(v.health.agent, "connect unix:/x/plugin.sock: No such file");
+  v.health.devices.push_back(HealthRow{.device = 0,
+                                       .efa = "",
+                                       .present = true,
+                                       .state = HealthState::kHealthy,
+                                       .components = {},
+                                       .reasons = {},
+                                       .degraded = true});
+  const std::vector<std::string> lines = StatusLines(v);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0],
+            "health from this read only (agent at unix:/x/plugin.sock not reachable: connect "
+            "unix:/x/plugin.sock: No such file): ECC history and kernel-log records not judged");
+  const std::string text = Frame(v, UiState{}, 200, 44);
+  EXPECT_THAT(text, HasSubstr("Health (this read only): devices 1 healthy"));
+  EXPECT_THAT(text, HasSubstr("ND0    healthy, degraded"));
+  EXPECT_THAT(text, HasSubstr("ECC history and kernel-log records not judged"));
+  const nlohmann::json j = nlohmann::json::parse(ViewToJson(v));
+  EXPECT_EQ(j["health"]["source"], "this read only");
+  EXPECT_EQ(j["health"]["devices"][0]["degraded"], true);
+}
+
 TEST(ScreenTest, SectionsShowTheFigures) {
   const Fixture f;
   const TopView v = f.Build();
