@@ -210,7 +210,7 @@ std::array<std::optional<uint64_t>, N> ReadEvidence(const std::filesystem::path&
     if (v.ok()) {
       now[i] = *v;
     } else {
-      unreadable->push_back((std::filesystem::path(f.dir) / f.name).string());
+      unreadable->push_back((std::filesystem::path{f.dir} / f.name).string());
     }
   }
   return now;
