@@ -310,7 +310,7 @@ std::string Exporter::RenderMetrics() const {
       r->health = view.health;
       Families families;
       r->results = CollectNode(view, families);
-      r->text.reserve(rendered_ != nullptr ? rendered_->text.size() + 4096 : 64 * 1024);
+      r->text.reserve(rendered_ != nullptr ? rendered_->text.size() + 4096 : size_t{64} * 1024);
       AppendText(families, r->text);
       ++renders_;
       rendered = r;

@@ -72,7 +72,6 @@ void StackLowerSections(const LayoutRequest& r, int y, int room, int width, Layo
   for (Item* it : {&items[0], &items[2], &items[1]}) {
     if (it->given > 0) {
       it->given += room;
-      room = 0;
       break;
     }
   }

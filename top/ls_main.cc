@@ -200,9 +200,9 @@ int main(int argc, char** argv) {
                  "the Neuron runtime library to read runtime versions through (default "
                  "$NEURON_LIBNRT, then libnrt.so.1 from the library path)");
   app.add_option("--agent", agent,
-                 "the device plugin's socket to ask for health (unix:PATH or host:port; default " +
-                     std::string(neuron::top::kDefaultAgent) +
-                     "); without an answer health is judged from this read alone");
+                 "the device plugin's socket to ask for health (unix:PATH or host:port); without "
+                 "an answer health is judged from this read alone")
+      ->capture_default_str();
   app.set_version_flag("--version", neuron::VersionLine("neuron-ls"),
                        "print the version, revision, build date and compiler, then exit");
   app.footer(

@@ -303,8 +303,9 @@ nlohmann::ordered_json HealthJson(const LsReport& r, const LsDevice& d) {
   nlohmann::ordered_json j;
   j["state"] = HealthStateName(d.health->state);
   nlohmann::ordered_json components = nlohmann::ordered_json::array();
-  for (HealthComponent c : d.health->components.List())
+  for (HealthComponent c : d.health->components.List()) {
     components.push_back(HealthComponentName(c));
+  }
   j["components"] = std::move(components);
   j["reasons"] = d.health->reasons;
   j["degraded"] = d.health->degraded;

@@ -215,7 +215,8 @@ NodeHealthView HealthSource::Read(const std::shared_ptr<const Inventory>& invent
   absl::StatusOr<NodeHealthView> agent = AskAgent();
   if (agent.ok()) return *std::move(agent);
   generation_.reset();  // the next answer is a whole document
-  return ReadOwn(inventory, std::string(agent.status().message()));
+  const std::string why(agent.status().message());
+  return ReadOwn(inventory, why);
 }
 
 }  // namespace neuron::top

@@ -36,7 +36,7 @@ void PaintNoRuntime(Canvas& c, const Rect& r, const AppView& app, const GridGeom
   c.Put(r.y + 1, r.x + g.label_width, "no Neuron runtime attached: no process holds a NeuronCore",
         Style::kWarning, r);
   for (int i = 0; i < g.visible_devices; ++i) {
-    const DeviceRow& row = app.grid[static_cast<size_t>(first + i)];
+    const DeviceRow& row = app.grid[static_cast<size_t>(first) + static_cast<size_t>(i)];
     const int y = r.y + 2 + i * g.lines_per_device;
     c.Put(y, r.x, fmt::format("ND{}", row.index), Style::kNormal, r);
     const std::string state =
@@ -95,7 +95,7 @@ void PaintGrid(Canvas& c, const Rect& r, const TopView& v, const AppView& app, c
           Style::kNormal, r);
   }
   for (int i = 0; i < g.visible_devices; ++i) {
-    const DeviceRow& row = app.grid[static_cast<size_t>(first + i)];
+    const DeviceRow& row = app.grid[static_cast<size_t>(first) + static_cast<size_t>(i)];
     // An unknown state (reset is root-only: a normal user's view) still shows the core figures.
     const bool ready = !row.state.has_value() || *row.state == DeviceState::kReady;
     const bool ecc = row.ecc_errors.value_or(0) > 0;

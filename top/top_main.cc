@@ -147,9 +147,8 @@ int main(int argc, char** argv) {
   app.add_flag("-C,--no-color", f.no_color, "monochrome");
   app.add_option("--agent", f.agent,
                  "the device plugin's socket to ask for health each refresh (unix:PATH or "
-                 "host:port; default " +
-                     std::string(neuron::top::kDefaultAgent) +
-                     "); without an answer health is judged from this process's own read");
+                 "host:port); without an answer health is judged from this process's own read")
+      ->capture_default_str();
   app.add_option("--libnrt", f.libnrt,
                  "the Neuron runtime library to read models and tags through (default "
                  "$NEURON_LIBNRT, then libnrt.so.1 from the library path)");

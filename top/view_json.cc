@@ -25,8 +25,9 @@ Json Cpu(const CpuUsage& c) {
 
 Json Categories(const CategoryBytes& cats) {
   Json j = Json::object();
-  for (int c = 0; c < kDeviceCategoryCount; ++c)
+  for (int c = 0; c < kDeviceCategoryCount; ++c) {
     j[std::string(kDeviceCategoryKeys[c])] = Opt(cats[c]);
+  }
   return j;
 }
 

@@ -18,7 +18,8 @@
 namespace neuron::top {
 namespace {
 
-using namespace ::neuron::top::testing;
+using ::neuron::top::testing::MakeTree;
+using ::neuron::top::testing::ScanTree;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
