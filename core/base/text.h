@@ -30,12 +30,4 @@ inline std::vector<std::string_view> Split(std::string_view s, char sep) {
   }
 }
 
-// `s` without the ASCII whitespace (space, tab, newline, CR) at either end.
-inline std::string_view TrimSpace(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r";
-  const size_t first = s.find_first_not_of(kSpace);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
-}
-
 }  // namespace neuron

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "core/base/text.h"
-
 namespace neuron {
 
 std::optional<HealthComponent> HealthComponentNamed(std::string_view name) {
@@ -30,10 +28,25 @@ std::string HealthComponents::Join(std::string_view separator) const {
   return out;
 }
 
+namespace {
+
+// `s` without the ASCII whitespace (space, tab, newline, CR) at either end. The driver room links
+// no other room (core/README.md#arrows), so not core/base's text helpers.
+std::string_view TrimSpace(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r";
+  const size_t first = s.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kSpace) - first + 1);
+}
+
+}  // namespace
+
 ParsedComponents ParseHealthComponents(std::string_view text) {
   ParsedComponents out;
-  for (std::string_view piece : Split(text, ',')) {
-    const std::string_view word = TrimSpace(piece);
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view word = TrimSpace(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     if (word.empty()) continue;
     if (std::optional<HealthComponent> c = HealthComponentNamed(word)) {
       out.known.Add(*c);
