@@ -28,8 +28,10 @@ using testing::HttpGet;
 using ::testing::Not;
 using testing::ReadFile;
 
+// Checked against the newest known generation, 2.30: the three uncorrected counters and 2.30's two
+// corrected ones, all moved out of stats/hardware/ (a Trn1 has no health_status/).
 constexpr std::string_view kFutureLine =
-    "driver 2.31.7: unknown sysfs layout, 3 nodes missing (first: "
+    "driver 2.31.7: unknown sysfs layout, 5 nodes missing (first: "
     "neuron0/stats/hardware/sram_ecc_uncorrected)";
 
 size_t Count(const std::string& text, std::string_view what) {
@@ -72,11 +74,13 @@ TEST_F(DriverLayoutE2eTest, UnknownLayoutIsCountedNamedOnceAndTheRestServed) {
   std::string text;
   for (int i = 0; i < 3; ++i) text = HttpGet(port_, "/metrics").body;
   EXPECT_THAT(text, HasSubstr("neuron_driver_info{version=\"2.31.7.0\",generation=\"unknown\"} 1"));
-  EXPECT_THAT(text, HasSubstr("neuron_exporter_sysfs_nodes_missing{neuron_device=\"0\"} 3"));
+  EXPECT_THAT(text, HasSubstr("neuron_exporter_sysfs_nodes_missing{neuron_device=\"0\"} 5"));
   // The moved counters are absent, not 0; what the tree still holds is served.
   EXPECT_THAT(text, Not(HasSubstr("neuron_device_ecc_uncorrected_errors_total")));
   EXPECT_THAT(text, Not(HasSubstr("neuron_device_hbm_repairable_uncorrected_errors_total")));
   EXPECT_THAT(text, HasSubstr("neuron_up 1"));
+  // Its uncorrected ECC counters cannot be read: its health is unknown, not healthy.
+  EXPECT_THAT(text, HasSubstr("neuron_device_health{neuron_device=\"0\",state=\"unknown\"} 1"));
   EXPECT_THAT(text, HasSubstr("neuron_device_info{neuron_device=\"0\""));
   EXPECT_THAT(text,
               HasSubstr("neuroncore_memory_used_bytes{neuron_device=\"0\",neuroncore=\"1\"}"));
@@ -86,7 +90,7 @@ TEST_F(DriverLayoutE2eTest, UnknownLayoutIsCountedNamedOnceAndTheRestServed) {
   EXPECT_THAT(text, Not(HasSubstr("neuron_exporter_read_errors_total 1")));
 
   const std::string log = ReadFile(dir_.path() / "exp.err");
-  EXPECT_EQ(Count(log, "neuron0: 3 sysfs nodes missing"), 1u) << log;
+  EXPECT_EQ(Count(log, "neuron0: 5 sysfs nodes missing"), 1u) << log;
   EXPECT_THAT(log, HasSubstr("stats/hardware/sram_ecc_uncorrected, "
                              "stats/hardware/mem_ecc_uncorrected, "
                              "stats/hardware/mem_ecc_repairable_uncorrected"));
