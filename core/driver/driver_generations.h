@@ -70,7 +70,7 @@ struct DriverGeneration {
   std::string_view name;  // "2.29": the major.minor every module version of it starts with
   std::string_view source_version;  // "2.29.0.0": the release whose source was transcribed
   NodeGroups groups;                // optional groups its tree holds (on chips that have them)
-  bool from_source = true;  // false: known from release notes only (2.30), formats assumed
+  bool from_source = true;          // false: known from release notes only (2.30), formats assumed
 };
 
 // Every known generation, oldest first.
