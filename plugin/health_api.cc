@@ -1,5 +1,6 @@
 #include "plugin/health_api.h"
 
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,8 +19,11 @@ json Components(const HealthComponents& components) {
   return out;
 }
 
-json Verdict(const DeviceHealth& h) {
-  json out = {{"state", HealthStateName(h.state)},
+// One device's or EFA's entry: `key` names it ("device": 3, "name": "rdmap16s27").
+json Verdict(std::string_view key, const json& id, bool present, const DeviceHealth& h) {
+  json out = {{key, id},
+              {"present", present},
+              {"state", HealthStateName(h.state)},
               {"components", Components(h.components)},
               {"reasons", h.reasons},
               {"degraded", h.degraded}};
@@ -52,18 +56,11 @@ HealthDocument BuildHealthDocument(
   json doc = json::object();
   json devices = json::array();
   for (const auto& [index, d] : view.devices) {
-    json v = Verdict(d.health);
-    v["device"] = index;
-    v["present"] = d.present;
-    devices.push_back(std::move(v));
+    devices.push_back(Verdict("device", index, d.present, d.health));
   }
   json efas = json::array();
-  for (const auto& [name, e] : view.efas) {
-    json v = Verdict(e.health);
-    v["name"] = name;
-    v["present"] = e.present;
-    efas.push_back(std::move(v));
-  }
+  for (const auto& [name, e] : view.efas)
+    efas.push_back(Verdict("name", name, e.present, e.health));
   doc["devices"] = std::move(devices);
   doc["efas"] = std::move(efas);
   doc["stale"] = stale;
