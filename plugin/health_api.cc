@@ -59,8 +59,9 @@ HealthDocument BuildHealthDocument(
     devices.push_back(Verdict("device", index, d.present, d.health));
   }
   json efas = json::array();
-  for (const auto& [name, e] : view.efas)
+  for (const auto& [name, e] : view.efas) {
     efas.push_back(Verdict("name", name, e.present, e.health));
+  }
   doc["devices"] = std::move(devices);
   doc["efas"] = std::move(efas);
   doc["stale"] = stale;
