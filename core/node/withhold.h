@@ -1,0 +1,51 @@
+#pragma once
+// Withholding a device from allocation while the agent checks or resets it
+// (docs/architecture.md#withholding). One lock file per device,
+// ROOT/run/neuron-node-agent/withheld/neuronN.lock, shared by every process of the agent on the
+// node: the active check (`neuron-ls --health-check`) and the plugin's reset remediation take it
+// exclusively for their duration; the plugin takes it shared around each allocation it commits
+// (Allocate, a DRA prepare), so a holder of the exclusive lock knows that every allocation it can
+// see was committed before it and none is committed after it; the exporter closes its normal opens
+// of a withheld device, because the driver ignores a reset while anyone holds the device open.
+//
+// flock(2) locks: the kernel drops them when their holder dies, so a crashed check never leaves a
+// device withheld. Thread-compatible; the locks are per open file description, so two
+// WithholdLocks of one device conflict within a process too.
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/base/unique_fd.h"
+
+namespace neuron {
+
+// ROOT/run/neuron-node-agent/withheld/neuronN.lock
+std::string WithholdLockPath(std::string_view root, int device);
+
+class WithholdLock {
+ public:
+  enum class Mode { kExclusive, kShared };
+
+  // Takes the device's lock without waiting: Unavailable while another holder's lock conflicts
+  // ("neuron3 is withheld by another holder"), an I/O status naming the path when the directory
+  // cannot be made or the file opened.
+  static absl::StatusOr<WithholdLock> Take(std::string_view root, int device, Mode mode);
+
+  WithholdLock(WithholdLock&&) noexcept = default;
+  WithholdLock& operator=(WithholdLock&&) noexcept = default;
+  ~WithholdLock() = default;  // closing the file releases the lock
+
+  int device() const { return device_; }
+
+ private:
+  WithholdLock(int device, UniqueFd fd) : device_(device), fd_(std::move(fd)) {}
+  int device_ = -1;
+  UniqueFd fd_;
+};
+
+// Whether another holder has the device withheld right now (its exclusive lock is held). False when
+// the lock file does not exist. An error only when the file exists and cannot be opened.
+absl::StatusOr<bool> IsWithheld(std::string_view root, int device);
+
+}  // namespace neuron
