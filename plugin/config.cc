@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "core/base/duration.h"
 #include "core/base/path_component.h"
 #include "fmt/format.h"
@@ -131,43 +132,165 @@ absl::Status ApplyDra(const YAML::Node& node, std::string_view source, Config* c
       });
 }
 
-absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, HealthPolicy* h) {
+// The boolean that is the older spelling of `c`'s action (const or not, as `h`).
+template <typename Policy>
+auto* ClassFlag(EvidenceClass c, Policy* h) {
+  switch (c) {
+    case EvidenceClass::kAbsence:
+      return &h->absence;
+    case EvidenceClass::kState:
+      return &h->state;
+    case EvidenceClass::kEcc:
+      return &h->ecc;
+    case EvidenceClass::kHwErrors:
+      return &h->hw_errors;
+    case EvidenceClass::kEfaPort:
+      return &h->efa_port;
+    case EvidenceClass::kComponents:
+      return &h->components;
+    case EvidenceClass::kHeartbeat:
+      return &h->heartbeat;
+    case EvidenceClass::kEccCorrected:
+      return &h->ecc_corrected;
+  }
+  return &h->absence;
+}
+
+std::optional<EvidenceClass> ClassNamed(std::string_view name) {
+  for (int i = 0; i < kEvidenceClassCount; ++i) {
+    const auto c = static_cast<EvidenceClass>(i);
+    if (EvidenceClassName(c) == name) return c;
+  }
+  return std::nullopt;
+}
+
+constexpr std::string_view kClassNames =
+    "absence, state, ecc, hw_errors, efa_port, components, heartbeat, ecc_corrected";
+
+absl::StatusOr<int> ResetTries(std::string_view text) {
+  int n = 0;
+  if (!absl::SimpleAtoi(absl::string_view(text.data(), text.size()), &n) || n < 1 || n > 10) {
+    return absl::InvalidArgumentError(
+        fmt::format("'{}' is not a number of tries from 1 to 10", text));
+  }
+  return n;
+}
+
+// health.policy: {class: action}. `written` collects the classes it names, so that a file giving a
+// class both spellings is refused rather than one silently winning.
+absl::Status ApplyPolicy(const YAML::Node& node, std::string_view source, HealthPolicy* h,
+                         EvidenceClasses* written) {
   return ForEachEntry(
+      node, source, "health.policy",
+      [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {
+        const std::optional<EvidenceClass> c = ClassNamed(key);
+        if (!c) return Unknown(source, mark, "health.policy.", key, kClassNames);
+        Action a = Action::kIgnore;
+        if (absl::Status s = Get(v, source, "health.policy." + key, ParseAction, &a); !s.ok()) {
+          return s;
+        }
+        h->actions[*c] = a;
+        *ClassFlag(*c, h) = a != Action::kIgnore;
+        written->Add(*c);
+        return absl::OkStatus();
+      });
+}
+
+// The remediation keys beside the policy: tries, the check's command, programs and state.
+std::optional<absl::Status> ApplyRemediationKey(const std::string& key, const YAML::Node& v,
+                                                std::string_view source, HealthPolicy* h) {
+  const std::string name = "health." + key;
+  if (key == "reset_tries") return Get(v, source, name, ResetTries, &h->reset_tries);
+  if (key == "check_command") return Get(v, source, name, AnyString, &h->check_command);
+  if (key == "check_programs") return Get(v, source, name, AnyString, &h->check_programs);
+  if (key == "state_dir") return Get(v, source, name, AnyString, &h->state_dir);
+  return std::nullopt;
+}
+
+absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, HealthPolicy* h) {
+  EvidenceClasses as_flag;
+  EvidenceClasses as_policy;
+  absl::Status status = ForEachEntry(
       node, source, "health",
       [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {
         const std::string name = "health." + key;
-        if (key == "absence") return Get(v, source, name, ParseBool, &h->absence);
-        if (key == "state") return Get(v, source, name, ParseBool, &h->state);
-        if (key == "ecc") return Get(v, source, name, ParseBool, &h->ecc);
-        if (key == "hw_errors") return Get(v, source, name, ParseBool, &h->hw_errors);
-        if (key == "efa_port") return Get(v, source, name, ParseBool, &h->efa_port);
-        if (key == "components") return Get(v, source, name, ParseBool, &h->components);
-        if (key == "heartbeat") return Get(v, source, name, ParseBool, &h->heartbeat);
-        if (key == "ecc_corrected") return Get(v, source, name, ParseBool, &h->ecc_corrected);
+        if (const std::optional<EvidenceClass> c = ClassNamed(key)) {
+          as_flag.Add(*c);
+          return Get(v, source, name, ParseBool, ClassFlag(*c, h));
+        }
+        if (key == "policy") return ApplyPolicy(v, source, h, &as_policy);
+        if (std::optional<absl::Status> s = ApplyRemediationKey(key, v, source, h)) return *s;
         if (key == "poll_period") return Get(v, source, name, ParsePollPeriod, &h->poll_period);
         if (key == "heartbeat_period") {
           return Get(v, source, name, ParseHeartbeatPeriod, &h->heartbeat_period);
         }
         if (key == "stale_after") return Get(v, source, name, ParseStaleAfter, &h->stale_after);
         return Unknown(source, mark, "health.", key,
-                       "absence, state, ecc, hw_errors, efa_port, components, heartbeat, "
-                       "ecc_corrected, poll_period, heartbeat_period, stale_after");
+                       fmt::format("{}, policy, reset_tries, check_command, check_programs, "
+                                   "state_dir, poll_period, heartbeat_period, stale_after",
+                                   kClassNames));
       });
+  if (!status.ok()) return status;
+  for (int i = 0; i < kEvidenceClassCount; ++i) {
+    const auto c = static_cast<EvidenceClass>(i);
+    if (as_flag.Has(c) && as_policy.Has(c)) {
+      return Bad(source, node.Mark(),
+                 fmt::format("health.{0} and health.policy.{0} both given: write health.policy.{0} "
+                             "only (health.{0}: false is health.policy.{0}: ignore)",
+                             EvidenceClassName(c)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
+std::string_view ActionName(Action a) {
+  switch (a) {
+    case Action::kIgnore:
+      return "ignore";
+    case Action::kTaint:
+      return "taint";
+    case Action::kEvict:
+      return "evict";
+    case Action::kReset:
+      return "reset";
+    case Action::kNode:
+      return "node";
+  }
+  return "ignore";
+}
+
+absl::StatusOr<Action> ParseAction(std::string_view text) {
+  for (Action a :
+       {Action::kIgnore, Action::kTaint, Action::kEvict, Action::kReset, Action::kNode}) {
+    if (text == ActionName(a)) return a;
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("'{}' is not an action (ignore, taint, evict, reset or node)", text));
+}
+
+Action HealthPolicy::ActionFor(EvidenceClass c) const {
+  if (!*ClassFlag(c, this)) return Action::kIgnore;
+  const auto it = actions.find(c);
+  const Action a = it == actions.end() ? Action::kTaint : it->second;
+  return a == Action::kTaint && taint_evicts ? Action::kEvict : a;
+}
+
 EvidenceClasses HealthPolicy::Counted() const {
   EvidenceClasses out;
-  for (const auto& [on, c] : {std::pair{absence, EvidenceClass::kAbsence},
-                              {state, EvidenceClass::kState},
-                              {ecc, EvidenceClass::kEcc},
-                              {hw_errors, EvidenceClass::kHwErrors},
-                              {efa_port, EvidenceClass::kEfaPort},
-                              {components, EvidenceClass::kComponents},
-                              {heartbeat, EvidenceClass::kHeartbeat},
-                              {ecc_corrected, EvidenceClass::kEccCorrected}}) {
-    if (on) out.Add(c);
+  for (int i = 0; i < kEvidenceClassCount; ++i) {
+    const auto c = static_cast<EvidenceClass>(i);
+    if (ActionFor(c) != Action::kIgnore) out.Add(c);
+  }
+  return out;
+}
+
+EvidenceClasses HealthPolicy::WithAction(Action a) const {
+  EvidenceClasses out;
+  for (int i = 0; i < kEvidenceClassCount; ++i) {
+    const auto c = static_cast<EvidenceClass>(i);
+    if (ActionFor(c) == a) out.Add(c);
   }
   return out;
 }
@@ -402,6 +525,7 @@ absl::StatusOr<Config> ResolveConfig(const Flags& flags, const GetEnvFn& getenv)
         apply("dra.taint-effect", flags.dra_taint_effect, TaintEffectText, &c.dra_taint_effect)}) {
     if (!s.ok()) return s;
   }
+  c.health.taint_evicts = c.dra_taint_effect == "NoExecute";
   if (c.kubelet_dir.empty()) return absl::InvalidArgumentError("--kubelet-dir: empty");
   if (c.api == Api::kDra && c.node_name.empty()) {
     return absl::InvalidArgumentError(

@@ -32,7 +32,19 @@ using ::neuron::DiscoveryMode;  // core/discovery/make_discovery.h chooses the b
 // from 0.
 enum class DeviceNumbering { kHost, kContainer };
 
-// Which evidence makes a device or EFA interface Unhealthy (docs/architecture.md#health).
+// What the plugin does about a class of evidence (docs/OPERATIONS.md#remediation), from the least
+// to the most: nothing; the device Unhealthy to the kubelet and, under DRA, tainted NoSchedule
+// (None for degraded evidence where the API server takes it); the same with NoExecute under DRA,
+// and the Node condition in device-plugin mode, which has no device taints; `taint` and then a
+// device reset proved by the active check (plugin/remediation.h); `taint` and the Node condition
+// that AWS's node-recovery replaces the node on.
+enum class Action : uint8_t { kIgnore, kTaint, kEvict, kReset, kNode };
+std::string_view ActionName(Action a);  // "ignore", "taint", "evict", "reset", "node"
+absl::StatusOr<Action> ParseAction(std::string_view text);
+
+// Which evidence makes a device or EFA interface Unhealthy, and what the plugin does about it
+// (docs/architecture.md#health, docs/OPERATIONS.md#remediation). The booleans are the policy's
+// older spelling: false is `ignore`, true the class's action.
 struct HealthPolicy {
   bool absence = true;        // device or EFA interface gone
   bool state = true;          // device state not READY
@@ -51,8 +63,30 @@ struct HealthPolicy {
   // neuron_plugin_health_evidence_stale says 1. kMinStaleAfter..kMaxStaleAfter.
   std::chrono::milliseconds stale_after{30000};
 
-  // The classes of evidence that decide health (core/node/device_health.h).
+  // health.policy: the action per class. The default is argued in docs/OPERATIONS.md#remediation:
+  // what the plugin did before the policy existed; `reset` is the operator's choice, because it
+  // returns a device only when the active check has reference programs to prove it with.
+  std::map<EvidenceClass, Action> actions{
+      {EvidenceClass::kAbsence, Action::kTaint},   {EvidenceClass::kState, Action::kTaint},
+      {EvidenceClass::kEcc, Action::kNode},        {EvidenceClass::kHwErrors, Action::kNode},
+      {EvidenceClass::kEfaPort, Action::kTaint},   {EvidenceClass::kComponents, Action::kNode},
+      {EvidenceClass::kHeartbeat, Action::kTaint}, {EvidenceClass::kEccCorrected, Action::kTaint}};
+  // dra.taint_effect: NoExecute, the older spelling of `evict`: every `taint` evicts.
+  bool taint_evicts = false;
+  // The `reset` action (plugin/remediation.h): tries before the device stays withheld, the active
+  // check's command (docs/OPERATIONS.md#active-check) and where it finds its programs ("": its
+  // own default) and keeps its baseline.
+  int reset_tries = 3;
+  std::string check_command = "neuron-ls";
+  std::string check_programs;
+  std::string state_dir = "/var/lib/neuron-node-agent";
+
+  // What the plugin does about `c`: `ignore` where its boolean is false.
+  Action ActionFor(EvidenceClass c) const;
+  // The classes of evidence that decide health (core/node/device_health.h): every one not ignored.
   EvidenceClasses Counted() const;
+  // The classes whose action is `a`.
+  EvidenceClasses WithAction(Action a) const;
 };
 
 // health.poll_period's range (plugin/README.md#config-file). At least 100 ms: each poll reads up to

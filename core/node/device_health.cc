@@ -182,18 +182,23 @@ std::string TypeOfComponent(HealthComponent c) {
   }
 }
 
-bool Permanent(const DeviceHealth& h) {
-  return h.state == HealthState::kUnhealthy &&
-         (h.classes.Has(E::kEcc) || h.classes.Has(E::kHwErrors) || h.classes.Has(E::kComponents));
+bool Condemns(const DeviceHealth& h, EvidenceClasses condemning) {
+  if (h.state != HealthState::kUnhealthy) return false;
+  for (int i = 0; i < kEvidenceClassCount; ++i) {
+    const auto c = static_cast<EvidenceClass>(i);
+    if (h.classes.Has(c) && condemning.Has(c)) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
-NodeCondition JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>& devices) {
+NodeCondition JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>& devices,
+                                 EvidenceClasses condemning) {
   NodeCondition out{.problem = false, .reason = "NeuronHasNoError", .message = ""};
   std::vector<std::string> parts;
   for (const auto& [index, h] : devices) {
-    if (!Permanent(h)) continue;
+    if (!Condemns(h, condemning)) continue;
     if (!out.problem) {
       std::string type = !h.hw_error_types.empty() && !h.hw_error_types.front().empty()
                              ? h.hw_error_types.front()

@@ -89,10 +89,11 @@ DeviceHealth JudgeEfa(const EfaEvidence& f, EvidenceClasses counted);
 std::optional<HealthComponent> ComponentOfHwError(std::string_view type);
 
 // The Node condition AWS's node-problem-detector sets (docs/driver-interface.md#hardware-errors):
-// True while a device shows a permanent fault (uncorrected ECC, a NEURON_HW_ERR record, a
-// component the driver lists), reason NeuronHasError_<TYPE>, <TYPE> the record's type or the
-// type of the component's fault; else False, NeuronHasNoError. Absence, state and EFA ports are
-// transient or the device's own business: they do not condemn the node.
+// True while a device is unhealthy by a class in `condemning` (the plugin's policy: the classes
+// whose action is `node`), reason NeuronHasError_<TYPE>, <TYPE> the record's type or the type of
+// the component's fault; else False, NeuronHasNoError. The default set is the permanent faults
+// (uncorrected ECC, a NEURON_HW_ERR record, a component the driver lists): absence, state and EFA
+// ports are transient or the device's own business.
 struct NodeCondition {
   bool problem = false;
   std::string reason;   // "NeuronHasError_HBM_UNCORRECTABLE_ERROR" / "NeuronHasNoError"
@@ -101,6 +102,9 @@ struct NodeCondition {
 };
 inline constexpr std::string_view kNodeConditionType = "NeuronHealth";
 // `devices` by index.
-NodeCondition JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>& devices);
+inline constexpr EvidenceClasses kPermanentClasses{EvidenceClass::kEcc, EvidenceClass::kHwErrors,
+                                                   EvidenceClass::kComponents};
+NodeCondition JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>& devices,
+                                 EvidenceClasses condemning = kPermanentClasses);
 
 }  // namespace neuron
