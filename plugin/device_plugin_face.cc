@@ -282,6 +282,7 @@ class DevicePluginFace::Impl {
     }
     ResourceServer::Options o{
         .resource = slot.resource,
+        .root = config_.root,
         .socket_path = slot.socket_path,
         .noncontiguous = config_.noncontiguous,
         .cdi = config_.cdi,
@@ -451,8 +452,9 @@ class DevicePluginFace::Impl {
 
 DevicePluginFace::DevicePluginFace(Config config, NodeState* state, NodeWatcher* watcher,
                                    Metrics* metrics)
-    : impl_(std::make_unique<Impl>(std::move(config), state, watcher, metrics)) {}
+    : state_(state), impl_(std::make_unique<Impl>(std::move(config), state, watcher, metrics)) {}
 DevicePluginFace::~DevicePluginFace() = default;
+std::set<int> DevicePluginFace::DevicesInUse() const { return HeldDevices(*state_->view()); }
 absl::Status DevicePluginFace::Start() { return impl_->Start(); }
 void DevicePluginFace::Stop() { impl_->Stop(); }
 bool DevicePluginFace::Ready() const { return impl_->Ready(); }

@@ -32,8 +32,12 @@ class DevicePluginFace final : public Face {
   void Stop() override;
   bool Ready() const override;
   std::string ReadyDetail() const override;
+  // The devices the kubelet holds, whole or by a core (the view's holdings: Allocate's and
+  // PodResources').
+  std::set<int> DevicesInUse() const override;
 
  private:
+  NodeState* const state_;
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

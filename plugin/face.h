@@ -7,6 +7,7 @@
 // Thread-safety: Start/Stop belong to one owner; Ready and ReadyDetail may be called from any
 // thread (the HTTP handlers do).
 
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -30,6 +31,9 @@ class Face {
   // /healthz: OK while the face can answer the kubelet. The HTTP server answering is the
   // default; a face whose kubelet side can wedge on its own says so.
   virtual absl::Status Live() const { return absl::OkStatus(); }
+  // The Neuron devices in some pod's allocation or prepared claim, whole or by a core: never reset
+  // nor checked (plugin/remediation.h, GET /health's in_use).
+  virtual std::set<int> DevicesInUse() const = 0;
 };
 
 }  // namespace neuron::plugin

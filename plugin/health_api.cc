@@ -31,10 +31,10 @@ json Verdict(std::string_view key, const json& id, bool present, const DeviceHea
   return out;
 }
 
-json Condition(const NodeView& view, bool stale) {
+json Condition(const NodeView& view, bool stale, EvidenceClasses condemning) {
   std::vector<std::pair<int, DeviceHealth>> devices;
   for (const auto& [index, d] : view.devices) devices.emplace_back(index, d.health);
-  const NodeCondition c = JudgeNodeCondition(devices);
+  const NodeCondition c = JudgeNodeCondition(devices, condemning);
   // Stale evidence says nothing about now: the condition is Unknown, not the last verdict.
   if (stale) {
     return {{"type", kNodeConditionType},
@@ -52,11 +52,19 @@ json Condition(const NodeView& view, bool stale) {
 
 HealthDocument BuildHealthDocument(
     const NodeView& view, std::optional<std::chrono::system_clock::time_point> evidence_time,
-    bool stale, std::optional<uint64_t> unless) {
+    bool stale, std::optional<uint64_t> unless, const HealthContext& context) {
   json doc = json::object();
   json devices = json::array();
   for (const auto& [index, d] : view.devices) {
-    devices.push_back(Verdict("device", index, d.present, d.health));
+    json v = Verdict("device", index, d.present, d.health);
+    v["action"] = ActionName(d.action);
+    v["withheld"] = d.withheld;
+    v["in_use"] = context.in_use.contains(index);
+    if (const auto r = context.remediation.find(index); r != context.remediation.end()) {
+      v["remediation"] = {
+          {"phase", r->second.phase}, {"tries", r->second.tries}, {"message", r->second.message}};
+    }
+    devices.push_back(std::move(v));
   }
   json efas = json::array();
   for (const auto& [name, e] : view.efas) {
@@ -65,7 +73,7 @@ HealthDocument BuildHealthDocument(
   doc["devices"] = std::move(devices);
   doc["efas"] = std::move(efas);
   doc["stale"] = stale;
-  doc["node_condition"] = Condition(view, stale);
+  doc["node_condition"] = Condition(view, stale, context.condemning);
   HealthDocument out;
   // 53 bits: exact in any JSON reader's number.
   out.generation = Fnv1a64(doc.dump()) & ((uint64_t{1} << 53) - 1);

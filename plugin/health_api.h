@@ -13,10 +13,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "plugin/node_state.h"
+#include "plugin/remediation.h"
 
 namespace neuron::plugin {
 
@@ -26,10 +29,18 @@ struct HealthDocument {
   std::string body;  // JSON; empty on 304
 };
 
+// What the document says beside the view: the classes that set the Node condition (the policy's
+// `node` action), the devices in a pod's allocation or prepared claim, and the resets under way.
+struct HealthContext {
+  EvidenceClasses condemning = kPermanentClasses;
+  std::set<int> in_use;
+  std::map<int, RemediationStatus> remediation;
+};
+
 // `evidence_time` is NodeState::evidence_time(); `stale` whether it is older than
 // health.stale_after (the evidence's verdicts then say nothing about now).
 HealthDocument BuildHealthDocument(
     const NodeView& view, std::optional<std::chrono::system_clock::time_point> evidence_time,
-    bool stale, std::optional<uint64_t> unless);
+    bool stale, std::optional<uint64_t> unless, const HealthContext& context = {});
 
 }  // namespace neuron::plugin

@@ -16,6 +16,7 @@ struct Metrics::Families {
   prometheus::Family<prometheus::Histogram>* rpc_seconds;
   prometheus::Family<prometheus::Counter>* registrations;
   prometheus::Family<prometheus::Counter>* restarts;
+  prometheus::Family<prometheus::Counter>* remediations;
   prometheus::Family<prometheus::Counter>* noncontiguous;
   prometheus::Family<prometheus::Counter>* law_sent;
   prometheus::Family<prometheus::Gauge>* devices;
@@ -54,6 +55,15 @@ Metrics::Metrics()
                            .Name("neuron_plugin_registrations_total")
                            .Help("Register calls to the kubelet, by resource and result.")
                            .Register(reg);
+  f_->remediations =
+      &prometheus::BuildCounter()
+           .Name("neuron_device_remediations_total")
+           .Help(
+               "Actions the health policy took on a Neuron device "
+               "(docs/OPERATIONS.md#remediation), "
+               "by action and result: applied (taint, evict, node), refused, passed, failed, "
+               "gave_up (reset).")
+           .Register(reg);
   f_->restarts = &prometheus::BuildCounter()
                       .Name("neuron_plugin_kubelet_restarts_total")
                       .Help("Kubelet restarts seen, by the signal that showed it first.")
@@ -126,6 +136,14 @@ void Metrics::Registration(Resource r, bool ok) {
 
 void Metrics::KubeletRestart(std::string_view signal) {
   f_->restarts->Add({{"signal", std::string(signal)}}).Increment();
+}
+
+void Metrics::Remediation(int device, std::string_view action, std::string_view result) {
+  f_->remediations
+      ->Add({{"neuron_device", std::to_string(device)},
+             {"action", std::string(action)},
+             {"result", std::string(result)}})
+      .Increment();
 }
 
 void Metrics::NonContiguous(Resource r) {

@@ -34,6 +34,8 @@ class Metrics {
   // `signal`: "kubelet_sock_created", "socket_deleted", "stream_ended", "periodic_check".
   void KubeletRestart(std::string_view signal);
   void NonContiguous(Resource r);
+  // neuron_device_remediations_total{neuron_device,action,result} (plugin/remediation.h).
+  void Remediation(int device, std::string_view action, std::string_view result);
   void ListAndWatchSent(Resource r);
   // Device gauges from a published view.
   void SetView(const NodeView& view);

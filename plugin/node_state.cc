@@ -77,6 +77,15 @@ const ResourceDevice* ResourceView::Find(std::string_view id) const {
   return it == index.end() ? nullptr : &devices[it->second];
 }
 
+std::set<int> HeldDevices(const NodeView& view) {
+  std::set<int> out;
+  for (const auto& [index, holder] : view.device_holder) out.insert(index);
+  if (view.cores_per_device > 0) {
+    for (const auto& [core, holder] : view.core_holder) out.insert(core / view.cores_per_device);
+  }
+  return out;
+}
+
 NodeState::NodeState(std::chrono::milliseconds allocation_grace) : grace_(allocation_grace) {
   std::lock_guard<std::mutex> lock(mu_);
   allocator_ = std::make_shared<const Allocator>(Topology(), 1);

@@ -47,6 +47,12 @@ struct HardwareDevice {
   std::string bdf;
   bool unknown = false;
   DeviceHealth health;  // the whole verdict: state, components, every reason, degraded
+  // The policy's strongest action over the classes that found a fault (plugin/config.h); `ignore`
+  // while none did.
+  Action action = Action::kIgnore;
+  // Withheld from allocation while the active check or a reset holds its lock
+  // (core/node/withhold.h): not healthy to the kubelet, whatever the evidence says.
+  bool withheld = false;
   bool operator==(const HardwareDevice&) const = default;
 };
 
@@ -110,6 +116,9 @@ struct NodeView {
 
   const ResourceView& Get(Resource r) const { return resources.at(r); }
 };
+
+// The device indices `view`'s holdings name, whole or by a core.
+std::set<int> HeldDevices(const NodeView& view);
 
 class NodeState {
  public:

@@ -9,6 +9,7 @@
 #include "core/base/component_log.h"
 #include "core/node/health_evidence.h"
 #include "core/node/node_source.h"
+#include "core/node/withhold.h"
 #include "fmt/format.h"
 
 namespace neuron::plugin {
@@ -17,6 +18,29 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
+
+Action StrongestAction(const DeviceHealth& h, const HealthPolicy& policy) {
+  Action out = Action::kIgnore;
+  for (int i = 0; i < kEvidenceClassCount; ++i) {
+    const auto c = static_cast<EvidenceClass>(i);
+    const bool found = h.classes.Has(c) || (c == EvidenceClass::kEccCorrected && h.degraded);
+    if (found) out = std::max(out, policy.ActionFor(c));
+  }
+  return out;
+}
+
+void MarkWithheld(std::string_view root, Hardware* hw) {
+  for (HardwareDevice& d : hw->devices) {
+    if (!d.present) continue;
+    const absl::StatusOr<bool> withheld = IsWithheld(root, d.index);
+    if (withheld.ok() && !*withheld) continue;
+    d.withheld = true;
+    d.healthy = false;
+    d.reason = withheld.ok()
+                   ? "withheld for a health check or reset"
+                   : fmt::format("withheld: {}", std::string(withheld.status().message()));
+  }
+}
 
 Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& p) {
   Hardware hw;
@@ -39,6 +63,7 @@ Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& p) {
     out.healthy = out.health.state == HealthState::kHealthy;
     out.unknown = out.health.state == HealthState::kUnknown;
     if (!out.health.reasons.empty()) out.reason = out.health.reasons.front();
+    out.action = StrongestAction(out.health, p);
     hw.links[index] = d.links;
     hw.devices.push_back(std::move(out));
   }
@@ -150,6 +175,7 @@ class NodeWatcher::Impl {
 
   void Publish() {
     Hardware hw = JudgeHealth(evidence_, options_.health);
+    MarkWithheld(options_.root, &hw);
     hw.ultraserver = ultraserver_;
     state_->SetHardware(std::move(hw));
   }

@@ -26,6 +26,13 @@ namespace neuron::plugin {
 // the deciding one first: "absent", "state RESET", "uncorrected ECC (hbm)", "NEURON_HW_ERR
 // SRAM_UNCORRECTABLE_ERROR", "port DOWN"), counting the classes the policy counts. Pure: no I/O.
 Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& policy);
+// The policy's strongest action over the classes behind `h`'s verdict (degraded evidence counts
+// when its class is not ignored).
+Action StrongestAction(const DeviceHealth& h, const HealthPolicy& policy);
+// Marks the devices whose withhold lock another holder has (core/node/withhold.h) not healthy; a
+// lock that cannot be asked about withholds too (said in the reason): a device is not handed out
+// on a guess.
+void MarkWithheld(std::string_view root, Hardware* hw);
 
 class NodeWatcher {
  public:

@@ -12,7 +12,10 @@ Plugin::Plugin(Config config)
                 .lnc = config_.lnc,
                 .discovery = config_.discovery,
                 .health = config_.health},
-               &state_) {
+               &state_),
+      remediator_(
+          {.root = config_.root, .policy = config_.health}, &state_,
+          [this] { return face_->DevicesInUse(); }, &metrics_) {
   if (config_.api == Api::kDra) {
     auto dra = std::make_unique<dra::DraFace>(config_, &state_, &watcher_);
     dra_ = dra.get();
@@ -30,9 +33,14 @@ Plugin::Plugin(Config config)
 
 Plugin::~Plugin() { Stop(); }
 
-absl::Status Plugin::Start() { return face_->Start(); }
+absl::Status Plugin::Start() {
+  if (absl::Status s = face_->Start(); !s.ok()) return s;
+  remediator_.Start();
+  return absl::OkStatus();
+}
 
 void Plugin::Stop() {
+  remediator_.Stop();
   face_->Stop();
   watcher_.Stop();
 }
@@ -41,7 +49,19 @@ HealthDocument Plugin::Health(std::optional<uint64_t> unless) const {
   const auto read = state_.evidence_time();
   // Before the first reading the evidence is as good as stale: nothing has been judged.
   const bool stale = !read || std::chrono::system_clock::now() - *read > config_.health.stale_after;
-  return BuildHealthDocument(*state_.view(), read, stale, unless);
+  // The Node condition is the `node` action's; in device-plugin mode `evict` sets it too: with no
+  // device taints, the cluster's own remediation acts on the Node (plugin/config.h).
+  EvidenceClasses condemning = config_.health.WithAction(Action::kNode);
+  if (config_.api == Api::kDevicePlugin) {
+    for (int i = 0; i < kEvidenceClassCount; ++i) {
+      const auto c = static_cast<EvidenceClass>(i);
+      if (config_.health.ActionFor(c) == Action::kEvict) condemning.Add(c);
+    }
+  }
+  return BuildHealthDocument(*state_.view(), read, stale, unless,
+                             {.condemning = condemning,
+                              .in_use = face_->DevicesInUse(),
+                              .remediation = remediator_.Status()});
 }
 
 dra::SliceState::Document Plugin::DraSlice(std::optional<uint64_t> unless) const {

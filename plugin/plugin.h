@@ -19,6 +19,7 @@
 #include "plugin/metrics.h"
 #include "plugin/node_state.h"
 #include "plugin/node_watcher.h"
+#include "plugin/remediation.h"
 
 namespace neuron::plugin {
 
@@ -59,6 +60,7 @@ class Plugin {
   NodeWatcher watcher_;
   dra::DraFace* dra_ = nullptr;  // the face, when it is the DRA one
   std::unique_ptr<Face> face_;
+  Remediator remediator_;  // the policy's reset (plugin/remediation.h)
 };
 
 }  // namespace neuron::plugin

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/base/component_log.h"
+#include "core/node/withhold.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "fmt/format.h"
 #include "plugin/allocation.h"
@@ -18,6 +19,20 @@ namespace neuron::plugin {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The Neuron devices an Allocate names, whole or by a core (an EFA names none).
+std::set<int> RequestedDevices(const NodeView& view, Resource resource,
+                               const v1beta1::AllocateRequest& request) {
+  std::set<int> out;
+  const ResourceView& list = view.Get(resource);
+  for (const auto& container : request.container_requests()) {
+    for (const std::string& id : container.devices_ids()) {
+      const ResourceDevice* d = list.Find(id);
+      if (d != nullptr && d->device >= 0) out.insert(d->device);
+    }
+  }
+  return out;
+}
 
 std::string_view CodeName(grpc::StatusCode code) {
   switch (code) {
@@ -96,6 +111,16 @@ class ResourceServer::Impl : public v1beta1::DevicePlugin::CallbackService {
                                      v1beta1::AllocateResponse* response) override {
     const Clock::time_point start = Clock::now();
     std::vector<ContainerPlan> plans;
+    // Held until the commit is done: a check or reset that withholds one of these devices either
+    // waits for this allocation, and then sees it, or refuses it (core/node/withhold.h).
+    absl::StatusOr<std::vector<WithholdLock>> holds = HoldForAllocation(
+        options_.root, RequestedDevices(*options_.state->view(), options_.resource, *request));
+    if (!holds.ok()) {
+      log_->warn("{}: Allocate refused: {}", name_, std::string{holds.status().message()});
+      return Done(
+          ctx, "Allocate", start,
+          grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string{holds.status().message()}));
+    }
     absl::StatusOr<std::shared_ptr<const NodeView>> view = options_.state->Commit(
         options_.resource, [&](const NodeView& v) -> absl::StatusOr<std::vector<std::string>> {
           absl::StatusOr<std::vector<ContainerPlan>> p =

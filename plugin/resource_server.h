@@ -24,6 +24,7 @@ class ResourceServer {
  public:
   struct Options {
     Resource resource = Resource::kNeuron;
+    std::string root = "/";   // the node's, for the withhold locks (core/node/withhold.h)
     std::string socket_path;  // absolute; an existing file there is replaced
     NonContiguousPolicy noncontiguous = NonContiguousPolicy::kWarn;
     bool cdi = false;

@@ -52,6 +52,18 @@ absl::StatusOr<WithholdLock> WithholdLock::Take(std::string_view root, int devic
   return WithholdLock(device, std::move(fd));
 }
 
+absl::StatusOr<std::vector<WithholdLock>> HoldForAllocation(std::string_view root,
+                                                            const std::set<int>& devices) {
+  std::vector<WithholdLock> out;
+  for (int device : devices) {
+    absl::StatusOr<WithholdLock> lock =
+        WithholdLock::Take(root, device, WithholdLock::Mode::kShared);
+    if (!lock.ok()) return lock.status();
+    out.push_back(*std::move(lock));
+  }
+  return out;
+}
+
 absl::StatusOr<bool> IsWithheld(std::string_view root, int device) {
   const std::string path = WithholdLockPath(root, device);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));

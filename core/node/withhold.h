@@ -5,15 +5,18 @@
 // node: the active check (`neuron-ls --health-check`) and the plugin's reset remediation take it
 // exclusively for their duration; the plugin takes it shared around each allocation it commits
 // (Allocate, a DRA prepare), so a holder of the exclusive lock knows that every allocation it can
-// see was committed before it and none is committed after it; the exporter closes its normal opens
-// of a withheld device, because the driver ignores a reset while anyone holds the device open.
+// see was committed before it and none is committed after it. (The exporter needs no lock: it
+// opens only devices another process holds and lets go of them once that process has,
+// core/sample/datastore_driver.cc, so an idle device stays resettable.)
 //
 // flock(2) locks: the kernel drops them when their holder dies, so a crashed check never leaves a
 // device withheld. Thread-compatible; the locks are per open file description, so two
 // WithholdLocks of one device conflict within a process too.
 
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/base/unique_fd.h"
@@ -43,6 +46,11 @@ class WithholdLock {
   int device_ = -1;
   UniqueFd fd_;
 };
+
+// Shared holds of every device in `devices`, for the span of one allocation's commit: the first
+// device withheld by another holder refuses the whole allocation ("neuron3 is withheld ...").
+absl::StatusOr<std::vector<WithholdLock>> HoldForAllocation(std::string_view root,
+                                                            const std::set<int>& devices);
 
 // Whether another holder has the device withheld right now (its exclusive lock is held). False when
 // the lock file does not exist. An error only when the file exists and cannot be opened.

@@ -16,6 +16,7 @@
 #include "core/model/catalog.h"
 #include "core/model/device_id.h"
 #include "core/model/visible_cores.h"
+#include "core/node/withhold.h"
 #include "fmt/format.h"
 #include "plugin/dra/cdi.h"
 #include "plugin/dra/slice.h"
@@ -452,6 +453,23 @@ void Driver::Commit(std::map<std::string, Planned> planned, const std::vector<Cl
   }
 }
 
+std::set<int> NeuronDevicesOf(const std::vector<PreparedDevice>& devices, const NodeView& view) {
+  std::set<int> out;
+  for (const PreparedDevice& d : devices) {
+    const std::optional<DeviceRef> ref =
+        ParseDeviceName(d.device, kMaxDevices * kMaxCoresPerDevice);
+    if (!ref) continue;
+    if (ref->kind == DeviceKind::kNeuronDevice) out.insert(ref->number);
+    if (ref->kind == DeviceKind::kNeuronCore && view.cores_per_device > 0) {
+      out.insert(ref->number / view.cores_per_device);
+    }
+    if (ref->kind == DeviceKind::kNeuronNode) {
+      for (const auto& [index, hw] : view.devices) out.insert(index);
+    }
+  }
+  return out;
+}
+
 std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepare(
     const std::vector<ClaimRef>& claims) {
   const auto log = ComponentLogger("dra");
@@ -486,6 +504,7 @@ std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepa
   Reload();
   std::map<std::string, Planned> planned;
   std::vector<ClaimRef> refs;
+  std::vector<WithholdLock> holds;
   for (size_t i = 0; i < wanted.size(); ++i) {
     const ClaimRef& ref = *wanted[i];
     if (const auto it = claims_.find(ref.uid); it != claims_.end()) {
@@ -494,6 +513,17 @@ std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepa
     }
     absl::StatusOr<Planned> p = fetched[i].ok() ? Plan(ref, *fetched[i], *view)
                                                 : absl::StatusOr<Planned>(fetched[i].status());
+    // Held until the commit is done: a check or reset withholding one of these devices either
+    // sees this claim or refuses it (core/node/withhold.h).
+    if (p.ok()) {
+      absl::StatusOr<std::vector<WithholdLock>> held =
+          HoldForAllocation(options_.root, NeuronDevicesOf(p->devices, *view));
+      if (held.ok()) {
+        std::move(held->begin(), held->end(), std::back_inserter(holds));
+      } else {
+        p = held.status();
+      }
+    }
     if (!p.ok()) {
       log->warn("claim {}/{} ({}) not prepared: {}", ref.namespace_, ref.name, ref.uid,
                 std::string{p.status().message()});

@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,12 @@ struct DriverOptions {
   // efa.neuron.aws.com looks at neuron.aws.com's, which may still hold EFAs it prepared before
   // EFA had a driver of its own. Never both ways (each would wait for the other's lock).
   const Driver* peer = nullptr;
+  // The node's root, for the withhold locks a prepare holds (core/node/withhold.h).
+  std::string root = "/";
 };
+
+// The Neuron devices prepared devices hold, whole, by a core, or all of them (neuron-node).
+std::set<int> NeuronDevicesOf(const std::vector<PreparedDevice>& devices, const NodeView& view);
 
 class Driver {
  public:

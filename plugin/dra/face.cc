@@ -60,7 +60,8 @@ class DraFace::Impl {
            .state = &state_,
            .claims = claims_.get(),
            .driver_name = name,
-           .peer = planes_.empty() ? nullptr : planes_.front().driver.get()});
+           .peer = planes_.empty() ? nullptr : planes_.front().driver.get(),
+           .root = config_.root});
       if (!driver.ok()) return driver.status();
       planes_.push_back({.name = name, .driver = *std::move(driver), .server = nullptr});
     }
@@ -108,6 +109,17 @@ class DraFace::Impl {
       }
     }
     return absl::OkStatus();
+  }
+
+  std::set<int> DevicesInUse() const {
+    const std::shared_ptr<const NodeView> view = state_.view();
+    std::set<int> out;
+    for (const Plane& p : planes_) {
+      for (const auto& [uid, claim] : p.driver->prepared()) {
+        out.merge(NeuronDevicesOf(claim.devices, *view));
+      }
+    }
+    return out;
   }
 
   SliceState::Document Slice(std::optional<uint64_t> unless) const {
@@ -215,6 +227,8 @@ void DraFace::Stop() { impl_->Stop(); }
 bool DraFace::Ready() const { return impl_->Ready(); }
 std::string DraFace::ReadyDetail() const { return impl_->ReadyDetail(); }
 absl::Status DraFace::Live() const { return impl_->Live(); }
+std::set<int> DraFace::DevicesInUse() const { return impl_->DevicesInUse(); }
+
 SliceState::Document DraFace::Slice(std::optional<uint64_t> unless) const {
   return impl_->Slice(unless);
 }

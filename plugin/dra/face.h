@@ -31,6 +31,8 @@ class DraFace final : public Face {
   std::string ReadyDetail() const override;
   // Both sockets of each driver answer, as the kubelet calls them (ProbeSockets, server.h).
   absl::Status Live() const override;
+  // The devices of every prepared claim (a claim on neuron-node holds them all).
+  std::set<int> DevicesInUse() const override;
 
   // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan; 304 while
   // `unless` is the current generation.

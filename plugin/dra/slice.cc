@@ -130,8 +130,12 @@ json Consumes(const NodeView& view, const DeviceRef& device) {
 
 json ResourceType(DeviceKind kind) { return {{"string", KindSpec(kind).resource_type}}; }
 
+// The health policy's action decides the effect (plugin/config.h): `evict` is NoExecute, every
+// other action NoSchedule. A withheld device (a check or reset under way) is never evicted from.
 json DeviceTaints(const HardwareDevice& d, const SliceOptions& options) {
-  return Taints(!d.healthy, d.unknown, d.reason, options.taint_effect);
+  TaintEffect effect = d.action == Action::kEvict ? TaintEffect::kNoExecute : options.taint_effect;
+  if (d.withheld) effect = TaintEffect::kNoSchedule;
+  return Taints(!d.healthy, d.unknown && !d.withheld, d.reason, effect);
 }
 
 json NeuronDevice(const NodeView& view, const SliceOptions& options, const HardwareDevice& d,
