@@ -37,7 +37,8 @@ using Clock = std::chrono::steady_clock;
 constexpr int kCheckPassed = 0;
 constexpr int kCheckNoProgram = 6;
 
-// Every core's reset_req_count/total, summed: +1 per core at each request (driver-interface §5).
+// Every core's reset_req_count/total, summed: +1 per core at each request
+// (docs/driver-interface.md#reset-and-state).
 absl::StatusOr<uint64_t> ResetRequests(const RootPaths& root, int device) {
   const std::filesystem::path dir = root.NeuronDevice(device);
   uint64_t sum = 0;

@@ -32,6 +32,7 @@ struct Flags {
   std::vector<std::string> nodes;
   std::vector<std::string> loads;
   std::string feature_gates;
+  std::string kubernetes_version = "1.35";
 };
 
 // `--feature-gates` as kube-apiserver takes it: comma-separated Name=true|false. Only the gates
@@ -126,6 +127,7 @@ int Run(const Flags& f) {
   o.listen = f.listen;
   o.tls = !f.plain;
   o.cert_dir = std::filesystem::absolute(f.dir).string();
+  o.feature_gates.taint_effect_none = f.kubernetes_version != "1.34";
   if (std::string bad = ParseFeatureGates(f.feature_gates, o.feature_gates); !bad.empty()) {
     std::cerr << "neuron-sim apiserver: --feature-gates: " << bad << "\n";
     return 2;
@@ -208,6 +210,10 @@ std::pair<CLI::App*, std::function<int()>> AddApiServerCommand(CLI::App& app) {
                   "must pass (repeatable)");
   cmd->add_option("--node", f->nodes, "create a Node object of this name (repeatable)");
   cmd->add_option("--load", f->loads, "create the objects of this JSON array (repeatable)");
+  cmd->add_option("--kubernetes-version", f->kubernetes_version,
+                  "the version the stand-in answers as, 1.34 or 1.35 (default): before 1.35 a "
+                  "device taint's effect None is refused")
+      ->check(CLI::IsMember({"1.34", "1.35"}));
   cmd->add_option("--feature-gates", f->feature_gates,
                   "DRAPartitionableDevices=true|false (default true, as from Kubernetes 1.36): "
                   "false drops sharedCounters and consumesCounters from ResourceSlices written, "

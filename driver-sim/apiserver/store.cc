@@ -218,7 +218,7 @@ ApiAnswer Store::Create(const Kind& kind, const std::string& ns, json object) {
   if (kind.kind == "ResourceSlice") DefaultTaintTimes(object, absl::Now());
   absl::MutexLock lock(&mu_);
   if (kind.kind == "ResourceSlice") DropDisabledFields(gates_, object, nullptr);
-  if (std::vector<FieldError> errors = Validate(kind.kind, object); !errors.empty()) {
+  if (std::vector<FieldError> errors = Validate(kind.kind, object, gates_); !errors.empty()) {
     return Invalid(kind, name, errors);
   }
   const Key key{kind.resource, ns, name};
@@ -302,7 +302,7 @@ ApiAnswer Store::Update(const Kind& kind, const std::string& ns, const std::stri
     }
   }
   if (kind.kind == "ResourceSlice" && !status) DropDisabledFields(gates_, next, &current);
-  if (std::vector<FieldError> errors = Validate(kind.kind, next); !errors.empty()) {
+  if (std::vector<FieldError> errors = Validate(kind.kind, next, gates_); !errors.empty()) {
     return Invalid(kind, name, errors);
   }
   if (kind.kind == "ResourceSlice") {

@@ -95,6 +95,9 @@ bool IsLabelKey(std::string_view s) {
 
 class Errors {
  public:
+  explicit Errors(const FeatureGates& gates = {}) : gates_(gates) {}
+  // What the server's version and gates accept (CheckTaints: effect None from 1.35).
+  const FeatureGates& gates() const { return gates_; }
   void Add(std::string field, std::string reason, std::string message) {
     out_.push_back({std::move(field), std::move(reason), std::move(message)});
   }
@@ -111,6 +114,7 @@ class Errors {
   std::vector<FieldError> Take() { return std::move(out_); }
 
  private:
+  FeatureGates gates_;
   std::vector<FieldError> out_;
 };
 
@@ -176,10 +180,11 @@ void CheckTaints(const std::string& field, const json& taints, Errors& e) {
     const json* effect = Member(t, "effect");
     if (effect == nullptr) {
       e.Required(f + ".effect");
-    } else if (*effect != "NoSchedule" && *effect != "NoExecute") {
+    } else if (*effect != "NoSchedule" && *effect != "NoExecute" &&
+               !(*effect == "None" && e.gates().taint_effect_none)) {
       e.Add(f + ".effect", "FieldValueNotSupported",
-            Cat("Unsupported value: ", effect->dump(),
-                ": supported values: \"NoExecute\", \"NoSchedule\""));
+            Cat("Unsupported value: ", effect->dump(), ": supported values: ",
+                e.gates().taint_effect_none ? "\"None\", " : "", "\"NoExecute\", \"NoSchedule\""));
     }
   }
 }
@@ -456,8 +461,9 @@ void CheckEventNamespace(const json& event, Errors& e) {
 
 }  // namespace
 
-std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& object) {
-  Errors e;
+std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& object,
+                                 const FeatureGates& gates) {
+  Errors e(gates);
   CheckName(object, e);
   if (kind == "ResourceSlice") {
     const json* spec = Member(object, "spec");

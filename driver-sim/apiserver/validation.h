@@ -37,10 +37,22 @@ bool IsDnsSubdomain(std::string_view s);
 // Semantic Versioning 2.0.0 (semver.org): MAJOR.MINOR.PATCH[-pre][+build], no leading zeros.
 bool IsSemver(std::string_view s);
 
+// The feature gates of the stand-in (`neuron-sim apiserver --feature-gates`).
+struct FeatureGates {
+  // DRAPartitionableDevices (pkg/features: alpha, off by default, in 1.33-1.35; beta, on by
+  // default, from 1.36).
+  bool partitionable_devices = true;
+  // Not a gate but the version: a device taint's effect None is valid from Kubernetes 1.35
+  // (resource.k8s.io DeviceTaint: "Valid effects are None, NoSchedule and NoExecute"); before,
+  // only the other two (`neuron-sim apiserver --kubernetes-version 1.34`).
+  bool taint_effect_none = true;
+};
+
 // metadata.name (and namespace) and the kind's spec. `kind` is "ResourceSlice",
 // "ResourceClaim", "DeviceClass" or "Lease" (spec.leaseDurationSeconds above 0 when given,
 // spec.leaseTransitions not below 0).
-std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& object);
+std::vector<FieldError> Validate(std::string_view kind, const nlohmann::json& object,
+                                 const FeatureGates& gates = {});
 
 // The decoder's part: a resource.Quantity that does not parse (a counter's or a capacity's
 // value) makes the whole body undecodable, and the API server answers 400 before validating.
@@ -52,13 +64,6 @@ std::string CheckQuantities(std::string_view kind, const nlohmann::json& object)
 // integer) or an acquireTime/renewTime that is not a MicroTime ("2026-12-06T23:50:01.123456Z":
 // metav1.MicroTime decodes RFC3339Micro only). "" when it decodes.
 std::string CheckDecoding(std::string_view kind, const nlohmann::json& object);
-
-// The feature gates of the stand-in (`neuron-sim apiserver --feature-gates`).
-struct FeatureGates {
-  // DRAPartitionableDevices (pkg/features: alpha, off by default, in 1.33-1.35; beta, on by
-  // default, from 1.36).
-  bool partitionable_devices = true;
-};
 
 // What the ResourceSlice registry strategy does to a slice before validating it, on create and
 // update (pkg/registry/resource/resourceslice/strategy.go, dropDisabledFields): with

@@ -132,9 +132,14 @@ json ResourceType(DeviceKind kind) { return {{"string", KindSpec(kind).resource_
 
 // The health policy's action decides the effect (plugin/config.h): `evict` is NoExecute, every
 // other action NoSchedule. A withheld device (a check or reset under way) is never evicted from.
+// A device that is only degraded (corrected ECC rising) and whose action is `taint` gets None:
+// the scheduler and a claim's tolerations can see it, nothing is kept off it.
 json DeviceTaints(const HardwareDevice& d, const SliceOptions& options) {
   TaintEffect effect = d.action == Action::kEvict ? TaintEffect::kNoExecute : options.taint_effect;
   if (d.withheld) effect = TaintEffect::kNoSchedule;
+  if (d.healthy && d.health.degraded && d.action == Action::kTaint) {
+    return Taints(true, false, "degraded: corrected ECC", TaintEffect::kNone);
+  }
   return Taints(!d.healthy, d.unknown && !d.withheld, d.reason, effect);
 }
 
@@ -256,7 +261,15 @@ json EfaDevice(const NodeView& view, const SliceOptions& options, const Hardware
 }  // namespace
 
 std::string_view TaintEffectName(TaintEffect e) {
-  return e == TaintEffect::kNoExecute ? "NoExecute" : "NoSchedule";
+  switch (e) {
+    case TaintEffect::kNoExecute:
+      return "NoExecute";
+    case TaintEffect::kNone:
+      return "None";
+    case TaintEffect::kNoSchedule:
+      break;
+  }
+  return "NoSchedule";
 }
 
 absl::StatusOr<TaintEffect> ParseTaintEffect(std::string_view text) {

@@ -51,7 +51,10 @@ inline constexpr size_t kMaxCountersPerConsumption = 32;
 
 inline constexpr std::string_view kCounterSetName = "neuron-devices";
 
-enum class TaintEffect { kNoSchedule, kNoExecute };
+// None (resource.k8s.io from Kubernetes 1.35) marks a degraded device without keeping anything
+// off it; an older API server refuses it, and neuron-dra-api then writes NoSchedule
+// (plugin/kubeapi/slice_publisher.h). dra.taint_effect takes the other two only.
+enum class TaintEffect { kNoSchedule, kNoExecute, kNone };
 std::string_view TaintEffectName(TaintEffect e);
 absl::StatusOr<TaintEffect> ParseTaintEffect(std::string_view text);
 

@@ -388,16 +388,44 @@ void SlicePublisher::Learn(Pool& pool, const Written& w) {
   }
 }
 
+// Whether a write failed on a device taint's effect None: an API server before 1.35 lists the
+// effects it supports, and None is not among them.
+bool RefusesEffectNone(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kInvalidArgument &&
+         s.message().find("Unsupported value: \"None\"") != absl::string_view::npos;
+}
+
+// Every taint of effect None written NoSchedule instead, for a server that refuses None.
+void NoneAsNoSchedule(std::vector<PlannedSlice>* plan) {
+  for (PlannedSlice& p : *plan) {
+    if (!p.spec.contains("devices")) continue;
+    for (json& device : p.spec["devices"]) {
+      if (!device.contains("taints")) continue;
+      for (json& taint : device["taints"]) {
+        if (taint.value("effect", "") == "None") taint["effect"] = "NoSchedule";
+      }
+    }
+  }
+}
+
 absl::StatusOr<std::set<std::string>> SlicePublisher::PublishPool(Pool& pool,
                                                                   const std::vector<json>& slices,
                                                                   bool probe, Stored& stored) {
-  // Each narrowing is one more round; three cover the counters and then the devices.
-  for (int round = 0; round < 3; ++round) {
+  // Each narrowing is one more round; four cover the counters, the devices and effect None.
+  for (int round = 0; round < 4; ++round) {
     const bool with_counters = !pool.counters_refused || probe;
-    const std::vector<PlannedSlice> plan =
+    std::vector<PlannedSlice> plan =
         PlanPool(options_.node_name, slices, !with_counters, pool.refused_devices, pool.driver);
+    if (pool.none_refused) NoneAsNoSchedule(&plan);
     probe = false;
     absl::StatusOr<Written> w = WritePlan(pool, plan, stored);
+    if (!w.ok() && !pool.none_refused && RefusesEffectNone(w.status())) {
+      log_->error(
+          "the API server refuses device taint effect None (Kubernetes before 1.35): degraded "
+          "devices are tainted NoSchedule instead, until neuron-dra-api restarts");
+      pool.none_refused = true;
+      continue;
+    }
     if (!w.ok()) return w.status();
     Learn(pool, *w);
     if (w->counters_dropped || !w->stripped.empty()) continue;

@@ -152,6 +152,7 @@ class SlicePublisher {
     bool counters_refused = false;               // the API server drops sharedCounters
     std::set<std::string> probes = {};           // this round's counter slices it emptied
     std::set<std::string> refused_devices = {};  // devices it returned without consumesCounters
+    bool none_refused = false;  // it refuses taint effect None (before Kubernetes 1.35)
   };
 
   // What the pool's writing found the API server to do with the partitionable-device fields.

@@ -142,6 +142,14 @@ TEST(ApiValidation, TaintsNeedAKnownEffect) {
   EXPECT_TRUE(Fields(Slice({d})).empty());
   d["taints"][0]["effect"] = "PreferNoSchedule";
   EXPECT_EQ(Fields(Slice({d})), std::vector<std::string>{"spec.devices[0].taints[0].effect"});
+  // None from Kubernetes 1.35; before, the two others only.
+  d["taints"][0]["effect"] = "None";
+  EXPECT_TRUE(Fields(Slice({d})).empty());
+  const std::vector<FieldError> old = Validate(
+      "ResourceSlice", Slice({d}), {.partitionable_devices = true, .taint_effect_none = false});
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0].message,
+            "Unsupported value: \"None\": supported values: \"NoExecute\", \"NoSchedule\"");
 }
 
 TEST(ApiValidation, ExactlyOneNodeSelection) {

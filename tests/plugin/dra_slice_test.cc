@@ -200,6 +200,29 @@ TEST(DraSliceTest, HealthBecomesTaints) {
   EXPECT_EQ((*Find(Spec(*view, noexec), "neuron-3"))["taints"][0]["effect"], "NoExecute");
 }
 
+// The policy's action picks the effect: evict is NoExecute, a withheld device (a check or reset
+// under way) NoSchedule whatever else, a device only degraded under `taint` None.
+TEST(DraSliceTest, ThePolicysActionPicksTheEffect) {
+  Hardware hw = CatalogHardware("trn1.32xlarge");
+  hw.devices[1].healthy = false;
+  hw.devices[1].reason = "state INVALID";
+  hw.devices[1].action = Action::kEvict;
+  hw.devices[2].healthy = false;
+  hw.devices[2].reason = "withheld for a health check or reset";
+  hw.devices[2].withheld = true;
+  hw.devices[2].action = Action::kEvict;
+  hw.devices[3].health.degraded = true;
+  hw.devices[3].action = Action::kTaint;
+  hw.devices[4].health.degraded = true;
+  hw.devices[4].action = Action::kIgnore;  // ecc_corrected: ignore
+  const json spec = Spec(*ViewOf(hw));
+  EXPECT_EQ((*Find(spec, "neuron-1"))["taints"][0]["effect"], "NoExecute");
+  EXPECT_EQ((*Find(spec, "neuron-2"))["taints"][0]["effect"], "NoSchedule");
+  EXPECT_EQ((*Find(spec, "neuron-3"))["taints"], json::parse(R"([{"key": "neuron.aws.com/unhealthy",
+      "value": "degraded-corrected-ECC", "effect": "None"}])"));
+  EXPECT_FALSE(Find(spec, "neuron-4")->contains("taints"));
+}
+
 TEST(DraSliceTest, NamesFollowTheApiRules) {
   EXPECT_TRUE(ValidateDnsLabel("x", "neuron-15").ok());
   EXPECT_TRUE(ValidateDnsLabel("x", "efa-rdmap16s25").ok());

@@ -436,6 +436,30 @@ TEST_F(DraApiTest, WithTheGateOffNoCoreIsPublishedUntilItIsOn) {
             1u);
 }
 
+// A degraded device's taint has effect None (Kubernetes 1.35). An API server before 1.35 refuses
+// it: the pool is written with NoSchedule instead, and the log says so once.
+TEST_F(DraApiTest, EffectNoneIsWrittenNoScheduleWhereTheServerRefusesIt) {
+  neuron::testing::CapturedLog log("dra-api.slices");
+  json spec = Spec({"neuron-0", "neuron-1"});
+  spec["devices"][1]["taints"] = {{{"key", "neuron.aws.com/unhealthy"},
+                                   {"value", "degraded-corrected-ECC"},
+                                   {"effect", "None"}}};
+  plugin_->Set(spec);
+  {
+    SlicePublisher publisher(*client_, options_);
+    ASSERT_TRUE(publisher.SyncOnce().ok());
+    EXPECT_EQ(Published()["spec"]["devices"][1]["taints"][0]["effect"], "None");
+  }
+  api_->store().SetFeatureGates({.partitionable_devices = true, .taint_effect_none = false});
+  api_->store().Delete(K("/apis/resource.k8s.io/v1/", "resourceslices"), "",
+                       "node-1-neuron.aws.com");
+  SlicePublisher publisher(*client_, options_);
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(Published()["spec"]["devices"][1]["taints"][0]["effect"], "NoSchedule");
+  ASSERT_TRUE(publisher.SyncOnce().ok());
+  EXPECT_EQ(log.Count("refuses device taint effect None"), 1);
+}
+
 // The gate turned off after the pool was published: the stored slices keep their fields (the
 // server keeps a field the old object uses), but new cores come back without consumesCounters
 // and are left out.
