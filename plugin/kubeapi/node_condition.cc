@@ -97,11 +97,51 @@ absl::StatusOr<HealthDocument> ParseHealthDocument(std::string_view body) {
     return bad("no node_condition {status, reason, message}");
   }
   d.condition = {c["status"], c["reason"], c.value("message", "")};
+  for (const json& dev : j.value("devices", json::array())) {
+    if (!dev.is_object() || !dev.value("device", json()).is_number_integer()) continue;
+    const json r = dev.value("remediation", json::object());
+    const json reasons = dev.value("reasons", json::array());
+    const std::string reason =
+        !reasons.empty() && reasons[0].is_string() ? reasons[0].get<std::string>() : "";
+    d.remediations[dev["device"].get<int>()] = {dev.value("action", "ignore"), reason,
+                                                r.value("phase", ""), r.value("tries", 0),
+                                                r.value("message", "")};
+  }
   if (!Fits(d.condition)) {
     return bad(fmt::format("node_condition status {} with reason {} is not NeuronHealth's",
                            d.condition.status, d.condition.reason));
   }
   return d;
+}
+
+std::optional<RemediationEvent> EventOfRemediation(int device, const DeviceRemediation& before,
+                                                   const DeviceRemediation& after) {
+  const bool moved = after.phase != before.phase || after.tries != before.tries;
+  if (moved && !after.phase.empty() && after.phase != "resetting" && after.phase != "checking") {
+    // "refused" -> NeuronDeviceResetRefused, "gave_up" -> NeuronDeviceResetGaveUp, ...
+    std::string word;
+    bool upper = true;
+    for (char ch : after.phase) {
+      if (ch == '_') {
+        upper = true;
+        continue;
+      }
+      word += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : ch;
+      upper = false;
+    }
+    return RemediationEvent{
+        after.phase == "returned" ? "NeuronDeviceReturned" : "NeuronDeviceReset" + word,
+        fmt::format("neuron{}: {}", device, after.message),
+        after.phase == "returned" ? "Normal" : "Warning"};
+  }
+  if (after.action != before.action && after.action != "ignore" && !after.action.empty()) {
+    std::string word = after.action;
+    word[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(word[0])));
+    return RemediationEvent{"NeuronDevice" + word,
+                            fmt::format("neuron{}: {} ({})", device, after.action, after.reason),
+                            "Warning"};
+  }
+  return std::nullopt;
 }
 
 ConditionWriter::ConditionWriter(const Client& client, ConditionOptions options)
@@ -234,6 +274,11 @@ absl::Status ConditionWriter::Write(const NodeCondition& desired, const json* cu
 }
 
 void ConditionWriter::Record(const NodeCondition& c, Time now) {
+  Post(c.reason, c.message, c.status == "True" ? "Warning" : "Normal", now);
+}
+
+void ConditionWriter::Post(std::string_view reason, std::string_view message, std::string_view type,
+                           Time now) {
   const std::string time = FormatTime(now);
   const json event = {
       {"metadata",
@@ -244,9 +289,9 @@ void ConditionWriter::Record(const NodeCondition& c, Time now) {
         {"namespace", options_.event_namespace}}},
       {"involvedObject",
        {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", options_.node_name}, {"uid", node_uid_}}},
-      {"reason", c.reason},
-      {"message", c.message},
-      {"type", c.status == "True" ? "Warning" : "Normal"},
+      {"reason", reason},
+      {"message", message},
+      {"type", type},
       {"source", {{"component", "neuron-dra-api"}, {"host", options_.node_name}}},
       {"reportingComponent", "neuron-dra-api"},
       {"reportingInstance", options_.node_name},
@@ -256,12 +301,29 @@ void ConditionWriter::Record(const NodeCondition& c, Time now) {
   absl::StatusOr<json> made =
       client_.Post(fmt::format("/api/v1/namespaces/{}/events", options_.event_namespace), event);
   if (!made.ok()) {
-    log_->warn("could not record the Event of node {}'s {} {}: {}", options_.node_name,
-               kNeuronHealth, c.reason, std::string{made.status().message()});
+    log_->warn("could not record the Event {} on node {}: {}", reason, options_.node_name,
+               std::string{made.status().message()});
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.events;
+}
+
+void ConditionWriter::RecordRemediations(const HealthDocument& d, Time now) {
+  // The first document is where things stand, not a change: the writer before this one (or the
+  // plugin's log) said how they came to be.
+  if (!remediations_) {
+    remediations_ = d.remediations;
+    return;
+  }
+  for (const auto& [device, after] : d.remediations) {
+    const auto it = remediations_->find(device);
+    const DeviceRemediation before = it == remediations_->end() ? DeviceRemediation{} : it->second;
+    if (const std::optional<RemediationEvent> e = EventOfRemediation(device, before, after)) {
+      Post(e->reason, e->message, e->type, now);
+    }
+  }
+  remediations_ = d.remediations;
 }
 
 absl::Status ConditionWriter::Reconcile(const NodeCondition& desired, Time now) {
@@ -320,6 +382,7 @@ absl::Status ConditionWriter::Sync() {
   const bool aging =
       document_ && document_->evidence_time && now - *document_->evidence_time > options_.stale / 2;
   ReadPlugin(now, due || aging);
+  if (document_ && !node_uid_.empty()) RecordRemediations(*document_, now);
   const std::optional<NodeCondition> desired = Desired(now);
   if (!desired) return absl::OkStatus();
   const bool heartbeat = ours_ && now - ours_->heartbeat_time >= options_.heartbeat;

@@ -35,6 +35,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -69,13 +70,36 @@ struct NodeCondition {
   bool operator==(const NodeCondition&) const = default;
 };
 
+// What the health policy does to one device as /health says it (plugin/remediation.h): its
+// `action` and, once a reset was tried, the reset's `phase` and `message`. Each change is an Event.
+struct DeviceRemediation {
+  std::string action;  // "ignore", "taint", "evict", "reset", "node"
+  std::string reason;  // the deciding one of the device's reasons ("" when healthy)
+  std::string phase;   // "" before a reset was tried; "refused", "failed", "returned", ...
+  int tries = 0;       // the reset's failed tries
+  std::string message;
+  bool operator==(const DeviceRemediation&) const = default;
+};
+
 // What is read of the plugin's `GET /health`: `generation`, `evidence_time` (RFC 3339; absent
-// before the plugin's first reading) and `node_condition` {status, reason, message}.
+// before the plugin's first reading), `node_condition` {status, reason, message} and each
+// device's remediation.
 struct HealthDocument {
   uint64_t generation = 0;
   std::optional<std::chrono::system_clock::time_point> evidence_time;
   NodeCondition condition;
+  std::map<int, DeviceRemediation> remediations;
 };
+
+// The Event of a device's remediation moving from `before` to `after`: {reason, message, type};
+// nullopt when nothing an operator acts on changed (the action back to ignore with no reset).
+struct RemediationEvent {
+  std::string reason;  // "NeuronDeviceTaint", "NeuronDeviceResetFailed", ...
+  std::string message;
+  std::string type;  // "Warning" or "Normal"
+};
+std::optional<RemediationEvent> EventOfRemediation(int device, const DeviceRemediation& before,
+                                                   const DeviceRemediation& after);
 // DataLoss naming what is missing or malformed: a status other than True/False/Unknown, or a
 // reason that does not fit it (True: NeuronHasError_<TYPE>; False: NeuronHasNoError).
 absl::StatusOr<HealthDocument> ParseHealthDocument(std::string_view body);
@@ -144,6 +168,10 @@ class ConditionWriter {
                      const std::string& rv, Time now);
   // The Event of a transition to `c` (failures logged, not returned: the condition is written).
   void Record(const NodeCondition& c, Time now);
+  // An Event on the Node (failures logged).
+  void Post(std::string_view reason, std::string_view message, std::string_view type, Time now);
+  // The Events of the devices' remediations that changed since the last document.
+  void RecordRemediations(const HealthDocument& d, Time now);
   // Reads the Node and writes what differs, unless another writer keeps the condition.
   absl::Status Reconcile(const NodeCondition& desired, Time now);
   absl::Status Sync();
@@ -158,6 +186,7 @@ class ConditionWriter {
 
   // SyncOnce's own.
   std::optional<HealthDocument> document_;
+  std::optional<std::map<int, DeviceRemediation>> remediations_;  // as last recorded
   Time last_contact_{};       // the plugin's last answer (200 or 304)
   std::string plugin_error_;  // why the plugin's last ask failed ("" when it answered)
   std::optional<Ours> ours_;

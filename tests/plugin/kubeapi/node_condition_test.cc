@@ -55,6 +55,12 @@ class FakeHealth {
     std::lock_guard<std::mutex> lock(mu_);
     evidence_ = evidence;
   }
+  // The devices' entries of a new generation (their action, reasons and remediation).
+  void SetDevices(json devices) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;
+    devices_ = std::move(devices);
+  }
   int not_modified() const {
     std::lock_guard<std::mutex> lock(mu_);
     return not_modified_;
@@ -70,7 +76,7 @@ class FakeHealth {
       return out;
     }
     json doc = {{"generation", generation_},
-                {"devices", json::array()},
+                {"devices", devices_},
                 {"efas", json::array()},
                 {"node_condition", condition_}};
     if (evidence_) doc["evidence_time"] = Rfc3339(*evidence_);
@@ -84,6 +90,7 @@ class FakeHealth {
   uint64_t generation_ = 1;
   json condition_ = {{"status", "False"}, {"reason", "NeuronHasNoError"}, {"message", ""}};
   std::optional<Time> evidence_;
+  json devices_ = json::array();
   int not_modified_ = 0;
   std::unique_ptr<HttpServer> server_;
 };
@@ -187,6 +194,52 @@ TEST_F(NodeConditionTest, SetAndClearedWithAnEventEach) {
   ASSERT_EQ(Events().size(), 2u);
   EXPECT_EQ(writer.stats().events, 2u);
   EXPECT_EQ(writer.condition()->status, "False");
+}
+
+// Every step of the health policy on a device is an Event on the Node: the action, a refused
+// reset, each failed try and the return. Where things stood at start is not one.
+TEST_F(NodeConditionTest, EachRemediationStepIsAnEvent) {
+  ConditionWriter writer(*client_, options_);
+  auto device = [](const std::string& action, const std::string& phase, int tries,
+                   const std::string& message) {
+    json d = {{"device", 3}, {"action", action}, {"reasons", {"state INVALID"}}};
+    if (!phase.empty()) {
+      d["remediation"] = {{"phase", phase}, {"tries", tries}, {"message", message}};
+    }
+    return json::array({d, {{"device", 4}, {"action", "taint"}, {"reasons", {"absent"}}}});
+  };
+  auto device_events = [&] {
+    std::vector<json> out;
+    for (const json& e : Events()) {
+      if (e["reason"].get<std::string>().starts_with("NeuronDevice")) out.push_back(e);
+    }
+    return out;
+  };
+  plugin_->Read(Now());
+  plugin_->SetDevices(device("ignore", "", 0, ""));
+  ASSERT_TRUE(writer.SyncOnce().ok());
+  ASSERT_TRUE(writer.SyncOnce().ok());  // the Node is known from the first round on
+  EXPECT_TRUE(device_events().empty()) << "neuron4's taint was there before this writer";
+  const std::vector<std::pair<json, std::string>> steps{
+      {device("reset", "", 0, ""), "NeuronDeviceReset"},
+      {device("reset", "refused", 0, "reset refused: in a pod's allocation or prepared claim"),
+       "NeuronDeviceResetRefused"},
+      {device("reset", "failed", 1, "the active check failed (exit 1)"), "NeuronDeviceResetFailed"},
+      {device("reset", "failed", 2, "the active check failed (exit 1)"), "NeuronDeviceResetFailed"},
+      {device("ignore", "returned", 0, "reset and the active check passed"),
+       "NeuronDeviceReturned"}};
+  for (const auto& [devices, reason] : steps) {
+    Advance(seconds(1));
+    plugin_->SetDevices(devices);
+    ASSERT_TRUE(writer.SyncOnce().ok());
+    ASSERT_FALSE(device_events().empty());
+    EXPECT_EQ(device_events().back()["reason"], reason) << devices.dump();
+  }
+  const std::vector<json> events = device_events();
+  ASSERT_EQ(events.size(), steps.size());
+  EXPECT_EQ(events[0]["message"], "neuron3: reset (state INVALID)");
+  EXPECT_EQ(events.back()["type"], "Normal");
+  EXPECT_EQ(events[2]["type"], "Warning");
 }
 
 // Another message of the same status and reason: written, its transition time kept, no Event.
