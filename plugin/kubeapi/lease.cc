@@ -246,21 +246,11 @@ absl::Status LeaderLease::GiveUp() {
 void LeaderLease::Start(std::function<void()> on_started, std::function<void()> on_stopped) {
   on_started_ = std::move(on_started);
   on_stopped_ = std::move(on_stopped);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = false;
-  }
-  thread_ = std::thread([this] { Run(); });
+  loop_.Start([this] { return Round(); });
 }
 
 void LeaderLease::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (!thread_.joinable()) return;
-  thread_.join();
+  if (!loop_.Stop()) return;
   if (!leading()) return;
   // Our writes end before the lease is given up, so that the successor's are the only ones.
   if (on_stopped_) on_stopped_();
@@ -274,14 +264,6 @@ void LeaderLease::Stop() {
         "our last renewal",
         options_.lease_namespace, options_.name, std::string{s.message()},
         options_.duration.count());
-  }
-}
-
-void LeaderLease::Run() {
-  for (;;) {
-    const milliseconds wait = Round();
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, wait, [this] { return stop_; })) return;
   }
 }
 

@@ -31,17 +31,16 @@
 // it runs); Start and Stop from one thread; leading() and holder() from any.
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "plugin/kubeapi/client.h"
+#include "plugin/kubeapi/round_loop.h"
 
 namespace spdlog {
 class logger;
@@ -119,8 +118,7 @@ class LeaderLease {
                         std::chrono::system_clock::time_point now) const;
   // The collection (for a create) or the lease itself.
   std::string Path(bool item) const;
-  void Run();
-  // One round of Run: the wait until the next.
+  // One round of Start's thread: the wait until the next.
   std::chrono::milliseconds Round();
   void Lose(std::string_view why);
   void Observe(const std::string& holder);
@@ -130,7 +128,7 @@ class LeaderLease {
   const LeaseOptions options_;
   const std::shared_ptr<spdlog::logger> log_;
 
-  // Run's own (TryAcquireOrRenew's caller).
+  // The loop's own (TryAcquireOrRenew's caller).
   std::chrono::steady_clock::time_point last_renewed_;
   std::string waiting_for_;  // the other holder last logged
   std::string last_error_;
@@ -138,11 +136,9 @@ class LeaderLease {
   std::function<void()> on_stopped_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
   bool leading_ = false;
   std::string holder_;
-  std::thread thread_;
+  RoundLoop loop_;  // last: stopped before the rest goes
 };
 
 }  // namespace neuron::kubeapi

@@ -1,7 +1,5 @@
 #include "plugin/kubeapi/node_condition.h"
 
-#include <random>
-
 #include "absl/time/time.h"
 #include "core/base/component_log.h"
 #include "fmt/format.h"
@@ -423,36 +421,14 @@ void ConditionWriter::Report(const absl::Status& s) {
   api_error_ = message;
 }
 
-void ConditionWriter::Run() {
-  std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  for (;;) {
+void ConditionWriter::Start() {
+  loop_.Start([this] {
     const absl::Status s = SyncOnce();
     Report(s);
-    api_failures_ = s.ok() ? 0 : api_failures_ + 1;
-    const auto wait = api_failures_ == 0 ? options_.poll
-                                         : Backoff(api_failures_, options_.backoff_initial,
-                                                   options_.backoff_max, unit(rng));
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, wait, [this] { return stop_; })) return;
-  }
+    return pacing_.After(!s.ok());
+  });
 }
 
-void ConditionWriter::Start() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = false;
-  }
-  thread_ = std::thread([this] { Run(); });
-}
-
-void ConditionWriter::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void ConditionWriter::Stop() { loop_.Stop(); }
 
 }  // namespace neuron::kubeapi

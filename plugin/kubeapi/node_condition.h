@@ -28,11 +28,10 @@
 //     a reason of ours and nobody has refreshed it for two heartbeat periods (its writer gone).
 // The Node is read (GET) only at a resync, before a write, and for a heartbeat: not at each poll.
 //
-// Thread-safety: SyncOnce from one thread at a time (Run's, or a test's); Start and Stop from
+// Thread-safety: SyncOnce from one thread at a time (the loop's, or a test's); Start and Stop from
 // one thread; stats() and condition() from any.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -41,12 +40,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "plugin/kubeapi/client.h"
+#include "plugin/kubeapi/round_loop.h"
 
 namespace spdlog {
 class logger;
@@ -177,7 +176,6 @@ class ConditionWriter {
   absl::Status Sync();
   void StandDown(const std::string& why);
   void Report(const absl::Status& s);
-  void Run();
 
   const Client& client_;
   const ConditionOptions options_;
@@ -192,17 +190,15 @@ class ConditionWriter {
   std::optional<Ours> ours_;
   Time last_node_read_{};
   std::string node_uid_;
-  int api_failures_ = 0;
   bool api_down_ = false;
   std::string api_error_;  // the last round's error ("" when it succeeded)
   bool plugin_down_ = false;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
   Stats stats_;
   std::optional<NodeCondition> condition_;
-  std::thread thread_;
+  Pacing pacing_{options_.poll, options_.backoff_initial, options_.backoff_max};
+  RoundLoop loop_;  // last: stopped before the rest goes
 };
 
 }  // namespace neuron::kubeapi

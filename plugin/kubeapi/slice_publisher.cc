@@ -1,7 +1,6 @@
 #include "plugin/kubeapi/slice_publisher.h"
 
 #include <algorithm>
-#include <random>
 
 #include "core/base/component_log.h"
 #include "fmt/format.h"
@@ -173,15 +172,6 @@ std::vector<PlannedSlice> PlanPool(const std::string& node_name, const std::vect
                   std::make_move_iterator(devices.end()));
   for (PlannedSlice& p : counters) p.spec["pool"]["resourceSliceCount"] = counters.size();
   return counters;
-}
-
-std::chrono::milliseconds Backoff(int failures, std::chrono::milliseconds initial,
-                                  std::chrono::milliseconds max, double unit_random) {
-  int64_t wait = initial.count();
-  for (int i = 1; i < failures && wait < max.count(); ++i) wait *= 2;
-  wait = std::min<int64_t>(wait, max.count());
-  const auto jitter = static_cast<int64_t>(static_cast<double>(wait) * 0.5 * unit_random);
-  return std::chrono::milliseconds(wait - jitter);
 }
 
 SlicePublisher::SlicePublisher(const Client& client, PublisherOptions options)
@@ -516,38 +506,16 @@ void SlicePublisher::Report(const absl::Status& s) {
   last_message_ = message;
 }
 
-void SlicePublisher::Run() {
-  std::mt19937_64 rng{std::random_device{}()};
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  for (;;) {
+void SlicePublisher::Start() {
+  loop_.Start([this] {
     const absl::Status s = SyncOnce();
     Report(s);
     // The plugin is local and cheap to ask: its failures wait the poll period. The API server's
     // (down, or refusing what we send) back off.
-    api_failures_ = s.ok() || plugin_failed_ ? 0 : api_failures_ + 1;
-    const auto wait = api_failures_ == 0 ? options_.poll
-                                         : Backoff(api_failures_, options_.backoff_initial,
-                                                   options_.backoff_max, unit(rng));
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, wait, [this] { return stop_; })) return;
-  }
+    return pacing_.After(!s.ok() && !plugin_failed_);
+  });
 }
 
-void SlicePublisher::Start() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = false;
-  }
-  thread_ = std::thread([this] { Run(); });
-}
-
-void SlicePublisher::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void SlicePublisher::Stop() { loop_.Stop(); }
 
 }  // namespace neuron::kubeapi

@@ -46,18 +46,16 @@
 // while it is current, so polling every 250 ms costs next to nothing and a health change reaches
 // the API within about that.
 //
-// Thread-safety: SyncOnce from one thread at a time (Run's, or a test's); Start/Stop from one
+// Thread-safety: SyncOnce from one thread at a time (the loop's, or a test's); Start/Stop from one
 // thread; published_generation, writes and class_check's verdict() and gets() from any.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -65,6 +63,7 @@
 #include "plugin/dra/device_kinds.h"
 #include "plugin/kubeapi/class_check.h"
 #include "plugin/kubeapi/client.h"
+#include "plugin/kubeapi/round_loop.h"
 
 namespace spdlog {
 class logger;
@@ -105,12 +104,6 @@ std::vector<PlannedSlice> PlanPool(const std::string& node_name,
                                    const std::vector<nlohmann::json>& slices, bool without_counters,
                                    const std::set<std::string>& refused,
                                    std::string_view driver = kDriverName);
-
-// The wait before attempt `failures` (1 = after the first failure): initial * 2^(failures-1),
-// capped at `max`, then a uniformly random part of up to half of it taken off (jitter, so that
-// the nodes of a cluster do not come back in step). `unit_random` is in [0, 1).
-std::chrono::milliseconds Backoff(int failures, std::chrono::milliseconds initial,
-                                  std::chrono::milliseconds max, double unit_random);
 
 class SlicePublisher {
  public:
@@ -190,7 +183,6 @@ class SlicePublisher {
   // One driver's round: `slices` are the document's slices of that driver.
   absl::Status SyncPool(Pool& pool, std::vector<nlohmann::json> slices, bool due);
   absl::Status Sync();  // SyncOnce without its guard against JSON exceptions
-  void Run();
   // Logs a change of state (and an API error whose message changed), nothing else.
   void Report(const absl::Status& s);
 
@@ -202,7 +194,6 @@ class SlicePublisher {
   std::vector<Pool> pools_;  // one per driver of kDriverNames
   std::chrono::steady_clock::time_point last_verified_;
   std::string node_uid_;
-  int api_failures_ = 0;
   bool plugin_failed_ = false;  // the last SyncOnce failed reading the plugin
   enum class State { kOk, kPlugin, kApiDown, kApi };
   State state_ = State::kOk;
@@ -210,11 +201,10 @@ class SlicePublisher {
   ClassCheck class_check_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
   std::optional<uint64_t> published_generation_;
   Writes writes_;
-  std::thread thread_;
+  Pacing pacing_{options_.poll, options_.backoff_initial, options_.backoff_max};
+  RoundLoop loop_;  // last: stopped before the rest goes
 };
 
 }  // namespace neuron::kubeapi
