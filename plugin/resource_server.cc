@@ -113,8 +113,11 @@ class ResourceServer::Impl : public v1beta1::DevicePlugin::CallbackService {
     std::vector<ContainerPlan> plans;
     // Held until the commit is done: a check or reset that withholds one of these devices either
     // waits for this allocation, and then sees it, or refuses it (core/node/withhold.h).
-    absl::StatusOr<std::vector<WithholdLock>> holds = HoldForAllocation(
+    absl::StatusOr<AllocationHolds> holds = HoldForAllocation(
         options_.root, RequestedDevices(*options_.state->view(), options_.resource, *request));
+    if (holds.ok() && !holds->unusable.empty()) {
+      log_->warn("{}: Allocate without the withhold locks: {}", name_, holds->unusable);
+    }
     if (!holds.ok()) {
       log_->warn("{}: Allocate refused: {}", name_, std::string{holds.status().message()});
       return Done(

@@ -21,7 +21,7 @@ std::filesystem::path WithheldDir(std::string_view root) {
 }
 
 absl::Status OpenError(const std::string& path, int err) {
-  return absl::UnavailableError(fmt::format("open {}: {}", path, std::strerror(err)));
+  return absl::FailedPreconditionError(fmt::format("open {}: {}", path, std::strerror(err)));
 }
 
 }  // namespace
@@ -34,7 +34,7 @@ absl::StatusOr<WithholdLock> WithholdLock::Take(std::string_view root, int devic
   std::error_code ec;
   std::filesystem::create_directories(WithheldDir(root), ec);
   if (ec) {
-    return absl::UnavailableError(
+    return absl::FailedPreconditionError(
         fmt::format("cannot make {}: {}", WithheldDir(root).string(), ec.message()));
   }
   const std::string path = WithholdLockPath(root, device);
@@ -47,19 +47,24 @@ absl::StatusOr<WithholdLock> WithholdLock::Take(std::string_view root, int devic
       return absl::UnavailableError(
           fmt::format("neuron{} is withheld by another holder ({})", device, path));
     }
-    return absl::UnavailableError(fmt::format("flock {}: {}", path, std::strerror(errno)));
+    return absl::FailedPreconditionError(fmt::format("flock {}: {}", path, std::strerror(errno)));
   }
   return WithholdLock(device, std::move(fd));
 }
 
-absl::StatusOr<std::vector<WithholdLock>> HoldForAllocation(std::string_view root,
-                                                            const std::set<int>& devices) {
-  std::vector<WithholdLock> out;
+absl::StatusOr<AllocationHolds> HoldForAllocation(std::string_view root,
+                                                  const std::set<int>& devices) {
+  AllocationHolds out;
   for (int device : devices) {
     absl::StatusOr<WithholdLock> lock =
         WithholdLock::Take(root, device, WithholdLock::Mode::kShared);
-    if (!lock.ok()) return lock.status();
-    out.push_back(*std::move(lock));
+    if (lock.ok()) {
+      out.locks.push_back(*std::move(lock));
+    } else if (absl::IsFailedPrecondition(lock.status())) {
+      if (out.unusable.empty()) out.unusable = std::string(lock.status().message());
+    } else {
+      return lock.status();
+    }
   }
   return out;
 }
@@ -68,7 +73,7 @@ absl::StatusOr<bool> IsWithheld(std::string_view root, int device) {
   const std::string path = WithholdLockPath(root, device);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) {
-    if (errno == ENOENT) return false;
+    if (errno == ENOENT || errno == ENOTDIR) return false;  // no lock file: nobody holds one
     return OpenError(path, errno);
   }
   // A shared lock conflicts only with an exclusive one: taking and dropping it asks exactly

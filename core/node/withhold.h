@@ -31,8 +31,8 @@ class WithholdLock {
   enum class Mode { kExclusive, kShared };
 
   // Takes the device's lock without waiting: Unavailable while another holder's lock conflicts
-  // ("neuron3 is withheld by another holder"), an I/O status naming the path when the directory
-  // cannot be made or the file opened.
+  // ("neuron3 is withheld by another holder"); FailedPrecondition naming the path when the
+  // directory cannot be made or the file opened (then nobody can hold the lock either).
   static absl::StatusOr<WithholdLock> Take(std::string_view root, int device, Mode mode);
 
   WithholdLock(WithholdLock&&) noexcept = default;
@@ -49,8 +49,14 @@ class WithholdLock {
 
 // Shared holds of every device in `devices`, for the span of one allocation's commit: the first
 // device withheld by another holder refuses the whole allocation ("neuron3 is withheld ...").
-absl::StatusOr<std::vector<WithholdLock>> HoldForAllocation(std::string_view root,
-                                                            const std::set<int>& devices);
+// A lock file that cannot be had at all (the directory not mounted writable) withholds nothing
+// and refuses nothing: its path is in `*unusable`, for the caller to say once.
+struct AllocationHolds {
+  std::vector<WithholdLock> locks;
+  std::string unusable;  // the first lock that could not be taken for want of its file
+};
+absl::StatusOr<AllocationHolds> HoldForAllocation(std::string_view root,
+                                                  const std::set<int>& devices);
 
 // Whether another holder has the device withheld right now (its exclusive lock is held). False when
 // the lock file does not exist. An error only when the file exists and cannot be opened.

@@ -516,12 +516,14 @@ std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepa
     // Held until the commit is done: a check or reset withholding one of these devices either
     // sees this claim or refuses it (core/node/withhold.h).
     if (p.ok()) {
-      absl::StatusOr<std::vector<WithholdLock>> held =
+      absl::StatusOr<AllocationHolds> held =
           HoldForAllocation(options_.root, NeuronDevicesOf(p->devices, *view));
-      if (held.ok()) {
-        std::move(held->begin(), held->end(), std::back_inserter(holds));
-      } else {
+      if (!held.ok()) {
         p = held.status();
+      } else {
+        if (!held->unusable.empty())
+          log->warn("prepare without the withhold locks: {}", held->unusable);
+        std::move(held->locks.begin(), held->locks.end(), std::back_inserter(holds));
       }
     }
     if (!p.ok()) {

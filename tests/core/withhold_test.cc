@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "gtest/gtest.h"
 #include "tests/support/temp_dir.h"
@@ -63,6 +64,35 @@ TEST(WithholdTest, AHolderThatDiesReleasesTheDevice) {
   EXPECT_FALSE(*IsWithheld(root.str(), 1));
   ::close(ready[0]);
   ::close(ready[1]);
+}
+
+TEST(WithholdTest, AnAllocationHoldsEveryDeviceOrIsRefusedByTheFirstWithheld) {
+  TempDir root;
+  absl::StatusOr<AllocationHolds> held = HoldForAllocation(root.str(), {0, 1});
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->locks.size(), 2u);
+  EXPECT_FALSE(WithholdLock::Take(root.str(), 1, WithholdLock::Mode::kExclusive).ok())
+      << "a check waits for the allocation";
+  held->locks.clear();
+  absl::StatusOr<WithholdLock> check =
+      WithholdLock::Take(root.str(), 1, WithholdLock::Mode::kExclusive);
+  ASSERT_TRUE(check.ok());
+  const absl::StatusOr<AllocationHolds> refused = HoldForAllocation(root.str(), {0, 1});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "neuron1 is withheld by another holder (" + WithholdLockPath(root.str(), 1) + ")");
+}
+
+TEST(WithholdTest, WithoutAWritableDirectoryNothingIsWithheldOrRefused) {
+  TempDir root;
+  // ROOT/run is a file: the lock directory cannot be made, as under a read-only mount.
+  std::filesystem::create_directories(root.path());
+  { std::ofstream(root.path() / "run") << "not a directory"; }
+  const absl::StatusOr<AllocationHolds> held = HoldForAllocation(root.str(), {3});
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_TRUE(held->locks.empty());
+  EXPECT_NE(held->unusable.find("cannot make"), std::string::npos) << held->unusable;
+  EXPECT_FALSE(*IsWithheld(root.str(), 3));
 }
 
 }  // namespace

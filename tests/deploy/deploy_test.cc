@@ -165,10 +165,12 @@ TEST(DeployTest, EveryPrivilegeSaysWhy) {
   EXPECT_EQ(privileged, 2) << "the plugin and the collector, nothing else";
 }
 
-// Where the plugin writes: its sockets in the kubelet's device-plugins/, and in DRA mode its
-// registration socket, its DRA socket and checkpoint, and the CDI specs of prepared claims.
+// Where the plugin writes: its sockets in the kubelet's device-plugins/, the withhold locks, and
+// in DRA mode its registration socket, its DRA socket and checkpoint, and the CDI specs of
+// prepared claims.
 bool PluginWritable(const std::string& path, bool dra) {
   if (path == "/var/lib/kubelet/device-plugins") return true;
+  if (path == "/host/run/neuron-node-agent/withheld") return true;
   return dra && (path == "/var/lib/kubelet/plugins_registry" ||
                  path == "/var/lib/kubelet/plugins/neuron.aws.com" ||
                  path == "/var/lib/kubelet/plugins/efa.neuron.aws.com" || path == "/var/run/cdi");
@@ -266,7 +268,10 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   for (const YAML::Node& v : pod["volumes"]) {
     host_paths[v["name"].as<std::string>()] =
         v["hostPath"] ? v["hostPath"]["path"].as<std::string>("") : "";
-    EXPECT_EQ(host_paths[v["name"].as<std::string>()].find("/run/neuron"), std::string::npos);
+    // Nothing of the simulator's private state (/run/neuron and below; the agent's own
+    // /run/neuron-node-agent/withheld is the node's).
+    const std::string& host = host_paths[v["name"].as<std::string>()];
+    EXPECT_TRUE(host != "/run/neuron" && !host.starts_with("/run/neuron/")) << host;
   }
   const bool dra = GetParam() == kDraOverlay;
   const bool with_api = dra || GetParam() == deploy_testing::kNodeConditionOverlay;
@@ -305,7 +310,7 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
       plugin_dirs_writable += !m["readOnly"].as<bool>(false);
     }
   }
-  EXPECT_EQ(plugin_dirs_writable, dra ? 5u : 1u);
+  EXPECT_EQ(plugin_dirs_writable, dra ? 6u : 2u);
   // Pod Security Admission lets privileged pods into the namespace.
   const YAML::Node ns = Find(objects, "Namespace");
   ASSERT_TRUE(ns) << "no Namespace in " << GetParam();
