@@ -165,12 +165,13 @@ TEST(DeployTest, EveryPrivilegeSaysWhy) {
   EXPECT_EQ(privileged, 2) << "the plugin and the collector, nothing else";
 }
 
-// Where the plugin writes: its sockets in the kubelet's device-plugins/, the withhold locks, and
-// in DRA mode its registration socket, its DRA socket and checkpoint, and the CDI specs of
-// prepared claims.
-bool PluginWritable(const std::string& path, bool dra) {
+// Where the plugin writes: its sockets in the kubelet's device-plugins/, the withhold locks; with
+// the reset, the driver's sysfs `reset` and the agent's state directory; in DRA mode its
+// registration socket, its DRA socket and checkpoint, and the CDI specs of prepared claims.
+bool PluginWritable(const std::string& path, bool dra, bool reset) {
   if (path == "/var/lib/kubelet/device-plugins") return true;
   if (path == "/host/run/neuron-node-agent/withheld") return true;
+  if (reset && (path == "/host/sys" || path == "/var/lib/neuron-node-agent")) return true;
   return dra && (path == "/var/lib/kubelet/plugins_registry" ||
                  path == "/var/lib/kubelet/plugins/neuron.aws.com" ||
                  path == "/var/lib/kubelet/plugins/efa.neuron.aws.com" || path == "/var/run/cdi");
@@ -179,7 +180,7 @@ bool PluginWritable(const std::string& path, bool dra) {
 // A container's mounts: the host's /sys and /dev under /host, everything read-only but where the
 // plugin writes, nothing of the simulator's private state.
 void ExpectContainerMounts(const YAML::Node& c, std::map<std::string, std::string> host_paths,
-                           bool dra) {
+                           bool dra, bool reset) {
   std::map<std::string, std::pair<std::string, bool>> mounts;  // path -> (host path, ro)
   for (const YAML::Node& m : c["volumeMounts"]) {
     mounts[m["mountPath"].as<std::string>()] = {host_paths[m["name"].as<std::string>()],
@@ -197,7 +198,7 @@ void ExpectContainerMounts(const YAML::Node& c, std::map<std::string, std::strin
   for (const auto& [path, mount] : mounts) {
     EXPECT_FALSE(simulator_state(path)) << path;
     EXPECT_FALSE(simulator_state(mount.first)) << path << " <- " << mount.first;
-    if (!PluginWritable(path, dra) && path != "/run/neuron-node-agent") {
+    if (!PluginWritable(path, dra, reset) && path != "/run/neuron-node-agent") {
       EXPECT_TRUE(mount.second) << path << " is writable";
     }
   }
@@ -274,6 +275,7 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
     EXPECT_TRUE(host != "/run/neuron" && !host.starts_with("/run/neuron/")) << host;
   }
   const bool dra = GetParam() == kDraOverlay;
+  const bool reset = GetParam() == deploy_testing::kResetOverlay;
   const bool with_api = dra || GetParam() == deploy_testing::kNodeConditionOverlay;
   ASSERT_EQ(pod["containers"].size(), with_api ? 4u : 3u);
   for (const auto& [name, listen_flag] :
@@ -282,7 +284,7 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
     const YAML::Node c = Container(ds, name);
     ASSERT_TRUE(c);
     ExpectPrivilegedContainer(c, listen_flag);
-    ExpectContainerMounts(c, host_paths, dra);
+    ExpectContainerMounts(c, host_paths, dra, reset);
   }
   const YAML::Node front = Container(ds, "exporter-front");
   ASSERT_TRUE(front);
@@ -306,11 +308,11 @@ TEST_P(OverlayTest, RendersADaemonSetThatIsSafeAndComplete) {
   // Only the plugin writes to the host, and only where PluginWritable says.
   size_t plugin_dirs_writable = 0;
   for (const YAML::Node& m : Container(ds, "device-plugin")["volumeMounts"]) {
-    if (PluginWritable(m["mountPath"].as<std::string>(), dra)) {
+    if (PluginWritable(m["mountPath"].as<std::string>(), dra, reset)) {
       plugin_dirs_writable += !m["readOnly"].as<bool>(false);
     }
   }
-  EXPECT_EQ(plugin_dirs_writable, dra ? 6u : 2u);
+  EXPECT_EQ(plugin_dirs_writable, (dra ? 6u : 2u) + (reset ? 2u : 0u));
   // Pod Security Admission lets privileged pods into the namespace.
   const YAML::Node ns = Find(objects, "Namespace");
   ASSERT_TRUE(ns) << "no Namespace in " << GetParam();
@@ -326,7 +328,8 @@ INSTANTIATE_TEST_SUITE_P(Deploy, OverlayTest,
                          ::testing::Values("base", "overlays/prometheus-operator",
                                            "overlays/prometheus", std::string(kNfdOverlay),
                                            std::string(kDraOverlay),
-                                           std::string(deploy_testing::kNodeConditionOverlay)),
+                                           std::string(deploy_testing::kNodeConditionOverlay),
+                                           std::string(deploy_testing::kResetOverlay)),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) ch = std::isalnum(ch) ? ch : '_';

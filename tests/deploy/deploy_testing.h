@@ -24,6 +24,7 @@ using namespace std::chrono_literals;
 inline const fs::path kDeploy = fs::path(NEURON_SOURCE_DIR) / "deploy";
 inline constexpr std::string_view kDraOverlay = "overlays/dra";
 inline constexpr std::string_view kNodeConditionOverlay = "overlays/node-condition";
+inline constexpr std::string_view kResetOverlay = "overlays/reset";
 
 struct ToolRun {
   int code = -1;
