@@ -1,5 +1,5 @@
 #pragma once
-// The simulated driver's device ABI, daemon side: answers the interposer (preload.c) over
+// The simulated driver's device ABI, daemon side: answers the interposer (preload_*.c) over
 // ROOT/run/neuron/driver.sock as docs/driver-interface.md "The device node" says the kernel
 // driver answers a runtime and a monitor. It owns what the driver owns: per device, the process
 // attach table (16 slots), the open count that gates sysfs reset, and the 16 datastore slots

@@ -1,6 +1,6 @@
 #pragma once
 // Running a program under the simulated driver (`neuron-sim exec`): the interposer
-// (driver/preload.c) goes into LD_PRELOAD, after a sanitizer runtime and before other preloads
+// (driver/preload_*.c) goes into LD_PRELOAD, after a sanitizer runtime and before other preloads
 // (umockdev's), and the program then opens ROOT/dev/neuronN as it would open a real
 // device node. driver-sim/README.md#device-node describes the contract.
 

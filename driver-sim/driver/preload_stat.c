@@ -1,14 +1,14 @@
 /*
- * libneuron-sim-driver.so, its other half (preload.c is the first): a simulated device node is a
- * character device to every stat variant, as docs/driver-interface.md#device-nodes says the
- * kernel's is. On hardware udev makes /dev/neuronN from the class device's uevent, so its number
- * is what ROOT/sys/class/neuron_device/neuronN/dev says ("major:minor", the dynamic major of
+ * libneuron-sim-driver.so's stat family (preload_state.h maps the library): a simulated device
+ * node is a character device to every stat variant, as docs/driver-interface.md#device-nodes says
+ * the kernel's is. On hardware udev makes /dev/neuronN from the class device's uevent, so its
+ * number is what ROOT/sys/class/neuron_device/neuronN/dev says ("major:minor", the dynamic major of
  * "neuron" in /proc/devices; core/driver/sysfs_names.h names the same file for the agent).
  * Whoever asks (a monitor written apart from us, the agent's /proc scan by st_rdev, Python's mmap
  * module, `ls -l`) sees a device: size and blocks 0, everything else the placeholder's own.
  *
  * Only an empty regular file is looked at twice, so every other stat costs one check. Plain C,
- * libc only, like preload.c; inert in the node daemon.
+ * libc only, like the rest of the library; inert in the node daemon.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -23,7 +23,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "driver-sim/driver/preload_internal.h"
+#include "driver-sim/driver/preload_device.h"
+#include "driver-sim/driver/preload_state.h"
 
 /* The real libc entries, resolved once. */
 static struct {

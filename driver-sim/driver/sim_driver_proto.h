@@ -1,7 +1,7 @@
 #ifndef NEURON_SIM_DRIVER_PROTO_H_
 #define NEURON_SIM_DRIVER_PROTO_H_
 /*
- * The wire between the simulated driver's interposer (preload.c, in every process that opens a
+ * The wire between the simulated driver's interposer (preload_*.c, in every process that opens a
  * simulated /dev/neuronN) and the node daemon (driver_server.cc), which owns all driver state.
  *
  * One SOCK_SEQPACKET connection per attached process, to ROOT/run/neuron/driver.sock; the

@@ -1,8 +1,8 @@
 #pragma once
 // The runtime's device fds, opened as the Neuron runtime opens them: /dev/neuronN in the
 // process's own numbering (a pod under container numbering sees /dev/neuron0 for host device
-// 5). The simulated driver resolves that name (driver/preload.c); the runtime learns the host
-// device each fd landed on from the fd itself (/proc/self/fd), and keys everything it shares
+// 5). The simulated driver resolves that name (driver/preload_device.c); the runtime learns the
+// host device each fd landed on from the fd itself (/proc/self/fd), and keys everything it shares
 // with other processes (core reservations, datastores, faults) by host identity
 // (docs/architecture.md#device-numbering).
 //
