@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/base/file_io.h"
@@ -113,6 +114,21 @@ absl::StatusOr<void*> MakeSet(const ExecApi& api,
   return set;
 }
 
+using Outputs = std::vector<std::pair<std::string, std::string>>;
+
+absl::StatusOr<Outputs> ReadOutputs(const ExecApi& api,
+                                    const std::vector<std::pair<std::string, size_t>>& specs,
+                                    const std::vector<void*>& tensors) {
+  Outputs out;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string bytes(specs[i].second, '\0');
+    if (int s = api.tensor_read(tensors[i], bytes.data(), 0, bytes.size()); s != 0) {
+      return CallFailed(api, "nrt_tensor_read", s);
+    }
+    out.emplace_back(specs[i].first, std::move(bytes));
+  }
+  return out;
+}
 }  // namespace
 
 absl::Status ProbeLibnrt(const std::string& libnrt) {
@@ -151,25 +167,21 @@ absl::StatusOr<NeffResult> RunNeffOnce(const NeffRun& run) {
   absl::StatusOr<void*> out = MakeSet(*api, run.outputs, nullptr, &out_tensors);
   if (!out.ok()) return out.status();
   NeffResult result;
-  const auto start = std::chrono::steady_clock::now();
-  result.status = api->execute(model, *in, *out);
-  result.execute_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
-  if (api->status_text != nullptr) {
-    const char* text = api->status_text(result.status);
-    result.status_text = text != nullptr ? text : "";
-  }
-  if (result.status != 0) {
-    api->close();
-    return result;
-  }
-  for (size_t i = 0; i < run.outputs.size(); ++i) {
-    std::string bytes(run.outputs[i].second, '\0');
-    if (int s = api->tensor_read(out_tensors[i], bytes.data(), 0, bytes.size()); s != 0) {
-      return CallFailed(*api, "nrt_tensor_read", s);
+  for (int e = 0; e < std::max(1, run.executions); ++e) {
+    const auto start = std::chrono::steady_clock::now();
+    result.status = api->execute(model, *in, *out);
+    result.execute_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+    if (result.status != 0) {
+      const char* text = api->status_text != nullptr ? api->status_text(result.status) : nullptr;
+      result.status_text = text != nullptr ? text : "";
+      api->close();
+      return result;
     }
-    result.outputs.emplace_back(run.outputs[i].first, std::move(bytes));
+    absl::StatusOr<Outputs> got = ReadOutputs(*api, run.outputs, out_tensors);
+    if (!got.ok()) return got.status();
+    result.executions.push_back(*std::move(got));
   }
   // Release the cores before the caller reports: the process exits right after.
   api->close();

@@ -28,20 +28,24 @@ struct NeffRun {
   // (nrt_load_collectives).
   uint32_t rank = 0;
   uint32_t world = 1;
+  // Executions in a row, each timed and read back. An exchange's first execution includes the
+  // wait for the other rank's process to start, so its caller times the second.
+  int executions = 1;
 };
 
 struct NeffResult {
   int status = 0;           // nrt_execute's NRT_STATUS; 0 success
   std::string status_text;  // nrt_get_status_as_str's, when the library has it
-  int64_t execute_ns = 0;   // the wall time of nrt_execute alone
-  std::vector<std::pair<std::string, std::string>> outputs = {};  // by name, as read back
+  int64_t execute_ns = 0;   // the wall time of the last nrt_execute alone
+  // Per execution that succeeded: the outputs by name, as read back.
+  std::vector<std::vector<std::pair<std::string, std::string>>> executions = {};
 };
 
-// Loads libnrt, initializes it, loads the NEFF on the first visible core, executes it once and
-// reads the outputs back. A status when the library cannot be loaded or lacks a function
-// (FailedPrecondition, naming the path), when a file cannot be read, or when a call before the
-// execution fails (Internal, naming the call and its NRT_STATUS); an execution that fails is a
-// NeffResult with its status.
+// Loads libnrt, initializes it, loads the NEFF on the first visible core, executes it
+// `run.executions` times and reads the outputs back after each; stops at a failed execution. A
+// status when the library cannot be loaded or lacks a function (FailedPrecondition, naming the
+// path), when a file cannot be read, or when a call before the execution fails (Internal, naming
+// the call and its NRT_STATUS); an execution that fails is a NeffResult with its status.
 absl::StatusOr<NeffResult> RunNeffOnce(const NeffRun& run);
 
 // Whether `libnrt` loads and has nrt_execute, without initializing it: OK, or FailedPrecondition
