@@ -39,19 +39,24 @@ struct Running {
   bool timed_out = false;
 };
 
-// The parent's environment with the child's core (and world) in place of any inherited ones.
-std::vector<std::string> ChildEnvironment(const ChildJob& job) {
+// The parent's environment with the child's core (and world) in place of any inherited ones, and
+// libnrt's own execution timeout (NEURON_RT_EXEC_TIMEOUT, whole seconds) 2 s inside the check's,
+// so that a collective stuck on a downed link ends in libnrt's own error, which says more than
+// a killed child does.
+std::vector<std::string> ChildEnvironment(const ChildJob& job, std::chrono::milliseconds timeout) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view v(*e);
     if (v.starts_with("NEURON_RT_VISIBLE_CORES=") || v.starts_with("NEURON_RT_NUM_CORES=") ||
-        v.starts_with("NEURON_RT_ROOT_COMM_ID=")) {
+        v.starts_with("NEURON_RT_ROOT_COMM_ID=") || v.starts_with("NEURON_RT_EXEC_TIMEOUT=")) {
       continue;
     }
     env.emplace_back(v);
   }
   env.push_back(fmt::format("NEURON_RT_VISIBLE_CORES={}", job.core));
   if (!job.comm_id.empty()) env.push_back("NEURON_RT_ROOT_COMM_ID=" + job.comm_id);
+  const int64_t seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count() - 2;
+  env.push_back(fmt::format("NEURON_RT_EXEC_TIMEOUT={}", std::max<int64_t>(1, seconds)));
   return env;
 }
 
@@ -67,7 +72,7 @@ absl::StatusOr<Running> StartChild(const SpawnContext& ctx, const ChildJob& job,
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::vector<std::string> env = ChildEnvironment(job);
+  const std::vector<std::string> env = ChildEnvironment(job, ctx.timeout);
   std::vector<char*> envp;
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);

@@ -177,6 +177,10 @@ TEST_F(HealthCheckTest, ADownedLinkFailsThatLinkOnly) {
   for (const json& l : doc["links"]) {
     const bool down = l["devices"] == json::array({5, 6});
     EXPECT_EQ(l["verdict"], down ? "failed" : "passed") << l.dump();
+    // libnrt's own error, within the check's timeout (NEURON_RT_EXEC_TIMEOUT set inside it).
+    if (down) {
+      EXPECT_THAT(l["detail"].get<std::string>(), HasSubstr("NRT_EXEC_HW_ERR_COLLECTIVES"));
+    }
     failed += l["verdict"] == "failed" ? 1 : 0;
   }
   EXPECT_EQ(failed, 1) << r.out;
