@@ -21,7 +21,8 @@
 int main(int argc, char** argv) {
   int runs = 5;
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--runs") == 0) runs = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--runs") == 0)
+      runs = std::max(1, static_cast<int>(std::strtol(argv[i + 1], nullptr, 10)));
   }
   neuron::testing::TempDir dir("health-check-bench");
   neuron::testing::SimNode node(

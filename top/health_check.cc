@@ -68,7 +68,7 @@ void Select(const HealthCheckOptions& o, check::Report* report, std::vector<With
     } else if (absl::IsUnavailable(lock.status())) {
       SkipDevice(&d, "withheld by another holder (a reset or another check in progress)");
     } else {
-      SkipDevice(&d, fmt::format("cannot withhold it: {}", std::string(lock.status().message())));
+      SkipDevice(&d, fmt::format("cannot withhold it: {}", std::string{lock.status().message()}));
     }
   }
   // Under the lock no allocation is committed any more; what was committed shows as an open
@@ -90,7 +90,7 @@ void Select(const HealthCheckOptions& o, check::Report* report, std::vector<With
     const int pid = it->second.front();
     absl::StatusOr<std::string> cmd = proc.CommandLine(pid, 256);
     SkipDevice(d, fmt::format("held open by PID {} ({})", pid,
-                              cmd.ok() ? FormatCommandLine(*cmd) : std::string("command unknown")));
+                              cmd.ok() ? FormatCommandLine(*cmd) : std::string{"command unknown"}));
   }
   if (holders.problems.processes > 0) {
     CheckWarn(
@@ -103,7 +103,7 @@ void Select(const HealthCheckOptions& o, check::Report* report, std::vector<With
     CheckWarn(
         fmt::format("allocation could not be checked (agent at {}: {}); only devices held open "
                     "by a process are skipped",
-                    o.agent, std::string(in_use.status().message())));
+                    o.agent, std::string{in_use.status().message()}));
     return;
   }
   for (check::DeviceResult& d : report->devices) {
@@ -204,14 +204,14 @@ int RunHealthCheck(const HealthCheckOptions& o, const Inventory& inv) {
     return NoPrograms(fmt::format(
         "no reference programs: {} (provide the compiled programs and their manifest.json in "
         "{} or name a directory with --programs DIR)",
-        std::string(manifest.status().message()), o.programs));
+        std::string{manifest.status().message()}, o.programs));
   }
   const std::string libnrt = LibnrtPath(o.libnrt);
   if (absl::Status s = ProbeLibnrt(libnrt); !s.ok()) {
     return NoPrograms(fmt::format(
         "no libnrt to run the programs: {} (install the Neuron runtime, aws-neuronx-runtime-lib, "
         "or name its libnrt.so.1 with --libnrt PATH or $NEURON_LIBNRT)",
-        std::string(s.message())));
+        std::string{s.message()}));
   }
   check::Report report;
   report.programs = o.programs;

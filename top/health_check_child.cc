@@ -21,8 +21,6 @@
 #include "top/health_check.h"
 #include "top/health_check_internal.h"
 
-extern char** environ;
-
 namespace neuron::top {
 namespace check {
 namespace {
@@ -67,13 +65,15 @@ absl::StatusOr<Running> StartChild(const SpawnContext& ctx, const ChildJob& job,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
-  const std::vector<std::string> args{ctx.self_exe, std::string(kChildModeFlag), ctx.programs,
+  const std::vector<std::string> args{ctx.self_exe, std::string{kChildModeFlag}, ctx.programs,
                                       job.program,  std::to_string(job.rank),    ctx.libnrt};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const std::vector<std::string> env = ChildEnvironment(job, ctx.timeout);
   std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   pid_t pid = -1;
@@ -174,7 +174,7 @@ std::vector<ChildOutcome> RunChildren(const SpawnContext& ctx, const std::vector
     for (size_t i = next; i < end; ++i) {
       absl::StatusOr<Running> r = StartChild(ctx, jobs[i], i);
       if (!r.ok()) {
-        out[i] = {.failure = "error", .detail = std::string(r.status().message())};
+        out[i] = {.failure = "error", .detail = std::string{r.status().message()}};
         continue;
       }
       running.push_back(*std::move(r));
@@ -241,8 +241,8 @@ int HealthCheckChildMain(const std::vector<std::string>& args) {
   const check::RefProgram* p = manifest.ok() ? manifest->Find(args[1]) : nullptr;
   if (p == nullptr || rank >= p->inputs.size()) {
     return ReportResult(false, "error",
-                        manifest.ok() ? std::string("no such program or rank")
-                                      : std::string(manifest.status().message()),
+                        manifest.ok() ? std::string{"no such program or rank"}
+                                      : std::string{manifest.status().message()},
                         0);
   }
   NeffRun run{.libnrt = args[3], .neff = p->neff};
@@ -254,17 +254,17 @@ int HealthCheckChildMain(const std::vector<std::string>& args) {
   std::vector<std::string> expected;
   for (const auto& [name, file] : p->inputs[rank]) {
     absl::StatusOr<std::string> b = ReadWholeFile(file);
-    if (!b.ok()) return ReportResult(false, "error", std::string(b.status().message()), 0);
+    if (!b.ok()) return ReportResult(false, "error", std::string{b.status().message()}, 0);
     run.inputs.emplace_back(name, *std::move(b));
   }
   for (const auto& [name, file] : p->expected) {
     absl::StatusOr<std::string> b = ReadWholeFile(file);
-    if (!b.ok()) return ReportResult(false, "error", std::string(b.status().message()), 0);
+    if (!b.ok()) return ReportResult(false, "error", std::string{b.status().message()}, 0);
     run.outputs.emplace_back(name, b->size());
     expected.push_back(*std::move(b));
   }
   absl::StatusOr<NeffResult> r = RunNeffOnce(run);
-  if (!r.ok()) return ReportResult(false, "error", std::string(r.status().message()), 0);
+  if (!r.ok()) return ReportResult(false, "error", std::string{r.status().message()}, 0);
   const int64_t us = r->execute_ns / 1000;
   if (r->status != 0) {
     return ReportResult(false, "error",

@@ -22,12 +22,14 @@ absl::Status BadManifest(const fs::path& file, std::string_view what) {
 // {"tensor": "file", ...} resolved under `dir`; every file must exist.
 absl::StatusOr<std::vector<std::pair<std::string, fs::path>>> ManifestFiles(
     const json& obj, const fs::path& dir, const fs::path& manifest, const std::string& where) {
-  if (!obj.is_object() || obj.empty())
+  if (!obj.is_object() || obj.empty()) {
     return BadManifest(manifest, where + ": expected {tensor: file}");
+  }
   std::vector<std::pair<std::string, fs::path>> out;
   for (const auto& [name, file] : obj.items()) {
-    if (!file.is_string())
+    if (!file.is_string()) {
       return BadManifest(manifest, fmt::format("{}.{}: expected a file", where, name));
+    }
     const fs::path path = dir / file.get<std::string>();
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) {
@@ -156,8 +158,9 @@ absl::Status SaveBaseline(const fs::path& path, const Baseline& b) {
     if (!f) return absl::UnavailableError(fmt::format("cannot write {}", tmp.string()));
   }
   fs::rename(tmp, path, ec);
-  if (ec)
+  if (ec) {
     return absl::UnavailableError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
+  }
   return absl::OkStatus();
 }
 

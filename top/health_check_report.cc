@@ -89,7 +89,7 @@ void ApplyBaseline(const std::filesystem::path& path, Report* r) {
   absl::StatusOr<Baseline> b = LoadBaseline(path);
   if (!b.ok() && !absl::IsNotFound(b.status())) {
     r->baseline = "unreadable";
-    r->notes.push_back(fmt::format("times not compared: {}", std::string(b.status().message())));
+    r->notes.push_back(fmt::format("times not compared: {}", std::string{b.status().message()}));
     return;
   }
   Baseline base = b.ok() ? *b : Baseline{};
@@ -112,7 +112,7 @@ void ApplyBaseline(const std::filesystem::path& path, Report* r) {
   }
   if (!added) return;
   if (absl::Status s = SaveBaseline(path, base); !s.ok()) {
-    r->notes.push_back(fmt::format("baseline not recorded: {}", std::string(s.message())));
+    r->notes.push_back(fmt::format("baseline not recorded: {}", std::string{s.message()}));
     return;
   }
   r->baseline = b.ok() ? "compared, extended" : "recorded";
@@ -125,8 +125,9 @@ void Judge(Report* r) {
     d.verdict = Verdict::kPassed;
     for (const CoreResult& c : d.cores) {
       if (c.outcome.passed) continue;
-      if (d.verdict == Verdict::kPassed)
+      if (d.verdict == Verdict::kPassed) {
         d.detail = fmt::format("core {}: {}", c.core, FailureText(c.outcome));
+      }
       d.verdict = Verdict::kFailed;
     }
     r->failed = r->failed || d.verdict == Verdict::kFailed;

@@ -184,6 +184,25 @@ int RunCheck(const std::string& root_dir, int lnc, neuron::top::HealthCheckOptio
   return neuron::top::RunHealthCheck(options, *inv);
 }
 
+// --health-check and the options that go with it (top/health_check.h).
+void AddHealthCheckOptions(CLI::App* app, bool* health_check,
+                           neuron::top::HealthCheckOptions* check) {
+  app->add_flag("--health-check", *health_check,
+                "run the active health check: reference programs on idle devices and their links "
+                "(docs/OPERATIONS.md#active-check)");
+  app->add_option("--device", check->devices, "with --health-check: only this device (repeatable)");
+  app->add_option("--programs", check->programs,
+                  "with --health-check: the reference programs and their manifest.json")
+      ->capture_default_str();
+  app->add_option("--state-dir", check->state_dir,
+                  "with --health-check: the agent's state directory (the baseline is "
+                  "STATE/health-check/baseline.json)")
+      ->capture_default_str();
+  app->add_flag("--withheld-by-caller", check->withheld_by_caller,
+                "with --health-check, for the agent's own use: the caller already holds the "
+                "devices' withhold locks");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -228,20 +247,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bool health_check = false;
   neuron::top::HealthCheckOptions check;
-  app.add_flag("--health-check", health_check,
-               "run the active health check: reference programs on idle devices and their links "
-               "(docs/OPERATIONS.md#active-check)");
-  app.add_option("--device", check.devices, "with --health-check: only this device (repeatable)");
-  app.add_option("--programs", check.programs,
-                 "with --health-check: the reference programs and their manifest.json")
-      ->capture_default_str();
-  app.add_option("--state-dir", check.state_dir,
-                 "with --health-check: the agent's state directory (the baseline is "
-                 "STATE/health-check/baseline.json)")
-      ->capture_default_str();
-  app.add_flag("--withheld-by-caller", check.withheld_by_caller,
-               "with --health-check, for the agent's own use: the caller already holds the "
-               "devices' withhold locks");
+  AddHealthCheckOptions(&app, &health_check, &check);
   app.set_version_flag("--version", neuron::VersionLine("neuron-ls"),
                        "print the version, revision, build date and compiler, then exit");
   app.footer(

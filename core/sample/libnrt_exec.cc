@@ -156,8 +156,9 @@ absl::StatusOr<NeffResult> RunNeffOnce(const NeffRun& run) {
   const int loaded = run.world > 1 ? api->load_collectives(neff->data(), neff->size(), 0, 1,
                                                            run.rank, run.world, &model)
                                    : api->load(neff->data(), neff->size(), 0, 1, &model);
-  if (loaded != 0)
+  if (loaded != 0) {
     return CallFailed(*api, run.world > 1 ? "nrt_load_collectives" : "nrt_load", loaded);
+  }
   std::vector<std::pair<std::string, size_t>> in_specs;
   for (const auto& [name, b] : run.inputs) in_specs.emplace_back(name, b.size());
   std::vector<void*> in_tensors;

@@ -16,8 +16,8 @@
 namespace neuron::sim {
 namespace {
 
-constexpr int kDim = 32;            // the matmul's m = k = n: 32768 multiply-adds per execution
-constexpr int kGatherValues = 256;  // each rank's all-gather input
+constexpr size_t kDim = 32;            // the matmul's m = k = n: 32768 multiply-adds per execution
+constexpr size_t kGatherValues = 256;  // each rank's all-gather input
 
 std::string FloatBytes(const std::vector<float>& v) {
   std::string out(v.size() * sizeof(float), '\0');
@@ -50,15 +50,15 @@ std::vector<std::pair<std::string, std::string>> MatmulFiles(nlohmann::ordered_j
   std::vector<float> a(kDim * kDim);
   std::vector<float> w(kDim * kDim);
   std::vector<float> c(kDim * kDim, 0.0f);
-  for (int i = 0; i < kDim; ++i) {
-    for (int j = 0; j < kDim; ++j) {
-      a[i * kDim + j] = static_cast<float>((i * 3 + j) % 7 - 3);
-      w[i * kDim + j] = static_cast<float>((i + 2 * j) % 5 - 2);
+  for (size_t i = 0; i < kDim; ++i) {
+    for (size_t j = 0; j < kDim; ++j) {
+      a[i * kDim + j] = static_cast<float>(static_cast<int>((i * 3 + j) % 7) - 3);
+      w[i * kDim + j] = static_cast<float>(static_cast<int>((i + 2 * j) % 5) - 2);
     }
   }
-  for (int i = 0; i < kDim; ++i) {
-    for (int k = 0; k < kDim; ++k) {
-      for (int j = 0; j < kDim; ++j) c[i * kDim + j] += a[i * kDim + k] * w[k * kDim + j];
+  for (size_t i = 0; i < kDim; ++i) {
+    for (size_t k = 0; k < kDim; ++k) {
+      for (size_t j = 0; j < kDim; ++j) c[i * kDim + j] += a[i * kDim + k] * w[k * kDim + j];
     }
   }
   const nlohmann::json shape = {kDim, kDim};
@@ -93,7 +93,7 @@ std::vector<std::pair<std::string, std::string>> MatmulFiles(nlohmann::ordered_j
 std::vector<std::pair<std::string, std::string>> GatherFiles(nlohmann::ordered_json* entry) {
   std::vector<float> x0(kGatherValues);
   std::vector<float> x1(kGatherValues);
-  for (int i = 0; i < kGatherValues; ++i) {
+  for (size_t i = 0; i < kGatherValues; ++i) {
     x0[i] = static_cast<float>(i);
     x1[i] = static_cast<float>(1000 + i);
   }
@@ -125,8 +125,9 @@ std::vector<std::pair<std::string, std::string>> GatherFiles(nlohmann::ordered_j
 absl::Status WriteHealthPrograms(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec)
+  if (ec) {
     return absl::UnavailableError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  }
   nlohmann::ordered_json matmul;
   nlohmann::ordered_json gather;
   std::vector<std::pair<std::string, std::string>> files = MatmulFiles(&matmul);
@@ -150,7 +151,7 @@ std::pair<CLI::App*, std::function<int()>> AddHealthProgramsCommand(CLI::App& ap
   return {cmd, [out] {
             if (absl::Status s = WriteHealthPrograms(*out); !s.ok()) {
               std::fprintf(stderr, "neuron-sim health-programs: %s\n",
-                           std::string(s.message()).c_str());
+                           std::string{s.message()}.c_str());
               return 1;
             }
             std::printf("wrote the health check's programs and manifest.json to %s\n",
