@@ -6,6 +6,7 @@
 //   run             a workload on the node through libnrt-sim (workloads/)
 //   kubelet, pod    the kubelet emulator and its pods (kubelet/)
 //   predict         a training job's step time from the device model (workloads/)
+//   health-programs the active health check's reference programs (workloads/)
 //   cluster         several simulated nodes, each with its kubelet (cluster/)
 //   job             multi-node training jobs on a simulated cluster (job/)
 //   apiserver       the API stand-in for ResourceSlices and ResourceClaims (apiserver/)
@@ -34,6 +35,7 @@
 #include "driver-sim/job/job_command.h"
 #include "driver-sim/kubelet/kubelet_command.h"
 #include "driver-sim/scheduler/schedule_command.h"
+#include "driver-sim/workloads/health_programs.h"
 #include "driver-sim/workloads/predict_command.h"
 #include "driver-sim/workloads/run_command.h"
 
@@ -58,12 +60,12 @@ int Main(int argc, char** argv) {
   neuron::sim::CommandTail tail;
   // In `neuron-sim --help`'s order.
   const std::vector<Command> commands{
-      neuron::sim::AddUpCommand(app),      neuron::sim::AddCtlCommand(app, tail),
-      neuron::sim::AddRunCommand(app),     neuron::sim::AddExecCommand(app, tail),
-      neuron::sim::AddKubeletCommand(app), neuron::sim::AddPodCommand(app, tail),
-      neuron::sim::AddPredictCommand(app), neuron::sim::AddClusterCommand(app),
-      neuron::sim::AddJobCommand(app),     neuron::sim::AddApiServerCommand(app),
-      neuron::sim::AddScheduleCommand(app)};
+      neuron::sim::AddUpCommand(app),       neuron::sim::AddCtlCommand(app, tail),
+      neuron::sim::AddRunCommand(app),      neuron::sim::AddExecCommand(app, tail),
+      neuron::sim::AddKubeletCommand(app),  neuron::sim::AddPodCommand(app, tail),
+      neuron::sim::AddPredictCommand(app),  neuron::sim::AddClusterCommand(app),
+      neuron::sim::AddJobCommand(app),      neuron::sim::AddApiServerCommand(app),
+      neuron::sim::AddScheduleCommand(app), neuron::sim::AddHealthProgramsCommand(app)};
   argc = tail.Split(argc, argv);
   try {
     app.parse(argc, argv);

@@ -1,13 +1,16 @@
 // neuron-ls: the node's Neuron devices as a table (docs/tools-ux.md#neuron-ls).
 //   neuron-ls --root DIR [--wide] [--show-all-procs] [--json-output] [--topology] [--lnc 1|2]
 //             [--agent unix:PATH]
+//   neuron-ls --health-check [--device N ...] [--programs DIR] [--state-dir DIR] [--json-output]
+//             [--withheld-by-caller]   the active check (top/health_check.h)
 // The default and --topology formats only read files; the default table and the JSON also ask
 // the agent for its health verdicts, and judge from their own read when it cannot be reached
 // (top/node_health.h). The process columns (--wide, -a, -j) open each device read-only for the
 // runtimes' live data, as a monitor does on hardware, and close it before exiting
 // (docs/tools-ux.md Q4). Exit codes (top/README.md): 0 success (also when live data
 // is unavailable: stderr says why), 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device,
-// 5 permission denied.
+// 5 permission denied; --health-check also 6 no reference program or libnrt, 7 nothing could be
+// checked.
 
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -29,6 +32,7 @@
 #include "core/proc/procinfo.h"
 #include "core/sample/datastore.h"
 #include "core/sample/runtime_records.h"
+#include "top/health_check.h"
 #include "top/ls_report.h"
 
 namespace {
@@ -165,9 +169,47 @@ int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bo
   return 0;
 }
 
+// The active check over the inventory's devices; exits early through Scan's codes.
+int RunCheck(const std::string& root_dir, int lnc, neuron::top::HealthCheckOptions options) {
+  int code = 0;
+  const std::optional<neuron::Inventory> inv = Scan(neuron::RootPaths(root_dir), lnc, &code);
+  if (!inv) return code;
+  for (int d : options.devices) {
+    if (inv->FindDevice(d) == nullptr) {
+      std::cerr << "neuron-ls: --device " << d << ": no such device on this node\n";
+      return kExitUsage;
+    }
+  }
+  options.root = root_dir;
+  return neuron::top::RunHealthCheck(options, *inv);
+}
+
+// --health-check and the options that go with it (top/health_check.h).
+void AddHealthCheckOptions(CLI::App* app, bool* health_check,
+                           neuron::top::HealthCheckOptions* check) {
+  app->add_flag("--health-check", *health_check,
+                "run the active health check: reference programs on idle devices and their links "
+                "(docs/OPERATIONS.md#active-check)");
+  app->add_option("--device", check->devices, "with --health-check: only this device (repeatable)");
+  app->add_option("--programs", check->programs,
+                  "with --health-check: the reference programs and their manifest.json")
+      ->capture_default_str();
+  app->add_option("--state-dir", check->state_dir,
+                  "with --health-check: the agent's state directory (the baseline is "
+                  "STATE/health-check/baseline.json)")
+      ->capture_default_str();
+  app->add_flag("--withheld-by-caller", check->withheld_by_caller,
+                "with --health-check, for the agent's own use: the caller already holds the "
+                "devices' withhold locks");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The check's child mode runs one program and reports; it shares nothing with the listing.
+  if (argc > 1 && argv[1] == neuron::top::kChildModeFlag) {
+    return neuron::top::HealthCheckChildMain(std::vector<std::string>(argv + 2, argv + argc));
+  }
   // Messages from core (discovery warnings) go to stderr so stdout stays the table or JSON.
   auto logger = spdlog::stderr_logger_mt("neuron-ls");
   logger->set_level(spdlog::level::warn);
@@ -203,6 +245,9 @@ int main(int argc, char** argv) {
                  "the device plugin's socket to ask for health (unix:PATH or host:port); without "
                  "an answer health is judged from this read alone")
       ->capture_default_str();
+  bool health_check = false;
+  neuron::top::HealthCheckOptions check;
+  AddHealthCheckOptions(&app, &health_check, &check);
   app.set_version_flag("--version", neuron::VersionLine("neuron-ls"),
                        "print the version, revision, build date and compiler, then exit");
   app.footer(
@@ -210,8 +255,10 @@ int main(int argc, char** argv) {
       "  neuron-ls                 the devices, their cores and memory\n"
       "  neuron-ls --wide          and the processes using them\n"
       "  neuron-ls -j | jq .       the same as JSON\n"
-      "Exit codes: 0 success, 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device, "
-      "5 permission denied.");
+      "  neuron-ls --health-check  run reference programs on idle devices and links\n"
+      "Exit codes: 0 success, 1 failure (--health-check: a device or link failed), 2 usage, 3 no "
+      "Neuron driver, 4 no Neuron device, 5 permission denied, 6 no reference program or libnrt "
+      "for --health-check, 7 --health-check could check no device.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -222,6 +269,16 @@ int main(int argc, char** argv) {
       neuron::ResolveNodeFlags(node, neuron::RealGetEnv);
   if (!flags.ok()) {
     std::cerr << "neuron-ls: " << flags.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (health_check) {
+    check.json = json;
+    check.libnrt = libnrt;
+    check.agent = agent;
+    return RunCheck(flags->root, flags->lnc, std::move(check));
+  }
+  if (!check.devices.empty() || check.withheld_by_caller) {
+    std::cerr << "neuron-ls: --device and --withheld-by-caller go with --health-check\n";
     return kExitUsage;
   }
   return Run(flags->root, flags->lnc, wide, all, json, topology, libnrt, agent);

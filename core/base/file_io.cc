@@ -179,6 +179,31 @@ absl::StatusOr<std::string> ReadText(const std::filesystem::path& path) {
   return std::string(StripNewline(*text));
 }
 
+absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "open", path);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoError(err, "read", path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {
+      ::close(fd);
+      return absl::OutOfRangeError(
+          fmt::format("{}: larger than {} bytes", path.string(), max_bytes));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
 std::vector<std::string> ListDir(const std::filesystem::path& dir) {
   std::vector<std::string> names;
   DIR* d = ::opendir(dir.c_str());

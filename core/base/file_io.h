@@ -46,6 +46,11 @@ absl::StatusOr<int64_t> ReadI64(const std::filesystem::path& path);
 // Reads a text attribute with the trailing newline removed.
 absl::StatusOr<std::string> ReadText(const std::filesystem::path& path);
 
+// A whole file's bytes, binary, up to `max_bytes` (OutOfRange beyond): a program, its inputs
+// and expected outputs. NotFound when it does not exist, an I/O status naming the path otherwise.
+absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path,
+                                          uint64_t max_bytes = uint64_t{1} << 30);
+
 // The entries of `dir` without "." and ".."; empty when it cannot be read (a device directory
 // that vanished mid-scan is not an error to the callers, who rescan).
 std::vector<std::string> ListDir(const std::filesystem::path& dir);

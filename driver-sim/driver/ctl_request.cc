@@ -96,7 +96,7 @@ namespace {
 
 constexpr std::array<CorrectedEcc, 2> kCorrectedKinds{CorrectedEcc::kHbm, CorrectedEcc::kSram};
 constexpr std::string_view kInjectKinds =
-    "hbm-ue, sram-ue, hbm-ce, sram-ce, nan, dma-abort or hang";
+    "hbm-ue, sram-ue, hbm-ce, sram-ce, nan, dma-abort, hang or sdc";
 
 // inject's word, a runtime fault or corrected ECC errors, into `req`.
 absl::Status ParseInjectKind(const std::vector<std::string>& words, CtlRequest* req) {

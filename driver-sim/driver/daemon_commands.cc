@@ -110,9 +110,10 @@ const std::vector<NodeDaemon::Impl::VerbRow>& NodeDaemon::Impl::VerbRows() {
        [](Impl& d, R r) { return d.Plug(*r.device); }},
       {{"inject",
         {.fault = kRequired, .device = kRequired, .core = kOptional, .count = kOptional},
-        "inject hbm-ue|sram-ue|hbm-ce|sram-ce|nan|dma-abort|hang --device N [--core C] [--count K]",
-        "a fault pending for the runtime; K ECC errors also count in sysfs (corrected ones, -ce, "
-        "only there)"},
+        "inject hbm-ue|sram-ue|hbm-ce|sram-ce|nan|dma-abort|hang|sdc --device N [--core C] "
+        "[--count K]",
+        "a fault pending for the runtime (sdc: one flipped bit in an output, no error); K ECC "
+        "errors also count in sysfs (corrected ones, -ce, only there)"},
        [](Impl& d, R r) { return d.Inject(r); }},
       {{"reset",
         {.device = kRequired, .fail = kOptional},

@@ -18,13 +18,14 @@ namespace {
 
 constexpr int kFormatVersion = 1;
 
-constexpr std::array<std::pair<FaultKind, std::string_view>, 6> kKindNames{{
+constexpr std::array<std::pair<FaultKind, std::string_view>, 7> kKindNames{{
     {FaultKind::kHbmUe, "hbm-ue"},
     {FaultKind::kSramUe, "sram-ue"},
     {FaultKind::kNan, "nan"},
     {FaultKind::kDmaAbort, "dma-abort"},
     {FaultKind::kHang, "hang"},
     {FaultKind::kLinkDown, "link-down"},
+    {FaultKind::kSdc, "sdc"},
 }};
 
 int64_t NowMs() {
@@ -60,8 +61,9 @@ std::optional<FaultKind> ParseFaultKind(std::string_view name) {
 }
 
 const std::vector<FaultKind>& InjectKinds() {
-  static const std::vector<FaultKind> kinds{FaultKind::kHbmUe, FaultKind::kSramUe, FaultKind::kNan,
-                                            FaultKind::kDmaAbort, FaultKind::kHang};
+  static const std::vector<FaultKind> kinds{FaultKind::kHbmUe, FaultKind::kSramUe,
+                                            FaultKind::kNan,   FaultKind::kDmaAbort,
+                                            FaultKind::kHang,  FaultKind::kSdc};
   return kinds;
 }
 

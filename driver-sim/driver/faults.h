@@ -19,7 +19,9 @@
 
 namespace neuron::sim {
 
-enum class FaultKind { kHbmUe, kSramUe, kNan, kDmaAbort, kHang, kLinkDown };
+// kSdc (silent data corruption) comes last so that the values of the older kinds stay put: the
+// execution succeeds and one bit of its first output differs (driver-sim/README.md).
+enum class FaultKind { kHbmUe, kSramUe, kNan, kDmaAbort, kHang, kLinkDown, kSdc };
 
 // The name used on the command line and in faults.json: "hbm-ue", "sram-ue", "nan", "dma-abort",
 // "hang", "link-down".

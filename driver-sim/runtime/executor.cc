@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "driver-sim/runtime/log.h"
 #include "driver-sim/runtime/runtime.h"
@@ -48,9 +49,53 @@ NRT_STATUS FaultStatus(sim::FaultKind k) {
     case sim::FaultKind::kNan:
       return NRT_EXEC_COMPLETED_WITH_NUM_ERR;
     case sim::FaultKind::kLinkDown:
+    case sim::FaultKind::kSdc:  // succeeds with a corrupted output (CorruptOutput)
       break;
   }
   return NRT_SUCCESS;
+}
+
+// The matmuls with data (program.h): output = input x weights in float32, row-major, summed in
+// k order so that integer-valued operands give the exact result every time. The parser checked
+// every tensor's size; a set that lacks one (an output the caller did not pass) is skipped.
+void ComputeDataOps(const Program& program, const TensorSet* in, const TensorSet* out) {
+  for (const Op& op : program.ops) {
+    if (op.weights.empty()) continue;
+    const nrt_tensor_t* a = in != nullptr ? in->Find(op.input.c_str()) : nullptr;
+    const nrt_tensor_t* w = in != nullptr ? in->Find(op.weights.c_str()) : nullptr;
+    const nrt_tensor_t* c = out != nullptr ? out->Find(op.output.c_str()) : nullptr;
+    if (a == nullptr || w == nullptr || c == nullptr || TensorBytes(a) == nullptr ||
+        TensorBytes(w) == nullptr || TensorBytes(c) == nullptr) {
+      continue;
+    }
+    const auto m = static_cast<size_t>(op.m);
+    const auto k = static_cast<size_t>(op.k);
+    const auto n = static_cast<size_t>(op.n);
+    if (c->size < m * n * sizeof(float)) continue;
+    std::vector<float> av(m * k);
+    std::vector<float> wv(k * n);
+    std::vector<float> cv(m * n, 0.0f);
+    std::memcpy(av.data(), TensorBytes(a), std::min(a->size, av.size() * sizeof(float)));
+    std::memcpy(wv.data(), TensorBytes(w), std::min(w->size, wv.size() * sizeof(float)));
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t kk = 0; kk < k; ++kk) {
+        for (size_t j = 0; j < n; ++j) cv[i * n + j] += av[i * k + kk] * wv[kk * n + j];
+      }
+    }
+    std::memcpy(TensorBytes(c), cv.data(), cv.size() * sizeof(float));
+  }
+}
+
+// An injected silent data corruption: the lowest bit of the first output's first byte flips, as
+// one upset bit would, and the execution still reports success; only a comparison notices.
+void CorruptOutput(const TensorSet* out) {
+  if (out == nullptr) return;
+  for (const auto& [name, tensor] : out->items) {
+    uint8_t* bytes = TensorBytes(tensor);
+    if (bytes == nullptr || tensor->size == 0) continue;
+    bytes[0] ^= 0x01;
+    return;
+  }
 }
 
 // What the runtime log says for each failure (docs/runtime.md#hardware-errors, "Runtime log says").
@@ -133,8 +178,12 @@ NRT_STATUS Runtime::RunJob(Job& job) {
   JobTimeline run;
   run.t = start;
   RunOps(job, profiling, SteadyNowNs() + exec_timeout_ns_, &run);
+  if (run.status == NRT_SUCCESS && m.program->has_data) {
+    ComputeDataOps(*m.program, job.inputs, job.outputs);
+  }
   if (run.status == NRT_SUCCESS && fault) {
     run.status = FaultStatus(fault->kind);
+    if (fault->kind == sim::FaultKind::kSdc) CorruptOutput(job.outputs);
     if (fault->kind == sim::FaultKind::kHang) run.t = deadline;
   }
   if (run.status == NRT_SUCCESS && run.t > deadline) {

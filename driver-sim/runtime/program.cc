@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 
 #include "driver-sim/runtime/comm_table.h"
 #include "driver-sim/runtime/rendezvous.h"
@@ -70,6 +72,7 @@ constexpr DtypeName kDtypes[] = {
 struct Parser {
   std::vector<Op>* ops;
   bool has_collectives = false;
+  bool has_data = false;
 
   static absl::Status Err(const std::string& path, std::string_view what) {
     return absl::InvalidArgumentError(fmt::format("op list: {}: {}", path, what));
@@ -166,6 +169,7 @@ struct Parser {
           Number(o, path, "bytes", *batch * DtypeSize(op.dtype) * (*m * *k + *k * *nn + *m * *nn));
       if (!b.ok()) return b.status();
       op.bytes = *b;
+      if (absl::Status s = ParseMatmulData(o, path, &op); !s.ok()) return s;
     } else if (kind == "tensor" || kind == "vector" || kind == "scalar" || kind == "gpsimd") {
       absl::StatusOr<double> f = Number(o, path, "flops", 0.0);
       absl::StatusOr<double> b = Number(o, path, "bytes", 0.0);
@@ -195,6 +199,32 @@ struct Parser {
                              kind));
     }
     return Push(op, n, path);
+  }
+
+  // A matmul's optional tensors: all three names or none (their shapes are checked once the
+  // inputs and outputs are known, CheckMatmulTensors).
+  absl::Status ParseMatmulData(const json& o, const std::string& path, Op* op) {
+    int given = 0;
+    for (auto [key, dst] : {std::pair{"input", &op->input}, std::pair{"weights", &op->weights},
+                            std::pair{"output", &op->output}}) {
+      const auto it = o.find(key);
+      if (it == o.end()) continue;
+      if (!it->is_string() || it->get<std::string>().empty()) {
+        return Err(path + "." + key, "expected a tensor name");
+      }
+      *dst = it->get<std::string>();
+      ++given;
+    }
+    if (given != 0 && given != 3) {
+      return Err(path, "give input, weights and output tensors, or none");
+    }
+    if (given == 3 && (op->batch != 1 || op->m > kMaxDataMatmulDim || op->k > kMaxDataMatmulDim ||
+                       op->n > kMaxDataMatmulDim)) {
+      return Err(path, fmt::format("a matmul with data has batch 1 and m, k, n of at most {}",
+                                   kMaxDataMatmulDim));
+    }
+    has_data = has_data || given == 3;
+    return absl::OkStatus();
   }
 
   absl::Status ParseCollective(const json& o, const std::string& path, const std::string& kind,
@@ -431,7 +461,7 @@ absl::Status CheckCollectiveTensors(Program& p) {
     return it == specs.end() ? nullptr : &*it;
   };
   for (Op& op : p.ops) {
-    if (op.input.empty()) continue;
+    if (op.input.empty() || op.engine != Engine::kCollectives) continue;
     const std::string where = fmt::format("ops: collective \"{}\"", op.name);
     const TensorSpec* in = find(p.inputs, op.input);
     const TensorSpec* out = find(p.outputs, op.output);
@@ -452,6 +482,38 @@ absl::Status CheckCollectiveTensors(Program& p) {
                                             kMaxRankDataBytes));
     }
     op.data_dtype = in->dtype;
+  }
+  return absl::OkStatus();
+}
+
+// A matmul with data reads float32 inputs of exactly [m,k] and [k,n] elements and writes a
+// float32 output of [m,n]: the executor computes it without a bounds check of its own.
+absl::Status CheckMatmulTensors(const Program& p) {
+  auto find = [](const std::vector<TensorSpec>& specs, const std::string& name) {
+    const auto it = std::find_if(specs.begin(), specs.end(),
+                                 [&](const TensorSpec& t) { return t.name == name; });
+    return it == specs.end() ? nullptr : &*it;
+  };
+  for (const Op& op : p.ops) {
+    if (op.weights.empty()) continue;
+    const std::string where = fmt::format("ops: matmul \"{}\"", op.name);
+    const auto elems = [](double a, double b) { return static_cast<uint64_t>(a * b) * 4; };
+    const std::array<std::tuple<const TensorSpec*, const std::string*, uint64_t>, 3> want{{
+        {find(p.inputs, op.input), &op.input, elems(op.m, op.k)},
+        {find(p.inputs, op.weights), &op.weights, elems(op.k, op.n)},
+        {find(p.outputs, op.output), &op.output, elems(op.m, op.n)},
+    }};
+    for (const auto& [spec, name, bytes] : want) {
+      if (spec == nullptr) {
+        return Parser::Err(where, fmt::format("tensor \"{}\" is not among the inputs (input, "
+                                              "weights) or outputs (output)",
+                                              *name));
+      }
+      if (spec->dtype != NRT_DTYPE_FLOAT32 || spec->size != bytes) {
+        return Parser::Err(where,
+                           fmt::format("tensor \"{}\" must be float32 of {} bytes", *name, bytes));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -491,7 +553,9 @@ absl::StatusOr<Program> ParseOpList(std::string_view text) {
   Parser parser{&p.ops};
   if (absl::Status s = parser.ParseOps(*ops, "ops"); !s.ok()) return s;
   p.has_collectives = parser.has_collectives;
+  p.has_data = parser.has_data;
   if (absl::Status s = CheckCollectiveTensors(p); !s.ok()) return s;
+  if (absl::Status s = CheckMatmulTensors(p); !s.ok()) return s;
   return p;
 }
 

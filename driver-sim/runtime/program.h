@@ -84,7 +84,15 @@ struct Op {
   std::string input;
   std::string output;
   int data_dtype = 0;
+  // matmul with data: `input` [m,k] times `weights` [k,n] into `output` [m,n], float32 tensors of
+  // the op list's own inputs and outputs, computed for real by the executor (the health check's
+  // known result, driver-sim/README.md); batch 1 and each dimension at most kMaxDataMatmulDim.
+  std::string weights;
 };
+
+// A data-carrying matmul's largest dimension: 64x64x64 is 262144 multiply-adds on the host, a
+// fraction of a millisecond, so such an op never dominates an execution's wall time.
+inline constexpr double kMaxDataMatmulDim = 64;
 
 struct ProgramMemory {
   uint64_t code = 0;
@@ -99,6 +107,7 @@ struct Program {
   ProgramMemory memory;
   std::vector<Op> ops;  // flat: `repeat` and `count` expanded
   bool has_collectives = false;
+  bool has_data = false;  // a matmul with data: the executor computes its output
 };
 
 inline constexpr size_t kMaxOps = 1000000;

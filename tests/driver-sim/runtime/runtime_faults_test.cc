@@ -13,6 +13,7 @@
 #include "driver-sim/driver/daemon.h"
 #include "driver-sim/driver/sim_paths.h"
 #include "driver-sim/runtime/clock.h"
+#include "driver-sim/runtime/program.h"
 #include "tests/driver-sim/runtime/runtime_test_util.h"
 
 namespace neuron::nrt::testing {
@@ -248,6 +249,82 @@ TEST_F(FaultsWithDaemonTest, HbmUeWritesTheKmsgRecordAndClearsTheFault) {
   EXPECT_TRUE(WaitUntil(
       [&] { return ReadFileText(sim::FaultsPath(paths)).find("hbm-ue") == std::string::npos; },
       10s));
+}
+
+}  // namespace
+}  // namespace neuron::nrt::testing
+
+// A matmul with data (program.h, driver-sim/README.md#data-matmul) is computed for real, and an
+// injected sdc succeeds with one flipped bit in its output: what the active check compares.
+namespace neuron::nrt::testing {
+namespace {
+
+constexpr const char* kDataMatmul = R"({"version": 1,
+  "inputs": [{"name": "a", "dtype": "float32", "shape": [2, 3]},
+             {"name": "w", "dtype": "float32", "shape": [3, 2]}],
+  "outputs": [{"name": "c", "dtype": "float32", "shape": [2, 2]}],
+  "ops": [{"op": "matmul", "m": 2, "k": 3, "n": 2, "dtype": "float32",
+           "input": "a", "weights": "w", "output": "c"}]})";
+
+nrt_tensor_t* Tensor(const char* name, const std::vector<float>& values, size_t count) {
+  nrt_tensor_t* t = nullptr;
+  EXPECT_EQ(nrt_tensor_allocate(NRT_TENSOR_PLACEMENT_DEVICE, 0, count * sizeof(float), name, &t),
+            NRT_SUCCESS);
+  if (!values.empty()) {
+    EXPECT_EQ(nrt_tensor_write(t, values.data(), 0, values.size() * sizeof(float)), NRT_SUCCESS);
+  }
+  return t;
+}
+
+TEST_F(FaultsTest, ADataMatmulComputesItsOutputAndSdcFlipsOneBitOfIt) {
+  nrt_model_t* m = Load(Neff(kDataMatmul), 0);
+  ASSERT_NE(m, nullptr);
+  nrt_tensor_set_t* in = nullptr;
+  nrt_tensor_set_t* out = nullptr;
+  ASSERT_EQ(nrt_allocate_tensor_set(&in), NRT_SUCCESS);
+  ASSERT_EQ(nrt_allocate_tensor_set(&out), NRT_SUCCESS);
+  nrt_tensor_t* a = Tensor("a", {1, 2, 3, 4, 5, 6}, 6);
+  nrt_tensor_t* w = Tensor("w", {1, -1, 0, 2, 3, 0}, 6);
+  nrt_tensor_t* c = Tensor("c", {}, 4);
+  ASSERT_EQ(nrt_add_tensor_to_tensor_set(in, "a", a), NRT_SUCCESS);
+  ASSERT_EQ(nrt_add_tensor_to_tensor_set(in, "w", w), NRT_SUCCESS);
+  ASSERT_EQ(nrt_add_tensor_to_tensor_set(out, "c", c), NRT_SUCCESS);
+  const std::vector<float> want{10, 3, 22, 6};  // [[1,2,3],[4,5,6]] x [[1,-1],[0,2],[3,0]]
+  std::vector<float> got(4);
+  ASSERT_EQ(nrt_execute(m, in, out), NRT_SUCCESS);
+  ASSERT_EQ(nrt_tensor_read(c, got.data(), 0, 16), NRT_SUCCESS);
+  EXPECT_EQ(got, want);
+
+  WriteFaults({Fault(9, sim::FaultKind::kSdc, 0, 0)});
+  ASSERT_EQ(nrt_execute(m, in, out), NRT_SUCCESS);  // silent: the execution succeeds
+  std::vector<uint8_t> bytes(16);
+  std::vector<uint8_t> want_bytes(16);
+  std::memcpy(want_bytes.data(), want.data(), 16);
+  ASSERT_EQ(nrt_tensor_read(c, bytes.data(), 0, 16), NRT_SUCCESS);
+  EXPECT_EQ(bytes[0], want_bytes[0] ^ 0x01);
+  EXPECT_TRUE(std::equal(bytes.begin() + 1, bytes.end(), want_bytes.begin() + 1));
+  ASSERT_EQ(nrt_execute(m, in, out), NRT_SUCCESS);  // one-shot: the next is right again
+  ASSERT_EQ(nrt_tensor_read(c, got.data(), 0, 16), NRT_SUCCESS);
+  EXPECT_EQ(got, want);
+  nrt_destroy_tensor_set(&in);
+  nrt_destroy_tensor_set(&out);
+  for (nrt_tensor_t* t : {a, w, c}) nrt_tensor_free(&t);
+}
+
+TEST(DataMatmulParseTest, TensorsMustMatchTheShapeAndBeFloat32) {
+  const std::string wrong_size =
+      std::string(kDataMatmul)
+          .replace(std::string(kDataMatmul).find("\"shape\": [3, 2]"), 15, "\"shape\": [3, 3]");
+  const absl::StatusOr<Program> p = ParseOpList(wrong_size);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("tensor \"w\" must be float32"));
+  const absl::StatusOr<Program> big = ParseOpList(Ops(
+      R"({"op": "matmul", "m": 65, "k": 1, "n": 1, "input": "a", "weights": "w", "output": "c"})"));
+  ASSERT_FALSE(big.ok());
+  EXPECT_THAT(std::string(big.status().message()), HasSubstr("at most 64"));
+  const absl::StatusOr<Program> ok = ParseOpList(kDataMatmul);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(ok->has_data);
 }
 
 }  // namespace
