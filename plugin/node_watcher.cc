@@ -38,7 +38,7 @@ void MarkWithheld(std::string_view root, Hardware* hw) {
     d.healthy = false;
     d.reason = withheld.ok()
                    ? "withheld for a health check or reset"
-                   : fmt::format("withheld: {}", std::string(withheld.status().message()));
+                   : fmt::format("withheld: {}", std::string{withheld.status().message()});
   }
 }
 

@@ -213,19 +213,20 @@ class Remediator::Impl {
       Device& r = devices_[index];
       if (r.gave_up || now < r.next_try || !d.present) continue;
       if (r.lock) return index;
-      const bool wants = d.health.state == HealthState::kUnhealthy && !d.withheld &&
-                         std::ranges::any_of(AllClasses(), [&](EvidenceClass c) {
-                           return d.health.classes.Has(c) && reset.Has(c);
-                         });
+      const bool wants =
+          d.health.state == HealthState::kUnhealthy && !d.withheld && FoundBy(d.health, reset);
       if (wants && !fresh) fresh = index;
     }
     return fresh;
   }
 
-  static std::vector<EvidenceClass> AllClasses() {
-    std::vector<EvidenceClass> out;
-    for (int i = 0; i < kEvidenceClassCount; ++i) out.push_back(static_cast<EvidenceClass>(i));
-    return out;
+  // Whether a class in `classes` is behind `h`'s verdict.
+  static bool FoundBy(const DeviceHealth& h, EvidenceClasses classes) {
+    for (int i = 0; i < kEvidenceClassCount; ++i) {
+      const auto c = static_cast<EvidenceClass>(i);
+      if (h.classes.Has(c) && classes.Has(c)) return true;
+    }
+    return false;
   }
 
   void Try(int index) {
@@ -246,18 +247,18 @@ class Remediator::Impl {
     ++r.tries;
     if (r.tries >= options_.policy.reset_tries) {
       r.gave_up = true;
-      Set(index, {"gave_up", r.tries, std::string(done.message())}, "failed");
+      Set(index, {"gave_up", r.tries, std::string{done.message()}}, "failed");
       metrics_->Remediation(index, "reset", "gave_up");
       log_->error(
           "neuron{}: reset failed {} times, the device stays withheld until the plugin "
           "restarts: {}",
-          index, r.tries, std::string(done.message()));
+          index, r.tries, std::string{done.message()});
       return;
     }
     r.next_try = Clock::now() + options_.retry_after * (1 << (r.tries - 1));
-    Set(index, {"failed", r.tries, std::string(done.message())}, "failed");
+    Set(index, {"failed", r.tries, std::string{done.message()}}, "failed");
     log_->warn("neuron{}: reset try {} of {} failed: {}", index, r.tries,
-               options_.policy.reset_tries, std::string(done.message()));
+               options_.policy.reset_tries, std::string{done.message()});
   }
 
   // Why the device may not be reset now (steps 1 to 3), taking its lock when it may.
@@ -266,7 +267,7 @@ class Remediator::Impl {
     if (!r->lock) {
       absl::StatusOr<WithholdLock> lock =
           WithholdLock::Take(options_.root, index, WithholdLock::Mode::kExclusive);
-      if (!lock.ok()) return std::string(lock.status().message());
+      if (!lock.ok()) return std::string{lock.status().message()};
       r->lock = *std::move(lock);
       if (in_use_().contains(index)) {  // committed just before the lock
         r->lock.reset();
@@ -279,7 +280,7 @@ class Remediator::Impl {
   // Who holds the device open once the agent's own holds had `release_wait` to go; nullopt: none.
   std::optional<std::string> Holders(int index) const {
     const absl::StatusOr<dev_t> number = NeuronDeviceNumber(root_, index);
-    if (!number.ok()) return std::string(number.status().message());
+    if (!number.ok()) return std::string{number.status().message()};
     const ProcReader proc(root_);
     const Clock::time_point deadline = Clock::now() + options_.release_wait;
     while (true) {

@@ -61,7 +61,7 @@ absl::StatusOr<AllocationHolds> HoldForAllocation(std::string_view root,
     if (lock.ok()) {
       out.locks.push_back(*std::move(lock));
     } else if (absl::IsFailedPrecondition(lock.status())) {
-      if (out.unusable.empty()) out.unusable = std::string(lock.status().message());
+      if (out.unusable.empty()) out.unusable = std::string{lock.status().message()};
     } else {
       return lock.status();
     }

@@ -521,8 +521,9 @@ std::map<std::string, absl::StatusOr<std::vector<PreparedDevice>>> Driver::Prepa
       if (!held.ok()) {
         p = held.status();
       } else {
-        if (!held->unusable.empty())
+        if (!held->unusable.empty()) {
           log->warn("prepare without the withhold locks: {}", held->unusable);
+        }
         std::move(held->locks.begin(), held->locks.end(), std::back_inserter(holds));
       }
     }
