@@ -34,7 +34,10 @@ absl::Status Malformed(const std::filesystem::path& path, std::string_view text,
       fmt::format("{}: malformed value \"{}\" (expected {})", path.string(), shown, expected));
 }
 
-absl::StatusOr<std::string> ReadFd(int fd, const std::filesystem::path& display) {
+// Reads `fd` to its end and closes it. More than `max_bytes` is `too_large` (a sysfs attribute
+// that long is not one: DataLoss; a file the caller bounds: OutOfRange).
+absl::StatusOr<std::string> ReadFd(int fd, const std::filesystem::path& display, uint64_t max_bytes,
+                                   absl::StatusCode too_large) {
   std::string out;
   char buf[4096];
   for (;;) {
@@ -47,10 +50,10 @@ absl::StatusOr<std::string> ReadFd(int fd, const std::filesystem::path& display)
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
-    if (out.size() > kMaxAttributeBytes) {
+    if (out.size() > max_bytes) {
       ::close(fd);
-      return absl::DataLossError(
-          fmt::format("{}: larger than {} bytes", display.string(), kMaxAttributeBytes));
+      return absl::Status(too_large,
+                          fmt::format("{}: larger than {} bytes", display.string(), max_bytes));
     }
   }
   ::close(fd);
@@ -85,7 +88,7 @@ absl::StatusOr<std::string> ReadAttributeAt(int dir_fd, const char* relative,
                                             const std::filesystem::path& display) {
   const int fd = ::openat(dir_fd, relative, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) return ErrnoError(errno, "open", display);
-  return ReadFd(fd, display);
+  return ReadFd(fd, display, kMaxAttributeBytes, absl::StatusCode::kDataLoss);
 }
 
 std::string_view StripNewline(std::string_view text) {
@@ -182,26 +185,7 @@ absl::StatusOr<std::string> ReadText(const std::filesystem::path& path) {
 absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path, uint64_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "open", path);
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoError(err, "read", path);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > max_bytes) {
-      ::close(fd);
-      return absl::OutOfRangeError(
-          fmt::format("{}: larger than {} bytes", path.string(), max_bytes));
-    }
-  }
-  ::close(fd);
-  return out;
+  return ReadFd(fd, path, max_bytes, absl::StatusCode::kOutOfRange);
 }
 
 std::vector<std::string> ListDir(const std::filesystem::path& dir) {

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/base/file_io.h"
+#include "core/sample/internal/dl_symbols.h"
 
 namespace neuron {
 namespace {
@@ -45,11 +46,7 @@ struct ExecApi {
   NrtStatusText status_text = nullptr;  // optional
 };
 
-template <typename F>
-void ResolveExec(void* handle, const char* name, F* out, std::string* missing) {
-  *out = reinterpret_cast<F>(dlsym(handle, name));
-  if (*out == nullptr && missing->empty()) *missing = name;
-}
+using dl_symbols::Resolve;
 
 // The library stays loaded: the process exits after its one execution.
 absl::StatusOr<ExecApi> LoadExecApi(const std::string& path) {
@@ -60,23 +57,23 @@ absl::StatusOr<ExecApi> LoadExecApi(const std::string& path) {
   }
   ExecApi a;
   std::string missing;
-  ResolveExec(h, "nrt_init", &a.init, &missing);
-  ResolveExec(h, "nrt_close", &a.close, &missing);
-  ResolveExec(h, "nrt_load", &a.load, &missing);
-  ResolveExec(h, "nrt_load_collectives", &a.load_collectives, &missing);
-  ResolveExec(h, "nrt_allocate_tensor_set", &a.allocate_set, &missing);
-  ResolveExec(h, "nrt_add_tensor_to_tensor_set", &a.add_to_set, &missing);
-  ResolveExec(h, "nrt_tensor_allocate", &a.tensor_allocate, &missing);
-  ResolveExec(h, "nrt_tensor_write", &a.tensor_write, &missing);
-  ResolveExec(h, "nrt_tensor_read", &a.tensor_read, &missing);
-  ResolveExec(h, "nrt_execute", &a.execute, &missing);
+  Resolve(h, "nrt_init", &a.init, &missing);
+  Resolve(h, "nrt_close", &a.close, &missing);
+  Resolve(h, "nrt_load", &a.load, &missing);
+  Resolve(h, "nrt_load_collectives", &a.load_collectives, &missing);
+  Resolve(h, "nrt_allocate_tensor_set", &a.allocate_set, &missing);
+  Resolve(h, "nrt_add_tensor_to_tensor_set", &a.add_to_set, &missing);
+  Resolve(h, "nrt_tensor_allocate", &a.tensor_allocate, &missing);
+  Resolve(h, "nrt_tensor_write", &a.tensor_write, &missing);
+  Resolve(h, "nrt_tensor_read", &a.tensor_read, &missing);
+  Resolve(h, "nrt_execute", &a.execute, &missing);
   if (!missing.empty()) {
     return absl::FailedPreconditionError(fmt::format(
         "{} has no {}: not a libnrt that executes programs (the Neuron runtime's libnrt.so.1)",
         path, missing));
   }
   std::string optional;
-  ResolveExec(h, "nrt_get_status_as_str", &a.status_text, &optional);
+  Resolve(h, "nrt_get_status_as_str", &a.status_text, &optional);
   return a;
 }
 

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/base/component_log.h"
+#include "core/sample/internal/dl_symbols.h"
 #include "core/sample/internal/libnrt_api.h"
 
 namespace neuron {
@@ -40,12 +41,7 @@ struct Api {
   libnrt::NdsObjDelete nds_obj_delete = nullptr;
 };
 
-template <typename F>
-bool Resolve(void* handle, const char* name, F* out, std::string* missing) {
-  *out = reinterpret_cast<F>(dlsym(handle, name));
-  if (*out == nullptr && missing->empty()) *missing = name;
-  return *out != nullptr;
-}
+using dl_symbols::Resolve;
 
 // The library stays loaded for the life of the process: unloading a runtime library that may
 // have started threads of its own is not safe, and the agent loads it once.
