@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -55,42 +56,46 @@ void SkipDevice(check::DeviceResult* d, std::string why) {
   d->detail = std::move(why);
 }
 
-// Withholds each requested device and skips those that are withheld by another holder, held open
-// by a process, or allocated to a pod. The locks are kept in `locks` for the check's duration.
-void Select(const HealthCheckOptions& o, check::Report* report, std::vector<WithholdLock>* locks) {
-  const RootPaths root(o.root);
-  for (check::DeviceResult& d : report->devices) {
-    if (o.withheld_by_caller) continue;
-    absl::StatusOr<WithholdLock> lock =
-        WithholdLock::Take(o.root, d.device, WithholdLock::Mode::kExclusive);
-    if (lock.ok()) {
-      locks->push_back(*std::move(lock));
-    } else if (absl::IsUnavailable(lock.status())) {
-      SkipDevice(&d, "withheld by another holder (a reset or another check in progress)");
+// Why each of `devices` may not be used now: withheld by another holder, held open by a
+// process, or allocated to a pod. The exclusive lock of each one in `lock` is taken first and
+// kept in `locks` for the check's duration (the others the caller withholds itself).
+std::map<int, std::string> Unavailable(const HealthCheckOptions& o, const std::vector<int>& devices,
+                                       const std::set<int>& lock,
+                                       std::vector<WithholdLock>* locks) {
+  std::map<int, std::string> out;
+  for (int d : devices) {
+    if (!lock.contains(d)) continue;
+    absl::StatusOr<WithholdLock> held =
+        WithholdLock::Take(o.root, d, WithholdLock::Mode::kExclusive);
+    if (held.ok()) {
+      locks->push_back(*std::move(held));
+    } else if (absl::IsUnavailable(held.status())) {
+      out[d] = "withheld by another holder (a reset or another check in progress)";
     } else {
-      SkipDevice(&d, fmt::format("cannot withhold it: {}", std::string{lock.status().message()}));
+      out[d] = fmt::format("cannot withhold it: {}", std::string{held.status().message()});
     }
   }
   // Under the lock no allocation is committed any more; what was committed shows as an open
   // device (a running container) or in the agent's in_use.
+  const RootPaths root(o.root);
   const ProcReader proc(root);
   std::vector<dev_t> numbers;
-  std::vector<std::pair<check::DeviceResult*, dev_t>> asked;
-  for (check::DeviceResult& d : report->devices) {
-    if (d.verdict == check::Verdict::kSkipped) continue;
-    absl::StatusOr<dev_t> n = NeuronDeviceNumber(root, d.device);
+  std::vector<std::pair<int, dev_t>> asked;
+  for (int d : devices) {
+    if (out.contains(d)) continue;
+    absl::StatusOr<dev_t> n = NeuronDeviceNumber(root, d);
     if (!n.ok()) continue;  // no device node: the programs will fail to open it and say so
     numbers.push_back(*n);
-    asked.emplace_back(&d, *n);
+    asked.emplace_back(d, *n);
   }
   const ProcReader::DeviceHolders holders = proc.HoldersOf(numbers);
-  for (auto& [d, n] : asked) {
+  for (const auto& [d, n] : asked) {
     const auto it = holders.pids.find(n);
     if (it == holders.pids.end() || it->second.empty()) continue;
     const int pid = it->second.front();
     absl::StatusOr<std::string> cmd = proc.CommandLine(pid, 256);
-    SkipDevice(d, fmt::format("held open by PID {} ({})", pid,
-                              cmd.ok() ? FormatCommandLine(*cmd) : std::string{"command unknown"}));
+    out[d] = fmt::format("held open by PID {} ({})", pid,
+                         cmd.ok() ? FormatCommandLine(*cmd) : std::string{"command unknown"});
   }
   if (holders.problems.processes > 0) {
     CheckWarn(
@@ -104,13 +109,53 @@ void Select(const HealthCheckOptions& o, check::Report* report, std::vector<With
         fmt::format("allocation could not be checked (agent at {}: {}); only devices held open "
                     "by a process are skipped",
                     o.agent, std::string{in_use.status().message()}));
-    return;
+    return out;
   }
-  for (check::DeviceResult& d : report->devices) {
-    if (d.verdict != check::Verdict::kSkipped && in_use->contains(d.device)) {
-      SkipDevice(&d, "allocated to a pod (the agent says in_use)");
+  for (int d : devices) {
+    if (!out.contains(d) && in_use->contains(d))
+      out[d] = "allocated to a pod (the agent says in_use)";
+  }
+  return out;
+}
+
+// The NeuronLink neighbours of the requested devices that were not requested themselves: a
+// device's check exchanges with each of them, so they are withheld for the check's duration too.
+std::vector<int> Partners(const Inventory& inv, const std::set<int>& requested) {
+  std::set<int> out;
+  for (const NeuronDevice& d : inv.devices) {
+    if (!requested.contains(d.index)) continue;
+    for (int peer : d.connected) {
+      if (!requested.contains(peer)) out.insert(peer);
     }
   }
+  return {out.begin(), out.end()};
+}
+
+// Withholds the requested devices (unless the caller has) and their neighbours, and skips the
+// requested ones that may not be used. Returns the neighbours that may take part in an exchange;
+// a link to one that may not is said in the report's notes, not checked.
+std::set<int> Select(const HealthCheckOptions& o, const Inventory& inv, check::Report* report,
+                     std::vector<WithholdLock>* locks) {
+  std::set<int> requested;
+  for (const check::DeviceResult& d : report->devices) requested.insert(d.device);
+  std::vector<int> devices(requested.begin(), requested.end());
+  const std::vector<int> partners = Partners(inv, requested);
+  devices.insert(devices.end(), partners.begin(), partners.end());
+  std::set<int> lock(partners.begin(), partners.end());
+  if (!o.withheld_by_caller) lock.insert(requested.begin(), requested.end());
+  const std::map<int, std::string> why = Unavailable(o, devices, lock, locks);
+  for (check::DeviceResult& d : report->devices) {
+    if (const auto it = why.find(d.device); it != why.end()) SkipDevice(&d, it->second);
+  }
+  std::set<int> available;
+  for (int p : partners) {
+    if (const auto it = why.find(p); it == why.end()) {
+      available.insert(p);
+    } else {
+      report->notes.push_back(fmt::format("links to neuron{} not checked: {}", p, it->second));
+    }
+  }
+  return available;
 }
 
 // The computation on every logical core of each checked device.
@@ -131,14 +176,18 @@ void RunCompute(const check::SpawnContext& ctx, const check::RefProgram& p, int 
   }
 }
 
-// The links between checked devices (each once), in rounds in which no device appears twice, so
-// that the ranks of one round never meet on one core.
+// The links of the checked devices to each other and to the neighbours that may take part (each
+// once), in rounds in which no device appears twice, so that the ranks of one round never meet on
+// one core.
 std::vector<std::vector<std::pair<int, int>>> LinkRounds(const Inventory& inv,
-                                                         const std::set<int>& checked) {
+                                                         const std::set<int>& checked,
+                                                         const std::set<int>& partners) {
+  const auto usable = [&](int d) { return checked.contains(d) || partners.contains(d); };
   std::vector<std::pair<int, int>> links;
   for (const NeuronDevice& d : inv.devices) {
     for (int peer : d.connected) {
-      if (d.index < peer && checked.contains(d.index) && checked.contains(peer)) {
+      const bool ours = checked.contains(d.index) || checked.contains(peer);
+      if (d.index < peer && ours && usable(d.index) && usable(peer)) {
         links.emplace_back(d.index, peer);
       }
     }
@@ -164,12 +213,12 @@ std::vector<std::vector<std::pair<int, int>>> LinkRounds(const Inventory& inv,
 
 // The exchange over every link: rank 0 on the first core of one device, rank 1 on the other's.
 void RunLinks(const check::SpawnContext& ctx, const check::RefProgram& p, const Inventory& inv,
-              int cores, check::Report* report) {
+              int cores, const std::set<int>& partners, check::Report* report) {
   std::set<int> checked;
   for (const check::DeviceResult& d : report->devices) {
     if (d.verdict != check::Verdict::kSkipped) checked.insert(d.device);
   }
-  for (const auto& round : LinkRounds(inv, checked)) {
+  for (const auto& round : LinkRounds(inv, checked, partners)) {
     std::vector<ChildJob> jobs;
     for (const auto& [a, b] : round) {
       absl::StatusOr<std::string> comm = check::LocalCommId();
@@ -223,7 +272,7 @@ int RunHealthCheck(const HealthCheckOptions& o, const Inventory& inv) {
     }
   }
   std::vector<WithholdLock> locks;
-  Select(o, &report, &locks);
+  const std::set<int> partners = Select(o, inv, &report, &locks);
   const bool any = std::any_of(report.devices.begin(), report.devices.end(),
                                [](const auto& d) { return d.verdict != check::Verdict::kSkipped; });
   if (any) {
@@ -232,7 +281,7 @@ int RunHealthCheck(const HealthCheckOptions& o, const Inventory& inv) {
     const int cores = inv.LogicalCoresPerDevice();
     RunCompute(ctx, *manifest->FirstOf(false), cores, &report);
     if (const check::RefProgram* x = manifest->FirstOf(true); x != nullptr) {
-      RunLinks(ctx, *x, inv, cores, &report);
+      RunLinks(ctx, *x, inv, cores, partners, &report);
     } else {
       report.notes.push_back("no exchange program in the manifest: links not checked");
     }

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "core/node/withhold.h"
 #include "tests/support/suite_node.h"
@@ -184,6 +185,28 @@ TEST_F(HealthCheckTest, ADownedLinkFailsThatLinkOnly) {
     failed += l["verdict"] == "failed" ? 1 : 0;
   }
   EXPECT_EQ(failed, 1) << r.out;
+}
+
+// One device's check (as a reset runs it) exchanges with each of its NeuronLink neighbours,
+// withholding them for the while: a downed link to one fails it.
+TEST_F(HealthCheckTest, OneDevicesCheckCoversItsLinksToEveryNeighbour) {
+  const int id = CtlFault({"link-down", "--device", "5", "--peer", "6"});
+  const RunResult r = Check("one", {"--json-output", "--device", "5"});
+  Node().Ctl({"clear-fault", "--id", std::to_string(id)});
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  const json doc = Json(r);
+  ASSERT_EQ(doc["devices"].size(), 1u);
+  EXPECT_EQ(doc["devices"][0]["verdict"], "passed");
+  std::set<int> peers;
+  for (const json& l : doc["links"]) {
+    const std::vector<int> ends = l["devices"];
+    ASSERT_EQ(ends.size(), 2u);
+    ASSERT_TRUE(ends[0] == 5 || ends[1] == 5) << l.dump();
+    const int peer = ends[0] == 5 ? ends[1] : ends[0];
+    peers.insert(peer);
+    EXPECT_EQ(l["verdict"], peer == 6 ? "failed" : "passed") << l.dump();
+  }
+  EXPECT_EQ(peers, (std::set<int>{1, 4, 6, 9})) << "trn1.32xlarge's torus: four neighbours";
 }
 
 TEST_F(HealthCheckTest, BusyAndWithheldDevicesAreSkipped) {
