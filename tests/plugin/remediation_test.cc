@@ -210,7 +210,7 @@ TEST_F(RemediationTest, ACheckThatCannotPassRunsOutOfTriesAndTheDeviceStaysWithh
   // device is healthy by it, and stays withheld because only a passed check returns it.
   EXPECT_TRUE(WaitDevice(2, [](const json& d) { return d["state"] == "healthy"; })) << last_.dump();
   EXPECT_EQ(last_["withheld"], true);
-  EXPECT_EQ(ResetRequests(2), before + 2 * 2) << "two tries, each a reset of both cores";
+  EXPECT_EQ(ResetRequests(2), before + uint64_t{2 * 2}) << "two tries, each a reset of both cores";
   EXPECT_NE(Metrics().find("neuron_device_remediations_total{action=\"reset\",neuron_device=\"2\","
                            "result=\"gave_up\"} 1"),
             std::string::npos);
