@@ -309,6 +309,7 @@ nlohmann::ordered_json HealthJson(const LsReport& r, const LsDevice& d) {
   j["components"] = std::move(components);
   j["reasons"] = d.health->reasons;
   j["degraded"] = d.health->degraded;
+  if (!d.health->withheld.empty()) j["withheld"] = d.health->withheld;
   j["source"] = r.health.from_agent ? "agent" : "this read only";
   return j;
 }

@@ -31,6 +31,11 @@ absl::StatusOr<HealthRow> RowFromJson(const json& j) {
   row.state = *state;
   row.present = j.value("present", true);
   row.degraded = j.value("degraded", false);
+  if (j.value("withheld", false)) {
+    const json r = j.value("remediation", json::object());
+    const std::string phase = r.is_object() ? r.value("phase", "") : "";
+    row.withheld = TerminalSafe(phase.empty() ? "withheld" : "reset " + phase);
+  }
   for (const json& c : j.value("components", json::array())) {
     if (!c.is_string()) continue;
     if (std::optional<HealthComponent> known = HealthComponentNamed(c.get<std::string>())) {
@@ -50,7 +55,8 @@ HealthRow RowFromVerdict(const DeviceHealth& h) {
           .state = h.state,
           .components = h.components,
           .reasons = h.reasons,
-          .degraded = h.degraded};
+          .degraded = h.degraded,
+          .withheld = ""};
 }
 
 }  // namespace
@@ -62,7 +68,9 @@ const HealthRow* NodeHealthView::FindDevice(int index) const {
   return nullptr;
 }
 
-std::string HealthText(const HealthRow& row) {
+namespace {
+
+std::string StateText(const HealthRow& row) {
   const std::string first = row.reasons.empty() ? "" : row.reasons.front();
   switch (row.state) {
     case HealthState::kHealthy:
@@ -75,11 +83,21 @@ std::string HealthText(const HealthRow& row) {
   return "unknown";
 }
 
+}  // namespace
+
+std::string HealthText(const HealthRow& row) {
+  if (row.withheld.empty()) return StateText(row);
+  return StateText(row) + ", withheld" +
+         (row.withheld == "withheld" ? std::string() : " (" + row.withheld + ")");
+}
+
 std::vector<const HealthRow*> NotHealthy(const NodeHealthView& view) {
   std::vector<const HealthRow*> out;
   for (const std::vector<HealthRow>* rows : {&view.devices, &view.efas}) {
     for (const HealthRow& r : *rows) {
-      if (r.state != HealthState::kHealthy || r.degraded) out.push_back(&r);
+      if (r.state != HealthState::kHealthy || r.degraded || !r.withheld.empty()) {
+        out.push_back(&r);
+      }
     }
   }
   return out;

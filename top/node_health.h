@@ -38,6 +38,9 @@ struct HealthRow {
   HealthComponents components;       // at fault (unhealthy)
   std::vector<std::string> reasons;  // first the one that decided
   bool degraded = false;             // corrected ECC rose (a flag, never a state)
+  // Withheld from allocation by a check or the agent's reset: "" when not; else what the agent's
+  // remediation says ("reset checking", "reset gave_up") or "withheld" (agent's answer only).
+  std::string withheld = {};
   bool operator==(const HealthRow&) const = default;
 };
 
@@ -56,11 +59,12 @@ struct NodeHealthView {
 };
 
 // What a device's cell says: "healthy", "unhealthy: hbm,link_efa" (the first reason when no
-// component is named), "unknown: <first reason>"; ", degraded" after a degraded healthy device.
+// component is named), "unknown: <first reason>"; ", degraded" after a degraded healthy device;
+// ", withheld (reset checking)" while a check or reset withholds it.
 std::string HealthText(const HealthRow& row);
 
-// Rows that are not simply healthy (unhealthy, unknown, degraded), devices first: the lines of
-// neuron-top's health section.
+// Rows that are not simply healthy (unhealthy, unknown, degraded, withheld), devices first: the
+// lines of neuron-top's health section.
 std::vector<const HealthRow*> NotHealthy(const NodeHealthView& view);
 // neuron-top's health section title: "Health (agent): devices 15 healthy, 1 unhealthy; EFA 8
 // healthy", "(this read only)" for this process's own verdicts.

@@ -114,6 +114,7 @@ Json HealthRows(const std::vector<HealthRow>& rows) {
     j["components"] = std::move(components);
     j["reasons"] = r.reasons;
     j["degraded"] = r.degraded;
+    if (!r.withheld.empty()) j["withheld"] = r.withheld;
     out.push_back(std::move(j));
   }
   return out;

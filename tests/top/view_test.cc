@@ -395,6 +395,24 @@ constexpr std::string_view kAgentDocument = R"json({"generation":42,"stale":fals
           "degraded":false}],
  "node_condition":{"type":"NeuronHealth","status":"True"}})json";
 
+// A device a check or the agent's reset withholds says so beside its state, with the reset's
+// phase when the agent gives one (plugin/remediation.h).
+TEST(HealthViewTest, AWithheldDeviceSaysSoAndWhy) {
+  constexpr std::string_view kDocument = R"json({"generation":7,"stale":false,"devices":[
+    {"device":0,"present":true,"state":"healthy","components":[],"reasons":[],"degraded":false,
+     "withheld":true,"remediation":{"phase":"checking","tries":0,"message":"active check running"}},
+    {"device":1,"present":true,"state":"unhealthy","components":["hbm"],
+     "reasons":["uncorrected ECC (hbm)"],"degraded":false,"withheld":true},
+    {"device":2,"present":true,"state":"healthy","components":[],"reasons":[],"degraded":false,
+     "withheld":false}],"efas":[],"node_condition":{"type":"NeuronHealth","status":"False"}})json";
+  absl::StatusOr<NodeHealthView> h = ParseAgentHealth(kDocument, "unix:/x/plugin.sock");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(HealthText(h->devices[0]), "healthy, withheld (reset checking)");
+  EXPECT_EQ(HealthText(h->devices[1]), "unhealthy: hbm, withheld");
+  EXPECT_EQ(HealthText(h->devices[2]), "healthy");
+  EXPECT_EQ(NotHealthy(*h).size(), 2u);
+}
+
 TEST(HealthViewTest, TheAgentsAnswerBecomesRowsAndLines) {
   absl::StatusOr<NodeHealthView> h = ParseAgentHealth(kAgentDocument, "unix:/x/plugin.sock");
   ASSERT_TRUE(h.ok()) << h.status();
