@@ -189,7 +189,7 @@ void AddHealthCheckOptions(CLI::App* app, bool* health_check,
                            neuron::top::HealthCheckOptions* check) {
   app->add_flag("--health-check", *health_check,
                 "run the active health check: reference programs on idle devices and their links "
-                "(docs/OPERATIONS.md#active-check)");
+                "(exit codes below)");
   app->add_option("--device", check->devices, "with --health-check: only this device (repeatable)");
   app->add_option("--programs", check->programs,
                   "with --health-check: the reference programs and their manifest.json")
