@@ -203,9 +203,7 @@ void AddHealthCheckOptions(CLI::App* app, bool* health_check,
                 "devices' withhold locks");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   // The check's child mode runs one program and reports; it shares nothing with the listing.
   if (argc > 1 && argv[1] == neuron::top::kChildModeFlag) {
     return neuron::top::HealthCheckChildMain(std::vector<std::string>(argv + 2, argv + argc));
@@ -282,4 +280,15 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   return Run(flags->root, flags->lnc, wide, all, json, topology, libnrt, agent);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "neuron-ls: %s\n", e.what());
+    return 1;
+  }
 }
