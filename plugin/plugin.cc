@@ -52,12 +52,7 @@ HealthDocument Plugin::Health(std::optional<uint64_t> unless) const {
   // The Node condition is the `node` action's; in device-plugin mode `evict` sets it too: with no
   // device taints, the cluster's own remediation acts on the Node (plugin/config.h).
   EvidenceClasses condemning = config_.health.WithAction(Action::kNode);
-  if (config_.api == Api::kDevicePlugin) {
-    for (int i = 0; i < kEvidenceClassCount; ++i) {
-      const auto c = static_cast<EvidenceClass>(i);
-      if (config_.health.ActionFor(c) == Action::kEvict) condemning.Add(c);
-    }
-  }
+  if (config_.api == Api::kDevicePlugin) condemning.Add(config_.health.WithAction(Action::kEvict));
   return BuildHealthDocument(*state_.view(), read, stale, unless,
                              {.condemning = condemning,
                               .in_use = face_->DevicesInUse(),

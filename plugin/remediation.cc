@@ -213,20 +213,11 @@ class Remediator::Impl {
       Device& r = devices_[index];
       if (r.gave_up || now < r.next_try || !d.present) continue;
       if (r.lock) return index;
-      const bool wants =
-          d.health.state == HealthState::kUnhealthy && !d.withheld && FoundBy(d.health, reset);
+      const bool wants = d.health.state == HealthState::kUnhealthy && !d.withheld &&
+                         d.health.classes.Intersects(reset);
       if (wants && !fresh) fresh = index;
     }
     return fresh;
-  }
-
-  // Whether a class in `classes` is behind `h`'s verdict.
-  static bool FoundBy(const DeviceHealth& h, EvidenceClasses classes) {
-    for (int i = 0; i < kEvidenceClassCount; ++i) {
-      const auto c = static_cast<EvidenceClass>(i);
-      if (h.classes.Has(c) && classes.Has(c)) return true;
-    }
-    return false;
   }
 
   void Try(int index) {

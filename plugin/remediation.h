@@ -56,8 +56,6 @@ struct RemediationOptions {
 
 // The devices in some pod's allocation or prepared claim (the face's knowledge).
 using InUseFn = std::function<std::set<int>()>;
-// Called on every change of a device's status (the Events writer, tests).
-using RemediationListener = std::function<void(int device, const RemediationStatus&)>;
 
 class Remediator {
  public:

@@ -183,12 +183,7 @@ std::string TypeOfComponent(HealthComponent c) {
 }
 
 bool Condemns(const DeviceHealth& h, EvidenceClasses condemning) {
-  if (h.state != HealthState::kUnhealthy) return false;
-  for (int i = 0; i < kEvidenceClassCount; ++i) {
-    const auto c = static_cast<EvidenceClass>(i);
-    if (h.classes.Has(c) && condemning.Has(c)) return true;
-  }
-  return false;
+  return h.state == HealthState::kUnhealthy && h.classes.Intersects(condemning);
 }
 
 }  // namespace

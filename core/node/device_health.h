@@ -59,6 +59,8 @@ class EvidenceClasses {
   constexpr bool Has(EvidenceClass c) const { return (bits_ & Bit(c)) != 0; }
   constexpr void Add(EvidenceClass c) { bits_ |= Bit(c); }
   constexpr void Remove(EvidenceClass c) { bits_ &= ~Bit(c); }
+  constexpr void Add(EvidenceClasses other) { bits_ |= other.bits_; }
+  constexpr bool Intersects(EvidenceClasses other) const { return (bits_ & other.bits_) != 0; }
   constexpr bool empty() const { return bits_ == 0; }
   bool operator==(const EvidenceClasses&) const = default;
 
