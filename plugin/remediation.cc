@@ -85,6 +85,7 @@ ChildResult RunChild(const std::vector<std::string>& argv, std::chrono::millisec
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDERR_FILENO);
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
