@@ -2,7 +2,6 @@
 // (top/health_check_internal.h).
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -151,17 +150,7 @@ absl::Status SaveBaseline(const fs::path& path, const Baseline& b) {
                                 {"slow_margin_us", b.margin_us},
                                 {"execute_us", b.execute_us}};
   // Written aside and renamed, so a reader never sees half a baseline.
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << doc.dump(2) << "\n";
-    if (!f) return absl::UnavailableError(fmt::format("cannot write {}", tmp.string()));
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    return absl::UnavailableError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
-  }
-  return absl::OkStatus();
+  return ReplaceFile(path, doc.dump(2) + "\n");
 }
 
 bool IsSlow(const Baseline& b, const std::string& program, int64_t execute_us) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <charconv>
 #include <cstring>
 
@@ -186,6 +187,34 @@ absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path, uin
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "open", path);
   return ReadFd(fd, path, max_bytes, absl::StatusCode::kOutOfRange);
+}
+
+absl::Status ReplaceFile(const std::filesystem::path& path, std::string_view content) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(errno, "open", tmp);
+  for (size_t done = 0; done < content.size();) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return ErrnoError(err, "write", tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoError(err, "write", tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoError(err, "rename to", path);
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> ListDir(const std::filesystem::path& dir) {

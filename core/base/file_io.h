@@ -51,6 +51,10 @@ absl::StatusOr<std::string> ReadText(const std::filesystem::path& path);
 absl::StatusOr<std::string> ReadWholeFile(const std::filesystem::path& path,
                                           uint64_t max_bytes = uint64_t{1} << 30);
 
+// Writes `content` to `path` by writing PATH.tmp and renaming it over `path`, so a reader sees the
+// old file or the new one, never half of one. The status names the file that could not be written.
+absl::Status ReplaceFile(const std::filesystem::path& path, std::string_view content);
+
 // The entries of `dir` without "." and ".."; empty when it cannot be read (a device directory
 // that vanished mid-scan is not an error to the callers, who rescan).
 std::vector<std::string> ListDir(const std::filesystem::path& dir);

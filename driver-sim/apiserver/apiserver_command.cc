@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/file_io.h"
 #include "driver-sim/apiserver/api_server.h"
 #include "driver-sim/apiserver/validation.h"
 
@@ -167,7 +168,12 @@ int Run(const Flags& f) {
     }
   }
   const json info = {{"url", (*server)->url()}, {"caFile", (*server)->ca_file()}};
-  std::ofstream(std::filesystem::path(f.dir) / "apiserver.json") << info.dump() << "\n";
+  // Renamed into place: a reader that sees the file can parse it.
+  if (absl::Status s = ReplaceFile(std::filesystem::path(f.dir) / "apiserver.json", info.dump());
+      !s.ok()) {
+    std::cerr << "neuron-sim apiserver: " << s.message() << "\n";
+    return 1;
+  }
   std::cout << "neuron-sim apiserver: listening on " << (*server)->url() << std::endl;
   for (;;) {
     int sig = 0;

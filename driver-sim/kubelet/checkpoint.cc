@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/escaping.h"
+#include "core/base/file_io.h"
 #include "driver-sim/kubelet/emulator_impl.h"
 #include "nlohmann/json.hpp"
 
@@ -87,17 +88,7 @@ absl::Status KubeletEmulator::Impl::WriteCheckpointLocked() {
   json data = {{"PodDeviceEntries", entries}, {"RegisteredDevices", registered}};
   json doc = {{"Data", data}, {"Checksum", Fnv1a32(data.dump())}, {"NeuronSimPods", sim_pods}};
 
-  const std::string tmp = checkpoint_file.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << doc.dump() << '\n';
-    if (!out.good()) return absl::InternalError(fmt::format("cannot write {}", tmp));
-  }
-  if (std::rename(tmp.c_str(), checkpoint_file.c_str()) != 0) {
-    return absl::InternalError(
-        fmt::format("failed to write checkpoint file {}", checkpoint_file.string()));
-  }
-  return absl::OkStatus();
+  return ReplaceFile(checkpoint_file, doc.dump() + "\n");
 }
 
 absl::Status KubeletEmulator::Impl::ReadCheckpointLocked() {

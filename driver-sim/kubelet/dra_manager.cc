@@ -18,6 +18,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "core/base/file_io.h"
 #include "driver-sim/kubelet/dra_health.h"
 #include "driver-sim/kubelet/dra_plugins.h"
 #include "nlohmann/json.hpp"
@@ -278,17 +279,9 @@ class DraManager::Impl {
   void WriteLocked() {
     json list = json::array();
     for (const auto& [uid, info] : claims_) list.push_back(ToJson(info));
-    const std::string tmp = options_.state_file.string() + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << json{{"ClaimInfoStateList", list}}.dump() << '\n';
-      if (!out.good()) {
-        log_->error("DRA: cannot write {}", tmp);
-        return;
-      }
-    }
-    if (std::rename(tmp.c_str(), options_.state_file.c_str()) != 0) {
-      log_->error("DRA: cannot write {}", options_.state_file.string());
+    const std::string text = json{{"ClaimInfoStateList", list}}.dump() + "\n";
+    if (absl::Status s = ReplaceFile(options_.state_file, text); !s.ok()) {
+      log_->error("DRA: {}", std::string{s.message()});
     }
   }
 
