@@ -9,7 +9,7 @@
 //      tmux command to the "first frame" line neuron-top logs with its realtime clock;
 //   3. neuron-top CPU at a 1 s refresh under tmux (target <= 1 % of a core): utime + stime from
 //      /proc/<pid>/stat over --cpu-seconds (20), after a warm-up;
-//   4. for reference, the collector's hot and full steps in process.
+//   4. for reference, the view feed's hot and full steps in process.
 //
 //   top_bench [--runs N] [--cpu-seconds S] [--cpu-runs N]
 
@@ -47,7 +47,7 @@
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/sim_driver_thread.h"
 #include "tests/support/sim_tree_fixture.h"
-#include "top/collector.h"
+#include "top/view_feed.h"
 
 namespace {
 
@@ -294,12 +294,12 @@ void BenchTop(const fs::path& root, const fs::path& work, int runs, int cpu_seco
 }
 
 void BenchCollector(const fs::path& root, int runs) {
-  // One collector that never needs a full sweep (nothing allocates), one that always takes one.
+  // One feed that never needs a full sweep (nothing allocates), one that always takes one.
   auto measure = [&](std::chrono::milliseconds max_age) {
-    neuron::top::CollectorOptions options;
-    options.root = root;
+    neuron::top::ViewFeedOptions options;
+    options.node.root = root;
     options.full_sweep_max_age = max_age;
-    neuron::top::Collector c(options, nullptr);
+    neuron::top::ViewFeed c(options, nullptr);
     std::vector<double> ms;
     if (!c.Init().ok()) return ms;
     for (int i = 0; i < runs; ++i) {
@@ -312,7 +312,7 @@ void BenchCollector(const fs::path& root, int runs) {
   const std::vector<double> hot = measure(std::chrono::hours(1));
   const std::vector<double> full = measure(std::chrono::milliseconds(0));
   std::printf(
-      "collector step in process (trn2.48xlarge): hot median %.2f ms, full median %.2f "
+      "feed step in process (trn2.48xlarge): hot median %.2f ms, full median %.2f "
       "ms over %d runs\n",
       Median(hot), Median(full), runs);
 }

@@ -1,7 +1,7 @@
 #pragma once
 // One collector per metric group (docs/metrics.md#self-metrics: device, memory, core, execution,
-// health, power, efa, allocation, compat). Each turns a NodeView into metric families; none reads a
-// file itself (docs/style.md#collectors-translate), except compat's `system_*`, which read
+// health, power, efa, allocation, compat). Each turns a ExporterView into metric families; none
+// reads a file itself (docs/style.md#collectors-translate), except compat's `system_*`, which read
 // ROOT/proc as the compat set requires. Collectors are stateless or guard their own state: scrapes
 // may run concurrently.
 
@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "core/base/version.h"
+#include "monitor/exporter_state.h"
 #include "monitor/families.h"
-#include "monitor/node_source.h"
 
 namespace neuron::monitor {
 
@@ -44,9 +44,9 @@ struct ExporterOptions {
 };
 
 struct ScrapeContext {
-  const NodeView& view;
+  const ExporterView& view;
   const ExporterOptions& options;
-  NodeSource& source;  // Monotonic()
+  ExporterState& source;  // Monotonic()
 
   const Inventory& inventory() const { return *view.inventory; }
   const Snapshot& snap() const { return *view.current; }

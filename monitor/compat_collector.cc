@@ -1,8 +1,8 @@
 // compat: the names, labels and HELP of AWS's neuron-monitor-prometheus.py
 // (docs/metrics.md#compat-names, docs/metrics.md#compat-rules), so dashboards built for it keep
-// working. Computed from the same NodeView as the native metrics; per-process series come from live
-// datastores and vanish at the first scrape after the process exits; runtime_tag comes from the
-// runtime's records (through libnrt), else the PID. neuron-monitor's execution_latency_seconds
+// working. Computed from the same ExporterView as the native metrics; per-process series come from
+// live datastores and vanish at the first scrape after the process exits; runtime_tag comes from
+// the runtime's records (through libnrt), else the PID. neuron-monitor's execution_latency_seconds
 // percentiles have no public source and are not emitted (docs/metrics.md#compat-rules). `system_*`
 // read ROOT/proc (else /proc, docs/architecture.md#process-information).
 #include <array>
@@ -180,7 +180,7 @@ std::optional<std::pair<double, double>> CompatCollector::SystemCpuRatio(
 }
 
 void CompatCollector::SystemMetrics(const ScrapeContext& ctx, const Labels& inst, Families& out) {
-  ProcReader proc{RootPaths(ctx.source.options().root)};
+  ProcReader proc{RootPaths(ctx.source.options().node.root)};
   FamilyBuilder count = Gauge("system_vcpu_count", "System vCPU count");
   FamilyBuilder usage = Gauge("system_vcpu_usage_ratio", "System CPU utilization ratio");
   absl::StatusOr<SystemCpuTimes> cpu = proc.SystemCpu();
@@ -270,7 +270,7 @@ void CompatCollector::RuntimeMetrics(const ScrapeContext& ctx, const Labels& ins
   std::map<int, Proc> procs;
   for (const DatastoreRecord& rec : ctx.snap().processes)
     AddRecord(ctx, inst, rec, procs[rec.pid], f);
-  const ProcReader proc_reader{RootPaths(ctx.source.options().root)};
+  const ProcReader proc_reader{RootPaths(ctx.source.options().node.root)};
   for (const auto& [pid, p] : procs) AddProcess(proc_reader, pid, p, inst, f);
   {
     std::lock_guard<std::mutex> lock(mu_);

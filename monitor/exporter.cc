@@ -128,7 +128,7 @@ void ProcessMetrics(Families& out) {
 
 // neuron_exporter_source_up (docs/architecture.md#unknown-is-not-zero), one series per source once
 // it was tried.
-void SourceMetrics(const NodeView& view, Families& out) {
+void SourceMetrics(const ExporterView& view, Families& out) {
   FamilyBuilder up =
       Gauge("neuron_exporter_source_up",
             "1 when the live source could be read: sysfs (device state, latest sample), datastore "
@@ -191,7 +191,7 @@ std::string LandingPage(const ExporterOptions& options) {
 
 }  // namespace
 
-Exporter::Exporter(NodeSource& source, ExporterOptions options)
+Exporter::Exporter(ExporterState& source, ExporterOptions options)
     : source_(source), options_(std::move(options)), collectors_(MakeCollectors(options_)) {
   Families ignored;
   ProcessMetrics(ignored);  // fixes process_start_time_seconds at construction
@@ -211,13 +211,13 @@ struct Exporter::Rendered {
   std::string text;
   std::vector<CollectorResult> results;
 
-  bool Matches(const NodeView& v) const {
+  bool Matches(const ExporterView& v) const {
     return current == v.current && base == v.base && inventory == v.inventory && pods == v.pods &&
            hw_errors_version == v.hw_errors_version && health == v.health;
   }
 };
 
-std::vector<Exporter::CollectorResult> Exporter::CollectNode(const NodeView& view,
+std::vector<Exporter::CollectorResult> Exporter::CollectNode(const ExporterView& view,
                                                              Families& out) const {
   const ScrapeContext ctx{view, options_, source_};
   std::vector<CollectorResult> results;
@@ -232,7 +232,7 @@ std::vector<Exporter::CollectorResult> Exporter::CollectNode(const NodeView& vie
   return results;
 }
 
-void Exporter::SelfMetrics(const NodeView& view, const std::vector<CollectorResult>& results,
+void Exporter::SelfMetrics(const ExporterView& view, const std::vector<CollectorResult>& results,
                            Families& out) const {
   FamilyBuilder duration = Gauge("neuron_exporter_collector_duration_seconds",
                                  "Time this scrape spent in each collector.");
@@ -287,14 +287,14 @@ void Exporter::SelfMetrics(const NodeView& view, const std::vector<CollectorResu
 
 std::vector<prometheus::MetricFamily> Exporter::Collect() const {
   Families out;
-  const NodeView view = source_.Get();
+  const ExporterView view = source_.Get();
   const std::vector<CollectorResult> results = CollectNode(view, out);
   SelfMetrics(view, results, out);
   return out;
 }
 
 std::string Exporter::RenderMetrics() const {
-  const NodeView view = source_.Get();
+  const ExporterView view = source_.Get();
   std::shared_ptr<const Rendered> rendered;
   {
     std::lock_guard<std::mutex> lock(render_mu_);

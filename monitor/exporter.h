@@ -1,12 +1,12 @@
 #pragma once
-// The exporter: a prometheus::Collectable that, at every scrape, takes the NodeSource's current
+// The exporter: a prometheus::Collectable that, at every scrape, takes the ExporterState's current
 // view (shared between scrapes that arrive close together, docs/architecture.md#sampling-cost),
 // runs every collector in order and adds the self-metrics (per-collector duration and success,
 // neuron_up, build info, pod-resources health, read errors, and the process's own process_*
 // unless options.exporter_metrics is off). Collector groups the options disable are never
 // constructed. Rendering to text is RenderMetrics().
 //
-// Rendering cache: the collectors' part of a scrape depends only on the NodeView (snapshot,
+// Rendering cache: the collectors' part of a scrape depends only on the ExporterView (snapshot,
 // base, inventory, pod assignments, kernel-log counts) and on this exporter's options (compat),
 // so RenderMetrics() keeps the text of the last view it rendered and serves every scrape of
 // that same view from it; only the self-metrics (a few lines) are built per scrape. Scrapes
@@ -24,13 +24,13 @@
 
 #include "http/http_server.h"
 #include "monitor/collector.h"
-#include "monitor/node_source.h"
+#include "monitor/exporter_state.h"
 
 namespace neuron::monitor {
 
 class Exporter : public prometheus::Collectable {
  public:
-  Exporter(NodeSource& source, ExporterOptions options);
+  Exporter(ExporterState& source, ExporterOptions options);
   ~Exporter() override;
 
   // Every family of one scrape, uncached. Requires source.Ready().
@@ -53,11 +53,11 @@ class Exporter : public prometheus::Collectable {
   };
   struct Rendered;
 
-  std::vector<CollectorResult> CollectNode(const NodeView& view, Families& out) const;
-  void SelfMetrics(const NodeView& view, const std::vector<CollectorResult>& results,
+  std::vector<CollectorResult> CollectNode(const ExporterView& view, Families& out) const;
+  void SelfMetrics(const ExporterView& view, const std::vector<CollectorResult>& results,
                    Families& out) const;
 
-  NodeSource& source_;
+  ExporterState& source_;
   ExporterOptions options_;
   std::vector<std::unique_ptr<Collector>> collectors_;
   mutable std::mutex render_mu_;  // held while rendering: scrapes of one view render once

@@ -91,7 +91,7 @@ void AddStates(FamilyBuilder& f, const Labels& base, HealthState current) {
   }
 }
 
-// The verdicts (NodeView::health): read nothing, judged off the scrape path.
+// The verdicts (ExporterView::health): read nothing, judged off the scrape path.
 struct VerdictFamilies {
   FamilyBuilder state = Gauge(
       "neuron_device_health",

@@ -281,11 +281,11 @@ json HardwareInfo(const Inventory& inv) {
 
 }  // namespace
 
-JsonStream::JsonStream(NodeSource& source, ExporterOptions options)
+JsonStream::JsonStream(ExporterState& source, ExporterOptions options)
     : source_(source), options_(std::move(options)) {}
 
 std::string JsonStream::Next() {
-  const NodeView view = source_.Get();
+  const ExporterView view = source_.Get();
   const Snapshot& snap = *view.current;
   // A document sharing its snapshot with the previous one (a period shorter than the sharing
   // window) is measured against the one before that, never over zero time.
@@ -298,7 +298,7 @@ std::string JsonStream::Next() {
   json doc;
   doc["neuron_runtime_data"] = RuntimeData(snap, prev, inv.LogicalCoresPerDevice(), period);
   doc["system_data"] =
-      SystemData(snap, ProcReader(RootPaths(source_.options().root)), period, &cpu_);
+      SystemData(snap, ProcReader(RootPaths(source_.options().node.root)), period, &cpu_);
   doc["instance_info"] = InstanceInfo(options_, inv);
   doc["neuron_hardware_info"] = HardwareInfo(inv);
   if (previous_ != view.current) {

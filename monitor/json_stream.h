@@ -1,6 +1,6 @@
 #pragma once
 // `--format=json`: neuron-monitor-shaped JSON documents (docs/metrics.md#json-stream), one per
-// line, built from the same NodeSource as /metrics. Per-period figures (utilization, FLOP/s,
+// line, built from the same ExporterState as /metrics. Per-period figures (utilization, FLOP/s,
 // execution counts) are differences between this document's snapshot and the previous
 // document's; latency_stats are null (no public source gives percentiles). Not thread-safe: one
 // owner (the output loop).
@@ -10,18 +10,18 @@
 
 #include "core/proc/procinfo.h"
 #include "monitor/collector.h"
-#include "monitor/node_source.h"
+#include "monitor/exporter_state.h"
 
 namespace neuron::monitor {
 
 class JsonStream {
  public:
-  JsonStream(NodeSource& source, ExporterOptions options);
+  JsonStream(ExporterState& source, ExporterOptions options);
   // The next document (no trailing newline).
   std::string Next();
 
  private:
-  NodeSource& source_;
+  ExporterState& source_;
   ExporterOptions options_;
   std::shared_ptr<const Snapshot> previous_;
   std::shared_ptr<const Snapshot> before_previous_;

@@ -18,9 +18,9 @@
 #include "http/local_client.h"
 #include "http/web_config.h"
 #include "monitor/exporter.h"
+#include "monitor/exporter_state.h"
 #include "monitor/front.h"
 #include "monitor/json_stream.h"
-#include "monitor/node_source.h"
 
 namespace neuron::monitor {
 namespace {
@@ -147,12 +147,12 @@ sigset_t BlockStopSignals() {
   return signals;
 }
 
-NodeSourceOptions SourceOptions(const Flags& f, const NodeFlags& node) {
-  NodeSourceOptions so;
-  so.root = node.root;
-  so.lnc = node.lnc;
+ExporterStateOptions SourceOptions(const Flags& f, const NodeFlags& node) {
+  ExporterStateOptions so;
+  so.node.root = node.root;
+  so.node.lnc = node.lnc;
   so.kubelet_dir = f.kubelet_dir;
-  so.libnrt = f.libnrt;
+  so.sampling.libnrt = f.libnrt;
   // The JSON stream is the only reader in json mode: one sample per document.
   so.share_window = std::chrono::milliseconds(f.format == "json" ? 0 : f.share_window_ms);
   so.full_sweep_interval = std::chrono::milliseconds(f.full_sweep_ms);
@@ -161,9 +161,10 @@ NodeSourceOptions SourceOptions(const Flags& f, const NodeFlags& node) {
 }
 
 // Reads the node and starts the source's threads; false (logged) when the node cannot be read.
-bool StartSource(NodeSource& source, spdlog::logger& log) {
+bool StartSource(ExporterState& source, spdlog::logger& log) {
   if (absl::Status s = source.Init(); !s.ok()) {
-    log.error("cannot read the node under {}: {}", source.options().root.string(), s.ToString());
+    log.error("cannot read the node under {}: {}", source.options().node.root.string(),
+              s.ToString());
     return false;
   }
   source.Start();
@@ -171,7 +172,8 @@ bool StartSource(NodeSource& source, spdlog::logger& log) {
 }
 
 // One document every --period seconds on stdout until a stop signal.
-int StreamJson(NodeSource& source, const Flags& f, const sigset_t& signals, spdlog::logger& log) {
+int StreamJson(ExporterState& source, const Flags& f, const sigset_t& signals,
+               spdlog::logger& log) {
   if (!StartSource(source, log)) return kExitFailure;
   JsonStream stream(source, f.exporter);
   const auto step = std::chrono::duration<double>(f.period);
@@ -248,7 +250,8 @@ int ServeFront(Flags f, const sigset_t& signals, spdlog::logger& log) {
 }
 
 // The metrics (--web.telemetry-path), /healthz, /readyz and / until a stop signal.
-int ServeMetrics(NodeSource& source, const Flags& f, const sigset_t& signals, spdlog::logger& log) {
+int ServeMetrics(ExporterState& source, const Flags& f, const sigset_t& signals,
+                 spdlog::logger& log) {
   HttpServer::Options ho;
   if (!ServerOptions(f, log, ho)) return kExitFailure;
   // The server starts before the first sample so that /healthz (liveness) answers at once and
@@ -306,7 +309,7 @@ int Main(int argc, char** argv) {
   const std::shared_ptr<spdlog::logger> log = ComponentLogger("exporter");
   const sigset_t signals = BlockStopSignals();
   if (!f.front.upstream.empty()) return ServeFront(f, signals, *log);
-  NodeSource source(SourceOptions(f, *node));
+  ExporterState source(SourceOptions(f, *node));
   if (f.format == "json") return StreamJson(source, f, signals, *log);
   return ServeMetrics(source, f, signals, *log);
 }

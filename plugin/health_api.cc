@@ -34,12 +34,12 @@ json Verdict(std::string_view key, const json& id, bool present, const DeviceHea
 json Condition(const NodeView& view, bool stale, EvidenceClasses condemning) {
   std::vector<std::pair<int, DeviceHealth>> devices;
   for (const auto& [index, d] : view.devices) devices.emplace_back(index, d.health);
-  const NodeCondition c = JudgeNodeCondition(devices, condemning);
+  const NodeConditionVerdict c = JudgeNodeCondition(devices, condemning);
   // Stale evidence says nothing about now: the condition is Unknown, not the last verdict.
   if (stale) {
     return {{"type", kNodeConditionType},
             {"status", "Unknown"},
-            {"reason", "NeuronHealthUnknown"},
+            {"reason", kNodeConditionUnknown},
             {"message", "the plugin's health evidence is stale"}};
   }
   return {{"type", kNodeConditionType},
@@ -50,7 +50,7 @@ json Condition(const NodeView& view, bool stale, EvidenceClasses condemning) {
 
 }  // namespace
 
-HealthDocument BuildHealthDocument(
+HealthResponse BuildHealthResponse(
     const NodeView& view, std::optional<std::chrono::system_clock::time_point> evidence_time,
     bool stale, std::optional<uint64_t> unless, const HealthContext& context) {
   json doc = json::object();
@@ -74,7 +74,7 @@ HealthDocument BuildHealthDocument(
   doc["efas"] = std::move(efas);
   doc["stale"] = stale;
   doc["node_condition"] = Condition(view, stale, context.condemning);
-  HealthDocument out;
+  HealthResponse out;
   // 53 bits: exact in any JSON reader's number.
   out.generation = Fnv1a64(doc.dump()) & ((uint64_t{1} << 53) - 1);
   if (unless && *unless == out.generation) {

@@ -23,7 +23,7 @@
 
 namespace neuron::plugin {
 
-struct HealthDocument {
+struct HealthResponse {
   int status = 200;  // 200, or 304 for `unless` equal to the generation
   uint64_t generation = 0;
   std::string body;  // JSON; empty on 304
@@ -39,7 +39,7 @@ struct HealthContext {
 
 // `evidence_time` is NodeState::evidence_time(); `stale` whether it is older than
 // health.stale_after (the evidence's verdicts then say nothing about now).
-HealthDocument BuildHealthDocument(
+HealthResponse BuildHealthResponse(
     const NodeView& view, std::optional<std::chrono::system_clock::time_point> evidence_time,
     bool stale, std::optional<uint64_t> unless, const HealthContext& context = {});
 

@@ -71,7 +71,7 @@ absl::StatusOr<neuron::HttpServer::Options> HttpOptions(const neuron::plugin::Co
   };
   // The node's health, in both modes (plugin/README.md#health-api).
   hopts.handlers["/health"] = [&plugin](const HttpRequest& req) {
-    neuron::plugin::HealthDocument doc = plugin.Health(UnlessOf(req.query));
+    neuron::plugin::HealthResponse doc = plugin.Health(UnlessOf(req.query));
     HttpResponse r;
     r.status = doc.status;
     if (doc.status == 200) r.content_type = "application/json";

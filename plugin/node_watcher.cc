@@ -88,12 +88,8 @@ class NodeWatcher::Impl {
       : options_(std::move(options)),
         state_(state),
         log_(ComponentLogger("plugin.health")),
-        node_(NodeSourceOptions{.root = options_.root,
-                                .discovery = options_.discovery,
-                                .lnc = options_.lnc,
-                                .bdf_resolver = {},
-                                .catalog_stands_in = false}),
-        evidence_(RootPaths(options_.root), log_,
+        node_(options_.node),
+        evidence_(RootPaths(options_.node.root), log_,
                   HealthEvidenceOptions{.heartbeat_period = options_.health.heartbeat_period}) {}
 
   ~Impl() { Stop(); }
@@ -175,7 +171,7 @@ class NodeWatcher::Impl {
 
   void Publish() {
     Hardware hw = JudgeHealth(evidence_, options_.health);
-    MarkWithheld(options_.root, &hw);
+    MarkWithheld(options_.node.root.string(), &hw);
     hw.ultraserver = ultraserver_;
     state_->SetHardware(std::move(hw));
   }

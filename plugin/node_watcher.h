@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "core/node/health_evidence.h"
+#include "core/node/node_source.h"
 #include "plugin/config.h"
 #include "plugin/node_state.h"
 
@@ -37,9 +38,9 @@ void MarkWithheld(std::string_view root, Hardware* hw);
 class NodeWatcher {
  public:
   struct Options {
-    std::string root = "/";
-    int lnc = 0;
-    DiscoveryMode discovery = DiscoveryMode::kAuto;
+    // Root, LNC and discovery (libudev where it can run, else the directory scan); the catalog
+    // does not stand in: the plugin runs as root and reads what it advertises.
+    NodeSourceOptions node{.discovery = DiscoveryMode::kAuto};
     HealthPolicy health;
   };
 

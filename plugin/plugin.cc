@@ -8,9 +8,7 @@ namespace neuron::plugin {
 Plugin::Plugin(Config config)
     : config_(std::move(config)),
       state_(config_.allocation_grace),
-      watcher_({.root = config_.root,
-                .lnc = config_.lnc,
-                .discovery = config_.discovery,
+      watcher_({.node = {.root = config_.root, .discovery = config_.discovery, .lnc = config_.lnc},
                 .health = config_.health},
                &state_),
       remediator_(
@@ -45,7 +43,7 @@ void Plugin::Stop() {
   watcher_.Stop();
 }
 
-HealthDocument Plugin::Health(std::optional<uint64_t> unless) const {
+HealthResponse Plugin::Health(std::optional<uint64_t> unless) const {
   const auto read = state_.evidence_time();
   // Before the first reading the evidence is as good as stale: nothing has been judged.
   const bool stale = !read || std::chrono::system_clock::now() - *read > config_.health.stale_after;
@@ -53,7 +51,7 @@ HealthDocument Plugin::Health(std::optional<uint64_t> unless) const {
   // device taints, the cluster's own remediation acts on the Node (plugin/config.h).
   EvidenceClasses condemning = config_.health.WithAction(Action::kNode);
   if (config_.api == Api::kDevicePlugin) condemning.Add(config_.health.WithAction(Action::kEvict));
-  return BuildHealthDocument(*state_.view(), read, stale, unless,
+  return BuildHealthResponse(*state_.view(), read, stale, unless,
                              {.condemning = condemning,
                               .in_use = face_->DevicesInUse(),
                               .remediation = remediator_.Status()});

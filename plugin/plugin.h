@@ -50,7 +50,7 @@ class Plugin {
   // GET /dra/resourceslice (docs/kubelet-api.md#dra-slice): 503 before the first scan, 404
   // outside DRA mode, 304 while `unless` is the current generation.
   // GET /health (plugin/health_api.h).
-  HealthDocument Health(std::optional<uint64_t> unless = std::nullopt) const;
+  HealthResponse Health(std::optional<uint64_t> unless = std::nullopt) const;
   dra::SliceState::Document DraSlice(std::optional<uint64_t> unless = std::nullopt) const;
 
  private:

@@ -142,7 +142,7 @@ int64_t RealtimeNanos() {
 
 }  // namespace
 
-int RunTui(Collector& collector, const TuiOptions& options) {
+int RunTui(ViewFeed& feed, const TuiOptions& options) {
   if (initscr() == nullptr) {
     UiLog().error("initscr failed");
     return 1;
@@ -157,7 +157,7 @@ int RunTui(Collector& collector, const TuiOptions& options) {
   InitColors(options.color, &attrs);
 
   UiState ui;
-  std::shared_ptr<const TopView> view = collector.Latest();
+  std::shared_ptr<const TopView> view = feed.Latest();
   bool dirty = true;
   bool first_frame = true;
   while (!ui.quit) {
@@ -171,7 +171,7 @@ int RunTui(Collector& collector, const TuiOptions& options) {
       }
       dirty = false;
     }
-    pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {collector.notify_fd(), POLLIN, 0}};
+    pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {feed.notify_fd(), POLLIN, 0}};
     const int n = ::poll(fds, 2, -1);
     if (n < 0 && errno != EINTR) {
       UiLog().error("poll: {}", std::strerror(errno));
@@ -179,9 +179,9 @@ int RunTui(Collector& collector, const TuiOptions& options) {
     }
     if (n > 0 && (fds[1].revents & POLLIN) != 0) {
       uint64_t count = 0;
-      while (::read(collector.notify_fd(), &count, sizeof(count)) > 0) {
+      while (::read(feed.notify_fd(), &count, sizeof(count)) > 0) {
       }
-      view = collector.Latest();
+      view = feed.Latest();
       dirty = true;
     }
     if (n > 0 && (fds[0].revents & (POLLHUP | POLLERR)) != 0) break;  // terminal gone
@@ -194,7 +194,7 @@ int RunTui(Collector& collector, const TuiOptions& options) {
       if (key >= 0 && HandleKey(ui, key, view.get())) dirty = true;
       if (ui.quit) break;
     }
-    if (view != nullptr) collector.SetDetailWanted(WantsDetail(ui, *view));
+    if (view != nullptr) feed.SetDetailWanted(WantsDetail(ui, *view));
   }
   endwin();
   return 0;

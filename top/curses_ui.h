@@ -1,7 +1,7 @@
 #pragma once
 // The ncurses front end of neuron-top: copies painted frames (screen.h) to the terminal and
 // feeds keys to HandleKey (ui_state.h). It runs on the calling (drawing) thread and only waits
-// in poll() on the terminal and the collector's notify_fd, so input and drawing never wait on
+// in poll() on the terminal and the view feed's notify_fd, so input and drawing never wait on
 // file I/O (docs/tools-ux.md Q6). It redraws only when a new view arrives or a key changes
 // something (Q5), and relays out on KEY_RESIZE, which ncurses delivers on SIGWINCH (Q7).
 //
@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "top/collector.h"
+#include "top/view_feed.h"
 
 namespace neuron::top {
 
@@ -21,6 +21,6 @@ struct TuiOptions {
 };
 
 // Runs until the user quits; restores the terminal before returning. Returns an exit code.
-int RunTui(Collector& collector, const TuiOptions& options);
+int RunTui(ViewFeed& feed, const TuiOptions& options);
 
 }  // namespace neuron::top

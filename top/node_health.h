@@ -6,7 +6,7 @@
 // cannot see what the agent keeps over time: ECC counters that rose before it started and the
 // kernel log's NEURON_HW_ERR records; the view's `notice` says so.
 //
-// HealthSource: thread-compatible, one owner (neuron-ls's main, neuron-top's collector thread).
+// HealthSource: thread-compatible, one owner (neuron-ls's main, neuron-top's feed thread).
 // The rest is pure and thread-safe.
 
 #include <chrono>

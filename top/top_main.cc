@@ -23,10 +23,10 @@
 #include "core/proc/pod_identity.h"
 #include "core/proc/procinfo.h"
 #include "proto/pod_resources_locator.h"
-#include "top/collector.h"
 #include "top/curses_ui.h"
 #include "top/log_file.h"
 #include "top/screen.h"
+#include "top/view_feed.h"
 #include "top/view_model.h"
 
 namespace {
@@ -79,9 +79,9 @@ std::unique_ptr<neuron::PodLocator> MakePodLocator(const Flags& f) {
   return neuron::MakeChainedPodLocator(std::move(locators));
 }
 
-int PrintSnapshot(neuron::top::Collector& collector, std::chrono::milliseconds delay) {
+int PrintSnapshot(neuron::top::ViewFeed& feed, std::chrono::milliseconds delay) {
   std::this_thread::sleep_for(delay);
-  const std::shared_ptr<const neuron::top::TopView> view = collector.Step();
+  const std::shared_ptr<const neuron::top::TopView> view = feed.Step();
   // No screen to carry the status lines: stderr does, and the document says it too.
   for (const std::string& line : neuron::top::StatusLines(*view)) {
     std::cerr << "neuron-top: " << line << "\n";
@@ -95,32 +95,32 @@ int Run(const Flags& f) {
   SetUpLogging(f.log_file);
   spdlog::info("neuron-top {} root={} kubelet-dir={} delay={}s snapshot={}", neuron::AgentVersion(),
                f.root, f.kubelet_dir, f.delay, f.snapshot);
-  neuron::top::CollectorOptions options;
-  options.root = f.root;
-  options.lnc = f.lnc;
-  options.libnrt = f.libnrt;
+  neuron::top::ViewFeedOptions options;
+  options.node.root = f.root;
+  options.node.lnc = f.lnc;
+  options.sampling.libnrt = f.libnrt;
   options.agent = f.agent;
   options.delay = std::chrono::milliseconds(static_cast<int64_t>(f.delay * 1000));
   options.first_delay = std::min(options.delay, std::chrono::milliseconds(250));
-  neuron::top::Collector collector(options, MakePodLocator(f));
-  if (absl::Status s = collector.Init(); !s.ok()) {
+  neuron::top::ViewFeed feed(options, MakePodLocator(f));
+  if (absl::Status s = feed.Init(); !s.ok()) {
     std::cerr << "neuron-top: " << s.message() << "\n";
     return kExitFailure;
   }
   const neuron::PresenceCheck presence =
-      neuron::CheckPresence(neuron::RootPaths(f.root), collector.inventory());
+      neuron::CheckPresence(neuron::RootPaths(f.root), feed.inventory());
   if (presence.presence != neuron::DevicePresence::kPresent) {
     std::cerr << "neuron-top: " << presence.message << "\n";
     return neuron::PresenceExitCode(presence.presence);
   }
-  if (f.snapshot) return PrintSnapshot(collector, options.delay);
+  if (f.snapshot) return PrintSnapshot(feed, options.delay);
   if (::isatty(STDIN_FILENO) == 0 || ::isatty(STDOUT_FILENO) == 0) {
     std::cerr << "neuron-top: needs a terminal; use --snapshot for a JSON document\n";
     return kExitFailure;
   }
-  collector.Start();
-  const int rc = neuron::top::RunTui(collector, {std::string(neuron::AgentVersion()), !f.no_color});
-  collector.Stop();
+  feed.Start();
+  const int rc = neuron::top::RunTui(feed, {std::string(neuron::AgentVersion()), !f.no_color});
+  feed.Stop();
   spdlog::info("neuron-top exits");
   return rc;
 }

@@ -71,7 +71,7 @@ int SelectedRow(const UiState& ui, const std::vector<TreeRow>& rows);
 bool HandleKey(UiState& ui, int key, const TopView* view);
 
 // True when the screen shows per-core memory categories of the "all" tab, which only a full
-// sweep refreshes (collector.h).
+// sweep refreshes (view_feed.h).
 bool WantsDetail(const UiState& ui, const TopView& view);
 
 // Processes in table order.

@@ -1,7 +1,7 @@
 #pragma once
 // neuron-top's view model: everything one screen (or one --snapshot document) shows, computed
 // from two consecutive core Snapshots, the Inventory and process information. Built by the
-// collector thread and published as std::shared_ptr<const TopView>: immutable, so the drawing
+// feed thread and published as std::shared_ptr<const TopView>: immutable, so the drawing
 // thread reads it without locks (docs/style.md#one-owner).
 //
 // Absent data is std::nullopt throughout, shown as N/A on screen and null in JSON
@@ -120,7 +120,7 @@ struct ProcessRow {
   std::string runtime_version;
 };
 
-// Ring buffers of the collector, oldest first, one entry per sample.
+// Ring buffers of the view feed, oldest first, one entry per sample.
 struct History {
   std::vector<std::optional<double>> utilization;    // "all" average
   std::vector<std::optional<double>> device_memory;  // used / capacity
@@ -154,7 +154,7 @@ struct TopView {
   std::vector<ProcessRow> processes;               // ascending PID
   History history;
   std::vector<std::string> errors;  // this sample's problems, each naming its file
-  // Device and EFA health (top/node_health.h), which the collector adds; known is false when
+  // Device and EFA health (top/node_health.h), which the view feed adds; known is false when
   // it does not ask (no agent configured).
   NodeHealthView health;
 };
@@ -183,7 +183,7 @@ struct ViewInputs {
   int64_t ticks_per_second = 100;
 };
 
-// Everything but `history`, which the collector's ring buffers fill.
+// Everything but `history`, which the view feed's ring buffers fill.
 TopView BuildView(const ViewInputs& in);
 
 // Why live data is missing, in the user's words ("/dev/neuron0: permission denied ..."); "" when

@@ -188,9 +188,10 @@ bool Condemns(const DeviceHealth& h, EvidenceClasses condemning) {
 
 }  // namespace
 
-NodeCondition JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>& devices,
-                                 EvidenceClasses condemning) {
-  NodeCondition out{.problem = false, .reason = "NeuronHasNoError", .message = ""};
+NodeConditionVerdict JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>& devices,
+                                        EvidenceClasses condemning) {
+  NodeConditionVerdict out{
+      .problem = false, .reason = std::string{kNodeConditionNoError}, .message = ""};
   std::vector<std::string> parts;
   for (const auto& [index, h] : devices) {
     if (!Condemns(h, condemning)) continue;
@@ -200,7 +201,7 @@ NodeCondition JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>
                          : !h.components.empty() ? TypeOfComponent(h.components.List().front())
                                                  : "UNKNOWN";
       out.problem = true;
-      out.reason = "NeuronHasError_" + type;
+      out.reason = std::string{kNodeConditionErrorPrefix} + type;
     }
     parts.push_back(fmt::format("neuron{}: {}", index, fmt::join(h.reasons, "; ")));
   }

@@ -96,17 +96,22 @@ std::optional<HealthComponent> ComponentOfHwError(std::string_view type);
 // the component's fault; else False, NeuronHasNoError. The default set is the permanent faults
 // (uncorrected ECC, a NEURON_HW_ERR record, a component the driver lists): absence, state and EFA
 // ports are transient or the device's own business.
-struct NodeCondition {
+struct NodeConditionVerdict {
   bool problem = false;
   std::string reason;   // "NeuronHasError_HBM_UNCORRECTABLE_ERROR" / "NeuronHasNoError"
   std::string message;  // "neuron3: uncorrected ECC (hbm)"
-  bool operator==(const NodeCondition&) const = default;
+  bool operator==(const NodeConditionVerdict&) const = default;
 };
+// The condition's type and reasons, as AWS's node-problem-detector spells them; Unknown when the
+// evidence went stale or the plugin that judges it is gone.
 inline constexpr std::string_view kNodeConditionType = "NeuronHealth";
+inline constexpr std::string_view kNodeConditionNoError = "NeuronHasNoError";
+inline constexpr std::string_view kNodeConditionErrorPrefix = "NeuronHasError_";
+inline constexpr std::string_view kNodeConditionUnknown = "NeuronHealthUnknown";
 // `devices` by index.
 inline constexpr EvidenceClasses kPermanentClasses{EvidenceClass::kEcc, EvidenceClass::kHwErrors,
                                                    EvidenceClass::kComponents};
-NodeCondition JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>& devices,
-                                 EvidenceClasses condemning = kPermanentClasses);
+NodeConditionVerdict JudgeNodeCondition(const std::vector<std::pair<int, DeviceHealth>>& devices,
+                                        EvidenceClasses condemning = kPermanentClasses);
 
 }  // namespace neuron

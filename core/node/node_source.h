@@ -9,11 +9,11 @@
 //     directory scan), Events in the matching mode with a 100 ms state poll, a rescan whenever an
 //     event asks for one, and HealthEvidence; it keeps the health policy, the advertising and
 //     its thread. It never samples.
-//   - the exporter (monitor/node_source.cc): the directory scan with an injectable PCI address
+//   - the exporter (monitor/exporter_state.cc): the directory scan with an injectable PCI address
 //     resolver, a rescan every 30 s that reaches the Sampler only when the inventory changed, the
 //     Sampler (hot and full), and HwErrorCounts; it keeps the sharing window, the snapshot
 //     history, PodResources, the source states and the collectors.
-//   - the tools (top/collector.cc): the directory scan with the catalog standing in for
+//   - the tools (top/view_feed.cc): the directory scan with the catalog standing in for
 //     root-only files, a rescan every 10 s, the Sampler; they keep process information, pods and
 //     the screen state.
 //
@@ -50,7 +50,7 @@ struct NodeSourceOptions {
   DiscoveryMode discovery = DiscoveryMode::kDirectory;
   int lnc = 0;  // 0: the node's (docs/architecture.md#lnc)
   // Device index -> PCI address; empty: DEVICE_BDF_EXT on the device nodes.
-  std::function<std::unique_ptr<BdfResolver>(const RootPaths&)> bdf_resolver;
+  std::function<std::unique_ptr<BdfResolver>(const RootPaths&)> bdf_resolver = {};
   // The instance catalog stands in for attributes only root may read, with notes() saying which
   // (FillUnreadableFromCatalog, core/discovery/presence.h).
   bool catalog_stands_in = false;
@@ -59,11 +59,11 @@ struct NodeSourceOptions {
 struct SamplingOptions {
   int threads = 1;
   // The datastore back end for the given devices; empty: through the driver's device ABI.
-  std::function<std::unique_ptr<DatastoreReader>(std::vector<int> devices)> datastore;
+  std::function<std::unique_ptr<DatastoreReader>(std::vector<int> devices)> datastore = {};
   // The runtimes' records reader; empty: libnrt from `libnrt` (LibnrtPath's rules), or none when
   // `datastore` is given (only the driver back end calls a records reader).
-  std::function<std::shared_ptr<RuntimeRecordsReader>()> records;
-  std::string libnrt;
+  std::function<std::shared_ptr<RuntimeRecordsReader>()> records = {};
+  std::string libnrt = {};
   // How long StartSampling waits for the datastore reader's first probe, so that the first
   // sample already knows whether live data can be read.
   std::chrono::milliseconds first_probe_wait{3000};

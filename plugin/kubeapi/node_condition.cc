@@ -34,8 +34,9 @@ std::optional<Time> ParseTime(const json& value) {
 
 // Whether `reason` fits `status` as node-problem-detector writes them.
 bool Fits(const NodeCondition& c) {
-  if (c.status == "True") return c.reason.starts_with(kReasonErrorPrefix) && IsOurReason(c.reason);
-  if (c.status == "False") return c.reason == kReasonNoError;
+  if (c.status == "True")
+    return c.reason.starts_with(kNodeConditionErrorPrefix) && IsOurReason(c.reason);
+  if (c.status == "False") return c.reason == kNodeConditionNoError;
   return c.status == "Unknown" && IsOurReason(c.reason);
 }
 
@@ -48,7 +49,7 @@ const json* FindCondition(const json& node) {
   }
   if (conditions == nullptr) return nullptr;
   for (const json& c : *conditions) {
-    if (c.is_object() && c.value("type", "") == kNeuronHealth) return &c;
+    if (c.is_object() && c.value("type", "") == kNodeConditionType) return &c;
   }
   return nullptr;
 }
@@ -58,7 +59,7 @@ NodeCondition ConditionOf(const json& c) {
 }
 
 NodeCondition UnknownCondition(std::string message) {
-  return {"Unknown", kReasonUnknown, std::move(message)};
+  return {"Unknown", std::string{kNodeConditionUnknown}, std::move(message)};
 }
 
 std::string Seconds(std::chrono::milliseconds d) {
@@ -68,9 +69,9 @@ std::string Seconds(std::chrono::milliseconds d) {
 }  // namespace
 
 bool IsOurReason(std::string_view reason) {
-  if (reason == kReasonNoError || reason == kReasonUnknown) return true;
-  if (!reason.starts_with(kReasonErrorPrefix)) return false;
-  const std::string_view type = reason.substr(std::string_view(kReasonErrorPrefix).size());
+  if (reason == kNodeConditionNoError || reason == kNodeConditionUnknown) return true;
+  if (!reason.starts_with(kNodeConditionErrorPrefix)) return false;
+  const std::string_view type = reason.substr(kNodeConditionErrorPrefix.size());
   return !type.empty() &&
          type.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == std::string_view::npos;
 }
@@ -244,13 +245,13 @@ void ConditionWriter::StandDown(const std::string& why) {
       "node {}: condition {} is written by another writer ({}), most likely AWS's "
       "node-problem-detector: standing down, so that node-recovery keeps acting on its "
       "condition; checked again every {}",
-      options_.node_name, kNeuronHealth, why, Seconds(options_.resync));
+      options_.node_name, kNodeConditionType, why, Seconds(options_.resync));
 }
 
 absl::Status ConditionWriter::Write(const NodeCondition& desired, const json* current,
                                     const std::string& rv, Time now) {
   const std::string time = FormatTime(now);
-  json condition = {{"type", kNeuronHealth},
+  json condition = {{"type", kNodeConditionType},
                     {"status", desired.status},
                     {"reason", desired.reason},
                     {"message", desired.message},
@@ -348,7 +349,7 @@ absl::Status ConditionWriter::Reconcile(const NodeCondition& desired, Time now) 
     log_->info(
         "node {}: condition {} is no longer kept by another writer (gone, or not "
         "refreshed for {}): writing it again",
-        options_.node_name, kNeuronHealth, Seconds(2 * options_.heartbeat));
+        options_.node_name, kNodeConditionType, Seconds(2 * options_.heartbeat));
     std::lock_guard<std::mutex> lock(mu_);
     stats_.stood_down = false;
   }
@@ -366,8 +367,8 @@ absl::Status ConditionWriter::Reconcile(const NodeCondition& desired, Time now) 
   if (absl::Status s = Write(desired, current, rv, now); !s.ok()) return s;
   if (current == nullptr || have.status != desired.status || have.reason != desired.reason) {
     const auto level = desired.status == "False" ? spdlog::level::info : spdlog::level::warn;
-    log_->log(level, "node {}: {} {} ({}): {}", options_.node_name, kNeuronHealth, desired.status,
-              desired.reason, desired.message);
+    log_->log(level, "node {}: {} {} ({}): {}", options_.node_name, kNodeConditionType,
+              desired.status, desired.reason, desired.message);
     Record(desired, now);
   }
   return absl::OkStatus();
@@ -409,13 +410,13 @@ void ConditionWriter::Report(const absl::Status& s) {
   if (s.ok() && !api_error_.empty()) {
     log_->info("{}; node {}'s {} is written again",
                api_down_ ? "the API server is reachable again" : "writing works again",
-               options_.node_name, kNeuronHealth);
+               options_.node_name, kNodeConditionType);
   } else if (down && !api_down_) {
     log_->warn("the API server cannot be reached: {}; retrying with back-off up to {}", message,
                Seconds(options_.backoff_max));
   } else if (!s.ok() && !down && message != api_error_) {
     log_->error("writing node {}'s {}: {}; retrying with back-off", options_.node_name,
-                kNeuronHealth, message);
+                kNodeConditionType, message);
   }
   api_down_ = down;
   api_error_ = message;

@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/node/device_health.h"
 #include "nlohmann/json.hpp"
 #include "plugin/kubeapi/client.h"
 #include "plugin/kubeapi/round_loop.h"
@@ -52,11 +53,6 @@ class logger;
 }
 
 namespace neuron::kubeapi {
-
-inline constexpr char kNeuronHealth[] = "NeuronHealth";
-inline constexpr char kReasonNoError[] = "NeuronHasNoError";
-inline constexpr char kReasonErrorPrefix[] = "NeuronHasError_";
-inline constexpr char kReasonUnknown[] = "NeuronHealthUnknown";
 
 // Whether neuron-dra-api writes `reason`: NeuronHasNoError, NeuronHasError_<TYPE> (TYPE upper
 // case, digits and '_'), NeuronHealthUnknown.

@@ -83,8 +83,8 @@ Hardware ScanNode() {
   NodeState state(std::chrono::seconds(30));
   {
     neuron::plugin::NodeWatcher::Options o;
-    o.root = root.string();
-    o.discovery = neuron::plugin::DiscoveryMode::kDirectory;
+    o.node.root = root;
+    o.node.discovery = neuron::plugin::DiscoveryMode::kDirectory;
     neuron::plugin::NodeWatcher watcher(o, &state);
     FUZZ_CHECK(watcher.Start().ok());
   }

@@ -1,7 +1,7 @@
 #pragma once
 // The fixture of the exporter's in-process tests (exporter_test.cc, exporter_pods_test.cc): a
 // driver-sim tree with one runtime whose datastore and records live in memory (FakeDatastores:
-// only a process under the simulated driver can read real ones), a NodeSource over it and an
+// only a process under the simulated driver can read real ones), an ExporterState over it and an
 // Exporter; and the helpers that read one series out of a rendering. Not in an anonymous
 // namespace: GoogleTest requires one fixture type for a suite spread over two files.
 
@@ -91,19 +91,19 @@ class ExporterTest : public ::testing::Test {
   }
 
   // The node's source options, the datastores read from datastores_.
-  NodeSourceOptions Options(bool pods = false,
-                            std::chrono::milliseconds share = std::chrono::milliseconds(0)) const {
-    NodeSourceOptions so;
-    so.root = root_;
+  ExporterStateOptions Options(
+      bool pods = false, std::chrono::milliseconds share = std::chrono::milliseconds(0)) const {
+    ExporterStateOptions so;
+    so.node.root = root_;
     so.kubelet_dir = dir_.path() / "kubelet";
     so.share_window = share;
     so.pod_resources = pods;
     so.pod_refresh = std::chrono::milliseconds(100);
-    so.sampler_threads = 1;
-    so.datastore = [d = datastores_](const std::vector<int>&) { return d->Reader(); };
-    so.records = [d = datastores_] { return d->Records(); };
+    so.sampling.threads = 1;
+    so.sampling.datastore = [d = datastores_](const std::vector<int>&) { return d->Reader(); };
+    so.sampling.records = [d = datastores_] { return d->Records(); };
     // No driver behind this tree: PCI addresses as the simulated driver would answer them.
-    if (spec_ != nullptr) so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
+    if (spec_ != nullptr) so.node.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
     return so;
   }
 
@@ -111,8 +111,8 @@ class ExporterTest : public ::testing::Test {
              std::chrono::milliseconds share = std::chrono::milliseconds(0)) {
     StartWith(Options(pods, share), compat);
   }
-  void StartWith(const NodeSourceOptions& so, bool compat) {
-    source_ = std::make_unique<NodeSource>(so);
+  void StartWith(const ExporterStateOptions& so, bool compat) {
+    source_ = std::make_unique<ExporterState>(so);
     ASSERT_TRUE(source_->Init().ok());
     source_->Start();
     ExporterOptions eo;
@@ -128,7 +128,7 @@ class ExporterTest : public ::testing::Test {
   const InstanceSpec* spec_ = nullptr;
   std::shared_ptr<testing::FakeDatastores> datastores_ = testing::FakeDatastores::Make();
   sim::DatastoreWriter* writer_ = nullptr;  // device 0's runtime, in datastores_
-  std::unique_ptr<NodeSource> source_;
+  std::unique_ptr<ExporterState> source_;
   std::unique_ptr<Exporter> exporter_;
 };
 

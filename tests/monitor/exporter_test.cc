@@ -150,9 +150,9 @@ TEST_F(ExporterTest, ScrapesWithinTheWindowShareOneSampleAndOneRendering) {
 
 TEST_F(ExporterTest, HistoryStaysBoundedWhateverTheScrapeRate) {
   BuildNode();
-  NodeSourceOptions so = Options();
+  ExporterStateOptions so = Options();
   so.utilization_window = 400ms;
-  NodeSource source(so);
+  ExporterState source(so);
   ASSERT_TRUE(source.Init().ok());
   source.Start();
   const auto end = std::chrono::steady_clock::now() + 1500ms;
@@ -160,7 +160,7 @@ TEST_F(ExporterTest, HistoryStaysBoundedWhateverTheScrapeRate) {
   size_t most = 0;
   bool had_base = false;
   while (std::chrono::steady_clock::now() < end) {
-    const NodeView v = source.Get();
+    const ExporterView v = source.Get();
     ++samples;
     most = std::max(most, source.history_size());
     // Once the window has passed, the base is at least a window older than the latest.
@@ -175,7 +175,7 @@ TEST_F(ExporterTest, HistoryStaysBoundedWhateverTheScrapeRate) {
 
 TEST_F(ExporterTest, ReadyzAnswers503UntilTheFirstSampleThen200) {
   BuildNode();
-  NodeSource source(Options());
+  ExporterState source(Options());
   Exporter exporter(source, ExporterOptions{});
   HttpServer::Options ho;
   ho.handlers = exporter.Handlers();
@@ -248,7 +248,7 @@ TEST_F(ExporterTest, CountersNeverGoDownAndAbsentFilesLeaveSeriesOut) {
   BuildNode();
   // Every sample a full sweep, the only kind that reads stats/power/utilization; no sharing, so
   // every scrape is a new sample.
-  NodeSourceOptions so = Options();
+  ExporterStateOptions so = Options();
   so.full_sweep_interval = 0ms;
   StartWith(so, false);
   const std::string series = "neuroncore_inferences_total{neuron_device=\"0\",neuroncore=\"0\"}";
@@ -318,7 +318,7 @@ const std::string kDatastoreUp = "neuron_exporter_source_up{source=\"datastore\"
 // window; absent while nothing completes. No histogram, no percentiles, in either mode.
 TEST_F(ExporterTest, LatencyIsTheMeanOverTheWindowFromTheCounters) {
   BuildNode();
-  NodeSourceOptions so = Options();
+  ExporterStateOptions so = Options();
   so.utilization_window = 200ms;
   StartWith(so, /*compat=*/true);
   std::string text = exporter_->RenderMetrics();
@@ -393,7 +393,7 @@ TEST_F(ExporterTest, JsonLoadedModelsOnlyWhenTheRecordsAreKnown) {
 TEST_F(ExporterTest, DatastoresDownLeaveLiveSeriesOutAndSysfsSeriesIn) {
   BuildNode();
   datastores_->SetState({true, false, "/dev/neuron0: no Neuron driver answers its ioctls"});
-  NodeSourceOptions so = Options();
+  ExporterStateOptions so = Options();
   so.utilization_window = 300ms;
   StartWith(so, /*compat=*/true);
   std::string text = exporter_->RenderMetrics();

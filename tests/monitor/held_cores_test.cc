@@ -2,8 +2,9 @@
 // runtime process (core/sample/process_usage.h, docs/style.md#derive-once). One trn1.2xlarge
 // node, three processes whose datastores show different kinds of use per core: busy time, device
 // memory only, a model record only, a model load only, nothing. All three consumers read the
-// same NodeSource. (The driver's lock map, the fourth kind of evidence, is not in the datastore's
-// bytes, so FakeDatastores cannot carry it: tests/core/process_usage_test.cc covers it.)
+// same ExporterState. (The driver's lock map, the fourth kind of evidence, is not in the
+// datastore's bytes, so FakeDatastores cannot carry it: tests/core/process_usage_test.cc covers
+// it.)
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -56,23 +57,23 @@ class HeldCoresTest : public ::testing::Test {
     datastores_->Add(0, 103);
     datastores_->SetRecords(0, 103).process.long_tag = "idle";
 
-    NodeSourceOptions so;
-    so.root = root_;
+    ExporterStateOptions so;
+    so.node.root = root_;
     so.kubelet_dir = dir_.path() / "kubelet";
     so.share_window = std::chrono::milliseconds(0);
     so.pod_resources = false;
-    so.sampler_threads = 1;
-    so.datastore = [d = datastores_](std::vector<int>) { return d->Reader(); };
-    so.records = [d = datastores_] { return d->Records(); };
-    so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
-    source_ = std::make_unique<NodeSource>(so);
+    so.sampling.threads = 1;
+    so.sampling.datastore = [d = datastores_](std::vector<int>) { return d->Reader(); };
+    so.sampling.records = [d = datastores_] { return d->Records(); };
+    so.node.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
+    source_ = std::make_unique<ExporterState>(so);
     ASSERT_TRUE(source_->Init().ok());
     source_->Start();
   }
 
   // neuron-top's process table.
   Held FromTop() {
-    const NodeView view = source_->Get();
+    const ExporterView view = source_->Get();
     top::ViewInputs in;
     in.inventory = view.inventory.get();
     in.after = view.current.get();
@@ -119,7 +120,7 @@ class HeldCoresTest : public ::testing::Test {
   const InstanceSpec* spec_ = nullptr;
   std::unique_ptr<sim::SimTree> tree_;
   std::shared_ptr<testing::FakeDatastores> datastores_ = testing::FakeDatastores::Make();
-  std::unique_ptr<NodeSource> source_;
+  std::unique_ptr<ExporterState> source_;
 };
 
 TEST_F(HeldCoresTest, TopCompatAndJsonNameTheSameCores) {

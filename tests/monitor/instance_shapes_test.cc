@@ -48,16 +48,16 @@ class InstanceShapesTest : public ::testing::Test {
     ASSERT_TRUE(tree_->ApplyCounter(dir, sim::CounterOp::kInc, v).ok());
   }
   void Start() {
-    NodeSourceOptions so;
-    so.root = dir_.path();
+    ExporterStateOptions so;
+    so.node.root = dir_.path();
     so.kubelet_dir = dir_.path() / "kubelet";
     so.share_window = std::chrono::milliseconds(0);
     so.pod_resources = false;
-    so.sampler_threads = 1;
-    so.lnc = tree_->config().lnc;
-    so.datastore = [d = datastores_](const std::vector<int>&) { return d->Reader(); };
-    so.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
-    source_ = std::make_unique<NodeSource>(so);
+    so.sampling.threads = 1;
+    so.node.lnc = tree_->config().lnc;
+    so.sampling.datastore = [d = datastores_](const std::vector<int>&) { return d->Reader(); };
+    so.node.bdf_resolver = testing::SimDiscoveryOptions(*spec_).bdf_resolver;
+    source_ = std::make_unique<ExporterState>(so);
     ASSERT_TRUE(source_->Init().ok());
     source_->Start();
     exporter_ = std::make_unique<Exporter>(*source_, ExporterOptions{});
@@ -70,7 +70,7 @@ class InstanceShapesTest : public ::testing::Test {
   const InstanceSpec* spec_ = nullptr;
   std::unique_ptr<sim::SimTree> tree_;
   std::shared_ptr<FakeDatastores> datastores_ = FakeDatastores::Make();
-  std::unique_ptr<NodeSource> source_;
+  std::unique_ptr<ExporterState> source_;
   std::unique_ptr<Exporter> exporter_;
 };
 

@@ -384,7 +384,7 @@ TEST(NodeConditionTest, APermanentFaultNamesItsTypeTransientOnesDoNot) {
   link.components.Add(HealthComponent::kLinkEfa);
   link.reasons = {"driver: unhealthy link_efa"};
   link.classes = {EvidenceClass::kComponents};
-  const NodeCondition c = JudgeNodeCondition({{0, reset}, {3, hbm}, {5, link}});
+  const NodeConditionVerdict c = JudgeNodeCondition({{0, reset}, {3, hbm}, {5, link}});
   EXPECT_TRUE(c.problem);
   EXPECT_EQ(c.reason, "NeuronHasError_HBM_UNCORRECTABLE_ERROR");
   EXPECT_EQ(c.message, "neuron3: uncorrected ECC (hbm) | neuron5: driver: unhealthy link_efa");

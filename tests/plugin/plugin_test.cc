@@ -463,7 +463,7 @@ TEST(NodeWatcherTest, RefusesAPollPeriodThatWouldSpin) {
   NodeState state(std::chrono::seconds(1));
   for (const auto period : {0ms, -5ms, 99ms}) {
     NodeWatcher::Options options{
-        .root = tmp.path().string(), .discovery = DiscoveryMode::kDirectory, .health = {}};
+        .node = {.root = tmp.path(), .discovery = DiscoveryMode::kDirectory}, .health = {}};
     options.health.poll_period = period;
     NodeWatcher watcher(options, &state);
     const absl::Status s = watcher.Start();

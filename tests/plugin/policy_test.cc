@@ -91,7 +91,7 @@ TEST(PolicyTest, OnlyTheNodeActionSetsTheNodeCondition) {
   EXPECT_FALSE(
       JudgeNodeCondition({{2, Unhealthy({E::kHwErrors})}}, p.WithAction(Action::kNode)).problem);
   p.actions[E::kHwErrors] = Action::kNode;
-  const NodeCondition c =
+  const NodeConditionVerdict c =
       JudgeNodeCondition({{2, Unhealthy({E::kHwErrors})}}, p.WithAction(Action::kNode));
   EXPECT_TRUE(c.problem);
   EXPECT_EQ(c.reason, "NeuronHasError_HBM_UNCORRECTABLE_ERROR");

@@ -12,8 +12,8 @@
 #include "tests/support/fake_datastores.h"
 #include "tests/support/temp_dir.h"
 #include "tests/top/top_test_util.h"
-#include "top/collector.h"
 #include "top/screen.h"
+#include "top/view_feed.h"
 
 namespace neuron::top {
 namespace {
@@ -29,7 +29,7 @@ bool Inside(const Rect& r, int w, int h) {
   return r.x >= 0 && r.y >= 0 && r.x + r.w <= w && r.y + r.h <= h;
 }
 
-// A view model from a real Collector over a simulated node, with a runtime (fake PID in a fake
+// A view model from a real ViewFeed over a simulated node, with a runtime (fake PID in a fake
 // ROOT/proc) holding a model on every core of every device.
 struct Model {
   std::unique_ptr<::neuron::testing::TempDir> dir;
@@ -60,14 +60,14 @@ Model Collect(std::string_view instance, int lnc) {
       EXPECT_TRUE(w.SetCoreCounter(k, nds::kTimeInUse, 1000).ok());
     }
   }
-  CollectorOptions options;
-  options.root = root;
-  options.lnc = lnc;
-  // No agent there: the collector's own health read, and its status line.
+  ViewFeedOptions options;
+  options.node.root = root;
+  options.node.lnc = lnc;
+  // No agent there: the view feed's own health read, and its status line.
   options.agent = "unix:" + (root / "no-agent.sock").string();
-  Collector collector(options, nullptr, datastores->Reader(), datastores->Records());
-  EXPECT_TRUE(collector.Init().ok());
-  m.view = collector.Step();
+  ViewFeed feed(options, nullptr, datastores->Reader(), datastores->Records());
+  EXPECT_TRUE(feed.Init().ok());
+  m.view = feed.Step();
   return m;
 }
 

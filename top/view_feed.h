@@ -38,9 +38,15 @@
 
 namespace neuron::top {
 
-struct CollectorOptions {
-  std::filesystem::path root = "/";
-  int lnc = 0;  // 0: the node's (docs/architecture.md#lnc)
+struct ViewFeedOptions {
+  // What to read: root and LNC (the directory scan, with the catalog standing in for what only
+  // root may read, as neuron-top has always read the node; neuron-ls reads it the same way).
+  NodeSourceOptions node{.catalog_stands_in = true};
+  // The sampler: its threads (1 or 2), libnrt for the records, and how long Init waits for the
+  // driver's first answer before its first sample, so that the first two samples see the same
+  // runtimes (a datastore that appears between them would count its whole past as busy time in
+  // one window).
+  SamplingOptions sampling;
   std::chrono::milliseconds delay{1000};
   // The second sample comes this soon after the first, so rates appear quickly at start-up.
   std::chrono::milliseconds first_delay{250};
@@ -48,31 +54,23 @@ struct CollectorOptions {
   std::chrono::milliseconds full_sweep_max_age{60000};
   std::chrono::milliseconds full_sweep_min_gap{2000};
   size_t history = 300;  // samples kept for the charts
-  int sampler_threads = 1;
-  // How long Init waits for the driver's first answer before its first sample, so that the
-  // first two samples see the same runtimes (a datastore that appears between them would count
-  // its whole past as busy time in one window).
-  std::chrono::milliseconds first_probe_wait{3000};
-  // Which libnrt to read the runtimes' records through (--libnrt; LibnrtPath's rules,
-  // core/sample/runtime_records.h).
-  std::string libnrt;
   // Where to ask for health (--agent; top/node_health.h), every sample; "": health is not shown.
   std::string agent;
   std::chrono::milliseconds agent_timeout = kAgentTimeout;
 };
 
-class Collector {
+class ViewFeed {
  public:
   // `pods` may be null (no POD column data). `datastore` may be null: the runtimes' live data
   // is then read through the driver's device ABI (MakeDriverDatastoreReader) and their records
-  // through libnrt (options.libnrt). Tests inject a datastore reader and, with it, `records`
-  // (null: no records, as when no reader is configured).
-  Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods,
-            std::unique_ptr<DatastoreReader> datastore = nullptr,
-            std::shared_ptr<RuntimeRecordsReader> records = nullptr);
-  ~Collector();
-  Collector(const Collector&) = delete;
-  Collector& operator=(const Collector&) = delete;
+  // through libnrt (options.sampling.libnrt). Tests inject a datastore reader and, with it,
+  // `records` (null: no records, as when no reader is configured).
+  ViewFeed(ViewFeedOptions options, std::unique_ptr<PodLocator> pods,
+           std::unique_ptr<DatastoreReader> datastore = nullptr,
+           std::shared_ptr<RuntimeRecordsReader> records = nullptr);
+  ~ViewFeed();
+  ViewFeed(const ViewFeed&) = delete;
+  ViewFeed& operator=(const ViewFeed&) = delete;
 
   // Scans the inventory and takes the first (full) sample; the first view has no rates.
   absl::Status Init();
@@ -104,7 +102,7 @@ class Collector {
   void AddHistory(TopView* view);
   void Publish(std::shared_ptr<const TopView> view);
 
-  CollectorOptions options_;
+  ViewFeedOptions options_;
   RootPaths root_;
   std::unique_ptr<PodLocator> pods_;
   ProcReader proc_;

@@ -1,4 +1,4 @@
-#include "monitor/node_source.h"
+#include "monitor/exporter_state.h"
 
 #include <fmt/ranges.h>
 
@@ -27,21 +27,15 @@ SourceState SysfsState(const Snapshot& snap) {
   return {true, true, ""};
 }
 
-// The directory scan, as the exporter has always read the node (libudev would find the same:
-// tests/core/discovery_agreement_test.cc).
-NodeSource::NodeSource(NodeSourceOptions options)
+ExporterState::ExporterState(ExporterStateOptions options)
     : options_(std::move(options)),
-      node_(neuron::NodeSourceOptions{.root = options_.root,
-                                      .discovery = DiscoveryMode::kDirectory,
-                                      .lnc = options_.lnc,
-                                      .bdf_resolver = options_.bdf_resolver,
-                                      .catalog_stands_in = false}),
-      kmsg_(RootPaths(options_.root).Kmsg()),
-      evidence_(RootPaths(options_.root), ComponentLogger("exporter.health"),
+      node_(options_.node),
+      kmsg_(RootPaths(options_.node.root).Kmsg()),
+      evidence_(RootPaths(options_.node.root), ComponentLogger("exporter.health"),
                 HealthEvidenceOptions{.heartbeat_period = std::chrono::milliseconds(1000),
                                       .poll_state = true}) {}
 
-NodeSource::~NodeSource() {
+ExporterState::~ExporterState() {
   {
     std::lock_guard<std::mutex> lock(stop_mu_);
     stop_ = true;
@@ -51,7 +45,7 @@ NodeSource::~NodeSource() {
   pod_cache_.reset();
 }
 
-absl::Status NodeSource::Init() {
+absl::Status ExporterState::Init() {
   if (absl::Status s = node_.Init(); !s.ok()) return s;
   absl::StatusOr<neuron::NodeSource::Scan> scan = node_.Rescan();
   if (!scan.ok()) return scan.status();
@@ -61,11 +55,7 @@ absl::Status NodeSource::Init() {
   evidence_.ApplyScan(*scan->inventory);
   evidence_.PollCounters(std::chrono::steady_clock::now());
   PublishHealth();
-  node_.StartSampling({.threads = options_.sampler_threads,
-                       .datastore = options_.datastore,
-                       .records = options_.records,
-                       .libnrt = options_.libnrt,
-                       .first_probe_wait = options_.first_probe_timeout});
+  node_.StartSampling(options_.sampling);
   {
     std::lock_guard<std::mutex> lock(mu_);
     inventory_ = scan->inventory;
@@ -80,7 +70,7 @@ absl::Status NodeSource::Init() {
   return absl::OkStatus();
 }
 
-absl::Status NodeSource::Ready() const {
+absl::Status ExporterState::Ready() const {
   switch (stage_.load()) {
     case 0:
       return absl::UnavailableError("the device inventory has not been read yet");
@@ -93,7 +83,7 @@ absl::Status NodeSource::Ready() const {
   }
 }
 
-void NodeSource::Start() {
+void ExporterState::Start() {
   if (options_.pod_resources) {
     PodResourcesCache::Options po;
     po.socket_path = (options_.kubelet_dir / "pod-resources" / "kubelet.sock").string();
@@ -107,12 +97,12 @@ void NodeSource::Start() {
   if (stage_.load() == 2) stage_ = 3;
 }
 
-std::optional<std::chrono::system_clock::time_point> NodeSource::pod_last_success() const {
+std::optional<std::chrono::system_clock::time_point> ExporterState::pod_last_success() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pod_last_success_;
 }
 
-void NodeSource::Loop() {
+void ExporterState::Loop() {
   auto last_rescan = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> stop_lock(stop_mu_);
   while (!stop_cv_.wait_for(stop_lock, options_.health_poll, [&] { return stop_.load(); })) {
@@ -136,7 +126,7 @@ void NodeSource::Loop() {
   }
 }
 
-void NodeSource::ApplyScan(const neuron::NodeSource::Scan& scan) {
+void ExporterState::ApplyScan(const neuron::NodeSource::Scan& scan) {
   const Inventory& inv = *scan.inventory;
   evidence_.ApplyScan(inv);
   if (!scan.changed) return;
@@ -148,7 +138,7 @@ void NodeSource::ApplyScan(const neuron::NodeSource::Scan& scan) {
   NoteLayout(inv);
 }
 
-void NodeSource::PublishHealth() {
+void ExporterState::PublishHealth() {
   auto next = std::make_shared<NodeHealth>();
   for (const auto& [index, d] : evidence_.devices()) {
     next->devices[index] = {.health = JudgeDevice(d, EvidenceClasses::All()),
@@ -163,7 +153,7 @@ void NodeSource::PublishHealth() {
   health_ = std::move(next);
 }
 
-void NodeSource::NoteLayout(const Inventory& inv) {
+void ExporterState::NoteLayout(const Inventory& inv) {
   std::lock_guard<std::mutex> lock(mu_);
   if (noted_driver_ != inv.driver) {
     noted_driver_ = inv.driver;
@@ -189,7 +179,7 @@ void NodeSource::NoteLayout(const Inventory& inv) {
   noted_missing_ = std::move(now);
 }
 
-void NodeSource::NotePodResources() {
+void ExporterState::NotePodResources() {
   if (pod_cache_ == nullptr) return;
   const uint64_t ok = pod_cache_->refreshes();
   const uint64_t failed = pod_cache_->failures();
@@ -204,7 +194,7 @@ void NodeSource::NotePodResources() {
   NoteSource("podresources", pod_state_);
 }
 
-void NodeSource::SetKmsgState(const absl::Status& status) {
+void ExporterState::SetKmsgState(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
   if (kmsg_state_.known && kmsg_state_.up == status.ok()) return;
   kmsg_state_ = StateOf(status);
@@ -214,7 +204,7 @@ void NodeSource::SetKmsgState(const absl::Status& status) {
 
 // Only flips are logged: a source that stays down may give a new reason on every try (a gRPC
 // error names its attempt), which would log once a second.
-void NodeSource::NoteSource(std::string_view name, const SourceState& state) {
+void ExporterState::NoteSource(std::string_view name, const SourceState& state) {
   if (!state.known) return;
   const auto [it, first] = noted_sources_.try_emplace(std::string(name), state.up);
   if (!first && it->second == state.up) return;
@@ -226,7 +216,7 @@ void NodeSource::NoteSource(std::string_view name, const SourceState& state) {
   }
 }
 
-void NodeSource::TailKmsg() {
+void ExporterState::TailKmsg() {
   if (!kmsg_.is_open()) {
     // The log may appear later (a simulator started after us): every record in it is new.
     const absl::Status opened = kmsg_.Open(KmsgReader::StartAt::kBeginning);
@@ -253,7 +243,7 @@ void NodeSource::TailKmsg() {
 
 // Bookkeeping for a new snapshot: error counting, forgetting vanished devices, source states.
 // Called with sample_mu_ held.
-void NodeSource::AfterSample(const Snapshot& snap) {
+void ExporterState::AfterSample(const Snapshot& snap) {
   samples_.fetch_add(1);
   if (!snap.errors.empty()) {
     read_errors_.fetch_add(snap.errors.size());
@@ -276,8 +266,8 @@ void NodeSource::AfterSample(const Snapshot& snap) {
   }
 }
 
-NodeView NodeSource::Get() {
-  NodeView view;
+ExporterView ExporterState::Get() {
+  ExporterView view;
   {
     std::lock_guard<std::mutex> lock(sample_mu_);
     const auto now = std::chrono::steady_clock::now();
@@ -313,13 +303,13 @@ NodeView NodeSource::Get() {
   return view;
 }
 
-size_t NodeSource::history_size() const {
+size_t ExporterState::history_size() const {
   std::lock_guard<std::mutex> lock(sample_mu_);
   return history_.size();
 }
 
 // Called with sample_mu_ held.
-void NodeSource::PushSnapshot(std::shared_ptr<const Snapshot> snap) {
+void ExporterState::PushSnapshot(std::shared_ptr<const Snapshot> snap) {
   history_.push_back(std::move(snap));
   // The snapshot that was the latest stays only if it is far enough from the one before it.
   const auto spacing = options_.utilization_window / 4;
@@ -329,7 +319,7 @@ void NodeSource::PushSnapshot(std::shared_ptr<const Snapshot> snap) {
   }
 }
 
-double NodeSource::Monotonic(int device, const std::string& key, double value) {
+double ExporterState::Monotonic(int device, const std::string& key, double value) {
   std::lock_guard<std::mutex> lock(mu_);
   double& last = monotonic_[device][key];
   last = std::max(last, value);

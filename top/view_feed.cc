@@ -1,4 +1,4 @@
-#include "top/collector.h"
+#include "top/view_feed.h"
 
 #include <fmt/format.h>
 #include <sys/eventfd.h>
@@ -15,8 +15,8 @@
 namespace neuron::top {
 namespace {
 
-spdlog::logger& CollectorLog() {
-  static std::shared_ptr<spdlog::logger> log = ComponentLogger("top.collector");
+spdlog::logger& ViewFeedLog() {
+  static std::shared_ptr<spdlog::logger> log = ComponentLogger("top.feed");
   return *log;
 }
 
@@ -55,67 +55,59 @@ std::vector<T> ToVector(const std::deque<T>& d) {
 
 }  // namespace
 
-Collector::Collector(CollectorOptions options, std::unique_ptr<PodLocator> pods,
-                     std::unique_ptr<DatastoreReader> datastore,
-                     std::shared_ptr<RuntimeRecordsReader> records)
+ViewFeed::ViewFeed(ViewFeedOptions options, std::unique_ptr<PodLocator> pods,
+                   std::unique_ptr<DatastoreReader> datastore,
+                   std::shared_ptr<RuntimeRecordsReader> records)
     : options_(std::move(options)),
-      root_(options_.root),
+      root_(options_.node.root),
       pods_(std::move(pods)),
       proc_(root_),
-      node_(NodeSourceOptions{.root = options_.root,
-                              .discovery = DiscoveryMode::kDirectory,
-                              .lnc = options_.lnc,
-                              .bdf_resolver = {},
-                              .catalog_stands_in = true}),
+      node_(options_.node),
       datastore_(std::move(datastore)),
       records_(std::move(records)),
       notify_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (!options_.agent.empty()) {
     health_ = std::make_unique<HealthSource>(HealthSourceOptions{
-        .root = options_.root, .agent = options_.agent, .timeout = options_.agent_timeout});
+        .root = options_.node.root, .agent = options_.agent, .timeout = options_.agent_timeout});
   }
 }
 
-Collector::~Collector() { Stop(); }
+ViewFeed::~ViewFeed() { Stop(); }
 
-absl::StatusOr<NodeSource::Scan> Collector::ScanInventory() {
+absl::StatusOr<NodeSource::Scan> ViewFeed::ScanInventory() {
   absl::StatusOr<NodeSource::Scan> scan = node_.Rescan();
   if (!scan.ok()) return scan.status();
   std::vector<std::string> notes = node_.notes();
   if (notes != notes_) {
-    for (const std::string& n : notes) CollectorLog().warn("{}", n);
+    for (const std::string& n : notes) ViewFeedLog().warn("{}", n);
     notes_ = std::move(notes);
   }
   return scan;
 }
 
-absl::Status Collector::Init() {
-  // The directory scan, as neuron-top has always read the node (neuron-ls reads it the same way).
+absl::Status ViewFeed::Init() {
   if (absl::Status s = node_.Init(); !s.ok()) return s;
   absl::StatusOr<NodeSource::Scan> scan = ScanInventory();
   if (!scan.ok()) return scan.status();
   inventory_ = scan->inventory;
-  for (const std::string& w : inventory_->warnings) CollectorLog().warn("{}", w);
-  SamplingOptions so{.threads = std::clamp(options_.sampler_threads, 1, 2),
-                     .datastore = {},
-                     .records = {},
-                     .libnrt = options_.libnrt,
-                     .first_probe_wait = options_.first_probe_wait};
+  for (const std::string& w : inventory_->warnings) ViewFeedLog().warn("{}", w);
+  SamplingOptions so = options_.sampling;
+  so.threads = std::clamp(so.threads, 1, 2);
   if (datastore_ != nullptr) {  // injected (tests): with its records reader, or none
     auto reader = std::make_shared<std::unique_ptr<DatastoreReader>>(std::move(datastore_));
     so.datastore = [reader](const std::vector<int>&) { return std::move(*reader); };
     so.records = [records = records_] { return records; };
   }
   if (!node_.StartSampling(so)) {
-    CollectorLog().warn("no answer from the Neuron driver within {} ms; sampling anyway",
-                        options_.first_probe_wait.count());
+    ViewFeedLog().warn("no answer from the Neuron driver within {} ms; sampling anyway",
+                       options_.sampling.first_probe_wait.count());
   }
   last_rescan_ = std::chrono::steady_clock::now();
   Step();
   return absl::OkStatus();
 }
 
-SampleKind Collector::ChooseKind(std::chrono::steady_clock::time_point now) const {
+SampleKind ViewFeed::ChooseKind(std::chrono::steady_clock::time_point now) const {
   if (prev_ == nullptr) return SampleKind::kFull;
   const auto age = now - last_full_;
   if (age >= options_.full_sweep_max_age) return SampleKind::kFull;
@@ -127,13 +119,13 @@ SampleKind Collector::ChooseKind(std::chrono::steady_clock::time_point now) cons
   return SampleKind::kHot;
 }
 
-ProcSample Collector::SampleProcesses(const Snapshot& snap) const {
+ProcSample ViewFeed::SampleProcesses(const Snapshot& snap) const {
   ProcSample p;
   absl::StatusOr<SystemCpuTimes> sys = proc_.SystemCpu();
   if (sys.ok()) {
     p.system = *sys;
   } else {
-    CollectorLog().debug("{}", std::string{sys.status().message()});
+    ViewFeedLog().debug("{}", std::string{sys.status().message()});
   }
   for (const int pid : RuntimePids(snap)) {
     absl::StatusOr<ProcessStat> st = proc_.Stat(pid);
@@ -143,7 +135,7 @@ ProcSample Collector::SampleProcesses(const Snapshot& snap) const {
   return p;
 }
 
-void Collector::RefreshDetails(const Snapshot& snap) {
+void ViewFeed::RefreshDetails(const Snapshot& snap) {
   const std::vector<int> pids = RuntimePids(snap);
   std::erase_if(details_, [&pids](const auto& kv) {
     return !std::binary_search(pids.begin(), pids.end(), kv.first);
@@ -167,20 +159,20 @@ void Collector::RefreshDetails(const Snapshot& snap) {
       d.pod_known = true;
       if (d.pod) SanitizePod(&*d.pod);
     } else {
-      CollectorLog().debug("pod of pid {}: {}", pid, std::string{pod.status().message()});
+      ViewFeedLog().debug("pod of pid {}: {}", pid, std::string{pod.status().message()});
     }
   }
 }
 
-std::shared_ptr<const TopView> Collector::Step() {
+std::shared_ptr<const TopView> ViewFeed::Step() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_rescan_ >= options_.rescan) {
     last_rescan_ = now;
     absl::StatusOr<NodeSource::Scan> scan = ScanInventory();
     if (!scan.ok()) {
-      CollectorLog().warn("rescan: {}", std::string{scan.status().message()});
+      ViewFeedLog().warn("rescan: {}", std::string{scan.status().message()});
     } else if (scan->changed) {  // the Sampler has it already
-      CollectorLog().info("inventory changed: {} devices", scan->inventory->devices.size());
+      ViewFeedLog().info("inventory changed: {} devices", scan->inventory->devices.size());
       inventory_ = scan->inventory;
     }
   }
@@ -196,7 +188,7 @@ std::shared_ptr<const TopView> Collector::Step() {
   if (kind == SampleKind::kFull) memory_signature_at_full_ = memory_signature_;
   // The same unreadable file fails every sample (reset is root-only): log what changed.
   if (snap->errors != logged_errors_) {
-    for (const std::string& e : snap->errors) CollectorLog().warn("{}", e);
+    for (const std::string& e : snap->errors) ViewFeedLog().warn("{}", e);
     logged_errors_ = snap->errors;
   }
 
@@ -221,7 +213,7 @@ std::shared_ptr<const TopView> Collector::Step() {
   return view;
 }
 
-void Collector::AddHistory(TopView* view) {
+void ViewFeed::AddHistory(TopView* view) {
   const AppView& all = view->apps.front();
   std::optional<double> mem_ratio;
   if (all.device.total && view->device_memory_capacity && *view->device_memory_capacity > 0) {
@@ -239,23 +231,23 @@ void Collector::AddHistory(TopView* view) {
   view->history.capacity = options_.history;
 }
 
-void Collector::Publish(std::shared_ptr<const TopView> view) {
+void ViewFeed::Publish(std::shared_ptr<const TopView> view) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     latest_ = std::move(view);
   }
   const uint64_t one = 1;
   if (notify_fd_.valid() && ::write(notify_fd_.get(), &one, sizeof(one)) < 0 && errno != EAGAIN) {
-    CollectorLog().warn("notify: {}", std::strerror(errno));
+    ViewFeedLog().warn("notify: {}", std::strerror(errno));
   }
 }
 
-std::shared_ptr<const TopView> Collector::Latest() const {
+std::shared_ptr<const TopView> ViewFeed::Latest() const {
   std::lock_guard<std::mutex> lock(mu_);
   return latest_;
 }
 
-void Collector::Start() {
+void ViewFeed::Start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = false;
@@ -263,7 +255,7 @@ void Collector::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
-void Collector::Stop() {
+void ViewFeed::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -272,7 +264,7 @@ void Collector::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Collector::Loop() {
+void ViewFeed::Loop() {
   auto next = std::chrono::steady_clock::now() + options_.first_delay;
   for (;;) {
     {

@@ -1,10 +1,10 @@
-// neuron-top's Collector against simulated trees: views from real samples (live datastores from
+// neuron-top's ViewFeed against simulated trees: views from real samples (live datastores from
 // FakeDatastores; live_test.cc reads them through the simulated driver), the cost policy (hot
 // samples unless memory moved or detail is wanted), pods from cgroups, what a missing live
 // source and root-only files turn into, and the collection thread publishing views to the
 // drawing side.
 
-#include "top/collector.h"
+#include "top/view_feed.h"
 
 #include <errno.h>
 #include <gmock/gmock.h>
@@ -30,32 +30,32 @@ using ::neuron::top::testing::MakeTree;
 using ::neuron::top::testing::WriteProcStat;
 using ::testing::HasSubstr;
 
-class CollectorTest : public ::testing::Test {
+class ViewFeedTest : public ::testing::Test {
  protected:
-  void Start(std::string_view instance, CollectorOptions options = {}) {
+  void Start(std::string_view instance, ViewFeedOptions options = {}) {
     tree_ = MakeTree(tmp_.path(), instance);
     Init(std::move(options));
   }
-  void Init(CollectorOptions options = {}) {
-    options.root = tmp_.path();
-    collector_ = std::make_unique<Collector>(
-        options, MakeCgroupPodLocator(ProcReader(RootPaths(tmp_.path()))), datastores_->Reader(),
-        datastores_->Records());
-    const absl::Status s = collector_->Init();
+  void Init(ViewFeedOptions options = {}) {
+    options.node.root = tmp_.path();
+    feed_ = std::make_unique<ViewFeed>(options,
+                                       MakeCgroupPodLocator(ProcReader(RootPaths(tmp_.path()))),
+                                       datastores_->Reader(), datastores_->Records());
+    const absl::Status s = feed_->Init();
     ASSERT_TRUE(s.ok()) << s;
   }
-  void TearDown() override { collector_.reset(); }
+  void TearDown() override { feed_.reset(); }
 
-  ::neuron::testing::TempDir tmp_{"collector"};
+  ::neuron::testing::TempDir tmp_{"view_feed"};
   std::shared_ptr<::neuron::testing::FakeDatastores> datastores_ =
       ::neuron::testing::FakeDatastores::Make();
   std::unique_ptr<sim::SimTree> tree_;
-  std::unique_ptr<Collector> collector_;
+  std::unique_ptr<ViewFeed> feed_;
 };
 
-TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
+TEST_F(ViewFeedTest, RuntimeAppearsWithUtilizationAndCommand) {
   Start("trn1.32xlarge");
-  std::shared_ptr<const TopView> v = collector_->Latest();
+  std::shared_ptr<const TopView> v = feed_->Latest();
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->runtime_attached, false);
   EXPECT_EQ(v->instance_type, "trn1.32xlarge");
@@ -64,7 +64,7 @@ TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
   // This test process plays the runtime: device 3, core slot 1 busy far more than the window.
   sim::DatastoreWriter& w = datastores_->Add(3, ::getpid());
   datastores_->SetRecords(3, ::getpid()).process.long_tag = "tagged-job";
-  v = collector_->Step();
+  v = feed_->Step();
   EXPECT_EQ(v->runtime_attached, true);
   ASSERT_EQ(v->processes.size(), 1u);
   EXPECT_EQ(v->processes[0].pid, ::getpid());
@@ -77,7 +77,7 @@ TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
   EXPECT_EQ(v->apps[1].label, "tagged-job");
 
   ASSERT_TRUE(w.AddCoreCounter(1, nds::kTimeInUse, 3600ull * 1000000).ok());
-  v = collector_->Step();
+  v = feed_->Step();
   const DeviceRow& d3 = v->apps[0].grid[3];
   EXPECT_EQ(d3.cores[1].core_id, 7);
   EXPECT_EQ(d3.cores[1].utilization, 1.0);  // clamped: the busy total outran the window
@@ -86,17 +86,17 @@ TEST_F(CollectorTest, RuntimeAppearsWithUtilizationAndCommand) {
   ASSERT_FALSE(v->history.utilization.empty());
   EXPECT_TRUE(v->history.utilization.back().has_value());
   datastores_->Remove(3, ::getpid());
-  v = collector_->Step();
+  v = feed_->Step();
   EXPECT_EQ(v->runtime_attached, false);
 }
 
 // docs/architecture.md#unknown-is-not-zero: while the live source cannot be read, utilization and
 // the process list are unknown (absent), not zero, and the view carries the reason; they return
 // with the source.
-TEST_F(CollectorTest, LiveSourceDownMeansUnknownNotIdle) {
+TEST_F(ViewFeedTest, LiveSourceDownMeansUnknownNotIdle) {
   datastores_->SetState({true, false, "/x/dev/neuron0: no Neuron driver answers its ioctls"});
   Start("inf2.24xlarge");
-  std::shared_ptr<const TopView> v = collector_->Step();
+  std::shared_ptr<const TopView> v = feed_->Step();
   EXPECT_FALSE(v->runtime_attached.has_value());
   EXPECT_EQ(LiveDataProblem(v->datastore_source),
             "/x/dev/neuron0: no Neuron driver answers its ioctls");
@@ -105,8 +105,8 @@ TEST_F(CollectorTest, LiveSourceDownMeansUnknownNotIdle) {
   }
   EXPECT_FALSE(v->apps[0].average_utilization.has_value());
   datastores_->SetState({true, true, ""});
-  collector_->Step();
-  v = collector_->Step();
+  feed_->Step();
+  v = feed_->Step();
   EXPECT_EQ(v->runtime_attached, false);
   EXPECT_EQ(v->apps[0].grid[0].cores[0].utilization, 0.0);
 }
@@ -114,7 +114,7 @@ TEST_F(CollectorTest, LiveSourceDownMeansUnknownNotIdle) {
 // top/format.h: a runtime whose argv holds ESC[2J (clear the screen) and a C1 CSI, and whose tag
 // holds an OSC title sequence, shows none of them raw, in the view the screen paints and in the
 // --snapshot JSON alike.
-TEST_F(CollectorTest, AWorkloadsTextCannotWriteToTheTerminal) {
+TEST_F(ViewFeedTest, AWorkloadsTextCannotWriteToTheTerminal) {
   Start("trn1.2xlarge");
   // bash keeps its arguments in its own command line while it waits for sleep (the "; :" keeps
   // it from exec'ing sleep in its place).
@@ -129,7 +129,7 @@ TEST_F(CollectorTest, AWorkloadsTextCannotWriteToTheTerminal) {
                         std::chrono::seconds(10)));
   datastores_->Add(0, child);
   datastores_->SetRecords(0, child).process.tag = "\x1b]0;owned\x07";
-  const std::shared_ptr<const TopView> v = collector_->Step();
+  const std::shared_ptr<const TopView> v = feed_->Step();
   Stop(child, std::chrono::seconds(10));
   ASSERT_EQ(v->processes.size(), 1u);
   EXPECT_EQ(v->processes[0].command,
@@ -145,18 +145,18 @@ TEST_F(CollectorTest, AWorkloadsTextCannotWriteToTheTerminal) {
   }
 }
 
-TEST_F(CollectorTest, FullSweepOnlyWhenMemoryMoves) {
-  CollectorOptions options;
+TEST_F(ViewFeedTest, FullSweepOnlyWhenMemoryMoves) {
+  ViewFeedOptions options;
   options.full_sweep_min_gap = std::chrono::hours(1);  // the summary alone never asks for one
   Start("trn1.32xlarge", options);
-  EXPECT_EQ(collector_->full_samples(), 1u);  // the first sample reads everything
-  collector_->Step();
-  collector_->Step();
-  EXPECT_EQ(collector_->full_samples(), 1u);
-  EXPECT_EQ(collector_->hot_samples(), 2u);
-  collector_->SetDetailWanted(true);  // per-core categories on screen, but nothing moved
-  collector_->Step();
-  EXPECT_EQ(collector_->full_samples(), 1u);
+  EXPECT_EQ(feed_->full_samples(), 1u);  // the first sample reads everything
+  feed_->Step();
+  feed_->Step();
+  EXPECT_EQ(feed_->full_samples(), 1u);
+  EXPECT_EQ(feed_->hot_samples(), 2u);
+  feed_->SetDetailWanted(true);  // per-core categories on screen, but nothing moved
+  feed_->Step();
+  EXPECT_EQ(feed_->full_samples(), 1u);
 
   // An allocation: the hot set sees the total move; with detail on screen the next sample
   // refreshes the categories.
@@ -170,41 +170,41 @@ TEST_F(CollectorTest, FullSweepOnlyWhenMemoryMoves) {
             .ok());
   };
   allocate();
-  std::shared_ptr<const TopView> v = collector_->Step();  // hot: sees the total move
+  std::shared_ptr<const TopView> v = feed_->Step();  // hot: sees the total move
   EXPECT_EQ(v->apps[0].device.total, 1u << 20);
   EXPECT_EQ(v->apps[0].device.categories[kTensors], 0u);
-  v = collector_->Step();  // full: categories
-  EXPECT_EQ(collector_->full_samples(), 2u);
+  v = feed_->Step();  // full: categories
+  EXPECT_EQ(feed_->full_samples(), 2u);
   EXPECT_EQ(v->apps[0].device.categories[kTensors], 1u << 20);
-  collector_->Step();
-  EXPECT_EQ(collector_->full_samples(), 2u);
+  feed_->Step();
+  EXPECT_EQ(feed_->full_samples(), 2u);
 
   // Without detail on screen, the minimum gap holds the full sweep back.
-  collector_->SetDetailWanted(false);
+  feed_->SetDetailWanted(false);
   allocate();
-  collector_->Step();
-  v = collector_->Step();
-  EXPECT_EQ(collector_->full_samples(), 2u);
+  feed_->Step();
+  v = feed_->Step();
+  EXPECT_EQ(feed_->full_samples(), 2u);
   EXPECT_EQ(v->apps[0].device.total, 2u << 20);
   EXPECT_EQ(v->apps[0].device.categories[kTensors], 1u << 20);  // stale until the gap passes
 }
 
-TEST_F(CollectorTest, MemoryMoveTriggersFullSweepAfterTheGap) {
-  CollectorOptions options;
+TEST_F(ViewFeedTest, MemoryMoveTriggersFullSweepAfterTheGap) {
+  ViewFeedOptions options;
   options.full_sweep_min_gap = std::chrono::milliseconds(0);
   Start("inf2.24xlarge", options);
-  collector_->Step();
-  EXPECT_EQ(collector_->full_samples(), 1u);
+  feed_->Step();
+  EXPECT_EQ(feed_->full_samples(), 1u);
   ASSERT_TRUE(tree_
                   ->ApplyCounter(tree_->CoreDir(1, 1) / "stats/memory_usage/device_mem",
                                  sim::CounterOp::kInc, 4096)
                   .ok());
-  collector_->Step();
-  collector_->Step();
-  EXPECT_EQ(collector_->full_samples(), 2u);
+  feed_->Step();
+  feed_->Step();
+  EXPECT_EQ(feed_->full_samples(), 2u);
 }
 
-TEST_F(CollectorTest, PodFromCgroupInRootProc) {
+TEST_F(ViewFeedTest, PodFromCgroupInRootProc) {
   tree_ = MakeTree(tmp_.path(), "inf2.24xlarge");
   AddFakeProcess(tmp_.path(), {4242,
                                {"python3", "infer.py"},
@@ -215,7 +215,7 @@ TEST_F(CollectorTest, PodFromCgroupInRootProc) {
   WriteProcStat(tmp_.path(), 100, 100, 800, 96);
   datastores_->Add(1, 4242);
   Init();
-  const std::shared_ptr<const TopView> v = collector_->Latest();
+  const std::shared_ptr<const TopView> v = feed_->Latest();
   ASSERT_EQ(v->processes.size(), 1u);
   EXPECT_EQ(v->processes[0].command, "python3 infer.py");
   ASSERT_TRUE(v->processes[0].pod.has_value());
@@ -223,31 +223,31 @@ TEST_F(CollectorTest, PodFromCgroupInRootProc) {
   EXPECT_EQ(v->processes[0].pod->qos, "burstable");
 }
 
-TEST_F(CollectorTest, ThreadPublishesViewsAndSignalsTheDrawingSide) {
-  CollectorOptions options;
+TEST_F(ViewFeedTest, ThreadPublishesViewsAndSignalsTheDrawingSide) {
+  ViewFeedOptions options;
   options.delay = std::chrono::milliseconds(100);
   options.first_delay = std::chrono::milliseconds(50);
   Start("inf2.24xlarge", options);
-  const uint64_t first = collector_->Latest()->generation;
+  const uint64_t first = feed_->Latest()->generation;
   uint64_t drained = 0;
-  while (::read(collector_->notify_fd(), &drained, sizeof(drained)) > 0) {
+  while (::read(feed_->notify_fd(), &drained, sizeof(drained)) > 0) {
   }
-  collector_->Start();
-  pollfd p{collector_->notify_fd(), POLLIN, 0};
+  feed_->Start();
+  pollfd p{feed_->notify_fd(), POLLIN, 0};
   ASSERT_EQ(::poll(&p, 1, 20000), 1) << "no view published within 20 s";
-  EXPECT_TRUE(WaitUntil([&] { return collector_->Latest()->generation >= first + 3; },
+  EXPECT_TRUE(WaitUntil([&] { return feed_->Latest()->generation >= first + 3; },
                         std::chrono::seconds(20)));
-  collector_->Stop();
-  const uint64_t stopped = collector_->Latest()->generation;
+  feed_->Stop();
+  const uint64_t stopped = feed_->Latest()->generation;
   // Stopped: the owner's own Step() is the only publisher left, so the next view is exactly
   // one generation on and the eventfd counts exactly that one publication.
-  while (::read(collector_->notify_fd(), &drained, sizeof(drained)) > 0) {
+  while (::read(feed_->notify_fd(), &drained, sizeof(drained)) > 0) {
   }
-  const std::shared_ptr<const TopView> stepped = collector_->Step();
+  const std::shared_ptr<const TopView> stepped = feed_->Step();
   EXPECT_EQ(stepped->generation, stopped + 1);
-  EXPECT_EQ(collector_->Latest()->generation, stopped + 1);
+  EXPECT_EQ(feed_->Latest()->generation, stopped + 1);
   uint64_t signals = 0;
-  ASSERT_EQ(::read(collector_->notify_fd(), &signals, sizeof(signals)),
+  ASSERT_EQ(::read(feed_->notify_fd(), &signals, sizeof(signals)),
             static_cast<ssize_t>(sizeof(signals)));
   EXPECT_EQ(signals, 1u);
 }

@@ -27,7 +27,7 @@
 //
 // Live sources (docs/architecture.md#unknown-is-not-zero): sysfs, the datastores and the runtimes'
 // records (through libnrt) are judged per snapshot, the kernel log by the background thread,
-// PodResources by its cache. A NodeView (its snapshot included) carries their states
+// PodResources by its cache. A ExporterView (its snapshot included) carries their states
 // (neuron_exporter_source_up); each change is logged once, with the reason.
 //
 // Thread-safety: every public method may be called from any thread.
@@ -61,10 +61,14 @@
 
 namespace neuron::monitor {
 
-struct NodeSourceOptions {
-  std::filesystem::path root = "/";
+struct ExporterStateOptions {
+  // What to read and how (root, LNC, PCI addresses; the sampler's threads, datastore and records
+  // readers, libnrt, and how long the first sample waits for the driver's first answer). The
+  // exporter reads the node by the directory scan, as it always has (libudev would find the same:
+  // tests/core/discovery_agreement_test.cc), and without the catalog standing in.
+  neuron::NodeSourceOptions node;
+  neuron::SamplingOptions sampling{.threads = 2};
   std::filesystem::path kubelet_dir = "/var/lib/kubelet";
-  int lnc = 0;  // 0: the node's (docs/architecture.md#lnc)
   std::chrono::milliseconds share_window{1000};
   std::chrono::milliseconds full_sweep_interval{10000};
   // Utilization is measured between the latest snapshot and the newest one at least this much
@@ -76,21 +80,6 @@ struct NodeSourceOptions {
   std::chrono::milliseconds health_poll{250};
   std::chrono::milliseconds pod_refresh{5000};
   bool pod_resources = true;
-  int sampler_threads = 2;
-  // Device index -> PCI address; empty: DEVICE_BDF_EXT on the device nodes (tests without a
-  // driver give a table).
-  std::function<std::unique_ptr<BdfResolver>(const RootPaths&)> bdf_resolver;
-  // The datastore back end; empty: through the driver's device ABI (tests inject a fake).
-  std::function<std::unique_ptr<DatastoreReader>(std::vector<int> devices)> datastore;
-  // Which libnrt to load for the runtimes' records (--libnrt; LibnrtPath's rules,
-  // core/sample/runtime_records.h).
-  std::string libnrt;
-  // The records reader; empty: libnrt from `libnrt`, or none when `datastore` is injected (only
-  // the driver back end calls a records reader; a test injects both).
-  std::function<std::shared_ptr<RuntimeRecordsReader>()> records;
-  // Init() waits this long for the datastore reader's first probe, so that the first sample
-  // already says whether live data can be read instead of "not known yet".
-  std::chrono::milliseconds first_probe_timeout{3000};
 };
 
 // Whether `snap` holds the live datastores (docs/architecture.md#unknown-is-not-zero). When not,
@@ -114,7 +103,7 @@ struct NodeHealth {
   bool operator==(const NodeHealth&) const = default;
 };
 
-struct NodeView {
+struct ExporterView {
   std::shared_ptr<const Inventory> inventory;
   std::shared_ptr<const Snapshot> current;
   std::shared_ptr<const Snapshot> base;        // may be null (only one sample so far)
@@ -132,12 +121,12 @@ struct NodeView {
   std::shared_ptr<const NodeHealth> health;
 };
 
-class NodeSource {
+class ExporterState {
  public:
-  explicit NodeSource(NodeSourceOptions options);
-  ~NodeSource();
-  NodeSource(const NodeSource&) = delete;
-  NodeSource& operator=(const NodeSource&) = delete;
+  explicit ExporterState(ExporterStateOptions options);
+  ~ExporterState();
+  ExporterState(const ExporterState&) = delete;
+  ExporterState& operator=(const ExporterState&) = delete;
 
   // Scans the inventory and takes the first (full) sample. Fails when ROOT cannot be scanned.
   absl::Status Init();
@@ -148,7 +137,7 @@ class NodeSource {
   // is OK: /metrics answers 503 until then, and /readyz says why.
   absl::Status Ready() const;
 
-  NodeView Get();
+  ExporterView Get();
   // The last exported value of a counter series on `device` (-1: not a device's), raised to
   // `value` if larger: counters never go down between scrapes.
   double Monotonic(int device, const std::string& key, double value);
@@ -161,7 +150,7 @@ class NodeSource {
   uint64_t samples() const { return samples_.load(); }
   const PodResourcesCache* pod_cache() const { return pod_cache_.get(); }
   std::optional<std::chrono::system_clock::time_point> pod_last_success() const;
-  const NodeSourceOptions& options() const { return options_; }
+  const ExporterStateOptions& options() const { return options_; }
 
  private:
   void Loop();
@@ -180,7 +169,7 @@ class NodeSource {
   // Logs `name`'s state when it differs from the last one logged. Called with mu_ held.
   void NoteSource(std::string_view name, const SourceState& state);
 
-  NodeSourceOptions options_;
+  ExporterStateOptions options_;
   neuron::NodeSource node_;  // core's: discovery, inventory, the Sampler
   std::unique_ptr<PodResourcesCache> pod_cache_;
 
