@@ -25,6 +25,17 @@ class LsTest : public ::testing::Test {
     return RunCommand(work_.path(), flags);
   }
 
+  // An --agent where nothing answers, whatever this machine runs: health from this read.
+  std::string NoAgent() const { return "unix:" + (work_.path() / "none.sock").string(); }
+  // `out` with the node's temporary root (in the reasons live data is unavailable) as ROOT.
+  std::string WithoutRoot(std::string out) const {
+    const std::string root = node_.path().string();
+    for (size_t at = out.find(root); at != std::string::npos; at = out.find(root, at)) {
+      out.replace(at, root.size(), "ROOT");
+    }
+    return out;
+  }
+
   ::neuron::testing::TempDir work_{"ls_work"};
   ::neuron::testing::TempDir node_{"ls_node"};
 };
@@ -107,6 +118,18 @@ TEST_F(LsTest, NoDevicesIsAClearErrorWithNonZeroExit) {
   EXPECT_EQ(no_devices.code, 4);
   EXPECT_EQ(no_devices.out, "");
   EXPECT_THAT(no_devices.err, HasSubstr("lists no device"));
+}
+
+// docs/tools-ux.md#ls-json: -j and --json-output print the array of devices byte for byte as the
+// golden has it (written by the binary before --output-format json was added), so the scripts
+// that parse it keep working. The temporary root is written ROOT.
+TEST_F(LsTest, JsonOutputKeepsTheArray) {
+  auto tree = MakeTree(node_.path(), "trn1.32xlarge");
+  for (const char* flag : {"-j", "--json-output"}) {
+    const RunResult r = Ls(node_.path(), {flag, "--agent", NoAgent()});
+    ASSERT_EQ(r.code, 0) << r.err;
+    ExpectGolden("top/trn1.32xlarge.ls-json-output.json", WithoutRoot(r.out));
+  }
 }
 
 // docs/tools-ux.md Q9: unknown option -> usage on stderr, exit 2.
