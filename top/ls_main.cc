@@ -1,12 +1,13 @@
 // neuron-ls: the node's Neuron devices as a table (docs/tools-ux.md#neuron-ls).
-//   neuron-ls --root DIR [--wide] [--show-all-procs] [--json-output] [--topology] [--lnc 1|2]
-//             [--agent unix:PATH]
-//   neuron-ls --health-check [--device N ...] [--programs DIR] [--state-dir DIR] [--json-output]
-//             [--withheld-by-caller]   the active check (top/health_check.h)
+//   neuron-ls --root DIR [--wide] [--show-all-procs] [--output-format table|json | --json-output]
+//             [--topology] [--lnc 1|2] [--agent unix:PATH]
+//   neuron-ls --health-check [--device N ...] [--programs DIR] [--state-dir DIR]
+//             [--output-format json | --json-output] [--withheld-by-caller]
+//             the active check (top/health_check.h)
 // The default and --topology formats only read files; the default table and the JSON also ask
 // the agent for its health verdicts, and judge from their own read when it cannot be reached
-// (top/node_health.h). The process columns (--wide, -a, -j) open each device read-only for the
-// runtimes' live data, as a monitor does on hardware, and close it before exiting
+// (top/node_health.h). The process columns (--wide, -a, the JSON) open each device read-only for
+// the runtimes' live data, as a monitor does on hardware, and close it before exiting
 // (docs/tools-ux.md Q4). Exit codes (top/README.md): 0 success (also when live data
 // is unavailable: stderr says why), 1 failure, 2 usage, 3 no Neuron driver, 4 no Neuron device,
 // 5 permission denied; --health-check also 6 no reference program or libnrt, 7 nothing could be
@@ -44,6 +45,26 @@ constexpr int kExitUsage = 2;
 constexpr std::chrono::seconds kProbeWait{5};
 
 void Warn(std::string_view text) { std::cerr << "neuron-ls: warning: " << text << "\n"; }
+
+// The listing's flags; --root and --lnc are NodeFlagValues, the check's AddHealthCheckOptions'.
+struct ListingOptions {
+  bool wide = false;
+  bool all = false;
+  bool json_array = false;  // -j
+  std::string output_format = "table";
+  bool topology = false;
+  std::string libnrt;
+  std::string agent{neuron::top::kDefaultAgent};
+};
+
+// Which JSON stdout gets: -j's array, kept byte for byte for the scripts that parse it, or
+// --output-format json's object (docs/tools-ux.md#ls-json-object); the two exclude each other.
+enum class JsonForm { kNone, kArray, kObject };
+
+JsonForm JsonFormOf(const ListingOptions& o) {
+  if (o.json_array) return JsonForm::kArray;
+  return o.output_format == "json" ? JsonForm::kObject : JsonForm::kNone;
+}
 
 // The runtimes' live datastores, read through the driver's device ABI as on hardware, or why
 // they cannot be (in the reader's words).
@@ -94,14 +115,20 @@ neuron::top::NodeHealthView ReadHealth(const std::string& root, const neuron::In
   return view;
 }
 
-std::string Render(const neuron::top::LsReport& report, bool wide, bool all, bool json,
-                   bool topology) {
+std::string Render(const neuron::top::LsReport& report, const ListingOptions& o) {
   using neuron::top::LsFormat;
-  if (json) return neuron::top::RenderLsJson(report);
-  if (topology) return neuron::top::RenderLsText(report, LsFormat::kTopology);
-  if (wide && all) return neuron::top::RenderLsText(report, LsFormat::kWideAllProcs);
-  if (all) return neuron::top::RenderLsText(report, LsFormat::kAllProcs);
-  if (wide) return neuron::top::RenderLsText(report, LsFormat::kWide);
+  switch (JsonFormOf(o)) {
+    case JsonForm::kArray:
+      return neuron::top::RenderLsJson(report);
+    case JsonForm::kObject:
+      return neuron::top::RenderLsJsonObject(report);
+    case JsonForm::kNone:
+      break;
+  }
+  if (o.topology) return neuron::top::RenderLsText(report, LsFormat::kTopology);
+  if (o.wide && o.all) return neuron::top::RenderLsText(report, LsFormat::kWideAllProcs);
+  if (o.all) return neuron::top::RenderLsText(report, LsFormat::kAllProcs);
+  if (o.wide) return neuron::top::RenderLsText(report, LsFormat::kWide);
   return neuron::top::RenderLsText(report, LsFormat::kDefault);
 }
 
@@ -130,20 +157,20 @@ std::optional<neuron::Inventory> Scan(const neuron::RootPaths& root, int lnc, in
   return *std::move(inv);
 }
 
-int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bool topology,
-        const std::string& libnrt, const std::string& agent) {
+int Run(const std::string& root_dir, int lnc, const ListingOptions& o) {
   const neuron::RootPaths root(root_dir);
   int code = 0;
   const std::optional<neuron::Inventory> inv = Scan(root, lnc, &code);
   if (!inv) return code;
+  const bool json = JsonFormOf(o) != JsonForm::kNone;
   // Only the process columns need the devices opened; the other formats stay read-only.
-  const bool want_processes = json || (!topology && (wide || all));
+  const bool want_processes = json || (!o.topology && (o.wide || o.all));
   LiveData live;
-  if (want_processes) live = ReadLiveData(root, *inv, libnrt);
+  if (want_processes) live = ReadLiveData(root, *inv, o.libnrt);
   if (live.unavailable) {
     std::cerr << "neuron-ls: live process data unavailable: " << *live.unavailable
-              << (all ? "; processes are listed from their open device files only\n"
-                      : "; process columns show NA\n");
+              << (o.all ? "; processes are listed from their open device files only\n"
+                        : "; process columns show NA\n");
   }
   const neuron::ProcReader proc(root);
   neuron::top::LsSources src;
@@ -152,17 +179,17 @@ int Run(const std::string& root_dir, int lnc, bool wide, bool all, bool json, bo
   src.runtime_records = &live.runtime;
   src.live_data_unavailable = live.unavailable;
   src.proc = &proc;
-  src.all_processes = all && want_processes;
+  src.all_processes = o.all && want_processes;
   src.self_pid = proc.SelfPid().value_or(::getpid());
   src.device_numbers = neuron::top::DeviceNumbers(*inv, root);
   // Health shows in the default table and the JSON only: the other formats list processes or
   // links, and cost nothing more.
   neuron::top::NodeHealthView health;
-  if (json || (!wide && !all && !topology)) health = ReadHealth(root_dir, *inv, agent);
+  if (json || (!o.wide && !o.all && !o.topology)) health = ReadHealth(root_dir, *inv, o.agent);
   src.health = health.known ? &health : nullptr;
   const neuron::top::LsReport report = neuron::top::BuildLsReport(src);
   for (const std::string& n : report.notes) Warn(n);
-  const std::string out = Render(report, wide, all, json, topology);
+  const std::string out = Render(report, o);
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     return kExitFailure;  // e.g. a closed pipe
   }
@@ -203,6 +230,37 @@ void AddHealthCheckOptions(CLI::App* app, bool* health_check,
                 "devices' withhold locks");
 }
 
+// --root, --lnc and the listing's flags; returns --output-format's option, whose use with -j
+// Main refuses.
+CLI::Option* AddListingOptions(CLI::App* app, neuron::NodeFlagValues* node, ListingOptions* o) {
+  app->add_option("--root", node->root,
+                  "root of the node's filesystem (default $NEURON_ROOT or /)");
+  app->add_flag("-w,--wide", o->wide, "add PID, COMMAND (up to 80 characters) and RUNTIME VERSION");
+  app->add_flag("-a,--show-all-procs", o->all,
+                "also processes holding a device without a runtime datastore");
+  CLI::Option* format =
+      app->add_option("--output-format", o->output_format,
+                      "table (the default) or json: one object with the instance type and id, "
+                      "the driver version and the node's UltraServer place, its devices beneath; "
+                      "facts that cannot be read are null")
+          ->check(CLI::IsMember({"table", "json"}));
+  app->add_flag("-j,--json-output", o->json_array,
+                "the JSON array of devices alone, as before --output-format json (kept for "
+                "existing scripts)");
+  app->add_flag("-t,--topology", o->topology, "the NeuronLink topology drawing");
+  app->add_option("--lnc", node->lnc,
+                  "logical NeuronCore config 1|2 (trn2; default $NEURON_LOGICAL_NC_CONFIG, then "
+                  "the node's)");
+  app->add_option("--libnrt", o->libnrt,
+                  "the Neuron runtime library to read runtime versions through (default "
+                  "$NEURON_LIBNRT, then libnrt.so.1 from the library path)");
+  app->add_option("--agent", o->agent,
+                  "the device plugin's socket to ask for health (unix:PATH or host:port); without "
+                  "an answer health is judged from this read alone")
+      ->capture_default_str();
+  return format;
+}
+
 int Main(int argc, char** argv) {
   // The check's child mode runs one program and reports; it shares nothing with the listing.
   if (argc > 1 && argv[1] == neuron::top::kChildModeFlag) {
@@ -221,28 +279,8 @@ int Main(int argc, char** argv) {
 
   CLI::App app{"neuron-ls: list the node's AWS Neuron devices, their cores, memory and processes"};
   neuron::NodeFlagValues node;
-  bool wide = false;
-  bool all = false;
-  bool json = false;
-  bool topology = false;
-  std::string libnrt;
-  std::string agent(neuron::top::kDefaultAgent);
-  app.add_option("--root", node.root, "root of the node's filesystem (default $NEURON_ROOT or /)");
-  app.add_flag("-w,--wide", wide, "add PID, COMMAND (up to 80 characters) and RUNTIME VERSION");
-  app.add_flag("-a,--show-all-procs", all,
-               "also processes holding a device without a runtime datastore");
-  app.add_flag("-j,--json-output", json, "one JSON object per device");
-  app.add_flag("-t,--topology", topology, "the NeuronLink topology drawing");
-  app.add_option("--lnc", node.lnc,
-                 "logical NeuronCore config 1|2 (trn2; default $NEURON_LOGICAL_NC_CONFIG, then the "
-                 "node's)");
-  app.add_option("--libnrt", libnrt,
-                 "the Neuron runtime library to read runtime versions through (default "
-                 "$NEURON_LIBNRT, then libnrt.so.1 from the library path)");
-  app.add_option("--agent", agent,
-                 "the device plugin's socket to ask for health (unix:PATH or host:port); without "
-                 "an answer health is judged from this read alone")
-      ->capture_default_str();
+  ListingOptions listing;
+  const CLI::Option* format = AddListingOptions(&app, &node, &listing);
   bool health_check = false;
   neuron::top::HealthCheckOptions check;
   AddHealthCheckOptions(&app, &health_check, &check);
@@ -252,7 +290,8 @@ int Main(int argc, char** argv) {
       "Examples:\n"
       "  neuron-ls                 the devices, their cores and memory\n"
       "  neuron-ls --wide          and the processes using them\n"
-      "  neuron-ls -j | jq .       the same as JSON\n"
+      "  neuron-ls --output-format json | jq .\n"
+      "                            the same as JSON, with the instance and UltraServer facts\n"
       "  neuron-ls --health-check  run reference programs on idle devices and links\n"
       "Exit codes: 0 success, 1 failure (--health-check: a device or link failed), 2 usage, 3 no "
       "Neuron driver, 4 no Neuron device, 5 permission denied, 6 no reference program or libnrt "
@@ -269,17 +308,22 @@ int Main(int argc, char** argv) {
     std::cerr << "neuron-ls: " << flags.status().message() << "\n";
     return kExitUsage;
   }
+  if (format->count() > 0 && listing.json_array) {
+    std::cerr << "neuron-ls: --output-format and --json-output (-j) are alternatives: give one\n";
+    return kExitUsage;
+  }
   if (health_check) {
-    check.json = json;
-    check.libnrt = libnrt;
-    check.agent = agent;
+    // The check has one JSON form, whichever flag asks for it.
+    check.json = JsonFormOf(listing) != JsonForm::kNone;
+    check.libnrt = listing.libnrt;
+    check.agent = listing.agent;
     return RunCheck(flags->root, flags->lnc, std::move(check));
   }
   if (!check.devices.empty() || check.withheld_by_caller) {
     std::cerr << "neuron-ls: --device and --withheld-by-caller go with --health-check\n";
     return kExitUsage;
   }
-  return Run(flags->root, flags->lnc, wide, all, json, topology, libnrt, agent);
+  return Run(flags->root, flags->lnc, listing);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/discovery/ultraserver.h"
 #include "top/format.h"
 
 namespace neuron::top {
@@ -296,6 +297,11 @@ std::string RenderLsText(const LsReport& r, LsFormat format) {
 
 namespace {
 
+// An absent string value: null, not "" (docs/architecture.md#unknown-is-not-zero).
+nlohmann::ordered_json StringOrNull(const std::string& s) {
+  return s.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(s);
+}
+
 // A device's verdict in --json-output: where it comes from, and null when the verdicts do not
 // name the device.
 nlohmann::ordered_json HealthJson(const LsReport& r, const LsDevice& d) {
@@ -314,16 +320,14 @@ nlohmann::ordered_json HealthJson(const LsReport& r, const LsDevice& d) {
   return j;
 }
 
-}  // namespace
-
-std::string RenderLsJson(const LsReport& r) {
+// The -j objects, one per device (docs/tools-ux.md#ls-json).
+nlohmann::ordered_json DevicesJson(const LsReport& r) {
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
   for (const LsDevice& d : r.devices) {
     nlohmann::ordered_json j;
     j["neuron_device"] = d.index;
     j["bdf"] = d.bdf.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(ShortBdf(d.bdf));
-    j["cpu_affinity"] =
-        d.cpu_affinity.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d.cpu_affinity);
+    j["cpu_affinity"] = StringOrNull(d.cpu_affinity);
     // A string in neuron-ls's output (docs/tools-ux.md#ls-json).
     j["numa_node"] = d.numa_node ? nlohmann::ordered_json(std::to_string(*d.numa_node))
                                  : nlohmann::ordered_json();
@@ -346,13 +350,56 @@ std::string RenderLsJson(const LsReport& r) {
     // (docs/tools-ux.md#ls-json).
     if (r.live_data_unavailable) j["live_data_unavailable"] = *r.live_data_unavailable;
     if (!r.driver_problem.empty()) j["driver_problem"] = r.driver_problem;
-    j["driver_version"] = r.driver_version.empty() ? nlohmann::ordered_json()
-                                                   : nlohmann::ordered_json(r.driver_version);
+    j["driver_version"] = StringOrNull(r.driver_version);
     if (r.health.known) j["health"] = HealthJson(r, d);
     devices.push_back(std::move(j));
   }
-  // Command lines may hold invalid UTF-8; replace rather than throw.
-  return devices.dump(4, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  return devices;
+}
+
+// The node's place in its UltraServer (docs/tools-ux.md#ls-json-object); null when the driver
+// publishes none, which says nothing about a place, rather than an empty one.
+nlohmann::ordered_json UltraServerJson(const LsReport& r) {
+  const std::optional<UltraServerInfo>& us = r.inventory.ultraserver;
+  if (!us) return nlohmann::ordered_json();
+  nlohmann::ordered_json modes = nlohmann::ordered_json::array();
+  for (const int mode : us->supported_modes) {
+    // A mode a newer driver adds keeps its number rather than vanishing.
+    const std::string name = UltraServerModeName(mode);
+    modes.push_back(name.empty() ? std::to_string(mode) : name);
+  }
+  nlohmann::ordered_json memberships = nlohmann::ordered_json::array();
+  for (const UltraServerMembership& m : us->memberships) {
+    nlohmann::ordered_json mj;
+    mj["mode"] = m.mode;
+    mj["node_id"] = m.node_id;
+    mj["server_id"] = m.server_id;
+    memberships.push_back(std::move(mj));
+  }
+  nlohmann::ordered_json j;
+  j["supported_modes"] = std::move(modes);
+  j["memberships"] = std::move(memberships);
+  return j;
+}
+
+// Command lines may hold invalid UTF-8; replace rather than throw.
+std::string Dump(const nlohmann::ordered_json& j) {
+  return j.dump(4, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+std::string RenderLsJson(const LsReport& r) { return Dump(DevicesJson(r)); }
+
+std::string RenderLsJsonObject(const LsReport& r) {
+  nlohmann::ordered_json j;
+  j["instance_type"] = StringOrNull(r.instance_type);
+  j["instance_id"] = StringOrNull(r.instance_id);
+  j["logical_neuroncore_config"] = r.lnc;
+  j["driver_version"] = StringOrNull(r.driver_version);
+  j["ultraserver"] = UltraServerJson(r);
+  j["neuron_devices"] = DevicesJson(r);
+  return Dump(j);
 }
 
 }  // namespace neuron::top

@@ -1,8 +1,8 @@
 #pragma once
 // neuron-ls: what it shows (LsReport, built from core's Inventory, the live datastores and
-// process information) and how (the table, --wide, --show-all-procs, --topology and
-// --json-output formats of docs/tools-ux.md#neuron-ls). Building reads only through core; rendering
-// is pure. Plain values; thread-safe to read.
+// process information) and how (the table, --wide, --show-all-procs, --topology, --json-output
+// and --output-format json formats of docs/tools-ux.md#neuron-ls). Building reads only through
+// core; rendering is pure. Plain values; thread-safe to read.
 
 #include <sys/types.h>
 
@@ -102,5 +102,8 @@ std::string RenderLsText(const LsReport& report, LsFormat format);
 // The --json-output array (docs/tools-ux.md#ls-json), pretty-printed with 4 spaces,
 // '\n'-terminated.
 std::string RenderLsJson(const LsReport& report);
+// The --output-format json object: the node's facts, then that array as `neuron_devices`
+// (docs/tools-ux.md#ls-json-object); the same layout.
+std::string RenderLsJsonObject(const LsReport& report);
 
 }  // namespace neuron::top

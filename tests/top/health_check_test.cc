@@ -124,8 +124,9 @@ TEST_F(HealthCheckTest, HealthyNodePassesEveryDeviceAndLinkAndRecordsTheBaseline
   EXPECT_GT(base["execute_us"]["matmul"].get<int64_t>(), 0);
   EXPECT_GT(base["execute_us"]["allgather"].get<int64_t>(), 0);
 
-  // A later run compares against it: each result carries the baseline it was held to.
-  const RunResult again = Check("healthy", {"--json-output", "--device", "0"});
+  // A later run compares against it: each result carries the baseline it was held to. Asked with
+  // --output-format json, the check gives the JSON -j gives (docs/tools-ux.md#ls-options).
+  const RunResult again = Check("healthy", {"--output-format", "json", "--device", "0"});
   ASSERT_EQ(again.code, 0) << again.out << again.err;
   const json doc2 = Json(again);
   EXPECT_EQ(doc2["baseline"]["state"], "compared");

@@ -22,7 +22,11 @@ namespace neuron::top {
 namespace {
 
 using ::testing::HasSubstr;
-using namespace ::neuron::top::testing;
+namespace fs = std::filesystem;
+using ::neuron::top::testing::AddFakeProcess;
+using ::neuron::top::testing::ExpectGolden;
+using ::neuron::top::testing::MakeTree;
+using ::neuron::top::testing::ScanTree;
 
 // The sample process of docs/tools-ux.md#ls-wide, whose command is long enough to be cut at 40 and
 // 80.
@@ -415,6 +419,28 @@ TEST(LsReportTest, UltraServerLineOnlyOnANodeInAnUltraServer) {
   EXPECT_THAT(RenderLsText(r, LsFormat::kDefault), ::testing::Not(HasSubstr("ultraserver")));
   r.inventory.ultraserver.reset();
   EXPECT_THAT(RenderLsText(r, LsFormat::kTopology), ::testing::Not(HasSubstr("ultraserver")));
+}
+
+// docs/tools-ux.md#ls-json-object: the node's facts above the -j array; each unknown fact a null
+// under its key, an UltraServer in none an empty list, a mode a newer driver adds its number.
+TEST(LsReportTest, JsonObjectNullsWhatIsUnknown) {
+  const Node n = Trn2();
+  LsReport r = Report(n);
+  r.instance_id.clear();
+  r.driver_version.clear();
+  r.inventory.ultraserver.reset();
+  const nlohmann::json unknown = nlohmann::json::parse(RenderLsJsonObject(r));
+  EXPECT_EQ(unknown["instance_type"], "trn2.48xlarge");
+  for (const char* key : {"instance_id", "driver_version", "ultraserver"}) {
+    ASSERT_TRUE(unknown.contains(key)) << key;
+    EXPECT_TRUE(unknown[key].is_null()) << key;
+  }
+  EXPECT_EQ(unknown["neuron_devices"], nlohmann::json::parse(RenderLsJson(r)));
+
+  r.inventory.ultraserver = UltraServerInfo{{1, 5}, {}};
+  const nlohmann::json none = nlohmann::json::parse(RenderLsJsonObject(r));
+  EXPECT_EQ(none["ultraserver"],
+            nlohmann::json::parse(R"({"supported_modes": ["x4", "5"], "memberships": []})"));
 }
 
 }  // namespace

@@ -16,13 +16,28 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using namespace ::neuron::top::testing;
+namespace fs = std::filesystem;
+using ::neuron::top::testing::ExpectGolden;
+using ::neuron::top::testing::MakeTree;
+using ::neuron::top::testing::RunCommand;
+using ::neuron::top::testing::RunResult;
 
 class LsTest : public ::testing::Test {
  protected:
   RunResult Ls(const fs::path& root, std::vector<std::string> flags) {
     flags.insert(flags.begin(), {NEURON_LS_BIN, "--root", root.string()});
     return RunCommand(work_.path(), flags);
+  }
+
+  // An --agent where nothing answers, whatever this machine runs: health from this read.
+  std::string NoAgent() const { return "unix:" + (work_.path() / "none.sock").string(); }
+  // `out` with the node's temporary root (in the reasons live data is unavailable) as ROOT.
+  std::string WithoutRoot(std::string out) const {
+    const std::string root = node_.path().string();
+    for (size_t at = out.find(root); at != std::string::npos; at = out.find(root, at)) {
+      out.replace(at, root.size(), "ROOT");
+    }
+    return out;
   }
 
   ::neuron::testing::TempDir work_{"ls_work"};
@@ -107,6 +122,82 @@ TEST_F(LsTest, NoDevicesIsAClearErrorWithNonZeroExit) {
   EXPECT_EQ(no_devices.code, 4);
   EXPECT_EQ(no_devices.out, "");
   EXPECT_THAT(no_devices.err, HasSubstr("lists no device"));
+}
+
+// docs/tools-ux.md#ls-json: -j and --json-output print the array of devices byte for byte as the
+// golden has it (written by the binary before --output-format json was added), so the scripts
+// that parse it keep working. The temporary root is written ROOT.
+TEST_F(LsTest, JsonOutputKeepsTheArray) {
+  auto tree = MakeTree(node_.path(), "trn1.32xlarge");
+  for (const char* flag : {"-j", "--json-output"}) {
+    const RunResult r = Ls(node_.path(), {flag, "--agent", NoAgent()});
+    ASSERT_EQ(r.code, 0) << r.err;
+    ExpectGolden("top/trn1.32xlarge.ls-json-output.json", WithoutRoot(r.out));
+  }
+}
+
+// docs/tools-ux.md#ls-json-object on a node in a Trn2 UltraServer (the simulator's default place:
+// node 0 of 4): the node's facts at the top, the UltraServer's configurations among them, and
+// beneath, the very objects -j prints.
+TEST_F(LsTest, OutputFormatJsonOnAnUltraServerNode) {
+  auto tree = MakeTree(node_.path(), "trn2u.48xlarge");
+  const RunResult r = Ls(node_.path(), {"--output-format", "json", "--agent", NoAgent()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["instance_type"], "trn2u.48xlarge");
+  EXPECT_EQ(j["instance_id"], "i-aabbccdd123456789");
+  EXPECT_EQ(j["logical_neuroncore_config"], 2);
+  EXPECT_TRUE(j["driver_version"].is_string()) << r.out;
+  const nlohmann::json& us = j["ultraserver"];
+  ASSERT_TRUE(us.is_object()) << r.out;
+  EXPECT_EQ(us["supported_modes"], nlohmann::json::parse(R"(["x4", "x2v", "x1"])"));
+  ASSERT_FALSE(us["memberships"].empty()) << r.out;
+  EXPECT_EQ(
+      us["memberships"][0],
+      nlohmann::json::parse(R"({"mode": "x4", "node_id": 0, "server_id": "0123456789abcdef"})"));
+  const RunResult array = Ls(node_.path(), {"-j", "--agent", NoAgent()});
+  ASSERT_EQ(array.code, 0) << array.err;
+  EXPECT_EQ(j["neuron_devices"], nlohmann::json::parse(array.out));
+  EXPECT_EQ(j["neuron_devices"].size(), 16U);
+}
+
+// Off an UltraServer the key is there and null: the driver publishes no place, which is not
+// "node 0 of none". Unknown instance facts are null too, never "" or "NA".
+TEST_F(LsTest, OutputFormatJsonOffAnUltraServer) {
+  auto tree = MakeTree(node_.path(), "trn1.32xlarge");
+  fs::remove(node_.path() / "sys/class/dmi/id/board_asset_tag");
+  const RunResult r = Ls(node_.path(), {"--output-format", "json", "--agent", NoAgent()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["instance_type"], "trn1.32xlarge");
+  ASSERT_TRUE(j.contains("instance_id"));
+  EXPECT_TRUE(j["instance_id"].is_null()) << r.out;
+  ASSERT_TRUE(j.contains("ultraserver"));
+  EXPECT_TRUE(j["ultraserver"].is_null()) << r.out;
+  EXPECT_EQ(j["neuron_devices"].size(), 16U);
+  // The default is the table, and `table` says so.
+  const RunResult table = Ls(node_.path(), {"--output-format", "table", "--agent", NoAgent()});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_EQ(table.out, Ls(node_.path(), {"--agent", NoAgent()}).out);
+}
+
+// One output format per run: --output-format with -j, or a format it does not know, is a usage
+// error (exit 2, nothing on stdout).
+TEST_F(LsTest, OutputFormatUsageErrors) {
+  auto tree = MakeTree(node_.path(), "trn1.2xlarge");
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--output-format", "json", "-j"},
+        std::vector<std::string>{"--json-output", "--output-format", "table"}}) {
+    const RunResult r = Ls(node_.path(), flags);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err,
+              "neuron-ls: --output-format and --json-output (-j) are alternatives: give one\n");
+  }
+  const RunResult unknown = Ls(node_.path(), {"--output-format", "yaml"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_EQ(unknown.out, "");
+  EXPECT_THAT(unknown.err, HasSubstr("--output-format"));
 }
 
 // docs/tools-ux.md Q9: unknown option -> usage on stderr, exit 2.
