@@ -31,10 +31,22 @@ json Verdict(std::string_view key, const json& id, bool present, const DeviceHea
   return out;
 }
 
-json Condition(const NodeView& view, bool stale, EvidenceClasses condemning) {
-  std::vector<std::pair<int, DeviceHealth>> devices;
-  for (const auto& [index, d] : view.devices) devices.emplace_back(index, d.health);
-  const NodeConditionVerdict c = JudgeNodeCondition(devices, condemning);
+// A device whose resets gave up stays withheld until the plugin restarts: the node has lost it
+// whatever its evidence says now, so the condition says so for AWS's node repair to act on.
+void AddGaveUp(const std::map<int, RemediationStatus>& remediation, NodeConditionVerdict* c) {
+  for (const auto& [index, r] : remediation) {
+    if (r.phase != kPhaseGaveUp) continue;
+    if (!c->problem) {
+      *c = {.problem = true,
+            .reason = std::string{kNodeConditionErrorPrefix} + "RESET_FAILED",
+            .message = ""};
+    }
+    c->message += fmt::format("{}neuron{}: reset gave up after {} tries ({})",
+                              c->message.empty() ? "" : " | ", index, r.tries, r.message);
+  }
+}
+
+json Condition(const NodeView& view, bool stale, const HealthContext& context) {
   // Stale evidence says nothing about now: the condition is Unknown, not the last verdict.
   if (stale) {
     return {{"type", kNodeConditionType},
@@ -42,6 +54,11 @@ json Condition(const NodeView& view, bool stale, EvidenceClasses condemning) {
             {"reason", kNodeConditionUnknown},
             {"message", "the plugin's health evidence is stale"}};
   }
+  std::vector<std::pair<int, DeviceHealth>> devices;
+  devices.reserve(view.devices.size());
+  for (const auto& [index, d] : view.devices) devices.emplace_back(index, d.health);
+  NodeConditionVerdict c = JudgeNodeCondition(devices, context.condemning);
+  AddGaveUp(context.remediation, &c);
   return {{"type", kNodeConditionType},
           {"status", c.problem ? "True" : "False"},
           {"reason", c.reason},
@@ -73,7 +90,7 @@ HealthResponse BuildHealthResponse(
   doc["devices"] = std::move(devices);
   doc["efas"] = std::move(efas);
   doc["stale"] = stale;
-  doc["node_condition"] = Condition(view, stale, context.condemning);
+  doc["node_condition"] = Condition(view, stale, context);
   HealthResponse out;
   // 53 bits: exact in any JSON reader's number.
   out.generation = Fnv1a64(doc.dump()) & ((uint64_t{1} << 53) - 1);

@@ -239,7 +239,7 @@ class Remediator::Impl {
     ++r.tries;
     if (r.tries >= options_.policy.reset_tries) {
       r.gave_up = true;
-      Set(index, {"gave_up", r.tries, std::string{done.message()}}, "failed");
+      Set(index, {std::string{kPhaseGaveUp}, r.tries, std::string{done.message()}}, "failed");
       metrics_->Remediation(index, "reset", "gave_up");
       log_->error(
           "neuron{}: reset failed {} times, the device stays withheld until the plugin "

@@ -28,6 +28,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "plugin/config.h"
@@ -36,6 +37,10 @@
 namespace neuron::plugin {
 
 class Metrics;
+
+// The phase of a device whose resets are exhausted: withheld until the plugin restarts, and the
+// Node condition says so (plugin/health_api.h).
+inline constexpr std::string_view kPhaseGaveUp = "gave_up";
 
 // Where a device's remediation stands, for GET /health and the log.
 struct RemediationStatus {

@@ -14,6 +14,8 @@
 #include "core/discovery/inventory.h"
 #include "core/node/device_health.h"
 #include "core/node/health_evidence.h"
+#include "nlohmann/json.hpp"
+#include "plugin/health_api.h"
 #include "plugin/node_watcher.h"
 #include "tests/support/temp_dir.h"
 
@@ -393,6 +395,32 @@ TEST(NodeConditionTest, APermanentFaultNamesItsTypeTransientOnesDoNot) {
   record.classes = {EvidenceClass::kHwErrors};
   record.hw_error_types = {"DMA_ERROR"};
   EXPECT_EQ(JudgeNodeCondition({{1, record}}).reason, "NeuronHasError_DMA_ERROR");
+}
+
+// A device whose resets gave up is lost to the node until the plugin restarts: the condition is
+// True for it even when its evidence no longer condemns it, and names it beside what does.
+TEST(NodeConditionTest, AResetThatGaveUpRaisesTheCondition) {
+  NodeView view;
+  HardwareDevice device;
+  device.index = 2;
+  device.present = true;
+  view.devices[2] = device;
+  const auto condition = [&](const HealthContext& context) {
+    const HealthResponse r = BuildHealthResponse(view, std::nullopt, false, std::nullopt, context);
+    return nlohmann::json::parse(r.body)["node_condition"];
+  };
+  HealthContext context;
+  context.remediation[2] = {.phase = "failed", .tries = 1, .message = "check failed"};
+  EXPECT_EQ(condition(context)["status"], "False");
+  context.remediation[2] = {
+      .phase = std::string{kPhaseGaveUp}, .tries = 3, .message = "check failed"};
+  const nlohmann::json c = condition(context);
+  EXPECT_EQ(c["status"], "True");
+  EXPECT_EQ(c["reason"], "NeuronHasError_RESET_FAILED");
+  EXPECT_EQ(c["message"], "neuron2: reset gave up after 3 tries (check failed)");
+  // Stale evidence still makes it Unknown: nothing is known about now.
+  const HealthResponse stale = BuildHealthResponse(view, std::nullopt, true, std::nullopt, context);
+  EXPECT_EQ(nlohmann::json::parse(stale.body)["node_condition"]["status"], "Unknown");
 }
 
 }  // namespace
