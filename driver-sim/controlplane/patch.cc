@@ -1,8 +1,8 @@
-#include "driver-sim/apiserver/patch.h"
+#include "driver-sim/controlplane/patch.h"
 
 #include <algorithm>
 
-#include "driver-sim/apiserver/validation.h"
+#include "driver-sim/controlplane/validation.h"
 
 namespace neuron::sim::apiserver {
 

@@ -1,9 +1,9 @@
-#include "driver-sim/apiserver/validation.h"
+#include "driver-sim/controlplane/validation.h"
 
 #include <cctype>
 #include <set>
 
-#include "driver-sim/apiserver/quantity.h"
+#include "driver-sim/controlplane/quantity.h"
 
 // Leases (coordination.k8s.io/v1, neuron-dra-api's lock): pkg/apis/coordination/validation
 // (ValidateLeaseSpec) and the decoder of metav1.MicroTime (RFC3339Micro) for the rules at Lease.

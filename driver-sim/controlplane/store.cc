@@ -1,10 +1,10 @@
-#include "driver-sim/apiserver/store.h"
+#include "driver-sim/controlplane/store.h"
 
 #include <random>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "driver-sim/apiserver/validation.h"
+#include "driver-sim/controlplane/validation.h"
 
 namespace neuron::sim::apiserver {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "driver-sim/apiserver/store.h"
+#include "driver-sim/controlplane/store.h"
 #include "nlohmann/json.hpp"
 
 namespace neuron::sim::apiserver {

@@ -1,4 +1,4 @@
-#include "driver-sim/scheduler/schedule_command.h"
+#include "driver-sim/controlplane/schedule_command.h"
 
 #include <charconv>
 #include <iostream>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "driver-sim/scheduler/extended_resources.h"
-#include "driver-sim/scheduler/schedule.h"
+#include "driver-sim/controlplane/extended_resources.h"
+#include "driver-sim/controlplane/schedule.h"
 #include "plugin/kubeapi/client.h"
 
 namespace neuron::sim {

@@ -36,7 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/cel/cel_subset.h"
-#include "driver-sim/apiserver/store.h"
+#include "driver-sim/controlplane/store.h"
 #include "nlohmann/json.hpp"
 
 namespace neuron::sim::apiserver {

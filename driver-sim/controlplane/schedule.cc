@@ -1,11 +1,11 @@
 // schedule.h: list, allocate, write the status; on a conflict, again from the top.
-#include "driver-sim/scheduler/schedule.h"
+#include "driver-sim/controlplane/schedule.h"
 
 #include <utility>
 #include <vector>
 
 #include "core/base/text.h"
-#include "driver-sim/scheduler/claim_allocator.h"
+#include "driver-sim/controlplane/claim_allocator.h"
 
 namespace neuron::sim::scheduler {
 

@@ -1,10 +1,10 @@
-#include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/controlplane/api_server.h"
 
 #include <charconv>
 #include <vector>
 
-#include "driver-sim/apiserver/patch.h"
-#include "driver-sim/apiserver/validation.h"
+#include "driver-sim/controlplane/patch.h"
+#include "driver-sim/controlplane/validation.h"
 
 namespace neuron::sim::apiserver {
 

@@ -1,6 +1,6 @@
 // claim_allocator.h: candidates per request, then a depth-first search that keeps every
 // matchAttribute constraint, as the reference allocator's does.
-#include "driver-sim/scheduler/claim_allocator.h"
+#include "driver-sim/controlplane/claim_allocator.h"
 
 #include <map>
 #include <optional>
@@ -10,7 +10,7 @@
 
 #include "core/base/text.h"
 #include "core/cel/cel_subset.h"
-#include "driver-sim/apiserver/quantity.h"
+#include "driver-sim/controlplane/quantity.h"
 
 namespace neuron::sim::scheduler {
 

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "driver-sim/scheduler/schedule.h"
+#include "driver-sim/controlplane/schedule.h"
 #include "nlohmann/json.hpp"
 
 namespace neuron::sim::scheduler {

@@ -1,4 +1,4 @@
-#include "driver-sim/apiserver/test_ca.h"
+#include "driver-sim/controlplane/test_ca.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "driver-sim/apiserver/validation.h"
+#include "driver-sim/controlplane/validation.h"
 
 namespace neuron::sim::apiserver {
 

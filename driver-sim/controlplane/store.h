@@ -17,7 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "driver-sim/apiserver/validation.h"
+#include "driver-sim/controlplane/validation.h"
 #include "nlohmann/json.hpp"
 
 namespace neuron::sim::apiserver {

@@ -1,11 +1,11 @@
-#include "driver-sim/apiserver/admission.h"
+#include "driver-sim/controlplane/admission.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <charconv>
 
-#include "driver-sim/apiserver/validation.h"
+#include "driver-sim/controlplane/validation.h"
 
 namespace neuron::sim::apiserver {
 

@@ -1,4 +1,4 @@
-#include "driver-sim/apiserver/quantity.h"
+#include "driver-sim/controlplane/quantity.h"
 
 #include <algorithm>
 #include <cctype>

@@ -3,7 +3,7 @@
 // ResourceClaims (with their status subresource) and DeviceClasses, and coordination.k8s.io/v1
 // Leases, written from the Kubernetes API reference and API conventions for what the DRA driver
 // and the simulator use (docs/kubelet-api.md#resourceslices). It speaks HTTPS with a CA it makes
-// (driver-sim/apiserver/test_ca.h), or plain HTTP when asked, through our http/ server.
+// (driver-sim/controlplane/test_ca.h), or plain HTTP when asked, through our http/ server.
 //
 //   GET    /apis/resource.k8s.io/v1/{resource}                         list (labelSelector,
 //          /apis/resource.k8s.io/v1/namespaces/{ns}/{resource}          fieldSelector), or watch
@@ -49,9 +49,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "driver-sim/apiserver/admission.h"
-#include "driver-sim/apiserver/store.h"
-#include "driver-sim/apiserver/test_ca.h"
+#include "driver-sim/controlplane/admission.h"
+#include "driver-sim/controlplane/store.h"
+#include "driver-sim/controlplane/test_ca.h"
 #include "http/http_server.h"
 
 namespace neuron::sim::apiserver {

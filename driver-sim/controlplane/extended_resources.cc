@@ -1,5 +1,5 @@
 // extended_resources.h: the special claim's requests, its creation and its allocation.
-#include "driver-sim/scheduler/extended_resources.h"
+#include "driver-sim/controlplane/extended_resources.h"
 
 #include "core/base/text.h"
 

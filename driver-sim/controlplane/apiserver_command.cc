@@ -1,4 +1,4 @@
-#include "driver-sim/apiserver/apiserver_command.h"
+#include "driver-sim/controlplane/apiserver_command.h"
 
 #include <signal.h>
 
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/base/file_io.h"
-#include "driver-sim/apiserver/api_server.h"
-#include "driver-sim/apiserver/validation.h"
+#include "driver-sim/controlplane/api_server.h"
+#include "driver-sim/controlplane/validation.h"
 
 namespace neuron::sim {
 
