@@ -8,7 +8,7 @@
 //   predict         a training job's step time from the device model (workloads/)
 //   health-programs the active health check's reference programs (workloads/)
 //   cluster         several simulated nodes, each with its kubelet (cluster/)
-//   job             multi-node training jobs on a simulated cluster (job/)
+//   job             multi-node training jobs on a simulated cluster (cluster/)
 //   apiserver       the API stand-in for ResourceSlices and ResourceClaims (controlplane/)
 //   schedule        allocate DRA claims on a node through the API server (controlplane/)
 // Exit codes: 0 success, 1 failure, 2 usage (docs/architecture.md#readiness-and-lifecycle).
@@ -27,13 +27,13 @@
 #include "core/base/version.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/cluster/cluster_command.h"
+#include "driver-sim/cluster/job_command.h"
 #include "driver-sim/command.h"
 #include "driver-sim/controlplane/apiserver_command.h"
 #include "driver-sim/controlplane/schedule_command.h"
 #include "driver-sim/driver/ctl_command.h"
 #include "driver-sim/driver/exec_command.h"
 #include "driver-sim/driver/up_command.h"
-#include "driver-sim/job/job_command.h"
 #include "driver-sim/kubelet/kubelet_command.h"
 #include "driver-sim/workloads/health_programs.h"
 #include "driver-sim/workloads/predict_command.h"

@@ -20,8 +20,8 @@
 #include <optional>
 
 #include "core/base/unique_fd.h"
-#include "driver-sim/job/job.h"
-#include "driver-sim/job/job_internal.h"
+#include "driver-sim/cluster/job.h"
+#include "driver-sim/cluster/job_internal.h"
 
 namespace neuron::sim {
 namespace {

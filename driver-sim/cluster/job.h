@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "driver-sim/job/recipes.h"
+#include "driver-sim/cluster/recipes.h"
 
 namespace neuron::sim {
 

@@ -1,13 +1,13 @@
 // `neuron-sim job`: the command line over job.h.
 
-#include "driver-sim/job/job_command.h"
+#include "driver-sim/cluster/job_command.h"
 
 #include <fmt/format.h>
 
 #include <iostream>
 #include <memory>
 
-#include "driver-sim/job/job.h"
+#include "driver-sim/cluster/job.h"
 #include "driver-sim/kubelet/kubelet_control.h"
 #include "driver-sim/workloads/job_shape.h"
 

@@ -1,6 +1,7 @@
 #pragma once
-// Internal to driver-sim/job: the job's record (DIR/jobs/NAME/job.json), gang admission and the
-// rendezvous port, shared by job.cc and job_runner.cc. Thread-safe (no shared state).
+// Internal to driver-sim/cluster's jobs: the job's record (DIR/jobs/NAME/job.json), gang
+// admission and the rendezvous port, shared by job.cc and job_runner.cc. Thread-safe (no shared
+// state).
 
 #include <filesystem>
 #include <ostream>
@@ -9,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "driver-sim/cluster/cluster.h"
-#include "driver-sim/job/recipes.h"
+#include "driver-sim/cluster/recipes.h"
 
 namespace neuron::sim::job_internal {
 

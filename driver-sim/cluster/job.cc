@@ -1,7 +1,7 @@
 // The job's record, gang admission, deletion and listing, and the job-wide step lines
 // (job.h, job_internal.h).
 
-#include "driver-sim/job/job.h"
+#include "driver-sim/cluster/job.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base/unique_fd.h"
+#include "driver-sim/cluster/job_internal.h"
 #include "driver-sim/driver/sim_tree.h"
-#include "driver-sim/job/job_internal.h"
 #include "driver-sim/kubelet/kubelet_control.h"
 
 namespace neuron::sim {

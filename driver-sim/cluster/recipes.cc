@@ -2,7 +2,7 @@
 // driver-sim/README.md#jobs lists each variable with its source, and
 // docs/runtime.md#calibration-workloads the jobs themselves.
 
-#include "driver-sim/job/recipes.h"
+#include "driver-sim/cluster/recipes.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
