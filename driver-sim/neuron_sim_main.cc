@@ -5,7 +5,7 @@
 //                   device node (driver/)
 //   run             a workload on the node through libnrt-sim (workloads/)
 //   kubelet, pod    the kubelet emulator and its pods (kubelet/)
-//   predict         a training job's step time from the device model (workloads/)
+//   predict         a training job's step time from the device model (model/)
 //   health-programs the active health check's reference programs (workloads/)
 //   cluster         several simulated nodes, each with its kubelet (cluster/)
 //   job             multi-node training jobs on a simulated cluster (cluster/)
@@ -35,8 +35,8 @@
 #include "driver-sim/driver/exec_command.h"
 #include "driver-sim/driver/up_command.h"
 #include "driver-sim/kubelet/kubelet_command.h"
+#include "driver-sim/model/predict_command.h"
 #include "driver-sim/workloads/health_programs.h"
-#include "driver-sim/workloads/predict_command.h"
 #include "driver-sim/workloads/run_command.h"
 
 namespace {

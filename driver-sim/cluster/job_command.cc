@@ -9,7 +9,7 @@
 
 #include "driver-sim/cluster/job.h"
 #include "driver-sim/kubelet/kubelet_control.h"
-#include "driver-sim/workloads/job_shape.h"
+#include "driver-sim/model/job_shape.h"
 
 namespace neuron::sim {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "driver-sim/cluster/job.h"
 #include "driver-sim/cluster/recipes.h"
-#include "driver-sim/workloads/transformer.h"
+#include "driver-sim/model/transformer.h"
 #include "driver-sim/workloads/workload.h"
 
 namespace neuron::sim {

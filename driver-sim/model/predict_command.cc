@@ -1,4 +1,4 @@
-#include "driver-sim/workloads/predict_command.h"
+#include "driver-sim/model/predict_command.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "driver-sim/workloads/job_shape.h"
-#include "driver-sim/workloads/predict.h"
+#include "driver-sim/model/job_shape.h"
+#include "driver-sim/model/predict.h"
 
 namespace neuron::sim {
 namespace {

@@ -1,4 +1,4 @@
-#include "driver-sim/workloads/parallel.h"
+#include "driver-sim/model/parallel.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "driver-sim/workloads/predict.h"
+#include "driver-sim/model/predict.h"
 
 #include <fmt/format.h>
 
@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/model/catalog.h"
+#include "driver-sim/model/job_shape.h"
 #include "driver-sim/runtime/engine_model.h"
 #include "driver-sim/runtime/node_model.h"
 #include "driver-sim/runtime/program.h"
 #include "driver-sim/runtime/timing.h"
-#include "driver-sim/workloads/job_shape.h"
 
 namespace neuron::workloads {
 namespace {

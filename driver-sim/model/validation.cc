@@ -1,4 +1,4 @@
-#include "driver-sim/workloads/validation.h"
+#include "driver-sim/model/validation.h"
 
 #include <fmt/format.h>
 
@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "core/model/catalog.h"
+#include "driver-sim/model/predict.h"
 #include "driver-sim/runtime/engine_model.h"
 #include "driver-sim/runtime/node_model.h"
 #include "driver-sim/runtime/timing.h"
-#include "driver-sim/workloads/predict.h"
 
 namespace neuron::workloads {
 namespace {

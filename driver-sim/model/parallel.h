@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "driver-sim/workloads/transformer.h"
+#include "driver-sim/model/transformer.h"
 
 namespace neuron::workloads {
 

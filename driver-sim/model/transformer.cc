@@ -1,4 +1,4 @@
-#include "driver-sim/workloads/transformer.h"
+#include "driver-sim/model/transformer.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "driver-sim/workloads/parallel.h"
+#include "driver-sim/model/parallel.h"
 
 namespace neuron::workloads {
 namespace {

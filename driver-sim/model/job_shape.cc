@@ -1,4 +1,4 @@
-#include "driver-sim/workloads/job_shape.h"
+#include "driver-sim/model/job_shape.h"
 
 #include <fmt/format.h>
 

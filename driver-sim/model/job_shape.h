@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "driver-sim/workloads/transformer.h"
+#include "driver-sim/model/transformer.h"
 
 namespace CLI {
 class App;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "driver-sim/workloads/transformer.h"
+#include "driver-sim/model/transformer.h"
 
 namespace neuron::workloads {
 
