@@ -31,7 +31,7 @@
 
 #include "bench/stats.h"
 #include "dra/v1/api.grpc.pb.h"
-#include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/controlplane/api_server.h"
 #include "http/local_client.h"
 #include "nlohmann/json.hpp"
 #include "plugin/kubeapi/client.h"

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "driver-sim/workloads/validation.h"
+#include "driver-sim/model/validation.h"
 
 int main() {
   const absl::StatusOr<std::vector<neuron::workloads::ValidationRow>> rows =

@@ -5,12 +5,12 @@
 //                   device node (driver/)
 //   run             a workload on the node through libnrt-sim (workloads/)
 //   kubelet, pod    the kubelet emulator and its pods (kubelet/)
-//   predict         a training job's step time from the device model (workloads/)
+//   predict         a training job's step time from the device model (model/)
 //   health-programs the active health check's reference programs (workloads/)
 //   cluster         several simulated nodes, each with its kubelet (cluster/)
-//   job             multi-node training jobs on a simulated cluster (job/)
-//   apiserver       the API stand-in for ResourceSlices and ResourceClaims (apiserver/)
-//   schedule        allocate DRA claims on a node through the API server (scheduler/)
+//   job             multi-node training jobs on a simulated cluster (cluster/)
+//   apiserver       the API stand-in for ResourceSlices and ResourceClaims (controlplane/)
+//   schedule        allocate DRA claims on a node through the API server (controlplane/)
 // Exit codes: 0 success, 1 failure, 2 usage (docs/architecture.md#readiness-and-lifecycle).
 
 #include <fmt/format.h>
@@ -26,17 +26,17 @@
 
 #include "core/base/version.h"
 #include "core/driver/sysfs_names.h"
-#include "driver-sim/apiserver/apiserver_command.h"
 #include "driver-sim/cluster/cluster_command.h"
+#include "driver-sim/cluster/job_command.h"
 #include "driver-sim/command.h"
+#include "driver-sim/controlplane/apiserver_command.h"
+#include "driver-sim/controlplane/schedule_command.h"
 #include "driver-sim/driver/ctl_command.h"
 #include "driver-sim/driver/exec_command.h"
 #include "driver-sim/driver/up_command.h"
-#include "driver-sim/job/job_command.h"
 #include "driver-sim/kubelet/kubelet_command.h"
-#include "driver-sim/scheduler/schedule_command.h"
+#include "driver-sim/model/predict_command.h"
 #include "driver-sim/workloads/health_programs.h"
-#include "driver-sim/workloads/predict_command.h"
 #include "driver-sim/workloads/run_command.h"
 
 namespace {

@@ -83,7 +83,7 @@ class HttpServer {
     std::string web_config_file;
     std::map<std::string, HttpHandler> handlers;  // path -> handler
     // Paths without an exact handler go here when set (404 otherwise): a handler that routes by
-    // prefix itself, such as the simulator's API stand-in (driver-sim/apiserver/).
+    // prefix itself, such as the simulator's API stand-in (driver-sim/controlplane/).
     HttpHandler fallback;
     // Also accept POST, PUT, PATCH and DELETE and hand their bodies (within max_request_bytes) to
     // the handler. Off everywhere but in the simulator's API stand-in: the agent's own endpoints

@@ -15,7 +15,7 @@
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/command.h"
 #include "driver-sim/driver/exec.h"
-#include "driver-sim/workloads/job_shape.h"
+#include "driver-sim/model/job_shape.h"
 #include "driver-sim/workloads/workload.h"
 
 namespace neuron::sim {

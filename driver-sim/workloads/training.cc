@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "driver-sim/workloads/job_shape.h"
-#include "driver-sim/workloads/parallel.h"
-#include "driver-sim/workloads/transformer.h"
+#include "driver-sim/model/job_shape.h"
+#include "driver-sim/model/parallel.h"
+#include "driver-sim/model/transformer.h"
 #include "driver-sim/workloads/workload_runner.h"
 
 namespace neuron::workloads {

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "driver-sim/workloads/job_shape.h"
+#include "driver-sim/model/job_shape.h"
 
 namespace neuron::workloads {
 

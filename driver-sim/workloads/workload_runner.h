@@ -3,7 +3,7 @@
 // and steps; RunWorkload (workload.h) runs it: one thread per visible logical core, all cores
 // step together (a barrier after every step, where the progress line is printed and the decision
 // to stop is taken once for all, so no core enters a collective its peers will never join).
-// Named for the runner, not "job": a job is driver-sim/job/'s multi-node runner, which starts
+// Named for the runner, not "job": a job is driver-sim/cluster/'s multi-node runner, which starts
 // one such run per node.
 //
 // Thread-safety: a Workload's Setup/Step/Teardown run on the core's own thread and may touch

@@ -1,17 +1,17 @@
-// The API stand-in's Node status patches, Events and admission (driver-sim/apiserver/admission.h,
-// patch.h), through the real client: the ValidatingAdmissionPolicy is the one deploy/ ships
-// (components/node-condition/admission.yaml, read as the stand-in reads --admission), so what
-// is proved here is the shipped policy. A token of neuron-dra-api bound to node-a writes node-a's
-// status and Events about node-a, and is refused node-b's with the policy's message, as the
-// real API server words it.
+// The API stand-in's Node status patches, Events and admission
+// (driver-sim/controlplane/admission.h, patch.h), through the real client: the
+// ValidatingAdmissionPolicy is the one deploy/ ships (components/node-condition/admission.yaml,
+// read as the stand-in reads --admission), so what is proved here is the shipped policy. A token of
+// neuron-dra-api bound to node-a writes node-a's status and Events about node-a, and is refused
+// node-b's with the policy's message, as the real API server words it.
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "driver-sim/apiserver/admission.h"
-#include "driver-sim/apiserver/api_server.h"
-#include "driver-sim/apiserver/patch.h"
+#include "driver-sim/controlplane/admission.h"
+#include "driver-sim/controlplane/api_server.h"
+#include "driver-sim/controlplane/patch.h"
 #include "plugin/kubeapi/client.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"

@@ -1,4 +1,4 @@
-// The API stand-in's validation, one documented rule at a time (driver-sim/apiserver/
+// The API stand-in's validation, one documented rule at a time (driver-sim/controlplane/
 // validation.cc cites each), and its store: resourceVersion conflicts, selectors, watch history,
 // the defaulting of taint times and delete preconditions.
 
@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "driver-sim/apiserver/quantity.h"
-#include "driver-sim/apiserver/store.h"
-#include "driver-sim/apiserver/validation.h"
+#include "driver-sim/controlplane/quantity.h"
+#include "driver-sim/controlplane/store.h"
+#include "driver-sim/controlplane/validation.h"
 
 namespace neuron::sim::apiserver {
 namespace {

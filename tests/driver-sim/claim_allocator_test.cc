@@ -1,7 +1,7 @@
-// The simulated scheduler's DRA allocation (driver-sim/scheduler/claim_allocator.h) on the
+// The simulated scheduler's DRA allocation (driver-sim/controlplane/claim_allocator.h) on the
 // claims docs/OPERATIONS.md#dra-claims documents: connected groups, EFAs beside their devices,
 // taints, devices other claims hold, pools, config, and what it refuses.
-#include "driver-sim/scheduler/claim_allocator.h"
+#include "driver-sim/controlplane/claim_allocator.h"
 
 #include <gtest/gtest.h>
 

@@ -22,10 +22,10 @@
 #include <utility>
 
 #include "core/driver/sysfs_names.h"
+#include "driver-sim/model/transformer.h"
 #include "driver-sim/runtime/node_model.h"
 #include "driver-sim/runtime/program.h"
 #include "driver-sim/runtime/timing.h"
-#include "driver-sim/workloads/transformer.h"
 #include "tests/support/sim_cluster.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"

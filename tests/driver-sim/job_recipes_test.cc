@@ -1,6 +1,6 @@
-// The pure parts of multi-node jobs: the recipes' pods, env and rank layout (driver-sim/job), the
-// job-wide step lines, the workloads' placement from a launcher's environment, and the op lists'
-// world-wide group numbering with a node rank (driver-sim/README.md#jobs).
+// The pure parts of multi-node jobs: the recipes' pods, env and rank layout (driver-sim/cluster),
+// the job-wide step lines, the workloads' placement from a launcher's environment, and the op
+// lists' world-wide group numbering with a node rank (driver-sim/README.md#jobs).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <set>
 #include <string>
 
-#include "driver-sim/job/job.h"
-#include "driver-sim/job/recipes.h"
-#include "driver-sim/workloads/transformer.h"
+#include "driver-sim/cluster/job.h"
+#include "driver-sim/cluster/recipes.h"
+#include "driver-sim/model/transformer.h"
 #include "driver-sim/workloads/workload.h"
 
 namespace neuron::sim {

@@ -7,10 +7,10 @@
 #include <string_view>
 
 #include "core/model/catalog.h"
+#include "driver-sim/model/transformer.h"
 #include "driver-sim/runtime/engine_model.h"
 #include "driver-sim/runtime/program.h"
 #include "driver-sim/runtime/timing.h"
-#include "driver-sim/workloads/transformer.h"
 
 namespace neuron {
 namespace {

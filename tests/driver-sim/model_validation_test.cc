@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "driver-sim/workloads/validation.h"
+#include "driver-sim/model/validation.h"
 
 namespace neuron::workloads {
 namespace {

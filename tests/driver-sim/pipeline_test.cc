@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "driver-sim/workloads/parallel.h"
-#include "driver-sim/workloads/predict.h"
+#include "driver-sim/model/parallel.h"
+#include "driver-sim/model/predict.h"
 
 namespace neuron::workloads {
 namespace {

@@ -1,9 +1,9 @@
-// The scheduler's allocate-and-write-status (driver-sim/scheduler/schedule.h) through the real
+// The scheduler's allocate-and-write-status (driver-sim/controlplane/schedule.h) through the real
 // client (plugin/kubeapi/client.h) against the API stand-in over HTTPS, with the DeviceClasses
 // the DRA overlay deploys (deploy/overlays/dra/deviceclasses.yaml): claims allocated one after
 // another never share a device, a concurrent writer's 409 is retried, and a claim the node
 // cannot hold says why.
-#include "driver-sim/scheduler/schedule.h"
+#include "driver-sim/controlplane/schedule.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -12,8 +12,8 @@
 #include <set>
 #include <string>
 
-#include "driver-sim/apiserver/api_server.h"
-#include "driver-sim/scheduler/extended_resources.h"
+#include "driver-sim/controlplane/api_server.h"
+#include "driver-sim/controlplane/extended_resources.h"
 #include "plugin/kubeapi/client.h"
 #include "tests/driver-sim/dra_slice_fixture.h"
 #include "tests/support/api_stand_in.h"

@@ -1,12 +1,12 @@
 #pragma once
-// The API stand-in (driver-sim/apiserver) in process over HTTPS, as the kubeapi, scheduler and
+// The API stand-in (driver-sim/controlplane) in process over HTTPS, as the kubeapi, scheduler and
 // DRA tests and the DRA bench start it: a CA and certificate made in `dir`, one bearer token "t"
 // in dir/token, and the client configuration that reaches it.
 #include <filesystem>
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/controlplane/api_server.h"
 #include "plugin/kubeapi/client.h"
 #include "tests/support/subprocess.h"
 

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
-#include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/controlplane/api_server.h"
 #include "plugin/kubeapi/client.h"
 #include "tests/http/captured_log.h"
 #include "tests/support/subprocess.h"

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/controlplane/api_server.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 

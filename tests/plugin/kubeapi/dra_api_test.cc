@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/controlplane/api_server.h"
 #include "http/http_server.h"
 #include "http/local_client.h"
 #include "plugin/kubeapi/claim_server.h"

@@ -11,7 +11,7 @@
 #include <atomic>
 #include <thread>
 
-#include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/controlplane/api_server.h"
 #include "plugin/kubeapi/client.h"
 #include "tests/support/api_stand_in.h"
 #include "tests/support/subprocess.h"

@@ -12,7 +12,7 @@
 #include <mutex>
 
 #include "absl/time/time.h"
-#include "driver-sim/apiserver/api_server.h"
+#include "driver-sim/controlplane/api_server.h"
 #include "http/http_server.h"
 #include "tests/http/captured_log.h"
 #include "tests/support/api_stand_in.h"
