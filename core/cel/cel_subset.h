@@ -1,5 +1,5 @@
 #pragma once
-// The subset of CEL that the simulated scheduler (driver-sim/scheduler) evaluates in DRA device
+// The subset of CEL that the simulated scheduler (driver-sim/controlplane) evaluates in DRA device
 // selectors, and neuron-dra-api in the cluster's DeviceClass (plugin/kubeapi/class_check.h): what
 // DeviceClasses and the claim templates of AWS's and our documentation use
 // (docs/OPERATIONS.md#dra), with CEL's semantics for it. Anything outside the subset is refused
@@ -21,7 +21,7 @@
 //
 // The same subset also evaluates expressions over named variables of structured data
 // (CompileOver): a ValidatingAdmissionPolicy's `request` and `object`, which the API stand-in
-// (driver-sim/apiserver) evaluates from the policy deploy/ ships. There, beside the above:
+// (driver-sim/controlplane) evaluates from the policy deploy/ ships. There, beside the above:
 //   - a variable's fields by name (request.userInfo.username) or by index
 //     (request.userInfo.extra['authentication.kubernetes.io/node-name']), a list's items by int
 //     index ([0]; out of bounds is an error), has(x.field) on a map;

@@ -9,7 +9,7 @@ Fails, naming file and line, when
       with a CMakeLists.txt;
   (c) a README's "## File map" names a file its folder does not have, or its folder has a source
       file (.h, .c, .cc, .proto, .map; in subfolders without a README of their own too) that no
-      row names. A row names files in backticks in its first column: `a.{h,cc}` is a.h and a.cc,
+      row names, or that two rows name. A row names files in backticks in its first column: `a.{h,cc}` is a.h and a.cc,
       `preload_*.c` every match, and `include/nrt/nrt.h`, `nrt_status.h` the second beside the
       first.
 
@@ -147,14 +147,17 @@ def check_file_maps(root, files, report):
         own = [f[len(home) + 1:] for f in files
                if f.startswith(home + '/') and f.endswith(SOURCE_EXT)
                and owner(os.path.dirname(f), homes) == home]
-        covered = set()
+        covered = {}
         for n, names in rows:
             for name in names:
                 hits = fnmatch.filter(own, name)
                 if not hits and not os.path.exists(os.path.join(root, home, name)):
                     report(f'{readme}:{n}: the file map names {name}, which {home}/ does not have')
-                covered.update(hits)
-        for f in sorted(set(own) - covered):
+                for hit in hits:
+                    if covered.setdefault(hit, n) != n:
+                        report(f'{readme}:{n}: the file map names {hit} again (line '
+                               f'{covered[hit]})')
+        for f in sorted(set(own) - set(covered)):
             report(f'{readme}:1: the file map does not name {f}')
 
 
@@ -185,14 +188,15 @@ def self_test():
         'bench/b.cc': '',
         'driver-sim/driver/README.md': ('# d\n\n## File map\n\n| File | What |\n|---|---|\n'
                                         '| `a.{h,cc}` | a |\n| `inc/x.h`, `y.h` | x |\n'
-                                        '| `missing.cc` | m |\n| `p_*.c` | p |\n'),
+                                        '| `missing.cc` | m |\n| `p_*.c` | p |\n'
+                                        '| `a.h` | again |\n'),
         'driver-sim/driver/a.h': '', 'driver-sim/driver/a.cc': '', 'driver-sim/driver/inc/x.h': '',
         'driver-sim/driver/inc/y.h': '', 'driver-sim/driver/p_one.c': '',
         'driver-sim/driver/unmapped.cc': '',
     }
     expected = ['does not show bench/', 'does not name core/proc', 'does not name '
                 'driver-sim/kubelet', 'names driver-sim/gone', 'names missing.cc',
-                'does not name unmapped.cc']
+                'does not name unmapped.cc', 'names a.h again']
     with tempfile.TemporaryDirectory() as tmp:
         for rel, body in tree.items():
             os.makedirs(os.path.join(tmp, os.path.dirname(rel)), exist_ok=True)
