@@ -265,10 +265,7 @@ def self_test():
         'docs/c.md:3': 'nowhere.md',
     }
     with tempfile.TemporaryDirectory() as tmp:
-        for rel, body in files.items():
-            os.makedirs(os.path.join(tmp, os.path.dirname(rel)), exist_ok=True)
-            with open(os.path.join(tmp, rel), 'w', encoding='utf-8') as fh:
-                fh.write(body)
+        write_tree(tmp, files)
         problems = Checker(tmp).run()
     failures = []
     for where, needle in expected.items():
@@ -285,6 +282,25 @@ def self_test():
         print(f'self-test: {f}')
     print(f'self-test: {"FAILED" if failures else "passed"} ({len(problems)} problems found in the '
           f'sample tree)')
+    return 1 if failures else 0
+
+
+def write_tree(root, files):
+    """Writes {relative path: text} under root: a self-test's sample tree."""
+    for rel, body in files.items():
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        with open(os.path.join(root, rel), 'w', encoding='utf-8') as fh:
+            fh.write(body)
+
+
+def judge_self_test(problems, expected):
+    """0 when each expected phrase is in some problem and every problem has one; 1, saying which,
+    otherwise."""
+    failures = [f'not reported: {e}' for e in expected if not any(e in p for p in problems)]
+    failures += [f'reported but fine: {p}' for p in problems if not any(e in p for e in expected)]
+    for f in failures:
+        print(f'self-test: {f}')
+    print(f'self-test: {"FAILED" if failures else "passed"} ({len(problems)} problems found)')
     return 1 if failures else 0
 
 
