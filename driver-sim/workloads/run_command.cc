@@ -85,8 +85,7 @@ std::pair<CLI::App*, std::function<int()>> AddRunCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--scale", f->w.scale,
                   "multiply every op's work and the training workloads' memory (1.0)");
-  run->add_option("--kernels", f->w.kernels,
-                  "matmul, empty: executions per core per step (10, 1000)");
+  run->add_option("--kernels", f->w.kernels, workloads::KernelsFlagHelp());
   run->add_flag("--estimate", f->w.estimate,
                 "load the models, print the timing model's prediction for one step, and exit");
   run->footer(workloads::WorkloadHelp());

@@ -6,14 +6,14 @@
 // every core, calls nrt_close and returns 0. driver-sim/README.md#workloads documents each
 // workload's model and calibration.
 //
-//   matmul      BF16 [4096,8192] x [8192,8192] on every core (docs/hardware.md#calibration-points
-//               row 1: 6.97 ms)
+//   the single-kernel workloads, one row each in kernels.cc: matmul (the calibration GEMM,
+//               docs/hardware.md#calibration-points row 1) and empty (the runtime's own cost per
+//               execution) among them
 //   llama2-7b, llama2-13b, llama3.1-8b, gpt3-6.7b
 //               a decoder's training step generated from its architecture
 //               (driver-sim/README.md#training-model): TP groups, ZeRO-1 over the data-parallel
 //               ranks here and on the modelled peers of other nodes, gradient accumulation
 //   bert-large  BERT-Large phase 1, data parallel on every core, micro-batch 16, seq 128
-//   empty       kernels that do nothing: the runtime's own cost per execution
 //
 // Thread-safety: RunWorkload runs one workload at a time per process (the runtime is
 // process-wide); it installs SIGTERM and SIGINT handlers for its duration.
@@ -71,6 +71,8 @@ absl::StatusOr<std::optional<NodePlacement>> ResolvePlacement(const WorkloadOpti
 
 // Names of the workloads, for --help and error messages.
 std::vector<std::string_view> WorkloadNames();
+// --kernels' help: the single-kernel workloads and their defaults.
+std::string KernelsFlagHelp();
 // One paragraph per workload and option, for `neuron-sim run --help`.
 std::string WorkloadHelp();
 

@@ -26,17 +26,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Entry {
-  std::string_view name;
-  std::unique_ptr<Workload> (*make)(const WorkloadOptions&);
-};
-const std::vector<Entry>& Registry() {
-  // The training workloads take their name from their model (transformer.h).
-  static const std::vector<Entry> r{{"matmul", MakeMatmul},       {"llama2-7b", MakeTraining},
-                                    {"llama2-13b", MakeTraining}, {"llama3.1-8b", MakeTraining},
-                                    {"gpt3-6.7b", MakeTraining},  {"bert-large", MakeTraining},
-                                    {"empty", MakeEmpty}};
-  return r;
+// The training workloads, named for their model (transformer.h); the single-kernel ones are the
+// rows of kernels.cc.
+constexpr std::string_view kTrainingWorkloads[] = {"llama2-7b", "llama2-13b", "llama3.1-8b",
+                                                   "gpt3-6.7b", "bert-large"};
+
+std::unique_ptr<Workload> MakeWorkload(const WorkloadOptions& o) {
+  if (std::unique_ptr<Workload> k = MakeKernelWorkload(o.name, o)) return k;
+  if (std::ranges::find(kTrainingWorkloads, o.name) != std::end(kTrainingWorkloads)) {
+    return MakeTraining(o);
+  }
+  return nullptr;
 }
 
 // SIGTERM and SIGINT are blocked in every thread (the runtime's included: they inherit the mask
@@ -226,16 +226,15 @@ std::optional<double> Execute(CoreContext& core, nrt_model_t* model, std::string
 }
 
 std::vector<std::string_view> WorkloadNames() {
-  std::vector<std::string_view> names;
-  for (const Entry& e : Registry()) names.push_back(e.name);
+  std::vector<std::string_view> names = KernelWorkloadNames();
+  names.insert(names.end(), std::begin(kTrainingWorkloads), std::end(kTrainingWorkloads));
   return names;
 }
 
 std::string WorkloadHelp() {
-  return R"(workloads (each uses every visible core, one thread per logical core):
-  matmul      BF16 [4096,8192] x [8192,8192] on every core; prints the kernel time
-              (published: 6.97 ms on one NeuronCore-v2). --kernels N per core per step (10)
-  llama2-7b   Llama-2-7B pre-training as the published job runs it, generated from the model's
+  return "workloads (each uses every visible core, one thread per logical core):\n" +
+         KernelWorkloadHelp() +
+         R"(  llama2-7b   Llama-2-7B pre-training as the published job runs it, generated from the model's
               architecture: TP groups of --tp (8) cores, DP = cores / tp here times --nodes (2;
               ZeRO-1's gradient reduce-scatter and parameter all-gather cross EFA to the
               modelled peers on the other nodes), micro-batch 1, --seq (4096), --micro-steps
@@ -250,7 +249,6 @@ std::string WorkloadHelp() {
   --seq, --micro-batch, --global-batch, --precision, --optimizer, --zero1/--no-zero1, the model
   shape flags); with --pp each core runs its stage. Step times come from the runtime's engine
   and collective models; `neuron-sim predict` costs the same op lists without running them.
-  empty       zero-work kernels, --kernels N per core per step (1000): the runtime's own cost
 --scale F multiplies the work of every op (compute, memory traffic, collective bytes) and the
 memory the training workloads hold. --steps 0 runs until SIGTERM or SIGINT; either signal
 finishes the step (llama2-7b: the micro-step) under way, closes the runtime and exits 0.
@@ -385,12 +383,10 @@ void FreeCores(std::vector<CoreContext>& cores) {
 }  // namespace
 
 int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) {
-  const auto& reg = Registry();
-  const auto it =
-      std::find_if(reg.begin(), reg.end(), [&](const Entry& e) { return e.name == options.name; });
-  if (it == reg.end()) {
+  const std::vector<std::string_view> names = WorkloadNames();
+  if (std::ranges::find(names, options.name) == names.end()) {
     fmt::print(err, "neuron-sim run: unknown workload '{}'; known: {}\n", options.name,
-               fmt::join(WorkloadNames(), ", "));
+               fmt::join(names, ", "));
     return 2;
   }
   if (options.steps < 0) {
@@ -403,7 +399,7 @@ int RunWorkload(const WorkloadOptions& options, std::FILE* out, std::FILE* err) 
     fmt::print(err, "neuron-sim run: {}\n", std::string{placed.status().message()});
     return 2;
   }
-  std::unique_ptr<Workload> workload = it->make(*placed);
+  std::unique_ptr<Workload> workload = MakeWorkload(*placed);
   PrepareEnvironment(out);
 
   // Executions end on timed sleeps; the default 50 us timer slack would lengthen every one of

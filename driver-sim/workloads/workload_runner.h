@@ -77,10 +77,13 @@ class Workload {
                              std::span<const CoreContext> cores) = 0;
 };
 
-std::unique_ptr<Workload> MakeMatmul(const WorkloadOptions& o);
 // llama2-7b, llama2-13b, llama3.1-8b, gpt3-6.7b, bert-large (o.name picks the model).
 std::unique_ptr<Workload> MakeTraining(const WorkloadOptions& o);
-std::unique_ptr<Workload> MakeEmpty(const WorkloadOptions& o);
+// The single-kernel workloads (kernels.cc): their names, the one called `name` (null when none
+// is), and their lines of WorkloadHelp.
+std::vector<std::string_view> KernelWorkloadNames();
+std::unique_ptr<Workload> MakeKernelWorkload(std::string_view name, const WorkloadOptions& o);
+std::string KernelWorkloadHelp();
 
 // ---- Helpers for workloads ----
 

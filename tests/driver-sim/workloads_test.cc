@@ -497,7 +497,7 @@ TEST_F(WorkloadsTest, BadRequestsGetClearErrors) {
   EXPECT_EQ(unknown.code, 2);
   EXPECT_THAT(
       unknown.err,
-      HasSubstr("matmul, llama2-7b, llama2-13b, llama3.1-8b, gpt3-6.7b, bert-large, empty"));
+      HasSubstr("matmul, empty, llama2-7b, llama2-13b, llama3.1-8b, gpt3-6.7b, bert-large"));
   const Result tp = Run({"--workload", "llama2-7b", "--nodes", "1", "--steps", "1"});
   EXPECT_EQ(tp.code, 2);
   EXPECT_THAT(tp.err, HasSubstr("tensor-parallel groups of 8 cores, and this process has 2"));
