@@ -132,30 +132,6 @@ absl::Status ApplyDra(const YAML::Node& node, std::string_view source, Config* c
       });
 }
 
-// The boolean that is the older spelling of `c`'s action (const or not, as `h`).
-template <typename Policy>
-auto* ClassFlag(EvidenceClass c, Policy* h) {
-  switch (c) {
-    case EvidenceClass::kAbsence:
-      return &h->absence;
-    case EvidenceClass::kState:
-      return &h->state;
-    case EvidenceClass::kEcc:
-      return &h->ecc;
-    case EvidenceClass::kHwErrors:
-      return &h->hw_errors;
-    case EvidenceClass::kEfaPort:
-      return &h->efa_port;
-    case EvidenceClass::kComponents:
-      return &h->components;
-    case EvidenceClass::kHeartbeat:
-      return &h->heartbeat;
-    case EvidenceClass::kEccCorrected:
-      return &h->ecc_corrected;
-  }
-  return &h->absence;
-}
-
 std::optional<EvidenceClass> ClassNamed(std::string_view name) {
   for (int i = 0; i < kEvidenceClassCount; ++i) {
     const auto c = static_cast<EvidenceClass>(i);
@@ -164,8 +140,24 @@ std::optional<EvidenceClass> ClassNamed(std::string_view name) {
   return std::nullopt;
 }
 
-constexpr std::string_view kClassNames =
-    "absence, state, ecc, hw_errors, efa_port, components, heartbeat, ecc_corrected";
+// "absence, state, ...": every class's name, for the errors that list the keys.
+std::string ClassNames() {
+  std::vector<std::string_view> names;
+  names.reserve(kEvidenceClassCount);
+  for (int i = 0; i < kEvidenceClassCount; ++i) {
+    names.push_back(EvidenceClassName(static_cast<EvidenceClass>(i)));
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// health.<class>: the policy's older spelling, false for `ignore`; true keeps the class's action.
+absl::Status ApplyClassFlag(EvidenceClass c, const YAML::Node& v, std::string_view source,
+                            const std::string& name, HealthPolicy* h) {
+  bool on = true;
+  if (absl::Status s = Get(v, source, name, ParseBool, &on); !s.ok()) return s;
+  if (!on) h->actions[c] = Action::kIgnore;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<int> ResetTries(std::string_view text) {
   int n = 0;
@@ -184,13 +176,12 @@ absl::Status ApplyPolicy(const YAML::Node& node, std::string_view source, Health
       node, source, "health.policy",
       [&](const std::string& key, const YAML::Node& v, const YAML::Mark& mark) -> absl::Status {
         const std::optional<EvidenceClass> c = ClassNamed(key);
-        if (!c) return Unknown(source, mark, "health.policy.", key, kClassNames);
+        if (!c) return Unknown(source, mark, "health.policy.", key, ClassNames());
         Action a = Action::kIgnore;
         if (absl::Status s = Get(v, source, "health.policy." + key, ParseAction, &a); !s.ok()) {
           return s;
         }
         h->actions[*c] = a;
-        *ClassFlag(*c, h) = a != Action::kIgnore;
         written->Add(*c);
         return absl::OkStatus();
       });
@@ -216,7 +207,7 @@ absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, Health
         const std::string name = "health." + key;
         if (const std::optional<EvidenceClass> c = ClassNamed(key)) {
           as_flag.Add(*c);
-          return Get(v, source, name, ParseBool, ClassFlag(*c, h));
+          return ApplyClassFlag(*c, v, source, name, h);
         }
         if (key == "policy") return ApplyPolicy(v, source, h, &as_policy);
         if (std::optional<absl::Status> s = ApplyRemediationKey(key, v, source, h)) return *s;
@@ -228,7 +219,7 @@ absl::Status ApplyHealth(const YAML::Node& node, std::string_view source, Health
         return Unknown(source, mark, "health.", key,
                        fmt::format("{}, policy, reset_tries, check_command, check_programs, "
                                    "state_dir, poll_period, heartbeat_period, stale_after",
-                                   kClassNames));
+                                   ClassNames()));
       });
   if (!status.ok()) return status;
   for (int i = 0; i < kEvidenceClassCount; ++i) {
@@ -271,7 +262,6 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
 }
 
 Action HealthPolicy::ActionFor(EvidenceClass c) const {
-  if (!*ClassFlag(c, this)) return Action::kIgnore;
   const auto it = actions.find(c);
   const Action a = it == actions.end() ? Action::kTaint : it->second;
   return a == Action::kTaint && taint_evicts ? Action::kEvict : a;

@@ -43,17 +43,10 @@ std::string_view ActionName(Action a);  // "ignore", "taint", "evict", "reset", 
 absl::StatusOr<Action> ParseAction(std::string_view text);
 
 // Which evidence makes a device or EFA interface Unhealthy, and what the plugin does about it
-// (docs/architecture.md#health, docs/OPERATIONS.md#remediation). The booleans are the policy's
-// older spelling: false is `ignore`, true the class's action.
+// (docs/architecture.md#health, docs/OPERATIONS.md#remediation): an action per class of evidence
+// (core/node/device_health.h), `ignore` for a class that decides nothing. The config file's older
+// spelling, `health.<class>: false`, is `ignore` (true keeps the class's action).
 struct HealthPolicy {
-  bool absence = true;        // device or EFA interface gone
-  bool state = true;          // device state not READY
-  bool ecc = true;            // uncorrected ECC counters rose since the baseline
-  bool hw_errors = true;      // a NEURON_HW_ERR= kernel record named the device since the baseline
-  bool efa_port = true;       // EFA port not ACTIVE
-  bool components = true;     // driver 2.30's unhealthy_components lists a component
-  bool heartbeat = true;      // driver 2.30's healthcheck_heartbeat stalled (unknown)
-  bool ecc_corrected = true;  // corrected ECC rose: degraded (never Unhealthy to the kubelet)
   std::chrono::milliseconds poll_period{250};  // ECC counters, kMinPollPeriod..kMaxPollPeriod
   // healthcheck_heartbeat's period: not published, 1 s assumed (core/node/health_evidence.h);
   // kMinPollPeriod..kMaxPollPeriod.
@@ -81,7 +74,7 @@ struct HealthPolicy {
   std::string check_programs;
   std::string state_dir = "/var/lib/neuron-node-agent";
 
-  // What the plugin does about `c`: `ignore` where its boolean is false.
+  // What the plugin does about `c`.
   Action ActionFor(EvidenceClass c) const;
   // The classes of evidence that decide health (core/node/device_health.h): every one not ignored.
   EvidenceClasses Counted() const;

@@ -34,8 +34,9 @@ std::optional<Time> ParseTime(const json& value) {
 
 // Whether `reason` fits `status` as node-problem-detector writes them.
 bool Fits(const NodeCondition& c) {
-  if (c.status == "True")
+  if (c.status == "True") {
     return c.reason.starts_with(kNodeConditionErrorPrefix) && IsOurReason(c.reason);
+  }
   if (c.status == "False") return c.reason == kNodeConditionNoError;
   return c.status == "Unknown" && IsOurReason(c.reason);
 }

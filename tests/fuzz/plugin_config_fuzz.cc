@@ -24,9 +24,7 @@ bool SameConfig(const Config& a, const Config& b) {
   return a.root == b.root && a.kubelet_dir == b.kubelet_dir && a.listen == b.listen &&
          a.lnc == b.lnc && a.discovery == b.discovery && a.log_level == b.log_level &&
          a.resources == b.resources && a.noncontiguous == b.noncontiguous && a.cdi == b.cdi &&
-         a.health.absence == b.health.absence && a.health.state == b.health.state &&
-         a.health.ecc == b.health.ecc && a.health.hw_errors == b.health.hw_errors &&
-         a.health.efa_port == b.health.efa_port && a.health.poll_period == b.health.poll_period &&
+         a.health.actions == b.health.actions && a.health.poll_period == b.health.poll_period &&
          a.socket_suffix == b.socket_suffix && a.podresources_period == b.podresources_period &&
          a.allocation_grace == b.allocation_grace;
 }

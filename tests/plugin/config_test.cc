@@ -56,9 +56,9 @@ allocation_grace: 10s
   EXPECT_EQ(c.noncontiguous, NonContiguousPolicy::kReject);
   EXPECT_TRUE(c.cdi);
   EXPECT_EQ(c.socket_suffix, "node7");
-  EXPECT_FALSE(c.health.ecc);
-  EXPECT_FALSE(c.health.efa_port);
-  EXPECT_TRUE(c.health.absence);
+  EXPECT_EQ(c.health.ActionFor(EvidenceClass::kEcc), Action::kIgnore);
+  EXPECT_EQ(c.health.ActionFor(EvidenceClass::kEfaPort), Action::kIgnore);
+  EXPECT_EQ(c.health.ActionFor(EvidenceClass::kAbsence), Action::kTaint);
   EXPECT_EQ(c.health.poll_period, std::chrono::milliseconds(2000));
   EXPECT_EQ(c.allocation_grace, std::chrono::milliseconds(10000));
 }

@@ -71,9 +71,9 @@ Event EfaEvent(EventKind kind, std::string port = "") {
 struct HealthStep {
   std::string name;
   std::function<void(HealthEvidence&)> act;
-  std::string reason;         // device 0's (or efa0's) under the default policy; "": healthy
-  bool HealthPolicy::*off;    // one kind of evidence switched off ...
-  std::string reason_if_off;  // ... and the reason then
+  std::string reason;  // device 0's (or efa0's) under the default policy; "": healthy
+  EvidenceClass off = EvidenceClass::kAbsence;  // one kind of evidence switched off ...
+  std::string reason_if_off;                    // ... and the reason then
 };
 
 std::string ReasonOf(const Hardware& hw, bool efa) {
@@ -94,63 +94,63 @@ std::vector<HealthStep> DeviceSteps(const std::function<void(int)>& set_sram) {
          h.Apply(DeviceEvent(EventKind::kDeviceAdded, ready));
          h.PollCounters(std::chrono::steady_clock::now());
        },
-       "", &HealthPolicy::ecc, ""},
+       "", EvidenceClass::kEcc, ""},
       {"an uncorrected SRAM error",
        [=](HealthEvidence& h) {
          set_sram(1);
          h.PollCounters(std::chrono::steady_clock::now());
        },
-       kEcc, &HealthPolicy::ecc, ""},
+       kEcc, EvidenceClass::kEcc, ""},
       {"a NEURON_HW_ERR record as well: ECC is named first",
        [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); }, kEcc,
-       &HealthPolicy::ecc, kHwErr},
+       EvidenceClass::kEcc, kHwErr},
       {"in reset",
        [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceStateChanged, DeviceState::kReset));
        },
-       "state RESET", &HealthPolicy::state, kEcc},
+       "state RESET", EvidenceClass::kState, kEcc},
       {"READY again: a new baseline forgets the old evidence",
        [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceStateChanged, ready));
          h.PollCounters(std::chrono::steady_clock::now());
        },
-       "", &HealthPolicy::hw_errors, ""},
+       "", EvidenceClass::kHwErrors, ""},
       {"a NEURON_HW_ERR record alone",
        [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kHardwareError)); }, kHwErr,
-       &HealthPolicy::hw_errors, ""},
+       EvidenceClass::kHwErrors, ""},
       {"unplugged: absent, and listed still",
        [=](HealthEvidence& h) { h.Apply(DeviceEvent(EventKind::kDeviceRemoved)); }, "absent",
-       &HealthPolicy::absence, kHwErr},
+       EvidenceClass::kAbsence, kHwErr},
       {"replugged: a new baseline",
        [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceAdded, ready));
          h.PollCounters(std::chrono::steady_clock::now());
        },
-       "", &HealthPolicy::absence, ""},
+       "", EvidenceClass::kAbsence, ""},
       {"a counter that restarted lower is the new baseline, not evidence",
        [=](HealthEvidence& h) {
          set_sram(0);
          h.PollCounters(std::chrono::steady_clock::now());
        },
-       "", &HealthPolicy::ecc, ""},
+       "", EvidenceClass::kEcc, ""},
       {"and rising from there is evidence",
        [=](HealthEvidence& h) {
          set_sram(1);
          h.PollCounters(std::chrono::steady_clock::now());
        },
-       kEcc, &HealthPolicy::ecc, ""},
+       kEcc, EvidenceClass::kEcc, ""},
       {"a state that cannot be read beside a fault: the fault decides",
        [=](HealthEvidence& h) {
          h.Apply(DeviceEvent(EventKind::kDeviceStateChanged, std::nullopt));
        },
-       kEcc, &HealthPolicy::state, kEcc},
+       kEcc, EvidenceClass::kState, kEcc},
       {"and alone: unknown",
        [=](HealthEvidence& h) {
          set_sram(0);  // a restart: the new baseline
          h.PollCounters(std::chrono::steady_clock::now());
          h.Apply(DeviceEvent(EventKind::kDeviceAdded, std::nullopt));
        },
-       "device state cannot be read", &HealthPolicy::state, ""},
+       "device state cannot be read", EvidenceClass::kState, ""},
   };
 }
 
@@ -158,15 +158,15 @@ std::vector<HealthStep> EfaSteps() {
   return {
       {"EFA appears ACTIVE",
        [](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaAdded, "ACTIVE")); }, "",
-       &HealthPolicy::efa_port, ""},
+       EvidenceClass::kEfaPort, ""},
       {"EFA port DOWN",
        [](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaPortStateChanged, "DOWN")); },
-       "port DOWN", &HealthPolicy::efa_port, ""},
+       "port DOWN", EvidenceClass::kEfaPort, ""},
       {"EFA port state unreadable",
        [](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaPortStateChanged, "")); },
-       "port unknown", &HealthPolicy::efa_port, ""},
+       "port unknown", EvidenceClass::kEfaPort, ""},
       {"EFA removed", [](HealthEvidence& h) { h.Apply(EfaEvent(EventKind::kEfaRemoved)); },
-       "absent", &HealthPolicy::absence, ""},
+       "absent", EvidenceClass::kAbsence, ""},
   };
 }
 
@@ -182,7 +182,7 @@ TEST_F(HealthTest, EvidenceComesAndGoesAsThePolicySays) {
       step.act(evidence);
       EXPECT_EQ(ReasonOf(JudgeHealth(evidence, HealthPolicy{}), efa), step.reason);
       HealthPolicy off;
-      off.*step.off = false;
+      off.actions[step.off] = Action::kIgnore;
       EXPECT_EQ(ReasonOf(JudgeHealth(evidence, off), efa), step.reason_if_off);
     }
   }
@@ -294,7 +294,7 @@ TEST_F(Driver230Test, TheDriversListOfComponentsMakesTheDeviceUnhealthy) {
   ASSERT_FALSE(h.reasons.empty());
   EXPECT_EQ(h.reasons[0], "driver: unhealthy hbm,link_efa,warp_drive") << "a newer word is kept";
   HealthPolicy off;
-  off.components = false;
+  off.actions[EvidenceClass::kComponents] = Action::kIgnore;
   EXPECT_EQ(Judge(off).state, HealthState::kHealthy);
   Write("unhealthy_components", "\n");
   Poll(200);
@@ -309,7 +309,7 @@ TEST_F(Driver230Test, AStalledHeartbeatIsUnknownAfterTwoPeriods) {
   EXPECT_EQ(h.state, HealthState::kUnknown);
   EXPECT_EQ(h.reasons, std::vector<std::string>{"healthcheck_heartbeat stalled"});
   HealthPolicy off;
-  off.heartbeat = false;
+  off.actions[EvidenceClass::kHeartbeat] = Action::kIgnore;
   EXPECT_EQ(Judge(off).state, HealthState::kHealthy);
   Write("healthcheck_heartbeat", "6\n");
   Poll(2200);
@@ -326,8 +326,8 @@ TEST_F(Driver230Test, AnUnreadableEvidenceFileIsUnknownNotHealthy) {
                            "stats/hardware/mem_ecc_uncorrected cannot be read",
                            "stats/hardware/health_status/healthcheck_heartbeat cannot be read"}));
   HealthPolicy off;
-  off.ecc = false;
-  off.heartbeat = false;
+  off.actions[EvidenceClass::kEcc] = Action::kIgnore;
+  off.actions[EvidenceClass::kHeartbeat] = Action::kIgnore;
   EXPECT_EQ(Judge(off).state, HealthState::kHealthy) << "evidence not counted is not missed";
 }
 
@@ -351,7 +351,7 @@ TEST_F(Driver230Test, RisingCorrectedEccIsDegradedNotUnhealthy) {
   EXPECT_EQ(h.state, HealthState::kHealthy);
   EXPECT_TRUE(h.degraded);
   HealthPolicy off;
-  off.ecc_corrected = false;
+  off.actions[EvidenceClass::kEccCorrected] = Action::kIgnore;
   EXPECT_FALSE(Judge(off).degraded);
 }
 

@@ -36,7 +36,6 @@ TEST(PolicyTest, APolicyFileSetsEachClassAndTheBooleansStillMeanIgnore) {
   EXPECT_EQ(c.health.ActionFor(E::kEfaPort), Action::kIgnore);
   EXPECT_EQ(c.health.ActionFor(E::kHwErrors), Action::kIgnore);
   EXPECT_FALSE(c.health.Counted().Has(E::kHwErrors));
-  EXPECT_FALSE(c.health.efa_port) << "an ignored class is off in its older spelling too";
   EXPECT_EQ(c.health.reset_tries, 5);
   EXPECT_EQ(c.health.check_programs, "/opt/p");
 }
