@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "core/base/file_io.h"
 #include "core/base/unique_fd.h"
@@ -86,7 +87,7 @@ bool Unlinked(int dir_fd) {
 class DirectoryDiscovery final : public Discovery {
  public:
   DirectoryDiscovery(const RootPaths& root, DiscoveryOptions options)
-      : root_(root), options_(options) {}
+      : root_(root), options_(std::move(options)) {}
 
   absl::StatusOr<Inventory> Scan() override {
     Inventory inv;
@@ -206,7 +207,7 @@ class DirectoryDiscovery final : public Discovery {
 }  // namespace
 
 std::unique_ptr<Discovery> MakeDirectoryDiscovery(const RootPaths& root, DiscoveryOptions options) {
-  return std::make_unique<DirectoryDiscovery>(root, options);
+  return std::make_unique<DirectoryDiscovery>(root, std::move(options));
 }
 
 }  // namespace neuron
