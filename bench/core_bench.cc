@@ -6,8 +6,6 @@
 // Run with --benchmark_repetitions=N and quote the median aggregates.
 
 #include <benchmark/benchmark.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -16,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/base/unique_fd.h"
+#include "bench/plain_read.h"
 #include "core/model/catalog.h"
 #include "core/sample/sampler.h"
 #include "driver-sim/driver/datastore_writer.h"
@@ -154,16 +152,8 @@ BENCHMARK(BM_FullSweep)->ArgName("mode")->Arg(1)->Arg(2)->Unit(benchmark::kMilli
 // The baseline of docs/build.md#file-read-cost: open, read, close every file by absolute path.
 void BM_PlainOpenReadClose(benchmark::State& state) {
   const std::vector<std::string>& files = Node::Get().files();
-  char buf[512];
   for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores)
-    size_t bytes = 0;
-    for (const std::string& f : files) {
-      const UniqueFd fd(::open(f.c_str(), O_RDONLY | O_CLOEXEC));  // closed each turn
-      if (!fd) continue;
-      const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-      if (n > 0) bytes += static_cast<size_t>(n);
-    }
-    benchmark::DoNotOptimize(bytes);
+    benchmark::DoNotOptimize(bench::OpenReadCloseEach(files));
   }
   state.counters["files"] = static_cast<double>(files.size());
 }

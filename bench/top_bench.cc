@@ -4,7 +4,9 @@
 // this program, which runs itself under the driver's interposer (bench/sim_driver.h); neuron-ls
 // and neuron-top inherit it, as under `neuron-sim exec`, without paying for an extra exec in the
 // figures. Prints medians:
-//   1. neuron-ls wall time, default table and --wide (target <= 20 ms);
+//   1. neuron-ls wall time, default table and --wide (target <= 20 ms), its ratio to a plain
+//      open/read/close of every sysfs file of the node timed in the same run (targets 0.2x, --wide
+//      0.3x), and its syscalls under `strace -f -c` (targets 1,000, --wide 1,500);
 //   2. neuron-top start-up to first frame under tmux (target <= 200 ms): from just before the
 //      tmux command to the "first frame" line neuron-top logs with its realtime clock;
 //   3. neuron-top CPU at a 1 s refresh under tmux (target <= 1 % of a core): utime + stime from
@@ -38,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/plain_read.h"
 #include "bench/sim_driver.h"
 #include "bench/stats.h"
 #include "core/base/unique_fd.h"
@@ -47,6 +50,7 @@
 #include "driver-sim/driver/sim_tree.h"
 #include "tests/support/sim_driver_thread.h"
 #include "tests/support/sim_tree_fixture.h"
+#include "tests/support/strace_count.h"
 #include "top/view_feed.h"
 
 namespace {
@@ -57,7 +61,8 @@ using neuron::bench::Percentile;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Runs argv with stdout/stderr to /dev/null; returns the exit code.
+// Runs argv (argv[0] looked up in PATH unless it has a '/') with stdout/stderr to /dev/null;
+// returns the exit code.
 int RunQuiet(std::vector<std::string> args) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -68,7 +73,7 @@ int RunQuiet(std::vector<std::string> args) {
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) return -1;
+  if (posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) return -1;
   posix_spawn_file_actions_destroy(&fa);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -212,19 +217,52 @@ class BusyNode {
   pid_t runtime_ = -1;
 };
 
-void BenchLs(const fs::path& root, int runs) {
+// Every regular file of the node's sysfs tree (ROOT/sys, links not followed): what the control
+// loop reads.
+std::vector<std::string> SysfsFiles(const fs::path& root) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(root / "sys")) {
+    if (e.is_regular_file()) files.push_back(e.path().string());
+  }
+  return files;
+}
+
+// neuron-ls's system calls, its loader included, as `strace -f -c` counts them; -1 when strace
+// could not (not installed, ptrace denied).
+int64_t CountSyscalls(const std::vector<std::string>& args, const fs::path& work) {
+  const fs::path summary = work / "neuron-ls.strace";
+  RunQuiet(neuron::testing::UnderStrace(summary, args));
+  return neuron::testing::StraceTotalCalls(summary).value_or(-1);
+}
+
+// neuron-ls's wall time and syscalls (bench/README.md#neuron-ls-cost), beside a plain
+// open/read/close of every file of the node's sysfs tree timed in the same run: the targets are a
+// ratio to it, so that they hold on a slower or busier machine too.
+void BenchLs(const fs::path& root, const fs::path& work, int runs) {
+  const std::vector<std::string> files = SysfsFiles(root);
+  std::vector<double> plain;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = Clock::now();
+    neuron::bench::OpenReadCloseEach(files);
+    plain.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::printf("plain open/read/close of the node's %zu sysfs files: median %.1f ms over %d runs\n",
+              files.size(), Median(plain), runs);
   for (const bool wide : {false, true}) {
+    std::vector<std::string> args{NEURON_LS_BIN, "--root", root.string()};
+    if (wide) args.emplace_back("--wide");
     std::vector<double> ms;
     for (int i = 0; i < runs; ++i) {
-      std::vector<std::string> args{NEURON_LS_BIN, "--root", root.string()};
-      if (wide) args.push_back("--wide");
       const auto t0 = Clock::now();
       if (RunQuiet(args) != 0) std::fprintf(stderr, "neuron-ls failed\n");
       ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
     std::printf(
-        "neuron-ls%s, 16 devices: median %.1f ms, p90 %.1f ms over %d runs (target <= 20 ms)\n",
-        wide ? " --wide" : "", Median(ms), Percentile(ms, 0.9), runs);
+        "neuron-ls%s, 16 devices: median %.1f ms, p90 %.1f ms over %d runs (target <= 20 ms), "
+        "%.2fx the plain loop (target <= %s); %lld syscalls (strace -f -c; target <= %s)\n",
+        wide ? " --wide" : "", Median(ms), Percentile(ms, 0.9), runs, Median(ms) / Median(plain),
+        wide ? "0.3x" : "0.2x", static_cast<long long>(CountSyscalls(args, work)),
+        wide ? "1,500" : "1,000");
   }
 }
 
@@ -351,7 +389,7 @@ int main(int argc, char** argv) {
   {
     BusyNode node(work / "root");
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    BenchLs(work / "root", runs);
+    BenchLs(work / "root", work, runs);
     BenchCollector(work / "root", runs);
     BenchTop(work / "root", work, std::max(1, runs / 2), cpu_seconds, cpu_runs);
   }

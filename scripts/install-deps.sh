@@ -33,6 +33,9 @@ dev_packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev umockdev libumockdev-dev prometheus tmux
   util-linux procps
+  # strace: neuron-ls's syscall budget (tests/top ls_syscalls_test, bench/top_bench); linux-perf:
+  # `perf stat` for profiling by hand (bench/README.md#neuron-ls-cost)
+  strace linux-perf
   # curl/openssl in the exporter's tests, node_exporter for the side-by-side benchmark
   curl openssl prometheus-node-exporter
   # tests/docs/check_citations.py, and scripts/demo-cluster.sh's JSON and port helpers;

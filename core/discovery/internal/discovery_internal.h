@@ -67,7 +67,7 @@ void FinishInventory(const DiscoveryOptions& options, const NodeIdentity& identi
 // What ReadDriverLayout found per device, kept by a back end across scans. sysfs creates a
 // device's attributes with its directory and removes them with it (a replug, a driver reload make
 // a new directory), so a rescan checks only directories it has not seen: the first scan of a
-// trn2.48xlarge checks about 13,000 paths, a rescan none.
+// trn2.48xlarge checks about 13,000 paths in about 600 directory listings, a rescan none.
 struct LayoutCache {
   struct Entry {
     dev_t dev = 0;

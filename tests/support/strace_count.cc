@@ -1,0 +1,31 @@
+#include "tests/support/strace_count.h"
+
+#include <sstream>
+
+#include "tests/support/subprocess.h"
+
+namespace neuron::testing {
+
+std::vector<std::string> UnderStrace(const std::filesystem::path& summary,
+                                     const std::vector<std::string>& args) {
+  std::vector<std::string> out{"strace", "-f", "-c", "-o", summary.string(), "--"};
+  out.insert(out.end(), args.begin(), args.end());
+  return out;
+}
+
+std::optional<int64_t> StraceTotalCalls(const std::filesystem::path& summary) {
+  // "100.00    0.151751           9     16285       265 total": calls is the fourth column
+  // (errors, the fifth, is blank when there were none).
+  std::istringstream in(ReadFile(summary));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.ends_with(" total")) continue;
+    std::istringstream row(line);
+    std::string percent, seconds, usecs;
+    int64_t calls = 0;
+    if (row >> percent >> seconds >> usecs >> calls) return calls;
+  }
+  return std::nullopt;
+}
+
+}  // namespace neuron::testing

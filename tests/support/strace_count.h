@@ -1,0 +1,22 @@
+#pragma once
+// Counting a program's system calls with `strace -f -c`, for tests/top/ls_syscalls_test.cc and
+// bench/top_bench.cc (neuron-ls's syscall budget, bench/README.md#neuron-ls-cost). No GoogleTest
+// dependency.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace neuron::testing {
+
+// `args` under `strace -f -c -o summary` (the program and every child it starts), for
+// RunCommand or a wrapper such as `neuron-sim exec` in front of it.
+std::vector<std::string> UnderStrace(const std::filesystem::path& summary,
+                                     const std::vector<std::string>& args);
+// The system calls in a `strace -c` summary file (its `total` row's calls); nullopt when the
+// file holds none (strace could not run or trace: the run's stderr says why).
+std::optional<int64_t> StraceTotalCalls(const std::filesystem::path& summary);
+
+}  // namespace neuron::testing
