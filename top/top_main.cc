@@ -14,6 +14,7 @@
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <thread>
 
@@ -174,5 +175,12 @@ int main(int argc, char** argv) {
   }
   f.root = node->root;
   f.lnc = node->lnc;
-  return Run(f);
+  try {
+    return Run(f);
+  } catch (const std::exception& e) {
+    // What a library throws (an allocation, a filesystem error) ends the tool with one line
+    // instead of an abort, as neuron-ls's and the agent's mains do.
+    std::cerr << "neuron-top: " << e.what() << "\n";
+    return 1;
+  }
 }
