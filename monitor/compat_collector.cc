@@ -268,8 +268,9 @@ void CompatCollector::RuntimeMetrics(const ScrapeContext& ctx, const Labels& ins
   if (!ctx.live()) return;
   RuntimeFamilies f;
   std::map<int, Proc> procs;
-  for (const DatastoreRecord& rec : ctx.snap().processes)
+  for (const DatastoreRecord& rec : ctx.snap().processes) {
     AddRecord(ctx, inst, rec, procs[rec.pid], f);
+  }
   const ProcReader proc_reader{RootPaths(ctx.source.options().node.root)};
   for (const auto& [pid, p] : procs) AddProcess(proc_reader, pid, p, inst, f);
   {

@@ -126,9 +126,7 @@ int Run(const Flags& f) {
   return rc;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   std::setlocale(LC_ALL, "");  // wide characters for ncursesw
   CLI::App app{"neuron-top: live AWS Neuron utilization, memory and processes"};
   Flags f;
@@ -175,12 +173,18 @@ int main(int argc, char** argv) {
   }
   f.root = node->root;
   f.lnc = node->lnc;
+  return Run(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // What a library throws (an allocation, a filesystem error) ends the tool with one line
+  // instead of an abort, as neuron-ls's and the agent's mains do.
   try {
-    return Run(f);
+    return Main(argc, argv);
   } catch (const std::exception& e) {
-    // What a library throws (an allocation, a filesystem error) ends the tool with one line
-    // instead of an abort, as neuron-ls's and the agent's mains do.
-    std::cerr << "neuron-top: " << e.what() << "\n";
+    std::fprintf(stderr, "neuron-top: %s\n", e.what());
     return 1;
   }
 }

@@ -19,8 +19,8 @@ using neuron::testing::ReadFile;
 TEST(ReplaceFileTest, AReaderSeesTheOldOrTheNewWhole) {
   neuron::testing::TempDir dir;
   const std::filesystem::path file = dir.path() / "info.json";
-  const std::string a(64 * 1024, 'a');
-  const std::string b(96 * 1024, 'b');
+  const std::string a(size_t{64} * 1024, 'a');
+  const std::string b(size_t{96} * 1024, 'b');
   ASSERT_TRUE(ReplaceFile(file, a).ok());
   std::atomic<bool> done{false};
   std::thread writer([&] {

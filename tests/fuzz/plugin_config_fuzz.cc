@@ -46,13 +46,13 @@ void CheckSourceNamed(std::string_view message, std::string_view yaml) {
   constexpr std::string_view kPrefix = "fuzz:";
   FUZZ_CHECK(message.substr(0, kPrefix.size()) == kPrefix);
   size_t at = kPrefix.size();
-  long line = 0;
+  int64_t line = 0;
   while (at < message.size() && std::isdigit(static_cast<unsigned char>(message[at])) != 0 &&
          line < 1'000'000'000) {
     line = line * 10 + (message[at++] - '0');
   }
   FUZZ_CHECK(at > kPrefix.size() && at < message.size() && message[at] == ':');
-  long lines = 1;
+  int64_t lines = 1;
   for (char ch : yaml) lines += ch == '\n' || ch == '\r' ? 1 : 0;  // yaml-cpp counts both
   FUZZ_CHECK(line >= 1 && line <= lines + 1);
 }
