@@ -3,6 +3,7 @@
 #include "top/health_check.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,6 +159,17 @@ std::set<int> Select(const HealthCheckOptions& o, const Inventory& inv, check::R
   return available;
 }
 
+// Children at once: kParallelChildren, and no more than the CPUs this process may run on. Each
+// child starts a process, loads libnrt and runs its program; on a small node more would only queue
+// and stretch every child towards its timeout.
+size_t ParallelChildren() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus =
+      sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : kParallelChildren;
+  return static_cast<size_t>(std::clamp(cpus, 1, kParallelChildren));
+}
+
 // The computation on every logical core of each checked device.
 void RunCompute(const check::SpawnContext& ctx, const check::RefProgram& p, int cores,
                 check::Report* report) {
@@ -170,7 +182,7 @@ void RunCompute(const check::SpawnContext& ctx, const check::RefProgram& p, int 
       owner.push_back(&d);
     }
   }
-  const std::vector<ChildOutcome> out = check::RunChildren(ctx, jobs, kParallelChildren);
+  const std::vector<ChildOutcome> out = check::RunChildren(ctx, jobs, ParallelChildren());
   for (size_t i = 0; i < jobs.size(); ++i) {
     owner[i]->cores.push_back({.core = jobs[i].core, .program = p.name, .outcome = out[i]});
   }
@@ -228,7 +240,7 @@ void RunLinks(const check::SpawnContext& ctx, const check::RefProgram& p, const 
       jobs.push_back(
           {.program = p.name, .rank = 1, .core = GlobalCoreId(b, 0, cores), .comm_id = id});
     }
-    const std::vector<ChildOutcome> out = check::RunChildren(ctx, jobs, kParallelChildren);
+    const std::vector<ChildOutcome> out = check::RunChildren(ctx, jobs, ParallelChildren());
     for (size_t i = 0; i < round.size(); ++i) {
       report->links.push_back({.a = round[i].first,
                                .b = round[i].second,

@@ -33,7 +33,8 @@ inline constexpr int kExitNothingChecked = 7;  // every requested device was ski
 
 // A program that takes longer than this is a hang: the child is killed and the program fails.
 inline constexpr std::chrono::seconds kProgramTimeout{5};
-// Children at once: each loads libnrt and its own core; more only queue on a small node's CPUs.
+// Children at once, at most (and no more than the CPUs the check may run on): each loads libnrt
+// and its own core; more only queue on the node's CPUs.
 inline constexpr int kParallelChildren = 8;
 
 struct HealthCheckOptions {

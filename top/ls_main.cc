@@ -225,6 +225,11 @@ void AddHealthCheckOptions(CLI::App* app, bool* health_check,
                   "with --health-check: the agent's state directory (the baseline is "
                   "STATE/health-check/baseline.json)")
       ->capture_default_str();
+  app->add_option_function<int>(
+         "--timeout", [check](int seconds) { check->timeout = std::chrono::seconds(seconds); },
+         "with --health-check: seconds a program may run before it counts as a hang and its "
+         "child is killed (default 5; at least 3, since libnrt's own timeout runs 2 s inside it)")
+      ->check(CLI::Range(3, 3600));
   app->add_flag("--withheld-by-caller", check->withheld_by_caller,
                 "with --health-check, for the agent's own use: the caller already holds the "
                 "devices' withhold locks");

@@ -28,6 +28,7 @@
 #include "tests/support/http_client.h"
 #include "tests/support/process.h"
 #include "tests/support/prometheus.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/temp_dir.h"
 
@@ -311,12 +312,8 @@ TEST_F(ExporterE2eTest, TlsAndBasicAuth) {
             std::string::npos);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
 // ASan keeps freed memory in quarantine (256 MiB by default): keep it small and the bound loose.
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
+using ::neuron::testing::kAsan;
 
 TEST_F(ExporterE2eTest, SixtyFourConcurrentScrapersFor30Seconds) {
   Exporter e = StartExporter({"--compat"}, "load",

@@ -11,6 +11,8 @@
 //   - without programs the exit code is 6 and one line says what to provide.
 // Each test uses its own devices, so the faults one injects do not reach another's.
 
+#include "top/health_check.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -21,6 +23,7 @@
 #include <set>
 
 #include "core/node/withhold.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/suite_node.h"
 #include "tests/support/temp_dir.h"
 #include "tests/top/top_test_util.h"
@@ -28,6 +31,7 @@
 namespace neuron::top {
 namespace {
 
+using ::neuron::testing::kSanitized;
 using ::neuron::testing::ReadFile;
 using ::neuron::testing::RunCommand;
 using ::neuron::testing::RunResult;
@@ -57,7 +61,10 @@ class HealthCheckTest : public ::testing::Test {
   static ::neuron::testing::SimNode& Node() { return suite_->node(); }
   static fs::path Dir() { return suite_->dir().path(); }
 
-  // neuron-ls --health-check under the simulated driver; `state` names the state directory.
+  // neuron-ls --health-check under the simulated driver; `state` names the state directory. Under
+  // a sanitizer each child (an instrumented neuron-ls loading an instrumented libnrt) starts tens
+  // of times slower and shares 2 cores with the other tests: the timeout is raised so that only a
+  // hang meets it (the downed-link tests then wait for libnrt's own, 2 s inside it).
   static RunResult Check(const std::string& state, const std::vector<std::string>& flags,
                          const std::string& programs = "") {
     std::vector<std::string> args{NEURON_LS_BIN,
@@ -71,7 +78,9 @@ class HealthCheckTest : public ::testing::Test {
                                   "--libnrt",
                                   NEURON_LIBNRT_FULL,
                                   "--agent",
-                                  "unix:" + (Dir() / "no-agent.sock").string()};
+                                  "unix:" + (Dir() / "no-agent.sock").string(),
+                                  "--timeout",
+                                  kSanitized ? "30" : std::to_string(kProgramTimeout.count())};
     args.insert(args.end(), flags.begin(), flags.end());
     return RunCommand(Dir(), Node().UnderDriver(args), {}, std::chrono::seconds(120));
   }
@@ -244,6 +253,24 @@ TEST_F(HealthCheckTest, NoProgramsExitsSixSayingWhatToProvide) {
   const RunResult lib = RunCommand(Dir(), Node().UnderDriver(args));
   EXPECT_EQ(lib.code, 6) << lib.out << lib.err;
   EXPECT_THAT(lib.err, HasSubstr("no libnrt to run the programs"));
+}
+
+// A timeout shorter than libnrt's own 2 s margin would let the child be killed before libnrt can
+// say what hung: the flag refuses it as a usage error.
+TEST_F(HealthCheckTest, ATimeoutBelowLibnrtsMarginIsAUsageError) {
+  const std::vector<std::string> args{NEURON_LS_BIN,
+                                      "--root",
+                                      Node().root().string(),
+                                      "--health-check",
+                                      "--programs",
+                                      programs_->string(),
+                                      "--device",
+                                      "11",
+                                      "--timeout",
+                                      "2"};
+  const RunResult r = RunCommand(Dir(), Node().UnderDriver(args));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--timeout: Value 2 not in range 3 to 3600"));
 }
 
 }  // namespace

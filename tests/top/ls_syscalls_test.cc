@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/sanitizer.h"
 #include "tests/support/sim_node.h"
 #include "tests/support/strace_count.h"
 #include "tests/support/subprocess.h"
@@ -30,12 +31,12 @@ constexpr int64_t kTableCeiling = 4800;
 constexpr int64_t kWideCeiling = 4800;
 
 TEST(LsSyscallsTest, TableAndWideStayWithinTheirCeilings) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  // A sanitizer's runtime makes calls of its own (its shadow memory, /proc/self/maps, and
-  // LeakSanitizer's ptrace at exit, which fails under strace): the counts are the dev and release
-  // builds' alone.
-  GTEST_SKIP() << "syscall counts are checked in builds without a sanitizer";
-#endif
+  if (testing::kSanitized) {
+    // A sanitizer's runtime makes calls of its own (its shadow memory, /proc/self/maps, and
+    // LeakSanitizer's ptrace at exit, which fails under strace): the counts are the dev and
+    // release builds' alone.
+    GTEST_SKIP() << "syscall counts are checked in builds without a sanitizer";
+  }
   testing::TempDir work("ls_syscalls");
   testing::SimNode node(
       {.sim_bin = NEURON_SIM_BIN, .root = work.path() / "root", .logs = work.path() / "logs"});

@@ -2,7 +2,8 @@
 // over HTTPS: the first candidate takes the lease, the second waits while it renews, takes it at
 // its next retry after a release, only after the duration when the holder died, and a holder
 // whose API server went away stops leading at its renew deadline. Durations are short (1 s lease,
-// 600 ms renew deadline, 200 ms retry) through the options; waits poll with a deadline.
+// 600 ms renew deadline, 200 ms retry; three times that under a sanitizer) through the options;
+// waits poll with a deadline.
 
 #include "plugin/kubeapi/lease.h"
 
@@ -14,6 +15,7 @@
 #include "driver-sim/controlplane/api_server.h"
 #include "plugin/kubeapi/client.h"
 #include "tests/support/api_stand_in.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -26,11 +28,15 @@ using sim::apiserver::ApiServer;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-constexpr milliseconds kDuration{1000};
-constexpr milliseconds kRenewDeadline{600};
-constexpr milliseconds kRetry{200};
+// Under a sanitizer every period is kSanitizerSlowdown times longer: a renewal over HTTPS there
+// can take longer than a 200 ms request timeout on a loaded machine, and a renewal the server
+// stored but the client gave up on moves the holder's deadline earlier than the test's clock.
+constexpr int kScale = neuron::testing::kSanitizerSlowdown;
+constexpr milliseconds kDuration{1000 * kScale};  // leaseDurationSeconds is whole seconds
+constexpr milliseconds kRenewDeadline{600 * kScale};
+constexpr milliseconds kRetry{200 * kScale};
 // What a request and a thread's wake-up may add to a period on a loaded 2-core machine.
-constexpr milliseconds kSlack{400};
+constexpr milliseconds kSlack{400 * kScale};
 
 class LeaseTest : public ::testing::Test {
  protected:
