@@ -44,7 +44,7 @@ class DeviceCollector final : public Collector {
       l.push_back(L("arch_type", d.arch_type));
       l.push_back(L("device_name", d.device_name));
       const std::optional<std::string>& serial =
-          s->serial_number ? s->serial_number : d.serial_number;
+          s->serial_number ? s->serial_number : d.attributes.Get("serial_number");
       l.push_back(L("serial_number", serial.value_or("")));
       l.push_back(L("numa_node", d.numa_node ? Str(*d.numa_node) : ""));
       l.push_back(L("physical_cores", Str(d.physical_cores)));

@@ -15,8 +15,7 @@ std::optional<int> ParseIndex(std::string_view id) {
 
 bool SameContent(const NodeView& a, const NodeView& b) {
   if (a.cores_per_device != b.cores_per_device || a.efas != b.efas || a.devices != b.devices ||
-      a.allocator != b.allocator || a.instance_type != b.instance_type ||
-      a.driver_version != b.driver_version || a.ultraserver != b.ultraserver) {
+      a.allocator != b.allocator || a.node != b.node) {
     return false;
   }
   for (const auto& [r, view] : a.resources) {
@@ -198,9 +197,7 @@ std::shared_ptr<const NodeView> NodeState::RebuildLocked() {
   auto view = std::make_shared<NodeView>();
   view->allocator = allocator_;
   view->cores_per_device = hardware_.cores_per_device;
-  view->instance_type = hardware_.instance_type;
-  view->driver_version = hardware_.driver_version;
-  view->ultraserver = hardware_.ultraserver;
+  view->node = hardware_.node;
   for (const HardwareEfa& e : hardware_.efas) view->efas[e.name] = e;
   for (const HardwareDevice& d : hardware_.devices) view->devices[d.index] = d;
 

@@ -46,7 +46,8 @@ struct HardwareDevice {
   // health service as UNKNOWN).
   std::string bdf;
   bool unknown = false;
-  DeviceHealth health;  // the whole verdict: state, components, every reason, degraded
+  DeviceAttributes attributes;  // published as read (core/driver/device_attributes.h)
+  DeviceHealth health;          // the whole verdict: state, components, every reason, degraded
   // The policy's strongest action over the classes that found a fault (plugin/config.h); `ignore`
   // while none did.
   Action action = Action::kIgnore;
@@ -68,15 +69,22 @@ struct HardwareEfa {
   bool operator==(const HardwareEfa&) const = default;
 };
 
+// What the node is, as discovery read it. Each face takes what it publishes from here (the DRA
+// slice's node attributes, an UltraServer claim's environment); the device plugin needs none.
+struct NodeFacts {
+  std::string instance_type;   // "trn1.32xlarge"; "" when unknown
+  std::string driver_version;  // "2.29.0.0"; "" when unknown
+  // The node's place in a Trn2 UltraServer (core/discovery/ultraserver.h); absent when unknown.
+  std::optional<UltraServerInfo> ultraserver;
+  bool operator==(const NodeFacts&) const = default;
+};
+
 struct Hardware {
   std::vector<HardwareDevice> devices;  // known device indices, ascending (absent ones too)
   std::vector<HardwareEfa> efas;        // known EFA interfaces, ascending name
   int cores_per_device = 0;             // logical cores per device at the LNC in force
   std::vector<std::vector<int>> links;  // NeuronLink neighbours per device index
-  std::string instance_type;            // "trn1.32xlarge"; "" when unknown
-  std::string driver_version;           // "2.29.0.0"; "" when unknown
-  // The node's place in a Trn2 UltraServer (core/discovery/ultraserver.h); absent when unknown.
-  std::optional<UltraServerInfo> ultraserver;
+  NodeFacts node;
   bool operator==(const Hardware&) const = default;
 };
 
@@ -107,9 +115,7 @@ struct NodeView {
   int cores_per_device = 0;
   std::map<std::string, HardwareEfa, std::less<>> efas;
   std::map<int, HardwareDevice> devices;
-  std::string instance_type;                   // Hardware's, for the DRA slice
-  std::string driver_version;                  // Hardware's, for the DRA slice
-  std::optional<UltraServerInfo> ultraserver;  // Hardware's, for the DRA slice and prepare
+  NodeFacts node;  // Hardware's
   // Which resource holds each device index / core id (for error messages and metrics).
   std::map<int, Resource> device_holder;
   std::map<int, Resource> core_holder;

@@ -45,8 +45,8 @@ void MarkWithheld(std::string_view root, Hardware* hw) {
 Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& p) {
   Hardware hw;
   hw.cores_per_device = evidence.cores_per_device();
-  hw.instance_type = evidence.instance_type();
-  hw.driver_version = evidence.driver_version();
+  hw.node.instance_type = evidence.instance_type();
+  hw.node.driver_version = evidence.driver_version();
   const EvidenceClasses counted = p.Counted();
   int size = 0;
   for (const auto& [index, d] : evidence.devices()) size = std::max(size, index + 1);
@@ -57,6 +57,7 @@ Hardware JudgeHealth(const HealthEvidence& evidence, const HealthPolicy& p) {
     out.present = d.present;
     out.numa = d.numa;
     out.bdf = d.bdf;
+    out.attributes = d.attributes;
     out.health = JudgeDevice(d, counted);
     // The kubelet's two states: unknown is not healthy (a device whose health cannot be told is
     // not handed out); the DRA face tells the two apart.
@@ -172,7 +173,7 @@ class NodeWatcher::Impl {
   void Publish() {
     Hardware hw = JudgeHealth(evidence_, options_.health);
     MarkWithheld(options_.node.root.string(), &hw);
-    hw.ultraserver = ultraserver_;
+    hw.node.ultraserver = ultraserver_;
     state_->SetHardware(std::move(hw));
   }
 

@@ -220,6 +220,7 @@ LsDevice DeviceRowOf(const Inventory& inv, const NeuronDevice& nd, const LinkLay
   d.bdf = nd.bdf;
   d.cpu_affinity = nd.cpulist;
   d.numa_node = nd.numa_node;
+  d.attributes = nd.attributes;
   return d;
 }
 
@@ -320,8 +321,24 @@ nlohmann::ordered_json HealthJson(const LsReport& r, const LsDevice& d) {
   return j;
 }
 
-// The -j objects, one per device (docs/tools-ux.md#ls-json).
-nlohmann::ordered_json DevicesJson(const LsReport& r) {
+// The published attributes (core/driver/device_attributes.h) under their keys; null when
+// unreadable, the key always there. A kInt row's value is a number.
+void AttributesJson(const DeviceAttributes& attributes, nlohmann::ordered_json* j) {
+  for (size_t i = 0; i < kDeviceAttributes.size(); ++i) {
+    const DeviceAttributeSpec& spec = kDeviceAttributes[i];
+    const std::optional<std::string>& v = attributes.values()[i];
+    nlohmann::ordered_json& out = (*j)[spec.key];  // null unless set below
+    if (spec.type == AttributeType::kString && v) {
+      out = *v;
+    } else if (const std::optional<int64_t> n = attributes.AsInt(i)) {
+      out = *n;
+    }
+  }
+}
+
+// The -j objects, one per device (docs/tools-ux.md#ls-json); `attributes` adds the published
+// attributes, which --output-format json shows and -j's unchanged array does not.
+nlohmann::ordered_json DevicesJson(const LsReport& r, bool attributes) {
   nlohmann::ordered_json devices = nlohmann::ordered_json::array();
   for (const LsDevice& d : r.devices) {
     nlohmann::ordered_json j;
@@ -351,6 +368,7 @@ nlohmann::ordered_json DevicesJson(const LsReport& r) {
     if (r.live_data_unavailable) j["live_data_unavailable"] = *r.live_data_unavailable;
     if (!r.driver_problem.empty()) j["driver_problem"] = r.driver_problem;
     j["driver_version"] = StringOrNull(r.driver_version);
+    if (attributes) AttributesJson(d.attributes, &j);
     if (r.health.known) j["health"] = HealthJson(r, d);
     devices.push_back(std::move(j));
   }
@@ -389,7 +407,7 @@ std::string Dump(const nlohmann::ordered_json& j) {
 
 }  // namespace
 
-std::string RenderLsJson(const LsReport& r) { return Dump(DevicesJson(r)); }
+std::string RenderLsJson(const LsReport& r) { return Dump(DevicesJson(r, false)); }
 
 std::string RenderLsJsonObject(const LsReport& r) {
   nlohmann::ordered_json j;
@@ -398,7 +416,7 @@ std::string RenderLsJsonObject(const LsReport& r) {
   j["logical_neuroncore_config"] = r.lnc;
   j["driver_version"] = StringOrNull(r.driver_version);
   j["ultraserver"] = UltraServerJson(r);
-  j["neuron_devices"] = DevicesJson(r);
+  j["neuron_devices"] = DevicesJson(r, true);
   return Dump(j);
 }
 

@@ -35,6 +35,7 @@ struct LsDevice {
   std::string bdf;             // full form; "" when unknown
   std::string cpu_affinity;    // local_cpulist; "" when unknown
   std::optional<int> numa_node;
+  DeviceAttributes attributes;       // --output-format json's (core/driver/device_attributes.h)
   std::vector<LsProcess> processes;  // datastore processes by PID, then -a extras by PID
   // False when nothing could tell which processes use the device (live data unavailable and
   // no --show-all-procs scan): JSON says null rather than an empty list.

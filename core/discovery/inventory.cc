@@ -123,6 +123,23 @@ void Warn(std::vector<std::string>* warnings, const absl::Status& s) {
   warnings->push_back(std::string{s.message()});
 }
 
+// The published attributes (device_attributes.h). An empty file is absent ("\n" is how
+// serial_number says the firmware read failed); a kInt row's text must parse.
+void ReadAttributes(AttributeSource& src, DeviceAttributes* out, std::vector<std::string>* w) {
+  for (size_t i = 0; i < kDeviceAttributes.size(); ++i) {
+    const DeviceAttributeSpec& spec = kDeviceAttributes[i];
+    std::optional<std::string> v = ReadText(src, spec.file, w);
+    if (v && v->empty()) v.reset();
+    if (v && spec.type == AttributeType::kInt) {
+      if (absl::StatusOr<int64_t> n = ParseI64(*v, src.Display(spec.file)); !n.ok()) {
+        Warn(w, n.status());
+        v.reset();
+      }
+    }
+    out->Set(i, std::move(v));
+  }
+}
+
 // "4: ACTIVE" -> "ACTIVE"; text without the numeric prefix is kept whole.
 std::string StripPortPrefix(std::string_view v) {
   const size_t colon = v.find(": ");
@@ -206,8 +223,7 @@ void ReadNeuronDevice(AttributeSource& src, NeuronDevice* dev, std::vector<std::
       dev->state = static_cast<DeviceState>(*n);
     }
   }
-  // "\n" when the firmware read fails: absent, not empty.
-  if (auto v = ReadText(src, sysfs::kSerialNumber, w); v && !v->empty()) dev->serial_number = *v;
+  ReadAttributes(src, &dev->attributes, w);
 }
 
 void AddNeuronDevice(NeuronDevice dev, std::vector<std::string> warnings, BdfResolver& resolver,

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/discovery/bdf.h"
+#include "core/driver/device_attributes.h"
 #include "core/driver/driver_generations.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
@@ -22,15 +23,15 @@
 namespace neuron {
 
 struct NeuronDevice {
-  int index = -1;                            // N of /dev/neuronN; stable across replug
-  std::string arch_type;                     // "NDv2"
-  std::string instance_type;                 // "Trn1" (info/architecture/instance_type)
-  std::string device_name;                   // "Trainium1"
-  std::string nc_arch_type;                  // "NCv2" (neuron_core0/info/architecture/arch_type)
-  int physical_cores = 0;                    // core_count
-  std::optional<uint64_t> memory_bytes;      // HBM, from the catalog by chip (sysfs has no file)
-  std::optional<std::string> serial_number;  // absent when the firmware read fails ("\n")
-  std::vector<int> connected;                // connected_devices, in the driver's order
+  int index = -1;                        // N of /dev/neuronN; stable across replug
+  std::string arch_type;                 // "NDv2"
+  std::string instance_type;             // "Trn1" (info/architecture/instance_type)
+  std::string device_name;               // "Trainium1"
+  std::string nc_arch_type;              // "NCv2" (neuron_core0/info/architecture/arch_type)
+  int physical_cores = 0;                // core_count
+  std::optional<uint64_t> memory_bytes;  // HBM, from the catalog by chip (sysfs has no file)
+  DeviceAttributes attributes;           // what is published as read (device_attributes.h)
+  std::vector<int> connected;            // connected_devices, in the driver's order
   std::optional<DeviceState> state;
   std::string bdf;               // "" when the index->BDF map is unavailable
   std::optional<int> numa_node;  // absent when unknown or -1

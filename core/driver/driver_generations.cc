@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 
+#include "core/driver/device_attributes.h"
 #include "core/driver/sysfs_names.h"
 
 namespace neuron {
@@ -116,9 +117,14 @@ std::span<const std::string> GroupDeviceFiles(NodeGroup group) {
 
 std::vector<std::string> ReadDeviceFiles(NodeGroups groups, int physical_cores) {
   std::vector<std::string> out;
+  for (std::string_view f : {sysfs::kReset, sysfs::kCoreCount, sysfs::kConnectedDevices}) {
+    out.emplace_back(f);
+  }
+  for (const DeviceAttributeSpec& a : kDeviceAttributes) {
+    if (a.every_generation) out.emplace_back(a.file);
+  }
   for (std::string_view f :
-       {sysfs::kReset, sysfs::kCoreCount, sysfs::kConnectedDevices, sysfs::kSerialNumber,
-        sysfs::kArchType, sysfs::kInstanceType, sysfs::kDeviceName, sysfs::kPowerUtilization}) {
+       {sysfs::kArchType, sysfs::kInstanceType, sysfs::kDeviceName, sysfs::kPowerUtilization}) {
     out.emplace_back(f);
   }
   for (std::string_view hw : kHardwareCounters) out.push_back(Join(sysfs::kHardwareDir, hw));

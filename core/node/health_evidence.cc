@@ -121,6 +121,7 @@ void HealthEvidence::ApplyScan(const Inventory& inv) {
     e.groups = nd.sysfs_groups;
     if (nd.numa_node) e.numa = nd.numa_node;
     if (!nd.bdf.empty()) e.bdf = nd.bdf;
+    e.attributes = nd.attributes;
     if (!nd.connected.empty() && spec == nullptr) e.links = nd.connected;
   }
   for (auto& [index, e] : devices_) {

@@ -57,6 +57,7 @@ struct DeviceEvidence {
   std::optional<DeviceState> state;
   std::optional<int> numa;
   std::vector<int> links;
+  DeviceAttributes attributes;  // the last scan's (core/driver/device_attributes.h)
   bool rebaseline = true;  // take the next ECC reading as the baseline
   NodeGroups groups;       // the optional node groups its tree holds
   std::array<std::optional<uint64_t>, kEccEvidenceCount> ecc_baseline;  // the list's order

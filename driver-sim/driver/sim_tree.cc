@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -16,6 +17,7 @@
 
 #include "core/base/file_io.h"
 #include "core/base/hash.h"
+#include "core/driver/device_attributes.h"
 #include "driver-sim/driver/node_info.h"
 #include "driver-sim/driver/sim_paths.h"
 #include "driver-sim/driver/sim_tree_fs.h"
@@ -111,6 +113,17 @@ fs::path SimTree::HostMemDir(int device, std::string_view cat) const {
 namespace {
 
 // One physical core's directory in its post-probe state.
+// The simulated value of each published attribute (core/driver/device_attributes.h); absent
+// where the simulated chip has no such file. A row without a value here fails
+// SimTreeTest.EveryPublishedAttributeIsWritten.
+std::optional<std::string> AttributeValue(std::string_view key, const NodeConfig& config, int d) {
+  if (key == "serial_number") {
+    if (!config.spec->chip->has_serial_number) return std::nullopt;
+    return fmt::format("{:016x}", Fnv1a64(fmt::format("{}/{}", config.instance_id, d)));
+  }
+  return std::nullopt;
+}
+
 absl::Status WriteNeuronCore(const fs::path& core, const ChipSpec& chip, int c) {
   SIM_RETURN_IF_ERROR(
       WriteNewFile(core / sysfs::kArchType, fmt::format("{}\n", chip.nc_arch_type), kMetric));
@@ -163,9 +176,10 @@ absl::Status SimTree::WriteNeuronDevice(int d) {
   SIM_RETURN_IF_ERROR(
       put(sysfs::kConnectedDevices, fmt::format("{}\n", fmt::join(peers, ", ")), topology));
   SIM_RETURN_IF_ERROR(put(sysfs::kNotifyDelay, "-1\n"));
-  if (chip.has_serial_number) {
-    const uint64_t serial = Fnv1a64(fmt::format("{}/{}", config_.instance_id, d));
-    SIM_RETURN_IF_ERROR(put(sysfs::kSerialNumber, fmt::format("{:016x}\n", serial)));
+  for (const DeviceAttributeSpec& a : kDeviceAttributes) {
+    if (const std::optional<std::string> v = AttributeValue(a.key, config_, d)) {
+      SIM_RETURN_IF_ERROR(put(a.file, *v + "\n"));
+    }
   }
   SIM_RETURN_IF_ERROR(put(sysfs::kArchType, fmt::format("{}\n", chip.arch_type)));
   SIM_RETURN_IF_ERROR(put(sysfs::kInstanceType, fmt::format("{}\n", chip.instance_type)));

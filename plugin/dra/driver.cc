@@ -177,7 +177,8 @@ absl::StatusOr<std::vector<std::string>> CheckConfig(const ResourceClaim& claim,
             "none of its requests got one",
             who, kNodeDeviceName));
       }
-      absl::StatusOr<std::vector<std::string>> us = UltraServerEnv(view.ultraserver, c.parameters);
+      absl::StatusOr<std::vector<std::string>> us =
+          UltraServerEnv(view.node.ultraserver, c.parameters);
       if (!us.ok()) {
         return absl::Status(us.status().code(),
                             fmt::format("{}: {}", who, std::string{us.status().message()}));
@@ -267,7 +268,7 @@ absl::Status CheckFree(const PreparedClaims& claims, const std::vector<Resolved>
 }  // namespace
 
 int NodeLnc(const NodeView& view) {
-  const absl::StatusOr<const InstanceSpec*> spec = FindInstance(view.instance_type);
+  const absl::StatusOr<const InstanceSpec*> spec = FindInstance(view.node.instance_type);
   if (!spec.ok() || (*spec)->chip == nullptr || view.cores_per_device <= 0) return 0;
   const int physical = (*spec)->chip->physical_cores;
   return physical % view.cores_per_device == 0 ? physical / view.cores_per_device : 0;

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <map>
 
+#include "core/driver/device_attributes.h"
 #include "core/model/catalog.h"
 #include "fmt/format.h"
 
@@ -60,8 +61,9 @@ json Taints(bool unhealthy, bool unknown, std::string_view reason, TaintEffect e
 // The node facts both kinds of device carry.
 void NodeAttributes(const NodeView& view, const SliceOptions& options, json* attributes) {
   json& a = *attributes;
-  if (!view.instance_type.empty()) a["instanceType"] = {{"string", view.instance_type}};
-  if (!view.driver_version.empty()) a["neuronDriverVersion"] = {{"string", view.driver_version}};
+  if (!view.node.instance_type.empty()) a["instanceType"] = {{"string", view.node.instance_type}};
+  if (!view.node.driver_version.empty())
+    a["neuronDriverVersion"] = {{"string", view.node.driver_version}};
   if (!options.dra_driver_version.empty()) {
     // A version attribute, as AWS's (aws-neuron-sdk deploy/eks/dra.rst, "Common Attributes"):
     // CEL compares it with semver(), not as text.
@@ -115,6 +117,21 @@ void PlacementAttributes(const NodeView& view, const HardwareDevice& d, const st
   if (!group1.empty()) a[fmt::format("{}devicegroup1_id", kGroupDomain)] = {{"string", group1}};
 }
 
+// The device's published attributes (core/driver/device_attributes.h), each as read; an
+// unreadable one is left out rather than published empty.
+void PublishedAttributes(const HardwareDevice& d, json* attributes) {
+  for (size_t i = 0; i < kDeviceAttributes.size(); ++i) {
+    const std::optional<std::string>& v = d.attributes.values()[i];
+    if (!v) continue;
+    const DeviceAttributeSpec& spec = kDeviceAttributes[i];
+    if (spec.type == AttributeType::kString) {
+      (*attributes)[spec.dra_name] = {{"string", *v}};
+    } else if (const std::optional<int64_t> n = d.attributes.AsInt(i)) {
+      (*attributes)[spec.dra_name] = {{"int", *n}};
+    }
+  }
+}
+
 // consumesCounters: what the device holds (device_kinds.h), counted per Neuron device, from the
 // pool's one counter set (a counter per device, its cores).
 json Consumes(const NodeView& view, const DeviceRef& device) {
@@ -151,10 +168,11 @@ json NeuronDevice(const NodeView& view, const SliceOptions& options, const Hardw
   NodeAttributes(view, options, &a);
   if (view.cores_per_device > 0) a["coreCount"] = {{"int", view.cores_per_device}};
   if (!d.bdf.empty()) a["pciBusId"] = {{"string", d.bdf}};
+  PublishedAttributes(d, &a);
   PlacementAttributes(view, d, efa_bdf, &a);
   json out = {{"name", NeuronDeviceName(d.index)}, {"attributes", a}};
   // HBM per device from the catalog (docs/hardware.md), when the instance type is known.
-  const absl::StatusOr<const InstanceSpec*> spec = FindInstance(view.instance_type);
+  const absl::StatusOr<const InstanceSpec*> spec = FindInstance(view.node.instance_type);
   if (spec.ok() && (*spec)->chip != nullptr) {
     out["capacity"] = {{"memory", {{"value", std::to_string((*spec)->chip->hbm_bytes)}}}};
   }
@@ -365,7 +383,7 @@ void AddPartitions(const NodeView& view, const SliceOptions& options,
 }  // namespace
 
 bool IsUltraServerNode(const NodeView& view) {
-  return view.ultraserver && !view.ultraserver->supported_modes.empty();
+  return view.node.ultraserver && !view.node.ultraserver->supported_modes.empty();
 }
 
 std::vector<int> PresentDevices(const NodeView& view) {

@@ -97,7 +97,7 @@ TEST(DirectoryDiscovery, Trn1_32xlargeMatchesTheCatalogTables) {
   EXPECT_EQ(d0->memory_bytes, 32 * kGiB);
   EXPECT_EQ(d0->state, DeviceState::kReady);
   EXPECT_EQ(d0->dev_node, "/dev/neuron0");  // the host path, never under the root
-  EXPECT_TRUE(d0->serial_number.has_value());
+  EXPECT_TRUE(d0->attributes.Get("serial_number").has_value());
 
   const NeuronDevice* d2 = inv.FindDevice(2);
   ASSERT_NE(d2, nullptr);
@@ -347,13 +347,13 @@ TEST(DirectoryDiscovery, MissingFilesAreAbsentFields) {
   EXPECT_EQ(d0.arch_type, "");
   EXPECT_EQ(d0.physical_cores, 0);
   EXPECT_FALSE(d0.state.has_value());
-  EXPECT_FALSE(d0.serial_number.has_value());
+  EXPECT_FALSE(d0.attributes.Get("serial_number").has_value());
   EXPECT_FALSE(d0.memory_bytes.has_value());
   EXPECT_EQ(d0.bdf, "");
   EXPECT_EQ(d0.dev_node, "/dev/neuron0");
   const NeuronDevice& d1 = inv.devices[1];
   EXPECT_EQ(d1.physical_cores, 2);
-  EXPECT_FALSE(d1.serial_number.has_value());  // "\n": the firmware read failed
+  EXPECT_FALSE(d1.attributes.Get("serial_number").has_value());  // "\n": the firmware read failed
 }
 
 TEST(DirectoryDiscovery, EfaIsToldApartByDriverNotName) {

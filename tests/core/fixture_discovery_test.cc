@@ -67,7 +67,7 @@ TEST_F(FixtureDiscoveryTest, Trn1TwoXlargeHasOneDeviceWithItsIdentity) {
   EXPECT_EQ(d.device_name, "Trainium1");
   EXPECT_EQ(d.nc_arch_type, "NCv2");
   EXPECT_EQ(d.physical_cores, 2);
-  EXPECT_EQ(d.serial_number, "3c5a1e9b7d2f4a60");
+  EXPECT_EQ(d.attributes.Get("serial_number"), "3c5a1e9b7d2f4a60");
   EXPECT_THAT(d.connected, IsEmpty());
   EXPECT_EQ(d.state, DeviceState::kReady);
   EXPECT_EQ(d.bdf, "0000:00:1e.0");
@@ -92,7 +92,7 @@ TEST_F(FixtureDiscoveryTest, Trn2DeviceHasEightCoresFourLogicalAndItsEfa) {
   EXPECT_EQ(d.device_name, "Trainium2");
   EXPECT_EQ(d.nc_arch_type, "NCv3");
   EXPECT_EQ(d.physical_cores, 8);
-  EXPECT_EQ(d.serial_number, "19fcda00f5ff6eb9");
+  EXPECT_EQ(d.attributes.Get("serial_number"), "19fcda00f5ff6eb9");
   EXPECT_THAT(d.connected, ElementsAre(12, 1, 3, 4));  // the trn2 driver's order, kept
   EXPECT_EQ(d.state, DeviceState::kReady);
   EXPECT_EQ(d.numa_node, 1);

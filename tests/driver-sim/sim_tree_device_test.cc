@@ -4,6 +4,7 @@
 #include <regex>
 #include <string>
 
+#include "core/driver/device_attributes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/driver-sim/sim_tree_test_util.h"
@@ -77,6 +78,17 @@ TEST(SimTreeTest, ExactFormatsOfDeviceFiles) {
   EXPECT_EQ(Slurp(inf2_24.dev(5) / "connected_devices"), "4\n");
   Node small("trn1.2xlarge");
   EXPECT_EQ(Slurp(small.dev(0) / "connected_devices"), "\n");
+}
+
+// Every attribute the agent publishes (core/driver/device_attributes.h) is in the simulated tree,
+// so a new row cannot go without a value in sim_tree.cc unnoticed.
+TEST(SimTreeTest, EveryPublishedAttributeIsWritten) {
+  Node n("trn1.2xlarge");
+  for (const DeviceAttributeSpec& a : kDeviceAttributes) {
+    const std::string value = Slurp(n.dev(0) / a.file);
+    EXPECT_GT(value.size(), 1u) << a.file;
+    EXPECT_EQ(value.back(), '\n') << a.file;
+  }
 }
 
 TEST(SimTreeTest, ArchitectureStringsPerGeneration) {

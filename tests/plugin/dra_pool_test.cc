@@ -45,7 +45,7 @@ std::vector<json> Pool(const Hardware& hw, const SliceOptions& options = kPartit
 // A trn2u.48xlarge at LNC 2, node 1 of a 4-node UltraServer (as core reads the driver's files).
 Hardware Trn2u() {
   Hardware hw = CatalogHardware("trn2u.48xlarge", 2);
-  hw.ultraserver = UltraServerInfo{
+  hw.node.ultraserver = UltraServerInfo{
       .supported_modes = {1, 3, 4},
       .memberships = {{4, "x4", 1, "0123456789abcdef"}, {2, "x2v", 1, "0123456789abcdef"}}};
   return hw;
@@ -191,9 +191,9 @@ TEST(DraPoolTest, Trn2uOffersTheWholeNode) {
   plain.partitionable = false;
   EXPECT_EQ(Devices(Pool(Trn2u(), plain)).count("neuron-node"), 0u);
   Hardware outside = Trn2u();
-  outside.ultraserver = UltraServerInfo{};  // ultraserver_mode ""
+  outside.node.ultraserver = UltraServerInfo{};  // ultraserver_mode ""
   EXPECT_EQ(Devices(Pool(outside)).count("neuron-node"), 0u);
-  outside.ultraserver.reset();  // no attributes, or the election in progress
+  outside.node.ultraserver.reset();  // no attributes, or the election in progress
   EXPECT_EQ(Devices(Pool(outside)).count("neuron-node"), 0u);
 }
 

@@ -158,6 +158,17 @@ TEST(DraSliceTest, Trn2AtLnc2) {
   EXPECT_EQ((*Find(lnc1, "neuron-0"))["attributes"]["coreCount"]["int"], 8);
 }
 
+// Each attribute of core/driver/device_attributes.h as read, under its DRA name; one that could
+// not be read is left out, never published empty.
+TEST(DraSliceTest, PublishedAttributesAsReadAndAbsentWhenUnread) {
+  Hardware hw = CatalogHardware("trn1.32xlarge");
+  hw.devices[0].attributes.Set(0, "0123456789abcdef");
+  const json spec = Spec(*ViewOf(hw));
+  EXPECT_EQ((*Find(spec, "neuron-0"))["attributes"]["serialNumber"],
+            json::parse(R"({"string": "0123456789abcdef"})"));
+  EXPECT_FALSE((*Find(spec, "neuron-1"))["attributes"].contains("serialNumber"));
+}
+
 TEST(DraSliceTest, Inf2RingHasGroupsOf4And8AndNoEfa) {
   const json spec = Spec(*ViewOf(CatalogHardware("inf2.48xlarge")));
   const auto g4 = Groups(spec, 4, "neuron_device");

@@ -24,8 +24,8 @@ inline HardwareEfa Efa(std::string name) {
 inline Hardware CatalogHardware(std::string_view instance, int lnc = 0) {
   const InstanceSpec& spec = **FindInstance(instance);
   Hardware hw;
-  hw.instance_type = std::string(spec.name);
-  hw.driver_version = "2.29.0.0";
+  hw.node.instance_type = std::string(spec.name);
+  hw.node.driver_version = "2.29.0.0";
   hw.cores_per_device = LogicalCoresPerDevice(spec, *ResolveLnc(spec, lnc));
   hw.links.resize(spec.devices);
   for (int d = 0; d < spec.devices; ++d) {

@@ -35,8 +35,8 @@ class DraUltraServerTest : public testing::DriverTest {
     ASSERT_TRUE(tree.Create().ok());
     std::vector<std::string> warnings;
     Hardware hw = CatalogHardware("trn2u.48xlarge", 2);
-    hw.ultraserver = ReadUltraServer(root, &warnings);
-    ASSERT_TRUE(hw.ultraserver.has_value());
+    hw.node.ultraserver = ReadUltraServer(root, &warnings);
+    ASSERT_TRUE(hw.node.ultraserver.has_value());
     EXPECT_TRUE(warnings.empty()) << warnings.front();
     state_.SetHardware(hw);
   }
@@ -113,13 +113,13 @@ TEST_F(DraUltraServerTest, TwoAndOneNodeElectionsRefuseWhatTheNodeIsNotIn) {
   EXPECT_EQ(NodeEnv(*driver, UsConfig(1))[1], "NEURON_RT_ULTRASERVER_MODE=4");
   // A node that supports X4 but has no id in it (node_id_4 -1) is refused, naming the file.
   Hardware hw = CatalogHardware("trn2u.48xlarge", 2);
-  hw.ultraserver = UltraServerInfo{.supported_modes = {1, 3, 4}, .memberships = {}};
+  hw.node.ultraserver = UltraServerInfo{.supported_modes = {1, 3, 4}, .memberships = {}};
   state_.SetHardware(hw);
   EXPECT_NE(Refusal(*driver, "none", {"neuron-node"}, UsConfig(4)).find("node_id_4 is -1"),
             std::string::npos);
   // Only X2H: 2 nodes take it.
-  hw.ultraserver = UltraServerInfo{.supported_modes = {2, 4},
-                                   .memberships = {{2, "x2h", 0, "00000000000000aa"}}};
+  hw.node.ultraserver = UltraServerInfo{.supported_modes = {2, 4},
+                                        .memberships = {{2, "x2h", 0, "00000000000000aa"}}};
   state_.SetHardware(hw);
   EXPECT_EQ(NodeEnv(*driver, UsConfig(2))[1], "NEURON_RT_ULTRASERVER_MODE=2");
 }
