@@ -23,7 +23,7 @@ Action StrongestAction(const DeviceHealth& h, const HealthPolicy& policy) {
   Action out = Action::kIgnore;
   for (int i = 0; i < kEvidenceClassCount; ++i) {
     const auto c = static_cast<EvidenceClass>(i);
-    const bool found = h.classes.Has(c) || (c == EvidenceClass::kEccCorrected && h.degraded);
+    const bool found = h.classes.Has(c) || h.degraded_classes.Has(c);
     if (found) out = std::max(out, policy.ActionFor(c));
   }
   return out;

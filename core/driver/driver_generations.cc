@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "core/driver/device_attributes.h"
+#include "core/driver/health_counters.h"
 #include "core/driver/sysfs_names.h"
 
 namespace neuron {
@@ -107,8 +108,13 @@ std::span<const std::string> GroupDeviceFiles(NodeGroup group) {
     (*f)[static_cast<int>(G::kUtilizationRaw)] = {std::string(sysfs::kPowerUtilizationRaw)};
     (*f)[static_cast<int>(G::kHealthComponents)] = {std::string(sysfs::kUnhealthyComponents),
                                                     std::string(sysfs::kHealthcheckHeartbeat)};
-    for (std::string_view name : kEccCorrected) {
-      (*f)[static_cast<int>(G::kEccCorrected)].push_back(Join(sysfs::kHardwareDir, name));
+    // And each health counter row's file in its group (core/driver/health_counters.h), so that a
+    // row of a new group is expected where its generation has the group.
+    for (const HealthCounter& c : kHealthCounters) {
+      if (!c.group) continue;
+      std::vector<std::string>& files = (*f)[static_cast<int>(*c.group)];
+      const std::string path = Join(c.dir, c.name);
+      if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
     }
     return f;
   }();

@@ -13,9 +13,6 @@ namespace {
 using C = HealthComponent;
 using E = EvidenceClass;
 
-constexpr std::array<std::string_view, kEvidenceClassCount> kEvidenceClassNames{
-    "absence", "state", "ecc", "hw_errors", "efa_port", "components", "heartbeat", "ecc_corrected"};
-
 // Collects a verdict: faults first, then what could not be told.
 class Verdict {
  public:
@@ -27,6 +24,11 @@ class Verdict {
     out_.components.Add(components);
     out_.classes.Add(c);
     faults_.push_back(std::move(reason));
+  }
+  void Degraded(EvidenceClass c) {
+    if (!counted_.Has(c)) return;
+    out_.degraded = true;
+    out_.degraded_classes.Add(c);
   }
   void Unknown(EvidenceClass c, std::string reason) {
     if (!counted_.Has(c)) return;
@@ -58,14 +60,6 @@ HealthComponents Only(HealthComponent c) {
   return out;
 }
 
-// Which class an unreadable evidence file belongs to: the driver 2.30 files to theirs, every
-// other one (ECC counters) to ecc.
-EvidenceClass ClassOfFile(std::string_view relative) {
-  if (relative == sysfs::kUnhealthyComponents) return E::kComponents;
-  if (relative == sysfs::kHealthcheckHeartbeat) return E::kHeartbeat;
-  return E::kEcc;
-}
-
 void JudgeState(const DeviceEvidence& d, Verdict& v) {
   if (!d.present) {
     if (d.driver_gone) {
@@ -84,10 +78,31 @@ void JudgeState(const DeviceEvidence& d, Verdict& v) {
   }
 }
 
-void JudgeCounters(const DeviceEvidence& d, Verdict& v) {
-  if (!d.ecc_rose.empty()) {
-    v.Fault(E::kEcc, d.ecc_rose, fmt::format("uncorrected ECC ({})", d.ecc_rose.Join()));
+// The counter rows that rose (core/driver/health_counters.h): a kFault class's, one reason per
+// class naming the components at fault; a kDegraded class's flag the device degraded.
+void JudgeCounterRows(const DeviceEvidence& d, Verdict& v) {
+  std::array<HealthComponents, kEvidenceClassCount> rose{};
+  std::array<std::string_view, kEvidenceClassCount> fault{};
+  for (size_t i = 0; i < kHealthCounters.size(); ++i) {
+    if (!d.counter_rose[i]) continue;
+    const HealthCounter& c = kHealthCounters[i];
+    if (c.meaning == CounterMeaning::kDegraded) {
+      v.Degraded(c.evidence_class);
+      continue;
+    }
+    const auto k = static_cast<size_t>(c.evidence_class);
+    rose[k].Add(c.component);
+    fault[k] = c.fault;
   }
+  for (size_t k = 0; k < rose.size(); ++k) {
+    if (rose[k].empty()) continue;
+    v.Fault(static_cast<EvidenceClass>(k), rose[k],
+            fmt::format("{} ({})", fault[k], rose[k].Join()));
+  }
+}
+
+void JudgeCounters(const DeviceEvidence& d, Verdict& v) {
+  JudgeCounterRows(d, v);
   if (!d.hw_errors.empty()) {
     HealthComponents named;
     for (const std::string& t : d.hw_errors) {
@@ -104,11 +119,10 @@ void JudgeCounters(const DeviceEvidence& d, Verdict& v) {
   // What is known about the files is as of the last poll, which skips an absent device.
   if (d.present) {
     if (d.heartbeat_stalled) v.Unknown(E::kHeartbeat, "healthcheck_heartbeat stalled");
-    for (const std::string& f : d.unreadable) {
-      v.Unknown(ClassOfFile(f), fmt::format("{} cannot be read", f));
+    for (const UnreadableFile& f : d.unreadable) {
+      v.Unknown(f.evidence_class, fmt::format("{} cannot be read", f.path));
     }
   }
-  if (d.corrected_rose && v.counts(E::kEccCorrected)) v.out().degraded = true;
 }
 
 }  // namespace
@@ -123,10 +137,6 @@ std::string_view HealthStateName(HealthState s) {
       return "unknown";
   }
   return "unknown";
-}
-
-std::string_view EvidenceClassName(EvidenceClass c) {
-  return kEvidenceClassNames[static_cast<size_t>(c)];
 }
 
 DeviceHealth JudgeDevice(const DeviceEvidence& d, EvidenceClasses counted) {

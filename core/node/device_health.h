@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/driver/health_components.h"
+#include "core/driver/health_counters.h"
 #include "core/node/health_evidence.h"
 
 namespace neuron {
@@ -31,53 +32,16 @@ std::string_view HealthStateName(HealthState s);
 inline constexpr std::array<HealthState, 3> kHealthStates{
     HealthState::kHealthy, HealthState::kUnhealthy, HealthState::kUnknown};
 
-// The classes of evidence a policy names (the plugin's health.<class> keys).
-enum class EvidenceClass : uint8_t {
-  kAbsence,       // device or EFA gone (absence is a fault; the driver gone is unknown)
-  kState,         // device state not READY, or unreadable
-  kEcc,           // uncorrected ECC counters rose (stats/hardware/, health_status/ counts)
-  kHwErrors,      // NEURON_HW_ERR kernel records
-  kEfaPort,       // EFA port not ACTIVE
-  kComponents,    // driver 2.30's unhealthy_components lists something
-  kHeartbeat,     // driver 2.30's healthcheck_heartbeat stopped
-  kEccCorrected,  // corrected ECC counters rose: degraded, not unhealthy
-};
-inline constexpr int kEvidenceClassCount = 8;
-std::string_view EvidenceClassName(EvidenceClass c);  // "absence", "ecc_corrected", ...
-
-class EvidenceClasses {
- public:
-  constexpr EvidenceClasses() = default;
-  constexpr EvidenceClasses(std::initializer_list<EvidenceClass> classes) {
-    for (EvidenceClass c : classes) Add(c);
-  }
-  static constexpr EvidenceClasses All() {
-    EvidenceClasses out;
-    out.bits_ = (1U << kEvidenceClassCount) - 1;
-    return out;
-  }
-  constexpr bool Has(EvidenceClass c) const { return (bits_ & Bit(c)) != 0; }
-  constexpr void Add(EvidenceClass c) { bits_ |= Bit(c); }
-  constexpr void Remove(EvidenceClass c) { bits_ &= ~Bit(c); }
-  constexpr void Add(EvidenceClasses other) { bits_ |= other.bits_; }
-  constexpr bool Intersects(EvidenceClasses other) const { return (bits_ & other.bits_) != 0; }
-  constexpr bool empty() const { return bits_ == 0; }
-  bool operator==(const EvidenceClasses&) const = default;
-
- private:
-  static constexpr uint16_t Bit(EvidenceClass c) {
-    return static_cast<uint16_t>(1U << static_cast<unsigned>(c));
-  }
-  uint16_t bits_ = 0;
-};
-
 struct DeviceHealth {
   HealthState state = HealthState::kHealthy;
   HealthComponents components;       // at fault (unhealthy only)
   std::vector<std::string> reasons;  // why, first the one that decided ("uncorrected ECC (hbm)")
   EvidenceClasses classes;           // the counted classes that found a fault or could not tell
   std::vector<std::string> hw_error_types;  // NEURON_HW_ERR types since the baseline, as logged
-  bool degraded = false;                    // corrected ECC rose since the baseline (counted)
+  // A counted kDegraded counter (core/driver/health_counters.h) rose since the baseline, and the
+  // classes of those that did.
+  bool degraded = false;
+  EvidenceClasses degraded_classes = {};
   bool operator==(const DeviceHealth&) const = default;
 };
 

@@ -8,15 +8,6 @@
 #include "fmt/ranges.h"
 
 namespace neuron {
-namespace {
-
-// The files whose rise is health evidence, named one by one in core/driver/health_counters.h
-// (docs/architecture.md#health).
-using EvidenceFile = HealthEvidenceFile;
-constexpr size_t kEvidenceCount = kEccEvidenceCount;
-const std::array<EvidenceFile, kEvidenceCount>& EvidenceFiles() { return kHealthEvidence; }
-
-}  // namespace
 
 HealthEvidence::HealthEvidence(RootPaths root, std::shared_ptr<spdlog::logger> log,
                                HealthEvidenceOptions options)
@@ -72,9 +63,8 @@ bool HealthEvidence::Apply(const Event& e) {
 
 void HealthEvidence::NewBaseline(DeviceEvidence* d) const {
   d->rebaseline = true;
-  d->ecc_rose = {};
+  d->counter_rose = {};
   d->hw_errors.clear();
-  d->corrected_rose = false;
   d->heartbeat.reset();  // timed afresh from the next reading
   d->heartbeat_stalled = false;
 }
@@ -185,92 +175,55 @@ void HealthEvidence::PollCounters(std::chrono::steady_clock::time_point now) {
   if (options_.poll_state) PollPresence();
   for (auto& [index, d] : devices_) {
     if (!d.present) continue;
-    std::vector<std::string> unreadable;
-    PollEcc(index, d, &unreadable);
-    PollCorrected(index, d);
+    std::vector<UnreadableFile> unreadable;
+    PollCounterRows(index, d, &unreadable);
     PollDriverHealth(index, d, now, &unreadable);
     NoteUnreadable(index, d, std::move(unreadable));
   }
 }
 
-namespace {
-
-// The files of `files` the device's tree should hold, read in order: a value, or none when the
-// tree should hold it but it cannot be read (its path then added to `unreadable`), or none when
-// the tree does not hold it.
-template <size_t N>
-std::array<std::optional<uint64_t>, N> ReadEvidence(const std::filesystem::path& dir,
-                                                    const DeviceEvidence& d,
-                                                    const std::array<HealthEvidenceFile, N>& files,
-                                                    std::vector<std::string>* unreadable) {
-  std::array<std::optional<uint64_t>, N> now;
-  for (size_t i = 0; i < N; ++i) {
-    const HealthEvidenceFile& f = files[i];
-    if (f.group && !d.groups.Has(*f.group)) continue;
-    absl::StatusOr<uint64_t> v = ReadU64(dir / f.dir / f.name);
-    if (v.ok()) {
-      now[i] = *v;
-    } else {
-      const std::filesystem::path relative = std::filesystem::path(f.dir) / f.name;
-      unreadable->push_back(relative.string());
-    }
-  }
-  return now;
-}
-
-}  // namespace
-
-void HealthEvidence::PollEcc(int index, DeviceEvidence& d, std::vector<std::string>* unreadable) {
-  const auto now = ReadEvidence(root_.NeuronDevice(index), d, EvidenceFiles(), unreadable);
-  if (d.rebaseline) {
-    d.ecc_baseline = now;
-    return;  // rebaseline is cleared by PollCorrected, which shares it
-  }
-  for (size_t i = 0; i < now.size(); ++i) {
-    if (!now[i]) continue;
-    const EvidenceFile& f = EvidenceFiles()[i];
-    if (d.ecc_baseline[i] && *now[i] > *d.ecc_baseline[i]) {
-      if (!d.ecc_rose.Has(f.component)) {
-        log_->warn("device {}: {}/{} rose {} -> {}", index, f.dir, f.name, *d.ecc_baseline[i],
-                   *now[i]);
+// Each row of kHealthCounters the device's tree should hold: after a rebaseline, and when it
+// appeared or restarted lower, its value is the baseline; else a rise above the baseline is
+// evidence until the next one. A kFault row's file that cannot be read is noted unreadable; a
+// kDegraded row's is not, since a degraded flag cannot make health unknown.
+void HealthEvidence::PollCounterRows(int index, DeviceEvidence& d,
+                                     std::vector<UnreadableFile>* unreadable) {
+  const std::filesystem::path dir = root_.NeuronDevice(index);
+  for (size_t i = 0; i < kHealthCounters.size(); ++i) {
+    const HealthCounter& c = kHealthCounters[i];
+    std::optional<uint64_t>& base = d.counter_baseline[i];
+    if (d.rebaseline) base.reset();
+    if (c.group && !d.groups.Has(*c.group)) continue;
+    const absl::StatusOr<uint64_t> now = ReadU64(dir / c.dir / c.name);
+    if (!now.ok()) {
+      if (c.meaning == CounterMeaning::kFault) {
+        unreadable->push_back({(std::filesystem::path(c.dir) / c.name).string(), c.evidence_class});
       }
-      d.ecc_rose.Add(f.component);
-    } else if (!d.ecc_baseline[i] || *now[i] < *d.ecc_baseline[i]) {
-      d.ecc_baseline[i] = now[i];  // a counter that appeared or restarted
+      continue;
     }
-  }
-}
-
-void HealthEvidence::PollCorrected(int index, DeviceEvidence& d) {
-  std::vector<std::string> unreadable;  // not health: a degraded flag cannot make it unknown
-  const auto now = ReadEvidence(root_.NeuronDevice(index), d, kDegradedEvidence, &unreadable);
-  if (d.rebaseline) {
-    d.corrected_baseline = now;
-    d.rebaseline = false;
-    return;
-  }
-  for (size_t i = 0; i < now.size(); ++i) {
-    if (!now[i]) continue;
-    if (d.corrected_baseline[i] && *now[i] > *d.corrected_baseline[i]) {
-      if (!d.corrected_rose) {
-        log_->warn("device {}: {} rose {} -> {} (degraded)", index, kDegradedEvidence[i].name,
-                   *d.corrected_baseline[i], *now[i]);
+    if (!base || *now < *base) {
+      base = *now;
+    } else if (*now > *base) {
+      if (!d.counter_rose[i]) {
+        log_->warn("device {}: {}/{} rose {} -> {}{}", index, c.dir, c.name, *base, *now,
+                   c.meaning == CounterMeaning::kDegraded ? " (degraded)" : "");
       }
-      d.corrected_rose = true;
-    } else if (!d.corrected_baseline[i] || *now[i] < *d.corrected_baseline[i]) {
-      d.corrected_baseline[i] = now[i];
+      d.counter_rose[i] = true;
     }
   }
+  d.rebaseline = false;
 }
 
 void HealthEvidence::PollDriverHealth(int index, DeviceEvidence& d,
                                       std::chrono::steady_clock::time_point now,
-                                      std::vector<std::string>* unreadable) {
+                                      std::vector<UnreadableFile>* unreadable) {
   if (!d.groups.Has(NodeGroup::kHealthComponents)) return;
   const std::filesystem::path dir = root_.NeuronDevice(index);
   absl::StatusOr<std::string> list = ReadAttribute(dir / sysfs::kUnhealthyComponents);
   ParsedComponents reported = list.ok() ? ParseHealthComponents(*list) : ParsedComponents{};
-  if (!list.ok()) unreadable->emplace_back(sysfs::kUnhealthyComponents);
+  if (!list.ok()) {
+    unreadable->push_back({std::string(sysfs::kUnhealthyComponents), EvidenceClass::kComponents});
+  }
   if (reported.known != d.reported.known || reported.unknown != d.reported.unknown) {
     log_->warn("device {}: the driver lists unhealthy components [{}{}{}]", index,
                reported.known.Join(), reported.unknown.empty() ? "" : ",",
@@ -280,7 +233,7 @@ void HealthEvidence::PollDriverHealth(int index, DeviceEvidence& d,
 
   absl::StatusOr<uint64_t> beat = ReadU64(dir / sysfs::kHealthcheckHeartbeat);
   if (!beat.ok()) {
-    unreadable->emplace_back(sysfs::kHealthcheckHeartbeat);
+    unreadable->push_back({std::string(sysfs::kHealthcheckHeartbeat), EvidenceClass::kHeartbeat});
     return;
   }
   if (!d.heartbeat || *beat != *d.heartbeat) {
@@ -297,7 +250,7 @@ void HealthEvidence::PollDriverHealth(int index, DeviceEvidence& d,
 }
 
 void HealthEvidence::NoteUnreadable(int index, DeviceEvidence& d,
-                                    std::vector<std::string> unreadable) const {
+                                    std::vector<UnreadableFile> unreadable) const {
   if (unreadable != d.unreadable) {
     if (unreadable.empty()) {
       log_->info("device {}: every health evidence file reads again", index);
@@ -305,7 +258,7 @@ void HealthEvidence::NoteUnreadable(int index, DeviceEvidence& d,
       log_->warn(
           "device {}: {} health evidence file(s) cannot be read (first: {}): its health "
           "is unknown",
-          index, unreadable.size(), unreadable.front());
+          index, unreadable.size(), unreadable.front().path);
     }
   }
   d.unreadable = std::move(unreadable);

@@ -7,13 +7,12 @@
 // Evidence:
 //   - absence: a device or EFA removed (Event) or missing from a scan (and added back);
 //   - state: the device's `reset` state, from events and scans;
-//   - ECC: stats/hardware/*_uncorrected, or where the driver has them the uncorrected counts of
-//     stats/hardware/health_status/, rose above the baseline (the list is spelled out in
-//     health_evidence.cc; read by PollEcc, never on an RPC's path);
+//   - counters: each row of core/driver/health_counters.h (uncorrected ECC in stats/hardware/
+//     and health_status/; corrected ECC, whose rise is degraded) rose above the baseline (read by
+//     PollCounters, never on an RPC's path);
 //   - NEURON_HW_ERR= kernel records naming the device (nd-id);
 //   - driver 2.30's health_status/unhealthy_components (as read) and healthcheck_heartbeat
 //     (stalled when it did not move for more than two of its periods);
-//   - corrected ECC (stats/hardware/*_ecc_corrected) rose above the baseline: degraded;
 //   - which of those files the device's tree should hold but could not be read (unknown);
 //   - EFA: the port state;
 //   - the driver: a device that vanished with the module's own directory is not absent but
@@ -47,8 +46,13 @@
 
 namespace neuron {
 
-// How many files PollEcc reads per device at most (core/driver/health_counters.h lists them).
-inline constexpr size_t kEccEvidenceCount = kHealthEvidence.size();
+// A file of the device's tree that the last poll could not read, relative to the device's
+// directory, and the class of evidence it is: health by that class is unknown.
+struct UnreadableFile {
+  std::string path;
+  EvidenceClass evidence_class;
+  bool operator==(const UnreadableFile&) const = default;
+};
 
 struct DeviceEvidence {
   bool present = false;
@@ -58,21 +62,19 @@ struct DeviceEvidence {
   std::optional<int> numa;
   std::vector<int> links;
   DeviceAttributes attributes;  // the last scan's (core/driver/device_attributes.h)
-  bool rebaseline = true;  // take the next ECC reading as the baseline
-  NodeGroups groups;       // the optional node groups its tree holds
-  std::array<std::optional<uint64_t>, kEccEvidenceCount> ecc_baseline;  // the list's order
-  HealthComponents ecc_rose;           // the memories whose uncorrected counters rose
+  bool rebaseline = true;       // take the next counter reading as the baseline
+  NodeGroups groups;            // the optional node groups its tree holds
+  // Per row of kHealthCounters (core/driver/health_counters.h): its baseline, and whether it
+  // rose above it since.
+  std::array<std::optional<uint64_t>, kHealthCounters.size()> counter_baseline;
+  std::array<bool, kHealthCounters.size()> counter_rose{};
   std::vector<std::string> hw_errors;  // NEURON_HW_ERR types naming it, first seen first
-  // stats/hardware/*_ecc_corrected (kEccCorrected's order) and whether one rose above it.
-  std::array<std::optional<uint64_t>, 2> corrected_baseline;
-  bool corrected_rose = false;
-  ParsedComponents reported;          // driver 2.30's unhealthy_components at the last poll
-  std::optional<uint64_t> heartbeat;  // driver 2.30's healthcheck_heartbeat, last value read
+  ParsedComponents reported;           // driver 2.30's unhealthy_components at the last poll
+  std::optional<uint64_t> heartbeat;   // driver 2.30's healthcheck_heartbeat, last value read
   std::chrono::steady_clock::time_point heartbeat_moved{};  // when it last changed
   bool heartbeat_stalled = false;
-  // Evidence files the device's tree should hold that the last poll could not read, relative to
-  // the device's directory: health that depends on them is unknown.
-  std::vector<std::string> unreadable;
+  // Evidence files the device's tree should hold that the last poll could not read.
+  std::vector<UnreadableFile> unreadable;
 };
 
 struct EfaEvidence {
@@ -107,8 +109,8 @@ class HealthEvidence {
   bool Apply(const Event& e);
   // Merges a scan: the catalog's shape, presence, state, NUMA node, links, PCI addresses.
   void ApplyScan(const Inventory& inv);
-  // Reads the counter evidence of every present device at `now`: ECC (a new baseline where one
-  // is due, else whether a counter rose above it), corrected ECC, and where the tree has them
+  // Reads the counter evidence of every present device at `now`: each counter row (a new
+  // baseline where one is due, else whether it rose above it), and where the tree has them
   // unhealthy_components and the heartbeat; with options.poll_state, presence and state first.
   void PollCounters(std::chrono::steady_clock::time_point now);
 
@@ -124,11 +126,10 @@ class HealthEvidence {
   void SetState(int index, DeviceEvidence& d, std::optional<DeviceState> state) const;
   void PollPresence();
   void ApplyCatalog(const InstanceSpec& spec);
-  void PollEcc(int index, DeviceEvidence& d, std::vector<std::string>* unreadable);
-  void PollCorrected(int index, DeviceEvidence& d);
+  void PollCounterRows(int index, DeviceEvidence& d, std::vector<UnreadableFile>* unreadable);
   void PollDriverHealth(int index, DeviceEvidence& d, std::chrono::steady_clock::time_point now,
-                        std::vector<std::string>* unreadable);
-  void NoteUnreadable(int index, DeviceEvidence& d, std::vector<std::string> unreadable) const;
+                        std::vector<UnreadableFile>* unreadable);
+  void NoteUnreadable(int index, DeviceEvidence& d, std::vector<UnreadableFile> unreadable) const;
 
   const RootPaths root_;
   std::shared_ptr<spdlog::logger> log_;

@@ -237,16 +237,17 @@ absl::Status ParseOption(const std::vector<std::string>& words, size_t* i, CtlRe
   return Usage(fmt::format("{} does not take {}", cmd_name, name));
 }
 
-// What inject's kinds take: a count for ECC errors only, a core for runtime faults only (the
-// driver counts corrected errors per device; no execution sees them).
+// A count is at least 1. What inject's kinds take: a count for ECC errors only, a core for runtime
+// faults only (the driver counts corrected errors per device; no execution sees them).
 absl::Status CheckInjectOptions(const CtlRequest& req) {
+  if (req.count == 0u) return Usage("--count takes a number from 1 to 1000000, not '0'");
+  if (req.command != "inject") return absl::OkStatus();  // raise: a count is all it takes
   const bool ecc =
       req.corrected || req.fault == FaultKind::kHbmUe || req.fault == FaultKind::kSramUe;
   if (req.count && !ecc) {
     return Usage(fmt::format("--count applies to hbm-ue, sram-ue, hbm-ce and sram-ce, not {}",
                              req.fault ? FaultKindName(*req.fault) : req.command));
   }
-  if (req.count == 0u) return Usage("--count takes a number from 1 to 1000000, not '0'");
   if (req.core && req.corrected) {
     return Usage(fmt::format(
         "{} counts corrected errors per device, which no execution sees: --core does not apply",

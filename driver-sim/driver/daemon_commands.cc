@@ -3,11 +3,13 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <ctime>
 
 #include "core/base/file_io.h"
+#include "core/driver/health_counters.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/daemon_impl.h"
 
@@ -20,6 +22,16 @@ using daemon_internal::kResetRequestAll;
 CtlReply Ok(std::string payload) { return {CtlOutcome::kOk, "", std::move(payload)}; }
 CtlReply Error(std::string message) { return {CtlOutcome::kError, std::move(message), ""}; }
 CtlReply Error(const absl::Status& s) { return Error(std::string{s.message()}); }
+
+// raise's words: the file names of core/driver/health_counters.h's rows, "a|b|...".
+std::string_view RaisableCounters() {
+  static const std::string words = [] {
+    std::vector<std::string_view> names;
+    for (const HealthCounter& c : kHealthCounters) names.push_back(c.name);
+    return fmt::format("{}", fmt::join(names, "|"));
+  }();
+  return words;
+}
 
 std::string_view TopologyName(LinkTopology t) {
   switch (t) {
@@ -115,6 +127,14 @@ const std::vector<NodeDaemon::Impl::VerbRow>& NodeDaemon::Impl::VerbRows() {
         "a fault pending for the runtime (sdc: one flipped bit in an output, no error); K ECC "
         "errors also count in sysfs (corrected ones, -ce, only there)"},
        [](Impl& d, R r) { return d.Inject(r); }},
+      {{"raise",
+        {.action = kRequired, .device = kRequired, .count = kOptional},
+        "raise COUNTER --device N [--count K]",
+        "add K (default 1) to device N's health evidence counter COUNTER, any row of "
+        "core/driver/health_counters.h by its file name; the count alone, nothing pending",
+        /*logged=*/true,
+        RaisableCounters()},
+       [](Impl& d, R r) { return d.Raise(*r.device, r.action, r.count.value_or(1)); }},
       {{"reset",
         {.device = kRequired, .fail = kOptional},
         "reset --device N [--fail]",
@@ -250,18 +270,25 @@ CtlReply NodeDaemon::Impl::Inject(const CtlRequest& req) {
 
 // Corrected errors: the driver counts them and the execution goes on, so nothing is pending.
 CtlReply NodeDaemon::Impl::InjectCorrected(int d, CorrectedEcc kind, uint64_t n) {
-  const std::filesystem::path file = tree_->HardwareDir(d) / CorrectedEccCounter(kind);
   if (!opts_.driver.groups.Has(NodeGroup::kEccCorrected)) {
+    const std::filesystem::path file = tree_->HardwareDir(d) / CorrectedEccCounter(kind);
     return Error(fmt::format(
         "device {} has no {}: driver {} counts no corrected ECC errors (they arrive with driver "
         "2.30: neuron-sim up --driver-version 2.30)",
         d, DeviceRelative(d, file), opts_.driver.name));
   }
-  if (absl::Status s = tree_->AddHardwareErrors(d, CorrectedEccCounter(kind), n); !s.ok()) {
-    return Error(s);
-  }
-  return Ok(fmt::format("device {}: {} is now {} (corrected: nothing pending for the runtime)\n", d,
-                        DeviceRelative(d, file), CounterText(file)));
+  return Raise(d, CorrectedEccCounter(kind), n, "corrected: ");
+}
+
+// A health evidence counter raised alone (core/driver/health_counters.h), as the driver would
+// count an error: nothing is pending for the runtime.
+CtlReply NodeDaemon::Impl::Raise(int d, std::string_view counter, uint64_t n,
+                                 std::string_view what) {
+  if (absl::Status s = CheckDevice(d, true); !s.ok()) return Error(s);
+  if (absl::Status s = tree_->AddHardwareErrors(d, counter, n); !s.ok()) return Error(s);
+  const std::filesystem::path file = tree_->CounterFile(d, *FindHealthCounter(counter));
+  return Ok(fmt::format("device {}: {} is now {} ({}nothing pending for the runtime)\n", d,
+                        DeviceRelative(d, file), CounterText(file), what));
 }
 
 // Adds `c` to the device's unhealthy_components where the driver writes it; the reply's line.

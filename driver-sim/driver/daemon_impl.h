@@ -102,6 +102,8 @@ class NodeDaemon::Impl final : private DriverHost {
   CtlReply Plug(int d);
   CtlReply Inject(const CtlRequest& req);
   CtlReply InjectCorrected(int d, CorrectedEcc kind, uint64_t n);
+  // `what` leads the reply's note: "corrected: " for inject's corrected ECC kinds.
+  CtlReply Raise(int d, std::string_view counter, uint64_t n, std::string_view what = "");
   std::string MarkUnhealthy(int d, HealthComponent c);
   absl::Status CheckHealthFiles(int d) const;
   CtlReply Heartbeat(int d, bool stall);

@@ -460,31 +460,38 @@ absl::StatusOr<DeviceState> SimTree::GetDeviceState(int device) const {
 
 absl::Status SimTree::AddHardwareErrors(int device, std::string_view counter, uint64_t n) {
   SIM_RETURN_IF_ERROR(CheckDevice(device));
-  const bool corrected =
-      std::find(kEccCorrected.begin(), kEccCorrected.end(), counter) != kEccCorrected.end();
-  if (!corrected && std::find(kHardwareCounters.begin(), kHardwareCounters.end(), counter) ==
-                        kHardwareCounters.end()) {
-    return absl::InvalidArgumentError(fmt::format("unknown hardware counter '{}'; known: {}, {}",
-                                                  counter, fmt::join(kHardwareCounters, ", "),
-                                                  fmt::join(kEccCorrected, ", ")));
+  const HealthCounter* row = FindHealthCounter(counter);
+  if (row == nullptr) {
+    std::vector<std::string_view> known;
+    for (const HealthCounter& c : kHealthCounters) known.push_back(c.name);
+    return absl::InvalidArgumentError(
+        fmt::format("unknown health counter '{}'; known: {}", counter, fmt::join(known, ", ")));
   }
-  if (corrected && !config_.driver.groups.Has(NodeGroup::kEccCorrected)) {
+  const std::string_view chip = config_.spec->chip->instance_type;
+  if (row->group && !GroupsOnChip(config_.driver.groups, chip).Has(*row->group)) {
     return absl::FailedPreconditionError(
-        fmt::format("driver {} has no {} (corrected ECC counters arrive with driver 2.30)",
-                    config_.driver.name, counter));
+        fmt::format("driver {} on {} has no {}/{} (driver-sim/README.md#driver-versions)",
+                    config_.driver.name, chip, row->dir, counter));
   }
   if (!DevicePresent(device)) {
     return absl::FailedPreconditionError(fmt::format("device {} is unplugged", device));
   }
-  const fs::path file = HardwareDir(device) / counter;
+  const fs::path file = CounterFile(device, *row);
   // "%u" of the firmware count; SRAM shows only its low 16 bits
   // (docs/driver-interface.md#device-files). The corrected counters are assumed "%u" too.
   const uint64_t mask =
       counter == Name(HardwareCounter::sram_ecc_uncorrected) ? 0xffff : 0xffffffff;
-  SIM_RETURN_IF_ERROR(
-      WriteFileAtomic(file, U64Line((ReadCounterOrZero(file) + n) & mask), kMetric));
+  const mode_t mode = row->dir == sysfs::kHealthStatusDir ? kReadOnly : kMetric;
+  SIM_RETURN_IF_ERROR(WriteFileAtomic(file, U64Line((ReadCounterOrZero(file) + n) & mask), mode));
   return RaiseHealthStatus(root_.NeuronDevice(device), *config_.spec->chip, config_.driver, counter,
                            n);
+}
+
+fs::path SimTree::CounterFile(int device, const HealthCounter& counter) const {
+  std::string_view dir = counter.dir;
+  if (!dir.starts_with(sysfs::kHardwareDir)) return root_.NeuronDevice(device) / dir / counter.name;
+  dir.remove_prefix(sysfs::kHardwareDir.size());  // "" or "/health_status"
+  return HardwareDir(device) / fs::path(dir).relative_path() / counter.name;
 }
 
 fs::path SimTree::HardwareDir(int device) const {

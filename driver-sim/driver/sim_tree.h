@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/driver/health_components.h"
+#include "core/driver/health_counters.h"
 #include "core/driver/sysfs_names.h"
 #include "core/model/catalog.h"
 #include "driver-sim/driver/sim_tree_driver.h"
@@ -79,10 +80,13 @@ class SimTree {
   absl::Status SetDeviceState(int device, DeviceState state);
   absl::StatusOr<DeviceState> GetDeviceState(int device) const;
 
-  // stats/hardware/<counter> += n (counter is one of kHardwareCounters, or of kEccCorrected where
-  // the driver has them: FailedPrecondition otherwise), and the health_status/ files derived from
-  // the same registers where the driver has them.
+  // <counter> += n, `counter` the file name of a row of kHealthCounters
+  // (core/driver/health_counters.h; InvalidArgument otherwise) whose group this driver writes on
+  // this chip (FailedPrecondition otherwise), and the health_status/ files derived from the same
+  // registers where the driver has them. `ctl raise` and `ctl inject` raise counters through it.
   absl::Status AddHardwareErrors(int device, std::string_view counter, uint64_t n);
+  // A health counter row's file on `device`, where this driver keeps stats/hardware/.
+  std::filesystem::path CounterFile(int device, const HealthCounter& counter) const;
   // The device's stats/hardware/ directory (elsewhere in the future layout).
   std::filesystem::path HardwareDir(int device) const;
 

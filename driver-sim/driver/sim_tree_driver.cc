@@ -6,6 +6,7 @@
 #include <array>
 
 #include "core/base/file_io.h"
+#include "core/driver/health_counters.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/driver/sim_tree.h"
 #include "driver-sim/driver/sim_tree_fs.h"
@@ -128,10 +129,13 @@ absl::Status WriteGroupFiles(const fs::path& dir, const ChipSpec& chip, const Si
     SIM_RETURN_IF_ERROR(WriteNewFile(dir / sysfs::kPowerUtilizationRaw,
                                      PowerRawText(chip, std::nullopt, 0), kMetric));
   }
-  if (g.Has(NodeGroup::kEccCorrected)) {
-    for (std::string_view f : kEccCorrected) {
-      SIM_RETURN_IF_ERROR(WriteNewFile(dir / sysfs::kHardwareDir / f, "0\n", kMetric));
-    }
+  // Every health counter row of a group this driver writes on this chip, at 0
+  // (core/driver/health_counters.h): a new row's file is in the tree without a line here.
+  const NodeGroups on_chip = GroupsOnChip(g, chip.instance_type);
+  for (const HealthCounter& c : kHealthCounters) {
+    const fs::path file = dir / c.dir / c.name;
+    if (!c.group || !on_chip.Has(*c.group) || fs::exists(file)) continue;
+    SIM_RETURN_IF_ERROR(WriteNewFile(file, "0\n", kMetric));
   }
   if (driver.future) return RenamePath(dir / sysfs::kHardwareDir, dir / HardwareDir(driver));
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/driver/health_counters.h"
 #include "driver-sim/driver/ctl.h"
 #include "driver-sim/driver/faults.h"
 
@@ -73,7 +74,15 @@ std::vector<std::string> UsageWords(std::string_view usage) {
     if (w.empty()) continue;
     w = w.substr(0, w.find('|'));
     const bool metavar = !w.starts_with("-") && std::none_of(w.begin(), w.end(), ::islower);
-    words.push_back(!metavar ? w : w == "LIST" ? "hbm,sram" : "1");
+    if (!metavar) {
+      words.push_back(w);
+    } else if (w == "LIST") {
+      words.emplace_back("hbm,sram");
+    } else if (w == "COUNTER") {  // raise's: any row of core/driver/health_counters.h
+      words.emplace_back(kHealthCounters.front().name);
+    } else {
+      words.emplace_back("1");
+    }
   }
   return words;
 }

@@ -194,6 +194,29 @@ TEST_F(SimHealthTest, CorrectedErrorsCountOnlyInSysfsAndTrn1HasNoHealthFiles) {
   EXPECT_FALSE(fs::exists(hw / "health_status"));
 }
 
+// `raise` takes any row of core/driver/health_counters.h by its file name, and only where this
+// driver writes it on this chip.
+TEST_F(SimHealthTest, RaiseTakesAnyHealthCounterThisDriverWrites) {
+  Up("trn1.2xlarge", "2.30");
+  RunResult r = Ctl({"raise", "mem_ecc_corrected", "--device", "0", "--count", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "device 0: stats/hardware/mem_ecc_corrected is now 2 (nothing pending for the "
+            "runtime)\n");
+  ASSERT_EQ(Ctl({"raise", "sram_ecc_uncorrected", "--device", "0"}).code, 0);
+  EXPECT_EQ(ReadFile(node_->Device(0) / "stats/hardware/sram_ecc_uncorrected"), "1\n");
+  EXPECT_TRUE(nlohmann::json::parse(ReadFile(dir_.path() / "root/run/neuron/faults.json"))["faults"]
+                  .empty());
+  r = Ctl({"raise", "hbm_ecc_err_count", "--device", "0"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("driver 2.30 on Trn1 has no stats/hardware/health_status/"
+                               "hbm_ecc_err_count"));
+  r = Ctl({"raise", "warp_core_breach", "--device", "0"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("raise takes sram_ecc_uncorrected or "));
+  EXPECT_EQ(Ctl({"raise", "mem_ecc_corrected", "--device", "0", "--count", "0"}).code, 2);
+}
+
 TEST_F(SimHealthTest, Driver229RefusesWhatOnly230Writes) {
   Up("trn1.2xlarge", "2.29");
   RunResult r = Ctl({"heartbeat", "stall", "--device", "0"});

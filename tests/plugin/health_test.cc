@@ -1,6 +1,7 @@
 // Health transitions without a simulated node: core's HealthEvidence (core/node/health_evidence.h)
 // fed events and ECC counter files step by step, judged by the plugin's JudgeHealth under the
-// default policy and with one kind of evidence switched off (docs/architecture.md#health).
+// default policy and with one kind of evidence switched off (docs/architecture.md#health); and
+// every health counter row raised in a simulated tree (no daemon) as evidence of its class.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "plugin/health_api.h"
 #include "plugin/node_watcher.h"
+#include "tests/support/sim_tree_fixture.h"
 #include "tests/support/temp_dir.h"
 
 namespace neuron::plugin {
@@ -353,6 +355,45 @@ TEST_F(Driver230Test, RisingCorrectedEccIsDegradedNotUnhealthy) {
   HealthPolicy off;
   off.actions[EvidenceClass::kEccCorrected] = Action::kIgnore;
   EXPECT_FALSE(Judge(off).degraded);
+}
+
+// Every row of core/driver/health_counters.h, raised in the simulator's tree as `ctl raise`
+// raises it, is evidence of its class: a kFault row makes its device unhealthy naming the row's
+// component, a kDegraded row flags it degraded. A row a device apiece, on driver 2.30's trn2,
+// whose tree has every row's group.
+TEST(HealthCounterRowsTest, EveryRowRaisedInTheSimulatorIsEvidenceOfItsClass) {
+  neuron::testing::TempDir dir("health-rows");
+  auto tree =
+      neuron::testing::BuildSimTree(dir.path(), "trn2.48xlarge", {.driver_version = "2.30"});
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  const absl::StatusOr<Inventory> inv = neuron::testing::ScanSimTree(**tree);
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  ASSERT_LE(kHealthCounters.size(), inv->devices.size());
+  HealthEvidence evidence(RootPaths(dir.path()), ComponentLogger("test.health"));
+  evidence.ApplyScan(*inv);
+  const auto t0 = std::chrono::steady_clock::now();
+  evidence.PollCounters(t0);  // the baseline
+  for (size_t i = 0; i < kHealthCounters.size(); ++i) {
+    const absl::Status s =
+        (*tree)->AddHardwareErrors(static_cast<int>(i), kHealthCounters[i].name, 1);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  evidence.PollCounters(t0 + std::chrono::milliseconds(100));
+  for (size_t i = 0; i < kHealthCounters.size(); ++i) {
+    const HealthCounter& c = kHealthCounters[i];
+    SCOPED_TRACE(c.name);
+    const DeviceHealth h =
+        JudgeDevice(evidence.devices().at(static_cast<int>(i)), EvidenceClasses::All());
+    if (c.meaning == CounterMeaning::kFault) {
+      EXPECT_EQ(h.state, HealthState::kUnhealthy);
+      EXPECT_TRUE(h.classes.Has(c.evidence_class));
+      EXPECT_TRUE(h.components.Has(c.component));
+      EXPECT_FALSE(h.degraded);
+    } else {
+      EXPECT_EQ(h.state, HealthState::kHealthy);
+      EXPECT_TRUE(h.degraded_classes.Has(c.evidence_class));
+    }
+  }
 }
 
 TEST_F(Driver230Test, ADeviceGoneWithTheDriverIsUnknownNotAbsent) {
