@@ -122,7 +122,7 @@ struct VerdictFamilies {
           component.Add(std::move(l), v.health.components.Has(c) ? 1 : 0);
         }
       }
-      if (v.corrected_counters) degraded.Add(DeviceLabels(index), v.health.degraded ? 1 : 0);
+      if (v.corrected_counters) degraded.Add(DeviceLabels(index), v.health.degraded() ? 1 : 0);
     }
     for (const auto& [name, f] : h.efas) AddStates(efa, {L("efa_device", name)}, f.state);
   }

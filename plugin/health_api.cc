@@ -26,7 +26,7 @@ json Verdict(std::string_view key, const json& id, bool present, const DeviceHea
               {"state", HealthStateName(h.state)},
               {"components", Components(h.components)},
               {"reasons", h.reasons},
-              {"degraded", h.degraded}};
+              {"degraded", h.degraded()}};
   if (!h.hw_error_types.empty()) out["hw_errors"] = h.hw_error_types;
   return out;
 }

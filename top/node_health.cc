@@ -55,7 +55,7 @@ HealthRow RowFromVerdict(const DeviceHealth& h) {
           .state = h.state,
           .components = h.components,
           .reasons = h.reasons,
-          .degraded = h.degraded,
+          .degraded = h.degraded(),
           .withheld = ""};
 }
 

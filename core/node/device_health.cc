@@ -27,7 +27,6 @@ class Verdict {
   }
   void Degraded(EvidenceClass c) {
     if (!counted_.Has(c)) return;
-    out_.degraded = true;
     out_.degraded_classes.Add(c);
   }
   void Unknown(EvidenceClass c, std::string reason) {

@@ -38,10 +38,10 @@ struct DeviceHealth {
   std::vector<std::string> reasons;  // why, first the one that decided ("uncorrected ECC (hbm)")
   EvidenceClasses classes;           // the counted classes that found a fault or could not tell
   std::vector<std::string> hw_error_types;  // NEURON_HW_ERR types since the baseline, as logged
-  // A counted kDegraded counter (core/driver/health_counters.h) rose since the baseline, and the
-  // classes of those that did.
-  bool degraded = false;
+  // The counted classes of kDegraded counters (core/driver/health_counters.h) that rose since the
+  // baseline: the device still works, and only a policy decides what that costs.
   EvidenceClasses degraded_classes = {};
+  bool degraded() const { return !degraded_classes.empty(); }
   bool operator==(const DeviceHealth&) const = default;
 };
 

@@ -154,7 +154,7 @@ json ResourceType(DeviceKind kind) { return {{"string", KindSpec(kind).resource_
 json DeviceTaints(const HardwareDevice& d, const SliceOptions& options) {
   TaintEffect effect = d.action == Action::kEvict ? TaintEffect::kNoExecute : options.taint_effect;
   if (d.withheld) effect = TaintEffect::kNoSchedule;
-  if (d.healthy && d.health.degraded && d.action == Action::kTaint) {
+  if (d.healthy && d.health.degraded() && d.action == Action::kTaint) {
     return Taints(true, false, "degraded: corrected ECC", TaintEffect::kNone);
   }
   return Taints(!d.healthy, d.unknown && !d.withheld, d.reason, effect);

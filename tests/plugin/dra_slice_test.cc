@@ -222,9 +222,9 @@ TEST(DraSliceTest, ThePolicysActionPicksTheEffect) {
   hw.devices[2].reason = "withheld for a health check or reset";
   hw.devices[2].withheld = true;
   hw.devices[2].action = Action::kEvict;
-  hw.devices[3].health.degraded = true;
+  hw.devices[3].health.degraded_classes = {EvidenceClass::kEccCorrected};
   hw.devices[3].action = Action::kTaint;
-  hw.devices[4].health.degraded = true;
+  hw.devices[4].health.degraded_classes = {EvidenceClass::kEccCorrected};
   hw.devices[4].action = Action::kIgnore;  // ecc_corrected: ignore
   const json spec = Spec(*ViewOf(hw));
   EXPECT_EQ((*Find(spec, "neuron-1"))["taints"][0]["effect"], "NoExecute");

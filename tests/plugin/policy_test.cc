@@ -70,8 +70,7 @@ DeviceHealth Unhealthy(EvidenceClasses classes) {
                       .components = {},
                       .reasons = {"a fault"},
                       .classes = classes,
-                      .hw_error_types = {"HBM_UNCORRECTABLE_ERROR"},
-                      .degraded = false};
+                      .hw_error_types = {"HBM_UNCORRECTABLE_ERROR"}};
 }
 
 TEST(PolicyTest, TheStrongestActionOfTheFaultsDecides) {
@@ -80,7 +79,7 @@ TEST(PolicyTest, TheStrongestActionOfTheFaultsDecides) {
   EXPECT_EQ(StrongestAction(Unhealthy({E::kState}), p), Action::kTaint);
   EXPECT_EQ(StrongestAction(Unhealthy({E::kState, E::kEcc}), p), Action::kNode);
   DeviceHealth degraded;
-  degraded.degraded = true;
+  degraded.degraded_classes = {E::kEccCorrected};
   EXPECT_EQ(StrongestAction(degraded, p), Action::kTaint);
 }
 
