@@ -113,8 +113,9 @@ std::map<int, std::string> Unavailable(const HealthCheckOptions& o, const std::v
     return out;
   }
   for (int d : devices) {
-    if (!out.contains(d) && in_use->contains(d))
+    if (!out.contains(d) && in_use->contains(d)) {
       out[d] = "allocated to a pod (the agent says in_use)";
+    }
   }
   return out;
 }

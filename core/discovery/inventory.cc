@@ -268,8 +268,9 @@ void ReadEfaPort(AttributeSource& ib, EfaInterface* efa, std::vector<std::string
   if (auto v = ReadText(ib, sysfs::kPortRate, w)) {
     // "100 Gb/sec (4X EDR)"; fractional rates ("12.5 Gb/sec") keep their whole part.
     int gbps = 0;
-    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), gbps);
-    const std::string_view after(end, v->data() + v->size() - end);
+    const std::string_view text = *v;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), gbps);
+    const std::string_view after(end, text.data() + text.size() - end);
     if (ec != std::errc() || gbps < 0 ||
         !(after.starts_with(" Gb/sec") || after.starts_with("."))) {
       w->push_back(fmt::format("{}: malformed value \"{}\" (expected a rate like \"100 Gb/sec\")",

@@ -15,9 +15,10 @@ const std::optional<std::string>& DeviceAttributes::Get(std::string_view key) co
 std::optional<int64_t> DeviceAttributes::AsInt(size_t row) const {
   const std::optional<std::string>& v = values_.at(row);
   if (!v) return std::nullopt;
+  const std::string_view text = *v;
   int64_t n = 0;
-  const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-  if (ec != std::errc() || end != v->data() + v->size()) return std::nullopt;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return n;
 }
 

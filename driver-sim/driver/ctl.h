@@ -51,7 +51,7 @@ struct CtlVerb {
   std::string_view usage;  // its line in CtlUsage(): "unplug --device N"
   std::string_view help;   // what it does, for `neuron-sim ctl --help`
   bool logged = true;      // the daemon logs it (status is polled by scripts and changes nothing)
-  std::string_view actions = "";  // the words its action takes, "stall|resume"
+  std::string_view actions = {};  // the words its action takes, "stall|resume"
 };
 
 // Corrected ECC errors (`inject hbm-ce|sram-ce`): the driver only counts them (driver 2.30's

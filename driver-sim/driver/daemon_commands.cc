@@ -27,6 +27,7 @@ CtlReply Error(const absl::Status& s) { return Error(std::string{s.message()}); 
 std::string_view RaisableCounters() {
   static const std::string words = [] {
     std::vector<std::string_view> names;
+    names.reserve(kHealthCounters.size());
     for (const HealthCounter& c : kHealthCounters) names.push_back(c.name);
     return fmt::format("{}", fmt::join(names, "|"));
   }();

@@ -463,6 +463,7 @@ absl::Status SimTree::AddHardwareErrors(int device, std::string_view counter, ui
   const HealthCounter* row = FindHealthCounter(counter);
   if (row == nullptr) {
     std::vector<std::string_view> known;
+    known.reserve(kHealthCounters.size());
     for (const HealthCounter& c : kHealthCounters) known.push_back(c.name);
     return absl::InvalidArgumentError(
         fmt::format("unknown health counter '{}'; known: {}", counter, fmt::join(known, ", ")));

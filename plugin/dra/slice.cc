@@ -61,9 +61,9 @@ json Taints(bool unhealthy, bool unknown, std::string_view reason, TaintEffect e
 // The node facts both kinds of device carry.
 void NodeAttributes(const NodeView& view, const SliceOptions& options, json* attributes) {
   json& a = *attributes;
-  if (!view.node.instance_type.empty()) a["instanceType"] = {{"string", view.node.instance_type}};
-  if (!view.node.driver_version.empty())
-    a["neuronDriverVersion"] = {{"string", view.node.driver_version}};
+  const NodeFacts& node = view.node;
+  if (!node.instance_type.empty()) a["instanceType"] = {{"string", node.instance_type}};
+  if (!node.driver_version.empty()) a["neuronDriverVersion"] = {{"string", node.driver_version}};
   if (!options.dra_driver_version.empty()) {
     // A version attribute, as AWS's (aws-neuron-sdk deploy/eks/dra.rst, "Common Attributes"):
     // CEL compares it with semver(), not as text.

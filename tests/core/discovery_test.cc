@@ -74,7 +74,7 @@ std::vector<std::string> EfaNames(const Inventory& inv) {
   return names;
 }
 
-TEST(DirectoryDiscovery, Trn1_32xlargeMatchesTheCatalogTables) {
+TEST(DirectoryDiscovery, Trn1TreeMatchesTheCatalogTables) {
   TempTree node("trn1.32xlarge", 1);
   const Inventory inv = ScanDir(node.root(), node.options());
   EXPECT_THAT(inv.warnings, IsEmpty());
@@ -178,7 +178,7 @@ TEST(DirectoryDiscovery, Trn2LogicalCoresFollowLnc) {
   EXPECT_EQ(ScanDir(lnc2.root(), lnc2.options()).lnc, 2);
 }
 
-TEST(DirectoryDiscovery, Inf2_48xlargeRing) {
+TEST(DirectoryDiscovery, Inf2LargestIsARing) {
   TempTree node("inf2.48xlarge", 1);
   const Inventory inv = ScanDir(node.root(), node.options());
   EXPECT_THAT(inv.warnings, IsEmpty());

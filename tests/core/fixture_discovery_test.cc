@@ -37,7 +37,7 @@ class FixtureDiscoveryTest : public ::testing::Test {
 
   // The directory back end; PCI addresses come from the driver's ioctl on a node, so the test
   // answers for it with the manifest's.
-  Inventory Scan(std::vector<std::string> bdfs, int lnc = 0) {
+  Inventory Scan(const std::vector<std::string>& bdfs, int lnc = 0) {
     DiscoveryOptions options;
     options.lnc = lnc;
     options.bdf_resolver = [bdfs](const RootPaths&) { return MakeTableBdfResolver(bdfs); };

@@ -31,7 +31,7 @@
 namespace neuron::top {
 namespace {
 
-using ::neuron::testing::kSanitized;
+using ::neuron::testing::kSanitizerSlowdown;
 using ::neuron::testing::ReadFile;
 using ::neuron::testing::RunCommand;
 using ::neuron::testing::RunResult;
@@ -64,7 +64,7 @@ class HealthCheckTest : public ::testing::Test {
   // neuron-ls --health-check under the simulated driver; `state` names the state directory. Under
   // a sanitizer each child (an instrumented neuron-ls loading an instrumented libnrt) starts tens
   // of times slower and shares 2 cores with the other tests: the timeout is raised so that only a
-  // hang meets it (the downed-link tests then wait for libnrt's own, 2 s inside it).
+  // hang meets it, no further, since the downed-link tests wait for libnrt's own, 2 s inside it.
   static RunResult Check(const std::string& state, const std::vector<std::string>& flags,
                          const std::string& programs = "") {
     std::vector<std::string> args{NEURON_LS_BIN,
@@ -80,7 +80,7 @@ class HealthCheckTest : public ::testing::Test {
                                   "--agent",
                                   "unix:" + (Dir() / "no-agent.sock").string(),
                                   "--timeout",
-                                  kSanitized ? "30" : std::to_string(kProgramTimeout.count())};
+                                  std::to_string(kProgramTimeout.count() * kSanitizerSlowdown)};
     args.insert(args.end(), flags.begin(), flags.end());
     return RunCommand(Dir(), Node().UnderDriver(args), {}, std::chrono::seconds(120));
   }

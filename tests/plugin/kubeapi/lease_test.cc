@@ -109,7 +109,7 @@ TEST_F(LeaseTest, TheFirstAcquiresTheSecondWaitsWhileItRenews) {
   const json created = Stored();
   ASSERT_FALSE(created.is_null());
   EXPECT_EQ(created["spec"]["holderIdentity"], "pod-a_uid-a");
-  EXPECT_EQ(created["spec"]["leaseDurationSeconds"], 1);
+  EXPECT_EQ(created["spec"]["leaseDurationSeconds"], kDuration.count() / 1000);
   EXPECT_EQ(created["spec"]["leaseTransitions"], 0);
 
   second.Start([&] { ++second_started; }, [] {});
