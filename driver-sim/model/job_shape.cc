@@ -60,6 +60,9 @@ void AddShapeFlags(CLI::App* cmd, JobShapeFlags* f, const std::string& nodes_hel
   cmd->add_option("--optimizer", f->optimizer, "adamw or lamb (adamw)");
   cmd->add_flag("--zero1", f->zero1, "shard the optimizer over the data-parallel ranks");
   cmd->add_flag("--no-zero1", f->no_zero1, "do not shard the optimizer (run's decoders do)");
+  cmd->add_flag("--sequence-parallel", f->sequence_parallel,
+                "with --tp: norms, dropout and residuals on seq/TP tokens, each TP all-reduce a "
+                "reduce-scatter and an all-gather");
   AddIntFlags(cmd, f, kModelFlags, nodes_help);
 }
 
@@ -98,6 +101,7 @@ absl::StatusOr<TrainSpec> SpecOf(const ModelShape& model, const JobShapeFlags& f
   s.nodes = f.nodes.value_or(d.nodes);
   if (f.zero1 && f.no_zero1) return absl::InvalidArgumentError("--zero1 or --no-zero1, not both");
   s.zero1 = f.zero1 || (d.zero1 && !f.no_zero1);
+  s.sequence_parallel = f.sequence_parallel;
   const std::string precision = f.precision.value_or("bf16");
   if (precision != "bf16" && precision != "fp32") {
     return absl::InvalidArgumentError("--precision: bf16 or fp32");
@@ -129,6 +133,7 @@ std::vector<std::string> ShapeArgs(const JobShapeFlags& f) {
   if (f.optimizer) a.insert(a.end(), {"--optimizer", *f.optimizer});
   if (f.zero1) a.emplace_back("--zero1");
   if (f.no_zero1) a.emplace_back("--no-zero1");
+  if (f.sequence_parallel) a.emplace_back("--sequence-parallel");
   return a;
 }
 

@@ -30,10 +30,12 @@ struct JobShapeFlags {
   std::optional<std::string> optimizer;  // adamw | lamb
   bool zero1 = false;
   bool no_zero1 = false;
+  bool sequence_parallel = false;
 };
 
 // Registers the shape flags on `cmd` (--tp, --pp, --nodes, --seq, --micro-batch (alias --batch),
-// --global-batch, --precision, --optimizer, --zero1, --no-zero1, --layers, --hidden, --heads,
+// --global-batch, --precision, --optimizer, --zero1, --no-zero1, --sequence-parallel, --layers,
+// --hidden, --heads,
 // --kv-heads, --ffn, --vocab). `nodes_help` says what --nodes means for the verb.
 void AddShapeFlags(CLI::App* cmd, JobShapeFlags* f, const std::string& nodes_help);
 

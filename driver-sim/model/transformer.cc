@@ -127,13 +127,38 @@ void ProbsTranspose(OpList& l, const Dims& x, const char* name, double products)
   l.Matmul(name, x.s, 128, x.s, products, 0);
 }
 
+// A TP region's ends, [t, d] each (docs/hardware.md#sequence-parallel). Without sequence
+// parallelism the region's partial output is all-reduced; with it, reduce-scattered to the rank's
+// t/TP tokens, and the next region's input all-gathered from them. A collective's bytes are the
+// whole buffer, as the runtime counts them. `what` names the region: "attn", "mlp_grad", ...
+void TpRegionIn(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp, const char* what) {
+  if (s.tp == 1 || !s.sequence_parallel) return;
+  l.Collective("allgather", fmt::format("tp_allgather_{}", what).c_str(), x.t * x.d * x.w, tp, 1);
+}
+void TpRegionOut(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp,
+                 const char* what) {
+  if (s.tp == 1) return;
+  const char* kind = s.sequence_parallel ? "reducescatter" : "allreduce";
+  l.Collective(kind, fmt::format("tp_{}_{}", kind, what).c_str(), x.t * x.d * x.w, tp, 1);
+}
+
+// What works per token outside the TP regions (norms, dropout, residuals): the rank's t/TP
+// tokens with sequence parallelism, all t without.
+Dims TokenWise(const TrainSpec& s, const Dims& x) {
+  Dims out = x;
+  if (s.sequence_parallel) out.t = x.t / s.tp;
+  return out;
+}
+
 // Attention and MLP of one layer, forward. Fused attention keeps scores and probabilities in
 // SBUF: only Q, K, V and the output cross HBM.
 void LayerForward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp) {
   const ModelShape& m = s.model;
   const double qkv = (x.heads + 2 * x.kv) * x.dh;
   const double scores = x.b * x.heads * x.causal;  // [s,dh]x[dh,s] products
-  Norm(l, m, x, "attn_norm", 1);
+  const Dims y = TokenWise(s, x);
+  Norm(l, m, y, "attn_norm", 1);
+  TpRegionIn(l, s, x, tp, "attn");
   l.Matmul("qkv_proj", x.t, x.d, qkv);
   if (m.rms_norm) {  // rotary embedding on Q and K (Llama-style models)
     l.Lane("vector", "rotary", 2 * 3 * x.t * (x.heads + x.kv) * x.dh,
@@ -149,35 +174,42 @@ void LayerForward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp
   ProbsTranspose(l, x, "attn_probs_transpose", scores);
   l.Matmul("attn_values", x.s, x.s, x.dh, scores, x.t * (x.kv + x.heads) * x.dh * x.w);
   l.Matmul("out_proj", x.t, x.heads * x.dh, x.d);
-  if (s.tp > 1) l.Collective("allreduce", "tp_allreduce_attn", x.t * x.d * x.w, tp, 1);
-  if (m.dropout) l.Lane("gpsimd", "hidden_dropout_mask", 2 * x.t * x.d, 0);
-  l.Lane("vector", "residual_add", 2 * x.t * x.d, 3 * x.t * x.d * x.w);
-  Norm(l, m, x, "mlp_norm", 1);
+  TpRegionOut(l, s, x, tp, "attn");
+  if (m.dropout) l.Lane("gpsimd", "hidden_dropout_mask", 2 * y.t * y.d, 0);
+  l.Lane("vector", "residual_add", 2 * y.t * y.d, 3 * y.t * y.d * y.w);
+  Norm(l, m, y, "mlp_norm", 1);
+  TpRegionIn(l, s, x, tp, "mlp");
   const double up = (m.gated_mlp ? 2 : 1) * x.ffn;
   l.Matmul("mlp_up", x.t, x.d, up);
   l.Lane("scalar", m.gated_mlp ? "silu" : "gelu", x.t * x.ffn, 0);
   if (m.gated_mlp) l.Lane("vector", "gate_mul", 2 * x.t * x.ffn, 0);
   l.Dma("mlp_activation_io", (m.gated_mlp ? 3 : 2) * x.t * x.ffn * x.w);
   l.Matmul("mlp_down", x.t, x.ffn, x.d);
-  if (s.tp > 1) l.Collective("allreduce", "tp_allreduce_mlp", x.t * x.d * x.w, tp, 1);
-  l.Lane("vector", "residual_add", 2 * x.t * x.d, 3 * x.t * x.d * x.w);
+  TpRegionOut(l, s, x, tp, "mlp");
+  l.Lane("vector", "residual_add", 2 * y.t * y.d, 3 * y.t * y.d * y.w);
 }
 
 // The same layer backward: two matmuls per forward matmul, the attention scores recomputed
-// (fused attention keeps no probabilities), twice the element-wise passes.
+// (fused attention keeps no probabilities), twice the element-wise passes. With sequence
+// parallelism a region's reduce-scatter is an all-gather backward and its all-gather a
+// reduce-scatter; the input a weight gradient needs is gathered again in NxD, overlapped with the
+// data gradient, which this model (nothing overlaps across ops) leaves out rather than serialise.
 void LayerBackward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp) {
   const ModelShape& m = s.model;
   const double qkv = (x.heads + 2 * x.kv) * x.dh;
   const double scores = x.b * x.heads * x.causal;
   const double up = (m.gated_mlp ? 2 : 1) * x.ffn;
-  l.Lane("vector", "residual_grad", 2 * x.t * x.d, 2 * x.t * x.d * x.w);
+  const Dims y = TokenWise(s, x);
+  l.Lane("vector", "residual_grad", 2 * y.t * y.d, 2 * y.t * y.d * y.w);
+  TpRegionIn(l, s, x, tp, "mlp_grad");
   LinearBackward(l, "mlp_down_grad", x.t, x.ffn, x.d);
   l.Lane("scalar", "activation_grad", x.t * x.ffn, 0);
   l.Lane("vector", "activation_grad", 2 * 2 * x.t * x.ffn, 0);
   l.Dma("mlp_activation_grad_io", (m.gated_mlp ? 4 : 3) * x.t * x.ffn * x.w);
   LinearBackward(l, "mlp_up_grad", x.t, x.d, up);
-  if (s.tp > 1) l.Collective("allreduce", "tp_allreduce_mlp_grad", x.t * x.d * x.w, tp, 1);
-  Norm(l, m, x, "mlp_norm_grad", 2);
+  TpRegionOut(l, s, x, tp, "mlp_grad");
+  Norm(l, m, y, "mlp_norm_grad", 2);
+  TpRegionIn(l, s, x, tp, "attn_grad");
   LinearBackward(l, "out_proj_grad", x.t, x.heads * x.dh, x.d);
   const double qkv_io = x.t * (x.heads + x.kv) * x.dh * x.w;
   l.Matmul("attn_scores_recompute", x.s, x.dh, x.s, scores, qkv_io);
@@ -195,9 +227,9 @@ void LayerBackward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& t
            2 * x.t * (x.heads + x.kv) * x.dh * x.w);
   }
   LinearBackward(l, "qkv_proj_grad", x.t, x.d, qkv);
-  if (s.tp > 1) l.Collective("allreduce", "tp_allreduce_attn_grad", x.t * x.d * x.w, tp, 1);
-  Norm(l, m, x, "attn_norm_grad", 2);
-  l.Lane("vector", "residual_grad", 2 * x.t * x.d, 2 * x.t * x.d * x.w);
+  TpRegionOut(l, s, x, tp, "attn_grad");
+  Norm(l, m, y, "attn_norm_grad", 2);
+  l.Lane("vector", "residual_grad", 2 * y.t * y.d, 2 * y.t * y.d * y.w);
 }
 
 // The output projection and the loss (cross-entropy over the rank's vocabulary shard, FP32
@@ -209,11 +241,13 @@ void HeadAndLoss(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp)
     l.Matmul("mlm_transform", x.t, x.d, x.d);
     Norm(l, m, x, "mlm_norm", 1);
   }
+  TpRegionIn(l, s, x, tp, "head");
   l.Matmul("lm_head", x.t, x.d, v);
   l.Lane("scalar", "loss_exp", x.t * v, 2 * x.t * v * 4);
   l.Lane("vector", "loss_max_sum_grad", 3 * x.t * v, 2 * x.t * v * 4);
   if (s.tp > 1) l.Collective("allreduce", "tp_allreduce_loss", 2 * x.t * 4, tp, 1);
   LinearBackward(l, "lm_head_grad", x.t, x.d, v);
+  TpRegionOut(l, s, x, tp, "head_grad");
   if (m.tied_head && !m.causal) LinearBackward(l, "mlm_transform_grad", x.t, x.d, x.d);
 }
 
@@ -227,8 +261,9 @@ double StageParams(const TrainSpec& s, int stage) {
   return p;
 }
 
-// One micro-batch's activations (forward) or their gradients (backward), [t, d] on every TP rank,
-// between `stage` and its neighbour `other` (none beyond the ends). A point-to-point transfer is
+// One micro-batch's activations (forward) or their gradients (backward), [t, d] on every TP rank
+// ([t/TP, d] with sequence parallelism), between `stage` and its neighbour `other` (none beyond
+// the ends). A point-to-point transfer is
 // a one-step exchange, timed as the runtime times an all-gather of both ranks' buffers: α plus
 // the buffer over NeuronLink, or over EFA with the collective's fixed cost when the stages are on
 // two nodes (driver-sim/README.md#training-model).
@@ -237,7 +272,8 @@ void PipelineExchange(OpList& l, const TrainSpec& s, const Dims& x, int stage, i
   if (other < 0 || other >= s.pp) return;
   int nodes = 1;
   const Groups pairs = BoundaryGroups(s, stage, other, &nodes);
-  l.Collective("allgather", name, 2 * x.t * x.d * x.w, pairs, nodes);
+  const Dims y = TokenWise(s, x);
+  l.Collective("allgather", name, 2 * y.t * y.d * y.w, pairs, nodes);
 }
 
 std::string MicroStep(const TrainSpec& s, int stage) {
@@ -337,6 +373,11 @@ absl::Status Validate(const TrainSpec& s) {
   if (m.heads % s.tp != 0) {
     return bad(
         fmt::format("--tp {} does not divide the model's {} attention heads", s.tp, m.heads));
+  }
+  if (s.sequence_parallel && s.seq % s.tp != 0) {
+    return bad(fmt::format("--sequence-parallel splits the sequence over TP: --seq {} is not a "
+                           "multiple of --tp {}",
+                           s.seq, s.tp));
   }
   if (m.layers % s.pp != 0) {
     return bad(fmt::format("--pp {} does not divide the model's {} layers", s.pp, m.layers));

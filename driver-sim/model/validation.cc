@@ -97,8 +97,8 @@ void AddCollectives(const nrt::NodeModel& node, std::vector<ValidationRow>& rows
 }
 
 absl::StatusOr<double> JobSeqPerS(const char* model, int nodes, int tp, int seq, int mb,
-                                  int global_batch, Precision precision, Optimizer opt,
-                                  bool zero1) {
+                                  int global_batch, Precision precision, Optimizer opt, bool zero1,
+                                  bool sequence_parallel) {
   absl::StatusOr<ModelShape> m = FindModel(model);
   if (!m.ok()) return m.status();
   PredictRequest r;
@@ -111,6 +111,7 @@ absl::StatusOr<double> JobSeqPerS(const char* model, int nodes, int tp, int seq,
   r.train.precision = precision;
   r.train.optimizer = opt;
   r.train.zero1 = zero1;
+  r.train.sequence_parallel = sequence_parallel;
   absl::StatusOr<Prediction> p = Predict(r);
   if (!p.ok()) return p.status();
   return p->seq_per_s;
@@ -128,32 +129,34 @@ absl::Status AddTraining(std::vector<ValidationRow>& rows) {
     Precision precision;
     Optimizer opt;
     bool zero1;
+    bool sequence_parallel;  // as the row's recipe runs it (docs/hardware.md#sequence-parallel)
     const char* source;
   };
   constexpr Precision kBf16 = Precision::kBf16;
   const Job jobs[] = {
-      {"Llama-2-7B, 16 nodes, TP8 DP64 ZeRO-1, seq 4096, gb1024, AdamW", 81, 101.3,
+      {"Llama-2-7B, 16 nodes, TP8 SP DP64 ZeRO-1, seq 4096, gb1024, AdamW", 81, 101.3,
        "81 (2.15) - 101.3 (2.20)", "llama2-7b", 16, 8, 4096, 1, 1024, kBf16, Optimizer::kAdamW,
-       true, "training_data_decoder.csv history, SDK 2.15-2.21"},
+       true, true, "training_data_decoder.csv history, SDK 2.15-2.21"},
       {"BERT-Large ph1, 1 node, DP32, mb16, gb16384, AdamW, BF16+SR", 3530, 3836.5,
        "3530 (2.15) - 3836.5 (2.27)", "bert-large", 1, 1, 128, 16, 16384, kBf16, Optimizer::kAdamW,
-       false, "trn1_trn1n_nlp_data.csv 2.13-2.15, training_data_encoder.csv"},
+       false, false, "trn1_trn1n_nlp_data.csv 2.13-2.15, training_data_encoder.csv"},
       {"BERT-Large ph1, 1 node, DP32, mb16, gb65536, LAMB, BF16+SR", 3401, 3733,
        "3401 (2.13) - 3733 (2.15)", "bert-large", 1, 1, 128, 16, 65536, kBf16, Optimizer::kLamb,
-       false, "trn1_trn1n_nlp_data.csv, SDK 2.13-2.15"},
+       false, false, "trn1_trn1n_nlp_data.csv, SDK 2.13-2.15"},
       {"BERT-Large ph1, 16 nodes, DP512, mb16, gb1048576, LAMB, BF16+SR", 52585.9, 57407.9,
        "52586 (2.13) - 57408 (2.28)", "bert-large", 16, 1, 128, 16, 1048576, kBf16,
-       Optimizer::kLamb, false, "trn1_trn1n_nlp_data.csv 2.13-2.15, training_data_encoder.csv"},
+       Optimizer::kLamb, false, false, "trn1_trn1n_nlp_data.csv 2.13-2.15, training_data_encoder.csv"},
       {"BERT-Large ph1, 16 nodes, DP512, mb8, gb1048576, LAMB, FP32", 28402.6, 32752.8,
        "28403 (2.13) - 32753 (2.27)", "bert-large", 16, 1, 128, 8, 1048576, Precision::kFp32,
-       Optimizer::kLamb, false, "trn1_trn1n_nlp_data.csv 2.13, training_data_encoder.csv 2.27"},
+       Optimizer::kLamb, false, false, "trn1_trn1n_nlp_data.csv 2.13, training_data_encoder.csv 2.27"},
       {"BERT-Large ph1, 16 nodes, DP512, mb16, gb16384, AdamW, BF16", 25547.6, 25547.6, "",
-       "bert-large", 16, 1, 128, 16, 16384, kBf16, Optimizer::kAdamW, false,
+       "bert-large", 16, 1, 128, 16, 16384, kBf16, Optimizer::kAdamW, false, false,
        "trn1_trn1n_nlp_data.csv, SDK 2.13"},
   };
   for (const Job& j : jobs) {
     absl::StatusOr<double> seq =
-        JobSeqPerS(j.model, j.nodes, j.tp, j.seq, j.mb, j.gbs, j.precision, j.opt, j.zero1);
+        JobSeqPerS(j.model, j.nodes, j.tp, j.seq, j.mb, j.gbs, j.precision, j.opt, j.zero1,
+                   j.sequence_parallel);
     if (!seq.ok()) return seq.status();
     rows.push_back(
         {j.name, "seq/s", (j.low + j.high) / 2, *seq, j.source, RowRole::kTraining, j.range});

@@ -65,7 +65,7 @@ TEST(ModelMechanisms, DmaOverlapsItsOpButOpsDoNotOverlapEachOther) {
 }
 
 absl::StatusOr<nrt::Program> MicroStep(std::string_view model, int seq, workloads::Precision p,
-                                       bool optimizer) {
+                                       bool optimizer, bool sequence_parallel = false) {
   absl::StatusOr<workloads::ModelShape> m = workloads::FindModel(model);
   if (!m.ok()) return m.status();
   workloads::TrainSpec s;
@@ -74,6 +74,8 @@ absl::StatusOr<nrt::Program> MicroStep(std::string_view model, int seq, workload
   s.cores_per_node = 32;
   s.tp = 8;
   s.precision = p;
+  s.sequence_parallel = sequence_parallel;
+  if (absl::Status v = workloads::Validate(s); !v.ok()) return v;
   const workloads::StepOps ops = workloads::BuildStepOps(s, 0);
   return nrt::ParseOpList(optimizer ? ops.optimizer : ops.micro_step);
 }
@@ -82,6 +84,48 @@ int Count(const nrt::Program& p, std::string_view name) {
   int n = 0;
   for (const nrt::Op& op : p.ops) n += op.name == name ? 1 : 0;
   return n;
+}
+
+const nrt::Op* First(const nrt::Program& p, std::string_view name) {
+  for (const nrt::Op& op : p.ops) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+// Sequence parallelism (docs/hardware.md#sequence-parallel), Llama-2-7B at TP 8: each of a layer's
+// four TP all-reduces becomes a reduce-scatter and an all-gather of the same [t, d] buffer, the
+// norms and residual adds work on t/8 tokens, and the matmuls and attention do not change.
+TEST(ModelMechanisms, SequenceParallelismSplitsTheTokenWiseOpsAndEachAllReduce) {
+  using workloads::Precision;
+  absl::StatusOr<nrt::Program> off = MicroStep("llama2-7b", 4096, Precision::kBf16, false);
+  absl::StatusOr<nrt::Program> on = MicroStep("llama2-7b", 4096, Precision::kBf16, false, true);
+  ASSERT_TRUE(off.ok() && on.ok());
+  for (const char* region : {"attn", "mlp", "mlp_grad", "attn_grad"}) {
+    SCOPED_TRACE(region);
+    const std::string name(region);
+    EXPECT_EQ(Count(*off, "tp_allreduce_" + name), 32);
+    EXPECT_EQ(Count(*on, "tp_allreduce_" + name), 0);
+    EXPECT_EQ(Count(*on, "tp_reducescatter_" + name), 32);
+    EXPECT_EQ(Count(*on, "tp_allgather_" + name), 32);
+    const nrt::Op* all_reduce = First(*off, "tp_allreduce_" + name);
+    ASSERT_NE(all_reduce, nullptr);
+    EXPECT_EQ(First(*on, "tp_reducescatter_" + name)->bytes, all_reduce->bytes);
+    EXPECT_EQ(First(*on, "tp_reducescatter_" + name)->coll, nrt::CollKind::kReduceScatter);
+    EXPECT_EQ(First(*on, "tp_allgather_" + name)->bytes, all_reduce->bytes);
+  }
+  for (const char* token_wise : {"attn_norm", "residual_add", "mlp_norm_grad", "residual_grad"}) {
+    EXPECT_DOUBLE_EQ(First(*on, token_wise)->elements * 8, First(*off, token_wise)->elements)
+        << token_wise;
+    EXPECT_DOUBLE_EQ(First(*on, token_wise)->bytes * 8, First(*off, token_wise)->bytes)
+        << token_wise;
+  }
+  for (const char* same : {"qkv_proj", "attn_scores", "mlp_up", "softmax_exp"}) {
+    EXPECT_DOUBLE_EQ(First(*on, same)->m, First(*off, same)->m) << same;
+    EXPECT_DOUBLE_EQ(First(*on, same)->elements, First(*off, same)->elements) << same;
+  }
+  // The sequence is what TP splits: it must divide.
+  EXPECT_FALSE(MicroStep("llama2-7b", 4100, Precision::kBf16, false, true).ok());
 }
 
 // Attention transposes its [s,s] probabilities on TensorE once forward and twice backward per
