@@ -135,8 +135,7 @@ void TpRegionIn(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp, 
   if (s.tp == 1 || !s.sequence_parallel) return;
   l.Collective("allgather", fmt::format("tp_allgather_{}", what).c_str(), x.t * x.d * x.w, tp, 1);
 }
-void TpRegionOut(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp,
-                 const char* what) {
+void TpRegionOut(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp, const char* what) {
   if (s.tp == 1) return;
   const char* kind = s.sequence_parallel ? "reducescatter" : "allreduce";
   l.Collective(kind, fmt::format("tp_{}_{}", kind, what).c_str(), x.t * x.d * x.w, tp, 1);
@@ -375,9 +374,10 @@ absl::Status Validate(const TrainSpec& s) {
         fmt::format("--tp {} does not divide the model's {} attention heads", s.tp, m.heads));
   }
   if (s.sequence_parallel && s.seq % s.tp != 0) {
-    return bad(fmt::format("--sequence-parallel splits the sequence over TP: --seq {} is not a "
-                           "multiple of --tp {}",
-                           s.seq, s.tp));
+    return bad(
+        fmt::format("--sequence-parallel splits the sequence over TP: --seq {} is not a "
+                    "multiple of --tp {}",
+                    s.seq, s.tp));
   }
   if (m.layers % s.pp != 0) {
     return bad(fmt::format("--pp {} does not divide the model's {} layers", s.pp, m.layers));

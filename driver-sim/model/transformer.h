@@ -63,7 +63,8 @@ struct TrainSpec {
   bool zero1 = false;
   // Sequence parallelism with TP (Megatron's, NxD's sequence_parallel_enabled): the layer norms,
   // dropout and residual adds work on the rank's s/TP tokens, and each TP all-reduce is a
-  // reduce-scatter and, before the next TP region, an all-gather (docs/hardware.md#sequence-parallel).
+  // reduce-scatter and, before the next TP region, an all-gather
+  // (docs/hardware.md#sequence-parallel).
   bool sequence_parallel = false;
   double scale = 1.0;  // multiplies every op's work (tests run small jobs)
 

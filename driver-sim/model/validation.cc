@@ -145,18 +145,19 @@ absl::Status AddTraining(std::vector<ValidationRow>& rows) {
        false, false, "trn1_trn1n_nlp_data.csv, SDK 2.13-2.15"},
       {"BERT-Large ph1, 16 nodes, DP512, mb16, gb1048576, LAMB, BF16+SR", 52585.9, 57407.9,
        "52586 (2.13) - 57408 (2.28)", "bert-large", 16, 1, 128, 16, 1048576, kBf16,
-       Optimizer::kLamb, false, false, "trn1_trn1n_nlp_data.csv 2.13-2.15, training_data_encoder.csv"},
+       Optimizer::kLamb, false, false,
+       "trn1_trn1n_nlp_data.csv 2.13-2.15, training_data_encoder.csv"},
       {"BERT-Large ph1, 16 nodes, DP512, mb8, gb1048576, LAMB, FP32", 28402.6, 32752.8,
        "28403 (2.13) - 32753 (2.27)", "bert-large", 16, 1, 128, 8, 1048576, Precision::kFp32,
-       Optimizer::kLamb, false, false, "trn1_trn1n_nlp_data.csv 2.13, training_data_encoder.csv 2.27"},
+       Optimizer::kLamb, false, false,
+       "trn1_trn1n_nlp_data.csv 2.13, training_data_encoder.csv 2.27"},
       {"BERT-Large ph1, 16 nodes, DP512, mb16, gb16384, AdamW, BF16", 25547.6, 25547.6, "",
        "bert-large", 16, 1, 128, 16, 16384, kBf16, Optimizer::kAdamW, false, false,
        "trn1_trn1n_nlp_data.csv, SDK 2.13"},
   };
   for (const Job& j : jobs) {
-    absl::StatusOr<double> seq =
-        JobSeqPerS(j.model, j.nodes, j.tp, j.seq, j.mb, j.gbs, j.precision, j.opt, j.zero1,
-                   j.sequence_parallel);
+    absl::StatusOr<double> seq = JobSeqPerS(j.model, j.nodes, j.tp, j.seq, j.mb, j.gbs, j.precision,
+                                            j.opt, j.zero1, j.sequence_parallel);
     if (!seq.ok()) return seq.status();
     rows.push_back(
         {j.name, "seq/s", (j.low + j.high) / 2, *seq, j.source, RowRole::kTraining, j.range});
