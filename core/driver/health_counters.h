@@ -86,37 +86,31 @@ struct HealthCounter {
   HealthComponent component;       // what its errors are errors of
   EvidenceClass evidence_class;
   CounterMeaning meaning;
-  // The verdict's reason for a kFault row's class, "<fault> (<components>)"; the rows of one class
-  // share it.
-  std::string_view fault;
 };
 
 inline constexpr std::array kHealthCounters{
     HealthCounter{sysfs::kHardwareDir, Name(HardwareCounter::sram_ecc_uncorrected), std::nullopt,
-                  HealthComponent::kSram, EvidenceClass::kEcc, CounterMeaning::kFault,
-                  "uncorrected ECC"},
+                  HealthComponent::kSram, EvidenceClass::kEcc, CounterMeaning::kFault},
     HealthCounter{sysfs::kHardwareDir, Name(HardwareCounter::mem_ecc_uncorrected), std::nullopt,
-                  HealthComponent::kHbm, EvidenceClass::kEcc, CounterMeaning::kFault,
-                  "uncorrected ECC"},
+                  HealthComponent::kHbm, EvidenceClass::kEcc, CounterMeaning::kFault},
     HealthCounter{sysfs::kHardwareDir, Name(HardwareCounter::mem_ecc_repairable_uncorrected),
-                  std::nullopt, HealthComponent::kHbm, EvidenceClass::kEcc, CounterMeaning::kFault,
-                  "uncorrected ECC"},
+                  std::nullopt, HealthComponent::kHbm, EvidenceClass::kEcc, CounterMeaning::kFault},
     HealthCounter{sysfs::kHealthStatusDir, Name(HealthStatusCounter::hbm_ecc_err_count),
                   NodeGroup::kHealthStatus, HealthComponent::kHbm, EvidenceClass::kEcc,
-                  CounterMeaning::kFault, "uncorrected ECC"},
+                  CounterMeaning::kFault},
     HealthCounter{sysfs::kHealthStatusDir, Name(HealthStatusCounter::repairable_hbm_ecc_err_count),
                   NodeGroup::kHealthStatus, HealthComponent::kHbm, EvidenceClass::kEcc,
-                  CounterMeaning::kFault, "uncorrected ECC"},
+                  CounterMeaning::kFault},
     HealthCounter{sysfs::kHealthStatusDir, Name(HealthStatusCounter::sram_ecc_err_count),
                   NodeGroup::kHealthStatus, HealthComponent::kSram, EvidenceClass::kEcc,
-                  CounterMeaning::kFault, "uncorrected ECC"},
+                  CounterMeaning::kFault},
     // Corrected ECC (driver 2.30.2 notes).
     HealthCounter{sysfs::kHardwareDir, Name(EccCorrectedCounter::sram_ecc_corrected),
                   NodeGroup::kEccCorrected, HealthComponent::kSram, EvidenceClass::kEccCorrected,
-                  CounterMeaning::kDegraded, "corrected ECC"},
+                  CounterMeaning::kDegraded},
     HealthCounter{sysfs::kHardwareDir, Name(EccCorrectedCounter::mem_ecc_corrected),
                   NodeGroup::kEccCorrected, HealthComponent::kHbm, EvidenceClass::kEccCorrected,
-                  CounterMeaning::kDegraded, "corrected ECC"},
+                  CounterMeaning::kDegraded},
 };
 
 // The row whose file is `name` (unique across the rows); null when none is.

@@ -77,11 +77,16 @@ void JudgeState(const DeviceEvidence& d, Verdict& v) {
   }
 }
 
+// A counter class's fault as the verdict says it, "<this> (<components>)": its name, or for the
+// uncorrected ECC counters the words the reasons have always used.
+std::string_view CounterFault(EvidenceClass c) {
+  return c == E::kEcc ? "uncorrected ECC" : EvidenceClassName(c);
+}
+
 // The counter rows that rose (core/driver/health_counters.h): a kFault class's, one reason per
 // class naming the components at fault; a kDegraded class's flag the device degraded.
 void JudgeCounterRows(const DeviceEvidence& d, Verdict& v) {
   std::array<HealthComponents, kEvidenceClassCount> rose{};
-  std::array<std::string_view, kEvidenceClassCount> fault{};
   for (size_t i = 0; i < kHealthCounters.size(); ++i) {
     if (!d.counter_rose[i]) continue;
     const HealthCounter& c = kHealthCounters[i];
@@ -91,12 +96,11 @@ void JudgeCounterRows(const DeviceEvidence& d, Verdict& v) {
     }
     const auto k = static_cast<size_t>(c.evidence_class);
     rose[k].Add(c.component);
-    fault[k] = c.fault;
   }
   for (size_t k = 0; k < rose.size(); ++k) {
     if (rose[k].empty()) continue;
     v.Fault(static_cast<EvidenceClass>(k), rose[k],
-            fmt::format("{} ({})", fault[k], rose[k].Join()));
+            fmt::format("{} ({})", CounterFault(static_cast<EvidenceClass>(k)), rose[k].Join()));
   }
 }
 
