@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bench/stats.h"
+#include "core/base/guarded_main.h"
 #include "dra/v1/api.grpc.pb.h"
 #include "driver-sim/controlplane/api_server.h"
 #include "http/local_client.h"
@@ -344,11 +345,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dra_bench: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return neuron::GuardedMain("dra_bench", Main, argc, argv); }

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "bench/stats.h"
+#include "core/base/guarded_main.h"
 #include "core/base/unique_fd.h"
 #include "tests/support/http_client.h"
 
@@ -372,11 +373,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "monitor_bench: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return neuron::GuardedMain("monitor_bench", Main, argc, argv); }

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/guarded_main.h"
 #include "core/base/version.h"
 #include "core/driver/sysfs_names.h"
 #include "driver-sim/cluster/cluster_command.h"
@@ -81,13 +82,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-// What nothing below handled (a std::bad_alloc, a filesystem error) ends the command with one
-// line and status 1 rather than std::terminate's abort.
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "neuron-sim: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return neuron::GuardedMain("neuron-sim", Main, argc, argv); }

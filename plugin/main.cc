@@ -13,6 +13,7 @@
 #include <exception>
 #include <optional>
 
+#include "core/base/guarded_main.h"
 #include "core/base/log_setup.h"
 #include "core/base/version.h"
 #include "http/http_server.h"
@@ -250,13 +251,6 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-// What nothing below handled (a std::bad_alloc, a filesystem error) ends the plugin with one line
-// and status 1 rather than std::terminate's abort; the DaemonSet restarts it.
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "neuron-device-plugin: %s\n", e.what());
-    return 1;
-  }
+  return neuron::GuardedMain("neuron-device-plugin", Main, argc, argv);
 }

@@ -25,6 +25,7 @@
 #include <optional>
 
 #include "core/base/component_log.h"
+#include "core/base/guarded_main.h"
 #include "core/base/version.h"
 #include "core/discovery/inventory.h"
 #include "core/discovery/make_discovery.h"
@@ -333,11 +334,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "neuron-ls: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return neuron::GuardedMain("neuron-ls", Main, argc, argv); }

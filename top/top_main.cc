@@ -18,6 +18,7 @@
 #include <iostream>
 #include <thread>
 
+#include "core/base/guarded_main.h"
 #include "core/base/version.h"
 #include "core/discovery/presence.h"
 #include "core/model/node_flags.h"
@@ -178,13 +179,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // What a library throws (an allocation, a filesystem error) ends the tool with one line
-  // instead of an abort, as neuron-ls's and the agent's mains do.
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "neuron-top: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return neuron::GuardedMain("neuron-top", Main, argc, argv); }

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "core/base/duration.h"
+#include "core/base/guarded_main.h"
 #include "core/base/log_setup.h"
 #include "core/base/version.h"
 #include "fmt/format.h"
@@ -305,11 +306,4 @@ int Main(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "neuron-dra-api: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return neuron::GuardedMain("neuron-dra-api", Main, argc, argv); }
