@@ -54,6 +54,15 @@ void AppendIntArgs(const JobShapeFlags& f, std::span<const IntFlag> flags,
 
 }  // namespace
 
+absl::StatusOr<Checkpointing> CheckpointingOf(std::string_view name) {
+  if (name == "none") return Checkpointing::kNone;
+  if (name == "selective") return Checkpointing::kSelective;
+  if (name == "selective-mlp") return Checkpointing::kSelectiveMlp;
+  if (name == "full") return Checkpointing::kFull;
+  return absl::InvalidArgumentError(
+      fmt::format("--checkpointing \"{}\": none, selective, selective-mlp or full", name));
+}
+
 void AddShapeFlags(CLI::App* cmd, JobShapeFlags* f, const std::string& nodes_help) {
   AddIntFlags(cmd, f, kParallelFlags, nodes_help);
   cmd->add_option("--precision", f->precision, "bf16 (FP32 master weights) or fp32 (bf16)");
@@ -63,6 +72,11 @@ void AddShapeFlags(CLI::App* cmd, JobShapeFlags* f, const std::string& nodes_hel
   cmd->add_flag("--sequence-parallel", f->sequence_parallel,
                 "with --tp: norms, dropout and residuals on seq/TP tokens, each TP all-reduce a "
                 "reduce-scatter and an all-gather");
+  cmd->add_option("--checkpointing", f->checkpointing,
+                  "what the backward recomputes: none, selective (the attention core), "
+                  "selective-mlp (and the MLP block) or full (each layer's forward) (selective)");
+  cmd->add_option("--attention", f->attention,
+                  "flash ([s, s] tiles in SBUF) or plain ([s, s] scores in HBM) (flash)");
   AddIntFlags(cmd, f, kModelFlags, nodes_help);
 }
 
@@ -112,6 +126,15 @@ absl::StatusOr<TrainSpec> SpecOf(const ModelShape& model, const JobShapeFlags& f
     return absl::InvalidArgumentError("--optimizer: adamw or lamb");
   }
   s.optimizer = optimizer == "adamw" ? Optimizer::kAdamW : Optimizer::kLamb;
+  absl::StatusOr<Checkpointing> checkpointing =
+      CheckpointingOf(f.checkpointing.value_or("selective"));
+  if (!checkpointing.ok()) return checkpointing.status();
+  s.checkpointing = *checkpointing;
+  const std::string attention = f.attention.value_or("flash");
+  if (attention != "flash" && attention != "plain") {
+    return absl::InvalidArgumentError("--attention: flash or plain");
+  }
+  s.attention = attention == "flash" ? Attention::kFlash : Attention::kPlain;
   return s;
 }
 
@@ -131,6 +154,8 @@ std::vector<std::string> ShapeArgs(const JobShapeFlags& f) {
   AppendIntArgs(f, kModelFlags, &a);
   if (f.precision) a.insert(a.end(), {"--precision", *f.precision});
   if (f.optimizer) a.insert(a.end(), {"--optimizer", *f.optimizer});
+  if (f.checkpointing) a.insert(a.end(), {"--checkpointing", *f.checkpointing});
+  if (f.attention) a.insert(a.end(), {"--attention", *f.attention});
   if (f.zero1) a.emplace_back("--zero1");
   if (f.no_zero1) a.emplace_back("--no-zero1");
   if (f.sequence_parallel) a.emplace_back("--sequence-parallel");

@@ -26,15 +26,19 @@ struct JobShapeFlags {
   // Changes to the model's shape (or, for predict without --model, the whole shape).
   std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
   std::optional<int> tp, pp, nodes, seq, micro_batch, global_batch;
-  std::optional<std::string> precision;  // bf16 | fp32
-  std::optional<std::string> optimizer;  // adamw | lamb
+  std::optional<std::string> precision;      // bf16 | fp32
+  std::optional<std::string> optimizer;      // adamw | lamb
+  std::optional<std::string> checkpointing;  // none | selective | selective-mlp | full
+  std::optional<std::string> attention;      // flash | plain
   bool zero1 = false;
   bool no_zero1 = false;
   bool sequence_parallel = false;
 };
 
 // Registers the shape flags on `cmd` (--tp, --pp, --nodes, --seq, --micro-batch (alias --batch),
-// --global-batch, --precision, --optimizer, --zero1, --no-zero1, --sequence-parallel, --layers,
+// --global-batch, --precision, --optimizer, --zero1, --no-zero1, --sequence-parallel,
+// --checkpointing, --attention,
+// --layers,
 // --hidden, --heads,
 // --kv-heads, --ffn, --vocab). `nodes_help` says what --nodes means for the verb.
 void AddShapeFlags(CLI::App* cmd, JobShapeFlags* f, const std::string& nodes_help);
@@ -56,6 +60,10 @@ absl::StatusOr<ModelShape> ModelOf(std::string_view name, const JobShapeFlags& f
 // (Validate, once they are set).
 absl::StatusOr<TrainSpec> SpecOf(const ModelShape& model, const JobShapeFlags& f,
                                  const ShapeDefaults& d);
+
+// --checkpointing's value: "none", "selective", "selective-mlp" or "full"; InvalidArgument
+// otherwise.
+absl::StatusOr<Checkpointing> CheckpointingOf(std::string_view name);
 
 // Gradient-accumulation micro-steps per optimizer step of a global batch of `global_batch`
 // sequences: global_batch / (DP x micro-batch), which must be whole.

@@ -14,14 +14,26 @@ namespace {
 
 using json = nlohmann::json;
 
-// Shapes from each model's published configuration (driver-sim/README.md#training-model).
+// Shapes from each model's published configuration (driver-sim/README.md#training-model,
+// driver-sim/model/published/models.csv, which a test holds this table to). ViT-B/16 is an
+// encoder over 197 tokens (196 patches of a 224x224 image and the class token) whose patch
+// embedding is a lookup here, and whose "vocabulary" is its 1,000-class head.
 const std::vector<ModelShape>& Models() {
+  //                       name, layers, hidden, heads, kv, ffn, vocab,
+  //                       gated_mlp, causal, rms_norm, dropout, tied_head
   static const std::vector<ModelShape> kModels = {
       {"llama2-7b", 32, 4096, 32, 32, 11008, 32000, true, true, true, false, false},
       {"llama2-13b", 40, 5120, 40, 40, 13824, 32000, true, true, true, false, false},
+      {"llama2-70b", 80, 8192, 64, 8, 28672, 32000, true, true, true, false, false},
+      {"llama3-8b", 32, 4096, 32, 8, 14336, 128256, true, true, true, false, false},
       {"llama3.1-8b", 32, 4096, 32, 8, 14336, 128256, true, true, true, false, false},
+      {"llama3.1-70b", 80, 8192, 64, 8, 28672, 128256, true, true, true, false, false},
       {"gpt3-6.7b", 32, 4096, 32, 32, 16384, 50257, false, true, false, false, true},
+      {"gpt3-23b", 28, 8192, 64, 64, 32768, 50257, false, true, false, false, true},
+      {"gpt3-46b", 56, 8192, 64, 64, 32768, 50257, false, true, false, false, true},
+      {"gpt3-175b", 96, 12288, 96, 96, 49152, 50257, false, true, false, false, true},
       {"bert-large", 24, 1024, 16, 16, 4096, 30522, false, false, false, true, true},
+      {"vit-base", 12, 768, 12, 12, 3072, 1000, false, false, false, false, false},
   };
   return kModels;
 }
@@ -84,6 +96,13 @@ struct Dims {
   double ffn;     // FFN width on this rank
   double w;       // activation bytes per element
   double causal;  // fraction of the score tiles computed (upper triangle skipped)
+  bool plain;     // the [s, s] tensors live in HBM (Attention::kPlain)
+
+  // HBM bytes of `tensors` [s, s] tensors of `products` heads at `bytes` per element, read or
+  // written by an attention op in the plain layout; none with flash attention.
+  double ScoreBytes(double products, double tensors, double bytes) const {
+    return plain ? tensors * products * s * s * bytes : 0;
+  }
 };
 
 Dims DimsOf(const TrainSpec& s) {
@@ -98,9 +117,11 @@ Dims DimsOf(const TrainSpec& s) {
   d.kv = std::max(1.0, static_cast<double>(m.kv_heads) / s.tp);
   d.ffn = static_cast<double>(m.ffn) / s.tp;
   d.w = s.precision == Precision::kBf16 ? 2 : 4;
-  // Fused attention works in 128-row tiles and skips those wholly above the diagonal.
+  // Flash attention works in 128-row tiles and skips those wholly above the diagonal; the plain
+  // layout computes the whole [s, s] and masks it.
   const double tiles = std::ceil(d.s / 128);
-  d.causal = m.causal ? (tiles + 1) / (2 * tiles) : 1.0;
+  d.causal = m.causal && s.attention == Attention::kFlash ? (tiles + 1) / (2 * tiles) : 1.0;
+  d.plain = s.attention == Attention::kPlain;
   return d;
 }
 
@@ -127,6 +148,34 @@ void ProbsTranspose(OpList& l, const Dims& x, const char* name, double products)
   l.Matmul(name, x.s, 128, x.s, products, 0);
 }
 
+// QKᵀ and the softmax of one layer's attention, forward or (`recompute`) rerun by the backward.
+// Flash attention reruns only QKᵀ and the exponent, from the row maxima and sums it kept; the
+// plain layout reruns the whole softmax and the dropout and writes the probabilities to HBM again.
+// In the plain layout QKᵀ writes the scores, the max and sum read them, the exponent reads them
+// and writes the probabilities, and dropout writes its one-byte mask and the dropped
+// probabilities.
+void ScoresAndSoftmax(OpList& l, const ModelShape& m, const Dims& x, bool recompute) {
+  const double scores = x.b * x.heads * x.causal;  // [s,dh]x[dh,s] products
+  const double n = scores * x.s * x.s;
+  const double qk_io = x.t * (x.heads + x.kv) * x.dh * x.w;
+  const bool whole = !recompute || x.plain;
+  l.Matmul(recompute ? "attn_scores_recompute" : "attn_scores", x.s, x.dh, x.s, scores,
+           qk_io + x.ScoreBytes(scores, 1, x.w));
+  if (x.plain && whole) {
+    // An unfused attention scales the scores and adds the mask as operations of their own; flash
+    // attention folds the scale into the exponent and skips masked tiles.
+    l.Lane("scalar", "attn_scale", n, 0);
+    l.Lane("vector", "attn_mask", 2 * n, 0);
+  }
+  if (whole) l.Lane("vector", "softmax_max_sum", 2 * n, x.ScoreBytes(scores, 1, x.w));
+  l.Lane("scalar", recompute ? "softmax_exp_recompute" : "softmax_exp", n,
+         x.ScoreBytes(scores, 2, x.w));
+  if (m.dropout && whole) {
+    l.Lane("gpsimd", "attn_dropout_mask", n, x.ScoreBytes(scores, 1, 1));
+    l.Lane("vector", "attn_dropout", 2 * n, x.ScoreBytes(scores, 2, x.w));
+  }
+}
+
 // A TP region's ends, [t, d] each (docs/hardware.md#sequence-parallel). Without sequence
 // parallelism the region's partial output is all-reduced; with it, reduce-scattered to the rank's
 // t/TP tokens, and the next region's input all-gathered from them. A collective's bytes are the
@@ -149,8 +198,22 @@ Dims TokenWise(const TrainSpec& s, const Dims& x) {
   return out;
 }
 
-// Attention and MLP of one layer, forward. Fused attention keeps scores and probabilities in
-// SBUF: only Q, K, V and the output cross HBM.
+// The MLP block between its norm and its residual add, TP region ends included: what the forward
+// runs, and what Checkpointing::kSelectiveMlp reruns before the block's backward.
+void MlpForward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp) {
+  const ModelShape& m = s.model;
+  TpRegionIn(l, s, x, tp, "mlp");
+  const double up = (m.gated_mlp ? 2 : 1) * x.ffn;
+  l.Matmul("mlp_up", x.t, x.d, up);
+  l.Lane("scalar", m.gated_mlp ? "silu" : "gelu", x.t * x.ffn, 0);
+  if (m.gated_mlp) l.Lane("vector", "gate_mul", 2 * x.t * x.ffn, 0);
+  l.Dma("mlp_activation_io", (m.gated_mlp ? 3 : 2) * x.t * x.ffn * x.w);
+  l.Matmul("mlp_down", x.t, x.ffn, x.d);
+  TpRegionOut(l, s, x, tp, "mlp");
+}
+
+// Attention and MLP of one layer, forward. Flash attention keeps scores and probabilities in
+// SBUF: only Q, K, V and the output cross HBM; the plain layout writes and reads them there.
 void LayerForward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp) {
   const ModelShape& m = s.model;
   const double qkv = (x.heads + 2 * x.kv) * x.dh;
@@ -163,28 +226,16 @@ void LayerForward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& tp
     l.Lane("vector", "rotary", 2 * 3 * x.t * (x.heads + x.kv) * x.dh,
            2 * x.t * (x.heads + x.kv) * x.dh * x.w);
   }
-  l.Matmul("attn_scores", x.s, x.dh, x.s, scores, x.t * (x.heads + x.kv) * x.dh * x.w);
-  l.Lane("vector", "softmax_max_sum", 2 * scores * x.s * x.s, 0);
-  l.Lane("scalar", "softmax_exp", scores * x.s * x.s, 0);
-  if (m.dropout) {
-    l.Lane("gpsimd", "attn_dropout_mask", scores * x.s * x.s, 0);
-    l.Lane("vector", "attn_dropout", 2 * scores * x.s * x.s, 0);
-  }
+  ScoresAndSoftmax(l, m, x, false);
   ProbsTranspose(l, x, "attn_probs_transpose", scores);
-  l.Matmul("attn_values", x.s, x.s, x.dh, scores, x.t * (x.kv + x.heads) * x.dh * x.w);
+  l.Matmul("attn_values", x.s, x.s, x.dh, scores,
+           x.t * (x.kv + x.heads) * x.dh * x.w + x.ScoreBytes(scores, 1, x.w));
   l.Matmul("out_proj", x.t, x.heads * x.dh, x.d);
   TpRegionOut(l, s, x, tp, "attn");
   if (m.dropout) l.Lane("gpsimd", "hidden_dropout_mask", 2 * y.t * y.d, 0);
   l.Lane("vector", "residual_add", 2 * y.t * y.d, 3 * y.t * y.d * y.w);
   Norm(l, m, y, "mlp_norm", 1);
-  TpRegionIn(l, s, x, tp, "mlp");
-  const double up = (m.gated_mlp ? 2 : 1) * x.ffn;
-  l.Matmul("mlp_up", x.t, x.d, up);
-  l.Lane("scalar", m.gated_mlp ? "silu" : "gelu", x.t * x.ffn, 0);
-  if (m.gated_mlp) l.Lane("vector", "gate_mul", 2 * x.t * x.ffn, 0);
-  l.Dma("mlp_activation_io", (m.gated_mlp ? 3 : 2) * x.t * x.ffn * x.w);
-  l.Matmul("mlp_down", x.t, x.ffn, x.d);
-  TpRegionOut(l, s, x, tp, "mlp");
+  MlpForward(l, s, x, tp);
   l.Lane("vector", "residual_add", 2 * y.t * y.d, 3 * y.t * y.d * y.w);
 }
 
@@ -200,6 +251,7 @@ void LayerBackward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& t
   const double up = (m.gated_mlp ? 2 : 1) * x.ffn;
   const Dims y = TokenWise(s, x);
   l.Lane("vector", "residual_grad", 2 * y.t * y.d, 2 * y.t * y.d * y.w);
+  if (s.checkpointing == Checkpointing::kSelectiveMlp) MlpForward(l, s, x, tp);
   TpRegionIn(l, s, x, tp, "mlp_grad");
   LinearBackward(l, "mlp_down_grad", x.t, x.ffn, x.d);
   l.Lane("scalar", "activation_grad", x.t * x.ffn, 0);
@@ -211,16 +263,23 @@ void LayerBackward(OpList& l, const TrainSpec& s, const Dims& x, const Groups& t
   TpRegionIn(l, s, x, tp, "attn_grad");
   LinearBackward(l, "out_proj_grad", x.t, x.heads * x.dh, x.d);
   const double qkv_io = x.t * (x.heads + x.kv) * x.dh * x.w;
-  l.Matmul("attn_scores_recompute", x.s, x.dh, x.s, scores, qkv_io);
-  l.Lane("scalar", "softmax_exp_recompute", scores * x.s * x.s, 0);
-  // dV = Pᵀ·dO and dK = dSᵀ·Q take the recomputed probabilities and the score gradient
-  // transposed.
+  // The probabilities come back by recomputation (flash attention always, the plain layout under
+  // selective checkpointing) or from HBM (kept, or written again by a full checkpoint's rerun).
+  const bool selective = s.checkpointing == Checkpointing::kSelective ||
+                         s.checkpointing == Checkpointing::kSelectiveMlp;
+  if (!x.plain || selective) ScoresAndSoftmax(l, m, x, true);
+  // dV = Pᵀ·dO and dK = dSᵀ·Q take the probabilities and the score gradient transposed. In the
+  // plain layout P is read and dP written, the softmax's backward reads both and writes dS, and
+  // dQ and dK read dS.
   ProbsTranspose(l, x, "attn_probs_transpose_recompute", scores);
-  l.Matmul("attn_values_grad", x.s, x.s, x.dh, 2 * scores, qkv_io);
-  l.Lane("vector", "softmax_grad", 2 * 3 * scores * x.s * x.s, 0);
-  if (m.dropout) l.Lane("vector", "attn_dropout_grad", 2 * scores * x.s * x.s, 0);
+  l.Matmul("attn_values_grad", x.s, x.s, x.dh, 2 * scores, qkv_io + x.ScoreBytes(scores, 2, x.w));
+  l.Lane("vector", "softmax_grad", 2 * 3 * scores * x.s * x.s, x.ScoreBytes(scores, 3, x.w));
+  if (m.dropout) {
+    l.Lane("vector", "attn_dropout_grad", 2 * scores * x.s * x.s, x.ScoreBytes(scores, 1, 1));
+  }
   ProbsTranspose(l, x, "attn_scores_grad_transpose", scores);
-  l.Matmul("attn_scores_grad", x.s, x.s, x.dh, 2 * scores, 2 * qkv_io);
+  l.Matmul("attn_scores_grad", x.s, x.s, x.dh, 2 * scores,
+           2 * qkv_io + x.ScoreBytes(scores, 2, x.w));
   if (m.rms_norm) {
     l.Lane("vector", "rotary_grad", 2 * 3 * x.t * (x.heads + x.kv) * x.dh,
            2 * x.t * (x.heads + x.kv) * x.dh * x.w);
@@ -287,7 +346,11 @@ std::string MicroStep(const TrainSpec& s, int stage) {
   PipelineExchange(l, s, x, stage, stage + 1, "pp_send_activations");
   if (stage == s.pp - 1) HeadAndLoss(l, s, x, tp);
   PipelineExchange(l, s, x, stage, stage + 1, "pp_recv_gradients");
-  for (int i = 0; i < layers; ++i) LayerBackward(l, s, x, tp);
+  for (int i = 0; i < layers; ++i) {
+    // A full checkpoint keeps only the layer's input: its forward runs again before its backward.
+    if (s.checkpointing == Checkpointing::kFull) LayerForward(l, s, x, tp);
+    LayerBackward(l, s, x, tp);
+  }
   PipelineExchange(l, s, x, stage, stage - 1, "pp_send_gradients");
   if (stage == 0) l.Lane("vector", "embedding_grad", 2 * x.t * x.d, 3 * x.t * x.d * 4);
   // Gradients accumulate in FP32 across micro-steps: read the accumulator and the step's

@@ -33,7 +33,8 @@ struct ModelShape {
   bool tied_head = false;  // the output projection reuses the embedding (BERT's MLM decoder)
 };
 
-// llama2-7b, llama2-13b, llama3.1-8b, gpt3-6.7b, bert-large; NotFound lists them.
+// The decoders and encoders AWS's trn1 training figures name (llama2-7b, gpt3-175b, vit-base, ...;
+// driver-sim/model/published/models.csv); NotFound lists them.
 absl::StatusOr<ModelShape> FindModel(std::string_view name);
 std::vector<std::string_view> ModelNames();
 // Parameters of the model (embeddings included).
@@ -44,6 +45,20 @@ double FlopsPerToken(const ModelShape& m, int seq);
 
 enum class Precision { kBf16, kFp32 };  // kBf16: BF16 compute with FP32 master weights
 enum class Optimizer { kAdamW, kLamb };
+
+// What the backward recomputes rather than keep from the forward (NxD's
+// activation_checkpoint_config, NeMo's and Megatron's activations_checkpoint_granularity;
+// docs/hardware.md#recompute): kNone keeps every activation; kSelective recomputes the attention
+// core (scores, softmax, dropout) from Q, K and V; kSelectiveMlp the MLP block too (NxD's
+// recipes at sequence 8,192); kFull reruns each layer's forward, its TP collectives included,
+// before that layer's backward.
+enum class Checkpointing { kNone, kSelective, kSelectiveMlp, kFull };
+// How attention lays out its [s, s] scores (docs/hardware.md#attention-layout). kFlash: tiled in
+// SBUF with an online softmax, tiles wholly above a causal diagonal skipped, and the backward
+// recomputes each tile whatever the checkpointing. kPlain: scores, probabilities and dropout
+// mask are whole HBM tensors (an unfused framework attention, as HF's BertSelfAttention), the
+// causal mask applied to the full [s, s].
+enum class Attention { kFlash, kPlain };
 
 struct TrainSpec {
   ModelShape model;
@@ -66,6 +81,8 @@ struct TrainSpec {
   // reduce-scatter and, before the next TP region, an all-gather
   // (docs/hardware.md#sequence-parallel).
   bool sequence_parallel = false;
+  Checkpointing checkpointing = Checkpointing::kSelective;
+  Attention attention = Attention::kFlash;
   double scale = 1.0;  // multiplies every op's work (tests run small jobs)
 
   int dp() const { return cores_per_node * nodes / (tp * pp); }

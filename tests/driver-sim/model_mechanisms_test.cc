@@ -64,20 +64,30 @@ TEST(ModelMechanisms, DmaOverlapsItsOpButOpsDoNotOverlapEachOther) {
   EXPECT_EQ(nrt::CostOps(ops, e).ns, 3 * memory.ns);
 }
 
-absl::StatusOr<nrt::Program> MicroStep(std::string_view model, int seq, workloads::Precision p,
-                                       bool optimizer, bool sequence_parallel = false) {
+// `model` at `seq` on one trn1 node, TP 8; the caller sets the rest.
+workloads::TrainSpec Spec(std::string_view model, int seq) {
   absl::StatusOr<workloads::ModelShape> m = workloads::FindModel(model);
-  if (!m.ok()) return m.status();
+  EXPECT_TRUE(m.ok()) << m.status();
   workloads::TrainSpec s;
-  s.model = *m;
+  if (m.ok()) s.model = *m;
   s.seq = seq;
   s.cores_per_node = 32;
   s.tp = 8;
-  s.precision = p;
-  s.sequence_parallel = sequence_parallel;
+  return s;
+}
+
+absl::StatusOr<nrt::Program> MicroStepOf(const workloads::TrainSpec& s, bool optimizer = false) {
   if (absl::Status v = workloads::Validate(s); !v.ok()) return v;
   const workloads::StepOps ops = workloads::BuildStepOps(s, 0);
   return nrt::ParseOpList(optimizer ? ops.optimizer : ops.micro_step);
+}
+
+absl::StatusOr<nrt::Program> MicroStep(std::string_view model, int seq, workloads::Precision p,
+                                       bool optimizer, bool sequence_parallel = false) {
+  workloads::TrainSpec s = Spec(model, seq);
+  s.precision = p;
+  s.sequence_parallel = sequence_parallel;
+  return MicroStepOf(s, optimizer);
 }
 
 int Count(const nrt::Program& p, std::string_view name) {
@@ -126,6 +136,75 @@ TEST(ModelMechanisms, SequenceParallelismSplitsTheTokenWiseOpsAndEachAllReduce) 
   }
   // The sequence is what TP splits: it must divide.
   EXPECT_FALSE(MicroStep("llama2-7b", 4100, Precision::kBf16, false, true).ok());
+}
+
+// The plain attention layout (docs/hardware.md#attention-layout), GPT-3 6.7B at seq 2048 and TP 8
+// (4 heads a rank): the whole [s, s] is computed and masked, and every [s, s] tensor crosses HBM
+// where flash attention keeps it in SBUF.
+TEST(ModelMechanisms, PlainAttentionComputesTheWholeSquareAndKeepsItInHbm) {
+  using workloads::Attention;
+  workloads::TrainSpec s = Spec("gpt3-6.7b", 2048);
+  absl::StatusOr<nrt::Program> flash = MicroStepOf(s);
+  s.attention = Attention::kPlain;
+  absl::StatusOr<nrt::Program> plain = MicroStepOf(s);
+  ASSERT_TRUE(flash.ok() && plain.ok());
+  const double square = 4.0 * 2048 * 2048;  // one [s, s] tensor of the rank's heads
+  const double bf16 = 2;
+  // Flash skips the 16 x 15 / 2 tiles above the diagonal of the 16 x 16; plain computes all.
+  EXPECT_DOUBLE_EQ(First(*flash, "attn_scores")->batch, 4.0 * 17 / 32);
+  EXPECT_DOUBLE_EQ(First(*plain, "attn_scores")->batch, 4.0);
+  EXPECT_DOUBLE_EQ(First(*plain, "attn_scores")->bytes - First(*flash, "attn_scores")->bytes,
+                   square * bf16);                                           // the scores written
+  EXPECT_DOUBLE_EQ(First(*plain, "softmax_exp")->bytes, 2 * square * bf16);  // read, written
+  EXPECT_DOUBLE_EQ(First(*plain, "softmax_grad")->bytes, 3 * square * bf16);
+  EXPECT_DOUBLE_EQ(First(*flash, "softmax_grad")->bytes, 0);
+  // Scale and mask are operations of their own only in the plain layout.
+  EXPECT_EQ(Count(*plain, "attn_mask"), 32 * 2);  // forward, and the selective recomputation
+  EXPECT_EQ(Count(*flash, "attn_mask"), 0);
+  const nrt::CoreEngines e = Trn1Engines();
+  EXPECT_GT(nrt::CostOps(plain->ops, e).ns, nrt::CostOps(flash->ops, e).ns);
+  // BERT's dropout keeps a one-byte mask per probability.
+  workloads::TrainSpec bert = Spec("bert-large", 512);
+  bert.tp = 1;
+  bert.attention = Attention::kPlain;
+  absl::StatusOr<nrt::Program> b = MicroStepOf(bert);
+  ASSERT_TRUE(b.ok());
+  EXPECT_DOUBLE_EQ(First(*b, "attn_dropout_mask")->bytes, 16.0 * 512 * 512);
+}
+
+// Checkpointing (docs/hardware.md#recompute) decides what the backward runs again: full reruns
+// each layer's forward, TP collectives included; selective+MLP reruns the MLP block; the plain
+// layout's probabilities are recomputed under selective checkpointing only, while flash attention
+// recomputes its tiles whatever the checkpointing.
+TEST(ModelMechanisms, CheckpointingDecidesWhatTheBackwardRunsAgain) {
+  using workloads::Attention;
+  using workloads::Checkpointing;
+  struct Case {
+    Checkpointing c;
+    Attention a;
+    int qkv, mlp_up, allreduce_attn, scores_recompute;
+  };
+  const Case cases[] = {
+      {Checkpointing::kNone, Attention::kFlash, 32, 32, 32, 32},
+      {Checkpointing::kSelective, Attention::kFlash, 32, 32, 32, 32},
+      {Checkpointing::kSelectiveMlp, Attention::kFlash, 32, 64, 32, 32},
+      {Checkpointing::kFull, Attention::kFlash, 64, 64, 64, 32},
+      {Checkpointing::kNone, Attention::kPlain, 32, 32, 32, 0},
+      {Checkpointing::kSelective, Attention::kPlain, 32, 32, 32, 32},
+      {Checkpointing::kFull, Attention::kPlain, 64, 64, 64, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << static_cast<int>(c.c) << " " << static_cast<int>(c.a));
+    workloads::TrainSpec s = Spec("llama2-7b", 4096);
+    s.checkpointing = c.c;
+    s.attention = c.a;
+    absl::StatusOr<nrt::Program> p = MicroStepOf(s);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(Count(*p, "qkv_proj"), c.qkv);
+    EXPECT_EQ(Count(*p, "mlp_up"), c.mlp_up);
+    EXPECT_EQ(Count(*p, "tp_allreduce_attn"), c.allreduce_attn);
+    EXPECT_EQ(Count(*p, "attn_scores_recompute"), c.scores_recompute);
+  }
 }
 
 // Attention transposes its [s,s] probabilities on TensorE once forward and twice backward per

@@ -457,6 +457,18 @@ TEST_F(WorkloadsTest, PredictJsonHasTheStepItsBreakdownAndMfu) {
       {"--model", "llama2-13b", "--nodes", "4", "--tp", "8", "--pp", "4", "--global-batch", "64"});
   ASSERT_TRUE(pp.contains("breakdown")) << pp.dump();
   EXPECT_GT(pp["breakdown"]["bubble"].get<double>(), 0);
+  // The recipe's mechanisms (docs/hardware.md#attention-layout, #recompute): the plain layout and
+  // full checkpointing each cost time on GPT-3 6.7B at seq 2048.
+  const std::vector<std::string> gpt = {"--model", "gpt3-6.7b", "--tp",           "8",
+                                        "--seq",   "2048",      "--global-batch", "64"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), gpt.begin(), gpt.end());
+    return PredictJson(extra)["step_seconds"].get<double>();
+  };
+  const double flash = with({});
+  EXPECT_GT(with({"--attention", "plain"}), flash);
+  EXPECT_GT(with({"--checkpointing", "full"}), flash);
+  EXPECT_EQ(with({"--checkpointing", "selective"}), flash);  // the default
 }
 
 TEST_F(WorkloadsTest, PredictRejectsImpossibleJobsClearly) {
@@ -484,6 +496,14 @@ TEST_F(WorkloadsTest, PredictRejectsImpossibleJobsClearly) {
                              "--global-batch", "64"});
   EXPECT_EQ(code, 2);
   EXPECT_THAT(err, HasSubstr("has no EFA"));
+  std::tie(code, err) =
+      run({"--model", "gpt3-6.7b", "--checkpointing", "some", "--global-batch", "32"});
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err, HasSubstr("--checkpointing \"some\": none, selective, selective-mlp or full"));
+  std::tie(code, err) =
+      run({"--model", "gpt3-6.7b", "--attention", "fused", "--global-batch", "32"});
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err, HasSubstr("--attention: flash or plain"));
 }
 
 TEST_F(WorkloadsTest, BadRequestsGetClearErrors) {
