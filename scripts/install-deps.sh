@@ -21,6 +21,9 @@ build_packages=(
   libcurl4-openssl-dev
   # exporter: TLS and bcrypt for the web config
   libssl-dev libcrypt-dev
+  # the device model's validation: reads the published training figures (a header-only CSV
+  # reader; driver-sim/model/published_rows.cc)
+  libfccp-dev
 )
 dev_packages=(
   # ccache: compiler output reused across clones, worktrees and CI runs (docs/build.md#ccache); the
