@@ -57,10 +57,28 @@ Witness WitnessOf(std::string_view rel) {
   return {dir, name, false};
 }
 
+// A path under a core as the same path under core 0, and the core's own directory; a path
+// outside the cores as it is. The driver makes every core's nodes from one table in one loop
+// (neuron_sysfs_metrics.c nsysfsmetric_init_and_add_nc_default_nodes), so which nodes a core has
+// is the driver's layout, the same on every core: the check lists core 0's directories and asks of
+// the other cores only that their directory is there.
+struct CorePath {
+  std::string rel;       // the path to look up
+  std::string core_dir;  // "neuron_core3" for a path of core 3; empty for core 0 and the rest
+};
+
+CorePath AsFirstCore(std::string_view rel) {
+  if (!rel.starts_with(sysfs::kCorePrefix)) return {std::string(rel), {}};
+  const size_t slash = rel.find('/');
+  const std::string_view dir = rel.substr(0, slash);
+  if (slash == std::string_view::npos || dir == sysfs::CoreDir(0)) return {std::string(rel), {}};
+  return {sysfs::CoreDir(0) + std::string(rel.substr(slash)), std::string(dir)};
+}
+
 // The entries the layout check asks about under one device directory, each directory listed once
-// and shared by every path whose witness is in it: a trn2 device's ~850 paths take 38 listings
-// (openat, getdents64, close) and 10 faccessat where one faccessat each took ~850 syscalls. `paths`
-// must outlive it (it keeps views into them).
+// and shared by every path whose witness is in it, and core 0's directories answering for every
+// core's: a trn2 device's ~850 paths take 11 listings (openat, getdents64, close) and 2
+// faccessat where one faccessat each took ~850 syscalls.
 class DeviceListing {
  public:
   DeviceListing(int device_fd, const std::vector<std::string>& paths) : fd_(device_fd) {
@@ -69,14 +87,19 @@ class DeviceListing {
       size_t paths = 0;  // the paths it answers for
     };
     std::map<std::string_view, Wanted> wanted;
-    for (const std::string& rel : paths) {
-      const Witness w = WitnessOf(rel);
+    auto want = [&](std::string_view rel) {
+      const Witness w = WitnessOf(*looked_up_.insert(std::string(rel)).first);
       Wanted& d = wanted[w.dir];
       d.names.insert(w.name);
       ++d.paths;
+    };
+    for (const std::string& rel : paths) {
+      const CorePath c = AsFirstCore(rel);
+      want(c.rel);
+      if (!c.core_dir.empty()) want(c.core_dir);
     }
-    // A listing costs three syscalls; a directory that answers for fewer paths (a core's
-    // tensor_engine/ for pe_cntrs, info/ for serial_number) asks faccessat for each instead.
+    // A listing costs three syscalls; a directory that answers for fewer paths (info/ for
+    // serial_number, core 0's info/architecture/) asks faccessat for each instead.
     for (const auto& [dir, d] : wanted) {
       dirs_.emplace(dir, d.paths < kListingSyscalls ? Dir{} : List(dir, d.names));
     }
@@ -86,6 +109,15 @@ class DeviceListing {
   // alone (a symlink, which faccessat follows; an entry of unknown type; a counter "directory"
   // that is not one; a directory that could not be listed) faccessat decides.
   bool Exists(const std::string& rel) const {
+    const CorePath c = AsFirstCore(rel);
+    if (!c.core_dir.empty() && !Listed(c.core_dir)) return false;
+    return Listed(c.rel);
+  }
+
+ private:
+  static constexpr size_t kListingSyscalls = 3;  // openat, getdents64, close
+
+  bool Listed(const std::string& rel) const {
     const Witness w = WitnessOf(rel);
     const Dir& d = dirs_.at(w.dir);
     if (!d.listed) return Accessible(fd_, rel);
@@ -94,9 +126,6 @@ class DeviceListing {
     if (it->second == DT_DIR || (!w.field && it->second == DT_REG)) return true;
     return Accessible(fd_, rel);
   }
-
- private:
-  static constexpr size_t kListingSyscalls = 3;  // openat, getdents64, close
 
   struct Dir {
     bool listed = false;  // false: not listed (too small, or not listable); faccessat decides
@@ -131,6 +160,7 @@ class DeviceListing {
   }
 
   int fd_;
+  std::set<std::string> looked_up_;  // the paths asked about: dirs_ and its names view into them
   std::map<std::string_view, Dir> dirs_;
 };
 

@@ -91,14 +91,17 @@ TEST(DriverLayoutTest, ListingsFindWhatEveryFileCheckFindsOnEverySimulatedDriver
 // dangling symlink in a file's place is missing (faccessat follows it), a directory in a file's
 // place is there. A counter's field gone alone is not seen: the driver creates and removes a
 // counter's fields with its directory (one attribute group), so no driver makes that tree, and
-// the listings do not read the ~360 counter directories of a device to look for it. The sampler
-// still leaves such a field absent, with an error naming it.
+// the listings do not read the ~360 counter directories of a device to look for it. Likewise a
+// node gone from one core but not core 0: the driver makes every core's nodes from one table, so
+// core 0's directories answer for every core, and what core 0 lacks every core lacks. The sampler
+// still leaves such a value absent, with an error naming it.
 TEST(DriverLayoutTest, DamagedTrees) {
   testing::TempDir dir("layout");
   auto tree = testing::BuildSimTree(dir.path(), "trn1.2xlarge");
   ASSERT_TRUE(tree.ok()) << tree.status();
   const fs::path dev = RootPaths(dir.path()).NeuronDevice(0);
-  fs::remove_all(dev / "neuron_core1/stats/status/timeout");
+  fs::remove_all(dev / "neuron_core0/stats/status/timeout");
+  fs::remove_all(dev / "neuron_core1/stats/status/exec_bad_input");
   fs::remove(dev / "stats/power/utilization");
   fs::remove(dev / "info/serial_number");
   fs::create_symlink("nowhere", dev / "info/serial_number");
@@ -109,8 +112,27 @@ TEST(DriverLayoutTest, DamagedTrees) {
   ASSERT_EQ(inv.devices.size(), 1u);
   EXPECT_THAT(inv.devices[0].missing_nodes,
               ElementsAre("info/serial_number", "stats/power/utilization",
+                          "neuron_core0/stats/status/timeout/total",
+                          "neuron_core0/stats/status/timeout/present",
                           "neuron_core1/stats/status/timeout/total",
                           "neuron_core1/stats/status/timeout/present"));
+}
+
+// A core whose directory is gone lacks every node of its own, and core 0's listings say nothing
+// for it: each other core is asked that its directory is there.
+TEST(DriverLayoutTest, ACoreWhoseDirectoryIsGoneLacksEveryNodeOfItsOwn) {
+  testing::TempDir dir("layout_core");
+  auto tree = testing::BuildSimTree(dir.path(), "trn1.2xlarge");
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  fs::remove_all(RootPaths(dir.path()).NeuronDevice(0) / "neuron_core1");
+  const Inventory inv = Scan(**tree);
+  ASSERT_EQ(inv.devices.size(), 1u);
+  const std::vector<std::string>& missing = inv.devices[0].missing_nodes;
+  ASSERT_FALSE(missing.empty());
+  for (const std::string& m : missing) EXPECT_TRUE(m.starts_with("neuron_core1/")) << m;
+  EXPECT_THAT(missing,
+              ::testing::IsSupersetOf({"neuron_core1/stats/status/timeout/total",
+                                       "neuron_core1/stats/memory_usage/device_mem/total"}));
 }
 
 }  // namespace
