@@ -116,11 +116,15 @@ TrainSpec SpecOf(const PublishedRow& r, const ModelShape& m, const Recipe& recip
 class Predictor {
  public:
   absl::StatusOr<double> SeqPerS(const TrainSpec& s, int global_batch) {
-    const std::string key =
-        fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}", s.model.name, s.seq, s.micro_batch,
-                    s.tp, s.pp, s.nodes, static_cast<int>(s.precision),
-                    static_cast<int>(s.optimizer), s.zero1, s.sequence_parallel,
-                    static_cast<int>(s.checkpointing), static_cast<int>(s.attention), global_batch);
+    // Flash attention recomputes its tiles whatever the checkpointing: none is selective there.
+    const Checkpointing ckpt =
+        s.attention == Attention::kFlash && s.checkpointing == Checkpointing::kNone
+            ? Checkpointing::kSelective
+            : s.checkpointing;
+    const std::string key = fmt::format(
+        "{} {} {} {} {} {} {} {} {} {} {} {} {}", s.model.name, s.seq, s.micro_batch, s.tp, s.pp,
+        s.nodes, static_cast<int>(s.precision), static_cast<int>(s.optimizer), s.zero1,
+        s.sequence_parallel, static_cast<int>(ckpt), static_cast<int>(s.attention), global_batch);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     PredictRequest req;
     req.train = s;
