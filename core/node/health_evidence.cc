@@ -98,6 +98,7 @@ void HealthEvidence::ApplyCatalog(const InstanceSpec& spec) {
 }
 
 void HealthEvidence::ApplyScan(const Inventory& inv) {
+  scan_since_poll_ = true;
   const InstanceSpec* spec = inv.Spec();
   if (spec != nullptr) ApplyCatalog(*spec);
   std::set<int> present;
@@ -172,7 +173,10 @@ void HealthEvidence::PollPresence() {
 }
 
 void HealthEvidence::PollCounters(std::chrono::steady_clock::time_point now) {
-  if (options_.poll_state) PollPresence();
+  // A scan applied since the last poll read presence and state itself: reading them again at
+  // once would only repeat it (neuron-ls reads each device's directory and reset state once).
+  if (options_.poll_state && !scan_since_poll_) PollPresence();
+  scan_since_poll_ = false;
   for (auto& [index, d] : devices_) {
     if (!d.present) continue;
     std::vector<UnreadableFile> unreadable;

@@ -111,7 +111,8 @@ class HealthEvidence {
   void ApplyScan(const Inventory& inv);
   // Reads the counter evidence of every present device at `now`: each counter row (a new
   // baseline where one is due, else whether it rose above it), and where the tree has them
-  // unhealthy_components and the heartbeat; with options.poll_state, presence and state first.
+  // unhealthy_components and the heartbeat; with options.poll_state, presence and state first,
+  // unless a scan was applied since the last poll (it read them).
   void PollCounters(std::chrono::steady_clock::time_point now);
 
   const std::map<int, DeviceEvidence>& devices() const { return devices_; }
@@ -136,6 +137,7 @@ class HealthEvidence {
   const HealthEvidenceOptions options_;
   std::map<int, DeviceEvidence> devices_;
   std::map<std::string, EfaEvidence> efas_;
+  bool scan_since_poll_ = false;  // ApplyScan since the last PollCounters: presence is fresh
   int cores_per_device_ = 0;
   std::string instance_type_;
   std::string driver_version_;

@@ -249,6 +249,28 @@ TEST_F(HealthTest, WithoutEventsThePollSeesResetsAndUnplugs) {
   EXPECT_EQ(h.reasons, std::vector<std::string>{"device state cannot be read"});
 }
 
+// A scan is a read of presence and state: the poll right after it does not read them again
+// (neuron-ls's one health read after its scan), and the next poll does.
+TEST_F(HealthTest, ThePollRightAfterAScanTakesItsStateFromTheScan) {
+  const fs::path dev0 = root_ / "sys/devices/virtual/neuron_device/neuron0";
+  fs::create_directories(root_ / "sys/module/neuron");
+  std::ofstream(dev0 / "reset") << 0 << "\n";  // RESET on disk; the scan below said READY
+  HealthEvidence evidence(
+      RootPaths(root_), ComponentLogger("test.health"),
+      HealthEvidenceOptions{.heartbeat_period = std::chrono::seconds(1), .poll_state = true});
+  Inventory inv;
+  NeuronDevice d;
+  d.index = 0;
+  d.state = DeviceState::kReady;
+  inv.devices.push_back(d);
+  evidence.ApplyScan(inv);
+  const auto t0 = std::chrono::steady_clock::now();
+  evidence.PollCounters(t0);
+  EXPECT_EQ(evidence.devices().at(0).state, DeviceState::kReady);
+  evidence.PollCounters(t0 + std::chrono::milliseconds(250));
+  EXPECT_EQ(evidence.devices().at(0).state, DeviceState::kReset);
+}
+
 // A driver 2.30 device (Trn2): its tree holds health_status/ with the two files of the notes.
 class Driver230Test : public HealthTest {
  protected:
