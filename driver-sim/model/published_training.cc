@@ -93,7 +93,9 @@ bool LayoutPublished(const PublishedRow& r) {
          RecipeOf(r).has_value();
 }
 
-TrainSpec SpecOf(const PublishedRow& r, const ModelShape& m, const Recipe& recipe, ModelStep step) {
+// The spec row `r` ran, with the model's mechanisms up to `step` applied as its recipe runs them.
+TrainSpec RowSpec(const PublishedRow& r, const ModelShape& m, const Recipe& recipe,
+                  ModelStep step) {
   TrainSpec s;
   s.model = m;
   s.seq = SeqOf(r);
@@ -148,7 +150,7 @@ absl::StatusOr<ScoredRow> Score(const PublishedRow& r, Predictor& predictor) {
   out.published = *SeqPerSecond(r);
   out.recipe = *RecipeOf(r);
   for (int step = 0; step < kModelSteps; ++step) {
-    const TrainSpec s = SpecOf(r, *m, out.recipe, static_cast<ModelStep>(step));
+    const TrainSpec s = RowSpec(r, *m, out.recipe, static_cast<ModelStep>(step));
     absl::StatusOr<double> seq = predictor.SeqPerS(s, r.global_batch);
     if (!seq.ok()) {
       return absl::InternalError(fmt::format("line {} ({}): {}", r.csv_line, r.model,
