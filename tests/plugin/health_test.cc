@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,21 @@ class HealthTest : public ::testing::Test {
   }
   void SetSramUncorrected(int n) const {
     std::ofstream(Hardware0() / "sram_ecc_uncorrected") << n << "\n";
+  }
+  // Evidence as a consumer without Events keeps it (poll_state), with one scan applied: device 0,
+  // READY.
+  std::unique_ptr<HealthEvidence> PollingEvidenceAfterAScan() const {
+    fs::create_directories(root_ / "sys/module/neuron");
+    auto evidence = std::make_unique<HealthEvidence>(
+        RootPaths(root_), ComponentLogger("test.health"),
+        HealthEvidenceOptions{.heartbeat_period = std::chrono::seconds(1), .poll_state = true});
+    Inventory inv;
+    NeuronDevice d;
+    d.index = 0;
+    d.state = DeviceState::kReady;
+    inv.devices.push_back(d);
+    evidence->ApplyScan(inv);
+    return evidence;
   }
 
   neuron::testing::TempDir dir_;
@@ -213,22 +229,13 @@ TEST_F(HealthTest, AnEventAboutSomethingNewAsksForARescan) {
 // new baseline.
 TEST_F(HealthTest, WithoutEventsThePollSeesResetsAndUnplugs) {
   const fs::path dev0 = root_ / "sys/devices/virtual/neuron_device/neuron0";
-  fs::create_directories(root_ / "sys/module/neuron");
   auto set_state = [&](int s) { std::ofstream(dev0 / "reset") << s << "\n"; };
   set_state(1);
-  HealthEvidence evidence(
-      RootPaths(root_), ComponentLogger("test.health"),
-      HealthEvidenceOptions{.heartbeat_period = std::chrono::seconds(1), .poll_state = true});
-  Inventory inv;
-  NeuronDevice d;
-  d.index = 0;
-  d.state = DeviceState::kReady;
-  inv.devices.push_back(d);
-  evidence.ApplyScan(inv);
+  const std::unique_ptr<HealthEvidence> evidence = PollingEvidenceAfterAScan();
   const auto t0 = std::chrono::steady_clock::now();
   auto judge = [&](int ms) {
-    evidence.PollCounters(t0 + std::chrono::milliseconds(ms));
-    return JudgeDevice(evidence.devices().at(0), EvidenceClasses::All());
+    evidence->PollCounters(t0 + std::chrono::milliseconds(ms));
+    return JudgeDevice(evidence->devices().at(0), EvidenceClasses::All());
   };
   EXPECT_EQ(judge(0).state, HealthState::kHealthy);
   SetSramUncorrected(1);
@@ -253,22 +260,13 @@ TEST_F(HealthTest, WithoutEventsThePollSeesResetsAndUnplugs) {
 // (neuron-ls's one health read after its scan), and the next poll does.
 TEST_F(HealthTest, ThePollRightAfterAScanTakesItsStateFromTheScan) {
   const fs::path dev0 = root_ / "sys/devices/virtual/neuron_device/neuron0";
-  fs::create_directories(root_ / "sys/module/neuron");
-  std::ofstream(dev0 / "reset") << 0 << "\n";  // RESET on disk; the scan below said READY
-  HealthEvidence evidence(
-      RootPaths(root_), ComponentLogger("test.health"),
-      HealthEvidenceOptions{.heartbeat_period = std::chrono::seconds(1), .poll_state = true});
-  Inventory inv;
-  NeuronDevice d;
-  d.index = 0;
-  d.state = DeviceState::kReady;
-  inv.devices.push_back(d);
-  evidence.ApplyScan(inv);
+  std::ofstream(dev0 / "reset") << 0 << "\n";  // RESET on disk; the scan said READY
+  const std::unique_ptr<HealthEvidence> evidence = PollingEvidenceAfterAScan();
   const auto t0 = std::chrono::steady_clock::now();
-  evidence.PollCounters(t0);
-  EXPECT_EQ(evidence.devices().at(0).state, DeviceState::kReady);
-  evidence.PollCounters(t0 + std::chrono::milliseconds(250));
-  EXPECT_EQ(evidence.devices().at(0).state, DeviceState::kReset);
+  evidence->PollCounters(t0);
+  EXPECT_EQ(evidence->devices().at(0).state, DeviceState::kReady);
+  evidence->PollCounters(t0 + std::chrono::milliseconds(250));
+  EXPECT_EQ(evidence->devices().at(0).state, DeviceState::kReset);
 }
 
 // A driver 2.30 device (Trn2): its tree holds health_status/ with the two files of the notes.
