@@ -116,6 +116,22 @@ TEST(ModelValidation, TheTrainingDocHoldsTheTableTheModelPrints) {
   EXPECT_FALSE(std::getline(have, h) && !h.empty()) << "the docs' table has more: " << h;
 }
 
+// The prose that quotes the summary (docs/hardware.md#validation, docs/model-validation.md#result)
+// quotes the figures the table prints.
+TEST(ModelValidation, TheDocsProseQuotesTheTablesSummary) {
+  const TrainingTable& t = Training();
+  const ErrorSummary all = StepErrors(t, ModelStep::kAttentionLayout);
+  const ErrorSummary longer = StepErrors(t, ModelStep::kAttentionLayout, 2049);
+  const std::string hardware = HardwareDoc();
+  const std::string page = ReadText(std::string(NEURON_SOURCE_DIR) + "/docs/model-validation.md");
+  EXPECT_THAT(hardware, HasSubstr(fmt::format("median |error| is {:.1f} % and the worst {:.1f} %",
+                                              all.median * 100, all.worst * 100)));
+  EXPECT_THAT(page, HasSubstr(fmt::format("the median is {:.1f} % and the worst {:.1f} %",
+                                          all.median * 100, all.worst * 100)));
+  EXPECT_THAT(page, HasSubstr(fmt::format("are at {:.1f} % and {:.1f} %", longer.median * 100,
+                                          longer.worst * 100)));
+}
+
 // The rules are the collector's (published/README.md), applied by the code: where the collector
 // marked rule 1 or 2 the code finds the same first rule, and rule 4 takes only rows whose layout,
 // batch or unit was not published.
