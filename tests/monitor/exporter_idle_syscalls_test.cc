@@ -1,0 +1,73 @@
+// The exporter's system calls per second between scrapes, on an idle simulated trn1.32xlarge,
+// counted by attaching `strace -f -c` to the running exporter for 10 s. A count that does not
+// depend on the machine: ROOT/proc is an empty directory (the holder scan would otherwise read
+// every process of this machine), and no scrape comes in. CI checks it untimed
+// (bench/README.md#idle-cost); the target is the performance issue's 200 a second, and until it
+// is met the ceiling holds what was reached, so that no change adds a per-second poll unnoticed.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/process.h"
+#include "tests/support/sanitizer.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/strace_count.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// 896 a second measured (dev build, 20 s); target 200 (bench/README.md#idle-cost).
+constexpr int64_t kCeilingPerSecond = 1000;
+constexpr int kSeconds = 10;
+
+TEST(ExporterIdleSyscallsTest, BetweenScrapesItStaysWithinItsCeiling) {
+  if (testing::kSanitized) {
+    GTEST_SKIP() << "syscall counts are checked in builds without a sanitizer";
+  }
+  testing::TempDir work("exp_idle");
+  testing::SimNode node(
+      {.sim_bin = NEURON_SIM_BIN, .root = work.path() / "root", .logs = work.path() / "logs"});
+  fs::create_directories(work.path() / "root" / "proc");  // made before `up`: left empty
+  ASSERT_TRUE(node.Up("trn1.32xlarge")) << node.Log();
+  const fs::path out = work.path() / "exporter.out";
+  const fs::path err = work.path() / "exporter.err";
+  const pid_t pid = testing::Spawn(
+      node.UnderDriver({NEURON_EXPORTER_BIN, "--root", node.root().string(), "--no-pod-resources",
+                        "--web.listen-address", "127.0.0.1:0"}),
+      out, err);
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return testing::ListeningPort(testing::ReadFile(err)) > 0; }, 60s))
+      << testing::ReadFile(err);
+  std::this_thread::sleep_for(3s);  // past start-up: its first scan, probe and samples
+  const fs::path summary = work.path() / "idle.strace";
+  const testing::RunResult r = testing::RunCommand(
+      work.path(), {"timeout", "-s", "INT", std::to_string(kSeconds), "strace", "-f", "-c", "-o",
+                    summary.string(), "-p", std::to_string(pid)});
+  testing::Stop(pid, 20s);
+  const std::optional<int64_t> calls = testing::StraceTotalCalls(summary);
+  if (!calls && r.err.find("Operation not permitted") != std::string::npos) {
+    GTEST_SKIP() << "strace cannot attach here (ptrace denied): " << r.err;
+  }
+  ASSERT_TRUE(calls.has_value()) << "no total in strace's summary; stderr: " << r.err;
+  const int64_t per_second = *calls / kSeconds;
+  std::printf("neuron-exporter idle on trn1.32xlarge: %lld syscalls/s (ceiling %lld)\n",
+              static_cast<long long>(per_second), static_cast<long long>(kCeilingPerSecond));
+  EXPECT_LE(per_second, kCeilingPerSecond) << "strace -c -f summary:\n"
+                                           << testing::ReadFile(summary);
+}
+
+}  // namespace
+}  // namespace neuron
