@@ -15,6 +15,7 @@ SimNode::SimNode(SimNodeOptions options) : options_(std::move(options)) {
   std::error_code ec;
   fs::create_directories(options_.root, ec);
   fs::create_directories(options_.logs, ec);
+  if (options_.empty_proc) fs::create_directories(options_.root / "proc", ec);
 }
 
 SimNode::~SimNode() { Stop(); }

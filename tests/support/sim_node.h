@@ -29,6 +29,10 @@ struct SimNodeOptions {
   std::filesystem::path root;   // ROOT; created if missing
   std::filesystem::path logs;   // the processes' stdout and stderr; created if missing
   std::string log_name = "up";  // the daemon's are logs/<log_name>.out and .err
+  // ROOT/proc an empty directory of its own (made before `up`, which then links the host's
+  // nowhere): what reads the node's /proc sees no process, so counts of its work (the syscall
+  // tests) are the agent's and not this machine's processes'.
+  bool empty_proc = false;
   // How long Up() waits for sim.ready (a ceiling: docs/architecture.md#timing-in-tests). It
   // stops waiting as soon as the daemon has exited.
   std::chrono::milliseconds ready_ceiling = kSimReadyCeiling;

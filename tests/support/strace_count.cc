@@ -28,4 +28,8 @@ std::optional<int64_t> StraceTotalCalls(const std::filesystem::path& summary) {
   return std::nullopt;
 }
 
+bool StraceDenied(const std::string& strace_err) {
+  return strace_err.find("Operation not permitted") != std::string::npos;
+}
+
 }  // namespace neuron::testing

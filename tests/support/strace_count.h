@@ -18,5 +18,7 @@ std::vector<std::string> UnderStrace(const std::filesystem::path& summary,
 // The system calls in a `strace -c` summary file (its `total` row's calls); nullopt when the
 // file holds none (strace could not run or trace: the run's stderr says why).
 std::optional<int64_t> StraceTotalCalls(const std::filesystem::path& summary);
+// Whether strace's stderr says it may not trace here (ptrace denied): a reason to skip, not fail.
+bool StraceDenied(const std::string& strace_err);
 
 }  // namespace neuron::testing
