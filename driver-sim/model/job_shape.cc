@@ -52,8 +52,7 @@ void AppendIntArgs(const JobShapeFlags& f, std::span<const IntFlag> flags,
   }
 }
 
-}  // namespace
-
+// --checkpointing's value, or InvalidArgument.
 absl::StatusOr<Checkpointing> CheckpointingOf(std::string_view name) {
   if (name == "none") return Checkpointing::kNone;
   if (name == "selective") return Checkpointing::kSelective;
@@ -62,6 +61,8 @@ absl::StatusOr<Checkpointing> CheckpointingOf(std::string_view name) {
   return absl::InvalidArgumentError(
       fmt::format("--checkpointing \"{}\": none, selective, selective-mlp or full", name));
 }
+
+}  // namespace
 
 void AddShapeFlags(CLI::App* cmd, JobShapeFlags* f, const std::string& nodes_help) {
   AddIntFlags(cmd, f, kParallelFlags, nodes_help);

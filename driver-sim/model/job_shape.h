@@ -61,10 +61,6 @@ absl::StatusOr<ModelShape> ModelOf(std::string_view name, const JobShapeFlags& f
 absl::StatusOr<TrainSpec> SpecOf(const ModelShape& model, const JobShapeFlags& f,
                                  const ShapeDefaults& d);
 
-// --checkpointing's value: "none", "selective", "selective-mlp" or "full"; InvalidArgument
-// otherwise.
-absl::StatusOr<Checkpointing> CheckpointingOf(std::string_view name);
-
 // Gradient-accumulation micro-steps per optimizer step of a global batch of `global_batch`
 // sequences: global_batch / (DP x micro-batch), which must be whole.
 absl::StatusOr<int> MicroStepsOf(const TrainSpec& s, int global_batch);

@@ -49,14 +49,13 @@ constexpr RecipeRow kRecipes[] = {
     {"NxD", "*", {true, true, kSel, kFlash}},  // the TP + ZeRO-1 scripts: 7B, 8B
 };
 
-bool StartsWith(std::string_view text, std::string_view prefix) { return text.starts_with(prefix); }
 bool Contains(std::string_view text, std::string_view part) {
   return text.find(part) != std::string_view::npos;
 }
 
 std::optional<Recipe> RecipeOf(const PublishedRow& r) {
   for (const RecipeRow& row : kRecipes) {
-    if (StartsWith(r.framework, row.framework) && (row.model == "*" || row.model == r.model_key)) {
+    if (r.framework.starts_with(row.framework) && (row.model == "*" || row.model == r.model_key)) {
       return row.recipe;
     }
   }
@@ -76,19 +75,19 @@ int SeqOf(const PublishedRow& r) {
 std::optional<double> SeqPerSecond(const PublishedRow& r) {
   double figure = 0;
   std::string_view text = r.figure;
-  if (StartsWith(text, "~")) text.remove_prefix(1);  // "~7.3 seq/sec" in a tutorial's prose
+  if (text.starts_with("~")) text.remove_prefix(1);  // "~7.3 seq/sec" in a tutorial's prose
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), figure);
   if (error != std::errc() || end != text.data() + text.size() || figure <= 0) return std::nullopt;
   const double batch = r.global_batch;
-  if (StartsWith(r.unit, "seq/s")) return figure;
-  if (StartsWith(r.unit, "step time ms")) return batch / (figure / 1000);
-  if (StartsWith(r.unit, "s/it")) return batch / figure;
-  if (StartsWith(r.unit, "it/s")) return batch * figure;
+  if (r.unit.starts_with("seq/s")) return figure;
+  if (r.unit.starts_with("step time ms")) return batch / (figure / 1000);
+  if (r.unit.starts_with("s/it")) return batch / figure;
+  if (r.unit.starts_with("it/s")) return batch * figure;
   return std::nullopt;
 }
 
 bool LayoutPublished(const PublishedRow& r) {
-  return StartsWith(r.instance, "trn1") && r.nodes > 0 && r.tp > 0 && r.pp > 0 && r.dp > 0 &&
+  return r.instance.starts_with("trn1") && r.nodes > 0 && r.tp > 0 && r.pp > 0 && r.dp > 0 &&
          r.micro_batch > 0 && r.global_batch > 0 && SeqOf(r) > 0 && SeqPerSecond(r).has_value() &&
          RecipeOf(r).has_value();
 }
