@@ -3,9 +3,9 @@
 // figure, each beside the prediction and the error. `--markdown` prints the training part as
 // docs/model-validation.md holds it. Exits 1 when the figures cannot be read or a prediction
 // cannot be made.
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "core/base/guarded_main.h"
 #include "driver-sim/model/published_training.h"
@@ -18,16 +18,27 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// Two flags, read by hand as the other benchmarks read theirs: CLI11's headers would cost this
+// one-file program most of its compile time.
 int Main(int argc, char** argv) {
-  CLI::App app{"the device model against AWS's published figures"};
   std::string published = NEURON_PUBLISHED_DIR;
   bool markdown = false;
-  app.add_option("--published", published,
-                 "the directory of trn1_training_rows.csv (this checkout's driver-sim/model/"
-                 "published)");
-  app.add_flag("--markdown", markdown,
-               "print only the training figures, as docs/model-validation.md holds them");
-  CLI11_PARSE(app, argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--markdown") {
+      markdown = true;
+    } else if (a == "--published" && i + 1 < argc) {
+      published = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: model_validation [--markdown] [--published DIR]\n"
+                   "  --markdown       only the training figures, as docs/model-validation.md "
+                   "holds them\n"
+                   "  --published DIR  the directory of trn1_training_rows.csv (this checkout's "
+                   "driver-sim/model/published)\n");
+      return 2;
+    }
+  }
   namespace w = neuron::workloads;
   const absl::StatusOr<w::TrainingTable> training =
       w::ScorePublishedTraining(published + "/trn1_training_rows.csv");
