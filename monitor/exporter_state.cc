@@ -224,15 +224,12 @@ void ExporterState::TailKmsg() {
     if (!opened.ok()) return;
   }
   HwErrorTally seen;
-  std::vector<HwErrorRecord> records;
-  SetKmsgState(kmsg_.Read(&seen, &records));
-  for (HwErrorRecord& r : records) {
-    Event e;
-    e.kind = EventKind::kHardwareError;
-    e.device = *r.nd_id;  // Read keeps only records that name a device
-    e.hw_error = std::move(r);
-    evidence_.Apply(e);
-  }
+  std::vector<Event> evidence;
+  const absl::Status read = kmsg_.Read(&seen, &evidence);
+  SetKmsgState(read);
+  // While the log is read, its reset records tell the evidence when to read a device's state.
+  evidence_.SetResetsLogged(read.ok());
+  for (const Event& e : evidence) evidence_.Apply(e);
   if (seen.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [dev, types] : seen) {

@@ -48,6 +48,8 @@ std::string_view EventKindName(EventKind kind) {
       return "EfaPortStateChanged";
     case EventKind::kHardwareError:
       return "HardwareError";
+    case EventKind::kDeviceReset:
+      return "DeviceReset";
   }
   return "Unknown";
 }
@@ -91,7 +93,9 @@ class Events::Impl {
     return e;
   }
   void Reconcile(const Presence& now, std::vector<Event>* out);
-  void PollStates(std::vector<Event>* out);
+  void PollDeviceStates(std::vector<Event>* out);
+  void PollPortStates(std::vector<Event>* out);
+  bool DeviceStatesDue(Clock::time_point now) const;
   void ApplyUevents(const std::vector<Uevent>& uevents, std::vector<Event>* out);
   void OpenKmsg(KmsgReader::StartAt start);
   void ReadKmsg(std::vector<Event>* out);
@@ -111,6 +115,7 @@ class Events::Impl {
   NodeWatch watch_;
   std::unique_ptr<KmsgReader> kmsg_;
   bool kmsg_seen_ = false;
+  Clock::time_point device_states_read_{};
   Presence known_;
 };
 
@@ -124,6 +129,7 @@ absl::Status Events::Impl::Start() {
   }
   if (options_.watch_kmsg) OpenKmsg(KmsgReader::StartAt::kEnd);
   known_ = watch_.ReadPresence();  // silent snapshot: consumers scan their inventory themselves
+  device_states_read_ = Clock::now();
   running_ = true;
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
@@ -202,14 +208,15 @@ void Events::Impl::Run() {
       presence_dirty = true;
       next_rescan = now + options_.rescan;
     }
-    if (presence_dirty) Reconcile(watch_.ReadPresence(), &events);
+    if (presence_dirty) Reconcile(watch_.ReadPresence(known_), &events);
     if (now >= next_poll) {
       // A log that appeared after Start() holds only new records; one we lost holds old ones.
       if (options_.watch_kmsg && !kmsg_) {
         OpenKmsg(kmsg_seen_ ? KmsgReader::StartAt::kEnd : KmsgReader::StartAt::kBeginning);
+        kmsg_dirty = kmsg_ != nullptr;
       }
-      PollStates(&events);
-      kmsg_dirty = true;  // cheap: a regular file is checked for growth, a device is non-blocking
+      if (DeviceStatesDue(now)) PollDeviceStates(&events);
+      PollPortStates(&events);
       next_poll = now + options_.state_poll;
     }
     if (kmsg_dirty) ReadKmsg(&events);
@@ -245,18 +252,18 @@ void Events::Impl::Reconcile(const Presence& now, std::vector<Event>* out) {
     e.port_state = port;
     out->push_back(std::move(e));
   }
-  // Devices present in both keep their last known state; PollStates reports changes.
-  Presence merged = now;
-  for (auto& [index, state] : merged.devices) {
-    if (auto it = known_.devices.find(index); it != known_.devices.end()) state = it->second;
-  }
-  for (auto& [name, port] : merged.efas) {
-    if (auto it = known_.efas.find(name); it != known_.efas.end()) port = it->second;
-  }
-  known_ = std::move(merged);
+  // Devices present in both kept their last known state (ReadPresence); the state polls and the
+  // kernel log's reset records report changes.
+  known_ = now;
 }
 
-void Events::Impl::PollStates(std::vector<Event>* out) {
+// Without the kernel log no reset is announced: every poll reads the states.
+bool Events::Impl::DeviceStatesDue(Clock::time_point now) const {
+  return !kmsg_ || now - device_states_read_ >= options_.device_state_recheck;
+}
+
+void Events::Impl::PollDeviceStates(std::vector<Event>* out) {
+  device_states_read_ = Clock::now();
   for (auto& [index, state] : known_.devices) {
     const std::optional<DeviceState> now = watch_.ReadDeviceState(index);
     // Unreadable or malformed: keep the last state; presence handles a vanished device.
@@ -267,6 +274,9 @@ void Events::Impl::PollStates(std::vector<Event>* out) {
     e.state = now;
     out->push_back(std::move(e));
   }
+}
+
+void Events::Impl::PollPortStates(std::vector<Event>* out) {
   for (auto& [name, port] : known_.efas) {
     const std::optional<std::string> now = watch_.ReadPortState(name);
     if (!now || *now == port) continue;
@@ -324,6 +334,13 @@ void Events::Impl::ReadKmsg(std::vector<Event>* out) {
   if (!kmsg_) return;
   const absl::Status s = kmsg_->ReadAvailable(
       [&](const KmsgRecord& rec) {
+        if (std::optional<ResetRecord> reset = ParseResetRecord(rec.text)) {
+          Event e = Make(EventKind::kDeviceReset);
+          e.device = reset->device;
+          e.reset = reset->step;
+          out->push_back(std::move(e));
+          return;
+        }
         std::optional<HwErrorRecord> hw = ParseHwError(rec.text);
         if (!hw) return;
         Event e = Make(EventKind::kHardwareError);

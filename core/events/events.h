@@ -10,10 +10,16 @@
 //     the plain tree has no uevents (D10, driver-sim/README.md#deviations); in udev mode, a udev
 //     monitor on the neuron_device and infiniband subsystems, plus the same periodic rescan
 //     through libudev.
-//   - state: the `reset` file and ports/1/state have no change uevent
-//     (docs/driver-interface.md#device-nodes), so they are polled every `state_poll` (a few small
-//     reads).
-//   - kernel log: KmsgReader on `kmsg_path`, from the end of the log (docs/architecture.md#health).
+//   - state: the `reset` file and ports/1/state have no change uevent and no sysfs_notify
+//     (docs/driver-interface.md#device-nodes). A device's state moves only by a probe or sysfs
+//     reset, which the driver's reset thread logs: while the kernel log is read, its reset
+//     records are the device state's events (kDeviceReset) and the `reset` files are read only
+//     every `device_state_recheck`, the safety net under a lost record; without the log they are
+//     read every `state_poll`. The EFA port state logs nothing, so it is read every `state_poll`.
+//   - kernel log: KmsgReader on `kmsg_path`, from the end of the log (docs/architecture.md#health):
+//     NEURON_HW_ERR records and the reset thread's records. A regular file (the simulator's) is
+//     watched with inotify, a device (the real /dev/kmsg) polled for input: neither costs a read
+//     while nothing is logged.
 // Start() takes a silent snapshot of what is present; events report changes after it, so a
 // consumer scans its Inventory first and then applies events (or simply rescans on each).
 
@@ -40,6 +46,7 @@ enum class EventKind {
   kEfaRemoved,
   kEfaPortStateChanged,
   kHardwareError,
+  kDeviceReset,  // the driver logged a step of a device reset; the consumer reads the state
 };
 std::string_view EventKindName(EventKind kind);
 
@@ -51,6 +58,7 @@ struct Event {
   std::optional<DeviceState> state;       // kDeviceAdded, kDeviceStateChanged: the new state
   std::string port_state;                 // kEfaAdded, kEfaPortStateChanged: "ACTIVE", "DOWN", ...
   std::optional<HwErrorRecord> hw_error;  // kHardwareError
+  std::optional<ResetStep> reset;         // kDeviceReset
   std::chrono::steady_clock::time_point time;  // when the watcher noticed the change
 };
 
@@ -58,10 +66,14 @@ enum class WatchMode { kDirectory, kUdev };
 
 struct EventsOptions {
   WatchMode mode = WatchMode::kDirectory;
-  // How often device and port state are read. Also bounds how late a change is seen.
-  std::chrono::milliseconds state_poll{100};
-  // Full presence rescan, the safety net under inotify / the udev monitor.
-  std::chrono::milliseconds rescan{1000};
+  // How often EFA port states are read (and device states, while the kernel log cannot be):
+  // bounds how late such a change is seen.
+  std::chrono::milliseconds state_poll{1000};
+  // While the kernel log is read: how often every device's state is read anyway.
+  std::chrono::milliseconds device_state_recheck{10000};
+  // Full presence rescan, the safety net under inotify / the udev monitor (an overflowed inotify
+  // queue already forces one at once).
+  std::chrono::milliseconds rescan{10000};
   // Kernel log to tail; empty means RootPaths::Kmsg(). Set `watch_kmsg` false to skip it.
   std::filesystem::path kmsg_path;
   bool watch_kmsg = true;

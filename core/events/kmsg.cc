@@ -129,6 +129,44 @@ std::optional<HwErrorRecord> ParseHwError(std::string_view text) {
   return rec;
 }
 
+std::optional<ResetRecord> ParseResetRecord(std::string_view text) {
+  constexpr std::string_view kThread = "nr_reset_thread_fn: nd";
+  const size_t at = text.find(kThread);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::string_view rest = text.substr(at + kThread.size());
+  const size_t colon = rest.find(": ");
+  ResetRecord rec;
+  if (colon == std::string_view::npos || !ParseNumber(rest.substr(0, colon), &rec.device)) {
+    return std::nullopt;
+  }
+  rest.remove_prefix(colon + 2);
+  // "initiating device reset request N" | "reset request N completed" | "reset request N failed"
+  constexpr std::string_view kInitiating = "initiating device reset request ";
+  constexpr std::string_view kRequest = "reset request ";
+  std::string_view id;
+  if (rest.starts_with(kInitiating)) {
+    id = rest.substr(kInitiating.size());
+  } else if (rest.starts_with(kRequest)) {
+    rest.remove_prefix(kRequest.size());
+    const size_t space = rest.find(' ');
+    if (space == std::string_view::npos) return std::nullopt;
+    id = rest.substr(0, space);
+    const std::string_view outcome = rest.substr(space + 1);
+    if (outcome == "completed") {
+      rec.step = ResetStep::kCompleted;
+    } else if (outcome == "failed") {
+      rec.step = ResetStep::kFailed;
+    } else {
+      return std::nullopt;
+    }
+  } else {
+    return std::nullopt;
+  }
+  uint32_t request = 0;
+  if (!ParseNumber(id, &request) || request != kDeviceResetRequest) return std::nullopt;
+  return rec;
+}
+
 std::vector<std::string_view> SplitKmsgRecords(std::string_view data) {
   std::vector<std::string_view> out;
   size_t start = 0;

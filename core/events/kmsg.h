@@ -60,6 +60,21 @@ inline constexpr std::string_view kHwErrToken = "NEURON_HW_ERR=";
 // type after it is empty.
 std::optional<HwErrorRecord> ParseHwError(std::string_view text);
 
+// The driver's reset thread's records of a device reset (docs/driver-interface.md#reset-and-state):
+// "neuron:nr_reset_thread_fn: nd3: initiating device reset request 4294967295", then
+// "... nd3: reset request 4294967295 completed" or "... failed". Only probe and sysfs resets
+// (request 4294967295) move the device's `reset` state; runtime core resets (TPB, other request
+// ids) do not, and are not returned. The driver writes the state before it logs, so a reader
+// reacting to a record reads the state the record announces.
+enum class ResetStep { kInitiated, kCompleted, kFailed };
+struct ResetRecord {
+  int device = -1;
+  ResetStep step = ResetStep::kInitiated;
+  bool operator==(const ResetRecord&) const = default;
+};
+inline constexpr uint32_t kDeviceResetRequest = 0xffffffffu;
+std::optional<ResetRecord> ParseResetRecord(std::string_view text);
+
 // Tails a kernel log. Starts at the end: records already in the log are history, not evidence
 // (docs/architecture.md#health). Not thread-safe: one owner (the Events thread).
 //

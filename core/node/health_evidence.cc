@@ -53,6 +53,9 @@ bool HealthEvidence::Apply(const Event& e) {
       efas_[e.efa].present = false;
       log_->warn("EFA {} vanished", e.efa);
       return false;
+    case EventKind::kDeviceReset:
+      if (devices_.count(e.device) && e.reset) ApplyReset(e.device, devices_[e.device], *e.reset);
+      return false;
     case EventKind::kEfaPortStateChanged:
       efas_[e.efa].port_state = e.port_state;
       log_->info("EFA {} port {}", e.efa, e.port_state);
@@ -76,6 +79,28 @@ void HealthEvidence::SetState(int index, DeviceEvidence& d,
   d.state = state;
   if (recovered) NewBaseline(&d);
   log_->info("device {} state {}", index, state ? DeviceStateName(*state) : "?");
+}
+
+// The file holds the state's number, as DeviceState numbers them
+// (docs/driver-interface.md#reset-and-state); unreadable or out of range: unknown.
+std::optional<DeviceState> HealthEvidence::ReadState(int index) const {
+  absl::StatusOr<uint64_t> raw = ReadU64(root_.NeuronDevice(index) / sysfs::kReset);
+  if (!raw.ok() || *raw > static_cast<uint64_t>(DeviceState::kInvalid)) return std::nullopt;
+  return static_cast<DeviceState>(*raw);
+}
+
+// The driver writes the state before it logs the step, so the state read now is the one the
+// record announces, or a later one. A completed reset whose RESET state was never read (it began
+// and ended between two reads) still happened: the device's evidence starts afresh.
+void HealthEvidence::ApplyReset(int index, DeviceEvidence& d, ResetStep step) const {
+  const std::optional<DeviceState> state = ReadState(index);
+  if (step == ResetStep::kCompleted && state == DeviceState::kReady &&
+      d.state == DeviceState::kReady) {
+    NewBaseline(&d);
+    log_->info("device {} reset (RESET -> READY between two reads)", index);
+    return;
+  }
+  SetState(index, d, state);
 }
 
 // The node's shape: absent devices are known too.
@@ -142,24 +167,23 @@ void HealthEvidence::ApplyScan(const Inventory& inv) {
 
 // What Events tells a consumer that watches it: a device's directory came or went, its state
 // changed. One stat and one small read per device.
-void HealthEvidence::PollPresence() {
+void HealthEvidence::PollPresence(std::chrono::steady_clock::time_point now) {
   const bool driver_gone = !std::filesystem::exists(root_.ModuleVersion().parent_path());
+  // A logged reset is applied as its record comes; the states are read besides only now and then.
+  const bool read_states = !resets_logged_ || now - states_read_ >= options_.state_recheck;
+  if (read_states) states_read_ = now;
+  // One listing of the devices' parent, not a stat per device.
+  const std::vector<std::string> listed = ListDir(root_.NeuronDevicesDir());
+  const std::set<std::string> names(listed.begin(), listed.end());
   for (auto& [index, d] : devices_) {
-    const std::filesystem::path dir = root_.NeuronDevice(index);
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) {
+    if (!names.contains(root_.NeuronDevice(index).filename().string())) {
       if (d.present) log_->warn("device {} vanished", index);
       d.present = false;
       d.driver_gone = driver_gone;
       continue;
     }
-    // The file holds the state's number, as DeviceState numbers them
-    // (docs/driver-interface.md#reset-and-state).
-    absl::StatusOr<uint64_t> raw = ReadU64(dir / sysfs::kReset);
-    std::optional<DeviceState> state;
-    if (raw.ok() && *raw <= static_cast<uint64_t>(DeviceState::kInvalid)) {
-      state = static_cast<DeviceState>(*raw);
-    }
+    if (d.present && !read_states) continue;
+    const std::optional<DeviceState> state = ReadState(index);
     if (!d.present) {
       d.present = true;
       d.driver_gone = false;
@@ -175,7 +199,7 @@ void HealthEvidence::PollPresence() {
 void HealthEvidence::PollCounters(std::chrono::steady_clock::time_point now) {
   // A scan applied since the last poll read presence and state itself: reading them again at
   // once would only repeat it (neuron-ls reads each device's directory and reset state once).
-  if (options_.poll_state && !scan_since_poll_) PollPresence();
+  if (options_.poll_state && !scan_since_poll_) PollPresence(now);
   scan_since_poll_ = false;
   for (auto& [index, d] : devices_) {
     if (!d.present) continue;

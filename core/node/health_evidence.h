@@ -95,6 +95,9 @@ struct HealthEvidenceOptions {
   // its state, so that a reset between two scans is seen (its return to READY sets the new
   // baseline), an unplugged device is absent and one whose state cannot be read is unknown.
   bool poll_state = false;
+  // With poll_state, while the consumer applies the kernel log's reset records (kDeviceReset,
+  // SetResetsLogged): how often each state is read anyway, the safety net under a lost record.
+  std::chrono::milliseconds state_recheck{10000};
 };
 
 class HealthEvidence {
@@ -107,6 +110,9 @@ class HealthEvidence {
   // Applies one event; true when the inventory should be rescanned (details of a new device or
   // of one not known yet).
   bool Apply(const Event& e);
+  // Whether the consumer applies the kernel log's reset records as they come (its log is open):
+  // with poll_state, PollCounters then reads the states only every state_recheck.
+  void SetResetsLogged(bool logged) { resets_logged_ = logged; }
   // Merges a scan: the catalog's shape, presence, state, NUMA node, links, PCI addresses.
   void ApplyScan(const Inventory& inv);
   // Reads the counter evidence of every present device at `now`: each counter row (a new
@@ -125,7 +131,9 @@ class HealthEvidence {
  private:
   void NewBaseline(DeviceEvidence* d) const;
   void SetState(int index, DeviceEvidence& d, std::optional<DeviceState> state) const;
-  void PollPresence();
+  void PollPresence(std::chrono::steady_clock::time_point now);
+  std::optional<DeviceState> ReadState(int index) const;
+  void ApplyReset(int index, DeviceEvidence& d, ResetStep step) const;
   void ApplyCatalog(const InstanceSpec& spec);
   void PollCounterRows(int index, DeviceEvidence& d, std::vector<UnreadableFile>* unreadable);
   void PollDriverHealth(int index, DeviceEvidence& d, std::chrono::steady_clock::time_point now,
@@ -138,6 +146,8 @@ class HealthEvidence {
   std::map<int, DeviceEvidence> devices_;
   std::map<std::string, EfaEvidence> efas_;
   bool scan_since_poll_ = false;  // ApplyScan since the last PollCounters: presence is fresh
+  bool resets_logged_ = false;
+  std::chrono::steady_clock::time_point states_read_{};  // PollPresence's last read of every state
   int cores_per_device_ = 0;
   std::string instance_type_;
   std::string driver_version_;

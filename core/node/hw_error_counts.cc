@@ -11,14 +11,27 @@ absl::Status HwErrorCounts::Open(KmsgReader::StartAt start) {
   return absl::OkStatus();
 }
 
-absl::Status HwErrorCounts::Read(HwErrorTally* tally, std::vector<HwErrorRecord>* records) {
+absl::Status HwErrorCounts::Read(HwErrorTally* tally, std::vector<Event>* evidence) {
   if (reader_ == nullptr) return absl::FailedPreconditionError("the kernel log is not open");
   return reader_->ReadAvailable(
-      [tally, records](const KmsgRecord& rec) {
+      [tally, evidence](const KmsgRecord& rec) {
+        Event e;
+        if (std::optional<ResetRecord> reset = ParseResetRecord(rec.text)) {
+          if (evidence == nullptr) return;
+          e.kind = EventKind::kDeviceReset;
+          e.device = reset->device;
+          e.reset = reset->step;
+          evidence->push_back(std::move(e));
+          return;
+        }
         std::optional<HwErrorRecord> hw = ParseHwError(rec.text);
         if (!hw || !hw->nd_id) return;
         ++(*tally)[*hw->nd_id][hw->type];
-        if (records != nullptr) records->push_back(*std::move(hw));
+        if (evidence == nullptr) return;
+        e.kind = EventKind::kHardwareError;
+        e.device = *hw->nd_id;
+        e.hw_error = *std::move(hw);
+        evidence->push_back(std::move(e));
       },
       {});
 }

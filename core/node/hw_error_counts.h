@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/events/events.h"
 #include "core/events/kmsg.h"
 
 namespace neuron {
@@ -30,10 +31,11 @@ class HwErrorCounts {
   absl::Status Open(KmsgReader::StartAt start);
   bool is_open() const { return reader_ != nullptr; }
   // Adds the records that arrived since the last call to `tally` (Open first) and, when
-  // `records` is given, appends them to it too (the exporter's health evidence takes them as
-  // events). Records without nd-id are left out of both: no device to count them against. Fails
-  // when the log cannot be read.
-  absl::Status Read(HwErrorTally* tally, std::vector<HwErrorRecord>* records = nullptr);
+  // `evidence` is given, appends them to it as events, in the log's order, with the driver's
+  // device reset records among them (the exporter's health evidence applies them: a reset
+  // clears what came before it, not what came after). Records without nd-id are left out: no
+  // device to count them against. Fails when the log cannot be read.
+  absl::Status Read(HwErrorTally* tally, std::vector<Event>* evidence = nullptr);
 
  private:
   const std::filesystem::path path_;

@@ -48,10 +48,13 @@ auto EfaKind(EventKind k, std::string name) {
   return [=](const Event& e) { return e.kind == k && e.efa == name; };
 }
 
+// Most tests write a device's `reset` file without the driver's record, so the states are
+// rechecked at every poll here.
 EventsOptions InotifyOnly() {
   EventsOptions o;
   o.mode = WatchMode::kDirectory;
   o.state_poll = milliseconds(50);
+  o.device_state_recheck = milliseconds(50);
   o.rescan = std::chrono::hours(1);
   return o;
 }
@@ -102,6 +105,49 @@ TEST_F(EventsTest, DeviceStateChanges) {
     return e.kind == EventKind::kDeviceStateChanged && e.device == 5 &&
            e.state == DeviceState::kInvalid;
   }));
+}
+
+// While the kernel log is read, a device reset is the driver's records of it, and a state
+// written without one is not read before the recheck (the node's idle cost:
+// bench/README.md#idle-cost).
+TEST_F(EventsTest, WhileTheLogIsReadResetRecordsAreTheStateEvents) {
+  MakeTree("inf2.24xlarge");
+  EventsOptions o = InotifyOnly();
+  o.device_state_recheck = std::chrono::hours(1);
+  StartEvents(o);
+  ASSERT_TRUE(tree_->SetDeviceState(1, DeviceState::kInvalid).ok());  // no record
+  std::this_thread::sleep_for(milliseconds(300));                     // six state polls
+  ASSERT_TRUE(tree_->SetDeviceState(5, DeviceState::kReset).ok());
+  ASSERT_TRUE(tree_
+                  ->AppendKmsg(6,
+                               "neuron:nr_reset_thread_fn: nd5: initiating device reset "
+                               "request 4294967295")
+                  .ok());
+  ASSERT_TRUE(tree_
+                  ->AppendKmsg(6,
+                               "neuron:nr_reset_thread_fn: nd5: initiating TPB reset "
+                               "request 9")
+                  .ok());  // a runtime's core reset: no state moves
+  std::optional<Event> reset = got_.WaitFor(Kind(EventKind::kDeviceReset, 5));
+  ASSERT_TRUE(reset.has_value());
+  EXPECT_EQ(reset->reset, ResetStep::kInitiated);
+  for (const Event& e : got_.Snapshot()) {
+    EXPECT_EQ(e.kind, EventKind::kDeviceReset) << EventKindName(e.kind) << " " << e.device;
+  }
+  EXPECT_EQ(got_.Snapshot().size(), 1u);
+}
+
+// Without the kernel log nothing announces a reset: the states are read every state_poll.
+TEST_F(EventsTest, WithoutTheLogStatesArePolled) {
+  MakeTree("inf2.24xlarge");
+  EventsOptions o = InotifyOnly();
+  o.device_state_recheck = std::chrono::hours(1);
+  o.watch_kmsg = false;
+  StartEvents(o);
+  ASSERT_TRUE(tree_->SetDeviceState(1, DeviceState::kInvalid).ok());
+  std::optional<Event> changed = got_.WaitFor(Kind(EventKind::kDeviceStateChanged, 1));
+  ASSERT_TRUE(changed.has_value());
+  EXPECT_EQ(changed->state, DeviceState::kInvalid);
 }
 
 TEST_F(EventsTest, EfaRemovedAddedAndPortState) {

@@ -120,6 +120,24 @@ TEST(HwError, NoTokenOrEmptyType) {
   EXPECT_FALSE(ParseHwError("").has_value());
 }
 
+// The driver's reset thread's lines (docs/driver-interface.md#reset-and-state): only a device
+// reset (request 4294967295) moves the state.
+TEST(ResetRecord, DeviceResetStepsAndNothingElse) {
+  using R = ResetRecord;
+  EXPECT_EQ(ParseResetRecord(
+                "neuron:nr_reset_thread_fn: nd3: initiating device reset request 4294967295"),
+            (R{3, ResetStep::kInitiated}));
+  EXPECT_EQ(ParseResetRecord("neuron:nr_reset_thread_fn: nd12: reset request 4294967295 completed"),
+            (R{12, ResetStep::kCompleted}));
+  EXPECT_EQ(ParseResetRecord("neuron:nr_reset_thread_fn: nd0: reset request 4294967295 failed"),
+            (R{0, ResetStep::kFailed}));
+  EXPECT_FALSE(ParseResetRecord("neuron:nr_reset_thread_fn: nd3: initiating TPB reset request 7"));
+  EXPECT_FALSE(ParseResetRecord("neuron:nr_reset_thread_fn: nd3: reset request 1 completed"));
+  EXPECT_FALSE(ParseResetRecord("neuron:nr_reset_thread_fn: nd3: Coalesced 2 reset requests"));
+  EXPECT_FALSE(ParseResetRecord("neuron:nr_reset_thread_fn: ndX: reset request 4294967295 failed"));
+  EXPECT_FALSE(ParseResetRecord("nrt: NEURON_HW_ERR=DMA_ERROR nd-id=0"));
+}
+
 using ::neuron::testing::TempDir;
 
 void Append(const std::filesystem::path& p, std::string_view data) {

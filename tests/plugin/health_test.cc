@@ -256,6 +256,44 @@ TEST_F(HealthTest, WithoutEventsThePollSeesResetsAndUnplugs) {
   EXPECT_EQ(h.reasons, std::vector<std::string>{"device state cannot be read"});
 }
 
+// While the consumer reads the kernel log (the exporter), the driver's reset records are what
+// read a device's state; the poll reads every state only every state_recheck (10 s) besides. A
+// reset that began and ended between two reads is still a reset: the evidence starts afresh.
+TEST_F(HealthTest, WhileTheLogIsReadItsResetRecordsReadTheState) {
+  const fs::path dev0 = root_ / "sys/devices/virtual/neuron_device/neuron0";
+  auto set_state = [&](int s) { std::ofstream(dev0 / "reset") << s << "\n"; };
+  set_state(1);
+  const std::unique_ptr<HealthEvidence> evidence = PollingEvidenceAfterAScan();
+  evidence->SetResetsLogged(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto judge = [&](int ms) {
+    evidence->PollCounters(t0 + std::chrono::milliseconds(ms));
+    return JudgeDevice(evidence->devices().at(0), EvidenceClasses::All());
+  };
+  auto record = [&](ResetStep step) {
+    Event e = DeviceEvent(EventKind::kDeviceReset);
+    e.reset = step;
+    evidence->Apply(e);
+  };
+  EXPECT_EQ(judge(0).state, HealthState::kHealthy);
+  SetSramUncorrected(1);
+  EXPECT_EQ(judge(1000).components.Join(), "sram");
+  set_state(0);
+  EXPECT_EQ(judge(2000).components.Join(), "sram") << "no record: the state is not read";
+  record(ResetStep::kInitiated);
+  EXPECT_EQ(judge(3000).reasons.front(), "state RESET");
+  set_state(1);
+  record(ResetStep::kCompleted);
+  EXPECT_EQ(judge(4000).state, HealthState::kHealthy) << "READY again: a new baseline";
+  SetSramUncorrected(2);
+  EXPECT_EQ(judge(5000).components.Join(), "sram");
+  record(ResetStep::kCompleted);  // RESET came and went between two reads
+  EXPECT_EQ(judge(6000).state, HealthState::kHealthy) << "a reset nobody saw still happened";
+  set_state(2);
+  EXPECT_EQ(judge(7000).state, HealthState::kHealthy) << "no record, before the recheck";
+  EXPECT_EQ(judge(12000).reasons.front(), "state INVALID") << "the recheck reads every state";
+}
+
 // A scan is a read of presence and state: the poll right after it does not read them again
 // (neuron-ls's one health read after its scan), and the next poll does.
 TEST_F(HealthTest, ThePollRightAfterAScanTakesItsStateFromTheScan) {

@@ -242,20 +242,28 @@ std::vector<Uevent> NodeWatch::DrainMonitor() {
   return out;
 }
 
-Presence NodeWatch::ReadPresence() {
+Presence NodeWatch::ReadPresence(const Presence& known) {
   Presence p;
+  const auto device_state = [&](int index) {
+    const auto it = known.devices.find(index);
+    return it != known.devices.end() ? it->second : ReadDeviceState(index);
+  };
+  const auto port_state = [&](const std::string& name) {
+    const auto it = known.efas.find(name);
+    return it != known.efas.end() ? it->second : ReadPortState(name).value_or("");
+  };
   if (mode_ == WatchMode::kDirectory) {
     const std::filesystem::path cls = root_.NeuronClassDir();
     for (const std::string& name : ListDir(cls)) {
       const std::optional<int> index = NeuronIndexOf(name);
       // A dangling class link means the device is going away.
-      if (index && IsDir(cls / name)) p.devices[*index] = ReadDeviceState(*index);
+      if (index && IsDir(cls / name)) p.devices[*index] = device_state(*index);
     }
     const std::filesystem::path ib = root_.InfinibandClassDir();
     for (const std::string& name : ListDir(ib)) {
       // Only the driver tells EFA apart (docs/driver-interface.md#efa).
       if (ReadLinkBase(ib / name / sysfs::kDeviceDriverLink) != sysfs::kEfaDriverName) continue;
-      p.efas[name] = ReadPortState(name).value_or("");
+      p.efas[name] = port_state(name);
     }
     return p;
   }
@@ -270,10 +278,10 @@ Presence NodeWatch::ReadPresence() {
       const std::string name = Basename(syspath);
       if (subsystem == kNeuronClass) {
         if (const std::optional<int> index = NeuronIndexOf(name)) {
-          p.devices[*index] = ReadDeviceState(*index);
+          p.devices[*index] = device_state(*index);
         }
       } else if (IsEfaSyspath(syspath)) {
-        p.efas[name] = ReadPortState(name).value_or("");
+        p.efas[name] = port_state(name);
       }
     }
   }

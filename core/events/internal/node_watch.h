@@ -60,7 +60,10 @@ class NodeWatch {
   void DrainInotify(bool* presence, bool* kmsg);
   std::vector<Uevent> DrainMonitor();
 
-  Presence ReadPresence();
+  // What is present now. A device or EFA that `known` holds keeps the state it has there: the
+  // safety-net rescan looks for arrivals and departures, and reading every state each time would
+  // cost more than the state polls it backs up.
+  Presence ReadPresence(const Presence& known = {});
   std::optional<DeviceState> ReadDeviceState(int index);
   std::optional<std::string> ReadPortState(const std::string& efa);
   // udev mode: whether an infiniband device is an EFA (its PCI function's driver is "efa").
