@@ -75,9 +75,10 @@ struct ExporterStateOptions {
   // older (or the oldest kept, when none is).
   std::chrono::milliseconds utilization_window{5000};
   std::chrono::milliseconds rescan_interval{30000};
-  // How often the background thread reads the health evidence (ECC, state, the driver's health
-  // files) and tails the kernel log: a fault shows within about this long, never by a scrape.
-  std::chrono::milliseconds health_poll{250};
+  // How often the background thread reads the health evidence (ECC, presence, the driver's
+  // health files) and tails the kernel log: a fault shows within about this long, never by a
+  // scrape. Device states are read when the log reports a reset (and every 10 s besides).
+  std::chrono::milliseconds health_poll{1000};
   std::chrono::milliseconds pod_refresh{5000};
   bool pod_resources = true;
 };

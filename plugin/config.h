@@ -47,7 +47,11 @@ absl::StatusOr<Action> ParseAction(std::string_view text);
 // (core/node/device_health.h), `ignore` for a class that decides nothing. The config file's older
 // spelling, `health.<class>: false`, is `ignore` (true keeps the class's action).
 struct HealthPolicy {
-  std::chrono::milliseconds poll_period{250};  // ECC counters, kMinPollPeriod..kMaxPollPeriod
+  // What cannot notify (ECC counters, EFA port states, the withheld marks), kMinPollPeriod..
+  // kMaxPollPeriod. 1 s keeps a counted fault Unhealthy within a second of the driver showing it,
+  // at about 150 syscalls a second on a trn1.32xlarge (bench/README.md#idle-cost); device states
+  // and presence are events, not polls (core/events/events.h).
+  std::chrono::milliseconds poll_period{1000};
   // healthcheck_heartbeat's period: not published, 1 s assumed (core/node/health_evidence.h);
   // kMinPollPeriod..kMaxPollPeriod.
   std::chrono::milliseconds heartbeat_period{1000};
@@ -83,8 +87,8 @@ struct HealthPolicy {
 };
 
 // health.poll_period's range (plugin/README.md#config-file). At least 100 ms: each poll reads up to
-// six counter files per device (96 on a trn2.48xlarge), and device state is itself polled every 100
-// ms, so a shorter period buys no earlier verdict; 0 would spin a core. At most a minute: a longer
+// six counter files per device (96 on a trn2.48xlarge), and reads them all however few changed;
+// 0 would spin a core. At most a minute: a longer
 // one leaves an ECC failure unreported for longer than a pod takes to start on the device, and
 // catches "250m" (minutes) written for "250ms".
 inline constexpr std::chrono::milliseconds kMinPollPeriod{100};

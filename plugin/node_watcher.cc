@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "core/base/component_log.h"
+#include "core/base/file_io.h"
 #include "core/node/health_evidence.h"
 #include "core/node/node_source.h"
 #include "core/node/withhold.h"
@@ -30,8 +34,16 @@ Action StrongestAction(const DeviceHealth& h, const HealthPolicy& policy) {
 }
 
 void MarkWithheld(std::string_view root, Hardware* hw) {
+  // One listing first: a device without a lock file is withheld by nobody (IsWithheld would say
+  // so after a failed open), and on most nodes most devices have never had one.
+  const std::vector<std::string> listed =
+      ListDir(std::filesystem::path(WithholdLockPath(root, 0)).parent_path());
+  const std::set<std::string> files(listed.begin(), listed.end());
   for (HardwareDevice& d : hw->devices) {
     if (!d.present) continue;
+    if (!files.contains(std::filesystem::path(WithholdLockPath(root, d.index)).filename())) {
+      continue;
+    }
     const absl::StatusOr<bool> withheld = IsWithheld(root, d.index);
     if (withheld.ok() && !*withheld) continue;
     d.withheld = true;
@@ -105,7 +117,8 @@ class NodeWatcher::Impl {
     }
     if (absl::Status s = node_.Init(); !s.ok()) return s;
     // Watching starts before the first scan, so a change between the two is not lost.
-    absl::Status watching = node_.Watch(std::chrono::milliseconds(100), [this](const Event& e) {
+    // EFA port states are polled with the counters; device states and presence come as events.
+    absl::Status watching = node_.Watch(options_.health.poll_period, [this](const Event& e) {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back(e);
       cv_.notify_one();

@@ -230,7 +230,8 @@ class DriverDatastoreReader final : public DatastoreReader {
   std::map<pid_t, uint64_t> Owners(Held& held, const std::vector<AppEntry>& apps) const;
   const std::byte* MapSlot(Held& held, uint64_t offset, std::string* error);
   void ProbeLoop();
-  HolderView LookForHolders(const std::vector<int>& devices) const;
+  HolderView LookForHolders(const std::vector<int>& devices);
+  absl::StatusOr<dev_t> DeviceNumber(int device, bool reread);
   void SayHowRuntimesAreNoticed(const HolderView& view);
   void ProbeDevice(int device, const HolderView& view, SourceState* state);
   Verdict KeepHolding(Held& held, Clock::time_point now) const;
@@ -255,6 +256,7 @@ class DriverDatastoreReader final : public DatastoreReader {
   std::map<int, Held> held_;                  // device -> what we hold
   std::map<int, Watch> watch_;                // worker thread only
   std::optional<std::string> logged_reason_;  // worker thread only: the last view.reason logged
+  std::map<int, dev_t> numbers_;              // worker thread only: the devices' numbers read
   std::thread worker_;
 };
 
@@ -344,7 +346,23 @@ void DriverDatastoreReader::ReadDevice(int device, Held& held, DatastoreScan* sc
   held.mapped_pids = owners;
 }
 
-HolderView DriverDatastoreReader::LookForHolders(const std::vector<int>& devices) const {
+// A device's number from its class device's `dev` file, or as last read. The driver's devices
+// share one major, allocated when the module loads, and each has its index as minor
+// (docs/driver-interface.md#device-nodes): a reload that keeps the major keeps every number, and
+// one that changes it changes the first device's too. So a probe reads the first device's number
+// and reads the others again only when it moved: one read a second, not one per device.
+absl::StatusOr<dev_t> DriverDatastoreReader::DeviceNumber(int device, bool reread) {
+  if (auto it = numbers_.find(device); !reread && it != numbers_.end()) return it->second;
+  absl::StatusOr<dev_t> number = NeuronDeviceNumber(root_, device);
+  if (number.ok()) {
+    numbers_[device] = *number;
+  } else {
+    numbers_.erase(device);
+  }
+  return number;
+}
+
+HolderView DriverDatastoreReader::LookForHolders(const std::vector<int>& devices) {
   HolderView view;
   if (std::optional<std::string> why = proc_.MissesProcesses()) {
     view.reason = *why;
@@ -352,8 +370,16 @@ HolderView DriverDatastoreReader::LookForHolders(const std::vector<int>& devices
   }
   std::vector<dev_t> numbers;
   std::map<dev_t, int> device_of;
+  bool reread = false;
+  if (!devices.empty()) {
+    const auto before = numbers_.find(devices.front());
+    const std::optional<dev_t> was =
+        before != numbers_.end() ? std::optional<dev_t>(before->second) : std::nullopt;
+    const absl::StatusOr<dev_t> first = DeviceNumber(devices.front(), true);
+    reread = !first.ok() || was != *first;
+  }
   for (const int d : devices) {
-    absl::StatusOr<dev_t> number = NeuronDeviceNumber(root_, d);
+    absl::StatusOr<dev_t> number = DeviceNumber(d, reread && d != devices.front());
     if (number.ok()) {
       numbers.push_back(*number);
       device_of[*number] = d;
