@@ -32,4 +32,17 @@ bool StraceDenied(const std::string& strace_err) {
   return strace_err.find("Operation not permitted") != std::string::npos;
 }
 
+AttachedCount CountAttached(const std::filesystem::path& work, int pid, int seconds) {
+  AttachedCount out;
+  out.summary = work / "attached.strace";
+  const RunResult r =
+      RunCommand(work, {"timeout", "-s", "INT", std::to_string(seconds), "strace", "-f", "-c", "-o",
+                        out.summary.string(), "-p", std::to_string(pid)});
+  out.strace_err = r.err;
+  if (const std::optional<int64_t> calls = StraceTotalCalls(out.summary)) {
+    out.per_second = *calls / seconds;
+  }
+  return out;
+}
+
 }  // namespace neuron::testing

@@ -21,4 +21,14 @@ std::optional<int64_t> StraceTotalCalls(const std::filesystem::path& summary);
 // Whether strace's stderr says it may not trace here (ptrace denied): a reason to skip, not fail.
 bool StraceDenied(const std::string& strace_err);
 
+// A running process's system calls per second, every thread's, over `seconds` (`strace -f -c -p`
+// attached for that long; the idle-cost tests, bench/README.md#idle-cost). `per_second` is
+// nullopt when strace counted nothing: `strace_err` says why (StraceDenied: skip).
+struct AttachedCount {
+  std::optional<int64_t> per_second;
+  std::string strace_err;
+  std::filesystem::path summary;  // strace's table, for a failure's message
+};
+AttachedCount CountAttached(const std::filesystem::path& work, int pid, int seconds);
+
 }  // namespace neuron::testing

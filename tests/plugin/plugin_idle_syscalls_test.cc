@@ -1,0 +1,84 @@
+// The device plugin's system calls per second while nothing happens: an idle simulated
+// trn1.32xlarge, registered with the kubelet emulator (its three ListAndWatch streams open, its
+// PodResources refresh running), counted by attaching `strace -f -c` for 10 s. A count that does
+// not depend on the machine, so CI checks it (bench/README.md#idle-cost). The target is the
+// performance issue's 200 a second; until it is met the ceiling holds what was reached, so that no
+// change adds a per-second poll unnoticed.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "driver-sim/kubelet/kubelet_emulator.h"
+#include "tests/support/process.h"
+#include "tests/support/sanitizer.h"
+#include "tests/support/sim_node.h"
+#include "tests/support/strace_count.h"
+#include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
+
+namespace neuron {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+// 242 a second measured (dev build, 20 s; about 1,500 before device states and presence became
+// events and the poll went to 1 s). What is left: the 48 ECC counters polled (144), the
+// PodResources refresh (about 40), the 8 EFA port states (24). Target 200.
+constexpr int64_t kCeilingPerSecond = 280;
+constexpr int kSeconds = 10;
+
+TEST(PluginIdleSyscallsTest, WithNothingHappeningItStaysWithinItsCeiling) {
+  if (testing::kSanitized) {
+    GTEST_SKIP() << "syscall counts are checked in builds without a sanitizer";
+  }
+  testing::TempDir work("plugin_idle");
+  testing::SimNode node({.sim_bin = NEURON_SIM_BIN,
+                         .root = work.path() / "root",
+                         .logs = work.path() / "logs",
+                         .empty_proc = true});
+  ASSERT_TRUE(node.Up("trn1.32xlarge")) << node.Log();
+  const fs::path kdir = work.path() / "kubelet";
+  absl::StatusOr<std::unique_ptr<sim::KubeletEmulator>> kubelet = sim::KubeletEmulator::Start(
+      {.kubelet_dir = kdir.string(), .root = node.root().string(), .rpc_deadline = 30s});
+  ASSERT_TRUE(kubelet.ok()) << kubelet.status();
+  const fs::path err = work.path() / "plugin.err";
+  const pid_t pid =
+      testing::Spawn(node.UnderDriver({NEURON_PLUGIN_BIN, "--root", node.root().string(),
+                                       "--kubelet-dir", kdir.string(), "--listen", "127.0.0.1:0"}),
+                     work.path() / "plugin.out", err);
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        for (const char* r :
+             {"aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "vpc.amazonaws.com/efa"}) {
+          const std::optional<sim::ResourceState> s = (*kubelet)->Resource(r);
+          if (!s || !s->connected) return false;
+        }
+        return true;
+      },
+      60s))
+      << testing::ReadFile(err);
+  std::this_thread::sleep_for(3s);  // past start-up: its first scans and lists
+  const testing::AttachedCount count = testing::CountAttached(work.path(), pid, kSeconds);
+  testing::Stop(pid, 20s);
+  if (!count.per_second && testing::StraceDenied(count.strace_err)) {
+    GTEST_SKIP() << "strace cannot attach here (ptrace denied): " << count.strace_err;
+  }
+  ASSERT_TRUE(count.per_second.has_value()) << "no total in strace's summary: " << count.strace_err;
+  std::printf("neuron-device-plugin idle on trn1.32xlarge: %lld syscalls/s (ceiling %lld)\n",
+              static_cast<long long>(*count.per_second), static_cast<long long>(kCeilingPerSecond));
+  EXPECT_LE(*count.per_second, kCeilingPerSecond) << "strace -c -f summary:\n"
+                                                  << testing::ReadFile(count.summary);
+}
+
+}  // namespace
+}  // namespace neuron
