@@ -56,7 +56,7 @@ std::string_view EventKindName(EventKind kind) {
 
 class Events::Impl {
  public:
-  Impl(RootPaths root, EventsOptions options)
+  Impl(const RootPaths& root, EventsOptions options)
       : options_(std::move(options)), watch_(root, options_.mode) {
     if (options_.kmsg_path.empty()) options_.kmsg_path = root.Kmsg();
   }
@@ -198,8 +198,9 @@ void Events::Impl::Run() {
     bool presence_dirty = false;
     bool kmsg_dirty = false;
     if (rc > 0) {
-      if (ino >= 0 && (fds[ino].revents & POLLIN))
+      if (ino >= 0 && (fds[ino].revents & POLLIN)) {
         watch_.DrainInotify(&presence_dirty, &kmsg_dirty);
+      }
       if (mon >= 0 && (fds[mon].revents & POLLIN)) ApplyUevents(watch_.DrainMonitor(), &events);
       if (km >= 0 && (fds[km].revents & (POLLIN | POLLERR | POLLHUP))) kmsg_dirty = true;
     }
@@ -359,8 +360,8 @@ void Events::Impl::ReadKmsg(std::vector<Event>* out) {
   }
 }
 
-Events::Events(RootPaths root, EventsOptions options)
-    : impl_(std::make_unique<Impl>(std::move(root), std::move(options))) {}
+Events::Events(const RootPaths& root, EventsOptions options)
+    : impl_(std::make_unique<Impl>(root, std::move(options))) {}
 Events::~Events() = default;
 Events::SubscriptionId Events::Subscribe(Callback callback) {
   return impl_->Subscribe(std::move(callback));

@@ -91,7 +91,7 @@ class Events {
   using Callback = std::function<void(const Event&)>;
   using SubscriptionId = uint64_t;
 
-  Events(RootPaths root, EventsOptions options);
+  Events(const RootPaths& root, EventsOptions options);
   ~Events();  // Stop()s
   Events(const Events&) = delete;
   Events& operator=(const Events&) = delete;

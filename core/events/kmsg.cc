@@ -16,9 +16,9 @@ namespace {
 
 // The kernel formats a record into an 8 KiB buffer (CONSOLE_EXT_LOG_MAX), so a larger read
 // buffer never sees EINVAL from the real device.
-constexpr size_t kStreamBuffer = 16 * 1024;
+constexpr size_t kStreamBuffer = size_t{16} * 1024;
 // Regular files are read in chunks; a line longer than this is discarded as garbage.
-constexpr size_t kFileChunk = 256 * 1024;
+constexpr size_t kFileChunk = size_t{256} * 1024;
 // Guard against a device that keeps failing with EINVAL/EPIPE without making progress.
 constexpr int kMaxSkipsPerCall = 1024;
 

@@ -44,7 +44,7 @@ using Collector = ::neuron::testing::EventCollector;
 auto Kind(EventKind k, int device) {
   return [=](const Event& e) { return e.kind == k && e.device == device; };
 }
-auto EfaKind(EventKind k, std::string name) {
+auto EfaKind(EventKind k, const std::string& name) {
   return [=](const Event& e) { return e.kind == k && e.efa == name; };
 }
 
@@ -65,7 +65,7 @@ class EventsTest : public ::testing::Test {
     tree_ = ::neuron::testing::MakeSimTree(root_.path(), instance, {.lnc = 1});
     ASSERT_NE(tree_, nullptr);
   }
-  void StartEvents(EventsOptions options = InotifyOnly()) {
+  void StartEvents(const EventsOptions& options = InotifyOnly()) {
     events_ = std::make_unique<Events>(RootPaths(root_.path()), options);
     events_->Subscribe(got_.callback());
     ASSERT_TRUE(events_->Start().ok());

@@ -186,7 +186,7 @@ TEST(KmsgReader, OversizedLineIsSkippedAndReadingContinues) {
   Append(file, "");
   absl::StatusOr<std::unique_ptr<KmsgReader>> reader = KmsgReader::Open(file);
   ASSERT_TRUE(reader.ok());
-  Append(file, "6,1,1,-;" + std::string(600 * 1024, 'y') + "\n6,2,2,-;after\n");
+  Append(file, "6,1,1,-;" + std::string(size_t{600} * 1024, 'y') + "\n6,2,2,-;after\n");
   Collected c;
   ASSERT_TRUE((*reader)->ReadAvailable(c.on_record(), c.on_malformed()).ok());
   ASSERT_EQ(c.records.size(), 1u);
