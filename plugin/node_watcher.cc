@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
-#include <filesystem>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "core/base/component_log.h"
-#include "core/base/file_io.h"
 #include "core/node/health_evidence.h"
 #include "core/node/node_source.h"
 #include "core/node/withhold.h"
@@ -34,16 +32,9 @@ Action StrongestAction(const DeviceHealth& h, const HealthPolicy& policy) {
 }
 
 void MarkWithheld(std::string_view root, Hardware* hw) {
-  // One listing first: a device without a lock file is withheld by nobody (IsWithheld would say
-  // so after a failed open), and on most nodes most devices have never had one.
-  const std::vector<std::string> listed =
-      ListDir(std::filesystem::path(WithholdLockPath(root, 0)).parent_path());
-  const std::set<std::string> files(listed.begin(), listed.end());
+  const std::set<int> locked = DevicesWithLockFiles(root);
   for (HardwareDevice& d : hw->devices) {
-    if (!d.present) continue;
-    if (!files.contains(std::filesystem::path(WithholdLockPath(root, d.index)).filename())) {
-      continue;
-    }
+    if (!d.present || !locked.contains(d.index)) continue;
     const absl::StatusOr<bool> withheld = IsWithheld(root, d.index);
     if (withheld.ok() && !*withheld) continue;
     d.withheld = true;

@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "core/base/file_io.h"
 #include "fmt/format.h"
 
 namespace neuron {
@@ -28,6 +30,18 @@ absl::Status OpenError(const std::string& path, int err) {
 
 std::string WithholdLockPath(std::string_view root, int device) {
   return (WithheldDir(root) / fmt::format("neuron{}.lock", device)).string();
+}
+
+std::set<int> DevicesWithLockFiles(std::string_view root) {
+  std::set<int> out;
+  for (const std::string& name : ListDir(WithheldDir(root))) {
+    int device = -1;
+    if (std::sscanf(name.c_str(), "neuron%d.lock", &device) == 1 &&
+        name == fmt::format("neuron{}.lock", device)) {
+      out.insert(device);
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<WithholdLock> WithholdLock::Take(std::string_view root, int device, Mode mode) {

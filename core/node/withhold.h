@@ -25,6 +25,10 @@ namespace neuron {
 
 // ROOT/run/neuron-node-agent/withheld/neuronN.lock
 std::string WithholdLockPath(std::string_view root, int device);
+// The devices that have a lock file, from one listing of the directory (empty when it cannot be
+// read). Only they can be withheld: IsWithheld of any other is false without an open, and on most
+// nodes most devices never had one.
+std::set<int> DevicesWithLockFiles(std::string_view root);
 
 class WithholdLock {
  public:

@@ -16,6 +16,20 @@ namespace {
 
 using ::neuron::testing::TempDir;
 
+// The plugin's one listing per poll: the devices whose lock file exists, and nothing else there.
+TEST(WithholdTest, DevicesWithLockFilesAreTheLockFilesListed) {
+  TempDir root;
+  EXPECT_TRUE(DevicesWithLockFiles(root.str()).empty()) << "no directory yet";
+  ASSERT_TRUE(WithholdLock::Take(root.str(), 3, WithholdLock::Mode::kShared).ok());
+  ASSERT_TRUE(WithholdLock::Take(root.str(), 12, WithholdLock::Mode::kExclusive).ok());
+  const std::filesystem::path dir =
+      std::filesystem::path(WithholdLockPath(root.str(), 3)).parent_path();
+  for (const char* stray : {"neuronx.lock", "neuron03.lock", "neuron4.lock.tmp"}) {
+    std::ofstream(dir / stray) << "";
+  }
+  EXPECT_EQ(DevicesWithLockFiles(root.str()), (std::set<int>{3, 12}));
+}
+
 TEST(WithholdTest, AnExclusiveHoldWithholdsAndItsReleaseReturnsTheDevice) {
   TempDir root;
   ASSERT_FALSE(*IsWithheld(root.str(), 3));  // no file yet
