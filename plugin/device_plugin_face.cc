@@ -32,7 +32,14 @@ using std::chrono::milliseconds;
 constexpr std::string_view kKubeletSocket = "kubelet.sock";
 constexpr milliseconds kFirstBackoff{50};
 constexpr milliseconds kMaxBackoff{5000};
+// The kubelet's restarts are inotify events on its directory; the check behind them runs each
+// second until the directory is watched, then every 10 s as a safety net under a lost event.
 constexpr milliseconds kPeriodicCheck{1000};
+constexpr milliseconds kWatchedCheck{10000};
+// While nothing we advertise is held, there is nothing PodResources could show us released: the
+// next holding comes by our own Allocate, which wakes the refresh (Run). Until then the kubelet is
+// asked this often, a safety net.
+constexpr milliseconds kPodResourcesIdle{30000};
 // The kubelet dials back with a 10 s timeout inside Register (docs/kubelet-api.md#registration);
 // allow for it.
 constexpr std::chrono::seconds kRegisterDeadline{15};
@@ -106,8 +113,12 @@ class DevicePluginFace::Impl {
     PodResourcesCache::Options popts;
     popts.socket_path = (fs::path(config_.kubelet_dir) / "pod-resources" / kKubeletSocket).string();
     popts.period = config_.podresources_period;
-    popts.on_change = [this](const std::shared_ptr<const PodAssignments>& a) {
+    popts.on_answer = [this](const std::shared_ptr<const PodAssignments>& a, bool /*changed*/) {
+      // Every answer, changed or not: one that does not show a pending holding ages it.
       state_.SetPodAssignments(*a, Clock::now());
+      const bool idle = HeldDevices(*state_.view()).empty();
+      pod_resources_idle_ = idle;
+      return idle ? kPodResourcesIdle : config_.podresources_period;
     };
     pod_resources_ = std::make_unique<PodResourcesCache>(popts);
 
@@ -351,20 +362,14 @@ class DevicePluginFace::Impl {
       if (!slot.server) continue;
       if (!slot.server->SocketPresent()) {
         RestartSeen("periodic_check");
-        continue;  // EnsureServer re-creates it
+        WantRegister(slot, true);  // EnsureServer re-creates it first
+        continue;
       }
       if (slot.registered && kubelet != 0 && kubelet != slot.kubelet_inode) {
         RestartSeen("periodic_check");
         WantRegister(slot, true);
       }
     }
-    // PodResources answers that did not change still age pending holdings.
-    if (pod_resources_ && pod_resources_->LastStatus().ok()) {
-      const uint64_t n = pod_resources_->refreshes();
-      if (n != seen_refreshes_) state_.SetPodAssignments(*pod_resources_->Latest(), last_check_);
-      seen_refreshes_ = n;
-    }
-    last_check_ = Clock::now();
   }
 
   void Run() {
@@ -393,13 +398,22 @@ class DevicePluginFace::Impl {
       if (force_check_ || Clock::now() >= next_check) {
         force_check_ = false;
         PeriodicCheck();
-        next_check = Clock::now() + kPeriodicCheck;
+        next_check = Clock::now() + (watch_ < 0 ? kPeriodicCheck : kWatchedCheck);
       }
       const std::shared_ptr<const NodeView> view = state_.view();
+      // An Allocate made a holding while the refresh waits its idle period: refresh now, and
+      // every podresources_period from then on, so that its release is seen.
+      if (pod_resources_idle_ && !HeldDevices(*view).empty()) {
+        pod_resources_idle_ = false;
+        pod_resources_->RefreshSoon();
+      }
       Clock::time_point wake_at = next_check;
       for (auto& [r, slot] : slots_) {
         const bool active = config_.enabled(r) && !view->Get(r).devices.empty();
-        if (active && EnsureServer(slot) && slot.want_register) {
+        // A registered server's socket is looked at when something says it went (inotify, a
+        // stream's end, the periodic check: each wants a registration), not on every pass.
+        const bool look = !slot.server || slot.want_register;
+        if (active && look && EnsureServer(slot) && slot.want_register) {
           if (Clock::now() >= slot.next_attempt) Register(slot);
           if (slot.want_register) wake_at = std::min(wake_at, slot.next_attempt);
         }
@@ -441,8 +455,8 @@ class DevicePluginFace::Impl {
   int watch_ = -1;
   bool force_check_ = false;
   Clock::time_point last_restart_;
-  Clock::time_point last_check_;
-  uint64_t seen_refreshes_ = 0;
+  // The PodResources refresh waits kPodResourcesIdle (set by its thread, read by Run's).
+  std::atomic<bool> pod_resources_idle_{false};
 
   mutable std::mutex servers_mu_;  // guards Slot::server against OnView
   mutable std::mutex mu_;

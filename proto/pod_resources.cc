@@ -219,12 +219,14 @@ class PodResourcesCache::Impl {
         ++failures_;
       }
       last_status_ = status;
-      if (changed && options_.on_change) {
+      std::chrono::milliseconds wait = options_.period;
+      if (status.ok() && options_.on_answer) {
+        const std::shared_ptr<const PodAssignments> latest = latest_;
         lock.unlock();
-        options_.on_change(changed);
+        wait = options_.on_answer(latest, changed != nullptr);
         lock.lock();
       }
-      wake_.wait_for(lock, options_.period, [this] { return stop_ || soon_; });
+      wake_.wait_for(lock, wait, [this] { return stop_ || soon_; });
       soon_ = false;
     }
   }

@@ -113,13 +113,18 @@ absl::StatusOr<PodAssignments> ListPodResources(const std::string& socket_path,
 // find after gRPC's reconnect backoff. Thread-safe.
 class PodResourcesCache {
  public:
+  // Called on the refresh thread after every successful refresh with the latest answer and
+  // whether it differs from the previous one (the first success counts as a change). It returns
+  // how long to wait for the next refresh: a caller that knows nothing can have changed (the
+  // plugin, while nothing it advertises is held) waits longer.
+  using OnAnswer =
+      std::function<std::chrono::milliseconds(std::shared_ptr<const PodAssignments>, bool changed)>;
   struct Options {
     std::string socket_path;
+    // The wait after a failed refresh, and after every successful one without `on_answer`.
     std::chrono::milliseconds period{1000};
     std::chrono::milliseconds timeout{500};
-    // Called on the refresh thread after every successful refresh whose answer differs from the
-    // previous one (the first success counts as a change).
-    std::function<void(std::shared_ptr<const PodAssignments>)> on_change{};
+    OnAnswer on_answer{};
   };
 
   explicit PodResourcesCache(Options options);
@@ -133,7 +138,7 @@ class PodResourcesCache {
   // Successful and failed refreshes so far (self-metrics).
   uint64_t refreshes() const;
   uint64_t failures() const;
-  // Wakes the refresh thread now instead of at the end of the period.
+  // Wakes the refresh thread now instead of at the end of its wait.
   void RefreshSoon();
 
  private:

@@ -196,6 +196,7 @@ class KubeletEmulator::Impl {
   std::map<std::string, std::set<std::string>> admitting;  // guarded by mu
   uint64_t registrations = 0;                              // guarded by mu
   uint64_t register_calls = 0;                             // guarded by mu
+  uint64_t pod_resources_lists = 0;                        // guarded by mu
   uint64_t restarts = 0;                                   // guarded by mu
   uint64_t next_generation = 1;                            // guarded by mu
   std::mt19937_64 rng;                                     // guarded by mu

@@ -310,6 +310,11 @@ uint64_t KubeletEmulator::register_calls() const {
   return impl_->register_calls;
 }
 
+uint64_t KubeletEmulator::pod_resources_lists() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->pod_resources_lists;
+}
+
 uint64_t KubeletEmulator::restarts() const {
   std::lock_guard lock(impl_->mu);
   return impl_->restarts;

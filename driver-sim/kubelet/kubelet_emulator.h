@@ -212,6 +212,9 @@ class KubeletEmulator {
   std::vector<ResourceState> Resources() const;
   uint64_t registrations() const;   // successful Register calls since Start
   uint64_t register_calls() const;  // every Register call, as the kubelet counts them
+  // PodResources List calls, as the kubelet counts them
+  // (kubelet_pod_resources_endpoint_requests_list).
+  uint64_t pod_resources_lists() const;
   uint64_t restarts() const;
   // DRA plugins registered through plugins_registry/: driver name -> endpoint, newest last.
   std::map<std::string, std::vector<std::string>> DraPlugins() const;

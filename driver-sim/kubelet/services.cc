@@ -39,6 +39,7 @@ class PodResourcesService final : public v1::PodResourcesLister::Service {
   grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
                     v1::ListPodResourcesResponse* out) override {
     std::lock_guard lock(impl_->mu);
+    ++impl_->pod_resources_lists;
     for (const PodRecord& pod : impl_->pods) Fill(pod, out->add_pod_resources());
     return grpc::Status::OK;
   }

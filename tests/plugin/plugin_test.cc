@@ -368,6 +368,35 @@ TEST_F(PluginTest, MaskKeepsWholeDevicesAndCoresApartUntilPodResourcesReleases) 
   EXPECT_TRUE(WaitHealth(kNeuron, "2", "Healthy"));
 }
 
+// PodResources is asked every podresources_period while anything is held, and only as a safety
+// net while nothing is: then nothing can be released, and the next holding comes by our own
+// Allocate, which asks at once.
+TEST_F(PluginTest, PodResourcesIsAskedWhileSomethingIsHeld) {
+  StartSim("trn1.32xlarge");
+  StartPlugin();  // podresources_period 100 ms
+  ASSERT_TRUE(WaitList(kNeuron, [](const auto& l) { return l.size() == 16; }));
+  ASSERT_TRUE(
+      ::neuron::testing::WaitUntil([&] { return kubelet_->pod_resources_lists() > 0; }, kCeiling));
+  const uint64_t idle = kubelet_->pod_resources_lists();
+  std::this_thread::sleep_for(1s);  // ten periods
+  EXPECT_LE(kubelet_->pod_resources_lists(), idle + 1) << "asked while nothing is held";
+
+  sim::PodSpec pod{.name = "held", .containers = {{.requests = {{kNeuron, 1}}}}};
+  ASSERT_TRUE(kubelet_->AdmitPod(pod).ok());
+  const uint64_t held = kubelet_->pod_resources_lists();
+  EXPECT_TRUE(::neuron::testing::WaitUntil(
+      [&] { return kubelet_->pod_resources_lists() >= held + 5; }, kCeiling))
+      << "not asked every period while a device is held";
+
+  ASSERT_TRUE(kubelet_->DeletePod("default", "held").ok());
+  ASSERT_TRUE(::neuron::testing::WaitUntil(
+      [&] { return HeldDevices(*plugin_->state().view()).empty(); }, kCeiling))
+      << "the release was never seen";
+  const uint64_t released = kubelet_->pod_resources_lists();
+  std::this_thread::sleep_for(1s);
+  EXPECT_LE(kubelet_->pod_resources_lists(), released + 1) << "still asked after the release";
+}
+
 // Unplug, ECC, reset and EFA faults against the real binary are PluginHealthTest's
 // (tests/e2e/plugin_lifecycle_test.cc); here what only the library shows: the reason a failed
 // reset leaves, the device's INVALID state, and that every device is healthy again afterwards.

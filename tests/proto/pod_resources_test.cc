@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include "podresources/v1/api.grpc.pb.h"
 #include "proto/pod_resources_locator.h"
@@ -102,10 +103,13 @@ TEST(PodResourcesTest, CacheKeepsTheLastAnswerAndFindsARestartedKubelet) {
   auto server = Serve(socket, lister);
 
   std::atomic<int> changes{0};
-  PodResourcesCache cache(
-      {.socket_path = socket, .period = 50ms, .timeout = 500ms, .on_change = [&](auto) {
-         ++changes;
-       }});
+  PodResourcesCache cache({.socket_path = socket,
+                           .period = 50ms,
+                           .timeout = 500ms,
+                           .on_answer = [&](auto, bool changed) {
+                             changes += changed ? 1 : 0;
+                             return 50ms;
+                           }});
   ASSERT_TRUE(WaitUntil([&] { return cache.Latest()->all().size() == 1; }, 10s));
   // Unchanged answers do not count as changes.
   const int calls = lister.calls;
@@ -133,6 +137,34 @@ TEST(PodResourcesTest, CacheKeepsTheLastAnswerAndFindsARestartedKubelet) {
   EXPECT_TRUE(cache.LastStatus().ok());
   EXPECT_EQ(changes, 2);
   server->Shutdown();
+}
+
+// The wait after an answer is what on_answer returns; RefreshSoon cuts it short, and a failure
+// waits `period` whatever on_answer would say.
+TEST(PodResourcesTest, OnAnswerSetsTheWaitAndRefreshSoonCutsIt) {
+  TempDir dir;
+  const std::string socket = (dir.path() / "kubelet.sock").string();
+  FakeLister lister;
+  lister.Set(OnePod("llama-0", {"0"}));
+  auto server = Serve(socket, lister);
+  std::atomic<int> answers{0};
+  PodResourcesCache cache(
+      {.socket_path = socket, .period = 50ms, .timeout = 500ms, .on_answer = [&](auto, bool) {
+         ++answers;
+         return std::chrono::milliseconds(1h);
+       }});
+  ASSERT_TRUE(WaitUntil([&] { return answers == 1; }, 10s));
+  std::this_thread::sleep_for(300ms);  // six periods
+  EXPECT_EQ(lister.calls, 1);
+  cache.RefreshSoon();
+  ASSERT_TRUE(WaitUntil([&] { return answers == 2; }, 10s));
+
+  server->Shutdown();
+  server.reset();
+  std::filesystem::remove(socket);
+  cache.RefreshSoon();
+  ASSERT_TRUE(WaitUntil([&] { return cache.failures() >= 3; }, 10s));  // each `period`
+  EXPECT_EQ(answers, 2);
 }
 
 TEST(PodResourcesTest, LocatorFindsThePodByCoreOrDeviceAndWaitsForTheKubelet) {
