@@ -137,9 +137,10 @@ void ConnectionLoop::Run() {
   epoll_event events[64];
   Clock::time_point next_sweep = Clock::now() + kSweepEvery;
   while (!stop_.load()) {
-    // Deadlines are swept every 100 ms while there are connections; an idle server sleeps.
+    // Deadlines are swept every 100 ms while there are connections; an idle server sleeps until
+    // a connection comes or Stop writes the wake descriptor.
     const bool idle = conns_.empty() && !accept_paused_;
-    const int n = epoll_wait(epoll_fd_.get(), events, 64, idle ? 1000 : 100);
+    const int n = epoll_wait(epoll_fd_.get(), events, 64, idle ? -1 : 100);
     const Clock::time_point now = Clock::now();
     for (int i = 0; i < n; ++i) {
       const uint64_t key = events[i].data.u64;

@@ -179,19 +179,39 @@ class Remediator::Impl {
     bool gave_up = false;
   };
 
+  // Wakes on a change of the view and when a retry falls due, never otherwise: an idle node costs
+  // this thread nothing.
   void Run() {
+    std::optional<Clock::time_point> due;
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(500),
-                     [this] { return stopping_ || changed_; });
+        auto woken = [this] { return stopping_ || changed_; };
+        if (due) {
+          cv_.wait_until(lock, *due, woken);
+        } else {
+          cv_.wait(lock, woken);
+        }
         if (stopping_) return;
         changed_ = false;
       }
       const std::shared_ptr<const NodeView> view = state_.view();
       NoteActions(*view);
-      if (const std::optional<int> device = Next(*view)) Try(*device);
+      const std::optional<int> device = Next(*view);
+      if (device) Try(*device);
+      due = device ? Clock::now() : NextDue();  // after a try, look again at once
     }
+  }
+
+  // The earliest retry still to come; nullopt when none is.
+  std::optional<Clock::time_point> NextDue() const {
+    const Clock::time_point now = Clock::now();
+    std::optional<Clock::time_point> due;
+    for (const auto& [index, r] : devices_) {
+      if (r.gave_up || r.next_try <= now) continue;
+      due = std::min(due.value_or(r.next_try), r.next_try);
+    }
+    return due;
   }
 
   // Every change of a device's action is a log line and a count (the actions other than reset act
