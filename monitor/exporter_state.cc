@@ -227,8 +227,17 @@ void ExporterState::TailKmsg() {
   std::vector<Event> evidence;
   const absl::Status read = kmsg_.Read(&seen, &evidence);
   SetKmsgState(read);
-  // While the log is read, its reset records tell the evidence when to read a device's state.
+  // While the log is read, its reset records tell the evidence when to read a device's state,
+  // and its open and close records the datastore probe when to look for runtimes.
   evidence_.SetResetsLogged(read.ok());
+  if (read.ok() != opens_logged_) {
+    opens_logged_ = read.ok();
+    node_.SetOpensLogged(opens_logged_);
+  }
+  if (kmsg_.open_close_records() != open_close_seen_) {
+    open_close_seen_ = kmsg_.open_close_records();
+    node_.ProbeSoon();
+  }
   for (const Event& e : evidence) evidence_.Apply(e);
   if (seen.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);

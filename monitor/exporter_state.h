@@ -201,8 +201,10 @@ class ExporterState {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   std::thread thread_;
-  HwErrorCounts kmsg_;       // the background thread's (and Start's before it runs)
-  HealthEvidence evidence_;  // the background thread's (and Init's before it runs)
+  HwErrorCounts kmsg_;            // the background thread's (and Start's before it runs)
+  bool opens_logged_ = false;     // the background thread's: what the Sampler was last told
+  uint64_t open_close_seen_ = 0;  // the background thread's: kmsg_'s open/close records acted on
+  HealthEvidence evidence_;       // the background thread's (and Init's before it runs)
 };
 
 }  // namespace neuron::monitor

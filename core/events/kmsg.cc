@@ -129,6 +129,11 @@ std::optional<HwErrorRecord> ParseHwError(std::string_view text) {
   return rec;
 }
 
+bool IsOpenCloseRecord(std::string_view text) {
+  return text.find("npid_attach: pid=") != std::string_view::npos ||
+         text.find("npid_detach: pid=") != std::string_view::npos;
+}
+
 std::optional<ResetRecord> ParseResetRecord(std::string_view text) {
   constexpr std::string_view kThread = "nr_reset_thread_fn: nd";
   const size_t at = text.find(kThread);

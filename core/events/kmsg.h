@@ -75,6 +75,12 @@ struct ResetRecord {
 inline constexpr uint32_t kDeviceResetRequest = 0xffffffffu;
 std::optional<ResetRecord> ParseResetRecord(std::string_view text);
 
+// The driver's records of a process's first normal open of a device and of its last close
+// (docs/driver-interface.md#open-close-log): "neuron:npid_attach: neuron:npid_attach: pid=7,
+// slot=0", "neuron:npid_detach: ...". They name no device: a reader learns only that some process
+// began or ceased to hold one.
+bool IsOpenCloseRecord(std::string_view text);
+
 // Tails a kernel log. Starts at the end: records already in the log are history, not evidence
 // (docs/architecture.md#health). Not thread-safe: one owner (the Events thread).
 //

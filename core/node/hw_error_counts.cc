@@ -14,7 +14,11 @@ absl::Status HwErrorCounts::Open(KmsgReader::StartAt start) {
 absl::Status HwErrorCounts::Read(HwErrorTally* tally, std::vector<Event>* evidence) {
   if (reader_ == nullptr) return absl::FailedPreconditionError("the kernel log is not open");
   return reader_->ReadAvailable(
-      [tally, evidence](const KmsgRecord& rec) {
+      [this, tally, evidence](const KmsgRecord& rec) {
+        if (IsOpenCloseRecord(rec.text)) {
+          ++open_close_records_;
+          return;
+        }
         Event e;
         if (std::optional<ResetRecord> reset = ParseResetRecord(rec.text)) {
           if (evidence == nullptr) return;

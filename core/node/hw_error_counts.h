@@ -36,10 +36,13 @@ class HwErrorCounts {
   // clears what came before it, not what came after). Records without nd-id are left out: no
   // device to count them against. Fails when the log cannot be read.
   absl::Status Read(HwErrorTally* tally, std::vector<Event>* evidence = nullptr);
+  // The driver's open and close records (IsOpenCloseRecord) Read has passed so far.
+  uint64_t open_close_records() const { return open_close_records_; }
 
  private:
   const std::filesystem::path path_;
   std::unique_ptr<KmsgReader> reader_;
+  uint64_t open_close_records_ = 0;
 };
 
 }  // namespace neuron

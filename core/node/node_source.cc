@@ -80,6 +80,16 @@ std::shared_ptr<const Snapshot> NodeSource::Sample(SampleKind kind) {
   return sampler_->Sample(kind);
 }
 
+void NodeSource::SetOpensLogged(bool logged) {
+  std::lock_guard<std::mutex> lock(sample_mu_);
+  if (sampler_) sampler_->SetOpensLogged(logged);
+}
+
+void NodeSource::ProbeSoon() {
+  std::lock_guard<std::mutex> lock(sample_mu_);
+  if (sampler_) sampler_->ProbeSoon();
+}
+
 absl::Status NodeSource::Watch(std::chrono::milliseconds state_poll, Events::Callback callback) {
   // Events watch the way discovery reads: udev events for libudev, inotify for the directory.
   EventsOptions eopts;

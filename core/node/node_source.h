@@ -96,6 +96,10 @@ class NodeSource {
   bool StartSampling(const SamplingOptions& options);
   // One sample; StartSampling first.
   std::shared_ptr<const Snapshot> Sample(SampleKind kind);
+  // The kernel log's open and close records, told to the Sampler's datastore reader
+  // (DatastoreReader::SetOpensLogged, ProbeSoon); nothing before StartSampling.
+  void SetOpensLogged(bool logged);
+  void ProbeSoon();
 
   // Starts Events in the mode discovery reads (udev events for libudev, inotify for the
   // directory scan) and delivers each to `callback`. Fails as Events::Start does.

@@ -114,6 +114,11 @@ class DatastoreReader {
   // Waits until every device was probed once (State().known), at most `timeout`: a one-shot
   // reader (neuron-ls) needs the answer before it reads. False on timeout (a device in reset).
   virtual bool AwaitFirstProbe(std::chrono::milliseconds timeout) = 0;
+  // While `logged`, the kernel log's open and close records (IsOpenCloseRecord) reach ProbeSoon,
+  // so a back end that looks for runtimes on a clock may look less often. Any thread.
+  virtual void SetOpensLogged(bool /*logged*/) {}
+  // Some process opened or closed a device: look for runtimes now. Any thread.
+  virtual void ProbeSoon() {}
 };
 
 class RuntimeRecordsReader;  // core/sample/runtime_records.h
@@ -122,6 +127,10 @@ struct DriverDatastoreOptions {
   std::vector<int> devices;  // device indices to watch
   // How often devices are probed for runtime processes (off the sample path).
   std::chrono::milliseconds probe_period{1000};
+  // The period instead while the open and close records are logged (SetOpensLogged), nothing is
+  // held and every device's holders can be seen: a new runtime's open is a record, which probes
+  // at once, so the clock is only the safety net under a lost one.
+  std::chrono::milliseconds quiet_probe_period{30000};
   // Reads the runtimes' records on the devices this reader holds open, at each ReadAll (null:
   // none are read). Told before the reader lets a device go, so that its own opens of the device
   // are closed first: it never takes a process slot or a driver log line of its own.

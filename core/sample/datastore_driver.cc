@@ -18,6 +18,9 @@
 //     resettable through sysfs and a busy one keeps a slot for one more runtime.
 //   - where holders cannot be seen (some process's fd/ unreadable, a device's number unknown),
 //     every device is opened every probe_period as before, and the log says so once.
+//   - while the kernel log's open and close records reach ProbeSoon (SetOpensLogged) and
+//     nothing is held, the probe runs on those records and every quiet_probe_period besides:
+//     on a node with thousands of descriptors the /proc pass is most of an idle agent's calls.
 //   - the sample path (ReadAll, List) uses only held fds: list, acquire, map read-only, parse.
 //     It never opens or closes a device, so a device in reset never blocks a scrape. Slots are
 //     zeroed and reused by the driver, so owner and header are checked again every sample.
@@ -156,6 +159,18 @@ class DriverDatastoreReader final : public DatastoreReader {
   void SetDevices(std::vector<int> devices) override {
     std::lock_guard<std::mutex> lock(mu_);
     options_.devices = std::move(devices);
+    soon_ = true;
+    wake_.notify_all();
+  }
+
+  void SetOpensLogged(bool logged) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    opens_logged_ = logged;
+  }
+
+  void ProbeSoon() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    soon_ = true;
     wake_.notify_all();
   }
 
@@ -252,6 +267,8 @@ class DriverDatastoreReader final : public DatastoreReader {
   std::condition_variable wake_;
   std::condition_variable probed_;
   bool stop_ = false;
+  bool soon_ = false;          // ProbeSoon or SetDevices: probe without waiting out the period
+  bool opens_logged_ = false;  // SetOpensLogged
   SourceState state_;
   std::map<int, Held> held_;                  // device -> what we hold
   std::map<int, Watch> watch_;                // worker thread only
@@ -602,7 +619,10 @@ void DriverDatastoreReader::ProbeLoop() {
       Unhold(it->first, it->second);
       it = held_.erase(it);
     }
-    wake_.wait_for(lock, options_.probe_period, [this] { return stop_; });
+    const bool quiet = opens_logged_ && held_.empty() && view.reason.empty();
+    wake_.wait_for(lock, quiet ? options_.quiet_probe_period : options_.probe_period,
+                   [this] { return stop_ || soon_; });
+    soon_ = false;
   }
 }
 

@@ -78,6 +78,9 @@ class Sampler {
   void SetInventory(Inventory inventory);
 
   std::shared_ptr<const Snapshot> Sample(SampleKind kind);
+  // Its datastore reader's (DatastoreReader::SetOpensLogged, ProbeSoon).
+  void SetOpensLogged(bool logged) { datastore_->SetOpensLogged(logged); }
+  void ProbeSoon() { datastore_->ProbeSoon(); }
   // The latest snapshot, or null before the first Sample().
   std::shared_ptr<const Snapshot> last() const { return last_; }
 

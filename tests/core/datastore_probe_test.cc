@@ -143,5 +143,26 @@ TEST_F(DatastoreProbeTest, WhereHoldersCannotBeSeenItOpensAsBefore) {
   EXPECT_EQ(DriverLines(Kmsg(), ::getpid()), settled);
 }
 
+// While the kernel log's open and close records are told to it and it holds nothing, the probe
+// waits out quiet_probe_period: a runtime's start is noticed on ProbeSoon (the call its npid_attach
+// record makes in the exporter), not by the clock. Holding the device, it is back on probe_period
+// and lets go when the runtime has gone.
+TEST_F(DatastoreProbeTest, WhileOpensAreLoggedARuntimeIsNoticedOnProbeSoon) {
+  auto reader = MakeDriverDatastoreReader(
+      node_->paths(), {.devices = {1}, .probe_period = 100ms, .quiet_probe_period = 1h});
+  ASSERT_TRUE(reader->AwaitFirstProbe(10s));
+  reader->SetOpensLogged(true);
+  std::this_thread::sleep_for(300ms);  // the wait after the next probe is the quiet one
+  const pid_t workload = node_->StartWorkload("2");
+  ASSERT_GT(workload, 0);
+  std::this_thread::sleep_for(1s);  // ten periods
+  EXPECT_FALSE(HasRecordOf(*reader, workload)) << "noticed by the clock while quiet";
+  reader->ProbeSoon();
+  EXPECT_TRUE(WaitUntil([&] { return HasRecordOf(*reader, workload); }, 5s));
+  ASSERT_TRUE(neuron::testing::Stop(workload, 30s).has_value());
+  EXPECT_TRUE(WaitUntil([&] { return DriverLines(Kmsg(), ::getpid(), "npid_detach") == 1; }, 5s))
+      << "not let go on probe_period";
+}
+
 }  // namespace
 }  // namespace neuron

@@ -138,6 +138,15 @@ TEST(ResetRecord, DeviceResetStepsAndNothingElse) {
   EXPECT_FALSE(ParseResetRecord("nrt: NEURON_HW_ERR=DMA_ERROR nd-id=0"));
 }
 
+// A process's first open of a device and its last close (docs/driver-interface.md#open-close-log).
+TEST(OpenCloseRecord, AttachAndDetachAndNothingElse) {
+  EXPECT_TRUE(IsOpenCloseRecord("neuron:npid_attach: neuron:npid_attach: pid=7, slot=0"));
+  EXPECT_TRUE(IsOpenCloseRecord("neuron:npid_detach: neuron:npid_detach: pid=7, slot=3"));
+  EXPECT_FALSE(IsOpenCloseRecord("neuron:ncdev_open: nd3: pid 7 failed to open"));
+  EXPECT_FALSE(IsOpenCloseRecord("neuron:npid_print_usage: pid 7 open count 1"));
+  EXPECT_FALSE(IsOpenCloseRecord("nrt: NEURON_HW_ERR=DMA_ERROR nd-id=0"));
+}
+
 using ::neuron::testing::TempDir;
 
 void Append(const std::filesystem::path& p, std::string_view data) {

@@ -154,8 +154,10 @@ TEST(HwErrorCountsTest, CountsRecordsNamingADeviceFromWhereCountingStarts) {
          "3,3,3,-;NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR nd-id=1\n"
          "3,4,4,-;NEURON_HW_ERR=HBM_UNCORRECTABLE_ERROR nd-id=4\n"
          "3,5,5,-;NEURON_HW_ERR=DMA_ERROR\n"  // no nd-id: no device to count it against
-         "6,6,6,-;an unrelated line\n");
+         "6,6,6,-;an unrelated line\n"
+         "6,7,7,-;neuron:npid_attach: neuron:npid_attach: pid=7, slot=0\n");
   ASSERT_TRUE(counts.Read(&tally).ok());
+  EXPECT_EQ(counts.open_close_records(), 1u);
   const HwErrorTally expected = {{1, {{"SRAM_UNCORRECTABLE_ERROR", 2}}},
                                  {4, {{"HBM_UNCORRECTABLE_ERROR", 1}}}};
   EXPECT_EQ(tally, expected);
