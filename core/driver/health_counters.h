@@ -86,7 +86,17 @@ struct HealthCounter {
   HealthComponent component;       // what its errors are errors of
   EvidenceClass evidence_class;
   CounterMeaning meaning;
+  // The v2 chip layer (Trn1, Inf2) prints the file but never moves it: not read there.
+  bool still_on_v2 = false;
 };
+
+// Whether a device whose info/architecture/instance_type reads `instance_type` is of the v2 chip
+// layer, where mem_ecc_repairable_uncorrected always reads 0
+// (docs/driver-interface.md#generation-differences). The arch type cannot tell: Inf2 and Trn2
+// both read NDv3.
+constexpr bool IsV2Chip(std::string_view instance_type) {
+  return instance_type == "Trn1" || instance_type == "Inf2";
+}
 
 inline constexpr std::array kHealthCounters{
     HealthCounter{sysfs::kHardwareDir, Name(HardwareCounter::sram_ecc_uncorrected), std::nullopt,
@@ -94,7 +104,8 @@ inline constexpr std::array kHealthCounters{
     HealthCounter{sysfs::kHardwareDir, Name(HardwareCounter::mem_ecc_uncorrected), std::nullopt,
                   HealthComponent::kHbm, EvidenceClass::kEcc, CounterMeaning::kFault},
     HealthCounter{sysfs::kHardwareDir, Name(HardwareCounter::mem_ecc_repairable_uncorrected),
-                  std::nullopt, HealthComponent::kHbm, EvidenceClass::kEcc, CounterMeaning::kFault},
+                  std::nullopt, HealthComponent::kHbm, EvidenceClass::kEcc, CounterMeaning::kFault,
+                  /*still_on_v2=*/true},
     HealthCounter{sysfs::kHealthStatusDir, Name(HealthStatusCounter::hbm_ecc_err_count),
                   NodeGroup::kHealthStatus, HealthComponent::kHbm, EvidenceClass::kEcc,
                   CounterMeaning::kFault},

@@ -135,6 +135,7 @@ void HealthEvidence::ApplyScan(const Inventory& inv) {
     e.present = true;
     e.state = nd.state;
     e.groups = nd.sysfs_groups;
+    e.v2_chip = IsV2Chip(nd.instance_type);
     if (nd.numa_node) e.numa = nd.numa_node;
     if (!nd.bdf.empty()) e.bdf = nd.bdf;
     e.attributes = nd.attributes;
@@ -222,6 +223,7 @@ void HealthEvidence::PollCounterRows(int index, DeviceEvidence& d,
     std::optional<uint64_t>& base = d.counter_baseline[i];
     if (d.rebaseline) base.reset();
     if (c.group && !d.groups.Has(*c.group)) continue;
+    if (c.still_on_v2 && d.v2_chip) continue;
     const absl::StatusOr<uint64_t> now = ReadU64(dir / c.dir / c.name);
     if (!now.ok()) {
       if (c.meaning == CounterMeaning::kFault) {

@@ -64,6 +64,7 @@ struct DeviceEvidence {
   DeviceAttributes attributes;  // the last scan's (core/driver/device_attributes.h)
   bool rebaseline = true;       // take the next counter reading as the baseline
   NodeGroups groups;            // the optional node groups its tree holds
+  bool v2_chip = false;         // IsV2Chip: its still_on_v2 counter rows are not read
   // Per row of kHealthCounters (core/driver/health_counters.h): its baseline, and whether it
   // rose above it since.
   std::array<std::optional<uint64_t>, kHealthCounters.size()> counter_baseline;

@@ -307,6 +307,32 @@ TEST_F(HealthTest, ThePollRightAfterAScanTakesItsStateFromTheScan) {
   EXPECT_EQ(evidence->devices().at(0).state, DeviceState::kReset);
 }
 
+// The v2 chip layer (Trn1, Inf2) prints mem_ecc_repairable_uncorrected but never moves it
+// (docs/driver-interface.md#generation-differences): the once-a-second poll leaves it unread there,
+// 16 files a second fewer on a trn1.32xlarge. On Trn2 it is evidence like its kin.
+TEST_F(HealthTest, TheRepairableHbmCounterIsReadWhereTheChipCanMoveIt) {
+  fs::create_directories(root_ / "sys/module/neuron");
+  const fs::path repairable = Hardware0() / "mem_ecc_repairable_uncorrected";
+  for (const std::string instance_type : {"Trn1", "Inf2", "Trn2"}) {
+    SCOPED_TRACE(instance_type);
+    std::ofstream(repairable) << "0\n";
+    HealthEvidence evidence(RootPaths(root_), ComponentLogger("test.health"));
+    Inventory inv;
+    NeuronDevice d;
+    d.index = 0;
+    d.state = DeviceState::kReady;
+    d.instance_type = instance_type;
+    inv.devices.push_back(d);
+    evidence.ApplyScan(inv);
+    const auto t0 = std::chrono::steady_clock::now();
+    evidence.PollCounters(t0);  // the baseline
+    std::ofstream(repairable) << "1\n";
+    evidence.PollCounters(t0 + std::chrono::milliseconds(100));
+    const DeviceHealth h = JudgeDevice(evidence.devices().at(0), EvidenceClasses::All());
+    EXPECT_EQ(h.state, instance_type == "Trn2" ? HealthState::kUnhealthy : HealthState::kHealthy);
+  }
+}
+
 // A driver 2.30 device (Trn2): its tree holds health_status/ with the two files of the notes.
 class Driver230Test : public HealthTest {
  protected:
