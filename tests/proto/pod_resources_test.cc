@@ -44,7 +44,8 @@ class FakeLister final : public v1::PodResourcesLister::Service {
   v1::ListPodResourcesResponse response_;
 };
 
-v1::ListPodResourcesResponse OnePod(const std::string& name, std::vector<std::string> cores) {
+v1::ListPodResourcesResponse OnePod(const std::string& name,
+                                    const std::vector<std::string>& cores) {
   v1::ListPodResourcesResponse r;
   v1::PodResources* pod = r.add_pod_resources();
   pod->set_name(name);
