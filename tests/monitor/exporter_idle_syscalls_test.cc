@@ -9,17 +9,15 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "tests/support/idle_syscalls.h"
 #include "tests/support/process.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/sim_node.h"
-#include "tests/support/strace_count.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -54,18 +52,8 @@ TEST(ExporterIdleSyscallsTest, BetweenScrapesItStaysWithinItsCeiling) {
   ASSERT_TRUE(
       testing::WaitUntil([&] { return testing::ListeningPort(testing::ReadFile(err)) > 0; }, 60s))
       << testing::ReadFile(err);
-  std::this_thread::sleep_for(3s);  // past start-up: its first scan, probe and samples
-  const testing::AttachedCount count = testing::CountAttached(work.path(), pid, kSeconds);
-  testing::Stop(pid, 20s);
-  if (!count.per_second && testing::StraceDenied(count.strace_err)) {
-    GTEST_SKIP() << "strace cannot attach here (ptrace denied): " << count.strace_err;
-  }
-  ASSERT_TRUE(count.per_second.has_value()) << "no total in strace's summary: " << count.strace_err;
-  const int64_t per_second = *count.per_second;
-  std::printf("neuron-exporter idle on trn1.32xlarge: %lld syscalls/s (ceiling %lld)\n",
-              static_cast<long long>(per_second), static_cast<long long>(kCeilingPerSecond));
-  EXPECT_LE(per_second, kCeilingPerSecond) << "strace -c -f summary:\n"
-                                           << testing::ReadFile(count.summary);
+  testing::ExpectIdleSyscallsWithin(work.path(), pid, "neuron-exporter idle on trn1.32xlarge",
+                                    kCeilingPerSecond, kSeconds);
 }
 
 }  // namespace

@@ -8,19 +8,17 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "driver-sim/kubelet/kubelet_emulator.h"
+#include "tests/support/idle_syscalls.h"
 #include "tests/support/process.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/sim_node.h"
-#include "tests/support/strace_count.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -66,17 +64,8 @@ TEST(PluginIdleSyscallsTest, WithNothingHappeningItStaysWithinItsCeiling) {
       },
       60s))
       << testing::ReadFile(err);
-  std::this_thread::sleep_for(3s);  // past start-up: its first scans and lists
-  const testing::AttachedCount count = testing::CountAttached(work.path(), pid, kSeconds);
-  testing::Stop(pid, 20s);
-  if (!count.per_second && testing::StraceDenied(count.strace_err)) {
-    GTEST_SKIP() << "strace cannot attach here (ptrace denied): " << count.strace_err;
-  }
-  ASSERT_TRUE(count.per_second.has_value()) << "no total in strace's summary: " << count.strace_err;
-  std::printf("neuron-device-plugin idle on trn1.32xlarge: %lld syscalls/s (ceiling %lld)\n",
-              static_cast<long long>(*count.per_second), static_cast<long long>(kCeilingPerSecond));
-  EXPECT_LE(*count.per_second, kCeilingPerSecond) << "strace -c -f summary:\n"
-                                                  << testing::ReadFile(count.summary);
+  testing::ExpectIdleSyscallsWithin(work.path(), pid, "neuron-device-plugin idle on trn1.32xlarge",
+                                    kCeilingPerSecond, kSeconds);
 }
 
 }  // namespace
