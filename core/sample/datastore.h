@@ -131,6 +131,8 @@ struct DriverDatastoreOptions {
   // held and every device's holders can be seen: a new runtime's open is a record, which probes
   // at once, so the clock is only the safety net under a lost one.
   std::chrono::milliseconds quiet_probe_period{30000};
+  // SetOpensLogged's value from the start.
+  bool opens_logged = false;
   // Reads the runtimes' records on the devices this reader holds open, at each ReadAll (null:
   // none are read). Told before the reader lets a device go, so that its own opens of the device
   // are closed first: it never takes a process slot or a driver log line of its own.

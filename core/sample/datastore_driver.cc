@@ -267,8 +267,8 @@ class DriverDatastoreReader final : public DatastoreReader {
   std::condition_variable wake_;
   std::condition_variable probed_;
   bool stop_ = false;
-  bool soon_ = false;          // ProbeSoon or SetDevices: probe without waiting out the period
-  bool opens_logged_ = false;  // SetOpensLogged
+  bool soon_ = false;  // ProbeSoon or SetDevices: probe without waiting out the period
+  bool opens_logged_ = options_.opens_logged;  // SetOpensLogged
   SourceState state_;
   std::map<int, Held> held_;                  // device -> what we hold
   std::map<int, Watch> watch_;                // worker thread only

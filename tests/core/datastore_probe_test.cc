@@ -149,10 +149,9 @@ TEST_F(DatastoreProbeTest, WhereHoldersCannotBeSeenItOpensAsBefore) {
 // and lets go when the runtime has gone.
 TEST_F(DatastoreProbeTest, WhileOpensAreLoggedARuntimeIsNoticedOnProbeSoon) {
   auto reader = MakeDriverDatastoreReader(
-      node_->paths(), {.devices = {1}, .probe_period = 100ms, .quiet_probe_period = 1h});
-  ASSERT_TRUE(reader->AwaitFirstProbe(10s));
-  reader->SetOpensLogged(true);
-  std::this_thread::sleep_for(300ms);  // the wait after the next probe is the quiet one
+      node_->paths(),
+      {.devices = {1}, .probe_period = 100ms, .quiet_probe_period = 1h, .opens_logged = true});
+  ASSERT_TRUE(reader->AwaitFirstProbe(10s));  // it waits the quiet period from then on
   const pid_t workload = node_->StartWorkload("2");
   ASSERT_GT(workload, 0);
   std::this_thread::sleep_for(1s);  // ten periods
